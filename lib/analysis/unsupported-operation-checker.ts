@@ -1,0 +1,583 @@
+/**
+ * Which query shapes a streaming query may have, per output mode: the rules of Spark's
+ * `UnsupportedOperationChecker` (4.x / master), plus the few checks Spark only makes when the first
+ * batch is planned (`checkRuntimeRestrictions`). Messages keep Spark's text so users can search it;
+ * every refusal adds a Sluice hint saying what to change. Pure: no IO, no state.
+ */
+import type { Attribute } from '../plan/attribute.js';
+import { describe, exists, unalias, type Expr } from '../plan/expressions.js';
+import { planChildren, isStreaming as planIsStreaming, type JoinNode, type JoinType, type LogicalPlan } from '../plan/logical-plan.js';
+import { AnalysisError } from '../errors/sluice-error.js';
+import { bind, inheritedEventTimeDelay } from './binder.js';
+import type { BoundExpr } from './bound-expr.js';
+
+export type OutputMode = 'append' | 'update' | 'complete';
+type Conf = ReadonlyMap<string, string>;
+
+export const CHECK_CORRECTNESS_CONF = 'spark.sql.streaming.statefulOperator.checkCorrectness.enabled';
+export const ALLOW_MULTIPLE_CONF = 'spark.sql.streaming.statefulOperator.allowMultiple';
+
+// ---------------------------------------------------------------------------------------------
+// Messages. Spark 4.0 raises most of these through a legacy error class whose message has no
+// `[CLASS]` prefix; the two output-mode errors have a real class in 4.1 (both texts are kept).
+// ---------------------------------------------------------------------------------------------
+
+const LEGACY = '_LEGACY_ERROR_TEMP_3102';
+const OUTPUT_MODE_CLASS = 'STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION';
+
+function refusal(message: string, code: string, hint: string, errorClass = LEGACY): AnalysisError {
+  return new AnalysisError(message, { code, errorClass, hint, context: { sparkMessage: message } });
+}
+
+const title = (m: OutputMode): string => m[0]!.toUpperCase() + m.slice(1);
+
+/** Spark's `JoinType.toString`, which its messages print. */
+const SPARK_JOIN_NAME: Record<JoinType, string> = {
+  inner: 'Inner', cross: 'Cross', left_outer: 'LeftOuter', right_outer: 'RightOuter',
+  full_outer: 'FullOuter', left_semi: 'LeftSemi', left_anti: 'LeftAnti',
+};
+
+const UPSERT_SINK = 'write it to the DynamoDB upsert sink (keyed by the grouping columns)';
+
+export const errors = {
+  noStreamingSource: () => refusal(
+    'Queries without streaming sources cannot be executed with writeStream.start()',
+    'NO_STREAMING_SOURCE',
+    'read at least one input with readStream (a Kinesis or memory stream); run a static DataFrame with collect() instead.',
+  ),
+  streamingSourceInBatch: () => refusal(
+    'Queries with streaming sources must be executed with writeStream.start()',
+    'STREAMING_SOURCE_IN_BATCH_QUERY',
+    'start the query with df.writeStream...start(), or build the DataFrame from static data.',
+  ),
+  dedupWithinWatermarkInBatch: () => refusal(
+    'dropDuplicatesWithinWatermark is not supported with batch DataFrames/DataSets',
+    'DEDUP_WITHIN_WATERMARK_IN_BATCH',
+    'use dropDuplicates() on a static DataFrame.',
+  ),
+  appendAggregationWithoutWatermark: () => refusal(
+    '[STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION] Invalid streaming output mode: append. This output mode is not supported for ' +
+      'streaming aggregations without watermark on streaming DataFrames/DataSets. (Spark 4.0: Append output mode not supported ' +
+      'when there are streaming aggregations on streaming DataFrames/DataSets without watermark)',
+    'APPEND_AGGREGATION_WITHOUT_WATERMARK',
+    'append emits a group only once it can no longer change, which needs an event time: call withWatermark("eventTime", "10 minutes") ' +
+      'and group by that column or by window("eventTime", ...) over it. Or use update mode and ' + `${UPSERT_SINK}.`,
+    OUTPUT_MODE_CLASS,
+  ),
+  completeWithoutAggregation: () => refusal(
+    '[STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION] Invalid streaming output mode: complete. This output mode is not supported for ' +
+      'no streaming aggregations on streaming DataFrames/DataSets. (Spark 4.0: Complete output mode not supported when there ' +
+      'are no streaming aggregations on streaming DataFrames/Datasets)',
+    'COMPLETE_WITHOUT_AGGREGATION',
+    'complete mode rewrites the whole result table each trigger, which only exists for an aggregation: use append (or update) mode, or add a groupBy().agg().',
+    OUTPUT_MODE_CLASS,
+  ),
+  sessionWindowInUpdateMode: () => refusal(
+    'Update output mode not supported for session window on streaming DataFrames/DataSets',
+    'SESSION_WINDOW_UPDATE_MODE',
+    'use append mode (a session is emitted once, when the watermark passes its end) or complete mode.',
+  ),
+  distinctAggregation: () => refusal(
+    'Distinct aggregations are not supported on streaming DataFrames/Datasets. Consider using approx_count_distinct() instead.',
+    'DISTINCT_AGGREGATION',
+    'use approx_count_distinct(col), or size(collect_set(col)) for an exact count over small groups.',
+  ),
+  streamStreamJoinOutputMode: (mode: OutputMode, allowsUpdate: boolean) => refusal(
+    `Join between two streaming DataFrames/Datasets is not supported in ${title(mode)} output mode, ` +
+      (allowsUpdate ? 'only in Append and Update output modes' : 'only in Append output mode'),
+    'STREAM_STREAM_JOIN_OUTPUT_MODE',
+    allowsUpdate
+      ? 'use append (or update) mode; to keep a running total of join results, aggregate with a watermark and use append mode.'
+      : 'use append mode: an outer join row is final only once the watermark has passed it.',
+  ),
+  streamStaticOuterJoin: (message: string) => refusal(
+    message,
+    'STREAM_STATIC_JOIN_SIDE',
+    'put the stream on the preserved side (stream LEFT OUTER static, static RIGHT OUTER stream), or use an inner join; ' +
+      'the static side cannot be outer-joined because unmatched static rows are never final.',
+  ),
+  streamStreamJoinWithoutWatermark: (joinType: JoinType) => refusal(
+    `Stream-stream ${SPARK_JOIN_NAME[joinType]} join between two streaming DataFrame/Datasets is not supported without a watermark ` +
+      'in the join keys, or a watermark on the nullable side and an appropriate range condition',
+    'STREAM_STREAM_JOIN_WITHOUT_WATERMARK',
+    'call withWatermark on both inputs, then join on a watermarked column (e.g. equal window() structs) or add a time range ' +
+      'such as leftTime BETWEEN rightTime - interval 5 minutes AND rightTime + interval 5 minutes, so unmatched rows can be closed.',
+  ),
+  unsupportedJoinType: (joinType: JoinType) => refusal(
+    `Join type ${SPARK_JOIN_NAME[joinType]} is not supported with streaming DataFrame/Dataset`,
+    'UNSUPPORTED_STREAMING_JOIN_TYPE',
+    'use inner, left outer, right outer, full outer or left semi.',
+  ),
+  unionStreamWithBatch: () => refusal(
+    'Union between streaming and batch DataFrames/Datasets is not supported',
+    'UNION_STREAM_WITH_BATCH',
+    'read both inputs as streams, or join the static data to the stream instead of unioning it.',
+  ),
+  exceptWithStream: () => refusal(
+    'Except with a streaming DataFrame/Dataset on either side is not supported',
+    'EXCEPT_ON_STREAM',
+    'filter the stream with a left anti join against a static DataFrame (stream.join(static, keys, "left_anti")).',
+  ),
+  intersectWithStream: () => refusal(
+    'Intersect of streaming DataFrames/Datasets is not supported',
+    'INTERSECT_ON_STREAM',
+    'use a left semi join (stream.join(other, keys, "left_semi")) instead.',
+  ),
+  sortOnStream: () => refusal(
+    'Sorting is not supported on streaming DataFrames/Datasets, unless it is on aggregated DataFrame/Dataset in Complete output mode',
+    'SORT_ON_STREAM',
+    'sort after an aggregation in complete mode, or sort each batch in foreachBatch((rows, batchId) => ...).',
+  ),
+  nonTimeWindow: (fn: string, column: string, spec: string) => refusal(
+    `[NON_TIME_WINDOW_NOT_SUPPORTED_IN_STREAMING] Window function is not supported in ${fn} (as column \`${column}\`) on ` +
+      'streaming DataFrames/Datasets. Structured Streaming only supports time-window aggregation using the WINDOW function. ' +
+      `(window specification: ${spec})`,
+    'NON_TIME_WINDOW_NOT_SUPPORTED_IN_STREAMING',
+    'use groupBy(window(...)) or session_window(...) aggregations, dropDuplicates for "first row per key", or run the window function per batch in foreachBatch.',
+    'NON_TIME_WINDOW_NOT_SUPPORTED_IN_STREAMING',
+  ),
+  dedupWithinWatermarkWithoutWatermark: () => refusal(
+    'dropDuplicatesWithinWatermark is not supported on streaming DataFrames/DataSets without watermark',
+    'DEDUP_WITHIN_WATERMARK_WITHOUT_WATERMARK',
+    'call withWatermark(eventTimeColumn, delay) before dropDuplicatesWithinWatermark.',
+  ),
+  unsupportedExpression: (sql: string) => refusal(
+    `Expression(s): ${sql} is not supported with streaming DataFrames/Datasets`,
+    'UNSUPPORTED_STREAMING_EXPRESSION',
+    'monotonically_increasing_id() restarts in every micro-batch; derive ids from the data (e.g. key + event time) instead.',
+  ),
+  globalWatermarkCorrectness: () => refusal(
+    "Detected pattern of possible 'correctness' issue due to global watermark. The query contains stateful operation which can " +
+      'emit rows older than the current watermark plus allowed late record delay, which are "late rows" in downstream stateful ' +
+      'operations and these rows can be discarded. Please refer the programming guide doc for more details. If you understand ' +
+      'the possible risk of correctness issue and still need to run the query, you can disable this check by setting the config ' +
+      `\`${CHECK_CORRECTNESS_CONF}\` to false.`,
+    'GLOBAL_WATERMARK_CORRECTNESS',
+    'an aggregation in update/complete mode re-emits old groups, which a later stateful operator would drop as late: use append ' +
+      'mode for chained stateful operators, or keep one stateful operator and do the rest in the sink (e.g. upsert into DynamoDB).',
+  ),
+  redefiningWatermark: () => refusal(
+    `Redefining watermark is disallowed. You can set the config '${ALLOW_MULTIPLE_CONF}' to 'false' to restore the previous ` +
+      'behavior. Note that multiple stateful operators will be disallowed.',
+    'REDEFINING_WATERMARK',
+    'call withWatermark once per input, before the first stateful operator; later operators inherit it.',
+  ),
+  streamStreamJoinWithoutEquality: () => refusal(
+    'Stream-stream join without equality predicate is not supported',
+    'STREAM_STREAM_JOIN_WITHOUT_EQUALITY',
+    'add at least one equality between the two sides (a key, or equal window() structs) so rows can be matched by key.',
+  ),
+  globalSessionWindow: () => refusal(
+    'Global aggregation with session window in streaming query is not supported.',
+    'GLOBAL_SESSION_WINDOW',
+    'group by at least one column besides session_window(...), e.g. groupBy(session_window("eventTime", "5 minutes"), "userId").',
+  ),
+};
+
+// ---------------------------------------------------------------------------------------------
+// Plan helpers
+// ---------------------------------------------------------------------------------------------
+
+/** `isStreaming` with a per-check cache: it is asked for every node and every subtree. */
+function streamingTest(): (p: LogicalPlan) => boolean {
+  const cache = new WeakMap<LogicalPlan, boolean>();
+  const test = (p: LogicalPlan): boolean => {
+    let v = cache.get(p);
+    if (v === undefined) {
+      v = p.kind === 'StreamingRelation' || planChildren(p).some(test);
+      cache.set(p, v);
+    }
+    return v;
+  };
+  return test;
+}
+
+/** Post-order walk (children before the node), like Spark's `foreachUp`. */
+function foreachUp(p: LogicalPlan, visit: (n: LogicalPlan) => void): void {
+  planChildren(p).forEach((c) => foreachUp(c, visit));
+  visit(p);
+}
+
+/** Pre-order walk, like Spark's `collect` / `find`. */
+function preOrder(p: LogicalPlan): LogicalPlan[] {
+  return [p, ...planChildren(p).flatMap(preOrder)];
+}
+
+function tryBind(e: Expr, input: readonly Attribute[]): BoundExpr | null {
+  try {
+    return bind(e, input);
+  } catch {
+    return null;
+  }
+}
+
+/** The watermark delay of a grouping key: a watermarked column, or window()/session_window() over one. */
+export function groupingKeyWatermarkDelay(e: Expr, input: readonly Attribute[]): number | null {
+  const bound = tryBind(e, input);
+  return bound ? inheritedEventTimeDelay(bound) : null;
+}
+
+export function isSessionWindowKey(e: Expr): boolean {
+  return unalias(e).kind === 'sessionWindow';
+}
+
+/** Streaming aggregations, top-most first (Spark's `collectStreamingAggregates`). */
+export function streamingAggregates(plan: LogicalPlan): Extract<LogicalPlan, { kind: 'Aggregate' }>[] {
+  return preOrder(plan).filter((n): n is Extract<LogicalPlan, { kind: 'Aggregate' }> => n.kind === 'Aggregate' && planIsStreaming(n));
+}
+
+function nodeExpressions(n: LogicalPlan): readonly Expr[] {
+  switch (n.kind) {
+    case 'Project': return n.exprs;
+    case 'Filter': return [n.condition];
+    case 'Aggregate': return [...n.groupingExprs, ...n.aggregateExprs];
+    case 'Sort': return n.orders.map((o) => o.expr);
+    case 'Join': return n.condition ? [n.condition] : [];
+    case 'WindowFunction': return [...n.partitionBy, ...n.orderBy.map((o) => o.expr)];
+    case 'FailOnce': return [n.condition];
+    default: return [];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream-stream join analysis (Spark's StreamingJoinHelper): equi-join keys and range bounds.
+// ---------------------------------------------------------------------------------------------
+
+/** `stateColumn > watermark(watermarkColumn) + offset`: rows of the state side below it can never match again. */
+export interface StateValueBound {
+  readonly stateColumn: Attribute;
+  readonly watermarkColumn: Attribute;
+  /** The constant part, when it is made of interval literals only (microseconds); null otherwise. */
+  readonly offsetMicros: number | null;
+  /** Whether the bound is exclusive (`>`) rather than inclusive (`>=`). */
+  readonly strict: boolean;
+}
+
+export interface StreamJoinAnalysis {
+  /** Equality conjuncts with one side reading only left columns and the other only right columns. */
+  readonly equiKeys: readonly (readonly [BoundExpr, BoundExpr])[];
+  /** Join key columns that carry a watermark: state on both sides is evicted by them. */
+  readonly watermarkKeys: readonly Attribute[];
+  /** A range condition that bounds the left side's state, from the right side's watermark. */
+  readonly leftStateBound: StateValueBound | null;
+  readonly rightStateBound: StateValueBound | null;
+}
+
+function referenced(e: BoundExpr): Attribute[] {
+  const out: Attribute[] = [];
+  const visit = (x: BoundExpr): void => {
+    if (x.kind === 'ref') out.push(x.attribute);
+    if (x.kind === 'call' || x.kind === 'aggregate') x.args.forEach(visit);
+    else if (x.kind === 'cast') visit(x.child);
+    else if (x.kind === 'timeWindow' || x.kind === 'sessionWindow') visit(x.time);
+    else if (x.kind === 'case') {
+      x.branches.forEach(([c, v]) => { visit(c); visit(v); });
+      if (x.otherwise) visit(x.otherwise);
+    }
+  };
+  visit(e);
+  return out;
+}
+
+/** Splits AND chains and expands `x BETWEEN lo AND hi` into `x >= lo`, `x <= hi`. */
+function conjuncts(e: BoundExpr): BoundExpr[] {
+  if (e.kind === 'call' && e.fn === 'and') return e.args.flatMap(conjuncts);
+  if (e.kind === 'call' && e.fn === 'between') {
+    const [x, lo, hi] = e.args as [BoundExpr, BoundExpr, BoundExpr];
+    return [{ kind: 'call', fn: '>=', args: [x, lo], type: 'boolean' }, { kind: 'call', fn: '<=', args: [x, hi], type: 'boolean' }];
+  }
+  return [e];
+}
+
+interface Term { readonly expr: BoundExpr; readonly negated: boolean }
+
+/** Flattens `a + b - c` (casts ignored) into signed terms; null when something else is in the way. */
+function linearTerms(e: BoundExpr, negated = false): Term[] | null {
+  if (e.kind === 'cast') return linearTerms(e.child, negated);
+  if (e.kind === 'call' && (e.fn === '+' || e.fn === '-') && e.args.length === 2) {
+    const l = linearTerms(e.args[0]!, negated);
+    const r = linearTerms(e.args[1]!, e.fn === '-' ? !negated : negated);
+    return l && r ? [...l, ...r] : null;
+  }
+  if ((e.kind === 'ref' && e.path.length === 0) || e.kind === 'literal') return [{ expr: e, negated }];
+  return null;
+}
+
+/** From `small < big`: a lower bound on a state-side column in terms of a watermarked other-side column. */
+function boundFromLessThan(
+  small: BoundExpr, big: BoundExpr, strict: boolean, stateIds: ReadonlySet<number>, otherIds: ReadonlySet<number>,
+): StateValueBound | null {
+  const attrs = [...referenced(small), ...referenced(big)];
+  const distinct = (ids: ReadonlySet<number>): number => new Set(attrs.filter((a) => ids.has(a.id)).map((a) => a.id)).size;
+  if (distinct(stateIds) !== 1 || distinct(otherIds) > 1) return null;
+  // small - big < 0: the state column must come from `big` (negated here) to be bounded from below.
+  const smallTerms = linearTerms(small);
+  const bigTerms = linearTerms(big, true);
+  if (!smallTerms || !bigTerms) return null;
+  const all = [...smallTerms, ...bigTerms];
+  const stateTerms = all.filter((t) => t.expr.kind === 'ref' && stateIds.has(t.expr.attribute.id));
+  if (stateTerms.length !== 1 || !stateTerms[0]!.negated) return null;
+  const rest = all.filter((t) => t !== stateTerms[0]);
+  // Exactly one other-side column, added (not subtracted), and it must carry the watermark.
+  const refs = rest.filter((t) => t.expr.kind === 'ref');
+  const watermark = refs.length === 1 && !refs[0]!.negated && refs[0]!.expr.kind === 'ref' ? refs[0]!.expr.attribute : null;
+  if (!watermark || !otherIds.has(watermark.id) || watermark.eventTimeDelayMs === null) return null;
+  const literals = rest.filter((t) => t.expr.kind === 'literal');
+  const offsetMicros = literals.every((t) => t.expr.type === 'interval')
+    ? literals.reduce((sum, t) => sum + (t.negated ? -1 : 1) * Number((t.expr as { value: unknown }).value), 0)
+    : null;
+  const stateRef = stateTerms[0]!.expr as Extract<BoundExpr, { kind: 'ref' }>;
+  return { stateColumn: stateRef.attribute, watermarkColumn: watermark, offsetMicros, strict };
+}
+
+/** Spark's `getStateValueWatermark`: the tightest bound any conjunct gives the state side. */
+function stateValueBound(conds: readonly BoundExpr[], stateSide: readonly Attribute[], otherSide: readonly Attribute[]): StateValueBound | null {
+  if (!otherSide.some((a) => a.eventTimeDelayMs !== null)) return null;
+  const stateIds = new Set(stateSide.map((a) => a.id));
+  const otherIds = new Set(otherSide.map((a) => a.id));
+  for (const c of conds) {
+    if (c.kind !== 'call' || c.args.length !== 2) continue;
+    const [l, r] = c.args as [BoundExpr, BoundExpr];
+    const found = c.fn === '<' || c.fn === '<='
+      ? boundFromLessThan(l, r, c.fn === '<', stateIds, otherIds)
+      : c.fn === '>' || c.fn === '>='
+        ? boundFromLessThan(r, l, c.fn === '>', stateIds, otherIds)
+        : null;
+    if (found) return found;
+  }
+  return null;
+}
+
+export function analyzeStreamStreamJoin(join: JoinNode): StreamJoinAnalysis {
+  const input = [...join.left.output, ...join.right.output];
+  const bound = join.condition ? tryBind(join.condition, input) : null;
+  const conds = bound ? conjuncts(bound) : [];
+  const leftIds = new Set(join.left.output.map((a) => a.id));
+  const rightIds = new Set(join.right.output.map((a) => a.id));
+  const onlyFrom = (e: BoundExpr, ids: ReadonlySet<number>): boolean => {
+    const attrs = referenced(e);
+    return attrs.length > 0 && attrs.every((a) => ids.has(a.id));
+  };
+  const equiKeys: (readonly [BoundExpr, BoundExpr])[] = [];
+  for (const c of conds) {
+    if (c.kind !== 'call' || (c.fn !== '=' && c.fn !== '<=>')) continue;
+    const [a, b] = c.args as [BoundExpr, BoundExpr];
+    if (onlyFrom(a, leftIds) && onlyFrom(b, rightIds)) equiKeys.push([a, b]);
+    else if (onlyFrom(b, leftIds) && onlyFrom(a, rightIds)) equiKeys.push([b, a]);
+  }
+  const watermarkKeys = equiKeys.flat().flatMap((k) => (k.kind === 'ref' && k.path.length === 0 && k.attribute.eventTimeDelayMs !== null ? [k.attribute] : []));
+  return {
+    equiKeys,
+    watermarkKeys,
+    leftStateBound: stateValueBound(conds, join.left.output, join.right.output),
+    rightStateBound: stateValueBound(conds, join.right.output, join.left.output),
+  };
+}
+
+function checkStreamStreamJoinWatermark(join: JoinNode): void {
+  const a = analyzeStreamStreamJoin(join);
+  // The side whose unmatched rows must eventually be emitted (or, for semi, dropped) needs a bound.
+  const validRange = join.joinType === 'left_outer' || join.joinType === 'left_semi'
+    ? a.leftStateBound !== null
+    : join.joinType === 'right_outer'
+      ? a.rightStateBound !== null
+      : a.leftStateBound !== null || a.rightStateBound !== null;
+  if (a.watermarkKeys.length === 0 && !validRange) throw errors.streamStreamJoinWithoutWatermark(join.joinType);
+}
+
+function checkJoin(join: JoinNode, outputMode: OutputMode, streaming: (p: LogicalPlan) => boolean): void {
+  const ls = streaming(join.left);
+  const rs = streaming(join.right);
+  const name = SPARK_JOIN_NAME[join.joinType];
+  // Master: inner and left semi stream-stream joins also run in update mode (nothing is ever retracted).
+  if (ls && rs && outputMode !== 'append' && join.joinType !== 'left_anti') {
+    const allowsUpdate = join.joinType === 'inner' || join.joinType === 'cross' || join.joinType === 'left_semi';
+    if (outputMode === 'complete' || !allowsUpdate) throw errors.streamStreamJoinOutputMode(outputMode, allowsUpdate);
+  }
+  switch (join.joinType) {
+    case 'inner':
+    case 'cross':
+      return;
+    case 'full_outer':
+      if (ls && !rs) throw errors.streamStaticOuterJoin('FullOuter joins with streaming DataFrames/Datasets on the left and a static DataFrame/Dataset on the right is not supported');
+      if (!ls && rs) throw errors.streamStaticOuterJoin('FullOuter joins with streaming DataFrames/Datasets on the right and a static DataFrame/Dataset on the left is not supported');
+      if (ls && rs) checkStreamStreamJoinWatermark(join);
+      return;
+    case 'left_anti':
+      if (rs) throw errors.streamStaticOuterJoin('LeftAnti joins with a streaming DataFrame/Dataset on the right are not supported');
+      return;
+    case 'left_outer':
+    case 'left_semi':
+      if (!ls && rs) throw errors.streamStaticOuterJoin(`${name} join with a streaming DataFrame/Dataset on the right and a static DataFrame/Dataset on the left is not supported`);
+      if (ls && rs) checkStreamStreamJoinWatermark(join);
+      return;
+    case 'right_outer':
+      if (ls && !rs) throw errors.streamStaticOuterJoin('RightOuter join with a streaming DataFrame/Dataset on the left and a static DataFrame/DataSet on the right not supported');
+      if (ls && rs) checkStreamStreamJoinWatermark(join);
+      return;
+    default:
+      throw errors.unsupportedJoinType(join.joinType);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chained stateful operators (Spark's checkStreamingQueryGlobalWatermarkLimit)
+// ---------------------------------------------------------------------------------------------
+
+/** Operators that drop input rows behind the watermark (dedup only when its key has an event time). */
+export function isStatefulOperator(n: LogicalPlan, streaming: (p: LogicalPlan) => boolean = planIsStreaming): boolean {
+  switch (n.kind) {
+    case 'Aggregate': return streaming(n);
+    case 'Join': return streaming(n.left) && streaming(n.right);
+    case 'Deduplicate': return streaming(n) && (n.withinWatermark || n.keys.some((k) => k.eventTimeDelayMs !== null));
+    default: return false;
+  }
+}
+
+/** Operators whose output can be older than the watermark: an aggregation that re-emits updated groups. */
+function emitsRowsBehindWatermark(n: LogicalPlan, outputMode: OutputMode, streaming: (p: LogicalPlan) => boolean): boolean {
+  return n.kind === 'Aggregate' && streaming(n) && outputMode !== 'append';
+}
+
+export interface CorrectnessIssue {
+  /** The stateful operator that would drop the late rows. */
+  readonly downstream: LogicalPlan;
+  /** The operator below it that emits them. */
+  readonly upstream: LogicalPlan;
+}
+
+/** Finds a stateful operator fed by an operator that can emit rows behind the global watermark. */
+export function findGlobalWatermarkCorrectnessIssue(plan: LogicalPlan, outputMode: OutputMode): CorrectnessIssue | null {
+  const streaming = streamingTest();
+  for (const downstream of preOrder(plan)) {
+    if (!isStatefulOperator(downstream, streaming)) continue;
+    const upstream = preOrder(downstream).find((p) => p !== downstream && emitsRowsBehindWatermark(p, outputMode, streaming));
+    if (upstream) return { downstream, upstream };
+  }
+  return null;
+}
+
+export function isCorrectnessCheckEnabled(conf: Conf): boolean {
+  return (conf.get(CHECK_CORRECTNESS_CONF) ?? 'true').trim().toLowerCase() !== 'false';
+}
+
+/** Throws when the pattern is found and the check is enabled (the default); otherwise the caller may warn. */
+export function checkStreamingQueryGlobalWatermarkLimit(plan: LogicalPlan, outputMode: OutputMode, conf: Conf): void {
+  if (isCorrectnessCheckEnabled(conf) && findGlobalWatermarkCorrectnessIssue(plan, outputMode)) {
+    throw errors.globalWatermarkCorrectness();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checks
+// ---------------------------------------------------------------------------------------------
+
+function checkOutputMode(plan: LogicalPlan, outputMode: OutputMode): void {
+  const aggregates = streamingAggregates(plan);
+  if (outputMode === 'append') {
+    // Spark looks at the top-most aggregation only; every aggregation in append mode must be able to
+    // close its groups, so Sluice checks all of them.
+    const unbounded = aggregates.some((a) => !a.groupingExprs.some((k) => groupingKeyWatermarkDelay(k, a.child.output) !== null));
+    if (unbounded) throw errors.appendAggregationWithoutWatermark();
+  } else if (outputMode === 'update') {
+    if (aggregates.some((a) => a.groupingExprs.some(isSessionWindowKey))) throw errors.sessionWindowInUpdateMode();
+  } else if (aggregates.length === 0) {
+    throw errors.completeWithoutAggregation();
+  }
+}
+
+function windowSpec(n: Extract<LogicalPlan, { kind: 'WindowFunction' }>): string {
+  const parts: string[] = [];
+  if (n.partitionBy.length > 0) parts.push(`PARTITION BY ${n.partitionBy.map(describe).join(', ')}`);
+  if (n.orderBy.length > 0) {
+    parts.push(`ORDER BY ${n.orderBy.map((o) => `${describe(o.expr)} ${o.descending ? 'DESC NULLS LAST' : 'ASC NULLS FIRST'}`).join(', ')}`);
+  }
+  parts.push('ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW');
+  return `(${parts.join(' ')})`;
+}
+
+function checkNode(n: LogicalPlan, outputMode: OutputMode, streaming: (p: LogicalPlan) => boolean): void {
+  switch (n.kind) {
+    case 'Aggregate': {
+      const distinct = n.aggregateExprs.some((e) => exists(e, (x) => x.kind === 'aggregate' && x.distinct));
+      if (streaming(n.child) && distinct) throw errors.distinctAggregation();
+      break;
+    }
+    case 'Join':
+      checkJoin(n, outputMode, streaming);
+      break;
+    case 'Deduplicate':
+      if (n.withinWatermark && streaming(n) && !n.child.output.some((a) => a.eventTimeDelayMs !== null)) {
+        throw errors.dedupWithinWatermarkWithoutWatermark();
+      }
+      break;
+    case 'Union':
+      if (new Set(n.children.map(streaming)).size === 2) throw errors.unionStreamWithBatch();
+      break;
+    case 'Except':
+      if (streaming(n.left) || streaming(n.right)) throw errors.exceptWithStream();
+      break;
+    case 'Intersect':
+      if (streaming(n.left) || streaming(n.right)) throw errors.intersectWithStream();
+      break;
+    case 'Sort': {
+      // Sorting needs the whole result: only a batch subtree, or an aggregation's table in complete mode.
+      const completeData = !streaming(n) || (outputMode === 'complete' && streamingAggregates(n).length > 0);
+      if (!completeData) throw errors.sortOnStream();
+      break;
+    }
+    case 'WindowFunction':
+      if (streaming(n.child)) {
+        const column = n.output[n.output.length - 1]?.name ?? n.fn;
+        throw errors.nonTimeWindow(`${n.fn.toUpperCase()}()`, column, windowSpec(n));
+      }
+      break;
+    default:
+      break;
+  }
+  if (nodeExpressions(n).some((e) => exists(e, (x) => x.kind === 'call' && x.fn === 'monotonically_increasing_id'))) {
+    throw errors.unsupportedExpression('monotonically_increasing_id()');
+  }
+}
+
+/**
+ * Throws the AnalysisError Spark raises at `writeStream.start()` for this plan and output mode.
+ * Run before any state, checkpoint or data is touched.
+ */
+export function checkStreamingQuery(plan: LogicalPlan, outputMode: OutputMode, conf: Conf): void {
+  if (!planIsStreaming(plan)) throw errors.noStreamingSource();
+  checkOutputMode(plan, outputMode);
+  const streaming = streamingTest();
+  foreachUp(plan, (n) => checkNode(n, outputMode, streaming));
+  checkStreamingQueryGlobalWatermarkLimit(plan, outputMode, conf);
+}
+
+/** Spark's `checkForBatch`: a static query must not read streams. */
+export function checkBatchQuery(plan: LogicalPlan): void {
+  foreachUp(plan, (n) => {
+    if (planIsStreaming(n)) throw errors.streamingSourceInBatch();
+    if (n.kind === 'Deduplicate' && n.withinWatermark) throw errors.dedupWithinWatermarkInBatch();
+  });
+}
+
+function hasWatermarkBelow(n: LogicalPlan): boolean {
+  return planChildren(n).some((c) => c.kind === 'EventTimeWatermark' || hasWatermarkBelow(c));
+}
+
+/**
+ * Checks Spark makes only when it plans the first batch (watermark propagation and physical
+ * planning), so they surface as a failed query rather than at start().
+ */
+export function checkRuntimeRestrictions(plan: LogicalPlan, conf: Conf): void {
+  const allowMultiple = (conf.get(ALLOW_MULTIPLE_CONF) ?? 'true').trim().toLowerCase() !== 'false';
+  const streaming = streamingTest();
+  foreachUp(plan, (n) => {
+    if (n.kind === 'EventTimeWatermark' && allowMultiple && hasWatermarkBelow(n)) throw errors.redefiningWatermark();
+    if (n.kind === 'Join' && streaming(n.left) && streaming(n.right) && analyzeStreamStreamJoin(n).equiKeys.length === 0) {
+      throw errors.streamStreamJoinWithoutEquality();
+    }
+    if (n.kind === 'Aggregate' && streaming(n) && n.groupingExprs.some(isSessionWindowKey) && n.groupingExprs.every(isSessionWindowKey)) {
+      throw errors.globalSessionWindow();
+    }
+  });
+}

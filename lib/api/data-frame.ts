@@ -1,0 +1,389 @@
+import { newAttribute, withQualifier, type Attribute } from '../plan/attribute.js';
+import { Column, toColumn, type ColumnLike, type SortOrder } from '../plan/column.js';
+import { defaultName, unalias, type Expr } from '../plan/expressions.js';
+import { intervalToDelayMs, parseInterval } from '../plan/intervals.js';
+import { isStruct, typeToString } from '../plan/data-types.js';
+import { collectNodes, isStreaming, planChildren, type JoinType, type LogicalPlan } from '../plan/logical-plan.js';
+import { bind, inheritedEventTimeDelay, resolveName } from '../analysis/binder.js';
+import { isGenerator } from '../analysis/bound-expr.js';
+import { explainPlan } from '../analysis/explain.js';
+import { AnalysisError, IllegalArgumentError } from '../errors/sluice-error.js';
+import type { SluiceSession } from './session.js';
+import { DataStreamWriter } from './data-stream-writer.js';
+
+/** Projects named expressions over a child, keeping plain column references as the same attribute. */
+export function projectOutput(exprs: readonly Expr[], input: readonly Attribute[]): Attribute[] {
+  return exprs.map((e) => {
+    const bound = bind(e, input);
+    if (e.kind === 'column' && bound.kind === 'ref' && bound.path.length === 0) return bound.attribute;
+    return newAttribute(defaultName(e), bound.type, { eventTimeDelayMs: inheritedEventTimeDelay(bound) });
+  });
+}
+
+function expandStar(exprs: readonly Expr[], input: readonly Attribute[]): Expr[] {
+  return exprs.flatMap((e) => {
+    if (e.kind !== 'star') return [e];
+    const attrs = e.qualifier ? input.filter((a) => a.qualifier === e.qualifier) : input;
+    return attrs.map((a): Expr => ({ kind: 'column', name: a.qualifier && e.qualifier ? `${a.qualifier}.${a.name}` : a.name }));
+  });
+}
+
+/** Gives every attribute of a plan a fresh id, so a DataFrame can be joined with itself. */
+function newInstance(plan: LogicalPlan): LogicalPlan {
+  const renamed = new Map<number, Attribute>();
+  const fresh = (a: Attribute): Attribute => {
+    let b = renamed.get(a.id);
+    if (!b) {
+      b = newAttribute(a.name, a.type, { qualifier: a.qualifier, eventTimeDelayMs: a.eventTimeDelayMs });
+      renamed.set(a.id, b);
+    }
+    return b;
+  };
+  const visit = (p: LogicalPlan): LogicalPlan => {
+    const output = p.output.map(fresh);
+    switch (p.kind) {
+      case 'StreamingRelation':
+      case 'LocalRelation':
+        return { ...p, output };
+      case 'Union':
+        return { ...p, children: p.children.map(visit), output };
+      case 'Join':
+      case 'Except':
+      case 'Intersect':
+        return { ...p, left: visit(p.left), right: visit(p.right), output };
+      case 'EventTimeWatermark': {
+        const child = visit(p.child);
+        return { ...p, child, eventTime: fresh(p.eventTime), output };
+      }
+      case 'Deduplicate': {
+        const child = visit(p.child);
+        return { ...p, child, keys: p.keys.map(fresh), output };
+      }
+      default:
+        return { ...p, child: visit(p.child), output } as LogicalPlan;
+    }
+  };
+  return visit(plan);
+}
+
+export type JoinHow = JoinType | 'left' | 'right' | 'outer' | 'full' | 'leftouter' | 'rightouter' | 'fullouter' | 'semi' | 'leftsemi' | 'anti' | 'leftanti';
+
+function normalizeJoinType(how: JoinHow): JoinType {
+  const h = how.toLowerCase().replace(/_/g, '');
+  const map: Record<string, JoinType> = {
+    inner: 'inner', left: 'left_outer', leftouter: 'left_outer', right: 'right_outer', rightouter: 'right_outer',
+    outer: 'full_outer', full: 'full_outer', fullouter: 'full_outer', semi: 'left_semi', leftsemi: 'left_semi',
+    anti: 'left_anti', leftanti: 'left_anti', cross: 'cross',
+  };
+  const t = map[h];
+  if (!t) {
+    throw new IllegalArgumentError(`Unsupported join type '${how}'.`, {
+      code: 'UNSUPPORTED_JOIN_TYPE',
+      hint: 'use one of inner, left_outer, right_outer, full_outer, left_semi, left_anti, cross.',
+    });
+  }
+  return t;
+}
+
+/**
+ * A DataFrame: an immutable logical plan plus the session it belongs to. Every transformation
+ * analyses its arguments at once, so a wrong column or type fails at the call that introduced it.
+ */
+export class DataFrame {
+  constructor(readonly session: SluiceSession, readonly plan: LogicalPlan) {}
+
+  get columns(): string[] {
+    return this.plan.output.map((a) => a.name);
+  }
+
+  get isStreaming(): boolean {
+    return isStreaming(this.plan);
+  }
+
+  get schema(): { name: string; type: string }[] {
+    return this.plan.output.map((a) => ({ name: a.name, type: typeToString(a.type) }));
+  }
+
+  private with(plan: LogicalPlan): DataFrame {
+    return new DataFrame(this.session, plan);
+  }
+
+  /** A Column for one of this DataFrame's columns (`df.col("value")`). */
+  col(name: string): Column {
+    resolveName(name, this.plan.output);
+    return toColumn(name);
+  }
+
+  select(...cols: ColumnLike[]): DataFrame {
+    const exprs = expandStar(cols.map((c) => toColumn(c).expr), this.plan.output);
+    const generators = exprs.filter((e) => isGenerator(bind(e, this.plan.output)));
+    if (generators.length > 1) {
+      throw new AnalysisError('[UNSUPPORTED_GENERATOR.MULTI_GENERATOR] Only one generator (explode, sliding window) is allowed per select().', {
+        code: 'MULTI_GENERATOR', errorClass: 'UNSUPPORTED_GENERATOR.MULTI_GENERATOR', hint: 'split the select() in two.',
+      });
+    }
+    return this.with({ kind: 'Project', child: this.plan, exprs, output: projectOutput(exprs, this.plan.output) });
+  }
+
+  withColumn(name: string, c: Column): DataFrame {
+    const existing = this.plan.output.findIndex((a) => a.name.toLowerCase() === name.toLowerCase());
+    const named = c.alias(name);
+    const cols: ColumnLike[] = this.plan.output.map((a, i) => (i === existing ? named : new Column({ kind: 'column', name: a.qualifier ? `${a.qualifier}.${a.name}` : a.name })));
+    if (existing < 0) cols.push(named);
+    return this.selectAttributes(cols);
+  }
+
+  withColumnRenamed(from: string, to: string): DataFrame {
+    if (!this.plan.output.some((a) => a.name.toLowerCase() === from.toLowerCase())) return this;
+    return this.selectAttributes(this.plan.output.map((a) => {
+      const ref = new Column({ kind: 'column', name: a.qualifier ? `${a.qualifier}.${a.name}` : a.name });
+      return a.name.toLowerCase() === from.toLowerCase() ? ref.alias(to) : ref;
+    }));
+  }
+
+  /** select() by attribute, robust to duplicate names after a join. */
+  private selectAttributes(cols: ColumnLike[]): DataFrame {
+    const exprs = cols.map((c) => toColumn(c).expr);
+    const input = this.plan.output;
+    const output = exprs.map((e, i) => {
+      const original = input[i];
+      if (original && e.kind === 'column') return original;
+      const inner = unalias(e);
+      if (original && e.kind === 'alias' && inner.kind === 'column') {
+        return newAttribute(e.name, original.type, { eventTimeDelayMs: original.eventTimeDelayMs });
+      }
+      return projectOutput([e], input)[0]!;
+    });
+    const positional = exprs.map((e, i): Expr => {
+      const original = input[i];
+      if (!original) return e;
+      if (e.kind === 'column') return { kind: 'column', name: `#${original.id}` };
+      const inner = unalias(e);
+      if (e.kind === 'alias' && inner.kind === 'column') return { kind: 'alias', child: { kind: 'column', name: `#${original.id}` }, name: e.name };
+      return e;
+    });
+    return this.with({ kind: 'Project', child: this.plan, exprs: positional, output });
+  }
+
+  filter(condition: Column): DataFrame {
+    const bound = bind(condition.expr, this.plan.output);
+    if (bound.type !== 'boolean' && bound.type !== 'null') {
+      throw new AnalysisError(`[DATATYPE_MISMATCH.FILTER_NOT_BOOLEAN] Filter expression has type ${typeToString(bound.type)}, not boolean.`, { code: 'FILTER_NOT_BOOLEAN' });
+    }
+    return this.with({ kind: 'Filter', child: this.plan, condition: condition.expr, output: this.plan.output });
+  }
+
+  where(condition: Column): DataFrame {
+    return this.filter(condition);
+  }
+
+  /**
+   * Declares `eventTime` as the event-time column, with rows up to `delay` late still accepted.
+   * The watermark used by batch N is max(event time seen before N) - delay; it never decreases.
+   */
+  withWatermark(eventTime: string, delay: string): DataFrame {
+    const { attribute } = resolveName(eventTime, this.plan.output);
+    if (attribute.type !== 'timestamp' && !isStruct(attribute.type)) {
+      throw new AnalysisError(
+        `Event time must be defined on a window or a timestamp, but ${attribute.name} is of type ${typeToString(attribute.type)}.`,
+        { code: 'EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE', errorClass: 'EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE', hint: `convert the column first, e.g. withColumn("${attribute.name}", timestamp_seconds(col("${attribute.name}"))).` },
+      );
+    }
+    const delayMs = intervalToDelayMs(parseInterval(delay));
+    if (delayMs < 0) {
+      throw new IllegalArgumentError(`delay threshold (${delay}) should not be negative.`, {
+        code: 'NEGATIVE_WATERMARK_DELAY', hint: 'use a delay of 0 seconds or more, e.g. "10 minutes".',
+      });
+    }
+    const output = this.plan.output.map((a) => {
+      if (a.id === attribute.id) return Object.freeze({ ...a, eventTimeDelayMs: delayMs });
+      if (a.eventTimeDelayMs !== null) return Object.freeze({ ...a, eventTimeDelayMs: null });
+      return a;
+    });
+    const marked = output.find((a) => a.id === attribute.id)!;
+    return this.with({ kind: 'EventTimeWatermark', child: this.plan, eventTime: marked, delayMs, delayText: delay, output });
+  }
+
+  groupBy(...cols: ColumnLike[]): GroupedData {
+    return new GroupedData(this, cols.map((c) => toColumn(c).expr));
+  }
+
+  /** Aggregation over the whole stream (no grouping keys). */
+  agg(...aggs: Column[]): DataFrame {
+    return this.groupBy().agg(...aggs);
+  }
+
+  dropDuplicates(columns?: readonly string[]): DataFrame {
+    return this.deduplicate(columns, false);
+  }
+
+  /** Drops a row whose key was seen within the watermark delay; state expires with the watermark. */
+  dropDuplicatesWithinWatermark(columns?: readonly string[]): DataFrame {
+    if (!this.plan.output.some((a) => a.eventTimeDelayMs !== null)) {
+      throw new AnalysisError('dropDuplicatesWithinWatermark is not supported on a streaming DataFrame without watermark.', {
+        code: 'DEDUP_WITHIN_WATERMARK_WITHOUT_WATERMARK', hint: 'call withWatermark(eventTimeColumn, delay) before it.',
+      });
+    }
+    return this.deduplicate(columns, true);
+  }
+
+  private deduplicate(columns: readonly string[] | undefined, withinWatermark: boolean): DataFrame {
+    const keys = columns === undefined || columns === null ? [...this.plan.output] : columns.map((c) => resolveName(c, this.plan.output).attribute);
+    return this.with({ kind: 'Deduplicate', child: this.plan, keys, withinWatermark, output: this.plan.output });
+  }
+
+  orderBy(...orders: (ColumnLike | SortOrder)[]): DataFrame {
+    const sortOrders = orders.map((o): SortOrder => (typeof o === 'string' || o instanceof Column ? { expr: toColumn(o).expr, descending: false } : o));
+    sortOrders.forEach((o) => bind(o.expr, this.plan.output));
+    return this.with({ kind: 'Sort', child: this.plan, orders: sortOrders, output: this.plan.output });
+  }
+
+  sort(...orders: (ColumnLike | SortOrder)[]): DataFrame {
+    return this.orderBy(...orders);
+  }
+
+  /** Names this DataFrame so its columns can be referred to as `alias.column` (e.g. in joins). */
+  as(alias: string): DataFrame {
+    return this.with({ kind: 'SubqueryAlias', child: this.plan, alias, output: this.plan.output.map((a) => withQualifier(a, alias)) });
+  }
+
+  alias(name: string): DataFrame {
+    return this.as(name);
+  }
+
+  /**
+   * Joins with another DataFrame: `on` is a condition Column, a using-column name or list, or
+   * omitted (no condition). Stream-stream joins need watermarks for outer and semi types.
+   */
+  join(other: DataFrame, on?: Column | string | readonly string[] | null, how: JoinHow = 'inner'): DataFrame {
+    const joinType = normalizeJoinType(how);
+    const left = this.plan;
+    const leftIds = new Set(collectNodes(left, (n): n is LogicalPlan => true).flatMap((n) => n.output.map((a) => a.id)));
+    const sharesAttributes = collectNodes(other.plan, (n): n is LogicalPlan => true).some((n) => n.output.some((a) => leftIds.has(a.id)));
+    const right = sharesAttributes ? newInstance(other.plan) : other.plan;
+    const nullable = (attrs: readonly Attribute[]): Attribute[] => [...attrs];
+    const joinOutput = joinType === 'left_semi' || joinType === 'left_anti'
+      ? [...left.output]
+      : [...nullable(left.output), ...nullable(right.output)];
+
+    if (on === undefined || on === null || on instanceof Column) {
+      const condition = on instanceof Column ? on.expr : null;
+      if (condition) bind(condition, [...left.output, ...right.output]);
+      return this.with({ kind: 'Join', left, right, joinType, condition, usingColumns: null, output: joinOutput });
+    }
+    const using = typeof on === 'string' ? [on] : [...on];
+    const pairs = using.map((name) => ({
+      name,
+      l: resolveName(name, left.output).attribute,
+      r: resolveName(name, right.output).attribute,
+    }));
+    const ref = (a: Attribute): Expr => ({ kind: 'column', name: `#${a.id}` });
+    const condition = pairs
+      .map((p): Expr => ({ kind: 'call', fn: '=', args: [ref(p.l), ref(p.r)] }))
+      .reduce((a, b) => ({ kind: 'call', fn: 'and', args: [a, b] }));
+    const join: LogicalPlan = { kind: 'Join', left, right, joinType, condition, usingColumns: using, output: joinOutput };
+    // SQL USING: one copy of each using column first, then the rest of each side.
+    const usedIds = new Set(pairs.flatMap((p) => [p.l.id, p.r.id]));
+    const usingExprs: Expr[] = pairs.map((p) => {
+      if (joinType === 'right_outer') return ref(p.r);
+      if (joinType === 'full_outer') return { kind: 'alias', name: p.name, child: { kind: 'call', fn: 'coalesce', args: [ref(p.l), ref(p.r)] } };
+      return ref(p.l);
+    });
+    const rest = joinOutput.filter((a) => !usedIds.has(a.id)).map(ref);
+    const exprs = [...usingExprs, ...rest];
+    return this.with({ kind: 'Project', child: join, exprs, output: projectOutput(exprs, joinOutput) });
+  }
+
+  /** Union by position (Spark's `union`): the columns keep this DataFrame's names. */
+  union(other: DataFrame): DataFrame {
+    if (other.plan.output.length !== this.plan.output.length) {
+      throw new AnalysisError(
+        `[NUM_COLUMNS_MISMATCH] UNION can only be performed on inputs with the same number of columns, but the first input has ${this.plan.output.length} columns and the second input has ${other.plan.output.length} columns.`,
+        { code: 'NUM_COLUMNS_MISMATCH', errorClass: 'NUM_COLUMNS_MISMATCH' },
+      );
+    }
+    const children = this.plan.kind === 'Union' ? [...this.plan.children, other.plan] : [this.plan, other.plan];
+    return this.with({ kind: 'Union', children, output: this.plan.output });
+  }
+
+  unionAll(other: DataFrame): DataFrame {
+    return this.union(other);
+  }
+
+  except(other: DataFrame, all = false): DataFrame {
+    return this.with({ kind: 'Except', left: this.plan, right: other.plan, all, output: this.plan.output });
+  }
+
+  exceptAll(other: DataFrame): DataFrame {
+    return this.except(other, true);
+  }
+
+  intersect(other: DataFrame, all = false): DataFrame {
+    return this.with({ kind: 'Intersect', left: this.plan, right: other.plan, all, output: this.plan.output });
+  }
+
+  /** A SQL window function column, e.g. `row_number` over `partitionBy` ordered by `orderBy` (batch only). */
+  withWindowFunction(name: string, fn: 'row_number' | 'rank' | 'dense_rank', partitionBy: ColumnLike[], orderBy: (ColumnLike | SortOrder)[]): DataFrame {
+    const orders = orderBy.map((o): SortOrder => (typeof o === 'string' || o instanceof Column ? { expr: toColumn(o).expr, descending: false } : o));
+    return this.with({
+      kind: 'WindowFunction',
+      child: this.plan,
+      fn,
+      partitionBy: partitionBy.map((c) => toColumn(c).expr),
+      orderBy: orders,
+      output: [...this.plan.output, newAttribute(name, 'int')],
+    });
+  }
+
+  /** Test-only fault injection: the first row matching `condition` fails its batch once. */
+  failOnce(condition: Column, message: string): DataFrame {
+    bind(condition.expr, this.plan.output);
+    return this.with({ kind: 'FailOnce', child: this.plan, condition: condition.expr, message, token: { fired: false }, output: this.plan.output });
+  }
+
+  /** The logical plan and, for a streaming query, the incremental plan (stateful operators). */
+  explain(outputMode?: 'append' | 'update' | 'complete'): string {
+    return explainPlan(this.plan, outputMode, this.session.conf);
+  }
+
+  get writeStream(): DataStreamWriter {
+    return new DataStreamWriter(this);
+  }
+
+  /** Runs a batch (static) query to completion and returns its rows. */
+  collect(): unknown[][] {
+    return runBatch(this);
+  }
+}
+
+export class GroupedData {
+  constructor(private readonly df: DataFrame, private readonly keys: readonly Expr[]) {}
+
+  agg(...aggs: Column[]): DataFrame {
+    const input = this.df.plan.output;
+    const aggExprs = aggs.map((a) => a.expr);
+    const keyOutput = projectOutput(this.keys, input);
+    const aggOutput = aggExprs.map((e) => newAttribute(defaultName(e), bind(e, input).type));
+    const plan: LogicalPlan = {
+      kind: 'Aggregate',
+      child: this.df.plan,
+      groupingExprs: this.keys,
+      aggregateExprs: [...this.keys, ...aggExprs],
+      output: [...keyOutput, ...aggOutput],
+    };
+    return new DataFrame(this.df.session, plan);
+  }
+
+  count(): DataFrame {
+    return this.agg(new Column({ kind: 'aggregate', fn: 'count', args: [], distinct: false, ignoreNulls: false }).alias('count'));
+  }
+}
+
+// Late-bound to avoid an import cycle between the API and the batch runner.
+let runBatch: (df: DataFrame) => unknown[][] = () => {
+  throw new Error('batch execution not registered');
+};
+export function registerBatchRunner(runner: (df: DataFrame) => unknown[][]): void {
+  runBatch = runner;
+}
+void planChildren;

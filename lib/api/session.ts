@@ -1,0 +1,73 @@
+import { parseDataType, type StructField } from '../plan/data-types.js';
+import { newAttribute } from '../plan/attribute.js';
+import { MemoryStream } from '../sources/memory-stream.js';
+import type { MicroBatchStream } from '../sources/source.js';
+import { DataFrame } from './data-frame.js';
+
+export type SchemaLike = readonly StructField[] | readonly { name: string; type: string }[] | string;
+
+/** `"user string, amount double, ts timestamp"` or a field list. */
+export function toSchema(schema: SchemaLike): StructField[] {
+  if (typeof schema === 'string') {
+    return splitFields(schema).map((part) => {
+      const [name, ...type] = part.trim().split(/\s+/);
+      return { name: name!, type: parseDataType(type.join(' ')) };
+    });
+  }
+  return schema.map((f) => ({ name: f.name, type: typeof f.type === 'string' ? parseDataType(f.type) : f.type }));
+}
+
+function splitFields(s: string): string[] {
+  const out: string[] = [];
+  let depth = 0;
+  let start = 0;
+  for (let i = 0; i < s.length; i++) {
+    if (s[i] === '<') depth++;
+    else if (s[i] === '>') depth--;
+    else if (s[i] === ',' && depth === 0) {
+      out.push(s.slice(start, i));
+      start = i + 1;
+    }
+  }
+  out.push(s.slice(start));
+  return out.filter((x) => x.trim());
+}
+
+/**
+ * The entry point, like SparkSession: holds the SQL conf (`spark.sql.*` keys keep Spark's names)
+ * and creates DataFrames over streams and static data.
+ */
+export class SluiceSession {
+  readonly conf: Map<string, string>;
+
+  constructor(conf: Record<string, string> = {}) {
+    this.conf = new Map(Object.entries(conf));
+  }
+
+  /** A streaming DataFrame over any micro-batch source. */
+  readStream(source: MicroBatchStream): DataFrame {
+    return new DataFrame(this, {
+      kind: 'StreamingRelation',
+      sourceId: source.name,
+      source,
+      schema: source.schema,
+      output: source.schema.map((f) => newAttribute(f.name, f.type)),
+    });
+  }
+
+  memoryStream(schema: SchemaLike, name?: string): { stream: MemoryStream; df: DataFrame } {
+    const stream = new MemoryStream(toSchema(schema), name);
+    return { stream, df: this.readStream(stream) };
+  }
+
+  /** A static (batch) DataFrame; rows are positional arrays in schema order. */
+  createDataFrame(rows: readonly (readonly unknown[])[], schema: SchemaLike, name = 'LocalRelation'): DataFrame {
+    const fields = toSchema(schema);
+    return new DataFrame(this, {
+      kind: 'LocalRelation',
+      name,
+      rows,
+      output: fields.map((f) => newAttribute(f.name, f.type)),
+    });
+  }
+}

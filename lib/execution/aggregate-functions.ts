@@ -1,0 +1,143 @@
+import type { BoundAggregate } from '../analysis/bound-expr.js';
+import type { EvalContext } from './eval-context.js';
+import { compile, type Evaluator, type Row } from './evaluate.js';
+import { compareValues, encodeKey } from './values.js';
+
+/**
+ * One aggregate function split Spark's way: a mutable per-batch partial buffer (`update`), an
+ * immutable merge into the stored buffer (`merge`), and the final value (`evaluate`). Buffers are
+ * plain JSON values so state can be persisted as is.
+ */
+export interface AggregateFunction {
+  initial(): unknown;
+  /** Folds one input row into a partial buffer, returning the (possibly same) buffer. */
+  update(buffer: unknown, row: Row): unknown;
+  /** Combines a stored buffer with a batch's partial buffer into a new buffer. */
+  merge(stored: unknown, partial: unknown): unknown;
+  evaluate(buffer: unknown): unknown;
+}
+
+export function makeAggregateFunction(agg: BoundAggregate, ctx: EvalContext): AggregateFunction {
+  const arg: Evaluator = agg.args.length > 0 ? compile(agg.args[0]!, ctx) : () => 1;
+  switch (agg.fn) {
+    case 'count': {
+      if (agg.distinct) return distinctCount(agg, ctx);
+      const star = agg.args.length === 0;
+      return {
+        initial: () => 0,
+        update: star ? (b) => (b as number) + 1 : (b, row) => (arg(row) === null ? b : (b as number) + 1),
+        merge: (s, p) => (s as number) + (p as number),
+        evaluate: (b) => b,
+      };
+    }
+    case 'sum':
+      return {
+        initial: () => null,
+        update: (b, row) => {
+          const v = arg(row) as number | null;
+          return v === null ? b : b === null ? v : (b as number) + v;
+        },
+        merge: (s, p) => (p === null ? s : s === null ? p : (s as number) + (p as number)),
+        evaluate: (b) => b,
+      };
+    case 'avg':
+      return {
+        initial: () => [0, 0],
+        update: (b, row) => {
+          const v = arg(row) as number | null;
+          if (v === null) return b;
+          const buf = b as [number, number];
+          buf[0] += v;
+          buf[1] += 1;
+          return buf;
+        },
+        merge: (s, p) => [(s as number[])[0]! + (p as number[])[0]!, (s as number[])[1]! + (p as number[])[1]!],
+        evaluate: (b) => ((b as number[])[1] === 0 ? null : (b as number[])[0]! / (b as number[])[1]!),
+      };
+    case 'min':
+    case 'max': {
+      const better = agg.fn === 'min' ? (a: unknown, b: unknown) => compareValues(a, b) < 0 : (a: unknown, b: unknown) => compareValues(a, b) > 0;
+      const pick = (a: unknown, b: unknown): unknown => (a === null ? b : b === null ? a : better(b, a) ? b : a);
+      return {
+        initial: () => null,
+        update: (b, row) => pick(b, arg(row) ?? null),
+        merge: pick,
+        evaluate: (b) => b,
+      };
+    }
+    case 'first':
+    case 'last': {
+      // Buffer: [value, isSet]. first keeps the earliest, last the latest; ignoreNulls skips NULLs.
+      const isFirst = agg.fn === 'first';
+      const ignoreNulls = agg.ignoreNulls;
+      return {
+        initial: () => [null, false],
+        update: (b, row) => {
+          const buf = b as [unknown, boolean];
+          const v = arg(row) ?? null;
+          if (ignoreNulls && v === null) return buf;
+          if (isFirst && buf[1]) return buf;
+          return [v, true];
+        },
+        merge: (s, p) => {
+          const sb = s as [unknown, boolean];
+          const pb = p as [unknown, boolean];
+          if (!pb[1]) return sb;
+          if (!sb[1]) return pb;
+          return isFirst ? sb : pb;
+        },
+        evaluate: (b) => (b as [unknown, boolean])[0],
+      };
+    }
+    case 'collect_list':
+      return {
+        initial: () => [],
+        update: (b, row) => {
+          const v = arg(row) ?? null;
+          if (v !== null) (b as unknown[]).push(v);
+          return b;
+        },
+        merge: (s, p) => [...(s as unknown[]), ...(p as unknown[])],
+        evaluate: (b) => [...(b as unknown[])],
+      };
+    case 'collect_set':
+      return uniqueValues(arg, (b) => [...(b as unknown[][]).map((e) => e[1])]);
+    case 'approx_count_distinct':
+      return uniqueValues(arg, (b) => (b as unknown[]).length);
+    default: {
+      const never: never = agg.fn;
+      throw new Error(`Unknown aggregate ${String(never)}`);
+    }
+  }
+}
+
+/** Buffer: `[encodedKey, value][]` sorted by key, so merging is deterministic and JSON-friendly. */
+function uniqueValues(arg: Evaluator, evaluate: (b: unknown) => unknown): AggregateFunction {
+  const add = (list: [string, unknown][], v: unknown): void => {
+    if (v === null) return;
+    const k = encodeKey([v]);
+    if (!list.some((e) => e[0] === k)) list.push([k, v]);
+  };
+  return {
+    initial: () => [],
+    update: (b, row) => {
+      add(b as [string, unknown][], arg(row) ?? null);
+      return b;
+    },
+    merge: (s, p) => {
+      const out = [...(s as [string, unknown][])];
+      for (const [, v] of p as [string, unknown][]) add(out, v);
+      return out;
+    },
+    evaluate,
+  };
+}
+
+function distinctCount(agg: BoundAggregate, ctx: EvalContext): AggregateFunction {
+  const args = agg.args.map((a) => compile(a, ctx));
+  const values = uniqueValues((row) => {
+    const vs = args.map((a) => a(row));
+    return vs.some((v) => v === null) ? null : vs.length === 1 ? vs[0] : vs;
+  }, (b) => (b as unknown[]).length);
+  return values;
+}

@@ -1,0 +1,126 @@
+import { bind } from '../analysis/binder.js';
+import { isGenerator, type BoundAggregate, type BoundExpr } from '../analysis/bound-expr.js';
+import { newAttribute, type Attribute } from '../plan/attribute.js';
+import type { Expr } from '../plan/expressions.js';
+import { AnalysisError } from '../errors/sluice-error.js';
+import { makeAggregateFunction, type AggregateFunction } from './aggregate-functions.js';
+import type { EvalContext } from './eval-context.js';
+import { compile, compileGenerator, type Row } from './evaluate.js';
+import { encodeKey } from './values.js';
+
+/** A grouped aggregation compiled once: key extraction, aggregate buffers and the output row. */
+export interface CompiledAggregation {
+  readonly keyCount: number;
+  readonly functions: readonly AggregateFunction[];
+  /** Calls `visit` once per group key the row belongs to (several for a sliding window). */
+  forEachKey(row: Row, visit: (keyValues: unknown[], encoded: string) => void): void;
+  /** Output row from a group's key values and buffers. */
+  resultRow(keyValues: readonly unknown[], buffers: readonly unknown[]): Row;
+  initialBuffers(): unknown[];
+  updateBuffers(buffers: unknown[], row: Row): void;
+  mergeBuffers(stored: readonly unknown[], partial: readonly unknown[]): unknown[];
+}
+
+export function compileAggregation(
+  groupingExprs: readonly Expr[],
+  aggregateExprs: readonly Expr[],
+  input: readonly Attribute[],
+  ctx: EvalContext,
+): CompiledAggregation {
+  const boundKeys = groupingExprs.map((e) => bind(e, input));
+  const keyCount = boundKeys.length;
+  const generatorIndex = boundKeys.findIndex(isGenerator);
+  const keyEvals = boundKeys.map((k, i) => (i === generatorIndex ? null : compile(k, ctx)));
+  const generator = generatorIndex >= 0 ? compileGenerator(boundKeys[generatorIndex]!, ctx) : null;
+
+  const aggregates: BoundAggregate[] = [];
+  const outputs = aggregateExprs.slice(keyCount).map((e) => replaceAggregates(bind(e, input), aggregates, keyCount));
+  const functions = aggregates.map((a) => makeAggregateFunction(a, ctx));
+  const outputEvals = outputs.map((o) => compile(o, ctx));
+  const n = functions.length;
+
+  const forEachKey = generator === null
+    ? keyCount === 1
+      ? (row: Row, visit: (k: unknown[], e: string) => void) => {
+        const v = keyEvals[0]!(row);
+        visit([v], encodeKey([v]));
+      }
+      : (row: Row, visit: (k: unknown[], e: string) => void) => {
+        const values = keyEvals.map((f) => f!(row));
+        visit(values, encodeKey(values));
+      }
+    : (row: Row, visit: (k: unknown[], e: string) => void) => {
+      const fixed = keyEvals.map((f) => (f ? f(row) : null));
+      for (const g of generator(row)) {
+        const values = [...fixed];
+        values[generatorIndex] = g;
+        visit(values, encodeKey(values));
+      }
+    };
+
+  return {
+    keyCount,
+    functions,
+    forEachKey,
+    resultRow(keyValues, buffers) {
+      const synthetic: Row = [...keyValues];
+      for (let i = 0; i < n; i++) synthetic.push(functions[i]!.evaluate(buffers[i]));
+      const out: Row = [...keyValues];
+      for (const f of outputEvals) out.push(f(synthetic));
+      return out;
+    },
+    initialBuffers: () => functions.map((f) => f.initial()),
+    updateBuffers(buffers, row) {
+      for (let i = 0; i < n; i++) buffers[i] = functions[i]!.update(buffers[i], row);
+    },
+    mergeBuffers: (stored, partial) => functions.map((f, i) => f.merge(stored[i], partial[i])),
+  };
+}
+
+/** Rewrites an output expression so each aggregate becomes a reference to its result slot. */
+function replaceAggregates(e: BoundExpr, found: BoundAggregate[], keyCount: number): BoundExpr {
+  switch (e.kind) {
+    case 'aggregate': {
+      let slot = found.findIndex((f) => JSON.stringify(f) === JSON.stringify(e));
+      if (slot < 0) slot = found.push(e) - 1;
+      return { kind: 'ref', ordinal: keyCount + slot, path: [], type: e.type, attribute: newAttribute(`agg${slot}`, e.type) };
+    }
+    case 'ref':
+      throw new AnalysisError(
+        `[MISSING_AGGREGATION] The non-aggregating expression \`${e.attribute.name}\` is based on columns which are not participating in the GROUP BY clause.`,
+        { code: 'MISSING_AGGREGATION', errorClass: 'MISSING_AGGREGATION', hint: `add \`${e.attribute.name}\` to groupBy(), or wrap it in an aggregate such as first().` },
+      );
+    case 'literal':
+      return e;
+    case 'call':
+      return { ...e, args: e.args.map((a) => replaceAggregates(a, found, keyCount)) };
+    case 'cast':
+      return { ...e, child: replaceAggregates(e.child, found, keyCount) };
+    case 'case':
+      return {
+        ...e,
+        branches: e.branches.map(([c, v]) => [replaceAggregates(c, found, keyCount), replaceAggregates(v, found, keyCount)] as const),
+        otherwise: e.otherwise ? replaceAggregates(e.otherwise, found, keyCount) : null,
+      };
+    case 'timeWindow':
+    case 'sessionWindow':
+      throw new AnalysisError('window() must be a grouping key, not inside an aggregate expression.', { code: 'WINDOW_IN_AGGREGATE' });
+    default: {
+      const never: never = e;
+      throw new Error(`Unknown expression ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/**
+ * The event-time column among the aggregation's keys (Spark uses the first one that carries the
+ * watermark), and how to read its time in ms: `window.end` for a window, the value for a timestamp.
+ */
+export function eventTimeOfKey(keyAttributes: readonly Attribute[]): ((keyValues: readonly unknown[]) => number) | null {
+  const index = keyAttributes.findIndex((a) => a.eventTimeDelayMs !== null);
+  if (index < 0) return null;
+  const isWindow = typeof keyAttributes[index]!.type === 'object';
+  return isWindow
+    ? (k) => ((k[index] as { end: number }).end) / 1000
+    : (k) => (k[index] as number) / 1000;
+}

@@ -1,0 +1,330 @@
+import type { BoundExpr } from '../analysis/bound-expr.js';
+import type { DataType } from '../plan/data-types.js';
+import { isStruct } from '../plan/data-types.js';
+import { StreamingQueryError } from '../errors/sluice-error.js';
+import type { EvalContext } from './eval-context.js';
+import { compareValues, formatTimestamp, parseTimestamp, valuesEqual } from './values.js';
+
+export type Row = unknown[];
+export type Evaluator = (row: Row) => unknown;
+
+/**
+ * Compiles a bound expression into a closure over a positional row, once per query: the hot path
+ * does no name lookups, no type switches and no allocation beyond the values it produces.
+ */
+export function compile(e: BoundExpr, ctx: EvalContext): Evaluator {
+  switch (e.kind) {
+    case 'ref': {
+      const i = e.ordinal;
+      if (e.path.length === 0) return (row) => row[i];
+      const path = e.path;
+      return (row) => {
+        let v = row[i] as Record<string, unknown> | null;
+        for (const field of path) {
+          if (v === null || v === undefined) return null;
+          v = v[field] as Record<string, unknown> | null;
+        }
+        return v ?? null;
+      };
+    }
+    case 'literal': {
+      const v = e.value;
+      return () => v;
+    }
+    case 'cast':
+      return compileCast(compile(e.child, ctx), e.child.type, e.type);
+    case 'case': {
+      const branches = e.branches.map(([c, v]) => [compile(c, ctx), compile(v, ctx)] as const);
+      const otherwise = e.otherwise ? compile(e.otherwise, ctx) : () => null;
+      return (row) => {
+        for (const [cond, value] of branches) if (cond(row) === true) return value(row);
+        return otherwise(row);
+      };
+    }
+    case 'timeWindow': {
+      // Scalar form (tumbling); sliding windows are generators, see compileGenerator.
+      const time = compileWindowTime(e.time, ctx);
+      const { windowMicros, startMicros } = e;
+      return (row) => {
+        const t = time(row);
+        if (t === null) return null;
+        const start = t - floorMod(t - startMicros, windowMicros);
+        return { start, end: start + windowMicros };
+      };
+    }
+    case 'sessionWindow': {
+      const time = compile(e.time, ctx);
+      const gap = compile(e.gap, ctx);
+      return (row) => {
+        const t = time(row) as number | null;
+        const g = gap(row) as number | null;
+        if (t === null || g === null) return null;
+        return { start: t, end: t + g };
+      };
+    }
+    case 'aggregate':
+      throw new Error('aggregate functions are evaluated by the aggregation operator');
+    case 'call':
+      return compileCall(e.fn, e.args.map((a) => compile(a, ctx)), e, ctx);
+    default: {
+      const never: never = e;
+      throw new Error(`Unknown expression ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+export function floorMod(a: number, b: number): number {
+  return ((a % b) + b) % b;
+}
+
+/** A window over a window struct uses its `window_time` (end - 1 µs), as Spark does. */
+function compileWindowTime(time: BoundExpr, ctx: EvalContext): (row: Row) => number | null {
+  const f = compile(time, ctx);
+  if (isStruct(time.type)) {
+    return (row) => {
+      const w = f(row) as { end: number } | null;
+      return w === null ? null : w.end - 1;
+    };
+  }
+  return f as (row: Row) => number | null;
+}
+
+/** Every window `[start, start + window)` that contains the row's time, latest first. */
+export function compileWindowGenerator(e: Extract<BoundExpr, { kind: 'timeWindow' }>, ctx: EvalContext): (row: Row) => unknown[] {
+  const time = compileWindowTime(e.time, ctx);
+  const { windowMicros, slideMicros, startMicros } = e;
+  return (row) => {
+    const t = time(row);
+    if (t === null) return [];
+    const lastStart = t - floorMod(t - startMicros, slideMicros);
+    const out: unknown[] = [];
+    for (let start = lastStart; start + windowMicros > t; start -= slideMicros) {
+      out.push({ start, end: start + windowMicros });
+    }
+    return out;
+  };
+}
+
+/** For a generator (`explode`, sliding window): the list of values one row expands into. */
+export function compileGenerator(e: BoundExpr, ctx: EvalContext): (row: Row) => unknown[] {
+  if (e.kind === 'timeWindow') return compileWindowGenerator(e, ctx);
+  if (e.kind === 'call' && e.fn === 'explode') {
+    const arr = compile(e.args[0]!, ctx);
+    return (row) => (arr(row) as unknown[] | null) ?? [];
+  }
+  throw new Error(`not a generator: ${e.kind}`);
+}
+
+type Args = readonly Evaluator[];
+
+function numericBinary(op: (a: number, b: number) => number | null, args: Args): Evaluator {
+  const [a, b] = args as [Evaluator, Evaluator];
+  return (row) => {
+    const x = a(row);
+    if (x === null) return null;
+    const y = b(row);
+    if (y === null) return null;
+    return op(x as number, y as number);
+  };
+}
+
+function comparison(test: (c: number) => boolean, args: Args): Evaluator {
+  const [a, b] = args as [Evaluator, Evaluator];
+  return (row) => {
+    const x = a(row);
+    if (x === null) return null;
+    const y = b(row);
+    if (y === null) return null;
+    if (typeof x === 'number' && typeof y === 'number') return test(x < y ? -1 : x > y ? 1 : 0);
+    return test(compareValues(x, y));
+  };
+}
+
+function intResult(t: DataType, v: number): number {
+  return t === 'int' || t === 'long' ? Math.trunc(v) : v;
+}
+
+function compileCall(fn: string, args: Args, e: Extract<BoundExpr, { kind: 'call' }>, ctx: EvalContext): Evaluator {
+  const t = e.type;
+  switch (fn) {
+    case '+': return numericBinary((x, y) => x + y, args);
+    case '-': return numericBinary((x, y) => x - y, args);
+    case '*': return numericBinary((x, y) => x * y, args);
+    case '/': return numericBinary((x, y) => (y === 0 ? null : x / y), args);
+    case '%': return numericBinary((x, y) => (y === 0 ? null : intResult(t, x % y)), args);
+    case '=': {
+      const [a, b] = args as [Evaluator, Evaluator];
+      return (row) => {
+        const x = a(row);
+        const y = b(row);
+        if (x === null || y === null) return null;
+        return x === y || valuesEqual(x, y);
+      };
+    }
+    case '<=>': {
+      const [a, b] = args as [Evaluator, Evaluator];
+      return (row) => valuesEqual(a(row), b(row));
+    }
+    case '!=': {
+      const eq = compileCall('=', args, e, ctx);
+      return (row) => {
+        const v = eq(row);
+        return v === null ? null : !v;
+      };
+    }
+    case '<': return comparison((c) => c < 0, args);
+    case '<=': return comparison((c) => c <= 0, args);
+    case '>': return comparison((c) => c > 0, args);
+    case '>=': return comparison((c) => c >= 0, args);
+    case 'between': {
+      const [v, lo, hi] = args as [Evaluator, Evaluator, Evaluator];
+      const ge = comparison((c) => c >= 0, [v, lo]);
+      const le = comparison((c) => c <= 0, [v, hi]);
+      return (row) => and3(ge(row), le(row));
+    }
+    case 'and': {
+      const [a, b] = args as [Evaluator, Evaluator];
+      return (row) => {
+        const x = a(row);
+        if (x === false) return false;
+        return and3(x, b(row));
+      };
+    }
+    case 'or': {
+      const [a, b] = args as [Evaluator, Evaluator];
+      return (row) => {
+        const x = a(row);
+        if (x === true) return true;
+        const y = b(row);
+        if (y === true) return true;
+        return x === null || y === null ? null : false;
+      };
+    }
+    case 'not': {
+      const [a] = args as [Evaluator];
+      return (row) => {
+        const x = a(row);
+        return x === null ? null : !x;
+      };
+    }
+    case 'isnull': { const [a] = args as [Evaluator]; return (row) => a(row) === null; }
+    case 'isnotnull': { const [a] = args as [Evaluator]; return (row) => a(row) !== null; }
+    case 'timestamp_seconds': {
+      const [a] = args as [Evaluator];
+      return (row) => {
+        const x = a(row) as number | null;
+        return x === null ? null : Math.round(x * 1_000_000);
+      };
+    }
+    case 'unix_micros': { const [a] = args as [Evaluator]; return (row) => a(row); }
+    case 'current_timestamp': return () => ctx.batchTimestampMs * 1000;
+    case 'monotonically_increasing_id': return () => ctx.nextRowId++;
+    case 'window_time': {
+      const [a] = args as [Evaluator];
+      return (row) => {
+        const w = a(row) as { end: number } | null;
+        return w === null ? null : w.end - 1;
+      };
+    }
+    case 'split': {
+      const [a, p] = args as [Evaluator, Evaluator];
+      return (row) => {
+        const s = a(row) as string | null;
+        if (s === null) return null;
+        return s.split(new RegExp(p(row) as string));
+      };
+    }
+    case 'explode':
+      throw new Error('explode is a generator: only allowed in select()');
+    case 'size': {
+      const [a] = args as [Evaluator];
+      return (row) => {
+        const v = a(row) as unknown[] | null;
+        return v === null ? -1 : v.length;
+      };
+    }
+    case 'array': return (row) => args.map((a) => a(row));
+    case 'upper': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.toUpperCase()); }
+    case 'lower': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.toLowerCase()); }
+    case 'trim': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.trim()); }
+    case 'length': { const [a] = args as [Evaluator]; return (row) => { const s = a(row); return s === null ? null : String(s).length; }; }
+    case 'concat': return (row) => {
+      const parts = args.map((a) => a(row));
+      return parts.some((x) => x === null) ? null : parts.map(String).join('');
+    };
+    case 'substring': {
+      const [a, pos, len] = args as [Evaluator, Evaluator, Evaluator];
+      return (row) => {
+        const s = a(row) as string | null;
+        if (s === null) return null;
+        const p = pos(row) as number;
+        const start = p > 0 ? p - 1 : p < 0 ? Math.max(0, s.length + p) : 0;
+        return s.substr(start, len(row) as number);
+      };
+    }
+    case 'coalesce': return (row) => {
+      for (const a of args) {
+        const v = a(row);
+        if (v !== null) return v;
+      }
+      return null;
+    };
+    case 'get_field': {
+      const [a, name] = args as [Evaluator, Evaluator];
+      return (row) => {
+        const s = a(row) as Record<string, unknown> | null;
+        return s === null ? null : (s[name(row) as string] ?? null);
+      };
+    }
+    default:
+      throw new StreamingQueryError(`Function ${fn} cannot be evaluated here`, { code: 'UNSUPPORTED_FUNCTION' });
+  }
+}
+
+function and3(x: unknown, y: unknown): boolean | null {
+  if (x === false || y === false) return false;
+  if (x === null || y === null) return null;
+  return true;
+}
+
+function mapString(v: unknown, f: (s: string) => string): string | null {
+  return v === null ? null : f(String(v));
+}
+
+export function compileCast(child: Evaluator, from: DataType, to: DataType): Evaluator {
+  if (from === to) return child;
+  const convert = castFunction(from, to);
+  return (row) => {
+    const v = child(row);
+    return v === null ? null : convert(v);
+  };
+}
+
+function castFunction(from: DataType, to: DataType): (v: unknown) => unknown {
+  switch (to) {
+    case 'long':
+    case 'int':
+      if (from === 'timestamp') return (v) => Math.floor((v as number) / 1_000_000);
+      if (from === 'string') return (v) => { const n = Number((v as string).trim()); return Number.isFinite(n) ? Math.trunc(n) : null; };
+      if (from === 'boolean') return (v) => (v ? 1 : 0);
+      return (v) => Math.trunc(v as number);
+    case 'double':
+      if (from === 'timestamp') return (v) => (v as number) / 1_000_000;
+      if (from === 'string') return (v) => { const n = Number((v as string).trim()); return Number.isFinite(n) ? n : null; };
+      if (from === 'boolean') return (v) => (v ? 1 : 0);
+      return (v) => Number(v);
+    case 'string':
+      if (from === 'timestamp') return (v) => formatTimestamp(v as number);
+      if (typeof from === 'object') return (v) => JSON.stringify(v);
+      return (v) => String(v);
+    case 'timestamp':
+      if (from === 'string') return (v) => parseTimestamp(v as string);
+      if (from === 'double') return (v) => Math.trunc((v as number) * 1_000_000);
+      return (v) => (v as number) * 1_000_000;
+    case 'boolean':
+      if (from === 'string') return (v) => { const s = (v as string).trim().toLowerCase(); return s === 'true' ? true : s === 'false' ? false : null; };
+      return (v) => v !== 0;
+    default:
+      return (v) => v;
+  }
+}

@@ -1,0 +1,91 @@
+import type { Attribute } from '../plan/attribute.js';
+import type { StateStore, StateStoreId } from '../state/state-store.js';
+import type { EvalContext } from './eval-context.js';
+import type { Row } from './evaluate.js';
+
+export type OutputMode = 'append' | 'update' | 'complete';
+
+/** What one micro-batch hands to the operators. Built by the runtime; operators never do IO. */
+export interface BatchContext {
+  readonly batchId: number;
+  /** This batch's new rows per streaming source name (empty for a no-data batch). */
+  readonly sourceRows: ReadonlyMap<string, Row[]>;
+  readonly eval: EvalContext;
+  readonly outputMode: OutputMode;
+  /** Watermarks per stateful operator id, in ms (Spark >= 3.4: one for late rows, one for eviction). */
+  lateEventsWatermarkMs(operatorId: number): number;
+  evictionWatermarkMs(operatorId: number): number;
+  /** Stores opened by the runtime at the version this batch reads. */
+  store<V>(id: StateStoreId): StateStore<V>;
+  /** False when the query has no withWatermark at all (operators then never filter or evict). */
+  readonly hasWatermark: boolean;
+}
+
+/** A physical operator: computes its output rows for one batch. */
+export interface Exec {
+  readonly nodeName: string;
+  readonly children: readonly Exec[];
+  readonly output: readonly Attribute[];
+  execute(ctx: BatchContext): Row[];
+}
+
+/** Spark's StateOperatorProgress, per batch. */
+export interface StateOperatorProgress {
+  operatorName: string;
+  numRowsTotal: number;
+  numRowsUpdated: number;
+  numRowsRemoved: number;
+  numRowsDroppedByWatermark: number;
+  /** Rows the operator emitted this batch. */
+  numOutputRows: number;
+  numShufflePartitions: number;
+  numStateStoreInstances: number;
+  customMetrics: Record<string, number>;
+}
+
+export function emptyOperatorProgress(operatorName: string): StateOperatorProgress {
+  return {
+    operatorName,
+    numRowsTotal: 0,
+    numRowsUpdated: 0,
+    numRowsRemoved: 0,
+    numRowsDroppedByWatermark: 0,
+    numOutputRows: 0,
+    numShufflePartitions: 1,
+    numStateStoreInstances: 1,
+    customMetrics: {},
+  };
+}
+
+/**
+ * A stateful operator (Spark's StateStoreWriter). Built without runtime details; each batch gives
+ * it its watermarks and stores through the BatchContext.
+ */
+export interface StatefulExec extends Exec {
+  readonly operatorId: number;
+  /** The stores this operator reads and writes, opened by the runtime before each batch. */
+  readonly stateStoreIds: readonly StateStoreId[];
+  /** Describes the state layout; a change makes an existing checkpoint incompatible. */
+  readonly stateSchema: string;
+  /** Metrics of the last execute() call. */
+  lastProgress(): StateOperatorProgress;
+  /** Whether a no-data batch with this new input watermark would emit or evict something. */
+  shouldRunAnotherBatch(newInputWatermarkMs: number): boolean;
+  /** The watermark this operator passes downstream, given its input watermark (null = none). */
+  produceOutputWatermark(inputWatermarkMs: number): number | null;
+}
+
+export function isStatefulExec(e: Exec): e is StatefulExec {
+  return typeof (e as StatefulExec).operatorId === 'number';
+}
+
+/** Pre-order walk: the top-most operator first, as Spark lists state operators in progress. */
+export function collectExecs<T extends Exec>(root: Exec, pick: (e: Exec) => e is T): T[] {
+  const out: T[] = [];
+  const visit = (e: Exec): void => {
+    if (pick(e)) out.push(e);
+    e.children.forEach(visit);
+  };
+  visit(root);
+  return out;
+}

@@ -1,0 +1,115 @@
+import type { Attribute } from '../plan/attribute.js';
+import type { Expr } from '../plan/expressions.js';
+import type { StateStoreId } from '../state/state-store.js';
+import { compileAggregation, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
+import type { EvalContext } from './eval-context.js';
+import type { Row } from './evaluate.js';
+import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec } from './physical.js';
+
+/** Stored per group: the key values and the aggregate buffers. */
+type GroupState = readonly [keyValues: readonly unknown[], buffers: readonly unknown[]];
+
+/**
+ * Spark's StateStoreRestoreExec + StateStoreSaveExec around a partial/final hash aggregate.
+ * The batch is first aggregated on its own (one partial buffer per group), then each group is
+ * merged with its stored buffer, so a late row is counted once per late group, as in Spark.
+ *
+ * - complete: every group is stored forever; the whole table is emitted each batch.
+ * - update: changed groups are emitted; groups behind the eviction watermark are removed.
+ * - append: groups are emitted once, when the watermark passes their event time (window end).
+ */
+export class StreamingAggregateExec implements StatefulExec {
+  readonly nodeName = 'StateStoreSave';
+  readonly children: readonly Exec[];
+  readonly stateStoreIds: readonly StateStoreId[];
+  readonly stateSchema: string;
+  private readonly agg: CompiledAggregation;
+  private readonly keyEventTimeMs: ((k: readonly unknown[]) => number) | null;
+  private progress: StateOperatorProgress = emptyOperatorProgress('stateStoreSave');
+  private lastEvictionWatermarkMs: number | null = null;
+
+  constructor(
+    readonly operatorId: number,
+    private readonly child: Exec,
+    groupingExprs: readonly Expr[],
+    aggregateExprs: readonly Expr[],
+    readonly output: readonly Attribute[],
+    evalContext: EvalContext,
+  ) {
+    this.children = [child];
+    this.agg = compileAggregation(groupingExprs, aggregateExprs, child.output, evalContext);
+    this.keyEventTimeMs = eventTimeOfKey(output.slice(0, groupingExprs.length));
+    this.stateStoreIds = [{ operatorId, storeName: 'default' }];
+    this.stateSchema = `aggregate(keys=[${output.slice(0, groupingExprs.length).map((a) => `${a.name}:${JSON.stringify(a.type)}`).join(',')}], aggs=[${aggregateExprs.slice(groupingExprs.length).map((e) => JSON.stringify(e)).join(',')}])`;
+  }
+
+  execute(ctx: BatchContext): Row[] {
+    const input = this.child.execute(ctx);
+    const store = ctx.store<GroupState>(this.stateStoreIds[0]!);
+    const progress = emptyOperatorProgress('stateStoreSave');
+    const { agg } = this;
+
+    // Partial aggregation of this batch's rows.
+    const partials = new Map<string, [unknown[], unknown[]]>();
+    for (const row of input) {
+      agg.forEachKey(row, (keyValues, encoded) => {
+        let entry = partials.get(encoded);
+        if (entry === undefined) {
+          entry = [keyValues, agg.initialBuffers()];
+          partials.set(encoded, entry);
+        }
+        agg.updateBuffers(entry[1], row);
+      });
+    }
+
+    const lateMs = ctx.hasWatermark && this.keyEventTimeMs ? ctx.lateEventsWatermarkMs(this.operatorId) : null;
+    const evictMs = ctx.hasWatermark && this.keyEventTimeMs ? ctx.evictionWatermarkMs(this.operatorId) : null;
+    const isLate = (k: readonly unknown[]): boolean => ctx.outputMode !== 'complete' && lateMs !== null && this.keyEventTimeMs!(k) <= lateMs;
+    const isEvictable = (k: readonly unknown[]): boolean => evictMs !== null && this.keyEventTimeMs!(k) <= evictMs;
+
+    const output: Row[] = [];
+    for (const [encoded, [keyValues, partial]] of partials) {
+      if (isLate(keyValues)) {
+        progress.numRowsDroppedByWatermark++;
+        continue;
+      }
+      const stored = store.get(encoded);
+      const buffers = stored === undefined ? partial : agg.mergeBuffers(stored[1], partial);
+      store.put(encoded, [keyValues, buffers]);
+      progress.numRowsUpdated++;
+      if (ctx.outputMode === 'update') output.push(agg.resultRow(keyValues, buffers));
+    }
+
+    if (ctx.outputMode === 'complete') {
+      for (const [, [keyValues, buffers]] of store.entries()) output.push(agg.resultRow(keyValues, buffers));
+    } else if (evictMs !== null) {
+      const evicted: string[] = [];
+      for (const [encoded, [keyValues, buffers]] of store.entries()) {
+        if (!isEvictable(keyValues)) continue;
+        evicted.push(encoded);
+        if (ctx.outputMode === 'append') output.push(agg.resultRow(keyValues, buffers));
+      }
+      for (const k of evicted) store.remove(k);
+      progress.numRowsRemoved = evicted.length;
+    }
+    this.lastEvictionWatermarkMs = ctx.hasWatermark && ctx.outputMode !== 'complete' ? ctx.evictionWatermarkMs(this.operatorId) : null;
+    progress.numRowsTotal = store.size;
+    progress.numOutputRows = output.length;
+    this.progress = progress;
+    return output;
+  }
+
+  lastProgress(): StateOperatorProgress {
+    return this.progress;
+  }
+
+  shouldRunAnotherBatch(newInputWatermarkMs: number): boolean {
+    // As Spark: any watermark movement re-runs append/update aggregations, keyed by time or not.
+    return this.lastEvictionWatermarkMs !== null
+      && newInputWatermarkMs > this.lastEvictionWatermarkMs;
+  }
+
+  produceOutputWatermark(inputWatermarkMs: number): number | null {
+    return inputWatermarkMs;
+  }
+}

@@ -1,0 +1,70 @@
+/** Value helpers shared by expression evaluation, grouping and sinks. */
+
+/** Spark's timestamp-to-string cast in UTC: `2023-01-01 01:00:10` (+ fraction when non-zero). */
+export function formatTimestamp(micros: number): string {
+  const ms = Math.floor(micros / 1000);
+  const iso = new Date(ms).toISOString();
+  const base = `${iso.slice(0, 10)} ${iso.slice(11, 19)}`;
+  const fraction = ((micros % 1_000_000) + 1_000_000) % 1_000_000;
+  if (fraction === 0) return base;
+  return `${base}.${String(fraction).padStart(6, '0').replace(/0+$/, '')}`;
+}
+
+/** Parses `2023-01-01 01:00:10[.123]` or ISO-8601 (UTC unless an offset is given) to micros. */
+export function parseTimestamp(text: string): number | null {
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?(Z|[+-]\d{2}:?\d{2})?$/.exec(text.trim());
+  if (!m) return null;
+  const [, y, mo, d, h = '0', mi = '0', s = '0', frac = '', zone] = m;
+  let ms = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s));
+  if (zone && zone !== 'Z') {
+    const sign = zone.startsWith('-') ? -1 : 1;
+    const digits = zone.slice(1).replace(':', '');
+    ms -= sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2))) * 60_000;
+  }
+  return ms * 1000 + Number(frac.padEnd(6, '0') || 0);
+}
+
+/** Spark's progress format for event-time stats: `1970-01-01T00:00:15.000Z`. */
+export function formatProgressTimestamp(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+/**
+ * A string that identifies a grouping key: equal values give equal strings. Numbers, strings,
+ * booleans, NULL, structs and arrays are all covered; used as a Map key.
+ */
+export function encodeKey(values: readonly unknown[]): string {
+  if (values.length === 1) {
+    const v = values[0];
+    if (typeof v === 'string') return `s${v}`;
+    if (typeof v === 'number') return `n${v}`;
+  }
+  return JSON.stringify(values);
+}
+
+/** Total order used by sorting and min/max: NULLs first, then numbers, strings, booleans. */
+export function compareValues(a: unknown, b: unknown): number {
+  if (a === b) return 0;
+  if (a === null || a === undefined) return -1;
+  if (b === null || b === undefined) return 1;
+  if (typeof a === 'number' && typeof b === 'number') return a < b ? -1 : a > b ? 1 : 0;
+  if (typeof a === 'string' && typeof b === 'string') return a < b ? -1 : a > b ? 1 : 0;
+  if (typeof a === 'boolean' && typeof b === 'boolean') return a === b ? 0 : a ? 1 : -1;
+  if (Array.isArray(a) && Array.isArray(b)) {
+    for (let i = 0; i < Math.min(a.length, b.length); i++) {
+      const c = compareValues(a[i], b[i]);
+      if (c !== 0) return c;
+    }
+    return a.length - b.length;
+  }
+  if (typeof a === 'object' && typeof b === 'object') {
+    return compareValues(Object.values(a as object), Object.values(b as object));
+  }
+  return String(a) < String(b) ? -1 : 1;
+}
+
+export function valuesEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
+  return JSON.stringify(a) === JSON.stringify(b);
+}

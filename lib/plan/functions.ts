@@ -1,0 +1,102 @@
+/** PySpark-style function builders: `import { col, window, count } from 'sluice'`. */
+import { Column, toColumn, toExpr, literalExpr, type ColumnLike, type ColumnOrValue, type LiteralValue } from './column.js';
+import type { AggregateFunctionName, Expr } from './expressions.js';
+import { durationToMicros } from './intervals.js';
+import { IllegalArgumentError } from '../errors/sluice-error.js';
+
+export const col = (name: string): Column => toColumn(name);
+export const column = col;
+export const lit = (value: LiteralValue): Column => new Column(literalExpr(value));
+export const expr = (e: Expr): Column => new Column(e);
+
+function fn(name: string, ...args: ColumnOrValue[]): Column {
+  return new Column({ kind: 'call', fn: name, args: args.map(toExpr) });
+}
+
+function agg(name: AggregateFunctionName, args: ColumnLike[], distinct = false, ignoreNulls = false): Column {
+  return new Column({
+    kind: 'aggregate',
+    fn: name,
+    args: args.filter((a) => a !== '*').map((a) => toColumn(a).expr),
+    distinct,
+    ignoreNulls,
+  });
+}
+
+export const count = (c: ColumnLike = '*'): Column => agg('count', [c]);
+export const countDistinct = (...cs: ColumnLike[]): Column => agg('count', cs, true);
+export const sum = (c: ColumnLike): Column => agg('sum', [c]);
+export const avg = (c: ColumnLike): Column => agg('avg', [c]);
+export const mean = avg;
+export const min = (c: ColumnLike): Column => agg('min', [c]);
+export const max = (c: ColumnLike): Column => agg('max', [c]);
+export const first = (c: ColumnLike, ignoreNulls = false): Column => agg('first', [c], false, ignoreNulls);
+export const last = (c: ColumnLike, ignoreNulls = false): Column => agg('last', [c], false, ignoreNulls);
+export const collect_list = (c: ColumnLike): Column => agg('collect_list', [c]);
+export const collect_set = (c: ColumnLike): Column => agg('collect_set', [c]);
+/** HyperLogLog++-style estimate; exact below a few thousand distinct values. */
+export const approx_count_distinct = (c: ColumnLike): Column => agg('approx_count_distinct', [c]);
+
+export const timestamp_seconds = (c: ColumnLike): Column => fn('timestamp_seconds', toColumn(c));
+export const unix_micros = (c: ColumnLike): Column => fn('unix_micros', toColumn(c));
+export const current_timestamp = (): Column => fn('current_timestamp');
+export const split = (c: ColumnLike, pattern: string): Column => fn('split', toColumn(c), pattern);
+export const explode = (c: ColumnLike): Column => fn('explode', toColumn(c));
+export const size = (c: ColumnLike): Column => fn('size', toColumn(c));
+export const array = (...cs: ColumnLike[]): Column => fn('array', ...cs.map(toColumn));
+export const upper = (c: ColumnLike): Column => fn('upper', toColumn(c));
+export const lower = (c: ColumnLike): Column => fn('lower', toColumn(c));
+export const concat = (...cs: ColumnLike[]): Column => fn('concat', ...cs.map(toColumn));
+export const length = (c: ColumnLike): Column => fn('length', toColumn(c));
+export const substring = (c: ColumnLike, pos: number, len: number): Column => fn('substring', toColumn(c), pos, len);
+export const trim = (c: ColumnLike): Column => fn('trim', toColumn(c));
+export const coalesce = (...cs: ColumnLike[]): Column => fn('coalesce', ...cs.map(toColumn));
+export const window_time = (c: ColumnLike): Column => fn('window_time', toColumn(c));
+export const monotonically_increasing_id = (): Column => fn('monotonically_increasing_id');
+
+/** `when(cond, value).when(...).otherwise(value)`. */
+export function when(condition: Column, value: ColumnOrValue): Column {
+  return new Column({ kind: 'case', branches: [[condition.expr, toExpr(value)]], otherwise: null });
+}
+
+/**
+ * Tumbling (`slide` omitted) or sliding event-time windows, half-open `[start, end)`.
+ * Durations are interval strings (`'10 minutes'`) or integers in microseconds.
+ */
+export function window(
+  timeColumn: ColumnLike,
+  windowDuration: string | number,
+  slideDuration?: string | number,
+  startTime?: string | number,
+): Column {
+  const windowMicros = durationToMicros(windowDuration, 'duration');
+  const slideMicros = slideDuration === undefined ? windowMicros : durationToMicros(slideDuration, 'slide duration');
+  const startMicros = startTime === undefined ? 0 : durationToMicros(startTime, 'start time');
+  if (windowMicros <= 0) {
+    throw new IllegalArgumentError(`The window duration (${windowDuration}) must be greater than 0.`, { code: 'WINDOW_DURATION' });
+  }
+  if (slideMicros <= 0) {
+    throw new IllegalArgumentError(`The slide duration (${slideDuration}) must be greater than 0.`, { code: 'WINDOW_SLIDE' });
+  }
+  if (slideMicros > windowMicros) {
+    throw new IllegalArgumentError(
+      `The slide duration (${slideDuration}) must be less than or equal to the windowDuration (${windowDuration}).`,
+      { code: 'WINDOW_SLIDE' },
+    );
+  }
+  if (Math.abs(startMicros) >= slideMicros) {
+    throw new IllegalArgumentError(
+      `The absolute value of start time (${startTime}) must be less than the slideDuration (${slideDuration ?? windowDuration}).`,
+      { code: 'WINDOW_START' },
+    );
+  }
+  return new Column({ kind: 'timeWindow', timeColumn: toColumn(timeColumn).expr, windowMicros, slideMicros, startMicros });
+}
+
+/** Session windows: a session closes after `gap` without events (a duration, or a per-row Column). */
+export function session_window(timeColumn: ColumnLike, gap: string | Column): Column {
+  const gapExpr: Expr = typeof gap === 'string'
+    ? { kind: 'literal', value: durationToMicros(gap, 'gap'), type: 'interval' }
+    : gap.expr;
+  return new Column({ kind: 'sessionWindow', timeColumn: toColumn(timeColumn).expr, gap: gapExpr });
+}

@@ -1,0 +1,26 @@
+import type { StateOperatorProgress } from '../execution/physical.js';
+
+/** Spark's StreamingQueryProgress, plus Sluice's cost and bad-input counters. */
+export interface StreamingQueryProgress {
+  readonly id: string;
+  readonly runId: string;
+  readonly name: string | null;
+  readonly timestamp: string;
+  readonly batchId: number;
+  readonly batchDuration: number;
+  readonly numInputRows: number;
+  readonly inputRowsPerSecond: number;
+  readonly processedRowsPerSecond: number;
+  readonly durationMs: Readonly<Record<string, number>>;
+  /** `{}` without a watermark; otherwise `watermark` and, when rows arrived, min/max/avg. */
+  readonly eventTime: Readonly<Record<string, string>>;
+  /** The watermark (ms) this batch ran with. */
+  readonly batchWatermarkMs: number;
+  readonly stateOperators: readonly StateOperatorProgress[];
+  readonly sources: readonly { description: string; startOffset: unknown; endOffset: unknown; numInputRows: number }[];
+  readonly sink: { description: string; numOutputRows: number };
+  /** Records routed to the dead-letter location in this batch (Sluice). */
+  readonly numDeadLetteredRows: number;
+  /** State storage cost of this batch (Sluice): reads, writes, bytes, as the backend reports. */
+  readonly stateStoreCost: Readonly<Record<string, number>>;
+}

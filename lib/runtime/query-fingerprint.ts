@@ -1,0 +1,48 @@
+import type { QueryFingerprint } from '../checkpoint/checkpoint.js';
+import type { PhysicalQuery } from '../execution/incremental-planner.js';
+import type { OutputMode } from '../execution/physical.js';
+import type { Sink } from '../sinks/sink.js';
+import type { MicroBatchStream } from '../sources/source.js';
+import { AnalysisError } from '../errors/sluice-error.js';
+
+export function fingerprintOf(
+  options: { outputMode: OutputMode; sink: Sink },
+  physical: PhysicalQuery,
+  sources: readonly MicroBatchStream[],
+): QueryFingerprint {
+  return {
+    outputMode: options.outputMode,
+    sink: options.sink.description,
+    sources: sources.map((s) => s.name),
+    statefulOperators: [...physical.statefulOperators]
+      .sort((a, b) => a.operatorId - b.operatorId)
+      .map((op) => ({ operatorId: op.operatorId, kind: op.nodeName, stateSchema: op.stateSchema })),
+  };
+}
+
+/**
+ * A restarted query must keep what its state and offsets mean: the output mode, the stateful
+ * operators and their state layout. Stateless changes (a new filter, a projection) are fine.
+ */
+export function checkFingerprint(stored: QueryFingerprint, current: QueryFingerprint): void {
+  const changes: string[] = [];
+  if (stored.outputMode !== current.outputMode) changes.push(`output mode changed from ${stored.outputMode} to ${current.outputMode}`);
+  if (stored.statefulOperators.length !== current.statefulOperators.length) {
+    changes.push(`the number of stateful operators changed from ${stored.statefulOperators.length} to ${current.statefulOperators.length}`);
+  } else {
+    stored.statefulOperators.forEach((op, i) => {
+      const now = current.statefulOperators[i]!;
+      if (op.kind !== now.kind) changes.push(`stateful operator ${op.operatorId} changed from ${op.kind} to ${now.kind}`);
+      else if (op.stateSchema !== now.stateSchema) changes.push(`the state of operator ${op.operatorId} (${op.kind}) changed: was ${op.stateSchema}, now ${now.stateSchema}`);
+    });
+  }
+  const removed = stored.sources.filter((s) => !current.sources.includes(s));
+  if (removed.length > 0) changes.push(`sources removed: ${removed.join(', ')}`);
+  if (changes.length > 0) {
+    throw new AnalysisError(`The query is not compatible with its checkpoint: ${changes.join('; ')}.`, {
+      code: 'INCOMPATIBLE_CHECKPOINT',
+      errorClass: 'STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA',
+      hint: 'revert the change, or start the changed query fresh with a new checkpoint location (its state starts empty).',
+    });
+  }
+}

@@ -1,0 +1,338 @@
+/**
+ * Micro-batch execution, Spark's MicroBatchExecution. The recovery protocol:
+ *
+ *   start:
+ *     analyse the plan (refuse before touching the checkpoint), check it against the checkpoint
+ *     N, offsets = offsetLog.latest
+ *     if none:                      fresh start at batch 0
+ *     elif commitLog.latest == N:   batch N is done: next is N+1, watermark = commit N's watermark
+ *     else:                         re-run batch N exactly as planned (offsets, watermark, timestamp)
+ *   each trigger:
+ *     construct: if no re-run is pending, read the sources' latest offsets; a batch runs when there
+ *       is new data, or (no-data batch) when a stateful operator would emit or evict with the new
+ *       watermark. offsetLog.add(N, offsets + watermark + timestamp) refuses an existing N.
+ *     run: read (committed, available] from each source, open state at version N, execute, write
+ *       the sink (idempotent by batch id), commit state to version N+1, update the watermark,
+ *       commitLog.add(N, next watermark).
+ *
+ * A crash anywhere before the commit-log write re-runs batch N with the same inputs, watermark
+ * and timestamp; the sink and the state versions make the re-run invisible.
+ */
+import { randomUUID } from 'node:crypto';
+import { newEvalContext, type EvalContext } from '../execution/eval-context.js';
+import type { Row } from '../execution/evaluate.js';
+import { planQuery, type PhysicalQuery } from '../execution/incremental-planner.js';
+import type { BatchContext, OutputMode } from '../execution/physical.js';
+import { formatProgressTimestamp } from '../execution/values.js';
+import { propagateWatermark } from '../execution/watermark-propagator.js';
+import { collectNodes, type LogicalPlan, type StreamingRelationNode } from '../plan/logical-plan.js';
+import type { Offset, MicroBatchStream } from '../sources/source.js';
+import type { StateStore, StateStoreId } from '../state/state-store.js';
+import type { Sink } from '../sinks/sink.js';
+import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type OffsetSeq, type QueryFingerprint } from '../checkpoint/checkpoint.js';
+import { CheckpointError, StreamingQueryError } from '../errors/sluice-error.js';
+import { checkRuntimeRestrictions } from '../analysis/unsupported-operation-checker.js';
+import type { Clock } from './clock.js';
+import type { StreamingQueryProgress } from './progress.js';
+import type { Trigger } from './trigger.js';
+import { parseWatermarkPolicy, WATERMARK_POLICY_CONF, WatermarkTracker } from './watermark-tracker.js';
+import { checkFingerprint, fingerprintOf } from './query-fingerprint.js';
+
+export const NO_DATA_BATCHES_CONF = 'spark.sql.streaming.noDataMicroBatches.enabled';
+
+export interface StreamExecutionOptions {
+  readonly plan: LogicalPlan;
+  readonly columns: readonly string[];
+  readonly outputMode: OutputMode;
+  readonly sink: Sink;
+  readonly trigger: Trigger;
+  readonly checkpoint: Checkpoint;
+  readonly conf: ReadonlyMap<string, string>;
+  readonly clock: Clock;
+  readonly queryName: string | null;
+  /** Recent progress entries kept in memory (Spark keeps 100). */
+  readonly progressRetention?: number;
+}
+
+interface BatchMetadata {
+  batchWatermarkMs: number;
+  batchTimestampMs: number;
+}
+
+export class StreamExecution {
+  readonly runId = randomUUID();
+  id = '';
+  readonly recentProgress: StreamingQueryProgress[] = [];
+  private readonly sources: MicroBatchStream[];
+  private readonly evalContext: EvalContext = newEvalContext();
+  private physical: PhysicalQuery | null = null;
+  private tracker!: WatermarkTracker;
+  private currentBatchId = 0;
+  private committedOffsets = new Map<string, Offset | null>();
+  private availableOffsets = new Map<string, Offset | null>();
+  private metadata: BatchMetadata = { batchWatermarkMs: 0, batchTimestampMs: 0 };
+  private batchConf: Record<string, string> = {};
+  private isCurrentBatchConstructed = false;
+  /** Whether a batch ran since start: Spark's `lastExecution`, needed to decide no-data batches. */
+  private hasLastExecution = false;
+  private started = false;
+
+  constructor(private readonly options: StreamExecutionOptions) {
+    const relations = collectNodes(options.plan, (n): n is StreamingRelationNode => n.kind === 'StreamingRelation');
+    const byName = new Map<string, MicroBatchStream>();
+    for (const r of relations) byName.set(r.sourceId, r.source);
+    this.sources = [...byName.values()];
+  }
+
+  get lastProgress(): StreamingQueryProgress | undefined {
+    return this.recentProgress[this.recentProgress.length - 1];
+  }
+
+  get currentWatermarkMs(): number {
+    return this.tracker?.currentWatermarkMs ?? 0;
+  }
+
+  /** Plans the query and recovers its position from the checkpoint. */
+  async start(): Promise<void> {
+    const { checkpoint } = this.options;
+    this.physical = planQuery(this.options.plan, this.evalContext);
+    const fingerprint: QueryFingerprint = fingerprintOf(this.options, this.physical, this.sources);
+    const existing = await checkpoint.readQueryMetadata();
+    if (existing) {
+      checkFingerprint(existing.fingerprint, fingerprint);
+      this.id = existing.queryId;
+    } else {
+      this.id = randomUUID();
+      await checkpoint.writeQueryMetadata({ formatVersion: CHECKPOINT_FORMAT_VERSION, queryId: this.id, fingerprint });
+    }
+    await this.populateStartOffsets();
+    this.started = true;
+  }
+
+  private async populateStartOffsets(): Promise<void> {
+    const { checkpoint, conf } = this.options;
+    const latest = await checkpoint.offsetLog.getLatest();
+    let policyConf = conf.get(WATERMARK_POLICY_CONF);
+    if (!latest) {
+      this.currentBatchId = 0;
+      this.batchConf = { [WATERMARK_POLICY_CONF]: parseWatermarkPolicy(policyConf) };
+      this.tracker = new WatermarkTracker(parseWatermarkPolicy(policyConf), 0);
+      return;
+    }
+    const [latestBatchId, offsets] = latest;
+    // The policy is part of the checkpoint: a restarted query keeps the one it started with.
+    policyConf = offsets.conf[WATERMARK_POLICY_CONF] ?? 'min';
+    this.batchConf = { ...offsets.conf };
+    this.currentBatchId = latestBatchId;
+    this.isCurrentBatchConstructed = true;
+    this.availableOffsets = new Map(Object.entries(offsets.offsets));
+    if (latestBatchId > 0) {
+      const previous = await checkpoint.offsetLog.get(latestBatchId - 1);
+      if (!previous) {
+        throw new CheckpointError(`Offset log entry ${latestBatchId - 1} is missing; cannot recover batch ${latestBatchId}.`, {
+          code: 'OFFSET_LOG_GAP', hint: 'the checkpoint is damaged; start the query with a new checkpoint.',
+        });
+      }
+      this.committedOffsets = new Map(Object.entries(previous.offsets));
+    }
+    this.metadata = { batchWatermarkMs: offsets.batchWatermarkMs, batchTimestampMs: offsets.batchTimestampMs };
+    this.tracker = new WatermarkTracker(parseWatermarkPolicy(policyConf), offsets.batchWatermarkMs);
+    const commit = await checkpoint.commitLog.getLatest();
+    if (commit && commit[0] === latestBatchId) {
+      this.currentBatchId = latestBatchId + 1;
+      this.isCurrentBatchConstructed = false;
+      this.committedOffsets = new Map(this.availableOffsets);
+      this.tracker.setWatermark(commit[1].nextBatchWatermarkMs);
+      this.metadata = { ...this.metadata, batchWatermarkMs: this.tracker.currentWatermarkMs };
+    }
+  }
+
+  private get noDataBatchesEnabled(): boolean {
+    if (this.options.trigger.kind === 'once') return false;
+    return (this.options.conf.get(NO_DATA_BATCHES_CONF) ?? 'true') !== 'false';
+  }
+
+  /** Whether the sources have data beyond what was planned. */
+  private latestOffsets(): Map<string, Offset | null> {
+    const latest = new Map<string, Offset | null>();
+    for (const s of this.sources) latest.set(s.name, s.latestOffset());
+    return latest;
+  }
+
+  private hasNewData(latest: Map<string, Offset | null>): boolean {
+    return [...latest].some(([name, off]) => off !== null && JSON.stringify(off) !== JSON.stringify(this.availableOffsets.get(name) ?? null));
+  }
+
+  /** Decides whether a batch runs now and, if so, records it in the offset log. */
+  private async constructNextBatch(): Promise<boolean> {
+    if (this.isCurrentBatchConstructed) return true;
+    const latest = this.latestOffsets();
+    const newData = this.hasNewData(latest);
+    const watermarkMs = this.tracker.currentWatermarkMs;
+    const noDataBatch = !newData && this.noDataBatchesEnabled && this.hasLastExecution && this.wouldEmitOrEvict(watermarkMs);
+    if (!newData && !noDataBatch) return false;
+    for (const [name, off] of latest) if (off !== null) this.availableOffsets.set(name, off);
+    this.metadata = { batchWatermarkMs: watermarkMs, batchTimestampMs: this.options.clock.nowMs() };
+    const entry: OffsetSeq = {
+      formatVersion: CHECKPOINT_FORMAT_VERSION,
+      batchId: this.currentBatchId,
+      offsets: Object.fromEntries(this.availableOffsets),
+      batchWatermarkMs: this.metadata.batchWatermarkMs,
+      batchTimestampMs: this.metadata.batchTimestampMs,
+      conf: this.batchConf,
+    };
+    if (!(await this.options.checkpoint.offsetLog.add(this.currentBatchId, entry))) {
+      throw new CheckpointError(`Batch ${this.currentBatchId} was already planned by another writer of this checkpoint.`, {
+        code: 'CONCURRENT_QUERY', retryable: false,
+        hint: 'only one run of a query may use a checkpoint at a time; stop the other run.',
+        context: { batchId: this.currentBatchId },
+      });
+    }
+    this.isCurrentBatchConstructed = true;
+    return true;
+  }
+
+  private wouldEmitOrEvict(newWatermarkMs: number): boolean {
+    const physical = this.physical!;
+    const inputs = propagateWatermark(physical.root, newWatermarkMs);
+    return physical.statefulOperators.some((op) => op.shouldRunAnotherBatch(inputs.get(op.operatorId) ?? 0));
+  }
+
+  /** One trigger: constructs and runs at most one batch. Returns whether a batch ran. */
+  async runOneTrigger(): Promise<boolean> {
+    if (!this.started) throw new Error('query not started');
+    const startedAt = Date.now();
+    if (!(await this.constructNextBatch())) return false;
+    await this.runBatch(startedAt);
+    return true;
+  }
+
+  private async previousBatchWatermarkMs(batchId: number): Promise<number> {
+    if (batchId === 0) return 0;
+    const previous = await this.options.checkpoint.offsetLog.get(batchId - 1);
+    return previous?.batchWatermarkMs ?? this.metadata.batchWatermarkMs;
+  }
+
+  private async runBatch(triggerStartMs: number): Promise<void> {
+    const physical = this.physical!;
+    const batchId = this.currentBatchId;
+    const { checkpoint, sink, outputMode } = this.options;
+    if (batchId === 0 || !this.hasLastExecution) checkRuntimeRestrictions(this.options.plan, this.options.conf);
+
+    const watermarkMs = this.metadata.batchWatermarkMs;
+    const eviction = propagateWatermark(physical.root, watermarkMs);
+    const late = propagateWatermark(physical.root, await this.previousBatchWatermarkMs(batchId));
+
+    const stores = new Map<string, StateStore<unknown>>();
+    const storeKey = (id: StateStoreId): string => `${id.operatorId}/${id.storeName}`;
+    for (const op of physical.statefulOperators) {
+      for (const id of op.stateStoreIds) stores.set(storeKey(id), await checkpoint.stateStore.open(id, batchId));
+    }
+
+    const sourceRows = new Map<string, Row[]>();
+    const sourceProgress: StreamingQueryProgress['sources'][number][] = [];
+    let numInputRows = 0;
+    for (const s of this.sources) {
+      const start = this.committedOffsets.get(s.name) ?? null;
+      const end = this.availableOffsets.get(s.name) ?? null;
+      const rows = end === null || JSON.stringify(start) === JSON.stringify(end) ? [] : s.getBatch(start, end);
+      sourceRows.set(s.name, rows);
+      numInputRows += rows.length;
+      sourceProgress.push({ description: s.name, startOffset: start, endOffset: end, numInputRows: rows.length });
+    }
+
+    this.evalContext.batchTimestampMs = this.metadata.batchTimestampMs;
+    this.evalContext.nextRowId = 0;
+    const hasWatermark = physical.watermarkOperators.length > 0;
+    const ctx: BatchContext = {
+      batchId,
+      sourceRows,
+      eval: this.evalContext,
+      outputMode,
+      hasWatermark,
+      lateEventsWatermarkMs: (id) => late.get(id) ?? 0,
+      evictionWatermarkMs: (id) => eviction.get(id) ?? 0,
+      store: <V>(id: StateStoreId) => {
+        const s = stores.get(storeKey(id));
+        if (!s) throw new Error(`state store ${storeKey(id)} was not opened`);
+        return s as StateStore<V>;
+      },
+    };
+
+    const executionStart = Date.now();
+    let output: Row[];
+    try {
+      output = physical.root.execute(ctx);
+      await sink.addBatch({ batchId, columns: this.options.columns, rows: output, outputMode });
+    } catch (error) {
+      for (const s of stores.values()) s.abort();
+      throw error instanceof StreamingQueryError || error instanceof CheckpointError
+        ? error
+        : new StreamingQueryError(`Query ${this.options.queryName ?? this.id} terminated with exception: ${(error as Error).message}`, {
+          code: 'BATCH_FAILED', cause: error, context: { batchId }, errorClass: (error as { errorClass?: string }).errorClass,
+        });
+    }
+    const addBatchMs = Date.now() - executionStart;
+    for (const s of stores.values()) await s.commit();
+
+    this.tracker.update(physical.watermarkOperators.map((w) => ({ stats: w.stats, delayMs: w.delayMs })));
+    if (!(await checkpoint.commitLog.add(batchId, { formatVersion: CHECKPOINT_FORMAT_VERSION, batchId, nextBatchWatermarkMs: this.tracker.currentWatermarkMs }))) {
+      throw new CheckpointError(`Batch ${batchId} was already committed by another writer of this checkpoint.`, {
+        code: 'CONCURRENT_QUERY', hint: 'only one run of a query may use a checkpoint at a time.',
+      });
+    }
+    for (const s of this.sources) {
+      const end = this.availableOffsets.get(s.name);
+      if (end !== undefined && end !== null) s.commit(end);
+    }
+    this.committedOffsets = new Map(this.availableOffsets);
+    this.isCurrentBatchConstructed = false;
+    this.hasLastExecution = true;
+    this.recordProgress(batchId, triggerStartMs, addBatchMs, numInputRows, output.length, sourceProgress, watermarkMs);
+    this.currentBatchId = batchId + 1;
+  }
+
+  private recordProgress(
+    batchId: number, triggerStartMs: number, addBatchMs: number, numInputRows: number, numOutputRows: number,
+    sources: StreamingQueryProgress['sources'], watermarkMs: number,
+  ): void {
+    const physical = this.physical!;
+    const durationMs = Math.max(Date.now() - triggerStartMs, 0);
+    const withRows = physical.watermarkOperators.filter((w) => w.stats.count > 0).map((w) => w.stats);
+    let eventTime: Record<string, string> = {};
+    if (physical.watermarkOperators.length > 0) {
+      eventTime = { watermark: formatProgressTimestamp(watermarkMs) };
+      if (withRows.length > 0) {
+        const count = withRows.reduce((a, s) => a + s.count, 0);
+        eventTime = {
+          avg: formatProgressTimestamp(Math.round(withRows.reduce((a, s) => a + s.sum, 0) / count)),
+          max: formatProgressTimestamp(Math.max(...withRows.map((s) => s.max))),
+          min: formatProgressTimestamp(Math.min(...withRows.map((s) => s.min))),
+          watermark: formatProgressTimestamp(watermarkMs),
+        };
+      }
+    }
+    const progress: StreamingQueryProgress = {
+      id: this.id,
+      runId: this.runId,
+      name: this.options.queryName,
+      timestamp: new Date(triggerStartMs).toISOString(),
+      batchId,
+      batchDuration: durationMs,
+      numInputRows,
+      inputRowsPerSecond: durationMs > 0 ? (numInputRows * 1000) / durationMs : 0,
+      processedRowsPerSecond: durationMs > 0 ? (numInputRows * 1000) / durationMs : 0,
+      durationMs: { addBatch: addBatchMs, triggerExecution: durationMs },
+      eventTime,
+      batchWatermarkMs: watermarkMs,
+      stateOperators: physical.statefulOperators.map((op) => ({ ...op.lastProgress() })),
+      sources,
+      sink: { description: this.options.sink.description, numOutputRows },
+      numDeadLetteredRows: 0,
+      stateStoreCost: this.options.checkpoint.stateStore.stats?.() ?? {},
+    };
+    this.recentProgress.push(progress);
+    const keep = this.options.progressRetention ?? 100;
+    if (this.recentProgress.length > keep) this.recentProgress.splice(0, this.recentProgress.length - keep);
+  }
+}

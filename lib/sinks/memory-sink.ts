@@ -1,0 +1,46 @@
+import type { Sink, SinkBatch } from './sink.js';
+
+/**
+ * Spark's MemorySink: keeps every batch by id and ignores a batch id it already holds, so a
+ * re-executed batch is not written twice. In complete mode the result is the last batch.
+ */
+export class MemorySink implements Sink {
+  readonly description = 'MemorySink';
+  readonly supportedOutputModes = ['append', 'update', 'complete'] as const;
+  private readonly batches = new Map<number, SinkBatch>();
+  private order: number[] = [];
+  columns: readonly string[] = [];
+
+  async addBatch(batch: SinkBatch): Promise<void> {
+    if (this.batches.has(batch.batchId)) return;
+    this.batches.set(batch.batchId, { ...batch, rows: batch.rows.map((r) => [...r]) });
+    this.order.push(batch.batchId);
+    this.columns = batch.columns;
+  }
+
+  /** Rows of every batch in write order (append/update), or the last batch (complete). */
+  allRows(): unknown[][] {
+    const last = this.lastBatch();
+    if (last?.outputMode === 'complete') return last.rows.map((r) => [...r]);
+    return this.order.flatMap((id) => this.batches.get(id)!.rows.map((r) => [...r]));
+  }
+
+  /** Rows of batches with id > `afterBatchId`. */
+  rowsAfter(afterBatchId: number): unknown[][] {
+    return this.order.filter((id) => id > afterBatchId).flatMap((id) => this.batches.get(id)!.rows.map((r) => [...r]));
+  }
+
+  lastBatch(): SinkBatch | undefined {
+    const id = this.order[this.order.length - 1];
+    return id === undefined ? undefined : this.batches.get(id);
+  }
+
+  get latestBatchId(): number {
+    return this.order.length === 0 ? -1 : this.order[this.order.length - 1]!;
+  }
+
+  clear(): void {
+    this.batches.clear();
+    this.order = [];
+  }
+}

@@ -1,0 +1,20 @@
+import type { OutputMode } from '../execution/physical.js';
+
+/** One batch handed to a sink, with its column names. */
+export interface SinkBatch {
+  readonly batchId: number;
+  readonly columns: readonly string[];
+  readonly rows: readonly (readonly unknown[])[];
+  readonly outputMode: OutputMode;
+}
+
+/**
+ * A streaming sink. `addBatch` must be idempotent per batch id: after a crash the same batch is
+ * written again with the same rows, and must not show twice.
+ */
+export interface Sink {
+  readonly description: string;
+  /** Which output modes this sink can honour, checked before the query starts. */
+  readonly supportedOutputModes: readonly OutputMode[];
+  addBatch(batch: SinkBatch): Promise<void>;
+}

@@ -1,0 +1,19 @@
+import type { StructField } from '../plan/data-types.js';
+
+/** A source position, JSON-serialisable so it can be written to the offset log. */
+export type Offset = number | string | Record<string, unknown>;
+
+/**
+ * A streaming source in Spark's micro-batch model: the engine asks for the latest offset, plans a
+ * batch `(start, end]`, records it in the offset log, then reads exactly that range (again, after a
+ * crash). `getBatch` must return the same rows for the same range.
+ */
+export interface MicroBatchStream {
+  readonly name: string;
+  readonly schema: readonly StructField[];
+  initialOffset(): Offset | null;
+  latestOffset(): Offset | null;
+  getBatch(start: Offset | null, end: Offset): unknown[][];
+  /** Everything up to `end` is committed; the source may forget it. */
+  commit(end: Offset): void;
+}

@@ -1,0 +1,36 @@
+/**
+ * Spark's versioned state store, per stateful operator and store name. Version N is the state
+ * after batch N-1 committed, so batch N loads version N and, on commit, writes version N+1. A
+ * re-executed batch loads the same version again and gets the same state.
+ *
+ * Opening and committing are asynchronous (a remote store loads and writes there); reads and
+ * writes during a batch are synchronous against the loaded state, so operators stay plain loops.
+ *
+ * Values are immutable once put: operators replace a value instead of mutating it, which lets a
+ * store keep older versions by sharing values.
+ */
+export interface StateStore<V = unknown> {
+  readonly version: number;
+  get(key: string): V | undefined;
+  put(key: string, value: V): void;
+  remove(key: string): void;
+  /** Live entries including uncommitted changes. */
+  entries(): IterableIterator<[string, V]>;
+  readonly size: number;
+  /** Makes the changes version `version + 1`. */
+  commit(): Promise<number>;
+  /** Drops the uncommitted changes. */
+  abort(): void;
+}
+
+export interface StateStoreId {
+  readonly operatorId: number;
+  readonly storeName: string;
+}
+
+export interface StateStoreProvider {
+  /** Opens the store at `version` (0 = empty). Throws if that version was never committed. */
+  open<V>(id: StateStoreId, version: number): Promise<StateStore<V>>;
+  /** Cost counters since creation (reads, writes, bytes): reported in progress. */
+  readonly stats?: () => Record<string, number>;
+}
