@@ -100,9 +100,12 @@ export function boundExists(e: BoundExpr, predicate: (e: BoundExpr) => boolean):
   return predicate(e) || boundChildren(e).some((c) => boundExists(c, predicate));
 }
 
-/** Generators turn one input row into several: `explode`, and sliding `window()`. */
+/**
+ * Generators turn one input row into zero or more: `explode`, and `window()` (several windows
+ * when sliding, none when the time is NULL, as Spark's TimeWindowing filters NULL times).
+ */
 export function isGenerator(e: BoundExpr): boolean {
-  return (e.kind === 'call' && e.fn === 'explode') || (e.kind === 'timeWindow' && e.slideMicros !== e.windowMicros);
+  return (e.kind === 'call' && e.fn === 'explode') || e.kind === 'timeWindow';
 }
 
 /** The attributes an expression reads. */

@@ -182,18 +182,19 @@ export class DataFrame {
    * The watermark used by batch N is max(event time seen before N) - delay; it never decreases.
    */
   withWatermark(eventTime: string, delay: string): DataFrame {
+    // Spark checks the delay before resolving the column.
+    const delayMs = intervalToDelayMs(parseInterval(delay));
+    if (delayMs < 0) {
+      throw new IllegalArgumentError(`delay threshold (${delay}) should not be negative.`, {
+        code: 'NEGATIVE_WATERMARK_DELAY', hint: 'use a delay of 0 seconds or more, e.g. "10 minutes".',
+      });
+    }
     const { attribute } = resolveName(eventTime, this.plan.output);
     if (attribute.type !== 'timestamp' && !isStruct(attribute.type)) {
       throw new AnalysisError(
         `Event time must be defined on a window or a timestamp, but ${attribute.name} is of type ${typeToString(attribute.type)}.`,
         { code: 'EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE', errorClass: 'EVENT_TIME_IS_NOT_ON_TIMESTAMP_TYPE', hint: `convert the column first, e.g. withColumn("${attribute.name}", timestamp_seconds(col("${attribute.name}"))).` },
       );
-    }
-    const delayMs = intervalToDelayMs(parseInterval(delay));
-    if (delayMs < 0) {
-      throw new IllegalArgumentError(`delay threshold (${delay}) should not be negative.`, {
-        code: 'NEGATIVE_WATERMARK_DELAY', hint: 'use a delay of 0 seconds or more, e.g. "10 minutes".',
-      });
     }
     const output = this.plan.output.map((a) => {
       if (a.id === attribute.id) return Object.freeze({ ...a, eventTimeDelayMs: delayMs });

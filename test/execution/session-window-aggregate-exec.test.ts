@@ -159,7 +159,7 @@ describe('SessionWindowAggregateExec', () => {
       .otherwise(lit(10 * SEC));
     const h = harness({ mode: 'append', gap });
     await h.run([
-      ...words('hello world spark streaming nothing', 40), ...words('world hello structured streaming', 41), [null, 40], ['spark', null],
+      ...words('hello world spark streaming nothing', 40), ...words('world hello structured streaming', 41), ['spark', null],
     ]);
     expect(h.exec.lastProgress()).toMatchObject({ numRowsDroppedByWatermark: 0, numRowsTotal: 3 });
     // hello [40,41) and [41,42) touch: merged into [40,42) (Spark's start <= end rule).
