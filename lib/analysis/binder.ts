@@ -176,7 +176,7 @@ export function bind(e: Expr, input: readonly Attribute[]): BoundExpr {
     case 'case': {
       const branches = e.branches.map(([c, v]) => [bind(c, input), bind(v, input)] as const);
       const otherwise = e.otherwise ? bind(e.otherwise, input) : null;
-      const types = [...branches.map(([, v]) => v.type), ...(otherwise ? [otherwise.type] : [])].filter((t) => t !== 'null');
+      const types: DataType[] = [...branches.map(([, v]) => v.type), ...(otherwise ? [otherwise.type] : [])].filter((t) => t !== 'null');
       const type: DataType = types.length === 0 ? 'null' : types.every(isNumeric) ? types.reduce((x, y) => widerNumeric(x, y)) : types[0]!;
       return { kind: 'case', branches, otherwise, type };
     }

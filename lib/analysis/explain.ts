@@ -20,11 +20,32 @@ type Conf = ReadonlyMap<string, string>;
 
 const delayText = (ms: number): string => formatDuration(ms * MICROS_PER_MS);
 
-/** Like `describe`, but with window lengths in readable units. */
+/** Column names by attribute id, so internal `#id` references print as names (set per explainPlan call). */
+let namesById: ReadonlyMap<number, string> = new Map();
+
+const INFIX = new Set(['+', '-', '*', '/', '%', '=', '!=', '<', '<=', '>', '>=', '<=>', 'and', 'or']);
+
+/** Like `describe`, with readable window lengths, interval literals and `#id` references. */
 function show(e: Expr): string {
   switch (e.kind) {
+    case 'column': {
+      const id = /^#(\d+)$/.exec(e.name);
+      return id ? namesById.get(Number(id[1])) ?? e.name : e.name;
+    }
+    case 'literal':
+      return e.type === 'interval' ? `interval ${formatDuration(Number(e.value))}` : describe(e);
     case 'alias':
       return `${show(e.child)} AS ${e.name}`;
+    case 'cast':
+      return `CAST(${show(e.child)} AS ${typeToString(e.to).toUpperCase()})`;
+    case 'call':
+      if (INFIX.has(e.fn) && e.args.length === 2) return `(${show(e.args[0]!)} ${e.fn.toUpperCase()} ${show(e.args[1]!)})`;
+      if (e.fn === 'between' && e.args.length === 3) return `(${show(e.args[0]!)} BETWEEN ${show(e.args[1]!)} AND ${show(e.args[2]!)})`;
+      return `${e.fn}(${e.args.map(show).join(', ')})`;
+    case 'aggregate':
+      return `${e.fn}(${e.distinct ? 'DISTINCT ' : ''}${e.args.length === 0 ? '1' : e.args.map(show).join(', ')})`;
+    case 'case':
+      return `CASE ${e.branches.map(([c, v]) => `WHEN ${show(c)} THEN ${show(v)}`).join(' ')}${e.otherwise ? ` ELSE ${show(e.otherwise)}` : ''} END`;
     case 'timeWindow': {
       const slide = e.slideMicros === e.windowMicros ? '' : `, slide ${formatDuration(e.slideMicros)}`;
       const start = e.startMicros === 0 ? '' : `, start ${formatDuration(e.startMicros)}`;
@@ -52,7 +73,7 @@ function header(n: LogicalPlan): string {
   const list = (es: readonly Expr[]): string => `[${es.map(show).join(', ')}]`;
   switch (n.kind) {
     case 'StreamingRelation': return `StreamingRelation ${n.sourceId} (stream)`;
-    case 'LocalRelation': return `LocalRelation ${n.name} (static, ${n.rows.length} rows)`;
+    case 'LocalRelation': return `LocalRelation${n.name === 'LocalRelation' ? '' : ` ${n.name}`} (static, ${n.rows.length} row${n.rows.length === 1 ? '' : 's'})`;
     case 'Project': return `Project ${list(n.exprs)}`;
     case 'Filter': return `Filter ${show(n.condition)}`;
     case 'EventTimeWatermark': return `EventTimeWatermark ${n.eventTime.name}, delay ${n.delayText}`;
@@ -233,6 +254,7 @@ function incrementalPlan(plan: LogicalPlan, outputMode: OutputMode | undefined, 
 }
 
 export function explainPlan(plan: LogicalPlan, outputMode: OutputMode | undefined, conf: ReadonlyMap<string, string>): string {
+  namesById = new Map(collectNodes(plan, (n): n is LogicalPlan => true).flatMap((n) => n.output.map((a) => [a.id, a.name] as const)));
   const lines = ['== Logical plan ==', ...renderTree(plan)];
   if (isStreaming(plan)) {
     lines.push(...incrementalPlan(plan, outputMode, conf));

@@ -6,7 +6,7 @@ import { AnalysisError } from '../errors/sluice-error.js';
 import { makeAggregateFunction, type AggregateFunction } from './aggregate-functions.js';
 import type { EvalContext } from './eval-context.js';
 import { compile, compileGenerator, type Row } from './evaluate.js';
-import { encodeKey } from './values.js';
+import { compileKeyEncoder } from './values.js';
 
 /** A grouped aggregation compiled once: key extraction, aggregate buffers and the output row. */
 export interface CompiledAggregation {
@@ -29,9 +29,13 @@ export function compileAggregation(
 ): CompiledAggregation {
   const boundKeys = groupingExprs.map((e) => bind(e, input));
   const keyCount = boundKeys.length;
-  const generatorIndex = boundKeys.findIndex(isGenerator);
+  // A tumbling window is one value per row (NULL time drops the row); sliding windows and explode expand.
+  const isExpanding = (k: BoundExpr): boolean => isGenerator(k) && !(k.kind === 'timeWindow' && k.slideMicros === k.windowMicros);
+  const generatorIndex = boundKeys.findIndex(isExpanding);
   const keyEvals = boundKeys.map((k, i) => (i === generatorIndex ? null : compile(k, ctx)));
+  const dropsNull = boundKeys.map((k) => k.kind === 'timeWindow');
   const generator = generatorIndex >= 0 ? compileGenerator(boundKeys[generatorIndex]!, ctx) : null;
+  const encode = compileKeyEncoder(boundKeys.map((k) => k.type));
 
   const aggregates: BoundAggregate[] = [];
   const outputs = aggregateExprs.slice(keyCount).map((e) => replaceAggregates(bind(e, input), aggregates, keyCount));
@@ -40,21 +44,22 @@ export function compileAggregation(
   const n = functions.length;
 
   const forEachKey = generator === null
-    ? keyCount === 1
-      ? (row: Row, visit: (k: unknown[], e: string) => void) => {
-        const v = keyEvals[0]!(row);
-        visit([v], encodeKey([v]));
+    ? (row: Row, visit: (k: unknown[], e: string) => void) => {
+      const values = new Array<unknown>(keyCount);
+      for (let i = 0; i < keyCount; i++) {
+        const v = keyEvals[i]!(row);
+        if (v === null && dropsNull[i]) return;
+        values[i] = v;
       }
-      : (row: Row, visit: (k: unknown[], e: string) => void) => {
-        const values = keyEvals.map((f) => f!(row));
-        visit(values, encodeKey(values));
-      }
+      visit(values, encode(values));
+    }
     : (row: Row, visit: (k: unknown[], e: string) => void) => {
       const fixed = keyEvals.map((f) => (f ? f(row) : null));
+      if (fixed.some((v, i) => i !== generatorIndex && v === null && dropsNull[i])) return;
       for (const g of generator(row)) {
         const values = [...fixed];
         values[generatorIndex] = g;
-        visit(values, encodeKey(values));
+        visit(values, encode(values));
       }
     };
 

@@ -1,6 +1,6 @@
 import type { Attribute } from '../plan/attribute.js';
 import type { Expr } from '../plan/expressions.js';
-import type { StateStoreId } from '../state/state-store.js';
+import type { StateStore, StateStoreId } from '../state/state-store.js';
 import { compileAggregation, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
@@ -27,6 +27,11 @@ export class StreamingAggregateExec implements StatefulExec {
   private readonly keyEventTimeMs: ((k: readonly unknown[]) => number) | null;
   private progress: StateOperatorProgress = emptyOperatorProgress('stateStoreSave');
   private lastEvictionWatermarkMs: number | null = null;
+  /**
+   * Keys by event time (ms), so eviction visits only the groups it closes instead of scanning all
+   * state. Valid for the store version it was built for; rebuilt after a restart or a failed batch.
+   */
+  private evictionIndex: { forVersion: number; byTime: Map<number, Set<string>> } | null = null;
 
   constructor(
     readonly operatorId: number,
@@ -67,6 +72,7 @@ export class StreamingAggregateExec implements StatefulExec {
     const isLate = (k: readonly unknown[]): boolean => ctx.outputMode !== 'complete' && lateMs !== null && this.keyEventTimeMs!(k) <= lateMs;
     const isEvictable = (k: readonly unknown[]): boolean => evictMs !== null && this.keyEventTimeMs!(k) <= evictMs;
 
+    const index = this.keyEventTimeMs && ctx.outputMode !== 'complete' ? this.indexFor(store) : null;
     const output: Row[] = [];
     for (const [encoded, [keyValues, partial]] of partials) {
       if (isLate(keyValues)) {
@@ -76,27 +82,40 @@ export class StreamingAggregateExec implements StatefulExec {
       const stored = store.get(encoded);
       const buffers = stored === undefined ? partial : agg.mergeBuffers(stored[1], partial);
       store.put(encoded, [keyValues, buffers]);
+      if (stored === undefined && index) addToIndex(index, this.keyEventTimeMs!(keyValues), encoded);
       progress.numRowsUpdated++;
       if (ctx.outputMode === 'update') output.push(agg.resultRow(keyValues, buffers));
     }
 
     if (ctx.outputMode === 'complete') {
       for (const [, [keyValues, buffers]] of store.entries()) output.push(agg.resultRow(keyValues, buffers));
-    } else if (evictMs !== null) {
-      const evicted: string[] = [];
-      for (const [encoded, [keyValues, buffers]] of store.entries()) {
-        if (!isEvictable(keyValues)) continue;
-        evicted.push(encoded);
-        if (ctx.outputMode === 'append') output.push(agg.resultRow(keyValues, buffers));
+    } else if (evictMs !== null && index) {
+      for (const [timeMs, keys] of index) {
+        if (timeMs > evictMs) continue;
+        for (const encoded of keys) {
+          const stored = store.get(encoded);
+          if (stored === undefined) continue;
+          if (ctx.outputMode === 'append') output.push(agg.resultRow(stored[0], stored[1]));
+          store.remove(encoded);
+          progress.numRowsRemoved++;
+        }
+        index.delete(timeMs);
       }
-      for (const k of evicted) store.remove(k);
-      progress.numRowsRemoved = evicted.length;
     }
+    if (index) this.evictionIndex = { forVersion: store.version + 1, byTime: index };
     this.lastEvictionWatermarkMs = ctx.hasWatermark && ctx.outputMode !== 'complete' ? ctx.evictionWatermarkMs(this.operatorId) : null;
     progress.numRowsTotal = store.size;
     progress.numOutputRows = output.length;
     this.progress = progress;
     return output;
+  }
+
+  private indexFor(store: StateStore<GroupState>): Map<number, Set<string>> {
+    if (this.evictionIndex && this.evictionIndex.forVersion === store.version) return this.evictionIndex.byTime;
+    const byTime = new Map<number, Set<string>>();
+    for (const [encoded, [keyValues]] of store.entries()) addToIndex(byTime, this.keyEventTimeMs!(keyValues), encoded);
+    this.evictionIndex = null;
+    return byTime;
   }
 
   lastProgress(): StateOperatorProgress {
@@ -112,4 +131,10 @@ export class StreamingAggregateExec implements StatefulExec {
   produceOutputWatermark(inputWatermarkMs: number): number | null {
     return inputWatermarkMs;
   }
+}
+
+function addToIndex(index: Map<number, Set<string>>, timeMs: number, key: string): void {
+  let keys = index.get(timeMs);
+  if (!keys) index.set(timeMs, (keys = new Set()));
+  keys.add(key);
 }

@@ -82,6 +82,7 @@ export class StreamingSymmetricHashJoinExec implements StatefulExec {
   private readonly cleanup: JoinStateCleanup;
   private progress: StateOperatorProgress = StreamingSymmetricHashJoinExec.emptyProgress();
   private lastEvictionWatermarkMs: number | null = null;
+  private readonly planningError: StreamingQueryError | null;
 
   constructor(p: StreamingJoinParams) {
     if (!['inner', 'left_outer', 'right_outer', 'full_outer', 'left_semi'].includes(p.joinType)) {
@@ -97,12 +98,15 @@ export class StreamingSymmetricHashJoinExec implements StatefulExec {
     const rightAttrs = p.right.output;
     const bound = p.condition ? bind(p.condition, [...leftAttrs, ...rightAttrs]) : null;
     const split = splitJoinCondition(bound, leftAttrs.length);
-    if (split.keys.length === 0) {
-      throw new StreamingQueryError('Stream-stream join without equality predicate is not supported', {
+    // Spark raises this while planning the first batch, so the query starts and then fails: the
+    // shape is legal for the analysis checks (an inner stream-stream join without condition passes
+    // them), only the physical join cannot be built.
+    this.planningError = split.keys.length === 0
+      ? new StreamingQueryError('Stream-stream join without equality predicate is not supported', {
         code: 'STREAM_STREAM_JOIN_WITHOUT_EQUALITY',
         hint: 'add an equality between a column of each input to the join condition (e.g. L.key = R.key); a time-range condition or a watermarked window in the keys then bounds the state.',
-      });
-    }
+      })
+      : null;
     const ctx = p.evalContext;
     const spec = (side: JoinSide, attrs: readonly Attribute[], keys: readonly BoundExpr[], preFilter: BoundExpr | null): SideSpec => ({
       side,
@@ -129,6 +133,7 @@ export class StreamingSymmetricHashJoinExec implements StatefulExec {
   }
 
   execute(ctx: BatchContext): Row[] {
+    if (this.planningError) throw this.planningError;
     const leftInput = this.left.execute(ctx);
     const rightInput = this.right.execute(ctx);
     const progress = StreamingSymmetricHashJoinExec.emptyProgress();
@@ -157,13 +162,9 @@ export class StreamingSymmetricHashJoinExec implements StatefulExec {
     if (this.rightSpec.preserved) {
       for (const r of evict(rightEviction, rightState)) if (!r.matched) out.push([...nullLeft(), ...r.row]);
     }
-    if (!this.leftSpec.preserved && !this.rightSpec.preserved) {
-      progress.numRowsRemoved += evict(leftEviction, leftState).length + evict(rightEviction, rightState).length;
-    } else if (!this.leftSpec.preserved) {
-      progress.numRowsRemoved += evict(leftEviction, leftState).length;
-    } else if (!this.rightSpec.preserved) {
-      progress.numRowsRemoved += evict(rightEviction, rightState).length;
-    }
+    // Spark counts in numRowsRemoved only the evictions of the sides that emit nothing.
+    if (!this.leftSpec.preserved) progress.numRowsRemoved += evict(leftEviction, leftState).length;
+    if (!this.rightSpec.preserved) progress.numRowsRemoved += evict(rightEviction, rightState).length;
 
     progress.numRowsTotal = leftState.numRows + rightState.numRows;
     progress.numOutputRows = out.length;

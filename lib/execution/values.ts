@@ -1,3 +1,4 @@
+import type { DataType } from '../plan/data-types.js';
 /** Value helpers shared by expression evaluation, grouping and sinks. */
 
 /** Spark's timestamp-to-string cast in UTC: `2023-01-01 01:00:10` (+ fraction when non-zero). */
@@ -67,4 +68,28 @@ export function valuesEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
   return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * A key encoder specialised for the key's types, equivalent to `encodeKey` but without
+ * JSON.stringify for the common shapes (strings, numbers, window structs).
+ */
+export function compileKeyEncoder(types: readonly DataType[]): (values: readonly unknown[]) => string {
+  const simple = types.every((t) => t === 'string' || t === 'int' || t === 'long' || t === 'double' || t === 'timestamp' || t === 'boolean' || isWindowStruct(t));
+  if (!simple) return encodeKey;
+  const parts = types.map((t): ((v: unknown) => string) => {
+    if (isWindowStruct(t)) return (v) => (v === null ? '\u0002' : `${(v as { start: number }).start}~${(v as { end: number }).end}`);
+    if (t === 'string') return (v) => (v === null ? '\u0002' : `'${v as string}`);
+    return (v) => (v === null ? '\u0002' : String(v));
+  });
+  if (parts.length === 1) return (values) => parts[0]!(values[0]);
+  if (parts.length === 2) {
+    const [a, b] = parts as [(v: unknown) => string, (v: unknown) => string];
+    return (values) => `${a(values[0])}\u0001${b(values[1])}`;
+  }
+  return (values) => values.map((v, i) => parts[i]!(v)).join('\u0001');
+}
+
+function isWindowStruct(t: DataType): boolean {
+  return typeof t === 'object' && t.kind === 'struct' && t.fields.length === 2 && t.fields[0]!.name === 'start' && t.fields[1]!.name === 'end';
 }

@@ -92,12 +92,12 @@ function expandBetween(e: BoundExpr): BoundExpr[] {
 function solveConjunct(c: BoundExpr, onSide: (ordinal: number) => boolean): RangeBound | null {
   if (c.kind !== 'call' || c.args.length !== 2) return null;
   const [a, b] = c.args as [BoundExpr, BoundExpr];
-  const strict = (bound: Omit<RangeBound, 'adjustMs'> | null, adjustMs: number): RangeBound | null => (bound ? { ...bound, adjustMs } : null);
+  const withAdjust = (bound: Omit<RangeBound, 'adjustMs'> | null, adjustMs: number): RangeBound | null => (bound ? { ...bound, adjustMs } : null);
   switch (c.fn) {
-    case '<': return strict(solveLessThan(a, b, onSide), 0);
-    case '<=': return strict(solveLessThan(a, b, onSide), 1);
-    case '>': return strict(solveLessThan(b, a, onSide), 0);
-    case '>=': return strict(solveLessThan(b, a, onSide), 1);
+    case '<': return withAdjust(solveLessThan(a, b, onSide), 0);
+    case '<=': return withAdjust(solveLessThan(a, b, onSide), 1);
+    case '>': return withAdjust(solveLessThan(b, a, onSide), 0);
+    case '>=': return withAdjust(solveLessThan(b, a, onSide), 1);
     default: return null;
   }
 }
