@@ -9,7 +9,7 @@ import { describe, exists, unalias, type Expr } from '../plan/expressions.js';
 import { planChildren, isStreaming as planIsStreaming, type JoinNode, type JoinType, type LogicalPlan } from '../plan/logical-plan.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import { bind, inheritedEventTimeDelay } from './binder.js';
-import type { BoundExpr } from './bound-expr.js';
+import { referencedAttributes, type BoundExpr } from './bound-expr.js';
 
 export type OutputMode = 'append' | 'update' | 'complete';
 type Conf = ReadonlyMap<string, string>;
@@ -263,22 +263,6 @@ export interface StreamJoinAnalysis {
   readonly rightStateBound: StateValueBound | null;
 }
 
-function referenced(e: BoundExpr): Attribute[] {
-  const out: Attribute[] = [];
-  const visit = (x: BoundExpr): void => {
-    if (x.kind === 'ref') out.push(x.attribute);
-    if (x.kind === 'call' || x.kind === 'aggregate') x.args.forEach(visit);
-    else if (x.kind === 'cast') visit(x.child);
-    else if (x.kind === 'timeWindow' || x.kind === 'sessionWindow') visit(x.time);
-    else if (x.kind === 'case') {
-      x.branches.forEach(([c, v]) => { visit(c); visit(v); });
-      if (x.otherwise) visit(x.otherwise);
-    }
-  };
-  visit(e);
-  return out;
-}
-
 /** Splits AND chains and expands `x BETWEEN lo AND hi` into `x >= lo`, `x <= hi`. */
 function conjuncts(e: BoundExpr): BoundExpr[] {
   if (e.kind === 'call' && e.fn === 'and') return e.args.flatMap(conjuncts);
@@ -307,7 +291,7 @@ function linearTerms(e: BoundExpr, negated = false): Term[] | null {
 function boundFromLessThan(
   small: BoundExpr, big: BoundExpr, strict: boolean, stateIds: ReadonlySet<number>, otherIds: ReadonlySet<number>,
 ): StateValueBound | null {
-  const attrs = [...referenced(small), ...referenced(big)];
+  const attrs = [...referencedAttributes(small), ...referencedAttributes(big)];
   const distinct = (ids: ReadonlySet<number>): number => new Set(attrs.filter((a) => ids.has(a.id)).map((a) => a.id)).size;
   if (distinct(stateIds) !== 1 || distinct(otherIds) > 1) return null;
   // small - big < 0: the state column must come from `big` (negated here) to be bounded from below.
@@ -330,22 +314,25 @@ function boundFromLessThan(
   return { stateColumn: stateRef.attribute, watermarkColumn: watermark, offsetMicros, strict };
 }
 
-/** Spark's `getStateValueWatermark`: the tightest bound any conjunct gives the state side. */
+/**
+ * Spark's `getStateValueWatermark`: a bound on the state side from any conjunct. Like Spark, when
+ * several conjuncts give one, the lowest (which evicts least) wins.
+ */
 function stateValueBound(conds: readonly BoundExpr[], stateSide: readonly Attribute[], otherSide: readonly Attribute[]): StateValueBound | null {
   if (!otherSide.some((a) => a.eventTimeDelayMs !== null)) return null;
   const stateIds = new Set(stateSide.map((a) => a.id));
   const otherIds = new Set(otherSide.map((a) => a.id));
-  for (const c of conds) {
-    if (c.kind !== 'call' || c.args.length !== 2) continue;
+  const found = conds.flatMap((c) => {
+    if (c.kind !== 'call' || c.args.length !== 2) return [];
     const [l, r] = c.args as [BoundExpr, BoundExpr];
-    const found = c.fn === '<' || c.fn === '<='
+    const b = c.fn === '<' || c.fn === '<='
       ? boundFromLessThan(l, r, c.fn === '<', stateIds, otherIds)
-      : c.fn === '>' || c.fn === '>='
-        ? boundFromLessThan(r, l, c.fn === '>', stateIds, otherIds)
-        : null;
-    if (found) return found;
-  }
-  return null;
+      : c.fn === '>' || c.fn === '>=' ? boundFromLessThan(r, l, c.fn === '>', stateIds, otherIds) : null;
+    return b ? [b] : [];
+  });
+  const lower = (x: StateValueBound, y: StateValueBound): StateValueBound =>
+    y.offsetMicros !== null && x.offsetMicros !== null && y.offsetMicros < x.offsetMicros ? y : x;
+  return found.length === 0 ? null : found.reduce(lower);
 }
 
 export function analyzeStreamStreamJoin(join: JoinNode): StreamJoinAnalysis {
@@ -355,7 +342,7 @@ export function analyzeStreamStreamJoin(join: JoinNode): StreamJoinAnalysis {
   const leftIds = new Set(join.left.output.map((a) => a.id));
   const rightIds = new Set(join.right.output.map((a) => a.id));
   const onlyFrom = (e: BoundExpr, ids: ReadonlySet<number>): boolean => {
-    const attrs = referenced(e);
+    const attrs = referencedAttributes(e);
     return attrs.length > 0 && attrs.every((a) => ids.has(a.id));
   };
   const equiKeys: (readonly [BoundExpr, BoundExpr])[] = [];

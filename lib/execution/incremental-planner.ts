@@ -1,4 +1,5 @@
 import { assertNever, unalias } from '../plan/expressions.js';
+import { inferJoinFilters } from '../analysis/infer-join-filters.js';
 import { isStreaming, type LogicalPlan } from '../plan/logical-plan.js';
 import {
   DistinctExec, EventTimeWatermarkExec, FailOnceExec, FilterExec, HashAggregateExec, LocalScanExec, PassThroughExec,
@@ -26,7 +27,8 @@ export interface PhysicalQuery {
  * (and batch queries) get plain ones that recompute from their whole input each batch. Operator ids
  * are assigned in pre-order, so the same query always gets the same ids (checked on restart).
  */
-export function planQuery(plan: LogicalPlan, evalContext: EvalContext): PhysicalQuery {
+export function planQuery(logical: LogicalPlan, evalContext: EvalContext): PhysicalQuery {
+  const plan = inferJoinFilters(logical);
   let nextOperatorId = 0;
   const ids = new Map<LogicalPlan, number>();
   const assignIds = (p: LogicalPlan): void => {
