@@ -3,7 +3,7 @@ import { Column, toColumn, type ColumnLike, type SortOrder } from '../plan/colum
 import { defaultName, unalias, type Expr } from '../plan/expressions.js';
 import { intervalToDelayMs, parseInterval } from '../plan/intervals.js';
 import { isStruct, typeToString } from '../plan/data-types.js';
-import { collectNodes, isStreaming, planChildren, type JoinType, type LogicalPlan } from '../plan/logical-plan.js';
+import { collectNodes, isStreaming, type JoinType, type LogicalPlan } from '../plan/logical-plan.js';
 import { bind, inheritedEventTimeDelay, resolveName } from '../analysis/binder.js';
 import { isGenerator } from '../analysis/bound-expr.js';
 import { explainPlan } from '../analysis/explain.js';
@@ -387,4 +387,3 @@ let runBatch: (df: DataFrame) => unknown[][] = () => {
 export function registerBatchRunner(runner: (df: DataFrame) => unknown[][]): void {
   runBatch = runner;
 }
-void planChildren;

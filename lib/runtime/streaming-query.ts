@@ -100,14 +100,13 @@ export class StreamingQuery {
     return this.serialize(async () => {
       let ran = 0;
       const intervalMs = this.trigger.kind === 'processingTime' ? this.trigger.intervalMs : 0;
+      if (intervalMs === 0) {
+        while (await this.trigger1()) ran++;
+        return ran;
+      }
       while (this.active && this.clock.nowMs() >= this.nextTriggerTimeMs) {
         const now = this.clock.nowMs();
         if (await this.trigger1()) ran++;
-        if (intervalMs === 0) {
-          if (!(await this.trigger1())) break;
-          ran++;
-          continue;
-        }
         this.nextTriggerTimeMs = Math.floor(now / intervalMs) * intervalMs + intervalMs;
       }
       return ran;

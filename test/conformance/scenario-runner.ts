@@ -10,7 +10,6 @@ import { ManualClock, systemClock, type Clock } from '../../lib/runtime/clock.js
 import { Trigger } from '../../lib/runtime/trigger.js';
 import type { StreamingQuery } from '../../lib/runtime/streaming-query.js';
 import type { StreamingQueryProgress } from '../../lib/runtime/progress.js';
-import { formatProgressTimestamp } from '../../lib/execution/values.js';
 import type { DataType } from '../../lib/plan/data-types.js';
 import { buildInputs, buildQuery, toEngineValue, UnsupportedScenario, type Json, type ScenarioInputs } from './scenario-query.js';
 
@@ -412,4 +411,3 @@ function toMs(v: Json): number {
   return Math.floor(micros / 1000);
 }
 
-export { formatProgressTimestamp };
