@@ -21,6 +21,9 @@ export interface StreamingQueryProgress {
   readonly sink: { description: string; numOutputRows: number };
   /** Records routed to the dead-letter location in this batch (Sluice). */
   readonly numDeadLetteredRows: number;
-  /** State storage cost of this batch (Sluice): reads, writes, bytes, as the backend reports. */
-  readonly stateStoreCost: Readonly<Record<string, number>>;
+  /**
+   * What this batch cost (Sluice): DynamoDB read/write units, S3 and Kinesis requests, state
+   * bytes, as the adapters counted them (see CostMeter). Empty for in-memory runs.
+   */
+  readonly cost: Readonly<Record<string, number>>;
 }

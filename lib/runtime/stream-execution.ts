@@ -37,6 +37,9 @@ import type { StreamingQueryProgress } from './progress.js';
 import type { Trigger } from './trigger.js';
 import { parseWatermarkPolicy, WATERMARK_POLICY_CONF, WatermarkTracker } from './watermark-tracker.js';
 import { checkFingerprint, fingerprintOf } from './query-fingerprint.js';
+import type { CostMeter } from './cost-meter.js';
+import { singlePartitionWatermarks, type WatermarkCoordinator } from './watermark-coordinator.js';
+import type { StructField } from '../plan/data-types.js';
 
 export const NO_DATA_BATCHES_CONF = 'spark.sql.streaming.noDataMicroBatches.enabled';
 
@@ -52,6 +55,19 @@ export interface StreamExecutionOptions {
   readonly queryName: string | null;
   /** Recent progress entries kept in memory (Spark keeps 100). */
   readonly progressRetention?: number;
+  /** Output column types, handed to the sink. */
+  readonly schema?: readonly StructField[];
+  /** The state partition this execution owns (a Kinesis shard); batch ids count per partition. */
+  readonly partitionId?: string;
+  /** Combines this partition's watermark with the other partitions' (default: this one alone). */
+  readonly watermarkCoordinator?: WatermarkCoordinator;
+  /** Where the adapters count requests and capacity; progress reports the cost per batch. */
+  readonly costMeter?: CostMeter;
+  /**
+   * Allow a no-data batch right after recovering from the checkpoint (a scheduled trigger's whole
+   * job), instead of only after a batch ran in this process as Spark does.
+   */
+  readonly noDataBatchAfterRecovery?: boolean;
 }
 
 interface BatchMetadata {
@@ -76,6 +92,7 @@ export class StreamExecution {
   /** Whether a batch ran since start: Spark's `lastExecution`, needed to decide no-data batches. */
   private hasLastExecution = false;
   private started = false;
+  private previousWatermarkCache: { batchId: number; watermarkMs: number } | null = null;
 
   constructor(private readonly options: StreamExecutionOptions) {
     const relations = collectNodes(options.plan, (n): n is StreamingRelationNode => n.kind === 'StreamingRelation');
@@ -144,6 +161,7 @@ export class StreamExecution {
       this.committedOffsets = new Map(this.availableOffsets);
       this.tracker.setWatermark(commit[1].nextBatchWatermarkMs);
       this.metadata = { ...this.metadata, batchWatermarkMs: this.tracker.currentWatermarkMs };
+      this.hasLastExecution = this.options.noDataBatchAfterRecovery === true;
     }
   }
 
@@ -168,7 +186,7 @@ export class StreamExecution {
     if (this.isCurrentBatchConstructed) return true;
     const latest = this.latestOffsets();
     const newData = this.hasNewData(latest);
-    const watermarkMs = this.tracker.currentWatermarkMs;
+    const watermarkMs = await this.nextBatchWatermarkMs();
     const noDataBatch = !newData && this.noDataBatchesEnabled && this.hasLastExecution && this.wouldEmitOrEvict(watermarkMs);
     if (!newData && !noDataBatch) return false;
     for (const [name, off] of latest) if (off !== null) this.availableOffsets.set(name, off);
@@ -192,6 +210,18 @@ export class StreamExecution {
     return true;
   }
 
+  private get partitionId(): string {
+    return this.options.partitionId ?? '0';
+  }
+
+  /** This partition's watermark combined with the others', never below the last batch's. */
+  private async nextBatchWatermarkMs(): Promise<number> {
+    const coordinator = this.options.watermarkCoordinator ?? singlePartitionWatermarks;
+    const combined = await coordinator.combine(this.partitionId, this.tracker.currentWatermarkMs);
+    const previous = this.currentBatchId > 0 ? await this.previousBatchWatermarkMs(this.currentBatchId) : 0;
+    return Math.max(combined, previous);
+  }
+
   private wouldEmitOrEvict(newWatermarkMs: number): boolean {
     const physical = this.physical!;
     const inputs = propagateWatermark(physical.root, newWatermarkMs);
@@ -209,8 +239,11 @@ export class StreamExecution {
 
   private async previousBatchWatermarkMs(batchId: number): Promise<number> {
     if (batchId === 0) return 0;
+    if (this.previousWatermarkCache?.batchId === batchId) return this.previousWatermarkCache.watermarkMs;
     const previous = await this.options.checkpoint.offsetLog.get(batchId - 1);
-    return previous?.batchWatermarkMs ?? this.metadata.batchWatermarkMs;
+    const watermarkMs = previous?.batchWatermarkMs ?? this.metadata.batchWatermarkMs;
+    this.previousWatermarkCache = { batchId, watermarkMs };
+    return watermarkMs;
   }
 
   private async runBatch(triggerStartMs: number): Promise<void> {
@@ -223,6 +256,7 @@ export class StreamExecution {
     const eviction = propagateWatermark(physical.root, watermarkMs);
     const late = propagateWatermark(physical.root, await this.previousBatchWatermarkMs(batchId));
 
+    const costBefore = this.options.costMeter?.snapshot() ?? {};
     const stores = new Map<string, StateStore<unknown>>();
     const storeKey = (id: StateStoreId): string => `${id.operatorId}/${id.storeName}`;
     for (const op of physical.statefulOperators) {
@@ -232,10 +266,13 @@ export class StreamExecution {
     const sourceRows = new Map<string, Row[]>();
     const sourceProgress: StreamingQueryProgress['sources'][number][] = [];
     let numInputRows = 0;
+    let numDeadLetteredRows = 0;
     for (const s of this.sources) {
       const start = this.committedOffsets.get(s.name) ?? null;
       const end = this.availableOffsets.get(s.name) ?? null;
-      const rows = end === null || JSON.stringify(start) === JSON.stringify(end) ? [] : s.getBatch(start, end);
+      const empty = end === null || JSON.stringify(start) === JSON.stringify(end);
+      const rows = empty ? [] : s.getBatch(start, end);
+      if (!empty && s.numInvalidRecords) numDeadLetteredRows += s.numInvalidRecords(start, end);
       sourceRows.set(s.name, rows);
       numInputRows += rows.length;
       sourceProgress.push({ description: s.name, startOffset: start, endOffset: end, numInputRows: rows.length });
@@ -263,7 +300,11 @@ export class StreamExecution {
     let output: Row[];
     try {
       output = physical.root.execute(ctx);
-      await sink.addBatch({ batchId, columns: this.options.columns, rows: output, outputMode });
+      await sink.addBatch({
+        batchId, columns: this.options.columns, rows: output, outputMode,
+        schema: this.options.schema ?? this.options.plan.output.map((a) => ({ name: a.name, type: a.type })),
+        partitionId: this.partitionId,
+      });
     } catch (error) {
       for (const s of stores.values()) s.abort();
       throw error instanceof StreamingQueryError || error instanceof CheckpointError
@@ -281,6 +322,7 @@ export class StreamExecution {
         code: 'CONCURRENT_QUERY', hint: 'only one run of a query may use a checkpoint at a time.',
       });
     }
+    await this.options.watermarkCoordinator?.publish(this.partitionId, this.tracker.currentWatermarkMs, batchId, numInputRows > 0);
     for (const s of this.sources) {
       const end = this.availableOffsets.get(s.name);
       if (end !== undefined && end !== null) s.commit(end);
@@ -288,14 +330,18 @@ export class StreamExecution {
     this.committedOffsets = new Map(this.availableOffsets);
     this.isCurrentBatchConstructed = false;
     this.hasLastExecution = true;
-    this.recordProgress(batchId, triggerStartMs, addBatchMs, numInputRows, output.length, sourceProgress, watermarkMs);
+    this.recordProgress({
+      batchId, triggerStartMs, addBatchMs, numInputRows, numOutputRows: output.length, sources: sourceProgress, watermarkMs,
+      numDeadLetteredRows, cost: this.options.costMeter?.since(costBefore) ?? {},
+    });
     this.currentBatchId = batchId + 1;
   }
 
-  private recordProgress(
-    batchId: number, triggerStartMs: number, addBatchMs: number, numInputRows: number, numOutputRows: number,
-    sources: StreamingQueryProgress['sources'], watermarkMs: number,
-  ): void {
+  private recordProgress(batch: {
+    batchId: number; triggerStartMs: number; addBatchMs: number; numInputRows: number; numOutputRows: number;
+    sources: StreamingQueryProgress['sources']; watermarkMs: number; numDeadLetteredRows: number; cost: Record<string, number>;
+  }): void {
+    const { batchId, triggerStartMs, addBatchMs, numInputRows, numOutputRows, sources, watermarkMs } = batch;
     const physical = this.physical!;
     const durationMs = Math.max(Date.now() - triggerStartMs, 0);
     const withRows = physical.watermarkOperators.filter((w) => w.stats.count > 0).map((w) => w.stats);
@@ -328,8 +374,8 @@ export class StreamExecution {
       stateOperators: physical.statefulOperators.map((op) => ({ ...op.lastProgress() })),
       sources,
       sink: { description: this.options.sink.description, numOutputRows },
-      numDeadLetteredRows: 0,
-      stateStoreCost: this.options.checkpoint.stateStore.stats?.() ?? {},
+      numDeadLetteredRows: batch.numDeadLetteredRows,
+      cost: batch.cost,
     };
     this.recentProgress.push(progress);
     const keep = this.options.progressRetention ?? 100;

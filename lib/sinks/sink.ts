@@ -1,4 +1,5 @@
 import type { OutputMode } from '../execution/physical.js';
+import type { StructField } from '../plan/data-types.js';
 
 /** One batch handed to a sink, with its column names. */
 export interface SinkBatch {
@@ -6,6 +7,10 @@ export interface SinkBatch {
   readonly columns: readonly string[];
   readonly rows: readonly (readonly unknown[])[];
   readonly outputMode: OutputMode;
+  /** Column types, for sinks that write typed values (timestamps are epoch micros in rows). */
+  readonly schema: readonly StructField[];
+  /** The state partition (Kinesis shard) that produced the batch: batch ids count per partition. */
+  readonly partitionId: string;
 }
 
 /**

@@ -16,4 +16,6 @@ export interface MicroBatchStream {
   getBatch(start: Offset | null, end: Offset): unknown[][];
   /** Everything up to `end` is committed; the source may forget it. */
   commit(end: Offset): void;
+  /** Records in `(start, end]` that could not be decoded and went to the dead-letter location. */
+  numInvalidRecords?(start: Offset | null, end: Offset): number;
 }

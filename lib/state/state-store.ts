@@ -31,6 +31,4 @@ export interface StateStoreId {
 export interface StateStoreProvider {
   /** Opens the store at `version` (0 = empty). Throws if that version was never committed. */
   open<V>(id: StateStoreId, version: number): Promise<StateStore<V>>;
-  /** Cost counters since creation (reads, writes, bytes): reported in progress. */
-  readonly stats?: () => Record<string, number>;
 }

@@ -1,0 +1,31 @@
+import type { DataType, StructField } from '../plan/data-types.js';
+
+/** ISO-8601 UTC with the microseconds Spark keeps (`2024-05-01T14:00:00.000001Z`). */
+export function timestampToIso(micros: number): string {
+  const ms = Math.floor(micros / 1000);
+  const iso = new Date(ms).toISOString();
+  const fraction = ((micros % 1_000_000) + 1_000_000) % 1_000_000;
+  if (fraction === 0) return `${iso.slice(0, 19)}Z`;
+  return `${iso.slice(0, 19)}.${String(fraction).padStart(6, '0').replace(/0+$/, '')}Z`;
+}
+
+/** An engine value (timestamps as epoch micros) as the JSON a sink writes. */
+export function toExternalValue(value: unknown, type: DataType): unknown {
+  if (value === null || value === undefined) return null;
+  if (type === 'timestamp') return timestampToIso(value as number);
+  if (typeof type === 'object' && type.kind === 'array') {
+    return (value as unknown[]).map((v) => toExternalValue(v, type.element));
+  }
+  if (typeof type === 'object' && type.kind === 'struct') {
+    const struct = value as Record<string, unknown>;
+    return Object.fromEntries(type.fields.map((f) => [f.name, toExternalValue(struct[f.name], f.type)]));
+  }
+  return value;
+}
+
+/** One output row as a JSON object keyed by column name. */
+export function toExternalRow(row: readonly unknown[], schema: readonly StructField[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i < schema.length; i++) out[schema[i]!.name] = toExternalValue(row[i], schema[i]!.type);
+  return out;
+}
