@@ -1,0 +1,91 @@
+/**
+ * The deployment's configuration, as the Lambda functions receive it: environment variables set
+ * by the CDK construct (or `sluice dev`), read and validated in this one place.
+ */
+import { z } from 'zod';
+import { IllegalArgumentError } from '../errors/sluice-error.js';
+
+export const RUNTIME_ENV = {
+  checkpointTable: 'SLUICE_CHECKPOINT_TABLE',
+  stateTable: 'SLUICE_STATE_TABLE',
+  sinkBucket: 'SLUICE_SINK_BUCKET',
+  sinkPrefix: 'SLUICE_SINK_PREFIX',
+  sinkTable: 'SLUICE_SINK_TABLE',
+  deadLetterBucket: 'SLUICE_DEAD_LETTER_BUCKET',
+  deadLetterPrefix: 'SLUICE_DEAD_LETTER_PREFIX',
+  deadLetterQueueUrl: 'SLUICE_DEAD_LETTER_QUEUE_URL',
+  streamName: 'SLUICE_STREAM_NAME',
+  idleShardTimeoutMs: 'SLUICE_IDLE_SHARD_TIMEOUT_MS',
+  expectedShardCount: 'SLUICE_EXPECTED_SHARD_COUNT',
+  snapshotEveryBatches: 'SLUICE_STATE_SNAPSHOT_EVERY',
+} as const;
+
+export interface RuntimeConfig {
+  readonly checkpointTable: string;
+  readonly stateTable: string;
+  readonly sinkBucket?: string;
+  readonly sinkPrefix: string;
+  readonly sinkTable?: string;
+  readonly deadLetterBucket: string;
+  readonly deadLetterPrefix: string;
+  readonly deadLetterQueueUrl?: string;
+  readonly streamName: string;
+  /** A shard with no new records for this long, confirmed caught up, leaves the watermark minimum. */
+  readonly idleShardTimeoutMs: number;
+  /** Known shard count (1 lets any stateful query run without a declared partition key). */
+  readonly expectedShardCount?: number;
+  /** A full state snapshot every N batches (deltas in between). */
+  readonly snapshotEveryBatches: number;
+}
+
+const optional = z.string().min(1).optional();
+const envShape = z.object({
+  [RUNTIME_ENV.checkpointTable]: z.string().min(1),
+  [RUNTIME_ENV.stateTable]: z.string().min(1),
+  [RUNTIME_ENV.sinkBucket]: optional,
+  [RUNTIME_ENV.sinkPrefix]: z.string().default(''),
+  [RUNTIME_ENV.sinkTable]: optional,
+  [RUNTIME_ENV.deadLetterBucket]: z.string().min(1),
+  [RUNTIME_ENV.deadLetterPrefix]: z.string().default('dead-letter/'),
+  [RUNTIME_ENV.deadLetterQueueUrl]: optional,
+  [RUNTIME_ENV.streamName]: z.string().min(1),
+  [RUNTIME_ENV.idleShardTimeoutMs]: z.coerce.number().int().nonnegative().default(300_000),
+  [RUNTIME_ENV.expectedShardCount]: z.coerce.number().int().positive().optional(),
+  [RUNTIME_ENV.snapshotEveryBatches]: z.coerce.number().int().positive().default(20),
+});
+
+export function readRuntimeConfig(env: Readonly<Record<string, string | undefined>> = process.env): RuntimeConfig {
+  const parsed = envShape.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${String(i.path[0])}: ${i.message}`).join('; ');
+    throw new IllegalArgumentError(`Invalid Sluice function configuration: ${problems}`, {
+      code: 'INVALID_RUNTIME_CONFIG',
+      hint: 'these variables are set by the StreamingQuery CDK construct; check the function\'s environment.',
+    });
+  }
+  const e = parsed.data;
+  return {
+    checkpointTable: e[RUNTIME_ENV.checkpointTable],
+    stateTable: e[RUNTIME_ENV.stateTable],
+    sinkBucket: e[RUNTIME_ENV.sinkBucket],
+    sinkPrefix: e[RUNTIME_ENV.sinkPrefix],
+    sinkTable: e[RUNTIME_ENV.sinkTable],
+    deadLetterBucket: e[RUNTIME_ENV.deadLetterBucket],
+    deadLetterPrefix: e[RUNTIME_ENV.deadLetterPrefix],
+    deadLetterQueueUrl: e[RUNTIME_ENV.deadLetterQueueUrl],
+    streamName: e[RUNTIME_ENV.streamName],
+    idleShardTimeoutMs: e[RUNTIME_ENV.idleShardTimeoutMs],
+    expectedShardCount: e[RUNTIME_ENV.expectedShardCount],
+    snapshotEveryBatches: e[RUNTIME_ENV.snapshotEveryBatches],
+  };
+}
+
+/** The inverse, for the CDK construct and `sluice dev`: config → environment variables. */
+export function runtimeConfigToEnv(config: Partial<RuntimeConfig>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [field, variable] of Object.entries(RUNTIME_ENV)) {
+    const value = (config as Record<string, unknown>)[field];
+    if (value !== undefined) env[variable] = String(value);
+  }
+  return env;
+}

@@ -1,0 +1,34 @@
+/**
+ * Records that cannot become rows (bad JSON, wrong types, a partition key that contradicts the
+ * declared one) are not dropped and do not block their shard: they go, with the reason, to a
+ * dead-letter location. Writes are idempotent per (shard, sequence number), so a re-run batch
+ * rewrites the same entries instead of adding new ones.
+ */
+export interface DeadLetterRecord {
+  readonly queryName: string;
+  readonly shardId: string;
+  readonly sequenceNumber: string;
+  readonly partitionKey: string;
+  /** Epoch milliseconds the record reached Kinesis. */
+  readonly approximateArrivalTimestampMs: number;
+  /** The raw record bytes, base64 (as Kinesis delivers them). */
+  readonly dataBase64: string;
+  readonly reason: string;
+}
+
+export interface DeadLetterWriter {
+  readonly description: string;
+  write(records: readonly DeadLetterRecord[]): Promise<void>;
+}
+
+/** Keeps dead letters in memory (tests, local runs without S3). */
+export class MemoryDeadLetterWriter implements DeadLetterWriter {
+  readonly description = 'MemoryDeadLetterWriter';
+  private readonly byId = new Map<string, DeadLetterRecord>();
+  async write(records: readonly DeadLetterRecord[]): Promise<void> {
+    for (const r of records) this.byId.set(`${r.shardId}/${r.sequenceNumber}`, r);
+  }
+  get records(): DeadLetterRecord[] {
+    return [...this.byId.values()];
+  }
+}
