@@ -14,7 +14,7 @@ export interface KinesisSourceSpec {
   readonly format?: 'json' | 'csv' | 'raw';
   /** Column names and types; `raw` ignores it and yields one `value string` column. */
   readonly schema: SchemaLike;
-  /** How a JSON number in a timestamp column is read (strings are ISO-8601). Default millis. */
+  /** How a JSON number in a timestamp column is read (strings are ISO-8601). Default seconds, as Spark casts. */
   readonly numericTimestamps?: 'seconds' | 'millis' | 'micros';
   /** CSV field separator (default `,`). */
   readonly csvDelimiter?: string;

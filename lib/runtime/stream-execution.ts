@@ -105,6 +105,20 @@ export class StreamExecution {
     return this.recentProgress[this.recentProgress.length - 1];
   }
 
+  /** End offsets of the last committed batch, per source (after `start()`). */
+  get committedSourceOffsets(): ReadonlyMap<string, Offset | null> {
+    return this.committedOffsets;
+  }
+
+  /** The planned, not yet committed batch (a re-run is pending), or null. */
+  get pendingBatch(): { batchId: number; offsets: ReadonlyMap<string, Offset | null> } | null {
+    return this.isCurrentBatchConstructed ? { batchId: this.currentBatchId, offsets: this.availableOffsets } : null;
+  }
+
+  get nextBatchId(): number {
+    return this.currentBatchId;
+  }
+
   get currentWatermarkMs(): number {
     return this.tracker?.currentWatermarkMs ?? 0;
   }

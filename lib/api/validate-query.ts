@@ -1,0 +1,151 @@
+/**
+ * Everything that can be checked about a deployable query without running it: the query shape
+ * against its output mode (Spark's analyzer), the sink against the output mode, the result key a
+ * DynamoDB sink upserts by, and whether its state is co-partitioned with the Kinesis stream. The
+ * Lambda handlers run this before touching a checkpoint, and `cdk synth` runs it so that nothing
+ * unsupported is deployed.
+ */
+import { checkStreamingQuery } from '../analysis/unsupported-operation-checker.js';
+import { statefulKeyReport } from '../analysis/partitioning.js';
+import type { OutputMode } from '../execution/physical.js';
+import type { StructField } from '../plan/data-types.js';
+import { collectNodes, type AggregateNode, type DeduplicateNode, type LogicalPlan } from '../plan/logical-plan.js';
+import type { MicroBatchStream, Offset } from '../sources/source.js';
+import { AnalysisError } from '../errors/sluice-error.js';
+import type { DataFrame } from './data-frame.js';
+import { defineQuery, type KinesisSourceSpec, type SinkSpec, type StreamingQueryDefinition } from './query-definition.js';
+import { SluiceSession, toSchema } from './session.js';
+
+export const KINESIS_SOURCE_NAME = 'kinesis';
+
+export function sourceSchemaOf(spec: KinesisSourceSpec): StructField[] {
+  return spec.format === 'raw' ? [{ name: 'value', type: 'string' }] : toSchema(spec.schema);
+}
+
+/** A source that only has a schema: analysis needs no data. */
+class SchemaOnlySource implements MicroBatchStream {
+  readonly name = KINESIS_SOURCE_NAME;
+  constructor(readonly schema: readonly StructField[]) {}
+  initialOffset(): Offset | null { return null; }
+  latestOffset(): Offset | null { return null; }
+  getBatch(): unknown[][] { return []; }
+  commit(): void {}
+}
+
+export interface ValidatedQuery {
+  readonly definition: StreamingQueryDefinition;
+  readonly session: SluiceSession;
+  readonly df: DataFrame;
+  readonly columns: readonly string[];
+  readonly schema: readonly StructField[];
+  /** Result columns a DynamoDB sink keys items by ([] = append-only rows, keyed by batch and position). */
+  readonly keyColumns: readonly string[];
+  readonly isStateful: boolean;
+}
+
+export interface ValidateOptions {
+  /** Shards of the source stream when known; 1 lets a stateful query run without a partition key. */
+  readonly expectedShardCount?: number;
+  /** The source to build the plan over (the runtime's); a schema-only one when validating. */
+  readonly source?: MicroBatchStream;
+}
+
+const SINK_MODES: Record<SinkSpec['kind'], readonly OutputMode[]> = {
+  's3-files': ['append'],
+  's3-snapshot': ['complete'],
+  dynamodb: ['append', 'update', 'complete'],
+};
+
+function sinkModeError(sink: SinkSpec, mode: OutputMode): AnalysisError {
+  const hints: Record<string, string> = {
+    's3-files/update': "update mode changes rows already written, and S3 files cannot be updated: use sink { kind: 'dynamodb' } (an upsert per result key), or append mode with a watermark.",
+    's3-files/complete': "complete mode rewrites the whole result every batch: use sink { kind: 's3-snapshot' } (one object per batch behind a pointer) or { kind: 'dynamodb' }.",
+    's3-snapshot/append': "use sink { kind: 's3-files' } for append mode; the snapshot sink holds a whole result table.",
+    's3-snapshot/update': "use sink { kind: 'dynamodb' } for update mode (an upsert per result key).",
+  };
+  return new AnalysisError(`Data source ${sink.kind} does not support ${mode} output mode.`, {
+    code: 'SINK_DOES_NOT_SUPPORT_OUTPUT_MODE',
+    errorClass: 'STREAMING_OUTPUT_MODE.UNSUPPORTED_DATASOURCE',
+    hint: hints[`${sink.kind}/${mode}`] ?? `use one of ${SINK_MODES[sink.kind].join(', ')} output modes with this sink.`,
+  });
+}
+
+export function validateQuery(definition: StreamingQueryDefinition, options: ValidateOptions = {}): ValidatedQuery {
+  defineQuery(definition);
+  const session = new SluiceSession({ ...(definition.conf ?? {}) });
+  const source = options.source ?? new SchemaOnlySource(sourceSchemaOf(definition.source));
+  const df = definition.transform(session.readStream(source), session);
+  if (!df || typeof df !== 'object' || !('plan' in df)) {
+    throw new AnalysisError(`The transform of query '${definition.name}' did not return a DataFrame.`, {
+      code: 'TRANSFORM_NOT_DATAFRAME', hint: 'return the result DataFrame from transform(events, session).',
+    });
+  }
+  checkStreamingQuery(df.plan, definition.outputMode, session.conf);
+  if (!SINK_MODES[definition.sink.kind].includes(definition.outputMode)) throw sinkModeError(definition.sink, definition.outputMode);
+  const isStateful = checkCoPartitioning(definition, df.plan, options.expectedShardCount);
+  return {
+    definition,
+    session,
+    df,
+    columns: df.columns,
+    schema: df.plan.output.map((a) => ({ name: a.name, type: a.type })),
+    keyColumns: resultKeyColumns(definition, df),
+    isStateful,
+  };
+}
+
+function checkCoPartitioning(definition: StreamingQueryDefinition, plan: LogicalPlan, expectedShardCount: number | undefined): boolean {
+  const partitionKey = definition.source.partitionKey;
+  if (partitionKey !== undefined && !sourceSchemaOf(definition.source).some((f) => f.name.toLowerCase() === partitionKey.toLowerCase())) {
+    throw new AnalysisError(`The declared partition key '${partitionKey}' is not a column of the source schema.`, {
+      code: 'UNKNOWN_PARTITION_KEY', hint: 'set source.partitionKey to the source column the producer uses as the Kinesis partition key.',
+    });
+  }
+  const reports = statefulKeyReport(plan, partitionKey);
+  if (expectedShardCount === 1) return reports.length > 0;
+  const offending = reports.find((r) => !r.coPartitioned);
+  if (offending) {
+    const keys = offending.keys.length > 0 ? `[${offending.keys.join(', ')}]` : 'no key (a global aggregate)';
+    const declared = partitionKey === undefined
+      ? 'the stream\'s partition key is not declared'
+      : `the stream is partitioned by '${partitionKey}', which is not among these keys`;
+    throw new AnalysisError(
+      `Stateful operator ${offending.operator} keys its state by ${keys}, but ${declared}. On a stream with several shards, `
+      + 'rows of one key can arrive on different shards, and each shard would keep a partial result: the answer would be wrong.',
+      {
+        code: 'STATE_NOT_CO_PARTITIONED',
+        hint: 'have the producer use one of the key columns as the Kinesis partition key and declare it with '
+          + "source: { partitionKey: '<column>' }; or run on a one-shard stream (expectedShardCount: 1). "
+          + 'A repartition stage for arbitrary keys is planned (issue 5).',
+        context: { operator: offending.operator, keys: offending.keys },
+      },
+    );
+  }
+  return reports.length > 0;
+}
+
+/** The DynamoDB sink's item key: declared, else the grouping (or dedup) columns that reach the output. */
+function resultKeyColumns(definition: StreamingQueryDefinition, df: DataFrame): string[] {
+  if (definition.sink.kind !== 'dynamodb') return [];
+  const output = df.plan.output;
+  if (definition.sink.keyColumns) {
+    const missing = definition.sink.keyColumns.filter((k) => !output.some((a) => a.name === k));
+    if (missing.length > 0) {
+      throw new AnalysisError(`Key column(s) ${missing.join(', ')} of the DynamoDB sink are not columns of the result [${df.columns.join(', ')}].`, {
+        code: 'UNKNOWN_SINK_KEY', hint: 'list result column names in sink.keyColumns.',
+      });
+    }
+    return [...definition.sink.keyColumns];
+  }
+  const keyed = collectNodes(df.plan, (n): n is AggregateNode | DeduplicateNode => n.kind === 'Aggregate' || n.kind === 'Deduplicate')[0];
+  if (keyed) {
+    const keyAttributes = keyed.kind === 'Aggregate' ? keyed.output.slice(0, keyed.groupingExprs.length) : keyed.keys;
+    const inOutput = output.filter((a) => keyAttributes.some((k) => k.id === a.id));
+    if (inOutput.length === keyAttributes.length) return inOutput.map((a) => a.name);
+  }
+  if (definition.outputMode === 'append') return [];
+  throw new AnalysisError(`Cannot tell which result columns identify a row of query '${definition.name}' for the DynamoDB sink.`, {
+    code: 'SINK_KEY_REQUIRED', hint: 'set sink.keyColumns to the result columns that identify a row (the grouping columns, window included).',
+  });
+}
+

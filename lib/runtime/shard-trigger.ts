@@ -1,0 +1,145 @@
+/**
+ * One trigger of one state partition (a Kinesis shard): what a Lambda invocation, a scheduled
+ * trigger, `sluice dev` and the tests all run. The backends (checkpoint, state, sink, dead
+ * letters, watermarks) are interfaces; the AWS adapters implement them, and so can memory.
+ *
+ *   1. Validate the query (analyzer, sink, co-partitioning) before reading any state.
+ *   2. Recover the partition from its checkpoint (StreamExecution.start: fingerprint check, the
+ *      pending batch if one was planned and not committed).
+ *   3. Drop the delivered records that are already committed (Lambda redelivers after a crash).
+ *   4. A pending batch re-runs with exactly its planned records: when the delivery does not hold
+ *      them all (a bisected retry), they are read from the shard.
+ *   5. Write the undecodable records to the dead-letter location (idempotent), then run batches
+ *      until none is due: the re-run, the new records, a no-data batch if the watermark moved.
+ *
+ * Whatever fails, the answer says where the uncommitted records start, so the caller retries from
+ * there (Lambda's batchItemFailures): nothing is lost, reordered or applied twice.
+ */
+import type { StreamingQueryDefinition } from '../api/query-definition.js';
+import { KINESIS_SOURCE_NAME, sourceSchemaOf, validateQuery } from '../api/validate-query.js';
+import type { Checkpoint } from '../checkpoint/checkpoint.js';
+import type { DeadLetterWriter } from '../sources/dead-letter.js';
+import { asKinesisOffset, KinesisShardSource, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
+import { createRecordDecoder } from '../sources/record-decoder.js';
+import type { Sink } from '../sinks/sink.js';
+import { systemClock, type Clock } from './clock.js';
+import type { CostMeter } from './cost-meter.js';
+import type { StreamingQueryProgress } from './progress.js';
+import { StreamExecution } from './stream-execution.js';
+import { Trigger } from './trigger.js';
+import type { WatermarkCoordinator } from './watermark-coordinator.js';
+
+/** Reads a shard's records between two sequence numbers (inclusive): GetRecords on AWS. */
+export interface ShardReader {
+  read(shardId: string, firstSequenceNumber: string, lastSequenceNumber: string): Promise<ShardRecord[]>;
+}
+
+export interface PartitionBackends {
+  readonly checkpoint: Checkpoint;
+  readonly sink: Sink;
+  readonly deadLetters: DeadLetterWriter;
+  readonly watermarks?: WatermarkCoordinator;
+  readonly shardReader?: ShardReader;
+  readonly costMeter?: CostMeter;
+  readonly clock?: Clock;
+}
+
+export interface ShardTriggerRequest {
+  readonly definition: StreamingQueryDefinition;
+  readonly shardId: string;
+  /** The delivered records, in shard order (may include already committed ones). */
+  readonly records: readonly ShardRecord[];
+  readonly expectedShardCount?: number;
+  /** A scheduled trigger: a no-data batch may run right after recovery. */
+  readonly scheduled?: boolean;
+  /** Upper bound on batches in one trigger (a re-run, a data batch, a no-data batch). */
+  readonly maxBatches?: number;
+}
+
+export interface ShardTriggerResult {
+  readonly progress: readonly StreamingQueryProgress[];
+  /** The committed position of the shard after this trigger. */
+  readonly committed: KinesisOffset | null;
+  /** The first delivered record not committed (retry from it), or null when all are committed. */
+  readonly firstUncommittedSequenceNumber: string | null;
+  readonly error?: Error;
+}
+
+export async function runShardTrigger(request: ShardTriggerRequest, backends: PartitionBackends): Promise<ShardTriggerResult> {
+  const { definition, shardId } = request;
+  const schema = sourceSchemaOf(definition.source);
+  const source = new KinesisShardSource({
+    name: KINESIS_SOURCE_NAME,
+    queryName: definition.name,
+    shardId,
+    schema,
+    decode: createRecordDecoder(definition.source, schema),
+    partitionKeyColumn: definition.source.partitionKey,
+  });
+  // Analysis errors are the deployment's, not the data's: they propagate and nothing is touched.
+  const validated = validateQuery(definition, { source, expectedShardCount: request.expectedShardCount });
+  const execution = new StreamExecution({
+    plan: validated.df.plan,
+    columns: validated.columns,
+    schema: validated.schema,
+    outputMode: definition.outputMode,
+    sink: backends.sink,
+    trigger: Trigger.ProcessingTime(0),
+    checkpoint: backends.checkpoint,
+    conf: validated.session.conf,
+    clock: backends.clock ?? systemClock,
+    queryName: definition.name,
+    partitionId: shardId,
+    watermarkCoordinator: backends.watermarks,
+    costMeter: backends.costMeter,
+    noDataBatchAfterRecovery: request.scheduled === true,
+  });
+  await execution.start();
+
+  const committedOffset = (): KinesisOffset | null => asKinesisOffset(execution.committedSourceOffsets.get(KINESIS_SOURCE_NAME) ?? null);
+  const firstUncommitted = (): string | null => {
+    const committed = committedOffset();
+    const after = committed ? BigInt(committed.sequenceNumber) : -1n;
+    return request.records.find((r) => BigInt(r.sequenceNumber) > after)?.sequenceNumber ?? null;
+  };
+
+  try {
+    source.setCommitted(committedOffset());
+    source.offer(request.records);
+    await ensurePendingBatchRecords(execution, source, shardId, backends.shardReader);
+    const deadLetters = source.deadLetters();
+    if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
+    const maxBatches = request.maxBatches ?? 8;
+    for (let i = 0; i < maxBatches && (await execution.runOneTrigger()); i++) {
+      // Each iteration ran one batch; the loop ends when no batch is due.
+    }
+    return { progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted() };
+  } catch (error) {
+    return {
+      progress: execution.recentProgress,
+      committed: committedOffset(),
+      firstUncommittedSequenceNumber: firstUncommitted(),
+      error: error as Error,
+    };
+  }
+}
+
+/** A planned, uncommitted batch re-runs with exactly its records: fetch them if not delivered. */
+async function ensurePendingBatchRecords(
+  execution: StreamExecution, source: KinesisShardSource, shardId: string, reader: ShardReader | undefined,
+): Promise<void> {
+  const pending = execution.pendingBatch;
+  if (!pending) return;
+  const end = pending.offsets.get(KINESIS_SOURCE_NAME) ?? null;
+  const start = execution.committedSourceOffsets.get(KINESIS_SOURCE_NAME) ?? null;
+  if (end === null || JSON.stringify(start) === JSON.stringify(end) || source.covers(start, end)) return;
+  const planned = asKinesisOffset(end)!;
+  if (!reader || planned.firstSequenceNumber === undefined) {
+    throw new Error(`batch ${pending.batchId} of ${shardId} must re-run with records ${planned.firstSequenceNumber ?? '?'}..${planned.sequenceNumber}, `
+      + 'which this delivery does not hold and no shard reader is configured');
+  }
+  source.offer(await reader.read(shardId, planned.firstSequenceNumber, planned.sequenceNumber));
+  if (!source.covers(start, end)) {
+    throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
+  }
+}

@@ -1,0 +1,176 @@
+/**
+ * One Kinesis shard as a micro-batch source, for one trigger invocation. The runtime offers it the
+ * records the invocation received (and, to re-run a planned batch exactly, the ones it fetched);
+ * the engine plans `(committed, latest]` and reads it back.
+ *
+ * The offset of a batch names its shard, its first and last sequence numbers and its record
+ * count, so a re-run can check that it has exactly the planned records before reading them.
+ * Sequence numbers are decimal strings beyond 2^53: compared as BigInt.
+ */
+import type { StructField } from '../plan/data-types.js';
+import type { DeadLetterRecord } from './dead-letter.js';
+import type { RecordDecoder } from './record-decoder.js';
+import type { MicroBatchStream, Offset } from './source.js';
+
+export interface ShardRecord {
+  readonly sequenceNumber: string;
+  readonly partitionKey: string;
+  readonly dataBase64: string;
+  readonly approximateArrivalTimestampMs: number;
+}
+
+export interface KinesisOffset {
+  readonly shardId: string;
+  /** The last sequence number read (inclusive). */
+  readonly sequenceNumber: string;
+  /** The batch's first sequence number and record count: what a re-run must find again. */
+  readonly firstSequenceNumber?: string;
+  readonly recordCount?: number;
+}
+
+interface Buffered {
+  readonly record: ShardRecord;
+  readonly seq: bigint;
+  /** The decoded row, or null when the record went to the dead-letter location. */
+  readonly row: unknown[] | null;
+  readonly reason: string | null;
+}
+
+export interface KinesisShardSourceOptions {
+  readonly name: string;
+  readonly queryName: string;
+  readonly shardId: string;
+  readonly schema: readonly StructField[];
+  readonly decode: RecordDecoder;
+  /** The declared partition-key column: a record whose key disagrees with it is dead-lettered. */
+  readonly partitionKeyColumn?: string;
+}
+
+export function asKinesisOffset(offset: Offset | null): KinesisOffset | null {
+  return offset === null ? null : (offset as unknown as KinesisOffset);
+}
+
+export class KinesisShardSource implements MicroBatchStream {
+  readonly name: string;
+  readonly schema: readonly StructField[];
+  private buffer: Buffered[] = [];
+  private committed: KinesisOffset | null = null;
+  private readonly partitionKeyIndex: number;
+
+  constructor(private readonly options: KinesisShardSourceOptions) {
+    this.name = options.name;
+    this.schema = options.schema;
+    const key = options.partitionKeyColumn?.toLowerCase();
+    this.partitionKeyIndex = key === undefined ? -1 : options.schema.findIndex((f) => f.name.toLowerCase() === key);
+  }
+
+  /** Everything up to `offset` is committed: such records are dropped (Lambda redelivers). */
+  setCommitted(offset: KinesisOffset | null): void {
+    this.committed = offset;
+    if (offset) {
+      const last = BigInt(offset.sequenceNumber);
+      this.buffer = this.buffer.filter((b) => b.seq > last);
+    }
+  }
+
+  /** Adds records (any order, duplicates ignored); returns how many were new. */
+  offer(records: readonly ShardRecord[]): number {
+    const committed = this.committed ? BigInt(this.committed.sequenceNumber) : -1n;
+    const known = new Set(this.buffer.map((b) => b.record.sequenceNumber));
+    let added = 0;
+    for (const record of records) {
+      const seq = BigInt(record.sequenceNumber);
+      if (seq <= committed || known.has(record.sequenceNumber)) continue;
+      known.add(record.sequenceNumber);
+      this.buffer.push(this.decode(record, seq));
+      added++;
+    }
+    this.buffer.sort((a, b) => (a.seq < b.seq ? -1 : a.seq > b.seq ? 1 : 0));
+    return added;
+  }
+
+  private decode(record: ShardRecord, seq: bigint): Buffered {
+    const result = this.options.decode(Buffer.from(record.dataBase64, 'base64'));
+    if (!result.ok) return { record, seq, row: null, reason: result.reason };
+    if (this.partitionKeyIndex >= 0) {
+      const value = result.row[this.partitionKeyIndex];
+      if (value === null || String(value) !== record.partitionKey) {
+        const column = this.schema[this.partitionKeyIndex]!.name;
+        return {
+          record, seq, row: null,
+          reason: `partition key '${record.partitionKey}' does not match the declared partition-key column ${column}=${JSON.stringify(value)}; `
+            + 'counting it on this shard could split its group across shards',
+        };
+      }
+    }
+    return { record, seq, row: result.row, reason: null };
+  }
+
+  initialOffset(): Offset | null {
+    return null;
+  }
+
+  latestOffset(): Offset | null {
+    if (this.buffer.length === 0) return this.committed as Offset | null;
+    const first = this.buffer[0]!;
+    const last = this.buffer[this.buffer.length - 1]!;
+    const offset: KinesisOffset = {
+      shardId: this.options.shardId,
+      sequenceNumber: last.record.sequenceNumber,
+      firstSequenceNumber: first.record.sequenceNumber,
+      recordCount: this.buffer.length,
+    };
+    return offset as unknown as Offset;
+  }
+
+  private range(start: Offset | null, end: Offset): Buffered[] {
+    const from = start === null ? -1n : BigInt(asKinesisOffset(start)!.sequenceNumber);
+    const to = BigInt(asKinesisOffset(end)!.sequenceNumber);
+    return this.buffer.filter((b) => b.seq > from && b.seq <= to);
+  }
+
+  /** Whether the buffer holds exactly the records the batch `(start, end]` was planned with. */
+  covers(start: Offset | null, end: Offset): boolean {
+    const planned = asKinesisOffset(end)!;
+    const found = this.range(start, end);
+    if (planned.recordCount === undefined) return found.length > 0 && found[found.length - 1]!.record.sequenceNumber === planned.sequenceNumber;
+    return found.length === planned.recordCount
+      && found[0]?.record.sequenceNumber === planned.firstSequenceNumber
+      && found[found.length - 1]!.record.sequenceNumber === planned.sequenceNumber;
+  }
+
+  getBatch(start: Offset | null, end: Offset): unknown[][] {
+    if (!this.covers(start, end)) {
+      throw new Error(`records of ${this.options.shardId} in (${JSON.stringify(start)}, ${JSON.stringify(end)}] are not all available`);
+    }
+    const rows: unknown[][] = [];
+    for (const b of this.range(start, end)) if (b.row) rows.push([...b.row]);
+    return rows;
+  }
+
+  numInvalidRecords(start: Offset | null, end: Offset): number {
+    return this.range(start, end).filter((b) => b.row === null).length;
+  }
+
+  /** Records that cannot become rows, with their reasons, for the dead-letter writer. */
+  deadLetters(): DeadLetterRecord[] {
+    return this.buffer.filter((b) => b.row === null).map((b) => ({
+      queryName: this.options.queryName,
+      shardId: this.options.shardId,
+      sequenceNumber: b.record.sequenceNumber,
+      partitionKey: b.record.partitionKey,
+      approximateArrivalTimestampMs: b.record.approximateArrivalTimestampMs,
+      dataBase64: b.record.dataBase64,
+      reason: b.reason!,
+    }));
+  }
+
+  /** Sequence numbers buffered (uncommitted), in order. */
+  pendingSequenceNumbers(): string[] {
+    return this.buffer.map((b) => b.record.sequenceNumber);
+  }
+
+  commit(end: Offset): void {
+    this.setCommitted(asKinesisOffset(end));
+  }
+}
