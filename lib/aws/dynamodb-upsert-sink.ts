@@ -1,0 +1,242 @@
+/**
+ * DynamoDbUpsertSink: one item per result key, for append, update and complete mode. The table's
+ * partition key is the string attribute `pk`; there is no sort key.
+ *
+ * `pk` is the key columns' external values (timestamps as ISO strings), flattened and joined:
+ *
+ *   store_id=7|window.start=2024-05-01T14:00:00Z|window.end=2024-05-01T15:00:00Z
+ *
+ * - one `name=value` part per leaf, in `keyColumns` order; a struct column contributes one part per
+ *   field, named `column.field` (recursively), in the struct's field order;
+ * - numbers and booleans as JSON writes them (`7`, `1.5`, `true`); strings as they are, with `%`,
+ *   `|` and `=` percent-encoded (`%25`, `%7C`, `%3D`) so parts cannot run together; arrays as their
+ *   JSON text, encoded the same way; null (and a null struct) as `%00`, which no encoded string
+ *   can contain. Column names are encoded the same way.
+ * - With no key columns (a stateless append) `pk` is `${partitionId}#${batchId}#${rowIndex}`: one
+ *   item per row, the same item again when the batch is re-run (re-runs have the same rows).
+ *
+ * The item is the row's external values as attributes (structs as maps, arrays as lists, null as
+ * NULL; non-finite doubles as NULL, as in the JSON files) plus `pk`, `_partition` and `_batchId`.
+ * Those three names are reserved: a result column with one of them is refused.
+ *
+ * Writes are PutItems conditioned on
+ *
+ *   attribute_not_exists(pk) OR _partition <> :partition OR _batchId <= :batchId
+ *
+ * so a re-run of the same batch rewrites the same value, and a stale or reordered write from a
+ * partition never replaces a value that partition wrote in a later batch (the write is skipped and
+ * counted in `stats.itemsSkippedStale`, not an error). Batch ids count per partition, so they are
+ * only compared within one: after a reshard the key's new partition starts again at low batch ids
+ * and must still be able to write, and for a stateless append whose key repeats across shards the
+ * last write wins.
+ *
+ * Rows of one batch with the same `pk` are written once, the last row winning (as if in order).
+ * At most `concurrency` (16) PutItems are in flight. Throttling and transient failures are thrown
+ * as retryable SluiceErrors (code SINK_THROTTLED / SINK_WRITE_FAILED) after the SDK's own retries;
+ * re-running the batch is safe. Write capacity is counted from ReturnConsumedCapacity TOTAL, or,
+ * when the response omits it and for writes skipped by the condition (which AWS also charges),
+ * from DynamoDB's item-size formula.
+ */
+import {
+  ConditionalCheckFailedException,
+  PutItemCommand,
+  type AttributeValue,
+  type DynamoDBClient,
+} from '@aws-sdk/client-dynamodb';
+import { marshall } from '@aws-sdk/util-dynamodb';
+import { IllegalArgumentError } from '../errors/sluice-error.js';
+import type { OutputMode } from '../execution/physical.js';
+import type { DataType, StructField } from '../plan/data-types.js';
+import type { CostMeter } from '../runtime/cost-meter.js';
+import { toExternalRow, toExternalValue } from '../sinks/external-row.js';
+import type { Sink, SinkBatch } from '../sinks/sink.js';
+import { mapWithConcurrency, toSinkError } from './s3-util.js';
+
+export const DYNAMODB_SINK_RESERVED = ['pk', '_partition', '_batchId'] as const;
+/** DynamoDB's limit on a partition key value, in UTF-8 bytes. */
+const MAX_PK_BYTES = 2048;
+const NULL_TOKEN = '%00';
+
+export interface DynamoDbUpsertSinkOptions {
+  readonly client: DynamoDBClient;
+  readonly tableName: string;
+  /** Result columns that identify a row (the grouping columns); empty for a stateless append. */
+  readonly keyColumns: readonly string[];
+  readonly meter?: CostMeter;
+  /** PutItems in flight at once (default 16). */
+  readonly concurrency?: number;
+}
+
+function encodePart(text: string): string {
+  return text.replace(/[%|=]/g, (c) => (c === '%' ? '%25' : c === '|' ? '%7C' : '%3D'));
+}
+
+function encodeLeaf(value: unknown): string {
+  if (value === null || value === undefined) return NULL_TOKEN;
+  if (typeof value === 'string') return encodePart(value);
+  if (typeof value === 'number' || typeof value === 'boolean') return JSON.stringify(value) ?? NULL_TOKEN;
+  return encodePart(JSON.stringify(value));
+}
+
+function flattenKey(name: string, type: DataType, external: unknown, parts: string[]): void {
+  if (typeof type === 'object' && type.kind === 'struct') {
+    if (external === null || external === undefined) {
+      parts.push(`${encodePart(name)}=${NULL_TOKEN}`);
+      return;
+    }
+    const struct = external as Record<string, unknown>;
+    for (const f of type.fields) flattenKey(`${name}.${f.name}`, f.type, struct[f.name], parts);
+    return;
+  }
+  parts.push(`${encodePart(name)}=${encodeLeaf(external)}`);
+}
+
+/** The `pk` of a row (see the file comment); `keyIndexes` are the key columns' schema positions. */
+export function encodeDynamoDbKey(
+  row: readonly unknown[], schema: readonly StructField[], keyIndexes: readonly number[],
+): string {
+  const parts: string[] = [];
+  for (const i of keyIndexes) {
+    const field = schema[i]!;
+    flattenKey(field.name, field.type, toExternalValue(row[i], field.type), parts);
+  }
+  return parts.join('|');
+}
+
+/** Non-finite doubles have no DynamoDB number form; they become NULL (JSON writes them as null). */
+function finiteOrNull(value: unknown): unknown {
+  if (typeof value === 'number') return Number.isFinite(value) ? value : null;
+  if (Array.isArray(value)) return value.map(finiteOrNull);
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, finiteOrNull(v)]));
+  }
+  return value;
+}
+
+function utf8Bytes(s: string): number {
+  return Buffer.byteLength(s, 'utf-8');
+}
+
+/** An attribute value's size by DynamoDB's published formula. */
+function attributeSize(v: AttributeValue): number {
+  if (v.S !== undefined) return utf8Bytes(v.S);
+  if (v.N !== undefined) {
+    const digits = v.N.replace(/^-/, '').replace(/e.*$/i, '').replace('.', '').replace(/^0+/, '').replace(/0+$/, '');
+    return Math.ceil(Math.max(1, digits.length) / 2) + 1;
+  }
+  if (v.B !== undefined) return v.B.byteLength;
+  if (v.BOOL !== undefined || v.NULL !== undefined) return 1;
+  if (v.L !== undefined) return 3 + v.L.reduce((n, e) => n + 1 + attributeSize(e), 0);
+  if (v.M !== undefined) return 3 + Object.entries(v.M).reduce((n, [k, e]) => n + 1 + utf8Bytes(k) + attributeSize(e), 0);
+  if (v.SS !== undefined) return v.SS.reduce((n, s) => n + utf8Bytes(s), 0);
+  if (v.NS !== undefined) return v.NS.reduce((n, s) => n + attributeSize({ N: s }), 0);
+  if (v.BS !== undefined) return v.BS.reduce((n, b) => n + b.byteLength, 0);
+  return 0;
+}
+
+/** Write capacity units a standard PutItem of `item` costs: one per started KiB. */
+export function writeUnitsFor(item: Record<string, AttributeValue>): number {
+  const bytes = Object.entries(item).reduce((n, [k, v]) => n + utf8Bytes(k) + attributeSize(v), 0);
+  return Math.max(1, Math.ceil(bytes / 1024));
+}
+
+export interface DynamoDbUpsertSinkStats {
+  itemsWritten: number;
+  itemsSkippedStale: number;
+}
+
+export class DynamoDbUpsertSink implements Sink {
+  readonly supportedOutputModes = ['append', 'update', 'complete'] as const;
+  readonly description: string;
+  /** Cumulative: items put, and items skipped because the table held a later batch's value. */
+  readonly stats: DynamoDbUpsertSinkStats = { itemsWritten: 0, itemsSkippedStale: 0 };
+  private readonly client: DynamoDBClient;
+  private readonly tableName: string;
+  private readonly keyColumns: readonly string[];
+  private readonly meter: CostMeter | undefined;
+  private readonly concurrency: number;
+
+  constructor(options: DynamoDbUpsertSinkOptions) {
+    this.client = options.client;
+    this.tableName = options.tableName;
+    this.keyColumns = [...options.keyColumns];
+    this.meter = options.meter;
+    this.concurrency = Math.max(1, options.concurrency ?? 16);
+    if (new Set(this.keyColumns).size !== this.keyColumns.length) {
+      throw new IllegalArgumentError(`DynamoDbUpsertSink key columns repeat: ${this.keyColumns.join(', ')}`, {
+        code: 'SINK_KEY_COLUMNS_INVALID',
+      });
+    }
+    this.description = `DynamoDbUpsertSink[${this.tableName}${this.keyColumns.length ? ` by ${this.keyColumns.join(', ')}` : ''}]`;
+  }
+
+  async addBatch(batch: SinkBatch): Promise<void> {
+    const keyIndexes = this.validate(batch.schema, batch.outputMode);
+    // Last row per pk wins, so the table's value does not depend on which PutItem finished last.
+    const byPk = new Map<string, Record<string, AttributeValue>>();
+    batch.rows.forEach((row, rowIndex) => {
+      const pk = keyIndexes.length === 0
+        ? `${batch.partitionId}#${batch.batchId}#${rowIndex}`
+        : encodeDynamoDbKey(row, batch.schema, keyIndexes);
+      if (utf8Bytes(pk) > MAX_PK_BYTES) {
+        throw new IllegalArgumentError(`${this.description}: key of row ${rowIndex} is ${utf8Bytes(pk)} bytes, over DynamoDB's ${MAX_PK_BYTES}: ${pk.slice(0, 120)}...`, {
+          code: 'SINK_KEY_TOO_LONG', hint: 'key on fewer or shorter columns.',
+        });
+      }
+      const attributes = finiteOrNull(toExternalRow(row, batch.schema)) as Record<string, unknown>;
+      const item = marshall(
+        { ...attributes, pk, _partition: batch.partitionId, _batchId: batch.batchId },
+        { removeUndefinedValues: true, allowImpreciseNumbers: true },
+      );
+      byPk.delete(pk);
+      byPk.set(pk, item);
+    });
+    await mapWithConcurrency([...byPk.values()], this.concurrency, (item) => this.put(item, batch));
+  }
+
+  private validate(schema: readonly StructField[], mode: OutputMode): number[] {
+    for (const f of schema) {
+      if ((DYNAMODB_SINK_RESERVED as readonly string[]).includes(f.name)) {
+        throw new IllegalArgumentError(`${this.description}: result column '${f.name}' clashes with the sink's own attribute`, {
+          code: 'SINK_RESERVED_COLUMN', hint: `rename it with .as(...); ${DYNAMODB_SINK_RESERVED.join(', ')} are reserved.`,
+        });
+      }
+    }
+    if (this.keyColumns.length === 0 && mode !== 'append') {
+      throw new IllegalArgumentError(`${this.description}: ${mode} mode needs key columns, or every batch would add new items for the same groups`, {
+        code: 'SINK_KEY_COLUMNS_REQUIRED', hint: 'pass keyColumns: the query\'s grouping columns (e.g. [\'window\', \'store\']).',
+      });
+    }
+    return this.keyColumns.map((name) => {
+      const index = schema.findIndex((f) => f.name === name);
+      if (index < 0) {
+        throw new IllegalArgumentError(`${this.description}: key column '${name}' is not in the result (${schema.map((f) => f.name).join(', ')})`, {
+          code: 'SINK_KEY_COLUMN_MISSING',
+        });
+      }
+      return index;
+    });
+  }
+
+  private async put(item: Record<string, AttributeValue>, batch: SinkBatch): Promise<void> {
+    try {
+      const response = await this.client.send(new PutItemCommand({
+        TableName: this.tableName,
+        Item: item,
+        ConditionExpression: 'attribute_not_exists(pk) OR #p <> :partition OR #b <= :batchId',
+        ExpressionAttributeNames: { '#p': '_partition', '#b': '_batchId' },
+        ExpressionAttributeValues: { ':partition': { S: batch.partitionId }, ':batchId': { N: String(batch.batchId) } },
+        ReturnConsumedCapacity: 'TOTAL',
+      }));
+      this.meter?.add('dynamoDbWriteUnits', response.ConsumedCapacity?.CapacityUnits ?? writeUnitsFor(item));
+      this.stats.itemsWritten++;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException || (error as { name?: string })?.name === 'ConditionalCheckFailedException') {
+        this.meter?.add('dynamoDbWriteUnits', writeUnitsFor(item));
+        this.stats.itemsSkippedStale++;
+        return;
+      }
+      throw toSinkError(error, this.description, `PutItem into ${this.tableName}`);
+    }
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * S3SnapshotSink: complete mode. Every batch writes the partition's whole result table as one JSON
+ * Lines object, then moves the partition's pointer to it:
+ *
+ *   ${prefix}snapshots/partition=${partitionId}/batch=${batchId:012}.jsonl   the result table
+ *   ${prefix}_latest/partition=${partitionId}.json                          the pointer
+ *
+ * The pointer is `{ formatVersion: 1, partitionId, batchId, key, rows }`. A reader reads the pointer,
+ * then the object it names, so it sees one whole snapshot: the current one, or (mid-write) the
+ * previous one. S3 PUTs replace objects atomically, so the pointer is never half-written.
+ *
+ * The pointer never moves backwards: it is read first, and a batch whose id is lower than the
+ * pointer's (a stale or reordered write) is a no-op, as is a batch equal to it (a re-run of a batch
+ * that was already published). After moving the pointer, snapshots older than the previous one are
+ * deleted: the previous snapshot stays, since a reader may have just read the old pointer. Deleting
+ * is housekeeping, so a failure to delete does not fail the published batch; it is kept in
+ * `lastCleanupError` and retried (by listing) on the next batch.
+ *
+ * This assumes one writer per partition at a time (the runtime's shard lease). The pointer's
+ * read-then-write is not a compare-and-swap.
+ */
+import type { S3Client } from '@aws-sdk/client-s3';
+import { IllegalArgumentError } from '../errors/sluice-error.js';
+import type { CostMeter } from '../runtime/cost-meter.js';
+import type { Sink, SinkBatch } from '../sinks/sink.js';
+import { toJsonLines } from './s3-files-sink.js';
+import {
+  deleteKeys, encodeKeySegment, getObjectText, listKeys, normalizePrefix, padBatchId, putObject, toSinkError,
+} from './s3-util.js';
+
+export const S3_SNAPSHOT_FORMAT_VERSION = 1;
+export const S3_SNAPSHOTS_DIR = 'snapshots/';
+export const S3_LATEST_DIR = '_latest/';
+
+export interface S3SnapshotSinkOptions {
+  readonly client: S3Client;
+  readonly bucket: string;
+  /** Key prefix; a trailing `/` is added when missing. */
+  readonly prefix: string;
+  readonly meter?: CostMeter;
+}
+
+export interface S3SnapshotPointer {
+  readonly formatVersion: number;
+  readonly partitionId: string;
+  readonly batchId: number;
+  readonly key: string;
+  readonly rows: number;
+}
+
+export function s3SnapshotDir(prefix: string, partitionId: string): string {
+  return `${normalizePrefix(prefix)}${S3_SNAPSHOTS_DIR}partition=${encodeKeySegment(partitionId)}/`;
+}
+
+export function s3SnapshotKey(prefix: string, partitionId: string, batchId: number): string {
+  return `${s3SnapshotDir(prefix, partitionId)}batch=${padBatchId(batchId)}.jsonl`;
+}
+
+export function s3SnapshotPointerKey(prefix: string, partitionId: string): string {
+  return `${normalizePrefix(prefix)}${S3_LATEST_DIR}partition=${encodeKeySegment(partitionId)}.json`;
+}
+
+/** The batch id in a snapshot key (`.../batch=000000000042.jsonl` → 42), or undefined. */
+export function snapshotBatchIdOf(key: string): number | undefined {
+  const match = /\/batch=(\d+)\.jsonl$/.exec(key);
+  return match ? Number(match[1]) : undefined;
+}
+
+export function parseSnapshotPointer(text: string, key: string): S3SnapshotPointer {
+  const pointer = JSON.parse(text) as Partial<S3SnapshotPointer>;
+  if (typeof pointer.batchId !== 'number' || typeof pointer.key !== 'string') {
+    throw new Error(`Malformed snapshot pointer ${key}: ${text.slice(0, 200)}`);
+  }
+  return pointer as S3SnapshotPointer;
+}
+
+export class S3SnapshotSink implements Sink {
+  readonly supportedOutputModes = ['complete'] as const;
+  readonly description: string;
+  /** The last failure to delete old snapshots, if the last cleanup failed. */
+  lastCleanupError: unknown;
+  private readonly client: S3Client;
+  private readonly bucket: string;
+  private readonly prefix: string;
+  private readonly meter: CostMeter | undefined;
+
+  constructor(options: S3SnapshotSinkOptions) {
+    this.client = options.client;
+    this.bucket = options.bucket;
+    this.prefix = normalizePrefix(options.prefix);
+    this.meter = options.meter;
+    this.description = `S3SnapshotSink[s3://${this.bucket}/${this.prefix}]`;
+  }
+
+  async addBatch(batch: SinkBatch): Promise<void> {
+    if (batch.outputMode !== 'complete') {
+      throw new IllegalArgumentError(`${this.description} supports only complete output mode, got '${batch.outputMode}'`, {
+        code: 'SINK_OUTPUT_MODE_UNSUPPORTED',
+        hint: 'use S3FilesSink for append mode or DynamoDbUpsertSink for update mode.',
+      });
+    }
+    const pointerKey = s3SnapshotPointerKey(this.prefix, batch.partitionId);
+    const key = s3SnapshotKey(this.prefix, batch.partitionId, batch.batchId);
+    let action = `reading ${pointerKey}`;
+    let previous: S3SnapshotPointer | undefined;
+    try {
+      const text = await getObjectText(this.client, this.bucket, pointerKey, this.meter);
+      previous = text === undefined ? undefined : parseSnapshotPointer(text, pointerKey);
+      // Equal: this batch was already published (a re-run). Lower: stale; never move back.
+      if (previous && batch.batchId <= previous.batchId) return;
+      action = `writing ${key}`;
+      await putObject(this.client, this.bucket, key, toJsonLines(batch), 'application/x-ndjson', this.meter);
+      const pointer: S3SnapshotPointer = {
+        formatVersion: S3_SNAPSHOT_FORMAT_VERSION, partitionId: batch.partitionId, batchId: batch.batchId,
+        key, rows: batch.rows.length,
+      };
+      action = `writing ${pointerKey}`;
+      await putObject(this.client, this.bucket, pointerKey, JSON.stringify(pointer), 'application/json', this.meter);
+    } catch (error) {
+      throw toSinkError(error, this.description, action);
+    }
+    if (previous) await this.deleteOlderThan(batch.partitionId, previous.batchId);
+  }
+
+  /** Deletes the partition's snapshots with a batch id below `keepFrom`. */
+  private async deleteOlderThan(partitionId: string, keepFrom: number): Promise<void> {
+    try {
+      const keys = await listKeys(this.client, this.bucket, s3SnapshotDir(this.prefix, partitionId), this.meter);
+      const old = keys.filter((k) => {
+        const id = snapshotBatchIdOf(k);
+        return id !== undefined && id < keepFrom;
+      });
+      if (old.length > 0) await deleteKeys(this.client, this.bucket, old);
+      this.lastCleanupError = undefined;
+    } catch (error) {
+      this.lastCleanupError = error;
+    }
+  }
+}

@@ -1,0 +1,157 @@
+/**
+ * Reading what the AWS sinks committed, the way a downstream consumer must: through the manifest
+ * (S3FilesSink), through the pointers (S3SnapshotSink), or by a consistent scan (DynamoDbUpsertSink).
+ * `sluice dev --out`, the integration tests and run-to-run comparisons use these.
+ */
+import { ScanCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { S3Client } from '@aws-sdk/client-s3';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import type { CostMeter } from '../runtime/cost-meter.js';
+import { DYNAMODB_SINK_RESERVED } from './dynamodb-upsert-sink.js';
+import { S3_FILES_METADATA_DIR, type S3FilesManifestEntry } from './s3-files-sink.js';
+import { S3_LATEST_DIR, parseSnapshotPointer } from './s3-snapshot-sink.js';
+import { decodeKeySegment, getObjectText, listKeys, mapWithConcurrency, normalizePrefix } from './s3-util.js';
+
+export interface ReaderOptions {
+  readonly meter?: CostMeter;
+  /** GETs in flight at once (default 16). */
+  readonly concurrency?: number;
+}
+
+export interface CommittedBatch {
+  readonly partitionId: string;
+  readonly batchId: number;
+  readonly rows: Record<string, unknown>[];
+}
+
+function parseJsonLines(text: string, key: string): Record<string, unknown>[] {
+  const rows: Record<string, unknown>[] = [];
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!;
+    if (line === '') continue;
+    try {
+      rows.push(JSON.parse(line) as Record<string, unknown>);
+    } catch (error) {
+      throw new Error(`s3 object ${key} line ${i + 1} is not JSON: ${(error as Error).message}`);
+    }
+  }
+  return rows;
+}
+
+function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * Every committed S3FilesSink batch, ordered by partition id then batch id. Only batches with a
+ * manifest entry are read; data objects without one (a write that crashed before committing) are
+ * ignored. A manifest entry naming a missing or differently sized file is an error.
+ */
+export async function readS3FileBatches(
+  client: S3Client, bucket: string, prefix: string, options: ReaderOptions = {},
+): Promise<CommittedBatch[]> {
+  const base = `${normalizePrefix(prefix)}${S3_FILES_METADATA_DIR}`;
+  const entries: { partitionId: string; batchId: number; key: string }[] = [];
+  for (const key of await listKeys(client, bucket, base, options.meter)) {
+    const match = /^partition=([^/]+)\/(\d+)\.json$/.exec(key.slice(base.length));
+    if (match) entries.push({ partitionId: decodeKeySegment(match[1]!), batchId: Number(match[2]), key });
+  }
+  entries.sort((a, b) => compareStrings(a.partitionId, b.partitionId) || a.batchId - b.batchId);
+  const concurrency = options.concurrency ?? 16;
+  return mapWithConcurrency(entries, concurrency, async ({ partitionId, batchId, key }) => {
+    const text = await getObjectText(client, bucket, key, options.meter);
+    if (text === undefined) throw new Error(`manifest entry ${key} disappeared while reading`);
+    const entry = JSON.parse(text) as S3FilesManifestEntry;
+    const rows: Record<string, unknown>[] = [];
+    for (const file of entry.files) {
+      const data = await getObjectText(client, bucket, file.key, options.meter);
+      if (data === undefined) throw new Error(`manifest entry ${key} names ${file.key}, which does not exist`);
+      const fileRows = parseJsonLines(data, file.key);
+      if (fileRows.length !== file.rows) {
+        throw new Error(`${file.key} has ${fileRows.length} rows; its manifest entry ${key} says ${file.rows}`);
+      }
+      rows.push(...fileRows);
+    }
+    return { partitionId, batchId, rows };
+  });
+}
+
+/** The rows of every committed S3FilesSink batch, in manifest order (partition, then batch). */
+export async function readS3Files(
+  client: S3Client, bucket: string, prefix: string, options: ReaderOptions = {},
+): Promise<Record<string, unknown>[]> {
+  return (await readS3FileBatches(client, bucket, prefix, options)).flatMap((b) => b.rows);
+}
+
+/**
+ * Each partition's current S3SnapshotSink snapshot, ordered by partition id. A snapshot deleted
+ * between reading its pointer and fetching it (the writer moved on twice) is retried from the
+ * pointer.
+ */
+export async function readS3SnapshotPartitions(
+  client: S3Client, bucket: string, prefix: string, options: ReaderOptions = {},
+): Promise<CommittedBatch[]> {
+  const base = `${normalizePrefix(prefix)}${S3_LATEST_DIR}`;
+  const pointers: { partitionId: string; key: string }[] = [];
+  for (const key of await listKeys(client, bucket, base, options.meter)) {
+    const match = /^partition=([^/]+)\.json$/.exec(key.slice(base.length));
+    if (match) pointers.push({ partitionId: decodeKeySegment(match[1]!), key });
+  }
+  pointers.sort((a, b) => compareStrings(a.partitionId, b.partitionId));
+  return mapWithConcurrency(pointers, options.concurrency ?? 16, async ({ partitionId, key }) => {
+    for (let attempt = 1; ; attempt++) {
+      const text = await getObjectText(client, bucket, key, options.meter);
+      if (text === undefined) throw new Error(`snapshot pointer ${key} disappeared while reading`);
+      const pointer = parseSnapshotPointer(text, key);
+      const data = await getObjectText(client, bucket, pointer.key, options.meter);
+      if (data !== undefined) {
+        const rows = parseJsonLines(data, pointer.key);
+        if (rows.length !== pointer.rows) {
+          throw new Error(`${pointer.key} has ${rows.length} rows; its pointer ${key} says ${pointer.rows}`);
+        }
+        return { partitionId, batchId: pointer.batchId, rows };
+      }
+      if (attempt >= 3) throw new Error(`snapshot ${pointer.key} named by ${key} does not exist`);
+    }
+  });
+}
+
+/** The rows of every partition's current S3SnapshotSink snapshot, partitions in id order. */
+export async function readS3Snapshots(
+  client: S3Client, bucket: string, prefix: string, options: ReaderOptions = {},
+): Promise<Record<string, unknown>[]> {
+  return (await readS3SnapshotPartitions(client, bucket, prefix, options)).flatMap((p) => p.rows);
+}
+
+export interface ScanOptions {
+  /** Keep `pk`, `_partition` and `_batchId` on each item (default false: the row's columns only). */
+  readonly includeInternal?: boolean;
+  readonly meter?: CostMeter;
+}
+
+/**
+ * Every item of a DynamoDbUpsertSink table (a strongly consistent scan), unmarshalled (numbers as
+ * JS numbers), sorted by `pk`.
+ */
+export async function scanDynamoDbSink(
+  client: DynamoDBClient, tableName: string, options: ScanOptions = {},
+): Promise<Record<string, unknown>[]> {
+  const items: Record<string, AttributeValue>[] = [];
+  let start: Record<string, AttributeValue> | undefined;
+  do {
+    const page = await client.send(new ScanCommand({
+      TableName: tableName, ConsistentRead: true, ExclusiveStartKey: start, ReturnConsumedCapacity: 'TOTAL',
+    }));
+    options.meter?.add('dynamoDbReadUnits', page.ConsumedCapacity?.CapacityUnits ?? 0);
+    items.push(...(page.Items ?? []));
+    start = page.LastEvaluatedKey;
+  } while (start);
+  const pkOf = (item: Record<string, AttributeValue>): string => item.pk?.S ?? '';
+  items.sort((a, b) => compareStrings(pkOf(a), pkOf(b)));
+  return items.map((item) => {
+    const native = unmarshall(item, { wrapNumbers: (n: string) => Number(n) }) as Record<string, unknown>;
+    if (!options.includeInternal) for (const name of DYNAMODB_SINK_RESERVED) delete native[name];
+    return native;
+  });
+}

@@ -1,0 +1,284 @@
+/**
+ * S3FilesSink, S3SnapshotSink, S3DeadLetterWriter and their readers against s3rver (real SDK calls).
+ */
+import { CreateBucketCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { S3DeadLetterWriter, deadLetterKey, readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
+import { S3FilesSink, s3FilesDataKey, s3FilesManifestKey } from '../../lib/aws/s3-files-sink.js';
+import { S3SnapshotSink, s3SnapshotKey, s3SnapshotPointerKey } from '../../lib/aws/s3-snapshot-sink.js';
+import { readS3FileBatches, readS3Files, readS3SnapshotPartitions, readS3Snapshots } from '../../lib/aws/sink-readers.js';
+import { getObjectText } from '../../lib/aws/s3-util.js';
+import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
+import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
+import { WINDOW_STRUCT, type StructField } from '../../lib/plan/data-types.js';
+import { CostMeter } from '../../lib/runtime/cost-meter.js';
+import type { OutputMode } from '../../lib/execution/physical.js';
+import type { SinkBatch } from '../../lib/sinks/sink.js';
+import type { DeadLetterRecord } from '../../lib/sources/dead-letter.js';
+
+let emulators: EmulatorSet;
+let clients: AwsClients;
+let s3: S3Client;
+let bucketCounter = 0;
+
+beforeAll(async () => {
+  emulators = await startEmulators({ kinesis: false, dynamodb: false });
+  clients = createAwsClients(emulators.clientOptions);
+  s3 = clients.s3;
+});
+
+afterAll(async () => {
+  clients?.destroy();
+  await emulators?.stop();
+});
+
+async function newBucket(): Promise<string> {
+  const bucket = `sinks-${process.pid}-${++bucketCounter}`;
+  await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+  return bucket;
+}
+
+async function allKeys(bucket: string): Promise<string[]> {
+  const page = await s3.send(new ListObjectsV2Command({ Bucket: bucket }));
+  return (page.Contents ?? []).map((o) => o.Key!).sort();
+}
+
+const micros = (iso: string): number => Date.parse(iso) * 1000;
+
+const eventSchema: StructField[] = [
+  { name: 'store', type: 'string' },
+  { name: 'amount', type: 'long' },
+  { name: 'ts', type: 'timestamp' },
+];
+
+const windowSchema: StructField[] = [
+  { name: 'window', type: WINDOW_STRUCT },
+  { name: 'store', type: 'string' },
+  { name: 'revenue', type: 'long' },
+];
+
+function batch(
+  partitionId: string, batchId: number, rows: unknown[][], schema: StructField[] = eventSchema, outputMode: OutputMode = 'append',
+): SinkBatch {
+  return { partitionId, batchId, rows, schema, columns: schema.map((f) => f.name), outputMode };
+}
+
+function win(startIso: string, endIso: string): { start: number; end: number } {
+  return { start: micros(startIso), end: micros(endIso) };
+}
+
+describe('S3FilesSink', () => {
+  it('writes one JSON Lines object and one manifest entry per batch at deterministic keys', async () => {
+    const bucket = await newBucket();
+    const meter = new CostMeter();
+    const sink = new S3FilesSink({ client: s3, bucket, prefix: 'out/revenue', meter });
+    expect(sink.description).toBe(`S3FilesSink[s3://${bucket}/out/revenue/]`);
+    expect(sink.supportedOutputModes).toEqual(['append']);
+
+    await sink.addBatch(batch('shardId-000000000000', 0, [
+      ['north', 15, micros('2024-05-01T14:40:00Z')],
+      ['south', 7, micros('2024-05-01T14:41:00Z') + 123],
+    ]));
+    expect(await allKeys(bucket)).toEqual([
+      'out/revenue/_sluice_metadata/partition=shardId-000000000000/000000000000.json',
+      'out/revenue/data/partition=shardId-000000000000/batch=000000000000.jsonl',
+    ]);
+    const dataKey = s3FilesDataKey('out/revenue/', 'shardId-000000000000', 0);
+    const body = await getObjectText(s3, bucket, dataKey);
+    expect(body).toBe(
+      '{"store":"north","amount":15,"ts":"2024-05-01T14:40:00Z"}\n'
+      + '{"store":"south","amount":7,"ts":"2024-05-01T14:41:00.000123Z"}\n',
+    );
+    const manifest = JSON.parse((await getObjectText(s3, bucket, s3FilesManifestKey('out/revenue/', 'shardId-000000000000', 0)))!);
+    expect(manifest).toEqual({
+      formatVersion: 1, partitionId: 'shardId-000000000000', batchId: 0,
+      files: [{ key: dataKey, rows: 2, bytes: Buffer.byteLength(body!) }],
+    });
+    // One HEAD (is the batch committed?) and two PUTs (data, then manifest entry).
+    expect(meter.snapshot()).toEqual({ s3Gets: 1, s3Puts: 2 });
+  });
+
+  it('writes a batch written twice once, and the re-run costs one HEAD', async () => {
+    const bucket = await newBucket();
+    const meter = new CostMeter();
+    const sink = new S3FilesSink({ client: s3, bucket, prefix: 'p/', meter });
+    const b = batch('shard-a', 3, [['north', 1, micros('2024-05-01T00:00:00Z')]]);
+    await sink.addBatch(b);
+    const before = meter.snapshot();
+    await sink.addBatch(b);
+    expect(meter.since(before)).toEqual({ s3Gets: 1 });
+    // A new sink instance (a new Lambda container) also recognises the committed batch.
+    await new S3FilesSink({ client: s3, bucket, prefix: 'p/' }).addBatch(b);
+    expect(await readS3Files(s3, bucket, 'p/')).toEqual([{ store: 'north', amount: 1, ts: '2024-05-01T00:00:00Z' }]);
+  });
+
+  it('reads committed batches in partition then batch order and ignores data objects with no manifest entry', async () => {
+    const bucket = await newBucket();
+    const sink = new S3FilesSink({ client: s3, bucket, prefix: 'q' });
+    const row = (store: string, amount: number): unknown[] => [store, amount, micros('2024-05-01T12:00:00Z')];
+    await sink.addBatch(batch('shard-b', 1, [row('b1', 1)]));
+    await sink.addBatch(batch('shard-a', 10, [row('a10', 10)]));
+    await sink.addBatch(batch('shard-a', 2, [row('a2', 2), row('a2', 3)]));
+    await sink.addBatch(batch('shard-b', 0, [row('b0', 0)]));
+    // A crash between the data PUT and the manifest PUT leaves an uncommitted data object.
+    await s3.send(new PutObjectCommand({
+      Bucket: bucket, Key: s3FilesDataKey('q/', 'shard-a', 11),
+      Body: `${JSON.stringify({ store: 'uncommitted', amount: 99, ts: '2024-05-01T12:00:00Z' })}\n`,
+    }));
+    const rows = await readS3Files(s3, bucket, 'q');
+    expect(rows.map((r) => `${r.store}:${r.amount}`)).toEqual(['a2:2', 'a2:3', 'a10:10', 'b0:0', 'b1:1']);
+    const batches = await readS3FileBatches(s3, bucket, 'q/');
+    expect(batches.map((b) => `${b.partitionId}/${b.batchId}`)).toEqual(['shard-a/2', 'shard-a/10', 'shard-b/0', 'shard-b/1']);
+
+    // The runtime re-runs batch 11 after the crash: the same key is rewritten, then committed.
+    await sink.addBatch(batch('shard-a', 11, [row('a11', 11)]));
+    expect((await readS3Files(s3, bucket, 'q')).map((r) => r.store)).toEqual(['a2', 'a2', 'a10', 'a11', 'b0', 'b1']);
+  });
+
+  it('records an empty batch as a manifest entry with no files', async () => {
+    const bucket = await newBucket();
+    const sink = new S3FilesSink({ client: s3, bucket, prefix: '' });
+    await sink.addBatch(batch('shardId-1', 0, []));
+    expect(await allKeys(bucket)).toEqual(['_sluice_metadata/partition=shardId-1/000000000000.json']);
+    expect(JSON.parse((await getObjectText(s3, bucket, '_sluice_metadata/partition=shardId-1/000000000000.json'))!))
+      .toEqual({ formatVersion: 1, partitionId: 'shardId-1', batchId: 0, files: [] });
+    expect(await readS3FileBatches(s3, bucket, '')).toEqual([{ partitionId: 'shardId-1', batchId: 0, rows: [] }]);
+  });
+
+  it('writes window structs as objects with ISO timestamps, nulls and arrays as JSON', async () => {
+    const bucket = await newBucket();
+    const schema: StructField[] = [
+      ...windowSchema,
+      { name: 'tags', type: { kind: 'array', element: 'string' } },
+      { name: 'avg', type: 'double' },
+    ];
+    const sink = new S3FilesSink({ client: s3, bucket, prefix: 'w/' });
+    await sink.addBatch(batch('s', 0, [
+      [win('2024-05-01T14:00:00Z', '2024-05-01T15:00:00Z'), 'north', 15, ['a', 'b'], 1.5],
+      [win('2024-05-01T15:00:00Z', '2024-05-01T16:00:00Z'), null, 0, null, null],
+    ], schema));
+    expect(await readS3Files(s3, bucket, 'w/')).toEqual([
+      { window: { start: '2024-05-01T14:00:00Z', end: '2024-05-01T15:00:00Z' }, store: 'north', revenue: 15, tags: ['a', 'b'], avg: 1.5 },
+      { window: { start: '2024-05-01T15:00:00Z', end: '2024-05-01T16:00:00Z' }, store: null, revenue: 0, tags: null, avg: null },
+    ]);
+  });
+
+  it('percent-encodes a partition id that is not URL-safe and reads it back', async () => {
+    const bucket = await newBucket();
+    const sink = new S3FilesSink({ client: s3, bucket, prefix: 'enc/' });
+    await sink.addBatch(batch('a/b c', 0, [['x', 1, 0]]));
+    expect(await allKeys(bucket)).toContain('enc/data/partition=a%2Fb%20c/batch=000000000000.jsonl');
+    expect((await readS3FileBatches(s3, bucket, 'enc/'))[0]!.partitionId).toBe('a/b c');
+  });
+
+  it('refuses update and complete batches', async () => {
+    const sink = new S3FilesSink({ client: s3, bucket: 'unused', prefix: '' });
+    await expect(sink.addBatch(batch('s', 0, [], eventSchema, 'update'))).rejects.toMatchObject({ code: 'SINK_OUTPUT_MODE_UNSUPPORTED' });
+  });
+
+  it('surfaces a missing bucket as a non-retryable error', async () => {
+    const sink = new S3FilesSink({ client: s3, bucket: 'no-such-bucket-here', prefix: '' });
+    await expect(sink.addBatch(batch('s', 0, [['x', 1, 0]]))).rejects.toMatchObject({ retryable: false });
+  });
+});
+
+describe('S3SnapshotSink', () => {
+  const snap = (partitionId: string, batchId: number, rows: unknown[][]): SinkBatch =>
+    batch(partitionId, batchId, rows, windowSchema, 'complete');
+  const w1 = win('2024-05-01T14:00:00Z', '2024-05-01T15:00:00Z');
+  const w2 = win('2024-05-01T15:00:00Z', '2024-05-01T16:00:00Z');
+
+  it('writes the whole result and moves the pointer to it', async () => {
+    const bucket = await newBucket();
+    const meter = new CostMeter();
+    const sink = new S3SnapshotSink({ client: s3, bucket, prefix: 'agg', meter });
+    expect(sink.supportedOutputModes).toEqual(['complete']);
+    await sink.addBatch(snap('shard-0', 0, [[w1, 'north', 15]]));
+    expect(meter.snapshot()).toEqual({ s3Gets: 1, s3Puts: 2 });
+    expect(await allKeys(bucket)).toEqual([
+      'agg/_latest/partition=shard-0.json',
+      'agg/snapshots/partition=shard-0/batch=000000000000.jsonl',
+    ]);
+    expect(JSON.parse((await getObjectText(s3, bucket, s3SnapshotPointerKey('agg/', 'shard-0')))!)).toEqual({
+      formatVersion: 1, partitionId: 'shard-0', batchId: 0, key: s3SnapshotKey('agg/', 'shard-0', 0), rows: 1,
+    });
+    await sink.addBatch(snap('shard-0', 1, [[w1, 'north', 20], [w2, 'north', 5]]));
+    expect(await readS3Snapshots(s3, bucket, 'agg')).toEqual([
+      { window: { start: '2024-05-01T14:00:00Z', end: '2024-05-01T15:00:00Z' }, store: 'north', revenue: 20 },
+      { window: { start: '2024-05-01T15:00:00Z', end: '2024-05-01T16:00:00Z' }, store: 'north', revenue: 5 },
+    ]);
+  });
+
+  it('never moves the pointer back: an older batch, or the same batch again, is a no-op', async () => {
+    const bucket = await newBucket();
+    const meter = new CostMeter();
+    const sink = new S3SnapshotSink({ client: s3, bucket, prefix: 'agg/', meter });
+    await sink.addBatch(snap('p', 5, [[w1, 'north', 50]]));
+    const before = meter.snapshot();
+    await sink.addBatch(snap('p', 4, [[w1, 'north', 40]]));
+    await sink.addBatch(snap('p', 5, [[w1, 'north', 50]]));
+    expect(meter.since(before)).toEqual({ s3Gets: 2 }); // two pointer reads, nothing written
+    expect(await allKeys(bucket)).toEqual(['agg/_latest/partition=p.json', 'agg/snapshots/partition=p/batch=000000000005.jsonl']);
+    const [current] = await readS3SnapshotPartitions(s3, bucket, 'agg/');
+    expect(current).toEqual({ partitionId: 'p', batchId: 5, rows: [expect.objectContaining({ revenue: 50 })] });
+  });
+
+  it('keeps the current and previous snapshot and deletes older ones', async () => {
+    const bucket = await newBucket();
+    const sink = new S3SnapshotSink({ client: s3, bucket, prefix: 'agg/' });
+    for (let id = 0; id < 4; id++) await sink.addBatch(snap('p', id, [[w1, 'north', id]]));
+    expect(sink.lastCleanupError).toBeUndefined();
+    expect(await allKeys(bucket)).toEqual([
+      'agg/_latest/partition=p.json',
+      'agg/snapshots/partition=p/batch=000000000002.jsonl',
+      'agg/snapshots/partition=p/batch=000000000003.jsonl',
+    ]);
+  });
+
+  it('keeps partitions apart, and an empty result is an empty snapshot', async () => {
+    const bucket = await newBucket();
+    const sink = new S3SnapshotSink({ client: s3, bucket, prefix: 'agg/' });
+    await sink.addBatch(snap('shard-1', 0, [[w1, 'south', 3]]));
+    await sink.addBatch(snap('shard-0', 0, [[w1, 'north', 1]]));
+    await sink.addBatch(snap('shard-0', 1, []));
+    const parts = await readS3SnapshotPartitions(s3, bucket, 'agg/');
+    expect(parts.map((p) => [p.partitionId, p.batchId, p.rows.length])).toEqual([['shard-0', 1, 0], ['shard-1', 0, 1]]);
+    expect(await readS3Snapshots(s3, bucket, 'agg/')).toEqual([expect.objectContaining({ store: 'south', revenue: 3 })]);
+  });
+
+  it('refuses append batches', async () => {
+    const sink = new S3SnapshotSink({ client: s3, bucket: 'unused', prefix: '' });
+    await expect(sink.addBatch(batch('s', 0, []))).rejects.toMatchObject({ code: 'SINK_OUTPUT_MODE_UNSUPPORTED' });
+  });
+});
+
+describe('S3DeadLetterWriter', () => {
+  const record = (shardId: string, sequenceNumber: string, reason: string): DeadLetterRecord => ({
+    queryName: 'revenue', shardId, sequenceNumber, partitionKey: 'north',
+    approximateArrivalTimestampMs: 1_714_574_400_123, dataBase64: Buffer.from('{"store":').toString('base64'), reason,
+  });
+
+  it('writes one object per record at its identity key, and reads them back in order', async () => {
+    const bucket = await newBucket();
+    const meter = new CostMeter();
+    const writer = new S3DeadLetterWriter({ client: s3, bucket, prefix: 'dead-letter', meter });
+    const records = [
+      record('shardId-000000000001', '49590338271490256608559692538361571095921575989136588898', 'bad JSON'),
+      record('shardId-000000000000', '9', 'amount: expected long, got "x"'),
+      record('shardId-000000000000', '10', 'ts: impossible timestamp'),
+    ];
+    await writer.write(records);
+    expect(meter.snapshot()).toEqual({ s3Puts: 3 });
+    expect(await allKeys(bucket)).toEqual([
+      'dead-letter/revenue/shardId-000000000000/10.json',
+      'dead-letter/revenue/shardId-000000000000/9.json',
+      'dead-letter/revenue/shardId-000000000001/49590338271490256608559692538361571095921575989136588898.json',
+    ]);
+    expect(deadLetterKey('dead-letter/', records[1]!)).toBe('dead-letter/revenue/shardId-000000000000/9.json');
+    // A re-run batch writes the same records again: still one object each.
+    await writer.write([records[1]!, records[1]!]);
+    const read = await readDeadLetters(s3, bucket, 'dead-letter/');
+    expect(read).toEqual([records[1], records[2], records[0]]);
+    expect(Buffer.from(read[0]!.dataBase64, 'base64').toString()).toBe('{"store":');
+  });
+});
