@@ -2,6 +2,9 @@ import type { BoundAggregate } from '../analysis/bound-expr.js';
 import type { EvalContext } from './eval-context.js';
 import { compile, type Evaluator, type Row } from './evaluate.js';
 import { compareValues, encodeKey } from './values.js';
+import { DEFAULT_RSD, HyperLogLogPlusPlus, precisionForRsd, type HllBuffer } from './hyperloglog.js';
+import { compileValueHasher, hashHi, hashLo } from './xxhash64.js';
+import { AnalysisError } from '../errors/sluice-error.js';
 
 /**
  * One aggregate function split Spark's way: a mutable per-batch partial buffer (`update`), an
@@ -103,7 +106,7 @@ export function makeAggregateFunction(agg: BoundAggregate, ctx: EvalContext): Ag
     case 'collect_set':
       return uniqueValues(arg, (b) => [...(b as unknown[][]).map((e) => e[1])]);
     case 'approx_count_distinct':
-      return uniqueValues(arg, (b) => (b as unknown[]).length);
+      return approxCountDistinct(agg, arg);
     default: {
       const never: never = agg.fn;
       throw new Error(`Unknown aggregate ${String(never)}`);
@@ -140,4 +143,31 @@ function distinctCount(agg: BoundAggregate, ctx: EvalContext): AggregateFunction
     return vs.some((v) => v === null) ? null : vs.length === 1 ? vs[0] : vs;
   }, (b) => (b as unknown[]).length);
   return values;
+}
+
+/** Spark's HLL++ `approx_count_distinct(col[, rsd])`: see hyperloglog.ts for the buffer. */
+function approxCountDistinct(agg: BoundAggregate, arg: Evaluator): AggregateFunction {
+  const rsdArg = agg.args[1];
+  let rsd = DEFAULT_RSD;
+  if (rsdArg !== undefined) {
+    if (rsdArg.kind !== 'literal' || typeof rsdArg.value !== 'number') {
+      throw new AnalysisError('approx_count_distinct: the relative standard deviation (rsd) must be a numeric literal.', { code: 'INVALID_RSD' });
+    }
+    rsd = rsdArg.value;
+  }
+  const p = precisionForRsd(rsd);
+  if (typeof p === 'string') throw new AnalysisError(`approx_count_distinct: ${p}`, { code: 'INVALID_RSD' });
+  const hll = new HyperLogLogPlusPlus(p);
+  const hash = compileValueHasher(agg.args[0]!.type);
+  return {
+    initial: () => hll.initial(),
+    update: (b, row) => {
+      const v = arg(row);
+      if (v === null || v === undefined) return b;
+      hash(v, 0, 42);
+      return hll.add(b as HllBuffer, hashHi, hashLo);
+    },
+    merge: (s, p) => hll.merge(s as HllBuffer, p as HllBuffer),
+    evaluate: (b) => hll.estimate(b as HllBuffer),
+  };
 }

@@ -34,8 +34,23 @@ export const first = (c: ColumnLike, ignoreNulls = false): Column => agg('first'
 export const last = (c: ColumnLike, ignoreNulls = false): Column => agg('last', [c], false, ignoreNulls);
 export const collect_list = (c: ColumnLike): Column => agg('collect_list', [c]);
 export const collect_set = (c: ColumnLike): Column => agg('collect_set', [c]);
-/** HyperLogLog++-style estimate; exact below a few thousand distinct values. */
-export const approx_count_distinct = (c: ColumnLike): Column => agg('approx_count_distinct', [c]);
+/**
+ * Spark's HyperLogLog++ estimate of the number of distinct non-NULL values, with relative
+ * standard deviation `rsd` (default 0.05: 512 registers). Small counts (below ~900 at the default)
+ * use linear counting and are exact or off by a few.
+ */
+export function approx_count_distinct(c: ColumnLike, rsd?: number): Column {
+  if (rsd === undefined) return agg('approx_count_distinct', [c]);
+  // Spark's precision p = ceil(2 log2(1.106 / rsd)) must be 4..18 (see execution/hyperloglog.ts).
+  const p = Number.isFinite(rsd) && rsd > 0 ? Math.ceil((2 * Math.log(1.106 / rsd)) / Math.LN2) : NaN;
+  if (!(p >= 4)) {
+    throw new IllegalArgumentError(`approx_count_distinct: HLL++ requires at least 4 bits for addressing. Use a lower error, at most 39% (rsd ${rsd}).`, { code: 'INVALID_RSD' });
+  }
+  if (p > 18) {
+    throw new IllegalArgumentError(`approx_count_distinct: HLL++ supports at most 18 bits for addressing. Use a larger error, at least 0.22% (rsd ${rsd}).`, { code: 'INVALID_RSD' });
+  }
+  return new Column({ kind: 'aggregate', fn: 'approx_count_distinct', args: [toColumn(c).expr, literalExpr(rsd)], distinct: false, ignoreNulls: false });
+}
 
 export const timestamp_seconds = (c: ColumnLike): Column => fn('timestamp_seconds', toColumn(c));
 export const unix_micros = (c: ColumnLike): Column => fn('unix_micros', toColumn(c));
