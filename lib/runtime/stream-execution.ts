@@ -200,7 +200,7 @@ export class StreamExecution {
     if (this.isCurrentBatchConstructed) return true;
     const latest = this.latestOffsets();
     const newData = this.hasNewData(latest);
-    const watermarkMs = await this.nextBatchWatermarkMs();
+    const watermarkMs = await this.nextBatchWatermarkMs(newData);
     const noDataBatch = !newData && this.noDataBatchesEnabled && this.hasLastExecution && this.wouldEmitOrEvict(watermarkMs);
     if (!newData && !noDataBatch) return false;
     for (const [name, off] of latest) if (off !== null) this.availableOffsets.set(name, off);
@@ -229,9 +229,9 @@ export class StreamExecution {
   }
 
   /** This partition's watermark combined with the others', never below the last batch's. */
-  private async nextBatchWatermarkMs(): Promise<number> {
+  private async nextBatchWatermarkMs(hasNewData: boolean): Promise<number> {
     const coordinator = this.options.watermarkCoordinator ?? singlePartitionWatermarks;
-    const combined = await coordinator.combine(this.partitionId, this.tracker.currentWatermarkMs);
+    const combined = await coordinator.combine(this.partitionId, this.tracker.currentWatermarkMs, hasNewData);
     const previous = this.currentBatchId > 0 ? await this.previousBatchWatermarkMs(this.currentBatchId) : 0;
     return Math.max(combined, previous);
   }

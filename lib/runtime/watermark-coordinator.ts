@@ -1,13 +1,18 @@
 /**
  * Watermarks across state partitions. Each partition (a Kinesis shard) tracks its own watermark
  * from its own rows, as Spark does for a whole query; a batch runs with the minimum over the live
- * partitions, so no partition closes a window another may still add rows to. A partition counts
- * as idle (left out of the minimum) only once it is confirmed caught up and quiet for a while.
- * With one partition this is exactly Spark's watermark.
+ * partitions, so no partition closes a window while another may still send rows at that time. A
+ * partition counts as idle (left out of the minimum) only once it is confirmed caught up and
+ * quiet for a while; a partition with rows in the batch being planned is live. When every
+ * partition is idle, the watermark is the maximum, Spark's own rule for one query (max event
+ * time minus the delay). With one partition this is exactly Spark's watermark.
  */
 export interface WatermarkCoordinator {
-  /** The watermark the next batch of `partitionId` runs with, given that partition's own. */
-  combine(partitionId: string, localWatermarkMs: number): Promise<number>;
+  /**
+   * The watermark the next batch of `partitionId` runs with, given that partition's own and
+   * whether that batch has new rows (which makes the partition live whatever its idle flag says).
+   */
+  combine(partitionId: string, localWatermarkMs: number, hasNewData?: boolean): Promise<number>;
   /** Records `partitionId`'s own watermark after it committed `batchId`. */
   publish(partitionId: string, localWatermarkMs: number, batchId: number, hadData: boolean): Promise<void>;
 }
@@ -25,12 +30,14 @@ export interface PartitionWatermark {
   readonly idle: boolean;
 }
 
-/** The min-over-live-partitions rule, shared by every coordinator implementation. */
+/**
+ * The min-over-live-partitions rule, shared by every coordinator implementation. `self` is the
+ * planning partition (its idle flag already false when its batch has rows); `partitions` may
+ * include it, in which case `self` wins.
+ */
 export function combineWatermarks(partitions: readonly PartitionWatermark[], self: PartitionWatermark): number {
-  let min = self.watermarkMs;
-  for (const p of partitions) {
-    if (p.partitionId === self.partitionId || p.idle) continue;
-    if (p.watermarkMs < min) min = p.watermarkMs;
-  }
-  return min;
+  const all = [self, ...partitions.filter((p) => p.partitionId !== self.partitionId)];
+  const live = all.filter((p) => !p.idle);
+  if (live.length === 0) return Math.max(...all.map((p) => p.watermarkMs));
+  return Math.min(...live.map((p) => p.watermarkMs));
 }

@@ -1,0 +1,96 @@
+/**
+ * The Kinesis-triggered trigger: one Lambda invocation = one micro-batch of one shard (the event
+ * source mapping never runs two batches of a shard at once with parallelization factor 1).
+ * It answers with `batchItemFailures` (ReportBatchItemFailures): on any failure, the first record
+ * not committed, so Lambda retries from exactly there and nothing is lost or reordered; records
+ * already committed in a redelivered batch are skipped by the shard trigger.
+ */
+import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
+import type { StreamingQueryDefinition } from '../api/query-definition.js';
+import { validateQuery } from '../api/validate-query.js';
+import { CostMeter } from '../runtime/cost-meter.js';
+import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
+import { runShardTrigger, type PartitionBackends, type ShardTriggerResult } from '../runtime/shard-trigger.js';
+import type { ShardRecord } from '../sources/kinesis-shard-source.js';
+import { createAwsClients, type AwsClientOptions } from './clients.js';
+import { createAwsQueryBackends } from './aws-backends.js';
+import { createObservability, recordBatchProgress, type Observability } from './observability.js';
+import { METRIC } from '../runtime/metric-names.js';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
+
+export interface KinesisTriggerOptions {
+  readonly config?: RuntimeConfig;
+  readonly clientOptions?: AwsClientOptions;
+  /** Replace the AWS backends (tests); default: DynamoDB/S3 adapters from the config. */
+  readonly backendsFor?: (shardId: string) => PartitionBackends;
+  readonly observability?: Observability;
+  /** Called after each shard's trigger (`sluice dev` prints progress and output from it). */
+  readonly onTrigger?: (shardId: string, result: ShardTriggerResult) => void | Promise<void>;
+}
+
+export type KinesisTriggerHandler = (event: KinesisStreamEvent, context?: Partial<Context>) => Promise<KinesisStreamBatchResponse>;
+
+export function shardIdOf(record: KinesisStreamRecord): string {
+  const colon = record.eventID.lastIndexOf(':');
+  return colon > 0 ? record.eventID.slice(0, colon) : 'shardId-unknown';
+}
+
+export function toShardRecordFromEvent(record: KinesisStreamRecord): ShardRecord {
+  return {
+    sequenceNumber: record.kinesis.sequenceNumber,
+    partitionKey: record.kinesis.partitionKey,
+    dataBase64: record.kinesis.data,
+    approximateArrivalTimestampMs: Math.round(record.kinesis.approximateArrivalTimestamp * 1000),
+  };
+}
+
+export function createKinesisTriggerHandler(definition: StreamingQueryDefinition, options: KinesisTriggerOptions = {}): KinesisTriggerHandler {
+  // Cold start: a bad configuration or query fails here, before any record is touched.
+  const config = options.config ?? readRuntimeConfig();
+  const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount });
+  const meter = new CostMeter();
+  const observability = options.observability ?? createObservability(definition.name);
+  let backendsFor = options.backendsFor;
+  if (!backendsFor) {
+    const clients = createAwsClients(options.clientOptions);
+    backendsFor = createAwsQueryBackends(definition, validated.keyColumns, config, clients, meter).forPartition;
+  }
+  const forPartition = backendsFor;
+
+  return async (event) => {
+    const byShard = new Map<string, KinesisStreamRecord[]>();
+    for (const record of event.Records) {
+      const shardId = shardIdOf(record);
+      byShard.set(shardId, [...(byShard.get(shardId) ?? []), record]);
+    }
+    const batchItemFailures: { itemIdentifier: string }[] = [];
+    for (const [shardId, records] of byShard) {
+      const shardRecords = records.map(toShardRecordFromEvent);
+      let result: ShardTriggerResult;
+      try {
+        result = await runShardTrigger({
+          definition, shardId, records: shardRecords, expectedShardCount: config.expectedShardCount,
+        }, forPartition(shardId));
+      } catch (error) {
+        // Recovery itself failed (checkpoint unreachable, incompatible query): retry everything.
+        observability.logger.error('trigger failed before running a batch', { shardId, error: error as Error });
+        observability.metrics.addMetric(METRIC.failedTriggers, MetricUnit.Count, 1);
+        batchItemFailures.push({ itemIdentifier: shardRecords[0]!.sequenceNumber });
+        continue;
+      }
+      for (const progress of result.progress) recordBatchProgress(observability, shardId, progress);
+      if (result.error) {
+        observability.logger.error('batch failed; Lambda retries from the first uncommitted record', {
+          shardId, retryFrom: result.firstUncommittedSequenceNumber, error: result.error,
+        });
+        observability.metrics.addMetric(METRIC.failedTriggers, MetricUnit.Count, 1);
+      }
+      if (result.firstUncommittedSequenceNumber !== null) {
+        batchItemFailures.push({ itemIdentifier: result.firstUncommittedSequenceNumber });
+      }
+      await options.onTrigger?.(shardId, result);
+    }
+    observability.metrics.publishStoredMetrics();
+    return { batchItemFailures };
+  };
+}

@@ -1,0 +1,38 @@
+/**
+ * Logs and metrics the AWS way: Powertools' structured JSON logger and CloudWatch Embedded Metric
+ * Format, one progress line and one set of metrics per batch. `POWERTOOLS_LOG_LEVEL` and
+ * `POWERTOOLS_METRICS_DISABLED` turn them down (`sluice dev` prints its own view instead).
+ */
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { StreamingQueryProgress } from '../runtime/progress.js';
+import { METRIC, METRIC_DIMENSION_QUERY, METRICS_NAMESPACE } from '../runtime/metric-names.js';
+
+export interface Observability {
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+}
+
+export function createObservability(queryName: string, serviceName = 'sluice'): Observability {
+  const logger = new Logger({ serviceName, persistentKeys: { query: queryName } });
+  const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName });
+  metrics.setDefaultDimensions({ [METRIC_DIMENSION_QUERY]: queryName });
+  return { logger, metrics };
+}
+
+export function recordBatchProgress(observability: Observability, shardId: string, progress: StreamingQueryProgress): void {
+  const { logger, metrics } = observability;
+  const dropped = progress.stateOperators.reduce((n, op) => n + op.numRowsDroppedByWatermark, 0);
+  const stateRows = progress.stateOperators.reduce((n, op) => n + op.numRowsTotal, 0);
+  logger.info('batch committed', { shardId, progress });
+  metrics.addMetric(METRIC.batches, MetricUnit.Count, 1);
+  metrics.addMetric(METRIC.inputRows, MetricUnit.Count, progress.numInputRows);
+  metrics.addMetric(METRIC.outputRows, MetricUnit.Count, progress.sink.numOutputRows);
+  metrics.addMetric(METRIC.deadLetteredRecords, MetricUnit.Count, progress.numDeadLetteredRows);
+  metrics.addMetric(METRIC.rowsDroppedByWatermark, MetricUnit.Count, dropped);
+  metrics.addMetric(METRIC.stateRows, MetricUnit.Count, stateRows);
+  metrics.addMetric(METRIC.batchDurationMs, MetricUnit.Milliseconds, progress.batchDuration);
+  metrics.addMetric(METRIC.dynamoDbWriteUnits, MetricUnit.Count, progress.cost.dynamoDbWriteUnits ?? 0);
+  metrics.addMetric(METRIC.dynamoDbReadUnits, MetricUnit.Count, progress.cost.dynamoDbReadUnits ?? 0);
+  metrics.addMetric(METRIC.s3Puts, MetricUnit.Count, progress.cost.s3Puts ?? 0);
+}
