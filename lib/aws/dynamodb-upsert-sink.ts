@@ -8,7 +8,7 @@
  *
  * - one `name=value` part per leaf, in `keyColumns` order; a struct column contributes one part per
  *   field, named `column.field` (recursively), in the struct's field order;
- * - numbers and booleans as JSON writes them (`7`, `1.5`, `true`); strings as they are, with `%`,
+ * - numbers and booleans as JavaScript prints them (`7`, `1.5`, `true`, `NaN`); strings as they are, with `%`,
  *   `|` and `=` percent-encoded (`%25`, `%7C`, `%3D`) so parts cannot run together; arrays as their
  *   JSON text, encoded the same way; null (and a null struct) as `%00`, which no encoded string
  *   can contain. Column names are encoded the same way.
@@ -16,7 +16,8 @@
  *   item per row, the same item again when the batch is re-run (re-runs have the same rows).
  *
  * The item is the row's external values as attributes (structs as maps, arrays as lists, null as
- * NULL; non-finite doubles as NULL, as in the JSON files) plus `pk`, `_partition` and `_batchId`.
+ * NULL; non-finite doubles as NULL, as in the JSON files; doubles beyond DynamoDB's number range as
+ * their JSON text) plus `pk`, `_partition` and `_batchId`.
  * Those three names are reserved: a result column with one of them is refused.
  *
  * Writes are PutItems conditioned on
@@ -74,7 +75,7 @@ function encodePart(text: string): string {
 function encodeLeaf(value: unknown): string {
   if (value === null || value === undefined) return NULL_TOKEN;
   if (typeof value === 'string') return encodePart(value);
-  if (typeof value === 'number' || typeof value === 'boolean') return JSON.stringify(value) ?? NULL_TOKEN;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   return encodePart(JSON.stringify(value));
 }
 
@@ -103,12 +104,20 @@ export function encodeDynamoDbKey(
   return parts.join('|');
 }
 
-/** Non-finite doubles have no DynamoDB number form; they become NULL (JSON writes them as null). */
-function finiteOrNull(value: unknown): unknown {
-  if (typeof value === 'number') return Number.isFinite(value) ? value : null;
-  if (Array.isArray(value)) return value.map(finiteOrNull);
+/**
+ * Numbers DynamoDB cannot store: non-finite doubles become NULL (the JSON files write null), and
+ * finite doubles outside DynamoDB's range (magnitude 1e-130 to below 1e126) their JSON text, so the
+ * value is kept rather than failing the batch on every retry.
+ */
+function toDynamoDbValue(value: unknown): unknown {
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) return null;
+    const magnitude = Math.abs(value);
+    return magnitude !== 0 && (magnitude >= 1e126 || magnitude < 1e-130) ? JSON.stringify(value) : value;
+  }
+  if (Array.isArray(value)) return value.map(toDynamoDbValue);
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, finiteOrNull(v)]));
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toDynamoDbValue(v)]));
   }
   return value;
 }
@@ -183,7 +192,7 @@ export class DynamoDbUpsertSink implements Sink {
           code: 'SINK_KEY_TOO_LONG', hint: 'key on fewer or shorter columns.',
         });
       }
-      const attributes = finiteOrNull(toExternalRow(row, batch.schema)) as Record<string, unknown>;
+      const attributes = toDynamoDbValue(toExternalRow(row, batch.schema)) as Record<string, unknown>;
       const item = marshall(
         { ...attributes, pk, _partition: batch.partitionId, _batchId: batch.batchId },
         { removeUndefinedValues: true, allowImpreciseNumbers: true },
