@@ -55,9 +55,10 @@ export async function putObject(
   }));
 }
 
+/** A missing key (GET: NoSuchKey; HEAD has no body, so NotFound). A missing bucket is not this. */
 function isNotFound(error: unknown): boolean {
-  const e = error as { name?: string; $metadata?: { httpStatusCode?: number } };
-  return e?.name === 'NoSuchKey' || e?.name === 'NotFound' || e?.$metadata?.httpStatusCode === 404;
+  const name = (error as { name?: string })?.name;
+  return name === 'NoSuchKey' || name === 'NotFound';
 }
 
 /** The object's text, or undefined when it does not exist. */

@@ -1,7 +1,7 @@
 /**
  * S3FilesSink, S3SnapshotSink, S3DeadLetterWriter and their readers against s3rver (real SDK calls).
  */
-import { CreateBucketCommand, ListObjectsV2Command, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, ListObjectsV2Command, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { S3DeadLetterWriter, deadLetterKey, readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
 import { S3FilesSink, s3FilesDataKey, s3FilesManifestKey } from '../../lib/aws/s3-files-sink.js';
@@ -169,6 +169,36 @@ describe('S3FilesSink', () => {
     await sink.addBatch(batch('a/b c', 0, [['x', 1, 0]]));
     expect(await allKeys(bucket)).toContain('enc/data/partition=a%2Fb%20c/batch=000000000000.jsonl');
     expect((await readS3FileBatches(s3, bucket, 'enc/'))[0]!.partitionId).toBe('a/b c');
+  });
+
+  it('a crash between the data and manifest writes leaves nothing visible; the re-run commits once', async () => {
+    const bucket = await newBucket();
+    // A real client with SDK retries off; one injected failure on the first manifest-entry PUT.
+    const client = new S3Client({
+      region: emulators.clientOptions.region, endpoint: emulators.endpoints.s3, forcePathStyle: true,
+      credentials: emulators.clientOptions.credentials, maxAttempts: 1,
+    });
+    let injected = 0;
+    client.middlewareStack.add((next, context) => async (args) => {
+      const key = (args.input as { Key?: string }).Key ?? '';
+      if (context.commandName === 'PutObjectCommand' && key.includes('_sluice_metadata/') && injected === 0) {
+        injected++;
+        throw new S3ServiceException({ name: 'SlowDown', $fault: 'server', message: 'Please reduce your request rate. (injected)', $metadata: { httpStatusCode: 503 } });
+      }
+      return next(args);
+    }, { step: 'initialize', name: 'injectOneSlowDown' });
+    try {
+      const sink = new S3FilesSink({ client, bucket, prefix: 'c/' });
+      const b = batch('p', 0, [['north', 1, 0], ['south', 2, 0]]);
+      await expect(sink.addBatch(b)).rejects.toMatchObject({ code: 'SINK_THROTTLED', retryable: true });
+      expect(await allKeys(bucket)).toEqual(['c/data/partition=p/batch=000000000000.jsonl']);
+      expect(await readS3Files(s3, bucket, 'c/')).toEqual([]);
+      await sink.addBatch(b);
+      await sink.addBatch(b);
+      expect((await readS3Files(s3, bucket, 'c/')).map((r) => r.store)).toEqual(['north', 'south']);
+    } finally {
+      client.destroy();
+    }
   });
 
   it('refuses update and complete batches', async () => {
