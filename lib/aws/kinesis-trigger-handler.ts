@@ -12,6 +12,7 @@ import { CostMeter } from '../runtime/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
 import { runShardTrigger, type PartitionBackends, type ShardTriggerResult } from '../runtime/shard-trigger.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
+import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions } from './clients.js';
 import { createAwsQueryBackends } from './aws-backends.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
@@ -26,6 +27,10 @@ export interface KinesisTriggerOptions {
   readonly observability?: Observability;
   /** Called after each shard's trigger (`sluice dev` prints progress and output from it). */
   readonly onTrigger?: (shardId: string, result: ShardTriggerResult) => void | Promise<void>;
+  /** Wraps the sink (`sluice dev` prints each batch; the chaos test injects faults). */
+  readonly decorateSink?: (sink: Sink) => Sink;
+  /** Wraps each partition's backends (the chaos test injects faults into checkpoint and state). */
+  readonly decorateBackends?: (backends: PartitionBackends) => PartitionBackends;
 }
 
 export type KinesisTriggerHandler = (event: KinesisStreamEvent, context?: Partial<Context>) => Promise<KinesisStreamBatchResponse>;
@@ -53,9 +58,10 @@ export function createKinesisTriggerHandler(definition: StreamingQueryDefinition
   let backendsFor = options.backendsFor;
   if (!backendsFor) {
     const clients = createAwsClients(options.clientOptions);
-    backendsFor = createAwsQueryBackends(definition, validated.keyColumns, config, clients, meter).forPartition;
+    backendsFor = createAwsQueryBackends(definition, validated.keyColumns, config, clients, meter, options.decorateSink).forPartition;
   }
-  const forPartition = backendsFor;
+  const base = backendsFor;
+  const forPartition = (shardId: string): PartitionBackends => (options.decorateBackends ?? ((b) => b))(base(shardId));
 
   return async (event) => {
     const byShard = new Map<string, KinesisStreamRecord[]>();

@@ -143,3 +143,11 @@ async function ensurePendingBatchRecords(
     throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
   }
 }
+
+/** The shard position a partition's checkpoint has committed (null before its first commit). */
+export async function committedShardOffset(checkpoint: Checkpoint): Promise<KinesisOffset | null> {
+  const commit = await checkpoint.commitLog.getLatest();
+  if (!commit) return null;
+  const planned = await checkpoint.offsetLog.get(commit[0]);
+  return asKinesisOffset(planned?.offsets[KINESIS_SOURCE_NAME] ?? null);
+}

@@ -1,0 +1,86 @@
+/**
+ * Wires the AWS adapters into the engine's backend interfaces for one deployed query: the
+ * DynamoDB checkpoint and state of each state partition (shard), the sink its definition names,
+ * the S3 dead-letter location, the cross-shard watermark coordinator and the shard reader.
+ */
+import type { StreamingQueryDefinition } from '../api/query-definition.js';
+import type { CostMeter } from '../runtime/cost-meter.js';
+import type { RuntimeConfig } from '../runtime/runtime-config.js';
+import type { PartitionBackends } from '../runtime/shard-trigger.js';
+import type { Sink } from '../sinks/sink.js';
+import { IllegalArgumentError } from '../errors/sluice-error.js';
+import type { AwsClients } from './clients.js';
+import { DynamoDbCheckpoint } from './dynamodb-checkpoint.js';
+import { DynamoDbUpsertSink } from './dynamodb-upsert-sink.js';
+import { DynamoDbWatermarkCoordinator } from './dynamodb-watermarks.js';
+import { KinesisShardReader } from './kinesis-shard-reader.js';
+import { S3DeadLetterWriter } from './s3-dead-letter-writer.js';
+import { S3FilesSink } from './s3-files-sink.js';
+import { S3SnapshotSink } from './s3-snapshot-sink.js';
+
+export interface AwsQueryBackends {
+  readonly watermarks: DynamoDbWatermarkCoordinator;
+  readonly shardReader: KinesisShardReader;
+  readonly sink: Sink;
+  forPartition(shardId: string): PartitionBackends;
+}
+
+export function sinkPrefixOf(definition: StreamingQueryDefinition, config: RuntimeConfig): string {
+  if (config.sinkPrefix) return config.sinkPrefix;
+  const declared = definition.sink.kind === 'dynamodb' ? undefined : definition.sink.prefix;
+  return declared ?? `${definition.name}/`;
+}
+
+export function createAwsQueryBackends(
+  definition: StreamingQueryDefinition,
+  keyColumns: readonly string[],
+  config: RuntimeConfig,
+  clients: AwsClients,
+  meter: CostMeter,
+  decorateSink: (sink: Sink) => Sink = (sink) => sink,
+): AwsQueryBackends {
+  const sink = decorateSink(createSink(definition, keyColumns, config, clients, meter));
+  const deadLetters = new S3DeadLetterWriter({
+    client: clients.s3, bucket: config.deadLetterBucket, prefix: config.deadLetterPrefix, meter,
+  });
+  const watermarks = new DynamoDbWatermarkCoordinator({
+    client: clients.dynamodb, checkpointTable: config.checkpointTable, queryName: definition.name,
+    idleTimeoutMs: config.idleShardTimeoutMs, meter,
+  });
+  const shardReader = new KinesisShardReader(clients.kinesis, config.streamName, meter);
+  return {
+    watermarks,
+    shardReader,
+    sink,
+    forPartition: (shardId) => ({
+      checkpoint: new DynamoDbCheckpoint({
+        client: clients.dynamodb, checkpointTable: config.checkpointTable, stateTable: config.stateTable,
+        queryName: definition.name, partitionId: shardId, meter, snapshotEvery: config.snapshotEveryBatches,
+      }),
+      sink,
+      deadLetters,
+      watermarks,
+      shardReader,
+      costMeter: meter,
+    }),
+  };
+}
+
+function createSink(
+  definition: StreamingQueryDefinition, keyColumns: readonly string[], config: RuntimeConfig, clients: AwsClients, meter: CostMeter,
+): Sink {
+  const spec = definition.sink;
+  if (spec.kind === 'dynamodb') {
+    if (!config.sinkTable) throw missing('SLUICE_SINK_TABLE', 'the DynamoDB sink table');
+    return new DynamoDbUpsertSink({ client: clients.dynamodb, tableName: config.sinkTable, keyColumns, meter });
+  }
+  if (!config.sinkBucket) throw missing('SLUICE_SINK_BUCKET', 'the S3 sink bucket');
+  const options = { client: clients.s3, bucket: config.sinkBucket, prefix: sinkPrefixOf(definition, config), meter };
+  return spec.kind === 's3-files' ? new S3FilesSink(options) : new S3SnapshotSink(options);
+}
+
+function missing(variable: string, what: string): IllegalArgumentError {
+  return new IllegalArgumentError(`${variable} is not set: the query's sink needs ${what}.`, {
+    code: 'INVALID_RUNTIME_CONFIG', hint: 'deploy with the StreamingQuery construct, which sets it, or set it in the function environment.',
+  });
+}

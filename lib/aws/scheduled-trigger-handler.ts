@@ -1,0 +1,140 @@
+/**
+ * The scheduled trigger (an EventBridge rule, e.g. every minute): what the engine needs when no
+ * records arrive. For each shard it
+ *   1. checks with GetRecords whether the shard is caught up (nothing after its committed
+ *      position); a caught-up shard quiet for the idle timeout leaves the watermark minimum;
+ *   2. runs the shard's trigger without new records: a pending batch re-runs, and a no-data batch
+ *      runs when the watermark moved (closing windows in append mode, evicting state).
+ * With `{ "mode": "drain" }` it instead reads every shard from its checkpointed position with
+ * GetRecords and runs batches until caught up (Spark's availableNow), for backfills and for
+ * queries that run only on a schedule.
+ *
+ * It never races the Kinesis-triggered invocation of the same shard into a wrong result: both
+ * plan batch N with a conditional put, and the loser stops.
+ */
+import { ListShardsCommand, type KinesisClient, type Shard } from '@aws-sdk/client-kinesis';
+import type { StreamingQueryDefinition } from '../api/query-definition.js';
+import { validateQuery } from '../api/validate-query.js';
+import { CostMeter } from '../runtime/cost-meter.js';
+import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
+import { committedShardOffset, runShardTrigger, type ShardTriggerResult } from '../runtime/shard-trigger.js';
+import type { Sink } from '../sinks/sink.js';
+import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
+import { createAwsQueryBackends, type AwsQueryBackends } from './aws-backends.js';
+import { createObservability, recordBatchProgress, type Observability } from './observability.js';
+
+export interface ScheduledTriggerOptions {
+  readonly config?: RuntimeConfig;
+  readonly clientOptions?: AwsClientOptions;
+  readonly clients?: AwsClients;
+  readonly observability?: Observability;
+  readonly now?: () => number;
+  readonly onTrigger?: (shardId: string, result: ShardTriggerResult) => void | Promise<void>;
+  readonly decorateSink?: (sink: Sink) => Sink;
+  /** Records per batch when draining (default 1000). */
+  readonly drainBatchSize?: number;
+}
+
+export interface ScheduledTriggerEvent {
+  readonly mode?: 'tick' | 'drain';
+}
+
+export interface ScheduledTriggerSummary {
+  readonly shards: readonly { shardId: string; caughtUp: boolean; batches: number; error?: string }[];
+}
+
+export type ScheduledTriggerHandler = (event?: ScheduledTriggerEvent | Record<string, unknown>) => Promise<ScheduledTriggerSummary>;
+
+export async function listShards(kinesis: KinesisClient, streamName: string): Promise<Shard[]> {
+  const shards: Shard[] = [];
+  let token: string | undefined;
+  do {
+    const page = await kinesis.send(token ? new ListShardsCommand({ NextToken: token }) : new ListShardsCommand({ StreamName: streamName }));
+    shards.push(...(page.Shards ?? []));
+    token = page.NextToken;
+  } while (token);
+  return shards;
+}
+
+export function createScheduledTriggerHandler(definition: StreamingQueryDefinition, options: ScheduledTriggerOptions = {}): ScheduledTriggerHandler {
+  const config = options.config ?? readRuntimeConfig();
+  const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount });
+  const meter = new CostMeter();
+  const clients = options.clients ?? createAwsClients(options.clientOptions);
+  const backends = createAwsQueryBackends(definition, validated.keyColumns, config, clients, meter, options.decorateSink);
+  const observability = options.observability ?? createObservability(definition.name);
+  const now = options.now ?? Date.now;
+
+  return async (event = {}) => {
+    const drain = (event as ScheduledTriggerEvent).mode === 'drain';
+    const shards = await listShards(clients.kinesis, config.streamName);
+    // First every shard's idle state, so that each no-data batch below sees all of them.
+    const caughtUp = new Map<string, boolean>();
+    for (const shard of shards) {
+      caughtUp.set(shard.ShardId!, await confirmIdle(backends, shard.ShardId!, now()));
+    }
+    const summary: ScheduledTriggerSummary['shards'][number][] = [];
+    for (const shard of shards) {
+      const shardId = shard.ShardId!;
+      const entry = drain
+        ? await drainShard(definition, config, backends, shardId, observability, options)
+        : await tickShard(definition, config, backends, shardId, observability, options);
+      summary.push({ ...entry, caughtUp: caughtUp.get(shardId) ?? false });
+    }
+    observability.metrics.publishStoredMetrics();
+    return { shards: summary };
+  };
+}
+
+async function confirmIdle(backends: AwsQueryBackends, shardId: string, nowMs: number): Promise<boolean> {
+  const committed = await committedShardOffset(backends.forPartition(shardId).checkpoint);
+  const position = await backends.shardReader.readAfter(shardId, committed?.sequenceNumber ?? null, 1);
+  const caughtUp = position.records.length === 0 && position.millisBehindLatest === 0;
+  if (caughtUp) await backends.watermarks.confirmCaughtUp(shardId, nowMs);
+  return caughtUp;
+}
+
+async function runAndReport(
+  definition: StreamingQueryDefinition, config: RuntimeConfig, backends: AwsQueryBackends, shardId: string,
+  records: Parameters<typeof runShardTrigger>[0]['records'], observability: Observability, options: ScheduledTriggerOptions,
+): Promise<ShardTriggerResult> {
+  const result = await runShardTrigger({
+    definition, shardId, records, scheduled: true, expectedShardCount: config.expectedShardCount,
+  }, backends.forPartition(shardId));
+  for (const progress of result.progress) recordBatchProgress(observability, shardId, progress);
+  if (result.error) observability.logger.error('scheduled trigger failed', { shardId, error: result.error });
+  await options.onTrigger?.(shardId, result);
+  return result;
+}
+
+async function tickShard(
+  definition: StreamingQueryDefinition, config: RuntimeConfig, backends: AwsQueryBackends, shardId: string,
+  observability: Observability, options: ScheduledTriggerOptions,
+): Promise<{ shardId: string; batches: number; error?: string }> {
+  try {
+    const result = await runAndReport(definition, config, backends, shardId, [], observability, options);
+    return { shardId, batches: result.progress.length, ...(result.error ? { error: result.error.message } : {}) };
+  } catch (error) {
+    observability.logger.error('scheduled trigger could not start', { shardId, error: error as Error });
+    return { shardId, batches: 0, error: (error as Error).message };
+  }
+}
+
+async function drainShard(
+  definition: StreamingQueryDefinition, config: RuntimeConfig, backends: AwsQueryBackends, shardId: string,
+  observability: Observability, options: ScheduledTriggerOptions,
+): Promise<{ shardId: string; batches: number; error?: string }> {
+  let batches = 0;
+  try {
+    for (;;) {
+      const committed = await committedShardOffset(backends.forPartition(shardId).checkpoint);
+      const position = await backends.shardReader.readAfter(shardId, committed?.sequenceNumber ?? null, options.drainBatchSize ?? 1000);
+      const result = await runAndReport(definition, config, backends, shardId, position.records, observability, options);
+      batches += result.progress.length;
+      if (result.error) return { shardId, batches, error: result.error.message };
+      if (position.records.length === 0) return { shardId, batches };
+    }
+  } catch (error) {
+    return { shardId, batches, error: (error as Error).message };
+  }
+}
