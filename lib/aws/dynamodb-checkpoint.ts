@@ -1,0 +1,269 @@
+/**
+ * DynamoDbCheckpoint: a state partition's offset log, commit log, query metadata and state stores
+ * in DynamoDB.
+ *
+ * How a batch becomes exactly-once
+ * --------------------------------
+ * A query runs as one writer per state partition (a Kinesis shard): Lambda hands a shard's records
+ * to one invocation at a time, and every item below is keyed by the partition. Batch N goes
+ * through four steps, and the log items are the only truth about how far it got:
+ *
+ *   1. Plan.   The batch's end offsets, watermark and timestamp are written as `offset#N`, on the
+ *              condition that the item does not exist yet. If it exists, another run already planned
+ *              N: this one stops instead of planning N differently. After a crash, recovery finds
+ *              `offset#N` without `commit#N` and runs N again with exactly that plan, so the re-run
+ *              reads the same records and sees the same watermark and clock.
+ *   2. Run.    Operator state is opened at version N (strongly consistent reads) and the batch is
+ *              computed. Nothing is visible yet.
+ *   3. Write.  The sink writes the output keyed by (partition, batch id), so writing it again in a
+ *              re-run replaces items with identical ones; state version N+1 is written the same
+ *              way (same keys, same bytes). Both can happen any number of times.
+ *   4. Commit. `commit#N` is written in a transaction that also checks that `commit#N-1` exists,
+ *              on the condition that `commit#N` does not. Exactly one attempt can succeed; it is the
+ *              point after which the input is acknowledged (the shard's position moves on). An
+ *              attempt that finds `commit#N` already there gets `false` and must not acknowledge
+ *              anything; a missing `commit#N-1` means batches are being committed out of order,
+ *              which is refused with a CheckpointError.
+ *
+ * When the one-writer rule is broken anyway (an invocation that timed out but still runs, an
+ * operator starting a second run by hand), the conditional writes decide: the stale writer cannot
+ * plan a batch that is planned, nor commit a batch that is committed, nor skip one. What it may have
+ * written before being refused (sink items, a state version) is what the winner writes too, since a
+ * batch's input is fixed by its offset entry and execution is deterministic.
+ *
+ * Items (checkpoint table, pk = `${queryName}#${partitionId}`): `meta`, `offset#<12-digit id>`,
+ * `commit#<12-digit id>`, each with the entry as a JSON string attribute `entry`, the format
+ * version `fmt` and the `batchId`. All reads are strongly consistent; every request's consumed
+ * capacity goes to the CostMeter.
+ */
+import {
+  ConditionalCheckFailedException,
+  GetItemCommand,
+  PutItemCommand,
+  TransactionCanceledException,
+  TransactWriteItemsCommand,
+  type DynamoDBClient,
+  type TransactWriteItem,
+} from '@aws-sdk/client-dynamodb';
+import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type CommitEntry, type MetadataLog, type OffsetSeq, type QueryMetadata } from '../checkpoint/checkpoint.js';
+import { CheckpointError } from '../errors/sluice-error.js';
+import type { CostMeter } from '../runtime/cost-meter.js';
+import { batchWriteAll, itemSize, meterUnits, queryAll, readUnitsFor, sleep, writeUnitsFor, type Item } from './dynamodb-cost.js';
+import { DynamoDbStateStoreProvider, type StateCache } from './dynamodb-state-store.js';
+import { CHECKPOINT_ITEMS, padId } from './tables.js';
+
+export interface DynamoDbCheckpointOptions {
+  readonly client: DynamoDBClient;
+  readonly checkpointTable: string;
+  readonly stateTable: string;
+  readonly queryName: string;
+  readonly partitionId: string;
+  readonly meter?: CostMeter;
+  /** A full state snapshot every this many versions (default 20). */
+  readonly snapshotEvery?: number;
+  /** The state cache (default: the process-wide one; null: no cache). */
+  readonly stateCache?: StateCache | null;
+  /** State payload bytes per item before chunking (default 350 KB). */
+  readonly stateChunkBytes?: number;
+}
+
+/** Shared request plumbing of the logs and the metadata item. */
+class CheckpointItems {
+  constructor(
+    readonly client: DynamoDBClient,
+    readonly table: string,
+    readonly pk: string,
+    readonly meter: CostMeter | undefined,
+  ) {}
+
+  key(sk: string): Item {
+    return { pk: { S: this.pk }, sk: { S: sk } };
+  }
+
+  async get(sk: string): Promise<Item | undefined> {
+    const out = await this.client.send(new GetItemCommand({ TableName: this.table, Key: this.key(sk), ConsistentRead: true, ReturnConsumedCapacity: 'TOTAL' }));
+    meterUnits(this.meter, 'read', out.ConsumedCapacity, () => readUnitsFor(out.Item ? itemSize(out.Item) : 0));
+    return out.Item;
+  }
+
+  /** PutItem if absent: false when the item exists already. */
+  async putIfAbsent(item: Item): Promise<boolean> {
+    try {
+      const out = await this.client.send(new PutItemCommand({
+        TableName: this.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)', ReturnConsumedCapacity: 'TOTAL',
+      }));
+      meterUnits(this.meter, 'write', out.ConsumedCapacity, () => writeUnitsFor(itemSize(item)));
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) {
+        // AWS charges a refused conditional write like a write.
+        meterUnits(this.meter, 'write', undefined, () => writeUnitsFor(itemSize(item)));
+        return false;
+      }
+      throw wrap(error, `write ${this.pk} ${item.sk?.S}`);
+    }
+  }
+}
+
+function entryItem(items: CheckpointItems, sk: string, batchId: number | undefined, entry: unknown): Item {
+  return {
+    ...items.key(sk),
+    fmt: { N: String(CHECKPOINT_FORMAT_VERSION) },
+    ...(batchId === undefined ? {} : { batchId: { N: String(batchId) } }),
+    entry: { S: JSON.stringify(entry) },
+  };
+}
+
+function parseEntry<T>(item: Item, pk: string): T {
+  const fmt = Number(item.fmt?.N ?? '1');
+  if (fmt > CHECKPOINT_FORMAT_VERSION) {
+    throw new CheckpointError(`Checkpoint item ${pk} ${item.sk?.S} has format ${fmt}; this Sluice reads up to ${CHECKPOINT_FORMAT_VERSION}.`, {
+      code: 'CHECKPOINT_FORMAT_TOO_NEW', hint: 'run the Sluice version that wrote this checkpoint, or start with a new checkpoint.',
+    });
+  }
+  if (item.entry?.S === undefined) {
+    throw new CheckpointError(`Checkpoint item ${pk} ${item.sk?.S} has no entry.`, { code: 'CHECKPOINT_CORRUPT' });
+  }
+  return JSON.parse(item.entry.S) as T;
+}
+
+function wrap(error: unknown, what: string): unknown {
+  if (error instanceof CheckpointError) return error;
+  const e = error as { name?: string; message?: string; $retryable?: unknown };
+  const throttled = e.name === 'ProvisionedThroughputExceededException' || e.name === 'ThrottlingException' || e.name === 'RequestLimitExceeded';
+  return new CheckpointError(`DynamoDB checkpoint: could not ${what}: ${e.message ?? String(error)}`, {
+    code: throttled ? 'CHECKPOINT_THROTTLED' : 'CHECKPOINT_IO', retryable: true, cause: error,
+  });
+}
+
+/** One of the two logs: items `${prefix}<12-digit batch id>` in the partition's collection. */
+class DynamoDbMetadataLog<T> implements MetadataLog<T> {
+  constructor(protected readonly items: CheckpointItems, protected readonly prefix: string) {}
+
+  protected sk(batchId: number): string {
+    if (!Number.isInteger(batchId) || batchId < 0) throw new RangeError(`batch id must be a non-negative integer, got ${batchId}`);
+    return `${this.prefix}${padId(batchId)}`;
+  }
+
+  async add(batchId: number, entry: T): Promise<boolean> {
+    return this.items.putIfAbsent(entryItem(this.items, this.sk(batchId), batchId, entry));
+  }
+
+  async get(batchId: number): Promise<T | undefined> {
+    const item = await this.items.get(this.sk(batchId)).catch((e: unknown) => { throw wrap(e, `read ${this.sk(batchId)}`); });
+    return item ? parseEntry<T>(item, this.items.pk) : undefined;
+  }
+
+  async getLatest(): Promise<[number, T] | undefined> {
+    const [item] = await queryAll(this.items.client, {
+      TableName: this.items.table,
+      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)',
+      ExpressionAttributeValues: { ':pk': { S: this.items.pk }, ':p': { S: this.prefix } },
+      ScanIndexForward: false, Limit: 1, ConsistentRead: true,
+    }, this.items.meter, 1).catch((e: unknown) => { throw wrap(e, `read the latest ${this.prefix} entry`); });
+    if (!item) return undefined;
+    return [Number(item.sk!.S!.slice(this.prefix.length)), parseEntry<T>(item, this.items.pk)];
+  }
+
+  async purge(beforeBatchId: number): Promise<void> {
+    if (beforeBatchId <= 0) return;
+    const keys = await queryAll(this.items.client, {
+      TableName: this.items.table,
+      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :lo AND :hi',
+      ExpressionAttributeValues: { ':pk': { S: this.items.pk }, ':lo': { S: this.sk(0) }, ':hi': { S: this.sk(beforeBatchId - 1) } },
+      ProjectionExpression: 'pk, sk',
+    }, this.items.meter).catch((e: unknown) => { throw wrap(e, `list ${this.prefix} entries to purge`); });
+    await batchWriteAll(this.items.client, this.items.table, keys.map((k) => ({ DeleteRequest: { Key: { pk: k.pk!, sk: k.sk! } } })), this.items.meter)
+      .catch((e: unknown) => { throw wrap(e, `purge ${this.prefix} entries`); });
+  }
+}
+
+/** The commit log: commit N is written only after commit N-1, in one transaction. */
+class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> {
+  override async add(batchId: number, entry: CommitEntry): Promise<boolean> {
+    const item = entryItem(this.items, this.sk(batchId), batchId, entry);
+    const transactItems: TransactWriteItem[] = [];
+    if (batchId > 0) {
+      transactItems.push({ ConditionCheck: { TableName: this.items.table, Key: this.items.key(this.sk(batchId - 1)), ConditionExpression: 'attribute_exists(pk)' } });
+    }
+    transactItems.push({ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } });
+    const units = (): number => writeUnitsFor(itemSize(item), true) + (batchId > 0 ? 2 : 0);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const out = await this.items.client.send(new TransactWriteItemsCommand({ TransactItems: transactItems, ReturnConsumedCapacity: 'TOTAL' }));
+        meterUnits(this.items.meter, 'write', out.ConsumedCapacity, units);
+        return true;
+      } catch (error) {
+        if (!(error instanceof TransactionCanceledException)) throw wrap(error, `commit batch ${batchId}`);
+        meterUnits(this.items.meter, 'write', undefined, units);
+        const reasons = (error.CancellationReasons ?? []).map((r) => r.Code ?? 'None');
+        const putReason = reasons[transactItems.length - 1];
+        const checkReason = batchId > 0 ? reasons[0] : 'None';
+        if (putReason === 'ConditionalCheckFailed') return false;
+        if (checkReason === 'ConditionalCheckFailed') {
+          // DynamoDB may stop at the first failed condition: see whether commit N is there after all.
+          if (await this.items.get(this.sk(batchId))) return false;
+          throw new CheckpointError(
+            `Cannot commit batch ${batchId} of ${this.items.pk}: batch ${batchId - 1} is not in the commit log. Batches commit in order, one after another.`,
+            {
+              code: 'COMMIT_LOG_GAP', context: { batchId, pk: this.items.pk },
+              hint: 'another writer rewound or damaged this checkpoint, or the commit log was purged up to its latest entry; stop other runs of the query and restart it.',
+            },
+          );
+        }
+        if (reasons.includes('TransactionConflict') && attempt < 5) {
+          // A concurrent transaction on the same items: the retry will see its outcome.
+          await sleep(20 * 2 ** attempt + Math.random() * 20);
+          continue;
+        }
+        throw new CheckpointError(`Could not commit batch ${batchId} of ${this.items.pk}: transaction cancelled (${reasons.join(', ')}).`, {
+          code: 'CHECKPOINT_IO', retryable: true, cause: error,
+        });
+      }
+    }
+  }
+}
+
+export class DynamoDbCheckpoint implements Checkpoint {
+  readonly offsetLog: MetadataLog<OffsetSeq>;
+  readonly commitLog: MetadataLog<CommitEntry>;
+  readonly stateStore: DynamoDbStateStoreProvider;
+  /** The partition key of this partition's checkpoint items. */
+  readonly pk: string;
+  private readonly items: CheckpointItems;
+
+  constructor(readonly options: DynamoDbCheckpointOptions) {
+    if (!options.queryName || options.queryName.includes('#')) throw new RangeError(`queryName must be non-empty and contain no '#', got '${options.queryName}'`);
+    if (!options.partitionId || options.partitionId.includes('#')) throw new RangeError(`partitionId must be non-empty and contain no '#', got '${options.partitionId}'`);
+    this.pk = `${options.queryName}#${options.partitionId}`;
+    this.items = new CheckpointItems(options.client, options.checkpointTable, this.pk, options.meter);
+    this.offsetLog = new DynamoDbMetadataLog<OffsetSeq>(this.items, CHECKPOINT_ITEMS.offsetPrefix);
+    this.commitLog = new DynamoDbCommitLog(this.items, CHECKPOINT_ITEMS.commitPrefix);
+    this.stateStore = new DynamoDbStateStoreProvider({
+      client: options.client, table: options.stateTable, queryName: options.queryName, partitionId: options.partitionId,
+      ...(options.meter ? { meter: options.meter } : {}),
+      ...(options.snapshotEvery !== undefined ? { snapshotEvery: options.snapshotEvery } : {}),
+      ...(options.stateCache !== undefined ? { cache: options.stateCache } : {}),
+      ...(options.stateChunkBytes !== undefined ? { chunkBytes: options.stateChunkBytes } : {}),
+    });
+  }
+
+  async readQueryMetadata(): Promise<QueryMetadata | undefined> {
+    const item = await this.items.get(CHECKPOINT_ITEMS.metadata).catch((e: unknown) => { throw wrap(e, 'read the query metadata'); });
+    return item ? parseEntry<QueryMetadata>(item, this.pk) : undefined;
+  }
+
+  /**
+   * Written once, at the query's first start. A second write is accepted only if it carries the
+   * same query id and fingerprint (a retried start); anything else means two runs started at once.
+   */
+  async writeQueryMetadata(metadata: QueryMetadata): Promise<void> {
+    if (await this.items.putIfAbsent(entryItem(this.items, CHECKPOINT_ITEMS.metadata, undefined, metadata))) return;
+    const existing = await this.readQueryMetadata();
+    if (existing && JSON.stringify(existing) === JSON.stringify(metadata)) return;
+    throw new CheckpointError(
+      `The checkpoint of ${this.pk} was initialised concurrently by another run (query id ${existing?.queryId ?? 'unknown'}).`,
+      { code: 'CONCURRENT_QUERY', hint: 'only one run of a query may use a checkpoint at a time; stop the other run and restart.' },
+    );
+  }
+}

@@ -1,0 +1,534 @@
+/**
+ * DynamoDbStateStoreProvider: the engine's versioned state stores in one DynamoDB table, laid out
+ * like Spark's HDFS-backed store (delta files plus periodic snapshots) because DynamoDB bills by
+ * the item-kilobyte: one packed, gzip'd item per committed version costs a handful of write units
+ * where one item per key would cost one unit per changed key.
+ *
+ * Items, per store (pk = `${queryName}#${partitionId}#${operatorId}/${storeName}`):
+ *
+ *   d#<version>#<chunk>   the delta that made `version`: the puts and the removals of that batch
+ *   s#<version>#<chunk>   the whole state at `version`, written instead of a delta every
+ *                         `snapshotEvery` versions (version % snapshotEvery == 0)
+ *   m#<version>           the snapshot's marker, written after all its chunks: a snapshot without
+ *                         a marker is an unfinished write and is never read
+ *
+ * A payload (JSON, then gzip) above `chunkBytes` (~350 KB; DynamoDB's item limit is 400 KB) is split
+ * into chunks. Every chunk records the chunk count `n` and a hash `h` of the whole payload; chunk 0
+ * of a delta (resp. the marker of a snapshot) is written last and is the authority: a reader uses
+ * only the chunks whose hash matches it, and refuses a version whose chunks are incomplete. A
+ * re-run of the same batch rewrites its version with identical bytes (payloads are sorted by key,
+ * so the same state gives the same bytes and the same hash).
+ *
+ * open(V) loads the latest complete snapshot <= V and the deltas after it up to V, all strongly
+ * consistent (3 requests: the marker, then the snapshot chunks and the deltas in parallel); a
+ * version that was never committed is an error. A process-level cache (module scope: it survives
+ * between invocations of a warm Lambda container) holds the latest committed state per store: an
+ * open at the cached version costs no request at all; any other version is loaded from the table.
+ * Only a successful commit updates the cache, and it is keyed by table and store, so two
+ * DynamoDB endpoints with the same table names must not be used from one process.
+ *
+ * Purging: a snapshot's marker lists the items it makes obsolete (the previous snapshot and the
+ * deltas between them). When the next snapshot is written, the items listed by the previous one are
+ * deleted by key (no reads needed), so the table keeps the previous snapshot and everything after
+ * it: any version since the previous snapshot can still be opened (a re-run needs only one back).
+ *
+ * Values: the engine's immutable JSON-friendly values. JSON alone would turn `undefined` array
+ * elements and non-finite numbers into null and -0 into 0; those are written as tagged objects
+ * (`{"\u0000t": "u" | "NaN" | "Infinity" | "-Infinity" | "-0"}`) and restored on load, so a value
+ * round-trips exactly (an object property whose value is undefined is kept too). Maps, Sets,
+ * bigints and class instances are not supported (the engine stores none).
+ */
+import { createHash } from 'node:crypto';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CheckpointError } from '../errors/sluice-error.js';
+import type { CostMeter } from '../runtime/cost-meter.js';
+import type { StateStore, StateStoreId, StateStoreProvider } from '../state/state-store.js';
+import { batchWriteAll, itemSize, mapLimited, meterUnits, queryAll, writeUnitsFor, type Item } from './dynamodb-cost.js';
+import { STATE_ITEMS, padChunk, padId } from './tables.js';
+
+/** Format of the state payloads; a reader refuses a newer one. */
+export const STATE_FORMAT_VERSION = 1;
+export const DEFAULT_SNAPSHOT_EVERY = 20;
+/** Payload bytes per item: DynamoDB's limit is 400 KB per item, names and key included. */
+export const DEFAULT_CHUNK_BYTES = 350 * 1024;
+
+// ---------------------------------------------------------------------------------------------
+// Value encoding
+
+const TAG = '\u0000t';
+const TAGGED_TEXT = JSON.stringify(TAG);
+
+function needsTags(v: unknown): boolean {
+  if (v === undefined) return true;
+  if (typeof v === 'number') return !Number.isFinite(v) || Object.is(v, -0);
+  if (v === null || typeof v !== 'object') return false;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (needsTags(v[i])) return true;
+    return false;
+  }
+  for (const k in v) if (needsTags((v as Record<string, unknown>)[k])) return true;
+  return false;
+}
+
+function tagReplacer(_key: string, v: unknown): unknown {
+  if (v === undefined) return { [TAG]: 'u' };
+  if (typeof v === 'number') {
+    if (Number.isNaN(v)) return { [TAG]: 'NaN' };
+    if (v === Infinity) return { [TAG]: 'Infinity' };
+    if (v === -Infinity) return { [TAG]: '-Infinity' };
+    if (Object.is(v, -0)) return { [TAG]: '-0' };
+  }
+  return v;
+}
+
+const SPECIALS: Record<string, unknown> = { u: undefined, NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity, '-0': -0 };
+
+function untag(v: unknown): unknown {
+  if (v === null || typeof v !== 'object') return v;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) v[i] = untag(v[i]);
+    return v;
+  }
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o);
+  if (keys.length === 1 && keys[0] === TAG && typeof o[TAG] === 'string' && o[TAG] in SPECIALS) return SPECIALS[o[TAG]];
+  for (const k of keys) o[k] = untag(o[k]);
+  return o;
+}
+
+/** JSON text of a payload, exact for undefined, NaN, ±Infinity and -0. */
+export function encodeStateJson(payload: unknown, values: Iterable<unknown>): string {
+  for (const v of values) if (needsTags(v)) return JSON.stringify(payload, tagReplacer);
+  return JSON.stringify(payload);
+}
+
+export function decodeStateJson(text: string): unknown {
+  const parsed: unknown = JSON.parse(text);
+  return text.includes(TAGGED_TEXT) ? untag(parsed) : parsed;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The process-level cache
+
+interface SnapshotInfo {
+  readonly version: number;
+  readonly chunks: number;
+  /** Sort keys that become deletable once a snapshot after this one exists. */
+  readonly obsolete: readonly string[];
+}
+
+/** A store's committed state at `version` and what the table holds for it since its snapshot. */
+interface LoadedState {
+  map: Map<string, unknown>;
+  version: number;
+  /** The latest snapshot <= version (null: none, versions 1.. are all deltas). */
+  base: SnapshotInfo | null;
+  /** The deltas after `base` up to `version`: [version, chunk count]. */
+  deltas: [number, number][];
+}
+
+/** Latest committed state per store, least recently used evicted beyond `maxEntries`. */
+export class StateCache {
+  private readonly entries = new Map<string, LoadedState>();
+
+  constructor(readonly maxEntries = 32) {}
+
+  get(key: string): LoadedState | undefined {
+    const e = this.entries.get(key);
+    if (e) {
+      this.entries.delete(key);
+      this.entries.set(key, e);
+    }
+    return e;
+  }
+
+  set(key: string, state: LoadedState): void {
+    this.entries.delete(key);
+    this.entries.set(key, state);
+    while (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+  }
+
+  /** The cached version of a store, if any (for tests and diagnostics). */
+  versionOf(key: string): number | undefined {
+    return this.entries.get(key)?.version;
+  }
+
+  delete(key: string): void {
+    this.entries.delete(key);
+  }
+
+  clear(): void {
+    this.entries.clear();
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+}
+
+/** Shared by every provider in the process (a warm Lambda container keeps it between invocations). */
+export const sharedStateCache = new StateCache();
+
+// ---------------------------------------------------------------------------------------------
+// The store
+
+const TOMBSTONE: unique symbol = Symbol('removed');
+type Delta = Map<string, unknown>;
+
+class DynamoDbStateStore<V> implements StateStore<V> {
+  private delta: Delta = new Map();
+  private sizeDelta = 0;
+  private committed = false;
+
+  constructor(
+    private readonly provider: DynamoDbStateStoreProvider,
+    private readonly pk: string,
+    private readonly state: LoadedState,
+    readonly version: number,
+  ) {}
+
+  private get base(): Map<string, V> {
+    return this.state.map as Map<string, V>;
+  }
+
+  get(key: string): V | undefined {
+    const d = this.delta.get(key);
+    if (d !== undefined) return d === TOMBSTONE ? undefined : (d as V);
+    return this.base.get(key);
+  }
+
+  put(key: string, value: V): void {
+    this.checkOpen();
+    if (this.get(key) === undefined) this.sizeDelta++;
+    this.delta.set(key, value);
+  }
+
+  remove(key: string): void {
+    this.checkOpen();
+    if (this.get(key) === undefined) return;
+    this.sizeDelta--;
+    this.delta.set(key, TOMBSTONE);
+  }
+
+  *entries(): IterableIterator<[string, V]> {
+    for (const [k, v] of this.base) if (!this.delta.has(k)) yield [k, v];
+    for (const [k, v] of this.delta) if (v !== TOMBSTONE) yield [k, v as V];
+  }
+
+  get size(): number {
+    return this.base.size + this.sizeDelta;
+  }
+
+  async commit(): Promise<number> {
+    this.checkOpen();
+    const version = await this.provider.commitVersion(this.pk, this.state, this.version, this.delta);
+    this.committed = true;
+    this.delta = new Map();
+    this.sizeDelta = 0;
+    return version;
+  }
+
+  abort(): void {
+    this.delta = new Map();
+    this.sizeDelta = 0;
+  }
+
+  private checkOpen(): void {
+    if (this.committed) {
+      throw new CheckpointError(`State store ${this.pk} version ${this.version} was already committed; open the next version to change it.`, {
+        code: 'STATE_ALREADY_COMMITTED',
+      });
+    }
+  }
+}
+
+export interface DynamoDbStateStoreOptions {
+  readonly client: DynamoDBClient;
+  readonly table: string;
+  readonly queryName: string;
+  readonly partitionId: string;
+  readonly meter?: CostMeter;
+  /** A full snapshot instead of a delta every this many versions (default 20). */
+  readonly snapshotEvery?: number;
+  /** Payload bytes per item before splitting into chunks (default 350 KB). */
+  readonly chunkBytes?: number;
+  /** The latest-state cache (default: the process-wide one; null: none). */
+  readonly cache?: StateCache | null;
+}
+
+interface ChunkItem {
+  version: number;
+  chunk: number;
+  count: number;
+  hash: string;
+  data: Uint8Array;
+}
+
+export class DynamoDbStateStoreProvider implements StateStoreProvider {
+  private readonly client: DynamoDBClient;
+  private readonly table: string;
+  private readonly meter: CostMeter | undefined;
+  private readonly snapshotEvery: number;
+  private readonly chunkBytes: number;
+  private readonly cache: StateCache | null;
+  /** The last failure to delete obsolete items (purging never fails a commit). */
+  lastPurgeError: unknown = undefined;
+
+  constructor(readonly options: DynamoDbStateStoreOptions) {
+    this.client = options.client;
+    this.table = options.table;
+    this.meter = options.meter;
+    this.snapshotEvery = options.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY;
+    this.chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
+    this.cache = options.cache === undefined ? sharedStateCache : options.cache;
+    if (!Number.isInteger(this.snapshotEvery) || this.snapshotEvery < 1) throw new RangeError(`snapshotEvery must be a positive integer, got ${this.snapshotEvery}`);
+    if (!(this.chunkBytes >= 1024 && this.chunkBytes <= 380 * 1024)) throw new RangeError(`chunkBytes must be between 1 KB and 380 KB, got ${this.chunkBytes}`);
+  }
+
+  /** The partition key of a store's items. */
+  storeKey(id: StateStoreId): string {
+    return `${this.options.queryName}#${this.options.partitionId}#${id.operatorId}/${id.storeName}`;
+  }
+
+  /** The cache key of a store: table and partition key. */
+  cacheKey(id: StateStoreId): string {
+    return `${this.table}|${this.storeKey(id)}`;
+  }
+
+  async open<V>(id: StateStoreId, version: number): Promise<StateStore<V>> {
+    if (!Number.isInteger(version) || version < 0) throw new RangeError(`state version must be a non-negative integer, got ${version}`);
+    const pk = this.storeKey(id);
+    if (version === 0) return new DynamoDbStateStore<V>(this, pk, { map: new Map(), version: 0, base: null, deltas: [] }, 0);
+    const cached = this.cache?.get(`${this.table}|${pk}`);
+    if (cached && cached.version === version) return new DynamoDbStateStore<V>(this, pk, cached, version);
+    return new DynamoDbStateStore<V>(this, pk, await this.load(pk, version), version);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Loading
+
+  private async load(pk: string, version: number): Promise<LoadedState> {
+    const markers = await queryAll(this.client, {
+      TableName: this.table,
+      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :lo AND :hi',
+      ExpressionAttributeValues: { ':pk': { S: pk }, ':lo': { S: `${STATE_ITEMS.snapshotMarkerPrefix}${padId(0)}` }, ':hi': { S: `${STATE_ITEMS.snapshotMarkerPrefix}${padId(version)}` } },
+      ScanIndexForward: false, Limit: 1, ConsistentRead: true,
+    }, this.meter, 1);
+    const marker = markers[0];
+    const snapshotVersion = marker ? Number(marker.v!.N) : 0;
+    const [snapshotItems, deltaItems] = await Promise.all([
+      marker
+        ? queryAll(this.client, {
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)',
+          ExpressionAttributeValues: { ':pk': { S: pk }, ':p': { S: `${STATE_ITEMS.snapshotPrefix}${padId(snapshotVersion)}#` } },
+          ConsistentRead: true,
+        }, this.meter)
+        : Promise.resolve([]),
+      snapshotVersion < version
+        ? queryAll(this.client, {
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :pk AND sk BETWEEN :lo AND :hi',
+          ExpressionAttributeValues: {
+            ':pk': { S: pk },
+            ':lo': { S: `${STATE_ITEMS.deltaPrefix}${padId(snapshotVersion + 1)}#` },
+            ':hi': { S: `${STATE_ITEMS.deltaPrefix}${padId(version)}#~` },
+          },
+          ConsistentRead: true,
+        }, this.meter)
+        : Promise.resolve([]),
+    ]);
+    this.meter?.add('stateBytesRead', [...markers, ...snapshotItems, ...deltaItems].reduce((a, i) => a + itemSize(i), 0));
+
+    const map = new Map<string, unknown>();
+    let base: SnapshotInfo | null = null;
+    if (marker) {
+      const count = Number(marker.n!.N);
+      const hash = marker.h!.S!;
+      checkFormat(marker, pk);
+      const payload = assemble(pk, `snapshot ${snapshotVersion}`, snapshotItems.map(toChunk), count, hash);
+      const decoded = decodePayload(payload) as { e: [string, unknown][] };
+      for (const [k, v] of decoded.e) map.set(k, v);
+      base = { version: snapshotVersion, chunks: count, obsolete: JSON.parse(marker.o?.S ?? '[]') as string[] };
+    }
+
+    const byVersion = new Map<number, ChunkItem[]>();
+    for (const item of deltaItems) {
+      checkFormat(item, pk);
+      const c = toChunk(item);
+      let list = byVersion.get(c.version);
+      if (!list) byVersion.set(c.version, (list = []));
+      list.push(c);
+    }
+    const deltas: [number, number][] = [];
+    for (let v = snapshotVersion + 1; v <= version; v++) {
+      const chunks = byVersion.get(v);
+      const head = chunks?.find((c) => c.chunk === 0);
+      if (!head) throw missingVersion(pk, v, version, snapshotVersion);
+      const payload = assemble(pk, `delta ${v}`, chunks!, head.count, head.hash);
+      const d = decodePayload(payload) as { p: [string, unknown][]; r: string[] };
+      for (const [k, val] of d.p) map.set(k, val);
+      for (const k of d.r) map.delete(k);
+      deltas.push([v, head.count]);
+    }
+    return { map, version, base, deltas };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Committing
+
+  /** Writes version `fromVersion + 1` of a store and makes it the cached state. */
+  async commitVersion(pk: string, state: LoadedState, fromVersion: number, delta: Delta): Promise<number> {
+    if (state.version !== fromVersion) {
+      throw new CheckpointError(`Concurrent update to state ${pk}: version ${fromVersion} is no longer the latest (${state.version}).`, {
+        code: 'STATE_CONCURRENT_UPDATE', retryable: true,
+      });
+    }
+    const version = fromVersion + 1;
+    const snapshot = version % this.snapshotEvery === 0;
+    try {
+      if (snapshot) await this.writeSnapshot(pk, state, version, delta);
+      else state.deltas.push([version, await this.writeDelta(pk, state, version, delta)]);
+    } catch (error) {
+      if (error instanceof CheckpointError) throw error;
+      throw new CheckpointError(`Could not write state ${pk} version ${version}: ${(error as Error).message}`, {
+        code: 'STATE_WRITE_FAILED', retryable: true, cause: error, context: { pk, version },
+      });
+    }
+    for (const [k, v] of delta) {
+      if (v === TOMBSTONE) state.map.delete(k);
+      else state.map.set(k, v);
+    }
+    state.version = version;
+    this.cache?.set(`${this.table}|${pk}`, state);
+    return version;
+  }
+
+  private async writeDelta(pk: string, state: LoadedState, version: number, delta: Delta): Promise<number> {
+    const puts: [string, unknown][] = [];
+    const removes: string[] = [];
+    for (const [k, v] of delta) {
+      if (v === TOMBSTONE) {
+        if (state.map.has(k)) removes.push(k);
+      } else puts.push([k, v]);
+    }
+    puts.sort(byKey);
+    removes.sort();
+    const text = encodeStateJson({ p: puts, r: removes }, puts.map((e) => e[1]));
+    return this.writeChunks(pk, STATE_ITEMS.deltaPrefix, version, gzipSync(text), true);
+  }
+
+  private async writeSnapshot(pk: string, state: LoadedState, version: number, delta: Delta): Promise<void> {
+    const entries: [string, unknown][] = [];
+    for (const [k, v] of state.map) if (!delta.has(k)) entries.push([k, v]);
+    for (const [k, v] of delta) if (v !== TOMBSTONE) entries.push([k, v]);
+    entries.sort(byKey);
+    const payload = gzipSync(encodeStateJson({ e: entries }, entries.map((e) => e[1])));
+    const count = await this.writeChunks(pk, STATE_ITEMS.snapshotPrefix, version, payload, false);
+    // What the next snapshot may delete: the previous snapshot and the deltas since it.
+    const obsolete: string[] = [];
+    if (state.base) {
+      obsolete.push(`${STATE_ITEMS.snapshotMarkerPrefix}${padId(state.base.version)}`);
+      for (let c = 0; c < state.base.chunks; c++) obsolete.push(`${STATE_ITEMS.snapshotPrefix}${padId(state.base.version)}#${padChunk(c)}`);
+    }
+    for (const [v, n] of state.deltas) for (let c = 0; c < n; c++) obsolete.push(`${STATE_ITEMS.deltaPrefix}${padId(v)}#${padChunk(c)}`);
+    const marker: Item = {
+      pk: { S: pk }, sk: { S: `${STATE_ITEMS.snapshotMarkerPrefix}${padId(version)}` },
+      fmt: { N: String(STATE_FORMAT_VERSION) }, v: { N: String(version) }, n: { N: String(count) }, h: { S: hashOf(payload) },
+      entries: { N: String(entries.length) }, bytes: { N: String(payload.byteLength) }, o: { S: JSON.stringify(obsolete) },
+    };
+    await this.put(marker);
+    const toPurge = state.base?.obsolete ?? [];
+    state.base = { version, chunks: count, obsolete };
+    state.deltas = [];
+    if (toPurge.length > 0) {
+      try {
+        await batchWriteAll(this.client, this.table, toPurge.map((sk) => ({ DeleteRequest: { Key: { pk: { S: pk }, sk: { S: sk } } } })), this.meter);
+      } catch (error) {
+        this.lastPurgeError = error;
+      }
+    }
+  }
+
+  /**
+   * Writes a payload as chunk items; chunk 0 goes last so that, for a delta, its presence means
+   * every chunk is there. Returns the chunk count.
+   */
+  private async writeChunks(pk: string, prefix: string, version: number, payload: Buffer, headLast: boolean): Promise<number> {
+    const count = Math.max(1, Math.ceil(payload.byteLength / this.chunkBytes));
+    const hash = hashOf(payload);
+    const item = (c: number): Item => ({
+      pk: { S: pk }, sk: { S: `${prefix}${padId(version)}#${padChunk(c)}` },
+      fmt: { N: String(STATE_FORMAT_VERSION) }, v: { N: String(version) }, c: { N: String(c) }, n: { N: String(count) }, h: { S: hash },
+      z: { B: payload.subarray(c * this.chunkBytes, Math.min((c + 1) * this.chunkBytes, payload.byteLength)) },
+    });
+    const rest = Array.from({ length: count - (headLast ? 1 : 0) }, (_, i) => (headLast ? i + 1 : i));
+    await mapLimited(rest, 8, (c) => this.put(item(c)));
+    if (headLast) await this.put(item(0));
+    return count;
+  }
+
+  private async put(item: Item): Promise<void> {
+    const out = await this.client.send(new PutItemCommand({ TableName: this.table, Item: item, ReturnConsumedCapacity: 'TOTAL' }));
+    const size = itemSize(item);
+    meterUnits(this.meter, 'write', out.ConsumedCapacity, () => writeUnitsFor(size));
+    this.meter?.add('stateBytesWritten', size);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+const byKey = (a: [string, unknown], b: [string, unknown]): number => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
+
+function hashOf(payload: Uint8Array): string {
+  return createHash('sha256').update(payload).digest('hex').slice(0, 32);
+}
+
+function toChunk(item: Item): ChunkItem {
+  return { version: Number(item.v!.N), chunk: Number(item.c!.N), count: Number(item.n!.N), hash: item.h!.S!, data: item.z!.B! };
+}
+
+function checkFormat(item: Item, pk: string): void {
+  const fmt = Number(item.fmt?.N ?? '1');
+  if (fmt > STATE_FORMAT_VERSION) {
+    throw new CheckpointError(`State ${pk} item ${item.sk?.S} has format ${fmt}; this Sluice reads up to ${STATE_FORMAT_VERSION}.`, {
+      code: 'STATE_FORMAT_TOO_NEW', hint: 'run the Sluice version that wrote this state, or start with a new checkpoint.',
+    });
+  }
+}
+
+/** The payload from its chunks: only chunks of the authoritative hash, all `count` of them. */
+function assemble(pk: string, what: string, chunks: readonly ChunkItem[], count: number, hash: string): Buffer {
+  const parts: Uint8Array[] = [];
+  for (let c = 0; c < count; c++) {
+    const chunk = chunks.find((x) => x.chunk === c && x.hash === hash);
+    if (!chunk) {
+      throw new CheckpointError(`State ${pk} ${what} is incomplete: chunk ${c} of ${count} is missing or from another write.`, {
+        code: 'STATE_CHUNK_MISSING', retryable: true,
+        hint: 'a write of this version is in progress or was interrupted; retry. If it persists the state table was modified by hand.',
+      });
+    }
+    parts.push(chunk.data);
+  }
+  const payload = Buffer.concat(parts);
+  if (hashOf(payload) !== hash) {
+    throw new CheckpointError(`State ${pk} ${what} does not match its hash.`, { code: 'STATE_CORRUPT', retryable: true });
+  }
+  return payload;
+}
+
+function decodePayload(payload: Buffer): unknown {
+  return decodeStateJson(gunzipSync(payload).toString('utf8'));
+}
+
+function missingVersion(pk: string, missing: number, wanted: number, snapshotVersion: number): CheckpointError {
+  const what = missing === wanted
+    ? `State version ${wanted} of ${pk} was never committed`
+    : `State version ${wanted} of ${pk} cannot be rebuilt: the delta of version ${missing} is missing (snapshot ${snapshotVersion})`;
+  return new CheckpointError(`${what}.`, {
+    code: 'STATE_VERSION_MISSING', context: { pk, version: wanted, missing, snapshotVersion },
+    hint: 'the checkpoint and the state table disagree; restore both from the same point or start with a new checkpoint.',
+  });
+}
