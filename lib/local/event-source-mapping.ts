@@ -726,7 +726,9 @@ export class LocalEventSourceMapping {
   private async invoke(w: ShardWorker, item: WorkItem): Promise<InvokeResult> {
     const requestId = randomUUID();
     const info: InvocationInfo = { requestId, shardId: w.shardId, kind: item.kind, retryAttempt: item.retries };
-    const event: KinesisStreamEvent = { Records: [...item.records] };
+    // A fresh copy per invocation, as Lambda serializes the event: a handler mutating it cannot
+    // change what a redelivery carries.
+    const event: KinesisStreamEvent = { Records: structuredClone(item.records) };
     const startedAt = Date.now();
     let result: InvokeResult;
     let outcome: InvocationOutcome;
