@@ -1,0 +1,93 @@
+/**
+ * SluiceExampleStack: seed 003's pipeline, hourly sales per store, deployed three ways on one
+ * shared stream (one event source mapping per query):
+ *
+ *   append   → S3 files     (examples/hourly-sales-archive.ts): each closed hour once, an archive
+ *   update   → DynamoDB     (examples/hourly-sales-live.ts): one item per (hour, store), kept current
+ *   complete → S3 snapshot  (examples/hourly-sales-snapshot.ts): the whole table, replaced per batch
+ *
+ * The producer writes `{ store_id, amount, ts }` JSON with `store_id` as the partition key, which
+ * the queries declare, so the stream can have any number of shards.
+ */
+import { Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import * as kinesis from 'aws-cdk-lib/aws-kinesis';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import type { Construct } from 'constructs';
+import { join } from 'node:path';
+import { PROJECT_ROOT } from './build-dir.js';
+import { acknowledge } from './nag-acknowledgments.js';
+import { StreamingQuery, type StreamingQueryProps } from './streaming-query.js';
+
+export interface SluiceExampleStackProps extends StackProps {
+  /**
+   * Shards of the sales stream.
+   *
+   * @default 2
+   */
+  readonly shardCount?: number;
+
+  /**
+   * What happens to the stream, tables and buckets on `cdk destroy`.
+   *
+   * @default RemovalPolicy.RETAIN
+   */
+  readonly removalPolicy?: RemovalPolicy;
+
+  /** Settings applied to all three queries (batch size, memory, schedule, ...). */
+  readonly queryDefaults?: Partial<Omit<StreamingQueryProps, 'queryModule' | 'stream' | 'sinkBucket' | 'deadLetterBucket'>>;
+}
+
+export class SluiceExampleStack extends Stack {
+  public readonly salesStream: kinesis.Stream;
+  public readonly resultsBucket: s3.Bucket;
+  public readonly deadLetterBucket: s3.Bucket;
+  public readonly archive: StreamingQuery;
+  public readonly live: StreamingQuery;
+  public readonly snapshot: StreamingQuery;
+
+  constructor(scope: Construct, id: string, props: SluiceExampleStackProps = {}) {
+    super(scope, id, props);
+    const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
+    const shardCount = props.shardCount ?? 2;
+
+    this.salesStream = new kinesis.Stream(this, 'SalesStream', {
+      streamMode: kinesis.StreamMode.PROVISIONED,
+      shardCount,
+      retentionPeriod: Duration.hours(24),
+      encryption: kinesis.StreamEncryption.MANAGED,
+      removalPolicy,
+    });
+    const bucketProps: s3.BucketProps = {
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      enforceSSL: true,
+      versioned: false,
+      removalPolicy,
+    };
+    this.resultsBucket = new s3.Bucket(this, 'ResultsBucket', bucketProps);
+    this.deadLetterBucket = new s3.Bucket(this, 'DeadLetterBucket', bucketProps);
+    for (const bucket of [this.resultsBucket, this.deadLetterBucket]) {
+      acknowledge(bucket, 'AwsSolutions-S1',
+        'Example stack: server access logging is left out to keep the example small; only the pipeline\'s function roles '
+        + 'use this bucket. Production deployments pass an access-log bucket.');
+    }
+
+    const shared = {
+      ...props.queryDefaults,
+      stream: this.salesStream,
+      expectedShardCount: shardCount,
+      deadLetterBucket: this.deadLetterBucket,
+      removalPolicy,
+    };
+    const example = (name: string): string => join(PROJECT_ROOT, 'examples', name);
+    this.archive = new StreamingQuery(this, 'HourlySalesArchive', {
+      ...shared, queryModule: example('hourly-sales-archive.ts'), sinkBucket: this.resultsBucket,
+    });
+    this.live = new StreamingQuery(this, 'HourlySalesLive', {
+      ...shared, queryModule: example('hourly-sales-live.ts'),
+    });
+    this.snapshot = new StreamingQuery(this, 'HourlySalesSnapshot', {
+      ...shared, queryModule: example('hourly-sales-snapshot.ts'), sinkBucket: this.resultsBucket,
+    });
+  }
+}

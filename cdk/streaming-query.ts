@@ -1,0 +1,665 @@
+/**
+ * StreamingQuery: one Sluice query deployed as a serverless pipeline.
+ *
+ *   Kinesis stream ──(event source mapping, one batch of one shard = one micro-batch)──▶ Kinesis-trigger function
+ *   EventBridge schedule ──(no-data batches, idle shards, `{ "mode": "drain" }`)──────────▶ scheduled function
+ *   both ──▶ checkpoint + state tables (DynamoDB), the sink (S3 files / S3 snapshot / DynamoDB), dead letters (S3)
+ *   batches that exhaust retries ──▶ on-failure SQS queue;  CloudWatch alarms on lag, errors, bad and late input
+ *
+ * The query module is loaded and validated with the engine's analyzer when the construct is
+ * created, so `cdk synth` refuses a query the runtime would refuse (unsupported shape for the
+ * output mode, a sink that cannot take the mode, state not co-partitioned with the stream).
+ */
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kinesis from 'aws-cdk-lib/aws-kinesis';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { KinesisEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
+import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import { Construct } from 'constructs';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { StreamingQueryDefinition } from '../lib/api/query-definition.js';
+import { METRIC, METRIC_DIMENSION_QUERY, METRICS_NAMESPACE } from '../lib/runtime/metric-names.js';
+import { runtimeConfigToEnv, type RuntimeConfig } from '../lib/runtime/runtime-config.js';
+import { PROJECT_ROOT } from './build-dir.js';
+import { triggerModulePath, writeHandlerEntry, type TriggerKind } from './generated-entry.js';
+import { acknowledge, iamResourceFinding } from './nag-acknowledgments.js';
+import { loadQueryModule, resolveQueryModule } from './query-module.js';
+
+/**
+ * The `service` dimension Powertools Metrics adds next to `query` (lib/aws/observability.ts
+ * creates its Metrics with serviceName 'sluice'). A CloudWatch metric is identified by its full
+ * dimension set, so the alarms name both.
+ */
+export const METRIC_SERVICE_DIMENSION = { name: 'service', value: 'sluice' } as const;
+
+/** Table key attribute names (lib/aws/tables.ts: CHECKPOINT_/STATE_/SINK_TABLE_KEYS). */
+const PARTITION_KEY = 'pk';
+const SORT_KEY = 'sk';
+
+/** Data-plane actions on the checkpoint, state and sink tables; no Scan, no table management. */
+const TABLE_DATA_ACTIONS = [
+  'dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query',
+  'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:BatchWriteItem',
+  'dynamodb:ConditionCheckItem', 'dynamodb:DescribeTable',
+];
+/** The S3 sinks read their manifest/pointer, write data objects, and delete superseded ones. */
+const SINK_OBJECT_ACTIONS = ['s3:GetObject', 's3:PutObject', 's3:DeleteObject'];
+/** Dead letters are only ever written (one object per record, keyed by its identity). */
+const DEAD_LETTER_OBJECT_ACTIONS = ['s3:PutObject'];
+
+const ONE_HOUR = Duration.hours(1);
+const MIN_RECORD_AGE = Duration.seconds(60);
+const MAX_RECORD_AGE = Duration.days(7);
+
+export interface StreamingQueryProps {
+  /**
+   * Path to the query module: a TypeScript/JavaScript module whose default export is a
+   * `StreamingQueryDefinition` (see examples/). Absolute, or relative to the directory `cdk` runs
+   * in. It is loaded and validated at synth time and bundled into both functions.
+   */
+  readonly queryModule: string;
+
+  /**
+   * The Kinesis stream to read. Several queries may share one stream (each gets its own event
+   * source mapping).
+   *
+   * @default - a new provisioned stream with `shardCount` shards, `streamRetention`, and
+   * server-side encryption with the AWS-managed key
+   */
+  readonly stream?: kinesis.IStream;
+
+  /**
+   * Shards of the stream the construct creates. Not allowed with `stream`.
+   *
+   * @default 1
+   */
+  readonly shardCount?: number;
+
+  /**
+   * Retention of the stream: set on a created stream; for a given `stream`, say what it has.
+   * It sets the default `maxRecordAge`.
+   *
+   * @default Duration.hours(24) (Kinesis's default)
+   */
+  readonly streamRetention?: Duration;
+
+  /**
+   * Number of shards the stream has. With 1, any stateful query runs without a declared partition
+   * key; with more, a stateful query must declare `source.partitionKey` among its grouping keys,
+   * or synth fails (STATE_NOT_CO_PARTITIONED). Passed to the functions, which check it again.
+   *
+   * @default - `shardCount` for a created stream; unknown for a given `stream` (then a stateful
+   * query must declare its partition key)
+   */
+  readonly expectedShardCount?: number;
+
+  /**
+   * Bucket of an `s3-files` or `s3-snapshot` sink. Not allowed for a `dynamodb` sink.
+   *
+   * @default - a new bucket (S3-managed encryption, public access blocked, SSL enforced,
+   * unversioned, `removalPolicy`)
+   */
+  readonly sinkBucket?: s3.IBucket;
+
+  /**
+   * Key prefix of an S3 sink; the functions may read and write only under it.
+   *
+   * @default - the definition's `sink.prefix`, else `<query name>/`
+   */
+  readonly sinkPrefix?: string;
+
+  /**
+   * Table of a `dynamodb` sink: partition key `pk` (string), no sort key. Not allowed for S3 sinks.
+   *
+   * @default - a new table (pk S, on-demand, point-in-time recovery, AWS-managed encryption,
+   * `removalPolicy`)
+   */
+  readonly sinkTable?: dynamodb.ITable;
+
+  /**
+   * Bucket for records that cannot be decoded (one object per record with its raw bytes, shard,
+   * sequence number and reason). May be shared by several queries.
+   *
+   * @default - a new bucket, like the default sink bucket
+   */
+  readonly deadLetterBucket?: s3.IBucket;
+
+  /**
+   * Key prefix of the dead letters; objects go to `<prefix><query name>/<shard>/<sequence>.json`.
+   *
+   * @default 'dead-letter/'
+   */
+  readonly deadLetterPrefix?: string;
+
+  /**
+   * Bucket that receives the server access logs of the buckets this construct creates.
+   *
+   * @default - no access logging (acknowledged as AwsSolutions-S1)
+   */
+  readonly accessLogsBucket?: s3.IBucket;
+
+  /**
+   * Records per invocation (1 to 10000). One invocation is one micro-batch of one shard.
+   *
+   * @default 100
+   */
+  readonly batchSize?: number;
+
+  /**
+   * How long the event source mapping gathers records before invoking (0 to 300 seconds).
+   *
+   * @default Duration.seconds(1)
+   */
+  readonly maxBatchingWindow?: Duration;
+
+  /**
+   * Where a new event source mapping starts reading.
+   *
+   * @default lambda.StartingPosition.TRIM_HORIZON (the oldest record still in the stream)
+   */
+  readonly startingPosition?: lambda.StartingPosition;
+
+  /**
+   * With `StartingPosition.AT_TIMESTAMP`: the time, in seconds since the epoch.
+   *
+   * @default - none
+   */
+  readonly startingPositionTimestamp?: number;
+
+  /**
+   * Retries of a failing batch, -1 for unlimited. Sluice commits a shard's records in order and
+   * answers each invocation with the first uncommitted record, so a retry resumes exactly there.
+   * A batch that runs out of retries is skipped: its records never reach the query (their shard
+   * and sequence range go to the on-failure queue). Unlimited retries keep the shard waiting
+   * until the fault is fixed; `maxRecordAge` bounds the wait.
+   *
+   * @default -1 (unlimited)
+   */
+  readonly retryAttempts?: number;
+
+  /**
+   * Age after which a failing batch is given up (60 seconds to 7 days): its shard and sequence
+   * range are sent to the on-failure queue (and alarmed on) while the records are still in the
+   * stream, so they can be replayed. Without it a stuck shard's records would silently expire with
+   * the stream's retention.
+   *
+   * @default - `streamRetention` minus one hour (23 hours for Kinesis's default 24-hour retention),
+   * within 60 seconds to 7 days
+   */
+  readonly maxRecordAge?: Duration;
+
+  /**
+   * Split a batch in two and retry when the function errors (partial failures are reported with
+   * batchItemFailures either way; this covers a function that crashes or times out).
+   *
+   * @default true
+   */
+  readonly bisectBatchOnError?: boolean;
+
+  /**
+   * Batches of one shard processed at once. Only 1 is supported: a shard is a state partition
+   * with exactly one writer, and each batch's checkpoint and state follow the previous batch's.
+   * To scale out, add shards (and declare the query's partition key).
+   *
+   * @default 1
+   */
+  readonly parallelizationFactor?: number;
+
+  /**
+   * Memory of both functions, in MiB (also buys CPU).
+   *
+   * @default 1024
+   */
+  readonly memorySize?: number;
+
+  /**
+   * Timeout of both functions.
+   *
+   * @default Duration.minutes(1)
+   */
+  readonly timeout?: Duration;
+
+  /**
+   * How often the scheduled trigger runs (no-data batches that close windows when input stops,
+   * idle-shard checks). At least one minute.
+   *
+   * @default Duration.minutes(1)
+   */
+  readonly scheduleRate?: Duration;
+
+  /**
+   * A shard with no new records for this long, confirmed caught up, stops holding back the
+   * query's watermark (its minimum over shards).
+   *
+   * @default Duration.minutes(5)
+   */
+  readonly idleShardTimeout?: Duration;
+
+  /**
+   * Retention of the functions' log groups.
+   *
+   * @default logs.RetentionDays.ONE_MONTH
+   */
+  readonly logRetention?: logs.RetentionDays;
+
+  /**
+   * A full state snapshot every this many batches (deltas in between).
+   *
+   * @default 20 (the runtime's default)
+   */
+  readonly snapshotEveryBatches?: number;
+
+  /**
+   * What happens to the stateful resources this construct creates (stream, tables, buckets, queue,
+   * log groups) when they leave the stack. A non-empty bucket is never deleted by CloudFormation.
+   *
+   * @default RemovalPolicy.RETAIN
+   */
+  readonly removalPolicy?: RemovalPolicy;
+
+  /**
+   * Alarm when the Kinesis-trigger function's iterator age (how far behind the stream it is) stays
+   * above this for five minutes.
+   *
+   * @default Duration.minutes(10)
+   */
+  readonly iteratorAgeAlarmThreshold?: Duration;
+
+  /**
+   * Action added to every alarm (e.g. an SNS topic action).
+   *
+   * @default - alarms without actions (see the `alarms` property)
+   */
+  readonly alarmAction?: cloudwatch.IAlarmAction;
+}
+
+/** The alarms, for adding actions or dashboards. */
+export interface StreamingQueryAlarms {
+  /** The Kinesis-trigger function is behind the stream (AWS/Lambda IteratorAge, maximum). */
+  readonly iteratorAge: cloudwatch.Alarm;
+  /** The Kinesis-trigger function failed (crashed, timed out, or refused its configuration). */
+  readonly kinesisTriggerErrors: cloudwatch.Alarm;
+  /** The scheduled function failed. */
+  readonly scheduledTriggerErrors: cloudwatch.Alarm;
+  /** Batches kept failing for 15 minutes (Sluice/FailedTriggers): a shard is stuck retrying. */
+  readonly failedTriggers: cloudwatch.Alarm;
+  /** Records that could not be decoded went to the dead-letter bucket (Sluice/DeadLetteredRecords). */
+  readonly deadLetteredRecords: cloudwatch.Alarm;
+  /** Rows arrived behind the watermark and were dropped (Sluice/RowsDroppedByWatermark). */
+  readonly rowsDroppedByWatermark: cloudwatch.Alarm;
+  /** A batch was given up after its retries or maximum age: records were skipped. */
+  readonly skippedBatches: cloudwatch.Alarm;
+}
+
+export class StreamingQuery extends Construct {
+  /** The query, as the module's default export. */
+  public readonly definition: StreamingQueryDefinition;
+  /** The query's name: its checkpoint, state and metrics are keyed by it. */
+  public readonly queryName: string;
+  /** Absolute path of the query module. */
+  public readonly queryModulePath: string;
+  public readonly stream: kinesis.IStream;
+  /** Shards the query was validated for (undefined: unknown, a partition key is required). */
+  public readonly expectedShardCount: number | undefined;
+  public readonly checkpointTable: dynamodb.Table;
+  public readonly stateTable: dynamodb.Table;
+  /** The S3 sink's bucket (S3 sinks only). */
+  public readonly sinkBucket: s3.IBucket | undefined;
+  /** The S3 sink's key prefix (S3 sinks only). */
+  public readonly sinkPrefix: string | undefined;
+  /** The DynamoDB sink's table (DynamoDB sink only). */
+  public readonly sinkTable: dynamodb.ITable | undefined;
+  public readonly deadLetterBucket: s3.IBucket;
+  public readonly deadLetterPrefix: string;
+  /** Where the event source mapping sends batches it gives up (shard and sequence range). */
+  public readonly onFailureQueue: sqs.Queue;
+  public readonly kinesisTriggerFunction: nodejs.NodejsFunction;
+  public readonly scheduledTriggerFunction: nodejs.NodejsFunction;
+  public readonly eventSource: KinesisEventSource;
+  public readonly scheduleRule: events.Rule;
+  public readonly alarms: StreamingQueryAlarms;
+  /** The functions' environment (RUNTIME_ENV variables). */
+  public readonly environment: Readonly<Record<string, string>>;
+
+  constructor(scope: Construct, id: string, props: StreamingQueryProps) {
+    super(scope, id);
+    const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
+
+    // ── The query: loaded and validated before any resource exists ──────────────────────────
+    this.queryModulePath = resolveQueryModule(props.queryModule);
+    const loaded = loadQueryModule(this.queryModulePath);
+    this.definition = loaded.definition;
+    this.queryName = String(this.definition.name);
+    this.checkProps(props);
+
+    const { stream, expectedShardCount, streamRetention } = this.resolveStream(props, removalPolicy);
+    this.stream = stream;
+    this.expectedShardCount = expectedShardCount;
+    try {
+      loaded.validate({ expectedShardCount });
+    } catch (error) {
+      throw this.withContext(error, `query '${this.queryName}' (${this.queryModulePath})`);
+    }
+
+    // ── State, sink and dead letters ────────────────────────────────────────────────────────
+    this.checkpointTable = this.table('CheckpointTable', true, removalPolicy);
+    this.stateTable = this.table('StateTable', true, removalPolicy);
+    const sink = this.definition.sink;
+    if (sink.kind === 'dynamodb') {
+      this.sinkTable = props.sinkTable ?? this.table('SinkTable', false, removalPolicy);
+    } else {
+      this.sinkBucket = props.sinkBucket ?? this.bucket('SinkBucket', props.accessLogsBucket, removalPolicy);
+      this.sinkPrefix = props.sinkPrefix ?? sink.prefix ?? `${this.queryName}/`;
+    }
+    this.deadLetterBucket = props.deadLetterBucket ?? this.bucket('DeadLetterBucket', props.accessLogsBucket, removalPolicy);
+    this.deadLetterPrefix = props.deadLetterPrefix ?? 'dead-letter/';
+    this.onFailureQueue = new sqs.Queue(this, 'OnFailureQueue', {
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: Duration.days(14),
+      removalPolicy,
+    });
+    acknowledge(this.onFailureQueue, 'AwsSolutions-SQS3',
+      'This queue is itself a dead-letter destination: the on-failure destination of the Kinesis event source mapping, '
+      + 'holding the shard and sequence range of batches given up. Nothing consumes it automatically; it is alarmed on.');
+
+    // ── Functions ───────────────────────────────────────────────────────────────────────────
+    const config: Partial<RuntimeConfig> = {
+      checkpointTable: this.checkpointTable.tableName,
+      stateTable: this.stateTable.tableName,
+      sinkBucket: this.sinkBucket?.bucketName,
+      sinkPrefix: this.sinkPrefix,
+      sinkTable: this.sinkTable?.tableName,
+      deadLetterBucket: this.deadLetterBucket.bucketName,
+      deadLetterPrefix: this.deadLetterPrefix,
+      streamName: this.stream.streamName,
+      idleShardTimeoutMs: (props.idleShardTimeout ?? Duration.minutes(5)).toMilliseconds(),
+      expectedShardCount,
+      snapshotEveryBatches: props.snapshotEveryBatches ?? 20,
+    };
+    this.environment = { ...runtimeConfigToEnv(config), NODE_OPTIONS: '--enable-source-maps' };
+
+    this.kinesisTriggerFunction = this.triggerFunction('KinesisTrigger', 'kinesis', props, removalPolicy,
+      `Sluice query ${this.queryName}: one micro-batch per Kinesis shard batch`);
+    this.scheduledTriggerFunction = this.triggerFunction('ScheduledTrigger', 'scheduled', props, removalPolicy,
+      `Sluice query ${this.queryName}: scheduled no-data batches, idle shards, drain`);
+    for (const fn of [this.kinesisTriggerFunction, this.scheduledTriggerFunction]) this.grantDataAccess(fn);
+    // The scheduled trigger lists shards and reads them (idle checks, drain); the event source
+    // mapping grants the same read access to the Kinesis-trigger function.
+    this.stream.grantRead(this.scheduledTriggerFunction);
+
+    // ── Triggers ────────────────────────────────────────────────────────────────────────────
+    this.eventSource = new KinesisEventSource(this.stream, {
+      startingPosition: props.startingPosition ?? lambda.StartingPosition.TRIM_HORIZON,
+      startingPositionTimestamp: props.startingPositionTimestamp,
+      batchSize: props.batchSize ?? 100,
+      maxBatchingWindow: props.maxBatchingWindow ?? Duration.seconds(1),
+      retryAttempts: props.retryAttempts ?? -1,
+      maxRecordAge: props.maxRecordAge ?? defaultMaxRecordAge(streamRetention),
+      bisectBatchOnError: props.bisectBatchOnError ?? true,
+      parallelizationFactor: 1,
+      reportBatchItemFailures: true,
+      onFailure: new SqsDlq(this.onFailureQueue),
+    });
+    this.kinesisTriggerFunction.addEventSource(this.eventSource);
+
+    this.scheduleRule = new events.Rule(this, 'Schedule', {
+      description: `Sluice query ${this.queryName}: scheduled trigger`,
+      schedule: events.Schedule.rate(props.scheduleRate ?? Duration.minutes(1)),
+      targets: [new targets.LambdaFunction(this.scheduledTriggerFunction, {
+        event: events.RuleTargetInput.fromObject({ mode: 'tick' }),
+        // The next tick is the retry: a failed tick is not worth queueing behind it.
+        retryAttempts: 0,
+      })],
+    });
+
+    // ── Alarms ──────────────────────────────────────────────────────────────────────────────
+    this.alarms = this.createAlarms(props);
+    if (props.alarmAction) for (const alarm of Object.values(this.alarms)) alarm.addAlarmAction(props.alarmAction);
+  }
+
+  /** A metric the functions publish for this query (namespace Sluice, dimensions service + query). */
+  public metric(metricName: string, options: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return new cloudwatch.Metric({
+      namespace: METRICS_NAMESPACE,
+      metricName,
+      dimensionsMap: { [METRIC_SERVICE_DIMENSION.name]: METRIC_SERVICE_DIMENSION.value, [METRIC_DIMENSION_QUERY]: this.queryName },
+      statistic: cloudwatch.Stats.SUM,
+      period: Duration.minutes(5),
+      ...options,
+    });
+  }
+
+  // ── Props ───────────────────────────────────────────────────────────────────────────────────
+
+  private checkProps(props: StreamingQueryProps): void {
+    const sink = this.definition.sink;
+    if (props.parallelizationFactor !== undefined && props.parallelizationFactor !== 1) {
+      throw this.propError(`parallelizationFactor ${props.parallelizationFactor} is not supported; only 1 is. `
+        + 'Sluice keeps one state partition per Kinesis shard with exactly one writer: batch N+1 of a shard starts from the '
+        + 'checkpoint and state that batch N committed, so two batches of one shard can never run at once. '
+        + 'To scale out, add shards (shardCount, or UpdateShardCount on your stream) and declare the query\'s '
+        + 'source.partitionKey so its state stays co-partitioned with them.');
+    }
+    if (props.batchSize !== undefined && !(Number.isInteger(props.batchSize) && props.batchSize >= 1 && props.batchSize <= 10_000)) {
+      throw this.propError(`batchSize must be an integer from 1 to 10000, got ${props.batchSize}.`);
+    }
+    if (props.shardCount !== undefined) {
+      if (props.stream) throw this.propError(`shardCount (${props.shardCount}) applies only to a stream the construct creates; a stream was given.`);
+      if (!Number.isInteger(props.shardCount) || props.shardCount < 1) throw this.propError(`shardCount must be a positive integer, got ${props.shardCount}.`);
+    }
+    if (props.expectedShardCount !== undefined && (!Number.isInteger(props.expectedShardCount) || props.expectedShardCount < 1)) {
+      throw this.propError(`expectedShardCount must be a positive integer, got ${props.expectedShardCount}.`);
+    }
+    if (props.snapshotEveryBatches !== undefined && (!Number.isInteger(props.snapshotEveryBatches) || props.snapshotEveryBatches < 1)) {
+      throw this.propError(`snapshotEveryBatches must be a positive integer, got ${props.snapshotEveryBatches}.`);
+    }
+    if (props.startingPositionTimestamp !== undefined && props.startingPosition !== lambda.StartingPosition.AT_TIMESTAMP) {
+      throw this.propError('startingPositionTimestamp needs startingPosition: StartingPosition.AT_TIMESTAMP.');
+    }
+    if (sink.kind === 'dynamodb') {
+      if (props.sinkBucket || props.sinkPrefix !== undefined) {
+        throw this.propError(`sinkBucket and sinkPrefix are for the s3-files and s3-snapshot sinks; query '${this.queryName}' writes to a dynamodb sink (use sinkTable).`);
+      }
+    } else {
+      if (props.sinkTable) {
+        throw this.propError(`sinkTable is for the dynamodb sink; query '${this.queryName}' writes to an ${sink.kind} sink (use sinkBucket and sinkPrefix).`);
+      }
+      if (props.sinkPrefix !== undefined && sink.prefix !== undefined && props.sinkPrefix !== sink.prefix) {
+        throw this.propError(`sinkPrefix '${props.sinkPrefix}' differs from the query's sink.prefix '${sink.prefix}'; set one of them.`);
+      }
+    }
+  }
+
+  private resolveStream(props: StreamingQueryProps, removalPolicy: RemovalPolicy): {
+    stream: kinesis.IStream; expectedShardCount: number | undefined; streamRetention: Duration;
+  } {
+    const streamRetention = props.streamRetention ?? Duration.hours(24);
+    if (props.stream) return { stream: props.stream, expectedShardCount: props.expectedShardCount, streamRetention };
+    const shardCount = props.shardCount ?? 1;
+    if (props.expectedShardCount !== undefined && props.expectedShardCount !== shardCount) {
+      throw this.propError(`expectedShardCount (${props.expectedShardCount}) differs from the shardCount of the stream this construct creates (${shardCount}).`);
+    }
+    const stream = new kinesis.Stream(this, 'Stream', {
+      streamMode: kinesis.StreamMode.PROVISIONED,
+      shardCount,
+      retentionPeriod: streamRetention,
+      encryption: kinesis.StreamEncryption.MANAGED,
+      removalPolicy,
+    });
+    return { stream, expectedShardCount: shardCount, streamRetention };
+  }
+
+  // ── Resources ───────────────────────────────────────────────────────────────────────────────
+
+  private table(id: string, withSortKey: boolean, removalPolicy: RemovalPolicy): dynamodb.Table {
+    return new dynamodb.Table(this, id, {
+      partitionKey: { name: PARTITION_KEY, type: dynamodb.AttributeType.STRING },
+      ...(withSortKey ? { sortKey: { name: SORT_KEY, type: dynamodb.AttributeType.STRING } } : {}),
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      encryption: dynamodb.TableEncryption.AWS_MANAGED,
+      removalPolicy,
+    });
+  }
+
+  private bucket(id: string, accessLogsBucket: s3.IBucket | undefined, removalPolicy: RemovalPolicy): s3.Bucket {
+    const bucket = new s3.Bucket(this, id, {
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      enforceSSL: true,
+      versioned: false,
+      removalPolicy,
+      ...(accessLogsBucket ? { serverAccessLogsBucket: accessLogsBucket, serverAccessLogsPrefix: `${this.node.path}/${id}/` } : {}),
+    });
+    if (!accessLogsBucket) {
+      acknowledge(bucket, 'AwsSolutions-S1',
+        'Server access logging is opt-in through the accessLogsBucket prop: only the pipeline\'s own function roles '
+        + 'read or write this bucket, and a log bucket of its own would need the same exemption.');
+    }
+    return bucket;
+  }
+
+  private triggerFunction(
+    id: string, kind: TriggerKind, props: StreamingQueryProps, removalPolicy: RemovalPolicy, description: string,
+  ): nodejs.NodejsFunction {
+    const functionModule = triggerModulePath(kind);
+    if (!existsSync(functionModule)) {
+      throw this.propError(`the ${kind} trigger entry point ${functionModule} does not exist; it is part of Sluice (functions/).`);
+    }
+    const logGroup = new logs.LogGroup(this, `${id}Logs`, {
+      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
+      removalPolicy,
+    });
+    // An explicit role: no AWS-managed policy, and log writes only to this function's log group.
+    const role = new iam.Role(this, `${id}Role`, {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: `${description} (execution role)`,
+    });
+    logGroup.grantWrite(role);
+    const fn = new nodejs.NodejsFunction(this, id, {
+      entry: writeHandlerEntry(kind, this.queryModulePath),
+      handler: 'handler',
+      projectRoot: PROJECT_ROOT,
+      depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json'),
+      runtime: lambda.Runtime.NODEJS_22_X,
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: props.memorySize ?? 1024,
+      timeout: props.timeout ?? Duration.minutes(1),
+      description: description.slice(0, 256),
+      environment: { ...this.environment },
+      role,
+      logGroup,
+      // Scheduled invocations are asynchronous; the next tick is the retry.
+      ...(kind === 'scheduled' ? { retryAttempts: 0 } : {}),
+      bundling: {
+        minify: true,
+        sourceMap: true,
+        sourcesContent: false,
+        target: 'node22',
+        format: nodejs.OutputFormat.CJS,
+        // The AWS SDK is bundled: the engine is tested against the pinned SDK versions.
+        bundleAwsSDK: true,
+        forceDockerBundling: false,
+        logLevel: nodejs.LogLevel.ERROR,
+      },
+    });
+    acknowledge(fn, 'AwsSolutions-L1',
+      'Sluice is built and tested on Node.js 22 (nodejs22.x), the runtime the engine and its bundles target; '
+      + 'moving to a newer runtime is a tested upgrade, not a synth-time default.');
+    return fn;
+  }
+
+  /** Least privilege: the query's own tables, its sink (prefix-scoped for S3), its dead-letter prefix. */
+  private grantDataAccess(fn: lambda.Function): void {
+    for (const table of [this.checkpointTable, this.stateTable, ...(this.sinkTable ? [this.sinkTable] : [])]) {
+      table.grant(fn, ...TABLE_DATA_ACTIONS);
+    }
+    const findings: string[] = [];
+    if (this.sinkBucket && this.sinkPrefix !== undefined) {
+      findings.push(this.grantObjects(fn, this.sinkBucket, this.sinkPrefix, SINK_OBJECT_ACTIONS));
+      // ListBucket lets the sink list its own files and tells a missing key (404) from a denied
+      // one (403); it reveals key names only, not contents.
+      iam.Grant.addToPrincipal({ grantee: fn, actions: ['s3:ListBucket'], resourceArns: [this.sinkBucket.bucketArn] });
+    }
+    findings.push(this.grantObjects(fn, this.deadLetterBucket, this.deadLetterPrefix, DEAD_LETTER_OBJECT_ACTIONS));
+    for (const finding of new Set(findings)) {
+      acknowledge(fn.role!, `AwsSolutions-IAM5[${finding}]`,
+        'Object-level S3 access is scoped to this query\'s own key prefix; the object keys below it (batch files, '
+        + 'snapshots, one dead letter per record) are created at run time, so the resource must end in a wildcard.');
+    }
+  }
+
+  private grantObjects(fn: lambda.Function, bucket: s3.IBucket, prefix: string, actions: string[]): string {
+    const objects = bucket.arnForObjects(`${prefix}*`);
+    iam.Grant.addToPrincipal({ grantee: fn, actions, resourceArns: [objects] });
+    bucket.encryptionKey?.grantEncryptDecrypt(fn);
+    return iamResourceFinding(fn, objects);
+  }
+
+  private createAlarms(props: StreamingQueryProps): StreamingQueryAlarms {
+    const fiveMinutes = Duration.minutes(5);
+    const alarm = (id: string, metric: cloudwatch.IMetric, description: string, options: Partial<cloudwatch.CreateAlarmOptions> = {}): cloudwatch.Alarm =>
+      new cloudwatch.Alarm(this, id, {
+        metric,
+        threshold: 1,
+        evaluationPeriods: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        alarmDescription: `Sluice query ${this.queryName}: ${description}`,
+        ...options,
+      });
+    const iteratorAgeThreshold = props.iteratorAgeAlarmThreshold ?? Duration.minutes(10);
+    return {
+      iteratorAge: alarm('IteratorAgeAlarm',
+        this.kinesisTriggerFunction.metric('IteratorAge', { statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1) }),
+        `the Kinesis trigger is more than ${iteratorAgeThreshold.toHumanString()} behind the stream. Look for FailedTriggers and errors in its logs; a healthy but slow query needs more shards or memory.`,
+        { threshold: iteratorAgeThreshold.toMilliseconds(), evaluationPeriods: 5, comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD }),
+      kinesisTriggerErrors: alarm('KinesisTriggerErrorsAlarm',
+        this.kinesisTriggerFunction.metricErrors({ period: fiveMinutes, statistic: cloudwatch.Stats.SUM }),
+        'the Kinesis-trigger function failed (crash, timeout, or a configuration/query it refuses at cold start). Records are retried; see its log group.'),
+      scheduledTriggerErrors: alarm('ScheduledTriggerErrorsAlarm',
+        this.scheduledTriggerFunction.metricErrors({ period: fiveMinutes, statistic: cloudwatch.Stats.SUM }),
+        'the scheduled-trigger function failed; windows may not close while input is quiet. See its log group.'),
+      failedTriggers: alarm('FailedTriggersAlarm', this.metric(METRIC.failedTriggers),
+        'batches kept failing for 15 minutes: a shard is stuck retrying from its first uncommitted record. See the functions\' logs.',
+        { evaluationPeriods: 3 }),
+      deadLetteredRecords: alarm('DeadLetteredRecordsAlarm', this.metric(METRIC.deadLetteredRecords),
+        'records that do not fit the source schema were written to the dead-letter bucket (raw bytes, shard, sequence number, reason).'),
+      rowsDroppedByWatermark: alarm('RowsDroppedByWatermarkAlarm', this.metric(METRIC.rowsDroppedByWatermark),
+        'rows arrived later than the watermark delay allows and were dropped; consider a longer withWatermark delay.'),
+      skippedBatches: alarm('SkippedBatchesAlarm',
+        this.onFailureQueue.metricApproximateNumberOfMessagesVisible({ period: fiveMinutes, statistic: cloudwatch.Stats.MAXIMUM }),
+        'the event source mapping gave up a batch (retries or maximum record age exhausted): its records were skipped. The on-failure queue holds the shard and sequence range to replay while they are still in the stream.'),
+    };
+  }
+
+  // ── Errors ──────────────────────────────────────────────────────────────────────────────────
+
+  private propError(message: string): Error {
+    return new Error(`StreamingQuery ${this.node.path}: ${message}`);
+  }
+
+  /** The engine's error, unchanged in class, code and hint, with where it comes from in front. */
+  private withContext(error: unknown, what: string): unknown {
+    if (!(error instanceof Error)) return error;
+    const original = error.message;
+    error.message = `StreamingQuery ${this.node.path}: ${what}: ${original}`;
+    if (error.stack?.includes(original)) error.stack = error.stack.replace(original, error.message);
+    return error;
+  }
+}
+
+function defaultMaxRecordAge(streamRetention: Duration): Duration {
+  const seconds = Math.min(Math.max(streamRetention.toSeconds() - ONE_HOUR.toSeconds(), MIN_RECORD_AGE.toSeconds()), MAX_RECORD_AGE.toSeconds());
+  return Duration.seconds(seconds);
+}
