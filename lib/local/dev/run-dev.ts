@@ -1,0 +1,255 @@
+/**
+ * `sluice dev`: a query run end to end on this machine, through the same code a deployment runs.
+ *
+ *   1. Start the embedded emulators (kinesis-mock, DynamoDB Local, s3rver; or AWS_ENDPOINT_URL).
+ *   2. Create the stream (N shards), the checkpoint/state/sink tables and the S3 buckets.
+ *   3. Put the events (a file, or generated sample sales with late rows and malformed records).
+ *   4. Run the real Kinesis-trigger Lambda handler under a local event source mapping (Lambda's
+ *      batching, retries and bisecting) until every shard is drained.
+ *   5. Run the scheduled trigger once: caught-up shards go idle, no-data batches close windows.
+ *   6. Print every batch (progress and output table), a summary, and with --out the final sink
+ *      contents and the dead letters.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { StreamingQueryDefinition } from '../../api/query-definition.js';
+import { validateQuery } from '../../api/validate-query.js';
+import { createAwsClients, type AwsClients } from '../../aws/clients.js';
+import { createKinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
+import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
+import type { OutputMode } from '../../execution/physical.js';
+import type { StreamingQueryProgress } from '../../runtime/progress.js';
+import type { ShardTriggerResult } from '../../runtime/shard-trigger.js';
+import type { Sink } from '../../sinks/sink.js';
+import type { DeadLetterRecord } from '../../sources/dead-letter.js';
+import { startEmulators, type EmulatorSet } from '../emulators.js';
+import { LocalEventSourceMapping, type BatchFailureInfo } from '../event-source-mapping.js';
+import { generateSalesEvents, recordsFromLines, type SampleRecord } from '../sample-events.js';
+import { defaultSinkFor, hourlySalesQuery } from './default-query.js';
+import {
+  localDeployment, localRuntimeConfig, provisionLocal, putSampleRecords, quietObservability, readDeadLetterContents,
+  readSinkContents, type SinkContents,
+} from './local-stack.js';
+import { CapturingSink, formatCost, formatProgressLine } from './report.js';
+
+export interface DevOptions {
+  /** A module whose default export is a StreamingQueryDefinition; default: hourly sales per store. */
+  readonly queryModule?: string;
+  /** JSON Lines (or CSV lines for a csv source): one record per line. */
+  readonly input?: string;
+  readonly shards?: number;
+  readonly out?: string;
+  readonly batchSize?: number;
+  readonly mode?: OutputMode;
+  /** Seed of the generated sample events. */
+  readonly seed?: number;
+  /** Where the report goes (default stdout). */
+  readonly print?: (line: string) => void;
+  /** Register SIGINT/SIGTERM handlers that stop the emulators (the CLI does). */
+  readonly handleSignals?: boolean;
+}
+
+export interface DevSummary {
+  readonly batches: number;
+  readonly inputRows: number;
+  readonly outputRows: number;
+  readonly lateRowsDropped: number;
+  readonly deadLetters: readonly DeadLetterRecord[];
+  readonly sink: SinkContents;
+  readonly invocations: number;
+}
+
+/** Loads a query module: its default export (or an export named `query`) is the definition. */
+export async function loadQueryModule(path: string): Promise<StreamingQueryDefinition> {
+  const module = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>;
+  let candidate = module.default ?? module.query;
+  // A module compiled to CommonJS puts the default export one level down.
+  if (candidate && typeof candidate === 'object' && 'default' in candidate && !('transform' in candidate)) candidate = (candidate as { default: unknown }).default;
+  if (!candidate || typeof candidate !== 'object' || typeof (candidate as { transform?: unknown }).transform !== 'function') {
+    throw new Error(`${path} must default-export a StreamingQueryDefinition (defineQuery({ name, source, transform, outputMode, sink })).`);
+  }
+  return candidate as StreamingQueryDefinition;
+}
+
+function withMode(definition: StreamingQueryDefinition, mode: OutputMode | undefined, print: (line: string) => void): StreamingQueryDefinition {
+  if (!mode || mode === definition.outputMode) return definition;
+  const fits = (definition.sink.kind === 's3-files' && mode === 'append')
+    || (definition.sink.kind === 's3-snapshot' && mode === 'complete')
+    || definition.sink.kind === 'dynamodb';
+  const sink = fits ? definition.sink : defaultSinkFor(mode);
+  if (!fits) print(`note: --mode ${mode} does not fit the ${definition.sink.kind} sink; using ${sink.kind} instead`);
+  return { ...definition, outputMode: mode, sink };
+}
+
+const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
+  const print = options.print ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const shards = options.shards ?? 2;
+  const batchSize = options.batchSize ?? 25;
+  if (!Number.isInteger(shards) || shards < 1 || shards > 50) throw new Error(`--shards must be an integer from 1 to 50, got ${options.shards}`);
+  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) throw new Error(`--batch-size must be an integer from 1 to 10000, got ${options.batchSize}`);
+
+  const definition = options.queryModule
+    ? withMode(await loadQueryModule(options.queryModule), options.mode, print)
+    : hourlySalesQuery(options.mode ?? 'update');
+  // Refused shapes are reported before anything starts.
+  const { columns } = validateQuery(definition, { expectedShardCount: shards });
+
+  let records: SampleRecord[];
+  let origin: string;
+  if (options.input) {
+    records = recordsFromLines(readFileSync(options.input, 'utf8').split('\n'), definition.source, options.seed ?? 1);
+    origin = `${options.input} (${plural(records.length, 'record')})`;
+  } else {
+    records = generateSalesEvents({ seed: options.seed ?? 3 });
+    const late = records.filter((r) => r.kind === 'late').length;
+    const bad = records.filter((r) => r.kind === 'malformed').length;
+    origin = `generated sample sales (${plural(records.length, 'record')}: ${late} late, ${bad} malformed; seed ${options.seed ?? 3})`;
+  }
+
+  print(`sluice dev: query '${definition.name}' (${definition.outputMode} mode → ${definition.sink.kind} sink), ${plural(shards, 'shard')}, batch size ${batchSize}`);
+  print(`events: ${origin}`);
+  const startedAt = Date.now();
+  let emulators: EmulatorSet | undefined;
+  let clients: AwsClients | undefined;
+  let esm: LocalEventSourceMapping | undefined;
+  let stopping: Promise<void> | undefined;
+  const stopAll = (): Promise<void> => {
+    stopping ??= (async () => {
+      await esm?.stop().catch(() => {});
+      clients?.destroy();
+      await emulators?.stop();
+    })();
+    return stopping;
+  };
+  const onSignal = (signal: NodeJS.Signals): void => {
+    print(`\n${signal}: stopping the emulators`);
+    void stopAll().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
+  if (options.handleSignals) { process.once('SIGINT', onSignal); process.once('SIGTERM', onSignal); }
+
+  try {
+    emulators = await startEmulators();
+    print(emulators.external
+      ? `emulators: using ${emulators.endpoints.kinesis} (AWS_ENDPOINT_URL)`
+      : `emulators: kinesis-mock ${emulators.endpoints.kinesis}, DynamoDB Local ${emulators.endpoints.dynamodb}, s3rver ${emulators.endpoints.s3} (${Date.now() - startedAt} ms)`);
+    clients = createAwsClients(emulators.clientOptions);
+    // On an external LocalStack, earlier runs' resources may still exist: use fresh names.
+    const deployment = localDeployment(emulators.external ? `dev-${Date.now().toString(36)}` : 'dev');
+    const config = localRuntimeConfig(deployment, { shards, idleShardTimeoutMs: 0 });
+    await provisionLocal(clients, deployment, shards);
+    print(`created: stream ${deployment.streamName} (${plural(shards, 'shard')}), tables ${deployment.checkpointTable} / ${deployment.stateTable} / ${deployment.sinkTable}, buckets ${deployment.sinkBucket} / ${deployment.deadLetterBucket}`);
+
+    const totals = { batches: 0, inputRows: 0, outputRows: 0, late: 0, deadLettered: 0, writeUnits: 0, readUnits: 0, s3Puts: 0 };
+    // One per handler (the Kinesis one, then the scheduled one): each keeps its batches' tables.
+    const capturers: CapturingSink[] = [];
+    const decorateSink = (sink: Sink): Sink => { const c = new CapturingSink(sink); capturers.push(c); return c; };
+    const report = (shardId: string, result: ShardTriggerResult): void => {
+      for (const p of result.progress) {
+        print('');
+        print(formatProgressLine(shardId, p));
+        const table = capturers.map((c) => c.take(shardId, p.batchId)).find((t) => t !== undefined);
+        if (table) print(table);
+        count(p);
+      }
+      if (result.error) print(`[${shardId}] batch failed, will be retried from ${result.firstUncommittedSequenceNumber ?? 'the pending batch'}: ${result.error.message}`);
+    };
+    const count = (p: StreamingQueryProgress): void => {
+      totals.batches++;
+      totals.inputRows += p.numInputRows;
+      totals.outputRows += p.sink.numOutputRows;
+      totals.late += p.stateOperators.reduce((n, op) => n + op.numRowsDroppedByWatermark, 0);
+      totals.deadLettered += p.numDeadLetteredRows;
+      totals.writeUnits += p.cost.dynamoDbWriteUnits ?? 0;
+      totals.readUnits += p.cost.dynamoDbReadUnits ?? 0;
+      totals.s3Puts += p.cost.s3Puts ?? 0;
+    };
+
+    const observability = quietObservability(definition.name);
+    const handler = createKinesisTriggerHandler(definition, {
+      config, clientOptions: emulators.clientOptions, observability, onTrigger: report, decorateSink,
+    });
+    const failures: BatchFailureInfo[] = [];
+    esm = new LocalEventSourceMapping({
+      kinesis: clients.kinesis,
+      streamName: deployment.streamName,
+      handler: (event, context) => handler(event, context),
+      batchSize,
+      bisectBatchOnFunctionError: true,
+      maximumRetryAttempts: 3,
+      pollIntervalMs: 50,
+      shardDiscoveryIntervalMs: 200,
+      retryBackoffMs: 50,
+      onFailure: (info) => { failures.push(info); print(`[${info.shardId}] gave up on records ${info.startSequenceNumber}..${info.endSequenceNumber} after retries: ${info.reason}`); },
+    });
+    await esm.start();
+    const waves = [...new Set(records.map((r) => r.wave))].sort((a, b) => a - b);
+    for (const wave of waves) {
+      const batch = records.filter((r) => r.wave === wave);
+      await putSampleRecords(clients, deployment.streamName, batch);
+      print('');
+      print(`== wave ${wave}: put ${plural(batch.length, 'record')}${wave > 1 ? ' (late rows, after the watermark moved on)' : ''}; the event source mapping invokes the Kinesis handler ==`);
+      await esm.drain({ idleMs: 300, timeoutMs: 300_000 });
+    }
+    const stats = esm.stats;
+    await esm.stop();
+
+    print('');
+    print('== scheduled trigger (tick): caught-up shards go idle; no-data batches close what the watermark passed ==');
+    const tick = createScheduledTriggerHandler(definition, { config, clients, observability, onTrigger: report, decorateSink });
+    const tickSummary = await tick({ mode: 'tick' });
+    for (const s of tickSummary.shards) {
+      print(`[${s.shardId}] tick: ${s.caughtUp ? 'caught up (idle)' : 'not caught up'}, ${s.batches} ${s.batches === 1 ? 'batch' : 'batches'}${s.batches === 0 ? ' (nothing to close)' : ''}${s.error ? `, error: ${s.error}` : ''}`);
+    }
+
+    const [read, deadLetters] = await Promise.all([readSinkContents(clients, definition, config), readDeadLetterContents(clients, config)]);
+    // DynamoDB items come back with their attributes in no particular order: use the query's.
+    const sink = { ...read, rows: read.rows.map((row) => inColumnOrder(row, columns)) };
+    print('');
+    print('== summary ==');
+    print(`batches: ${totals.batches} (${stats.invocations} Lambda invocations, ${stats.retries} retries, ${stats.bisects} bisects${failures.length ? `, ${failures.length} batches given up` : ''})`);
+    print(`rows: ${totals.inputRows} in, ${totals.outputRows} out, ${totals.late} late rows dropped by the watermark`);
+    print(`cost: ${formatCost({ dynamoDbWriteUnits: totals.writeUnits, dynamoDbReadUnits: totals.readUnits, s3Puts: totals.s3Puts })}`);
+    print(`dead letters: ${deadLetters.length} (s3://${config.deadLetterBucket}/${config.deadLetterPrefix})`);
+    for (const d of deadLetters) {
+      print(`  ${d.shardId} #${d.sequenceNumber} key=${d.partitionKey}: ${d.reason}`);
+      print(`    data: ${truncate(Buffer.from(d.dataBase64, 'base64').toString('utf8'), 100)}`);
+    }
+    print(`sink: ${sink.location} holds ${plural(sink.rows.length, 'row')}`);
+    if (options.out) {
+      const dir = resolve(options.out);
+      mkdirSync(dir, { recursive: true });
+      const sinkFile = sink.kind === 's3-files' ? 'sink-files.jsonl' : sink.kind === 's3-snapshot' ? 'sink-snapshot.jsonl' : 'sink-dynamodb.jsonl';
+      writeFileSync(resolve(dir, sinkFile), jsonLines(sink.rows));
+      writeFileSync(resolve(dir, 'dead-letters.jsonl'), jsonLines(deadLetters.map((d) => ({
+        ...d, data: Buffer.from(d.dataBase64, 'base64').toString('utf8'),
+      }))));
+      print(`wrote ${resolve(dir, sinkFile)} (${plural(sink.rows.length, 'row')}) and ${resolve(dir, 'dead-letters.jsonl')} (${deadLetters.length})`);
+    }
+    print(`done in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
+    return {
+      batches: totals.batches, inputRows: totals.inputRows, outputRows: totals.outputRows, lateRowsDropped: totals.late,
+      deadLetters, sink, invocations: stats.invocations,
+    };
+  } finally {
+    if (options.handleSignals) { process.removeListener('SIGINT', onSignal); process.removeListener('SIGTERM', onSignal); }
+    await stopAll();
+  }
+}
+
+function inColumnOrder(row: Record<string, unknown>, columns: readonly string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const c of columns) if (c in row) out[c] = row[c];
+  for (const [k, v] of Object.entries(row)) if (!(k in out)) out[k] = v;
+  return out;
+}
+
+function jsonLines(rows: readonly unknown[]): string {
+  return rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length > 0 ? '\n' : '');
+}
+
+function truncate(text: string, n: number): string {
+  return text.length > n ? `${text.slice(0, n - 1)}…` : text;
+}
