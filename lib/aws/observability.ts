@@ -36,3 +36,12 @@ export function recordBatchProgress(observability: Observability, shardId: strin
   metrics.addMetric(METRIC.dynamoDbReadUnits, MetricUnit.Count, progress.cost.dynamoDbReadUnits ?? 0);
   metrics.addMetric(METRIC.s3Puts, MetricUnit.Count, progress.cost.s3Puts ?? 0);
 }
+
+/** No log lines and no EMF output: local runs and tests, which show progress their own way. */
+export function createQuietObservability(queryName: string): Observability {
+  // Powertools reads this switch from the environment only.
+  process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
+  const logger = new Logger({ serviceName: 'sluice', logLevel: 'SILENT', persistentKeys: { query: queryName } });
+  const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName: 'sluice' });
+  return { logger, metrics };
+}
