@@ -148,7 +148,7 @@ export interface LocalEventSourceMappingOptions {
   readonly invokeIdentityArn?: string;
   /** Resume positions (shardId → last processed sequence number), as a persisted mapping would. */
   readonly initialCheckpoints?: Readonly<Record<string, string>>;
-  /** Oldest invocation log entries are dropped past this many; default 100 000. */
+  /** Oldest invocation log entries are dropped past this many; default 10 000. */
   readonly invocationLogLimit?: number;
   readonly hooks?: EventSourceMappingHooks;
 }
@@ -297,7 +297,7 @@ export class LocalEventSourceMapping {
     this.functionName = options.functionName ?? 'local-function';
     this.identityArn = options.invokeIdentityArn;
     this.initialCheckpoints = options.initialCheckpoints ?? {};
-    this.logLimit = options.invocationLogLimit ?? 100_000;
+    this.logLimit = options.invocationLogLimit ?? 10_000;
     this.hooks = options.hooks ?? {};
   }
 
@@ -396,6 +396,7 @@ export class LocalEventSourceMapping {
     const startedHere = !this.isRunning;
     if (startedHere) await this.start();
     const drainStartedAt = Date.now();
+    this.requestDiscovery(); // idleness needs a ListShards started after this point: do one now
     try {
       for (;;) {
         if (!this.isRunning) throw new Error('event source mapping stopped during drain');
