@@ -8,12 +8,21 @@ import type { EvalContext } from './eval-context.js';
 import { compile, compileGenerator, type Row } from './evaluate.js';
 import { compileKeyEncoder } from './values.js';
 
+/** A group of one batch: its key values and its (mutable) partial buffers. */
+export type PartialGroup = [keyValues: unknown[], buffers: unknown[]];
+
 /** A grouped aggregation compiled once: key extraction, aggregate buffers and the output row. */
 export interface CompiledAggregation {
   readonly keyCount: number;
   readonly functions: readonly AggregateFunction[];
   /** Calls `visit` once per group key the row belongs to (several for a sliding window). */
   forEachKey(row: Row, visit: (keyValues: unknown[], encoded: string) => void): void;
+  /**
+   * Folds the row into its groups' partial buffers in `groups` (by encoded key), creating a
+   * group with fresh buffers when needed. The hot path of every hash aggregation: no per-row
+   * closure, and the key values array is only allocated for a new group.
+   */
+  groupInto(row: Row, groups: Map<string, PartialGroup>): void;
   /** Output row from a group's key values and buffers. */
   resultRow(keyValues: readonly unknown[], buffers: readonly unknown[]): Row;
   initialBuffers(): unknown[];
@@ -63,10 +72,46 @@ export function compileAggregation(
       }
     };
 
+  const initialBuffers = (): unknown[] => {
+    const buffers = new Array<unknown>(n);
+    for (let i = 0; i < n; i++) buffers[i] = functions[i]!.initial();
+    return buffers;
+  };
+  const updateBuffers = (buffers: unknown[], row: Row): void => {
+    for (let i = 0; i < n; i++) buffers[i] = functions[i]!.update(buffers[i], row);
+  };
+  const scratch = new Array<unknown>(keyCount);
+  const groupInto = generator === null
+    ? (row: Row, groups: Map<string, PartialGroup>): void => {
+      for (let i = 0; i < keyCount; i++) {
+        const v = keyEvals[i]!(row);
+        if (v === null && dropsNull[i]) return;
+        scratch[i] = v;
+      }
+      const encoded = encode(scratch);
+      let group = groups.get(encoded);
+      if (group === undefined) {
+        group = [scratch.slice(), initialBuffers()];
+        groups.set(encoded, group);
+      }
+      updateBuffers(group[1], row);
+    }
+    : (row: Row, groups: Map<string, PartialGroup>): void => {
+      forEachKey(row, (keyValues, encoded) => {
+        let group = groups.get(encoded);
+        if (group === undefined) {
+          group = [keyValues, initialBuffers()];
+          groups.set(encoded, group);
+        }
+        updateBuffers(group[1], row);
+      });
+    };
+
   return {
     keyCount,
     functions,
     forEachKey,
+    groupInto,
     resultRow(keyValues, buffers) {
       const synthetic: Row = [...keyValues];
       for (let i = 0; i < n; i++) synthetic.push(functions[i]!.evaluate(buffers[i]));
@@ -74,11 +119,13 @@ export function compileAggregation(
       for (const f of outputEvals) out.push(f(synthetic));
       return out;
     },
-    initialBuffers: () => functions.map((f) => f.initial()),
-    updateBuffers(buffers, row) {
-      for (let i = 0; i < n; i++) buffers[i] = functions[i]!.update(buffers[i], row);
+    initialBuffers,
+    updateBuffers,
+    mergeBuffers(stored, partial) {
+      const merged = new Array<unknown>(n);
+      for (let i = 0; i < n; i++) merged[i] = functions[i]!.merge(stored[i], partial[i]);
+      return merged;
     },
-    mergeBuffers: (stored, partial) => functions.map((f, i) => f.merge(stored[i], partial[i])),
   };
 }
 

@@ -4,7 +4,7 @@ import type { Attribute } from '../plan/attribute.js';
 import type { SortOrder } from '../plan/column.js';
 import type { Expr } from '../plan/expressions.js';
 import { StreamingQueryError } from '../errors/sluice-error.js';
-import { compileAggregation } from './aggregation.js';
+import { compileAggregation, type PartialGroup } from './aggregation.js';
 import type { EvalContext } from './eval-context.js';
 import { compile, compileGenerator, type Row } from './evaluate.js';
 import type { BatchContext, Exec } from './physical.js';
@@ -194,14 +194,8 @@ export class HashAggregateExec implements Exec {
     this.agg = compileAggregation(groupingExprs, aggregateExprs, child.output, ctx);
   }
   execute(ctx: BatchContext): Row[] {
-    const groups = new Map<string, [unknown[], unknown[]]>();
-    for (const row of this.child.execute(ctx)) {
-      this.agg.forEachKey(row, (keyValues, encoded) => {
-        let g = groups.get(encoded);
-        if (!g) groups.set(encoded, (g = [keyValues, this.agg.initialBuffers()]));
-        this.agg.updateBuffers(g[1], row);
-      });
-    }
+    const groups = new Map<string, PartialGroup>();
+    for (const row of this.child.execute(ctx)) this.agg.groupInto(row, groups);
     // A global aggregate over no rows still yields one row (count = 0), as in SQL.
     if (groups.size === 0 && this.agg.keyCount === 0) return [this.agg.resultRow([], this.agg.initialBuffers())];
     return [...groups.values()].map(([k, b]) => this.agg.resultRow(k, b));

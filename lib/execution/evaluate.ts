@@ -45,11 +45,14 @@ export function compile(e: BoundExpr, ctx: EvalContext): Evaluator {
       // Scalar form (tumbling); sliding windows are generators, see compileGenerator.
       const time = compileWindowTime(e.time, ctx);
       const { windowMicros, startMicros } = e;
+      // Consecutive rows mostly fall in the same window: they share its (never mutated) struct.
+      let last: { start: number; end: number } | null = null;
       return (row) => {
         const t = time(row);
         if (t === null) return null;
         const start = t - floorMod(t - startMicros, windowMicros);
-        return { start, end: start + windowMicros };
+        if (last !== null && last.start === start) return last;
+        return (last = { start, end: start + windowMicros });
       };
     }
     case 'sessionWindow': {

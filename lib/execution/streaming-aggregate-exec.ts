@@ -1,7 +1,7 @@
 import type { Attribute } from '../plan/attribute.js';
 import type { Expr } from '../plan/expressions.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
-import { compileAggregation, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
+import { compileAggregation, eventTimeOfKey, type CompiledAggregation, type PartialGroup } from './aggregation.js';
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
 import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec } from './physical.js';
@@ -55,17 +55,8 @@ export class StreamingAggregateExec implements StatefulExec {
     const { agg } = this;
 
     // Partial aggregation of this batch's rows.
-    const partials = new Map<string, [unknown[], unknown[]]>();
-    for (const row of input) {
-      agg.forEachKey(row, (keyValues, encoded) => {
-        let entry = partials.get(encoded);
-        if (entry === undefined) {
-          entry = [keyValues, agg.initialBuffers()];
-          partials.set(encoded, entry);
-        }
-        agg.updateBuffers(entry[1], row);
-      });
-    }
+    const partials = new Map<string, PartialGroup>();
+    for (let r = 0; r < input.length; r++) agg.groupInto(input[r]!, partials);
 
     const lateMs = ctx.hasWatermark && this.keyEventTimeMs ? ctx.lateEventsWatermarkMs(this.operatorId) : null;
     const evictMs = ctx.hasWatermark && this.keyEventTimeMs ? ctx.evictionWatermarkMs(this.operatorId) : null;
@@ -74,14 +65,16 @@ export class StreamingAggregateExec implements StatefulExec {
 
     const index = this.keyEventTimeMs && ctx.outputMode !== 'complete' ? this.indexFor(store) : null;
     const output: Row[] = [];
-    for (const [encoded, [keyValues, partial]] of partials) {
+    for (const [encoded, group] of partials) {
+      const keyValues = group[0];
       if (isLate(keyValues)) {
         progress.numRowsDroppedByWatermark++;
         continue;
       }
       const stored = store.get(encoded);
-      const buffers = stored === undefined ? partial : agg.mergeBuffers(stored[1], partial);
-      store.put(encoded, [keyValues, buffers]);
+      // The batch's group tuple becomes the stored value (it is not touched after this batch).
+      const buffers = stored === undefined ? group[1] : (group[1] = agg.mergeBuffers(stored[1], group[1]));
+      store.put(encoded, group);
       if (stored === undefined && index) addToIndex(index, this.keyEventTimeMs!(keyValues), encoded);
       progress.numRowsUpdated++;
       if (ctx.outputMode === 'update') output.push(agg.resultRow(keyValues, buffers));

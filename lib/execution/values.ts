@@ -99,7 +99,19 @@ export function compileKeyEncoder(types: readonly DataType[]): (values: readonly
   const simple = types.every((t) => t === 'string' || t === 'int' || t === 'long' || t === 'double' || t === 'timestamp' || t === 'boolean' || isWindowStruct(t));
   if (!simple) return encodeKey;
   const parts = types.map((t): ((v: unknown) => string) => {
-    if (isWindowStruct(t)) return (v) => (v === null ? '\u0002' : `${(v as { start: number }).start}~${(v as { end: number }).end}`);
+    if (isWindowStruct(t)) {
+      // Window structs repeat (see the timeWindow evaluator): reuse the last one's encoding.
+      let lastWindow: unknown = null;
+      let lastText = '';
+      return (v) => {
+        if (v === null) return '\u0002';
+        if (v !== lastWindow) {
+          lastText = `${(v as { start: number }).start}~${(v as { end: number }).end}`;
+          lastWindow = v;
+        }
+        return lastText;
+      };
+    }
     if (t === 'string') return (v) => (v === null ? '\u0002' : `'${v as string}`);
     return (v) => (v === null ? '\u0002' : String(v));
   });
