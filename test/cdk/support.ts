@@ -1,0 +1,60 @@
+/** Helpers for the CDK tests: apps that skip bundling, paths, and template queries. */
+import { App, Stack, Validations } from 'aws-cdk-lib';
+import type { Template } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import type { IConstruct } from 'constructs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PROJECT_ROOT } from '../../cdk/build-dir.js';
+
+export const example = (file: string): string => join(PROJECT_ROOT, 'examples', file);
+export const fixture = (file: string): string => join(dirname(fileURLToPath(import.meta.url)), 'fixtures', file);
+
+/**
+ * An app whose NodejsFunction assets are not bundled (the template is the same apart from the asset
+ * hash), without CDK's built-in CloudFormation schema validation (slow; `cdk synth` runs it).
+ */
+export function appWithoutBundling(): App {
+  return new App({ builtinCloudFormationValidation: false, context: { 'aws:cdk:bundling-stacks': [] } });
+}
+
+export function testStack(app: App = appWithoutBundling(), id = 'Test'): Stack {
+  return new Stack(app, id, { env: { account: '123456789012', region: 'eu-west-1' } });
+}
+
+export interface PolicyStatementJson {
+  readonly Effect: string;
+  readonly Action: string | string[];
+  readonly Resource: unknown;
+  readonly Condition?: unknown;
+}
+
+/** Every statement of every AWS::IAM::Policy in the template. */
+export function policyStatements(template: Template): PolicyStatementJson[] {
+  const policies = template.findResources('AWS::IAM::Policy');
+  return Object.values(policies).flatMap((p) => (p as { Properties: { PolicyDocument: { Statement: PolicyStatementJson[] } } }).Properties.PolicyDocument.Statement);
+}
+
+/** The statements of the policy attached to the role of the function with this logical-id prefix. */
+export function statementsOfRole(template: Template, roleLogicalIdPrefix: string): PolicyStatementJson[] {
+  const policies = template.findResources('AWS::IAM::Policy');
+  return Object.values(policies)
+    .filter((p) => ((p as { Properties: { Roles: { Ref: string }[] } }).Properties.Roles).some((r) => r.Ref.startsWith(roleLogicalIdPrefix)))
+    .flatMap((p) => (p as { Properties: { PolicyDocument: { Statement: PolicyStatementJson[] } } }).Properties.PolicyDocument.Statement);
+}
+
+export const asArray = <T>(value: T | T[]): T[] => (Array.isArray(value) ? value : [value]);
+
+/** cdk-nag's AwsSolutions pack over a construct tree: the violations not acknowledged. */
+export function nagViolations(scope: IConstruct): { ruleName: string; paths: string[] }[] {
+  const report = new AwsSolutionsChecks().validateScope(scope);
+  return report.violations.map((v) => ({ ruleName: v.ruleName, paths: v.violatingResources.map((r) => r.resourceLogicalId ?? r.locations?.join(',') ?? '?') }));
+}
+
+/** Every acknowledgment recorded with `Validations.of(x).acknowledge(...)` under a scope (metadata `{ id: reason }`). */
+export function acknowledgments(scope: IConstruct): { path: string; id: string; reason: string }[] {
+  return scope.node.findAll().flatMap((c) => c.node.metadata
+    .filter((m) => m.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY)
+    .flatMap((m) => Object.entries(m.data as Record<string, string>))
+    .map(([id, reason]) => ({ path: c.node.path, id, reason })));
+}

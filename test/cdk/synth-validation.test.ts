@@ -1,0 +1,94 @@
+/**
+ * What `cdk synth` refuses: queries the engine's analyzer refuses (with its message, code and
+ * hint, plus the construct path), and props that cannot work. All of it fails in the construct's
+ * constructor, before any asset is bundled.
+ */
+import * as kinesis from 'aws-cdk-lib/aws-kinesis';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import { describe, expect, it } from 'vitest';
+import { StreamingQuery, type StreamingQueryProps } from '../../cdk/streaming-query.js';
+import { example, fixture, testStack } from './support.js';
+
+function synthError(props: StreamingQueryProps, id = 'Query'): Error & { code?: string; hint?: string } {
+  const stack = testStack();
+  try {
+    new StreamingQuery(stack, id, props);
+  } catch (error) {
+    return error as Error & { code?: string };
+  }
+  throw new Error('expected the construct to refuse these props');
+}
+
+describe('synth refuses what the engine refuses', () => {
+  it('update mode with the S3 files sink: the engine\'s message, and the hint to use the DynamoDB sink', () => {
+    const error = synthError({ queryModule: fixture('update-to-s3-files.ts') });
+    expect(error.name).toBe('AnalysisError');
+    expect(error.code).toBe('SINK_DOES_NOT_SUPPORT_OUTPUT_MODE');
+    expect(error.message).toContain('Data source s3-files does not support update output mode');
+    expect(error.message).toMatch(/How to fix: .*use sink \{ kind: 'dynamodb' \}/);
+    expect(error.message).toContain('StreamingQuery Test/Query');
+    expect(error.message).toContain('update-to-s3-files.ts');
+    // The stack trace carries the same message, so `cdk synth` prints it.
+    expect(error.stack).toContain('StreamingQuery Test/Query');
+  });
+
+  it('a stateful query without a declared partition key on a 4-shard stream: STATE_NOT_CO_PARTITIONED', () => {
+    const error = synthError({ queryModule: fixture('stateful-without-partition-key.ts'), shardCount: 4 });
+    expect(error.name).toBe('AnalysisError');
+    expect(error.code).toBe('STATE_NOT_CO_PARTITIONED');
+    expect(error.message).toContain('keys its state by [store_id], but the stream\'s partition key is not declared');
+    expect(error.message).toContain("source: { partitionKey: '<column>' }");
+  });
+
+  it('the same query on a given stream of unknown shard count is refused too, and accepted on one shard', () => {
+    const stack = testStack();
+    const stream = kinesis.Stream.fromStreamArn(stack, 'Given', 'arn:aws:kinesis:eu-west-1:123456789012:stream/orders');
+    expect(() => new StreamingQuery(stack, 'Unknown', { queryModule: fixture('stateful-without-partition-key.ts'), stream }))
+      .toThrow(/STATE_NOT_CO_PARTITIONED|partition key is not declared/);
+    expect(() => new StreamingQuery(stack, 'OneShard', { queryModule: fixture('stateful-without-partition-key.ts'), stream, expectedShardCount: 1 }))
+      .not.toThrow();
+    expect(() => new StreamingQuery(testStack(), 'Created', { queryModule: fixture('stateful-without-partition-key.ts') })).not.toThrow();
+  });
+
+  it('an append-mode aggregation without a watermark: Spark\'s message and error class', () => {
+    const error = synthError({ queryModule: fixture('append-without-watermark.ts') });
+    expect(error.name).toBe('AnalysisError');
+    expect(error.message).toContain('Append output mode not supported when there are streaming aggregations');
+    expect((error as { errorClass?: string }).errorClass).toMatch(/^STREAMING_OUTPUT_MODE/);
+  });
+
+  it('a module without a default export, and a module that does not exist', () => {
+    expect(synthError({ queryModule: fixture('no-default-export.ts') }).message).toMatch(/no default export/);
+    expect(synthError({ queryModule: fixture('missing.ts') }).message).toMatch(/queryModule '.*missing\.ts' does not exist/);
+  });
+});
+
+describe('synth refuses props that cannot work', () => {
+  const live = example('hourly-sales-live.ts');
+  const archive = example('hourly-sales-archive.ts');
+
+  it('parallelizationFactor 2, saying why and how to scale instead', () => {
+    const error = synthError({ queryModule: live, parallelizationFactor: 2 });
+    expect(error.message).toContain('StreamingQuery Test/Query: parallelizationFactor 2 is not supported; only 1 is.');
+    expect(error.message).toContain('exactly one writer');
+    expect(error.message).toContain('add shards');
+    expect(error.message).toContain('partitionKey');
+  });
+
+  it('conflicting or misplaced sink and stream settings', () => {
+    const stack = testStack();
+    const bucket = new s3.Bucket(stack, 'Bucket');
+    const table = new dynamodb.Table(stack, 'Table', { partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING } });
+    const stream = kinesis.Stream.fromStreamArn(stack, 'Given', 'arn:aws:kinesis:eu-west-1:123456789012:stream/sales');
+    const refuse = (id: string, props: Omit<StreamingQueryProps, 'queryModule'> & { queryModule?: string }, pattern: RegExp) =>
+      expect(() => new StreamingQuery(stack, id, { queryModule: live, ...props })).toThrow(pattern);
+    refuse('A', { sinkBucket: bucket }, /sinkBucket and sinkPrefix are for the s3-files and s3-snapshot sinks/);
+    refuse('B', { queryModule: archive, sinkTable: table }, /sinkTable is for the dynamodb sink/);
+    refuse('C', { queryModule: archive, sinkPrefix: 'elsewhere/' }, /sinkPrefix 'elsewhere\/' differs from the query's sink.prefix 'hourly-sales\/archive\/'/);
+    refuse('D', { stream, shardCount: 2 }, /shardCount \(2\) applies only to a stream the construct creates/);
+    refuse('E', { shardCount: 2, expectedShardCount: 4 }, /expectedShardCount \(4\) differs from the shardCount .* \(2\)/);
+    refuse('F', { batchSize: 0 }, /batchSize must be an integer from 1 to 10000, got 0/);
+    refuse('G', { snapshotEveryBatches: 0.5 }, /snapshotEveryBatches must be a positive integer, got 0.5/);
+  });
+});
