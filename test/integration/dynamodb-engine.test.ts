@@ -185,6 +185,29 @@ describe('seed 003 on DynamoDbCheckpoint', () => {
     expect(new Map(state.entries())).toEqual(new Map(memoryState.entries()));
   });
 
+  it('state holding undefined (rows with missing values) survives a cold restart exactly', async () => {
+    const answers = async (checkpoint: () => Checkpoint, cold: boolean): Promise<unknown[][]> => {
+      const { stream, df } = new SluiceSession().memoryStream('key string, amount long');
+      const totals = df.groupBy('key').agg(sum('amount').as('total'), count().as('n'));
+      const sink = new MemorySink();
+      let query = await totals.writeStream.outputMode('complete').sink(sink).checkpoint(checkpoint()).start();
+      stream.addData([['a'], ['b', undefined], [undefined, 3], [null, 4]]);
+      await query.processAllAvailable();
+      await query.stop();
+      if (cold) sharedStateCache.clear();
+      query = await totals.writeStream.outputMode('complete').sink(sink).checkpoint(checkpoint()).start();
+      stream.addData([['a', 5], ['b', undefined], [undefined, 1]]);
+      await query.processAllAvailable();
+      await query.stop();
+      return sink.allRows();
+    };
+    const memoryCheckpoint = new MemoryCheckpoint();
+    const expected = await answers(() => memoryCheckpoint, false);
+    const actual = await answers(dynamo(newName()), true);
+    expect(actual).toEqual(expected);
+    expect(expected.some((r) => r.includes(undefined))).toBe(true);
+  });
+
   it('reports the cost of every batch on the meter', async () => {
     const meter = new CostMeter();
     const name = newName();
