@@ -9,7 +9,7 @@
  * The producer writes `{ store_id, amount, ts }` JSON with `store_id` as the partition key, which
  * the queries declare, so the stream can have any number of shards.
  */
-import { Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
@@ -89,5 +89,15 @@ export class SluiceExampleStack extends Stack {
     this.snapshot = new StreamingQuery(this, 'HourlySalesSnapshot', {
       ...shared, queryModule: example('hourly-sales-snapshot.ts'), sinkBucket: this.resultsBucket,
     });
+
+    // What a producer, a reader and an operator need (docs/deploy.md uses them).
+    new CfnOutput(this, 'SalesStreamName', { value: this.salesStream.streamName });
+    new CfnOutput(this, 'ResultsBucketName', { value: this.resultsBucket.bucketName });
+    new CfnOutput(this, 'DeadLetterBucketName', { value: this.deadLetterBucket.bucketName });
+    new CfnOutput(this, 'LiveTableName', { value: this.live.sinkTable!.tableName });
+    for (const [name, query] of [['Archive', this.archive], ['Live', this.live], ['Snapshot', this.snapshot]] as const) {
+      new CfnOutput(this, `${name}ScheduledFunctionName`, { value: query.scheduledTriggerFunction.functionName });
+      new CfnOutput(this, `${name}OnFailureQueueUrl`, { value: query.onFailureQueue.queueUrl });
+    }
   }
 }

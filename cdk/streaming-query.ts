@@ -653,8 +653,10 @@ export class StreamingQuery extends Construct {
   private withContext(error: unknown, what: string): unknown {
     if (!(error instanceof Error)) return error;
     const original = error.message;
+    // V8 formats `stack` on first access: read it before the message changes, then rewrite it.
+    const stack = error.stack;
     error.message = `StreamingQuery ${this.node.path}: ${what}: ${original}`;
-    if (error.stack?.includes(original)) error.stack = error.stack.replace(original, error.message);
+    if (stack?.includes(original)) error.stack = stack.replace(original, error.message);
     return error;
   }
 }

@@ -53,6 +53,9 @@ describe('SluiceExampleStack: hourly sales per store, three ways, one stream', (
     template.resourceCountIs('AWS::Events::Rule', 3);
     template.resourceCountIs('AWS::SQS::Queue', 3);
     template.resourceCountIs('AWS::CloudWatch::Alarm', 21);
+    for (const output of ['SalesStreamName', 'ResultsBucketName', 'DeadLetterBucketName', 'LiveTableName', 'LiveScheduledFunctionName', 'LiveOnFailureQueueUrl']) {
+      template.hasOutput(output, {});
+    }
   });
 
   it('passes cdk-nag AwsSolutions with every acknowledgment carrying a written reason', () => {
