@@ -50,6 +50,9 @@ export function compileAggregation(
   const outputs = aggregateExprs.slice(keyCount).map((e) => replaceAggregates(bind(e, input), aggregates, keyCount));
   const functions = aggregates.map((a) => makeAggregateFunction(a, ctx));
   const outputEvals = outputs.map((o) => compile(o, ctx));
+  const directSlots = outputs.every((o) => o.kind === 'ref' && o.path.length === 0)
+    ? outputs.map((o) => (o as Extract<BoundExpr, { kind: 'ref' }>).ordinal)
+    : null;
   const n = functions.length;
 
   const forEachKey = generator === null
@@ -113,6 +116,16 @@ export function compileAggregation(
     forEachKey,
     groupInto,
     resultRow(keyValues, buffers) {
+      if (directSlots !== null) {
+        // Every output is a key or an aggregate as is: no intermediate row.
+        const out: Row = new Array<unknown>(keyCount + directSlots.length);
+        for (let i = 0; i < keyCount; i++) out[i] = keyValues[i];
+        for (let j = 0; j < directSlots.length; j++) {
+          const slot = directSlots[j]!;
+          out[keyCount + j] = slot < keyCount ? keyValues[slot] : functions[slot - keyCount]!.evaluate(buffers[slot - keyCount]);
+        }
+        return out;
+      }
       const synthetic: Row = [...keyValues];
       for (let i = 0; i < n; i++) synthetic.push(functions[i]!.evaluate(buffers[i]));
       const out: Row = [...keyValues];

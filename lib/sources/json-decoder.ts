@@ -181,10 +181,12 @@ export function createJsonDecoder(schema: readonly StructField[], options: JsonD
     const row = new Array<unknown>(width);
     for (let i = 0; i < width; i++) row[i] = null;
     for (let i = 0; i < count; i++) {
-      const name = names[i]!;
-      if (!hasOwn.call(parsed, name)) continue;
-      const v = (parsed as Record<string, unknown>)[name];
-      if (v === null) continue;
+      const v = (parsed as Record<string, unknown>)[names[i]!];
+      if (v === undefined || v === null) continue;
+      // Only an object or function can come from Object.prototype (`constructor`, `toString`...).
+      if (typeof v === 'object' || typeof v === 'function') {
+        if (!hasOwn.call(parsed, names[i]!)) continue;
+      }
       const r = readers[i]!(v);
       if (r === INVALID) {
         const f = fields[i]!;

@@ -69,7 +69,8 @@ function applyDelta<V>(target: Map<string, V>, delta: Delta<V>): void {
 
 class MemoryStateStore<V> implements StateStore<V> {
   private delta: Delta<V> = new Map();
-  private sizeDelta = 0;
+  /** `size`, computed on demand from base and delta (-1: stale); keeps put() to one map write. */
+  private knownSize = -1;
 
   constructor(private readonly map: VersionedMap<V>, private readonly base: Map<string, V>, readonly version: number) {}
 
@@ -80,14 +81,14 @@ class MemoryStateStore<V> implements StateStore<V> {
   }
 
   put(key: string, value: V): void {
-    if (this.get(key) === undefined) this.sizeDelta++;
     this.delta.set(key, value);
+    this.knownSize = -1;
   }
 
   remove(key: string): void {
     if (this.get(key) === undefined) return;
-    this.sizeDelta--;
     this.delta.set(key, TOMBSTONE);
+    this.knownSize = -1;
   }
 
   *entries(): IterableIterator<[string, V]> {
@@ -100,19 +101,30 @@ class MemoryStateStore<V> implements StateStore<V> {
   }
 
   get size(): number {
-    return this.base.size + this.sizeDelta;
+    if (this.knownSize < 0) {
+      let size = this.base.size;
+      for (const [k, v] of this.delta) {
+        if (v === TOMBSTONE) {
+          if (this.base.has(k)) size--;
+        } else if (!this.base.has(k)) {
+          size++;
+        }
+      }
+      this.knownSize = size;
+    }
+    return this.knownSize;
   }
 
   async commit(): Promise<number> {
     const delta = this.delta;
     this.delta = new Map();
-    this.sizeDelta = 0;
+    this.knownSize = -1;
     return this.map.commit(this.version, delta);
   }
 
   abort(): void {
     this.delta = new Map();
-    this.sizeDelta = 0;
+    this.knownSize = -1;
   }
 }
 

@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryStateStoreProvider } from '../../lib/state/memory-state-store.js';
+import { CheckpointError } from '../../lib/errors/sluice-error.js';
+
+const id = { operatorId: 0, storeName: 'default' };
+const sorted = (entries: Iterable<[string, unknown]>): [string, unknown][] => [...entries].sort((a, b) => a[0].localeCompare(b[0]));
+
+describe('MemoryStateStore', () => {
+  it('reads its own uncommitted writes and tracks size through put, overwrite and remove', async () => {
+    const provider = new MemoryStateStoreProvider();
+    const s0 = await provider.open<number>(id, 0);
+    expect(s0.size).toBe(0);
+    s0.put('a', 1);
+    s0.put('b', 2);
+    s0.put('a', 3);
+    expect(s0.get('a')).toBe(3);
+    expect(s0.size).toBe(2);
+    s0.remove('b');
+    s0.remove('missing');
+    expect(s0.get('b')).toBeUndefined();
+    expect(s0.size).toBe(1);
+    s0.put('b', 4);
+    expect(s0.size).toBe(2);
+    expect(await s0.commit()).toBe(1);
+
+    const s1 = await provider.open<number>(id, 1);
+    expect(s1.size).toBe(2);
+    s1.put('a', 5); // overwrite of a committed key: size unchanged
+    expect(s1.size).toBe(2);
+    s1.remove('a');
+    expect(s1.size).toBe(1);
+    s1.remove('a');
+    expect(s1.size).toBe(1);
+    s1.put('c', 6);
+    s1.remove('c'); // put then removed in the same batch, never committed
+    expect(s1.size).toBe(1);
+    s1.put('a', 7);
+    expect(s1.size).toBe(2);
+    expect(sorted(s1.entries())).toEqual([['a', 7], ['b', 4]]);
+    await s1.commit();
+
+    const s2 = await provider.open<number>(id, 2);
+    expect(s2.size).toBe(2);
+    expect(sorted(s2.entries())).toEqual([['a', 7], ['b', 4]]);
+  });
+
+  it('abort drops the uncommitted changes', async () => {
+    const provider = new MemoryStateStoreProvider();
+    const s0 = await provider.open<number>(id, 0);
+    s0.put('a', 1);
+    await s0.commit();
+    const s1 = await provider.open<number>(id, 1);
+    s1.put('b', 2);
+    s1.remove('a');
+    expect(s1.size).toBe(1);
+    s1.abort();
+    expect(s1.size).toBe(1);
+    expect(s1.get('a')).toBe(1);
+    expect(s1.get('b')).toBeUndefined();
+    const again = await provider.open<number>(id, 1);
+    expect(sorted(again.entries())).toEqual([['a', 1]]);
+  });
+
+  it('re-opens an older version for a re-executed batch, and drops the versions after it', async () => {
+    const provider = new MemoryStateStoreProvider();
+    for (let v = 0; v < 5; v++) {
+      const s = await provider.open<number>(id, v);
+      s.put(`k${v}`, v);
+      if (v > 0) s.remove(`k${v - 1}`);
+      await s.commit();
+    }
+    const old = await provider.open<number>(id, 2);
+    expect(sorted(old.entries())).toEqual([['k1', 1]]);
+    expect(old.size).toBe(1);
+    old.put('x', 9);
+    expect(await old.commit()).toBe(3);
+    const latest = await provider.open<number>(id, 3);
+    expect(sorted(latest.entries())).toEqual([['k1', 1], ['x', 9]]);
+    await expect(provider.open(id, 5)).rejects.toThrow(CheckpointError);
+  });
+
+  it('keeps the retained versions across compaction and refuses older ones', async () => {
+    const provider = new MemoryStateStoreProvider(3);
+    for (let v = 0; v < 10; v++) {
+      const s = await provider.open<number>(id, v);
+      s.put('n', v);
+      s.put(`only${v}`, v);
+      if (v >= 2) s.remove(`only${v - 2}`);
+      await s.commit();
+    }
+    for (let v = 10; v >= 7; v--) {
+      const s = await provider.open<number>(id, v);
+      expect(s.get('n')).toBe(v - 1);
+      expect(s.size).toBe(3);
+      expect(sorted(s.entries())).toEqual([['n', v - 1], [`only${v - 2}`, v - 2], [`only${v - 1}`, v - 1]].sort((a, b) => String(a[0]).localeCompare(String(b[0]))));
+    }
+    await expect(provider.open(id, 1)).rejects.toThrow(/not available/);
+  });
+
+  it('refuses a commit from a store opened on a version that is no longer the latest', async () => {
+    const provider = new MemoryStateStoreProvider();
+    const a = await provider.open<number>(id, 0);
+    const b = await provider.open<number>(id, 0);
+    a.put('k', 1);
+    b.put('k', 2);
+    await a.commit();
+    await expect(b.commit()).rejects.toThrow(/Concurrent update/);
+  });
+});
