@@ -68,7 +68,7 @@ export function localRuntimeConfig(d: LocalDeployment, options: LocalConfigOptio
   };
 }
 
-async function ensureBucket(s3: S3Client, bucket: string): Promise<void> {
+export async function ensureBucket(s3: S3Client, bucket: string): Promise<void> {
   try {
     await s3.send(new CreateBucketCommand({ Bucket: bucket }));
   } catch (error) {

@@ -1,0 +1,151 @@
+/**
+ * The faults the chaos harness injects, where they strike, and the seeded plan of which
+ * occurrence each one hits.
+ *
+ * Every fault is tied to a countable point of a run ("the 7th state-table write", "the 3rd
+ * invocation"): a fault-free run counts how often each point occurs, and a plan picks, from the
+ * seed, which occurrence each fault hits. The same seed gives the same plan; which shard and batch
+ * that occurrence belongs to can differ between runs, as shards run concurrently.
+ */
+import { pick, randomInt } from '../sample-events.js';
+
+export const FAULT_KINDS = [
+  /** The process dies right after the sink's write returned, before state and commit. */
+  'kill-after-sink-write',
+  /** The process dies inside the sink write: S3 data object written but not its manifest; some DynamoDB upserts done. */
+  'kill-mid-sink-write',
+  /** The process dies between two state writes: a snapshot chunk written, not its marker (nor the commit). */
+  'kill-between-state-writes',
+  /** The process dies after the state version was written, before the commit-log write. */
+  'kill-after-state-commit',
+  /** The process dies after the batch was planned (offset log), before it ran. */
+  'kill-after-plan',
+  /** The process dies right after the commit-log transaction, before the watermark publish and the response. */
+  'kill-after-commit',
+  /** The invocation finished, then the process died before Lambda got the response (redelivery, cold container). */
+  'kill-before-response',
+  /** The response was lost on the way back (redelivery, warm container). */
+  'response-lost',
+  /** A DynamoDB request fails with ProvisionedThroughputExceeded / Throttling / RequestLimitExceeded. */
+  'throttle-dynamodb',
+  /** An S3 request fails with SlowDown (503). */
+  'throttle-s3',
+  /** The same event is delivered twice in a row. */
+  'duplicate-delivery',
+  /** The function crashes before running (a function error): Lambda bisects the batch and retries the halves. */
+  'crash-before-run',
+] as const;
+
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** The countable point each fault kind hits. */
+export type FaultPoint =
+  | 'sink-write'
+  | 'sink-partial-write'
+  | 'state-snapshot-chunk-write'
+  | 'state-version-write'
+  | 'offset-write'
+  | 'commit-write'
+  | 'response'
+  | 'dynamodb-request'
+  | 's3-request'
+  | 'invocation';
+
+export const FAULT_POINT: Record<FaultKind, FaultPoint> = {
+  'kill-after-sink-write': 'sink-write',
+  'kill-mid-sink-write': 'sink-partial-write',
+  'kill-between-state-writes': 'state-snapshot-chunk-write',
+  'kill-after-state-commit': 'state-version-write',
+  'kill-after-plan': 'offset-write',
+  'kill-after-commit': 'commit-write',
+  'kill-before-response': 'response',
+  'response-lost': 'response',
+  'throttle-dynamodb': 'dynamodb-request',
+  'throttle-s3': 's3-request',
+  'duplicate-delivery': 'invocation',
+  'crash-before-run': 'invocation',
+};
+
+export const isKill = (kind: FaultKind): boolean => kind.startsWith('kill-');
+
+export interface PlannedFault {
+  readonly kind: FaultKind;
+  /** 0-based occurrence of the fault's point that it hits. */
+  readonly at: number;
+}
+
+export type PointCounts = Partial<Record<FaultPoint, number>>;
+
+/**
+ * A run's faults: every kind whose point occurs at all (in the fault-free run's counts), once,
+ * plus `extra` more of random kinds, each at a random occurrence. Two faults never share an
+ * occurrence of one point.
+ */
+export function planFaults(rnd: () => number, counts: PointCounts, extra = 2): PlannedFault[] {
+  const usable = FAULT_KINDS.filter((k) => (counts[FAULT_POINT[k]] ?? 0) > 0);
+  const kinds = [...usable];
+  for (let i = 0; i < extra && usable.length > 0; i++) kinds.push(pick(rnd, usable));
+  const taken = new Set<string>();
+  const plan: PlannedFault[] = [];
+  for (const kind of kinds) {
+    const point = FAULT_POINT[kind];
+    const n = counts[point]!;
+    // Leave the very first occurrences alone at times, hit them at others: uniform.
+    for (let attempt = 0; attempt < 8; attempt++) {
+      const at = randomInt(rnd, 0, n - 1);
+      if (taken.has(`${point}#${at}`)) continue;
+      taken.add(`${point}#${at}`);
+      plan.push({ kind, at });
+      break;
+    }
+  }
+  return plan;
+}
+
+export interface InjectedFault {
+  readonly kind: FaultKind;
+  readonly at: number;
+  /** Where it struck (shard, command, key). */
+  readonly detail: string;
+}
+
+/** A process death: thrown where the kill strikes, and by every later request of the dead container. */
+export class ChaosKill extends Error {
+  override readonly name = 'ChaosKill';
+}
+
+/**
+ * Counts the points of one query's run and says when a planned fault strikes. The counting runs
+ * in fault-free runs too (no plan), which is how the plan's ranges are known.
+ */
+export class FaultController {
+  readonly counts: Record<FaultPoint, number> = {
+    'sink-write': 0, 'sink-partial-write': 0, 'state-snapshot-chunk-write': 0, 'state-version-write': 0,
+    'offset-write': 0, 'commit-write': 0, response: 0, 'dynamodb-request': 0, 's3-request': 0, invocation: 0,
+  };
+  readonly injected: InjectedFault[] = [];
+  private readonly pending: Map<string, PlannedFault>;
+
+  constructor(readonly plan: readonly PlannedFault[] = [], private readonly rnd: () => number = Math.random) {
+    this.pending = new Map(plan.map((f) => [`${FAULT_POINT[f.kind]}#${f.at}`, f]));
+  }
+
+  /** Counts one occurrence of `point`; returns the fault planned for it, if any (recorded as injected). */
+  hit(point: FaultPoint, detail: () => string): PlannedFault | undefined {
+    const index = this.counts[point]++;
+    const fault = this.pending.get(`${point}#${index}`);
+    if (!fault) return undefined;
+    this.pending.delete(`${point}#${index}`);
+    this.injected.push({ kind: fault.kind, at: fault.at, detail: detail() });
+    return fault;
+  }
+
+  /** Planned faults whose occurrence never came (the run took another path). */
+  get missed(): PlannedFault[] {
+    return [...this.pending.values()];
+  }
+
+  random(): number {
+    return this.rnd();
+  }
+}
