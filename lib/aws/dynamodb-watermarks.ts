@@ -76,9 +76,11 @@ export class DynamoDbWatermarkCoordinator implements WatermarkCoordinator {
     });
   }
 
-  async combine(partitionId: string, localWatermarkMs: number): Promise<number> {
+  async combine(partitionId: string, localWatermarkMs: number, hasNewData = true): Promise<number> {
     const rows = await this.list();
-    return combineWatermarks(rows, { partitionId, watermarkMs: localWatermarkMs, idle: false });
+    // Planning a batch with rows makes this partition live; a no-data batch keeps its stored state.
+    const selfIdle = !hasNewData && (rows.find((r) => r.partitionId === partitionId)?.idle ?? false);
+    return combineWatermarks(rows, { partitionId, watermarkMs: localWatermarkMs, idle: selfIdle });
   }
 
   async publish(partitionId: string, localWatermarkMs: number, batchId: number, hadData: boolean): Promise<void> {

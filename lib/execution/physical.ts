@@ -71,9 +71,18 @@ export interface StatefulExec extends Exec {
   lastProgress(): StateOperatorProgress;
   /** Whether a no-data batch with this new input watermark would emit or evict something. */
   shouldRunAnotherBatch(newInputWatermarkMs: number): boolean;
+  /**
+   * Records the eviction watermark a batch ran with. `execute` calls it; after a recovery that may
+   * run a no-data batch at once (a scheduled trigger), the runtime calls it for the last committed
+   * batch, as if that batch had run in this process (Spark's `lastExecution`).
+   */
+  recordEvictionWatermark(ctx: WatermarkContext): void;
   /** The watermark this operator passes downstream, given its input watermark (null = none). */
   produceOutputWatermark(inputWatermarkMs: number): number | null;
 }
+
+/** What `recordEvictionWatermark` needs of a batch. */
+export type WatermarkContext = Pick<BatchContext, 'hasWatermark' | 'outputMode' | 'evictionWatermarkMs'>;
 
 export function isStatefulExec(e: Exec): e is StatefulExec {
   return typeof (e as StatefulExec).operatorId === 'number';

@@ -5,7 +5,7 @@ import type { StateStoreId } from '../state/state-store.js';
 import { compileAggregation, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
-import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec } from './physical.js';
+import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from './physical.js';
 import { compileSessionOf, countReplacedAway, mergeSessions, type Session } from './session/sessions.js';
 
 /**
@@ -134,7 +134,7 @@ export class SessionWindowAggregateExec implements StatefulExec {
       else store.put(encoded, value);
     }
 
-    this.lastEvictionWatermarkMs = ctx.hasWatermark && ctx.outputMode === 'append' ? ctx.evictionWatermarkMs(this.operatorId) : null;
+    this.recordEvictionWatermark(ctx);
     progress.numRowsTotal = total;
     progress.numOutputRows = output.length;
     this.progress = progress;
@@ -178,6 +178,10 @@ export class SessionWindowAggregateExec implements StatefulExec {
 
   lastProgress(): StateOperatorProgress {
     return this.progress;
+  }
+
+  recordEvictionWatermark(ctx: WatermarkContext): void {
+    this.lastEvictionWatermarkMs = ctx.hasWatermark && ctx.outputMode === 'append' ? ctx.evictionWatermarkMs(this.operatorId) : null;
   }
 
   shouldRunAnotherBatch(newInputWatermarkMs: number): boolean {

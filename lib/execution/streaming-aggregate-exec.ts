@@ -4,7 +4,7 @@ import type { StateStore, StateStoreId } from '../state/state-store.js';
 import { compileAggregation, eventTimeOfKey, type CompiledAggregation, type PartialGroup } from './aggregation.js';
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
-import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec } from './physical.js';
+import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from './physical.js';
 
 /** Stored per group: the key values and the aggregate buffers. */
 type GroupState = readonly [keyValues: readonly unknown[], buffers: readonly unknown[]];
@@ -96,7 +96,7 @@ export class StreamingAggregateExec implements StatefulExec {
       }
     }
     if (index) this.evictionIndex = { forVersion: store.version + 1, byTime: index };
-    this.lastEvictionWatermarkMs = ctx.hasWatermark && ctx.outputMode !== 'complete' ? ctx.evictionWatermarkMs(this.operatorId) : null;
+    this.recordEvictionWatermark(ctx);
     progress.numRowsTotal = store.size;
     progress.numOutputRows = output.length;
     this.progress = progress;
@@ -113,6 +113,10 @@ export class StreamingAggregateExec implements StatefulExec {
 
   lastProgress(): StateOperatorProgress {
     return this.progress;
+  }
+
+  recordEvictionWatermark(ctx: WatermarkContext): void {
+    this.lastEvictionWatermarkMs = ctx.hasWatermark && ctx.outputMode !== 'complete' ? ctx.evictionWatermarkMs(this.operatorId) : null;
   }
 
   shouldRunAnotherBatch(newInputWatermarkMs: number): boolean {

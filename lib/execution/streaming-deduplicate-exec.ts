@@ -1,7 +1,7 @@
 import type { Attribute } from '../plan/attribute.js';
 import type { StateStoreId } from '../state/state-store.js';
 import type { Row } from './evaluate.js';
-import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec } from './physical.js';
+import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from './physical.js';
 import { encodeKey } from './values.js';
 
 /** Reads an event-time column in ms: a timestamp, or the end of a window struct. */
@@ -92,7 +92,7 @@ export class StreamingDeduplicateExec implements StatefulExec {
       for (const key of expired) store.remove(key);
       progress.numRowsRemoved = expired.length;
     }
-    this.lastEvictionWatermarkMs = ctx.hasWatermark ? ctx.evictionWatermarkMs(this.operatorId) : null;
+    this.recordEvictionWatermark(ctx);
     progress.numRowsTotal = store.size;
     progress.numOutputRows = output.length;
     progress.customMetrics = { numDroppedDuplicateRows: droppedDuplicates };
@@ -102,6 +102,10 @@ export class StreamingDeduplicateExec implements StatefulExec {
 
   lastProgress(): StateOperatorProgress {
     return this.progress;
+  }
+
+  recordEvictionWatermark(ctx: WatermarkContext): void {
+    this.lastEvictionWatermarkMs = ctx.hasWatermark ? ctx.evictionWatermarkMs(this.operatorId) : null;
   }
 
   shouldRunAnotherBatch(newInputWatermarkMs: number): boolean {

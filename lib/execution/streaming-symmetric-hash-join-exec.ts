@@ -10,7 +10,7 @@ import { compile, type Evaluator, type Row } from './evaluate.js';
 import { splitJoinCondition } from './join/join-condition.js';
 import { JoinStateManager, joinStateStoreIds, type JoinSide, type KeyEntry, type StoredRow } from './join/join-state-manager.js';
 import { planStateCleanup, stateWatermarkMs, type JoinStateCleanup, type StateCleanup } from './join/state-watermark.js';
-import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec } from './physical.js';
+import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from './physical.js';
 import { encodeKey } from './values.js';
 
 export type StreamingJoinType = 'inner' | 'left_outer' | 'right_outer' | 'full_outer' | 'left_semi';
@@ -139,7 +139,7 @@ export class StreamingSymmetricHashJoinExec implements StatefulExec {
     const progress = StreamingSymmetricHashJoinExec.emptyProgress();
     const lateMs = ctx.hasWatermark ? ctx.lateEventsWatermarkMs(this.operatorId) : null;
     const evictionMs = ctx.hasWatermark ? ctx.evictionWatermarkMs(this.operatorId) : null;
-    this.lastEvictionWatermarkMs = evictionMs;
+    this.recordEvictionWatermark(ctx);
 
     const open = (s: SideSpec): JoinStateManager =>
       new JoinStateManager(ctx.store<KeyEntry>(s.storeIds[0]), ctx.store<StoredRow>(s.storeIds[1]));
@@ -246,6 +246,10 @@ export class StreamingSymmetricHashJoinExec implements StatefulExec {
 
   lastProgress(): StateOperatorProgress {
     return { ...this.progress, customMetrics: { ...this.progress.customMetrics } };
+  }
+
+  recordEvictionWatermark(ctx: WatermarkContext): void {
+    this.lastEvictionWatermarkMs = ctx.hasWatermark ? ctx.evictionWatermarkMs(this.operatorId) : null;
   }
 
   shouldRunAnotherBatch(newInputWatermarkMs: number): boolean {

@@ -175,8 +175,23 @@ export class StreamExecution {
       this.committedOffsets = new Map(this.availableOffsets);
       this.tracker.setWatermark(commit[1].nextBatchWatermarkMs);
       this.metadata = { ...this.metadata, batchWatermarkMs: this.tracker.currentWatermarkMs };
-      this.hasLastExecution = this.options.noDataBatchAfterRecovery === true;
+      if (this.options.noDataBatchAfterRecovery) {
+        this.hasLastExecution = true;
+        this.resumeOperatorsAfter(offsets.batchWatermarkMs);
+      }
     }
+  }
+
+  /** The stateful operators as they were after the last committed batch ran with `watermarkMs`. */
+  private resumeOperatorsAfter(watermarkMs: number): void {
+    const physical = this.physical!;
+    const eviction = propagateWatermark(physical.root, watermarkMs);
+    const ctx = {
+      hasWatermark: physical.watermarkOperators.length > 0,
+      outputMode: this.options.outputMode,
+      evictionWatermarkMs: (id: number) => eviction.get(id) ?? 0,
+    };
+    for (const op of physical.statefulOperators) op.recordEvictionWatermark(ctx);
   }
 
   private get noDataBatchesEnabled(): boolean {
@@ -349,6 +364,16 @@ export class StreamExecution {
       numDeadLetteredRows, cost: this.options.costMeter?.since(costBefore) ?? {},
     });
     this.currentBatchId = batchId + 1;
+    this.previousWatermarkCache = { batchId: batchId + 1, watermarkMs };
+    await this.purgeLogsEvery(batchId);
+  }
+
+  /** Keeps the offset and commit logs bounded, as Spark's minBatchesToRetain (100) does. */
+  private async purgeLogsEvery(batchId: number): Promise<void> {
+    const retain = 100;
+    if (batchId < retain || batchId % 50 !== 0) return;
+    await this.options.checkpoint.offsetLog.purge(batchId - retain);
+    await this.options.checkpoint.commitLog.purge(batchId - retain);
   }
 
   private recordProgress(batch: {

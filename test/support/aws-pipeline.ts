@@ -1,0 +1,81 @@
+/**
+ * An emulated deployment for integration tests: a stream, the tables and buckets of one query,
+ * the real Kinesis-trigger handler driven by the local event source mapping.
+ */
+import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import type { StreamingQueryDefinition } from '../../lib/api/query-definition.js';
+import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
+import { createKinesisTriggerHandler, type KinesisTriggerOptions } from '../../lib/aws/kinesis-trigger-handler.js';
+import { createQuietObservability } from '../../lib/aws/observability.js';
+import { createScheduledTriggerHandler } from '../../lib/aws/scheduled-trigger-handler.js';
+import { ensureTables } from '../../lib/aws/tables.js';
+import { createStreamAndWait, putRecordsBatched } from '../../lib/local/kinesis-admin.js';
+import { LocalEventSourceMapping, type LocalEventSourceMappingOptions } from '../../lib/local/event-source-mapping.js';
+import type { EmulatorSet } from '../../lib/local/emulators.js';
+import type { RuntimeConfig } from '../../lib/runtime/runtime-config.js';
+import type { ShardTriggerResult } from '../../lib/runtime/shard-trigger.js';
+
+let deployments = 0;
+
+export interface Deployment {
+  readonly clients: AwsClients;
+  readonly config: RuntimeConfig;
+  readonly results: { shardId: string; result: ShardTriggerResult }[];
+  put(events: readonly { data: string; partitionKey: string }[]): Promise<void>;
+  /** Runs the event source mapping until every shard is drained. */
+  drain(options?: Partial<LocalEventSourceMappingOptions>, handlerOptions?: KinesisTriggerOptions): Promise<void>;
+  /** One scheduled trigger, as EventBridge would invoke it at `nowMs`. */
+  tick(nowMs: number, mode?: 'tick' | 'drain'): Promise<unknown>;
+}
+
+export async function deploy(emulators: EmulatorSet, definition: StreamingQueryDefinition, shards: number): Promise<Deployment> {
+  const clients = createAwsClients(emulators.clientOptions);
+  const id = `${process.pid}-${++deployments}-${Date.now() % 100_000}`;
+  const config: RuntimeConfig = {
+    checkpointTable: `sluice-checkpoint-${id}`,
+    stateTable: `sluice-state-${id}`,
+    sinkBucket: `sluice-sink-${id}`,
+    sinkPrefix: 'results/',
+    sinkTable: `sluice-sink-${id}`,
+    deadLetterBucket: `sluice-dlq-${id}`,
+    deadLetterPrefix: 'dead-letter/',
+    streamName: `sluice-stream-${id}`,
+    idleShardTimeoutMs: 60_000,
+    expectedShardCount: shards,
+    snapshotEveryBatches: 3,
+  };
+  await createStreamAndWait(clients.kinesis, config.streamName, shards);
+  await ensureTables(clients.dynamodb, { checkpointTable: config.checkpointTable, stateTable: config.stateTable, sinkTable: config.sinkTable });
+  await clients.s3.send(new CreateBucketCommand({ Bucket: config.sinkBucket }));
+  await clients.s3.send(new CreateBucketCommand({ Bucket: config.deadLetterBucket }));
+  const results: Deployment['results'] = [];
+  const observability = createQuietObservability(definition.name);
+  return {
+    clients,
+    config,
+    results,
+    async put(events) {
+      await putRecordsBatched(clients.kinesis, config.streamName, events.map((e) => ({ data: e.data, partitionKey: e.partitionKey })));
+    },
+    async drain(options = {}, handlerOptions = {}) {
+      const handler = createKinesisTriggerHandler(definition, {
+        config, clientOptions: emulators.clientOptions, observability,
+        onTrigger: (shardId, result) => { results.push({ shardId, result }); },
+        ...handlerOptions,
+      });
+      const mapping = new LocalEventSourceMapping({
+        kinesis: clients.kinesis, streamName: config.streamName, handler,
+        batchSize: 4, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
+      });
+      await mapping.drain({ idleMs: 400 });
+      await mapping.stop();
+    },
+    async tick(nowMs, mode = 'tick') {
+      const handler = createScheduledTriggerHandler(definition, {
+        config, clients, observability, now: () => nowMs,
+        onTrigger: (shardId, result) => { results.push({ shardId, result }); },
+      });
+      return handler({ mode });
+    },
+  };
+}
