@@ -1,0 +1,105 @@
+/**
+ * `sluice dev` end to end, as a user runs it: `node bin/sluice.mjs dev --shards 2 --out DIR` starts
+ * the embedded emulators, runs the default query (hourly sales per store, update mode → DynamoDB)
+ * over the generated sample events through the real handlers, prints every batch and writes the
+ * final sink contents and the dead letters.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateSalesEvents } from '../../lib/local/sample-events.js';
+
+const root = resolve(import.meta.dirname, '../..');
+
+function run(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, [join(root, 'bin/sluice.mjs'), ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => { stdout += c.toString(); });
+    child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
+    const timer = setTimeout(() => { child.kill('SIGINT'); fail(new Error(`sluice dev did not finish in ${timeoutMs} ms:\n${stdout}\n${stderr}`)); }, timeoutMs);
+    child.on('exit', (code) => { clearTimeout(timer); done({ code, stdout, stderr }); });
+  });
+}
+
+const readJsonLines = (path: string): Record<string, unknown>[] =>
+  readFileSync(path, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+
+/** What update mode must leave in DynamoDB: every (hour, store) over the on-time events, summed. */
+function expectedHourlySales(): Map<string, { sales: number; orders: number }> {
+  const out = new Map<string, { sales: number; orders: number }>();
+  for (const r of generateSalesEvents({ seed: 3 })) {
+    if (r.kind !== 'event') continue;
+    const e = JSON.parse(r.data) as { store_id: string; amount: number; ts: string };
+    const hour = `${e.ts.slice(0, 13)}:00:00Z`;
+    const key = `${hour}|${e.store_id}`;
+    const agg = out.get(key) ?? { sales: 0, orders: 0 };
+    out.set(key, { sales: agg.sales + e.amount, orders: agg.orders + 1 });
+  }
+  return out;
+}
+
+describe('sluice dev (embedded emulators, real handlers)', () => {
+  let out: string;
+  let result: { code: number | null; stdout: string; stderr: string };
+
+  beforeAll(async () => {
+    out = mkdtempSync(join(tmpdir(), 'sluice-dev-test-'));
+    result = await run(['dev', '--shards', '2', '--out', out], 150_000);
+  }, 160_000);
+
+  afterAll(() => { if (out) rmSync(out, { recursive: true, force: true }); });
+
+  it('exits 0 and prints each batch: shard, batch id, progress and the output table', () => {
+    expect(result.code, result.stderr).toBe(0);
+    const { stdout } = result;
+    expect(stdout).toMatch(/query 'hourly-sales-update' \(update mode → dynamodb sink\), 2 shards/);
+    for (const shard of ['shardId-000000000000', 'shardId-000000000001']) {
+      expect(stdout).toMatch(new RegExp(`\\[${shard}\\] batch 0: \\d+ input rows, watermark none, \\d+ state rows, \\d+ late rows dropped, \\d+ dead-lettered, cost [\\d.]+ WCU, [\\d.]+ RCU, \\d+ S3 PUTs, \\d+ output rows`));
+    }
+    expect(stdout).toMatch(/\|\s+window\|store_id\|\s*sales\|orders\|/);
+    // Windows print as readable timestamps, not epoch micros.
+    expect(stdout).toMatch(/\{2024-05-01 12:00:00, 2024-05-01 13:00:00\}/);
+    expect(stdout).toMatch(/watermark 2024-05-01 1\d:\d\d:00/);
+    expect(stdout).toMatch(/== wave 2: put 5 records/);
+    expect(stdout).toMatch(/tick: caught up \(idle\)/);
+  });
+
+  it('drops the late rows of wave 2 and dead-letters the malformed records, with reasons', () => {
+    const { stdout } = result;
+    const late = [...stdout.matchAll(/(\d+) late rows dropped,/g)].reduce((n, m) => n + Number(m[1]), 0);
+    expect(late).toBe(3);
+    expect(stdout).toMatch(/rows: \d+ in, \d+ out, 3 late rows dropped by the watermark/);
+    expect(stdout).toMatch(/dead letters: 2 /);
+    expect(stdout).toMatch(/malformed JSON/);
+    expect(stdout).toMatch(/field 'amount' should be double but is a string/);
+
+    const deadLetters = readJsonLines(join(out, 'dead-letters.jsonl'));
+    expect(deadLetters).toHaveLength(2);
+    for (const d of deadLetters) {
+      expect(d.queryName).toBe('hourly-sales-update');
+      expect(String(d.shardId)).toMatch(/^shardId-00000000000[01]$/);
+      expect(typeof d.sequenceNumber).toBe('string');
+      expect(typeof d.data).toBe('string');
+    }
+    expect(deadLetters.some((d) => /malformed JSON/.test(String(d.reason)))).toBe(true);
+    expect(deadLetters.some((d) => /amount/.test(String(d.reason)))).toBe(true);
+  });
+
+  it('leaves exactly the hourly sales of the on-time events in the DynamoDB sink (--out)', () => {
+    const rows = readJsonLines(join(out, 'sink-dynamodb.jsonl'));
+    const expected = expectedHourlySales();
+    expect(rows).toHaveLength(expected.size);
+    for (const row of rows) {
+      expect(Object.keys(row)).toEqual(['window', 'store_id', 'sales', 'orders']);
+      const window = row.window as { start: string; end: string };
+      const want = expected.get(`${window.start}|${String(row.store_id)}`);
+      expect(want, `${window.start} ${String(row.store_id)}`).toBeDefined();
+      expect({ sales: row.sales, orders: row.orders }).toEqual(want);
+    }
+    expect(result.stdout).toMatch(new RegExp(`sink: dynamodb://\\S+ holds ${expected.size} rows`));
+  });
+});
