@@ -121,11 +121,13 @@ export function generateSalesEvents(options: SalesEventOptions = {}): SampleReco
     const tsMs = startMs + randomInt(rnd, 0, 45) * 60_000;
     records.push({ data: JSON.stringify({ store_id: store, amount: randomInt(rnd, 4, 240) / 4, ts: iso(tsMs) }), partitionKey: store, wave: 2, kind: 'late' });
   }
-  // A last on-time event per store in wave 2, so that wave 2 is not only late rows.
+  // On-time events in wave 2, in the hour after the data (15 to 24 minutes past it, so never
+  // behind one another's watermark): their shard's watermark moves past the last hour of wave 1,
+  // and once every shard is idle, the others' windows of that hour close too.
   if (late > 0) {
-    for (const store of stores.slice(0, 2)) {
+    for (const store of lateStores.slice(-2)) {
       records.push({
-        data: JSON.stringify({ store_id: store, amount: randomInt(rnd, 4, 240) / 4, ts: iso(endMs - randomInt(rnd, 1, 5) * 60_000) }),
+        data: JSON.stringify({ store_id: store, amount: randomInt(rnd, 4, 240) / 4, ts: iso(endMs + randomInt(rnd, 15, 24) * 60_000) }),
         partitionKey: store, wave: 2, kind: 'event',
       });
     }

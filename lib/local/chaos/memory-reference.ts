@@ -1,9 +1,11 @@
 /**
  * The same query over the same records, in memory: runShardTrigger (the engine core every
- * trigger runs) with the memory checkpoint, sink and dead-letter writer, one state partition per
- * shard, the records in shard order in batches of `batchSize`, then one scheduled trigger with no
- * records (as the scheduled Lambda does after the shards are drained). No AWS code at all: if the
- * emulator runs agree with this, the adapters added nothing and lost nothing.
+ * trigger runs) with the memory checkpoint, sink and dead-letter writer, as ONE state partition
+ * holding every record in the order they were put, in batches of `batchSize`, then one scheduled
+ * trigger with no records. No AWS code, no shards, no cross-shard watermark: Spark's answer for
+ * one stream. The distributed run must end with the same result: while data flows its shards run
+ * with the minimum watermark (a subset of the windows closed), and once every shard is idle the
+ * scheduled trigger takes the maximum, which is this run's watermark.
  */
 import type { StreamingQueryDefinition } from '../../api/query-definition.js';
 import { validateQuery } from '../../api/validate-query.js';
@@ -29,43 +31,34 @@ export interface ReferenceResult {
 }
 
 export async function runInMemory(
-  definition: StreamingQueryDefinition, records: readonly PlacedRecord[], options: { batchSize: number; shards: number },
+  definition: StreamingQueryDefinition, records: readonly PlacedRecord[], options: { batchSize: number },
 ): Promise<ReferenceResult> {
-  const validated = validateQuery(definition, { expectedShardCount: options.shards });
-  const byShard = new Map<string, ShardRecord[]>();
-  for (const r of records) {
-    let list = byShard.get(r.shardId);
-    if (!list) byShard.set(r.shardId, (list = []));
-    list.push({ sequenceNumber: r.sequenceNumber, partitionKey: r.partitionKey, dataBase64: Buffer.from(r.data, 'utf8').toString('base64'), approximateArrivalTimestampMs: 0 });
-  }
-  const rows: Record<string, unknown>[] = [];
-  const deadLetters: DeadLetterRecord[] = [];
+  const validated = validateQuery(definition, { expectedShardCount: 1 });
+  // One partition's sequence numbers must grow: number the records in put order.
+  const list: ShardRecord[] = records.map((r, i) => ({
+    sequenceNumber: String(1_000_000 + i), partitionKey: r.partitionKey,
+    dataBase64: Buffer.from(r.data, 'utf8').toString('base64'), approximateArrivalTimestampMs: 0,
+  }));
+  const shardId = 'memory';
+  const backends = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
+  const chunks: ShardRecord[][] = [];
+  for (let i = 0; i < list.length; i += options.batchSize) chunks.push(list.slice(i, i + options.batchSize));
   let batches = 0;
-  for (const [shardId, list] of [...byShard].sort(([a], [b]) => (a < b ? -1 : 1))) {
-    list.sort((a, b) => (BigInt(a.sequenceNumber) < BigInt(b.sequenceNumber) ? -1 : 1));
-    const backends = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
-    const chunks: ShardRecord[][] = [];
-    for (let i = 0; i < list.length; i += options.batchSize) chunks.push(list.slice(i, i + options.batchSize));
-    for (const [i, chunk] of [...chunks, []].entries()) {
-      const result = await runShardTrigger({
-        definition, shardId, records: chunk, expectedShardCount: options.shards, scheduled: i === chunks.length,
-      }, backends);
-      if (result.error) throw result.error;
-      batches += result.progress.length;
-    }
-    const external = backends.sink.allRows().map((row) => toExternalRow(row, validated.schema));
-    rows.push(...finalRows(definition.outputMode, external, validated.keyColumns.length > 0 ? validated.keyColumns : keyColumnsOf(definition)));
-    deadLetters.push(...backends.deadLetters.records);
+  for (const [i, chunk] of [...chunks, []].entries()) {
+    const result = await runShardTrigger({ definition, shardId, records: chunk, expectedShardCount: 1, scheduled: i === chunks.length }, backends);
+    if (result.error) throw result.error;
+    batches += result.progress.length;
   }
-  return { rows, deadLetters, batches };
+  const external = backends.sink.allRows().map((row) => toExternalRow(row, validated.schema));
+  return { rows: finalRows(definition.outputMode, external, keyColumnsOf(definition)), deadLetters: backends.deadLetters.records, batches };
 }
 
-/** Grouping columns for the comparison when the sink does not declare them (the window and the keys). */
+/** The columns that identify a result row (the window and the grouping keys), whatever the sink. */
 export function keyColumnsOf(definition: StreamingQueryDefinition): string[] {
-  return validateQuery({ ...definition, sink: { kind: 'dynamodb' }, outputMode: definition.outputMode }, {}).keyColumns.slice();
+  return validateQuery({ ...definition, sink: { kind: 'dynamodb' } }, {}).keyColumns.slice();
 }
 
-/** What a sink holds at the end: every row (append), the last row per key (update), the last batch (complete, already). */
+/** What a sink holds at the end: every row (append), the last row per key (update), the last batch (complete). */
 function finalRows(mode: string, rows: Record<string, unknown>[], keyColumns: readonly string[]): Record<string, unknown>[] {
   if (mode !== 'update') return rows;
   const latest = new Map<string, Record<string, unknown>>();

@@ -62,7 +62,16 @@ export interface DevSummary {
 
 /** Loads a query module: its default export (or an export named `query`) is the definition. */
 export async function loadQueryModule(path: string): Promise<StreamingQueryDefinition> {
-  const module = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>;
+  let module: Record<string, unknown>;
+  try {
+    module = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>;
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === 'ERR_REQUIRE_CYCLE_MODULE' || code === 'ERR_REQUIRE_ESM' || code === 'ERR_REQUIRE_ASYNC_MODULE') {
+      throw new Error(`${path} was loaded as CommonJS (${code}): Sluice is ESM. Name the module .mts, or put it under a package.json with "type": "module".`, { cause: error });
+    }
+    throw error;
+  }
   let candidate = module.default ?? module.query;
   // A module compiled to CommonJS puts the default export one level down.
   if (candidate && typeof candidate === 'object' && 'default' in candidate && !('transform' in candidate)) candidate = (candidate as { default: unknown }).default;
