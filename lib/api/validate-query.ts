@@ -7,6 +7,7 @@
  */
 import { checkStreamingQuery } from '../analysis/unsupported-operation-checker.js';
 import { statefulKeyReport } from '../analysis/partitioning.js';
+import { planRepartition, type RepartitionPlan } from '../analysis/stages.js';
 import type { OutputMode } from '../execution/physical.js';
 import type { StructField } from '../plan/data-types.js';
 import { collectNodes, type AggregateNode, type DeduplicateNode, type LogicalPlan } from '../plan/logical-plan.js';
@@ -41,6 +42,10 @@ export interface ValidatedQuery {
   /** Result columns a DynamoDB sink keys items by ([] = append-only rows, keyed by batch and position). */
   readonly keyColumns: readonly string[];
   readonly isStateful: boolean;
+  /** State keys are not co-partitioned with the stream: the query runs in two stages. */
+  readonly needsRepartition: boolean;
+  /** The two stages, when `needsRepartition`. */
+  readonly repartition: RepartitionPlan | null;
 }
 
 export interface ValidateOptions {
@@ -48,6 +53,11 @@ export interface ValidateOptions {
   readonly expectedShardCount?: number;
   /** The source to build the plan over (the runtime's); a schema-only one when validating. */
   readonly source?: MicroBatchStream;
+  /**
+   * The deployment has a repartition stage (an internal stream): a query whose state is not
+   * co-partitioned with the stream runs in two stages instead of being refused.
+   */
+  readonly allowRepartition?: boolean;
 }
 
 const SINK_MODES: Record<SinkSpec['kind'], readonly OutputMode[]> = {
@@ -82,7 +92,8 @@ export function validateQuery(definition: StreamingQueryDefinition, options: Val
   }
   checkStreamingQuery(df.plan, definition.outputMode, session.conf);
   if (!SINK_MODES[definition.sink.kind].includes(definition.outputMode)) throw sinkModeError(definition.sink, definition.outputMode);
-  const isStateful = checkCoPartitioning(definition, df.plan, options.expectedShardCount);
+  const { isStateful, coPartitioned } = checkCoPartitioning(definition, df.plan, options.expectedShardCount, options.allowRepartition === true);
+  const repartition = coPartitioned ? null : planRepartition(df.plan);
   return {
     definition,
     session,
@@ -91,10 +102,14 @@ export function validateQuery(definition: StreamingQueryDefinition, options: Val
     schema: df.plan.output.map((a) => ({ name: a.name, type: a.type })),
     keyColumns: resultKeyColumns(definition, df),
     isStateful,
+    needsRepartition: repartition !== null,
+    repartition,
   };
 }
 
-function checkCoPartitioning(definition: StreamingQueryDefinition, plan: LogicalPlan, expectedShardCount: number | undefined): boolean {
+function checkCoPartitioning(
+  definition: StreamingQueryDefinition, plan: LogicalPlan, expectedShardCount: number | undefined, allowRepartition: boolean,
+): { isStateful: boolean; coPartitioned: boolean } {
   const partitionKey = definition.source.partitionKey;
   if (partitionKey !== undefined && !sourceSchemaOf(definition.source).some((f) => f.name.toLowerCase() === partitionKey.toLowerCase())) {
     throw new AnalysisError(`The declared partition key '${partitionKey}' is not a column of the source schema.`, {
@@ -102,8 +117,9 @@ function checkCoPartitioning(definition: StreamingQueryDefinition, plan: Logical
     });
   }
   const reports = statefulKeyReport(plan, partitionKey);
-  if (expectedShardCount === 1) return reports.length > 0;
+  if (expectedShardCount === 1) return { isStateful: reports.length > 0, coPartitioned: true };
   const offending = reports.find((r) => !r.coPartitioned);
+  if (offending && allowRepartition) return { isStateful: true, coPartitioned: false };
   if (offending) {
     const keys = offending.keys.length > 0 ? `[${offending.keys.join(', ')}]` : 'no key (a global aggregate)';
     const declared = partitionKey === undefined
@@ -116,12 +132,12 @@ function checkCoPartitioning(definition: StreamingQueryDefinition, plan: Logical
         code: 'STATE_NOT_CO_PARTITIONED',
         hint: 'have the producer use one of the key columns as the Kinesis partition key and declare it with '
           + "source: { partitionKey: '<column>' }; or run on a one-shard stream (expectedShardCount: 1). "
-          + 'A repartition stage for arbitrary keys is planned (issue 5).',
+          + 'or deploy with a repartition stage (an internal stream that routes rows by the state key).',
         context: { operator: offending.operator, keys: offending.keys },
       },
     );
   }
-  return reports.length > 0;
+  return { isStateful: reports.length > 0, coPartitioned: true };
 }
 
 /** The DynamoDB sink's item key: declared, else the grouping (or dedup) columns that reach the output. */

@@ -10,6 +10,8 @@ export type CostMetric =
   | 's3Lists'
   | 'kinesisGetRecords'
   | 'kinesisPutRecords'
+  | 'repartitionRecords'
+  | 'repartitionBytes'
   | 'stateBytesWritten'
   | 'stateBytesRead';
 

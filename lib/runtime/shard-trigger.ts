@@ -18,7 +18,13 @@
 import type { StreamingQueryDefinition } from '../api/query-definition.js';
 import { KINESIS_SOURCE_NAME, sourceSchemaOf, validateQuery } from '../api/validate-query.js';
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
-import type { DeadLetterWriter } from '../sources/dead-letter.js';
+import type { DeadLetterRecord, DeadLetterWriter } from '../sources/dead-letter.js';
+import { planRepartition } from '../analysis/stages.js';
+import type { OutputMode } from '../execution/physical.js';
+import type { StructField } from '../plan/data-types.js';
+import type { LogicalPlan } from '../plan/logical-plan.js';
+import { RepartitionShardSource } from '../sources/repartition-shard-source.js';
+import type { Offset } from '../sources/source.js';
 import { asKinesisOffset, KinesisShardSource, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
 import { createRecordDecoder } from '../sources/record-decoder.js';
 import type { Sink } from '../sinks/sink.js';
@@ -54,6 +60,8 @@ export interface ShardTriggerRequest {
   readonly scheduled?: boolean;
   /** Upper bound on batches in one trigger (a re-run, a data batch, a no-data batch). */
   readonly maxBatches?: number;
+  /** Default `single`: the whole query on this shard. */
+  readonly stage?: TriggerStage;
 }
 
 export interface ShardTriggerResult {
@@ -65,8 +73,55 @@ export interface ShardTriggerResult {
   readonly error?: Error;
 }
 
-export async function runShardTrigger(request: ShardTriggerRequest, backends: PartitionBackends): Promise<ShardTriggerResult> {
+/**
+ * Which part of the query a trigger runs: the whole query (`single`), or with a repartition stage,
+ * stage 1 on a source shard (`source`: stateless part, rows routed by state key) or stage 2 on a
+ * shard of the internal stream (`state`: the stateful part, the output mode and the sink).
+ */
+export type TriggerStage = 'single' | 'source' | 'state';
+
+/** The repartition stream's source name in offsets. */
+export const REPARTITION_SOURCE_NAME = 'repartition';
+
+interface ShardSource {
+  readonly name: string;
+  setCommitted(offset: Offset | null): void;
+  offer(records: readonly ShardRecord[]): unknown;
+  covers(start: Offset | null, end: Offset): boolean;
+}
+
+interface PreparedStage {
+  readonly source: ShardSource;
+  readonly plan: LogicalPlan;
+  readonly columns: readonly string[];
+  readonly schema: readonly StructField[];
+  readonly outputMode: OutputMode;
+  readonly conf: ReadonlyMap<string, string>;
+  readonly watermarks: WatermarkCoordinator | undefined;
+  readonly deadLetters: () => DeadLetterRecord[];
+}
+
+function prepareStage(request: ShardTriggerRequest, backends: PartitionBackends): PreparedStage {
   const { definition, shardId } = request;
+  const stage = request.stage ?? 'single';
+  const validateOptions = { expectedShardCount: request.expectedShardCount, allowRepartition: stage !== 'single' };
+  if (stage === 'state') {
+    const shape = validateQuery(definition, validateOptions);
+    const split = shape.repartition ?? planRepartition(shape.df.plan);
+    const source = new RepartitionShardSource(REPARTITION_SOURCE_NAME, split.cutOutput.map((a) => ({ name: a.name, type: a.type })), shardId);
+    const delayMs = split.eventTime?.delayMs ?? 0;
+    return {
+      source,
+      plan: split.stage2(source),
+      columns: shape.columns,
+      schema: shape.schema,
+      outputMode: definition.outputMode,
+      conf: shape.session.conf,
+      // The source shards' watermarks arrive with their rows; batch N runs with what N-1 applied.
+      watermarks: { combine: async () => source.committedWatermarkMs(delayMs), publish: async () => {} },
+      deadLetters: () => [],
+    };
+  }
   const schema = sourceSchemaOf(definition.source);
   const source = new KinesisShardSource({
     name: KINESIS_SOURCE_NAME,
@@ -77,26 +132,55 @@ export async function runShardTrigger(request: ShardTriggerRequest, backends: Pa
     partitionKeyColumn: definition.source.partitionKey,
   });
   // Analysis errors are the deployment's, not the data's: they propagate and nothing is touched.
-  const validated = validateQuery(definition, { source, expectedShardCount: request.expectedShardCount });
-  const execution = new StreamExecution({
+  const validated = validateQuery(definition, { ...validateOptions, source });
+  if (stage === 'source' && validated.repartition) {
+    const split = validated.repartition;
+    return {
+      source,
+      plan: split.stage1,
+      columns: split.cutOutput.map((a) => a.name),
+      schema: split.cutOutput.map((a) => ({ name: a.name, type: a.type })),
+      outputMode: 'append',
+      conf: validated.session.conf,
+      watermarks: undefined,
+      deadLetters: () => source.deadLetters(),
+    };
+  }
+  return {
+    source,
     plan: validated.df.plan,
     columns: validated.columns,
     schema: validated.schema,
     outputMode: definition.outputMode,
+    conf: validated.session.conf,
+    watermarks: backends.watermarks,
+    deadLetters: () => source.deadLetters(),
+  };
+}
+
+export async function runShardTrigger(request: ShardTriggerRequest, backends: PartitionBackends): Promise<ShardTriggerResult> {
+  const { definition, shardId } = request;
+  const prepared = prepareStage(request, backends);
+  const { source } = prepared;
+  const execution = new StreamExecution({
+    plan: prepared.plan,
+    columns: prepared.columns,
+    schema: prepared.schema,
+    outputMode: prepared.outputMode,
     sink: backends.sink,
     trigger: Trigger.ProcessingTime(0),
     checkpoint: backends.checkpoint,
-    conf: validated.session.conf,
+    conf: prepared.conf,
     clock: backends.clock ?? systemClock,
     queryName: definition.name,
     partitionId: shardId,
-    watermarkCoordinator: backends.watermarks,
+    watermarkCoordinator: prepared.watermarks,
     costMeter: backends.costMeter,
     noDataBatchAfterRecovery: request.scheduled === true,
   });
   await execution.start();
 
-  const committedOffset = (): KinesisOffset | null => asKinesisOffset(execution.committedSourceOffsets.get(KINESIS_SOURCE_NAME) ?? null);
+  const committedOffset = (): KinesisOffset | null => asKinesisOffset(execution.committedSourceOffsets.get(source.name) ?? null);
   const firstUncommitted = (): string | null => {
     const committed = committedOffset();
     const after = committed ? BigInt(committed.sequenceNumber) : -1n;
@@ -104,10 +188,10 @@ export async function runShardTrigger(request: ShardTriggerRequest, backends: Pa
   };
 
   try {
-    source.setCommitted(committedOffset());
+    source.setCommitted(execution.committedSourceOffsets.get(source.name) ?? null);
     source.offer(request.records);
     await ensurePendingBatchRecords(execution, source, shardId, backends.shardReader);
-    const deadLetters = source.deadLetters();
+    const deadLetters = prepared.deadLetters();
     if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
     const maxBatches = request.maxBatches ?? 8;
     for (let i = 0; i < maxBatches && (await execution.runOneTrigger()); i++) {
@@ -126,12 +210,12 @@ export async function runShardTrigger(request: ShardTriggerRequest, backends: Pa
 
 /** A planned, uncommitted batch re-runs with exactly its records: fetch them if not delivered. */
 async function ensurePendingBatchRecords(
-  execution: StreamExecution, source: KinesisShardSource, shardId: string, reader: ShardReader | undefined,
+  execution: StreamExecution, source: ShardSource, shardId: string, reader: ShardReader | undefined,
 ): Promise<void> {
   const pending = execution.pendingBatch;
   if (!pending) return;
-  const end = pending.offsets.get(KINESIS_SOURCE_NAME) ?? null;
-  const start = execution.committedSourceOffsets.get(KINESIS_SOURCE_NAME) ?? null;
+  const end = pending.offsets.get(source.name) ?? null;
+  const start = execution.committedSourceOffsets.get(source.name) ?? null;
   if (end === null || JSON.stringify(start) === JSON.stringify(end) || source.covers(start, end)) return;
   const planned = asKinesisOffset(end)!;
   if (!reader || planned.firstSequenceNumber === undefined) {

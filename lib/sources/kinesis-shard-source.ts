@@ -65,10 +65,10 @@ export class KinesisShardSource implements MicroBatchStream {
   }
 
   /** Everything up to `offset` is committed: such records are dropped (Lambda redelivers). */
-  setCommitted(offset: KinesisOffset | null): void {
-    this.committed = offset;
-    if (offset) {
-      const last = BigInt(offset.sequenceNumber);
+  setCommitted(offset: KinesisOffset | Offset | null): void {
+    this.committed = asKinesisOffset(offset as Offset | null);
+    if (this.committed) {
+      const last = BigInt(this.committed.sequenceNumber);
       this.buffer = this.buffer.filter((b) => b.seq > last);
     }
   }

@@ -1,0 +1,120 @@
+/**
+ * Stage 1's sink: routes each row by its state key to a shard of the internal stream and sends,
+ * for every shard, one record (or several parts) per batch, empty ones included, so each state
+ * partition hears of every source shard's progress. Idempotent by construction: a re-run batch
+ * sends the same records, and stage 2 applies each (source, batch, part) once.
+ */
+import { createHash } from 'node:crypto';
+import type { CostMeter } from '../runtime/cost-meter.js';
+import { encodeRepartitionRecord, REPARTITION_RECORD_VERSION, type RepartitionRecord } from '../sources/repartition-records.js';
+import type { Sink, SinkBatch } from './sink.js';
+
+export interface RepartitionTarget {
+  readonly shardId: string;
+  readonly startingHashKey: bigint;
+  readonly endingHashKey: bigint;
+}
+
+export interface RepartitionRecordOut {
+  readonly data: Uint8Array;
+  readonly partitionKey: string;
+  /** Routes the record to exactly this shard (its starting hash key). */
+  readonly explicitHashKey: string;
+}
+
+/** The internal stream, as stage 1 sees it (Kinesis on AWS). */
+export interface RepartitionChannel {
+  /** The open shards, ordered by hash range. */
+  shards(): Promise<readonly RepartitionTarget[]>;
+  /** Writes every record (retrying rejected ones); resolves when all are written. */
+  put(records: readonly RepartitionRecordOut[]): Promise<void>;
+}
+
+export interface RepartitionSinkOptions {
+  readonly channel: RepartitionChannel;
+  /** Stage-1 output ordinals of the state key ([] = everything to one partition). */
+  readonly routingOrdinals: readonly number[];
+  /** Stage-1 output ordinal of the event-time column (epoch micros), or null. */
+  readonly eventTimeOrdinal: number | null;
+  /** Kinesis takes 1 MiB per record; parts stay below this many bytes of rows. */
+  readonly maxRecordBytes?: number;
+  readonly meter?: CostMeter;
+}
+
+/** Kinesis's own routing: the MD5 of the partition key as a 128-bit number. */
+export function hashKeyOf(routingKey: string): bigint {
+  return BigInt(`0x${createHash('md5').update(routingKey).digest('hex')}`);
+}
+
+export function targetFor(targets: readonly RepartitionTarget[], hash: bigint): RepartitionTarget {
+  const found = targets.find((t) => hash >= t.startingHashKey && hash <= t.endingHashKey);
+  if (!found) throw new Error(`no open shard of the repartition stream covers hash key ${hash}`);
+  return found;
+}
+
+export class RepartitionSink implements Sink {
+  readonly description = 'RepartitionSink';
+  readonly supportedOutputModes = ['append'] as const;
+
+  constructor(private readonly options: RepartitionSinkOptions) {}
+
+  async addBatch(batch: SinkBatch): Promise<void> {
+    const targets = await this.options.channel.shards();
+    const byTarget = new Map<string, (readonly unknown[])[]>(targets.map((t) => [t.shardId, []]));
+    const { routingOrdinals, eventTimeOrdinal } = this.options;
+    let maxEventTimeMicros: number | null = null;
+    for (const row of batch.rows) {
+      const key = JSON.stringify(routingOrdinals.map((i) => row[i] ?? null));
+      byTarget.get(targetFor(targets, hashKeyOf(key)).shardId)!.push(row);
+      if (eventTimeOrdinal !== null) {
+        const t = row[eventTimeOrdinal];
+        if (typeof t === 'number' && (maxEventTimeMicros === null || t > maxEventTimeMicros)) maxEventTimeMicros = t;
+      }
+    }
+    const maxEventTimeMs = maxEventTimeMicros === null ? null : Math.floor(maxEventTimeMicros / 1000);
+    const out: RepartitionRecordOut[] = [];
+    for (const target of targets) {
+      const parts = this.split(byTarget.get(target.shardId)!);
+      parts.forEach((rows, part) => out.push(this.record(target, {
+        v: REPARTITION_RECORD_VERSION, kind: 'rows', src: batch.partitionId, batch: batch.batchId,
+        part, parts: parts.length, maxEventTimeMs, rows,
+      })));
+    }
+    await this.send(out);
+  }
+
+  /** Tells every state partition that source shard `src` is idle (confirmed caught up and quiet). */
+  async broadcastIdle(src: string, lastBatchId: number): Promise<void> {
+    const targets = await this.options.channel.shards();
+    await this.send(targets.map((target) => this.record(target, {
+      v: REPARTITION_RECORD_VERSION, kind: 'idle', src, batch: lastBatchId, part: 0, parts: 1, maxEventTimeMs: null, rows: [],
+    })));
+  }
+
+  private record(target: RepartitionTarget, record: RepartitionRecord): RepartitionRecordOut {
+    return { data: encodeRepartitionRecord(record), partitionKey: `${record.src}#${record.batch}`, explicitHashKey: target.startingHashKey.toString() };
+  }
+
+  private async send(records: readonly RepartitionRecordOut[]): Promise<void> {
+    this.options.meter?.add('repartitionRecords', records.length);
+    this.options.meter?.add('repartitionBytes', records.reduce((n, r) => n + r.data.length, 0));
+    await this.options.channel.put(records);
+  }
+
+  /** Splits rows into parts that encode below the record size limit (at least one part). */
+  private split(rows: readonly (readonly unknown[])[]): (readonly unknown[])[][] {
+    const limit = this.options.maxRecordBytes ?? 900_000;
+    const parts: (readonly unknown[])[][] = [[]];
+    let size = 0;
+    for (const row of rows) {
+      const rowBytes = JSON.stringify(row).length + 1;
+      if (size + rowBytes > limit && parts[parts.length - 1]!.length > 0) {
+        parts.push([]);
+        size = 0;
+      }
+      parts[parts.length - 1]!.push(row);
+      size += rowBytes;
+    }
+    return parts;
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * What crosses the repartition hop. Stage 1 sends, for each of its batches, one record to every
+ * shard of the internal stream (split in parts when large): the rows routed there, and the
+ * batch's maximum event time, which is how every source shard's watermark reaches every state
+ * partition, in order with its rows. A confirmed-idle source shard sends an `idle` record.
+ *
+ * Kinesis PutRecords may write a record twice, and stage 1 re-sends a batch it re-runs, so stage 2
+ * applies each (source shard, batch, part) once: what it applied per source is part of its
+ * offsets, committed with its batches.
+ */
+export const REPARTITION_RECORD_VERSION = 1;
+
+export interface RepartitionRecord {
+  readonly v: number;
+  readonly kind: 'rows' | 'idle';
+  /** The source shard (stage-1 partition). */
+  readonly src: string;
+  /** The stage-1 batch id (for `idle`: the last committed one). */
+  readonly batch: number;
+  readonly part: number;
+  readonly parts: number;
+  /** Maximum event time (ms) over the whole stage-1 batch, null without rows or watermark. */
+  readonly maxEventTimeMs: number | null;
+  /** Rows in stage-1 output order, engine values (timestamps in epoch micros). */
+  readonly rows: readonly (readonly unknown[])[];
+}
+
+/** What a state partition has applied from one source shard. */
+export interface SourceProgress {
+  readonly batch: number;
+  /** Parts of `batch` applied so far. */
+  readonly parts: readonly number[];
+  readonly complete: boolean;
+  readonly maxEventTimeMs: number | null;
+  readonly idle: boolean;
+}
+
+export type SourceProgressMap = Readonly<Record<string, SourceProgress>>;
+
+export function encodeRepartitionRecord(record: RepartitionRecord): Uint8Array {
+  return new TextEncoder().encode(JSON.stringify(record));
+}
+
+export function decodeRepartitionRecord(data: Uint8Array): RepartitionRecord {
+  const parsed = JSON.parse(new TextDecoder().decode(data)) as RepartitionRecord;
+  if (parsed.v !== REPARTITION_RECORD_VERSION || (parsed.kind !== 'rows' && parsed.kind !== 'idle')) {
+    throw new Error(`not a Sluice repartition record (version ${String(parsed.v)})`);
+  }
+  return parsed;
+}
+
+const maxOf = (a: number | null, b: number | null): number | null => (a === null ? b : b === null ? a : Math.max(a, b));
+
+/**
+ * Applies one record to the progress map. Returns the rows to process, or null when the record
+ * was already applied (a duplicate).
+ */
+export function applyRepartitionRecord(progress: Record<string, SourceProgress>, record: RepartitionRecord): readonly (readonly unknown[])[] | null {
+  const current = progress[record.src];
+  if (record.kind === 'idle') {
+    if (current && record.batch < current.batch) return null;
+    progress[record.src] = current
+      ? { ...current, idle: true }
+      : { batch: record.batch, parts: [], complete: true, maxEventTimeMs: record.maxEventTimeMs, idle: true };
+    return [];
+  }
+  if (current && (record.batch < current.batch || (record.batch === current.batch && (current.complete || current.parts.includes(record.part))))) {
+    return null;
+  }
+  const parts = current && current.batch === record.batch ? [...current.parts, record.part] : [record.part];
+  const complete = parts.length >= record.parts;
+  // A batch's event time counts once all its parts are in: until then some of its rows are not.
+  progress[record.src] = {
+    batch: record.batch,
+    parts,
+    complete,
+    maxEventTimeMs: complete ? maxOf(current?.maxEventTimeMs ?? null, record.maxEventTimeMs) : current?.maxEventTimeMs ?? null,
+    idle: false,
+  };
+  return record.rows;
+}
+
+/**
+ * The watermark a state partition runs with: the minimum over live source shards of their max
+ * event time minus the delay; when all are idle, the maximum (Spark's rule for one query).
+ */
+export function sourcesWatermarkMs(progress: SourceProgressMap, delayMs: number): number {
+  const entries = Object.values(progress);
+  if (entries.length === 0) return 0;
+  const watermark = (p: SourceProgress): number => (p.maxEventTimeMs === null ? 0 : Math.max(0, p.maxEventTimeMs - delayMs));
+  const live = entries.filter((p) => !p.idle);
+  return live.length === 0 ? Math.max(...entries.map(watermark)) : Math.min(...live.map(watermark));
+}
