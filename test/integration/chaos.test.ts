@@ -28,7 +28,7 @@ describe('chaos harness (emulators, real handler, injected faults)', () => {
     expect(report.faultsInjected).toBeGreaterThanOrEqual(3 * 2 * 10);
     for (const kind of FAULT_KINDS) expect(report.faultsByKind[kind] ?? 0, kind).toBeGreaterThan(0);
     const all = report.runs.flatMap((r) => r.queries);
-    expect(all.reduce((n, q) => n + q.containers - 1, 0)).toBeGreaterThanOrEqual(3 * 2 * 6);
+    expect(all.reduce((n, q) => n + q.processesKilled, 0)).toBeGreaterThanOrEqual(3 * 2 * 6);
     expect(all.reduce((n, q) => n + q.stats.bisects, 0)).toBeGreaterThan(0);
     expect(all.reduce((n, q) => n + q.stats.retries, 0)).toBeGreaterThan(0);
   });

@@ -23,7 +23,7 @@ import { validateQuery } from '../../api/validate-query.js';
 import { createAwsQueryBackends } from '../../aws/aws-backends.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from '../../aws/clients.js';
 import { sharedStateCache } from '../../aws/dynamodb-state-store.js';
-import { createKinesisTriggerHandler, type KinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
+import { createKinesisTriggerHandler, shardIdOf, type KinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
 import type { Observability } from '../../aws/observability.js';
 import { CostMeter } from '../../runtime/cost-meter.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
@@ -34,6 +34,7 @@ import { ChaosKill, type FaultController } from './faults.js';
 
 interface Container {
   readonly id: number;
+  readonly shardId: string;
   readonly clients: AwsClients;
   readonly handler: KinesisTriggerHandler;
   dead: boolean;
@@ -52,20 +53,28 @@ export interface ChaosFunctionOptions {
 }
 
 export class ChaosFunction {
-  private current: Container;
+  /** The live container per shard: Lambda runs concurrent invocations in separate containers. */
+  private readonly current = new Map<string, Container>();
   private containerCount = 0;
-  /** Containers started (1 + the number of simulated crashes). */
+  private crashes = 0;
+  /** Containers started (one per shard + one per simulated crash). */
   get containers(): number { return this.containerCount; }
+  /** Simulated process deaths (kills and crashes), each followed by a cold container. */
+  get processesKilled(): number { return this.crashes; }
 
-  constructor(private readonly options: ChaosFunctionOptions) {
-    this.current = this.newContainer();
+  constructor(private readonly options: ChaosFunctionOptions) {}
+
+  private containerFor(shardId: string): Container {
+    let c = this.current.get(shardId);
+    if (!c) this.current.set(shardId, (c = this.newContainer(shardId)));
+    return c;
   }
 
   /** The function as the event source mapping invokes it. */
   readonly handler = async (event: KinesisStreamEvent, context: Context): Promise<KinesisStreamBatchResponse | void> => {
     const { controller } = this.options;
-    const container = this.current;
-    const shardId = event.Records[0]?.eventID.split(':')[0] ?? '?';
+    const shardId = event.Records[0] ? shardIdOf(event.Records[0]) : '?';
+    const container = this.containerFor(shardId);
     const fault = controller.hit('invocation', () => `${shardId}, ${event.Records.length} records from ${event.Records[0]?.kinesis.sequenceNumber.slice(-6)}`);
     if (fault?.kind === 'crash-before-run') {
       this.replace(container, 'crash before run');
@@ -83,10 +92,10 @@ export class ChaosFunction {
   /** The event source mapping's afterInvoke hook: lost responses and deaths before the response. */
   readonly hooks: EventSourceMappingHooks = {
     afterInvoke: (event: KinesisStreamEvent, _result: HandlerResult) => {
-      const shardId = event.Records[0]?.eventID.split(':')[0] ?? '?';
+      const shardId = event.Records[0] ? shardIdOf(event.Records[0]) : '?';
       const fault = this.options.controller.hit('response', () => `${shardId}, ${event.Records.length} records`);
       if (fault?.kind === 'kill-before-response') {
-        this.replace(this.current, 'killed before the response');
+        this.replace(this.containerFor(shardId), 'killed before the response');
         throw new ChaosKill('chaos: the process died before Lambda got the response');
       }
       if (fault?.kind === 'response-lost') throw new Error('chaos: the response was lost');
@@ -94,7 +103,8 @@ export class ChaosFunction {
   };
 
   destroy(): void {
-    this.current.clients.destroy();
+    for (const c of this.current.values()) c.clients.destroy();
+    this.current.clear();
   }
 
   private checkAlive(container: Container): void {
@@ -107,19 +117,20 @@ export class ChaosFunction {
   private replace(container: Container, reason: string): void {
     container.dead = true;
     container.killedBy ??= reason;
-    if (this.current === container) {
+    if (this.current.get(container.shardId) === container) {
+      this.crashes++;
       container.clients.destroy();
-      // The process-level state cache dies with the container (both queries share the process
-      // here, so the other function's containers turn cold too: harmless, only slower).
+      // The process-level state cache dies with the container. All simulated containers share
+      // this process's cache, so every other one turns cold too: harmless, only slower.
       sharedStateCache.clear();
-      this.current = this.newContainer();
+      this.current.delete(container.shardId);
     }
   }
 
-  private newContainer(): Container {
+  private newContainer(shardId: string): Container {
     const { definition, config, clientOptions, observability } = this.options;
     const clients = createAwsClients(clientOptions);
-    const container: Container = { id: ++this.containerCount, clients, dead: false, handler: undefined as unknown as KinesisTriggerHandler };
+    const container: Container = { id: ++this.containerCount, shardId, clients, dead: false, handler: undefined as unknown as KinesisTriggerHandler };
     this.instrument(container, clients);
     const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount });
     const backends = createAwsQueryBackends(definition, validated.keyColumns, config, clients, new CostMeter(), (sink) => this.wrapSink(container, sink));

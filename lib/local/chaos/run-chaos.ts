@@ -62,7 +62,8 @@ export interface QueryOutcome {
   readonly injected: readonly InjectedFault[];
   readonly missed: readonly PlannedFault[];
   readonly stats: EventSourceMappingStats;
-  readonly containers: number;
+  /** Simulated process deaths (each invocation after one starts in a cold container). */
+  readonly processesKilled: number;
 }
 
 export interface RunOutcome {
@@ -93,7 +94,7 @@ interface QueryRun {
   readonly deadLetters: DeadLetterRecord[];
   readonly controller: FaultController;
   readonly stats: EventSourceMappingStats;
-  readonly containers: number;
+  readonly processesKilled: number;
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
@@ -183,7 +184,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         const out = new Map<string, QueryRun>();
         for (const p of parts) {
           const [contents, deadLetters] = await Promise.all([readSinkContents(clients!, p.definition, p.config), readDeadLetterContents(clients!, p.config)]);
-          out.set(p.definition.name, { rows: contents.rows, deadLetters, controller: p.controller, stats: p.esm.stats, containers: p.fn.containers });
+          out.set(p.definition.name, { rows: contents.rows, deadLetters, controller: p.controller, stats: p.esm.stats, processesKilled: p.fn.processesKilled });
         }
         return { queries: out, placed };
       } finally {
@@ -233,7 +234,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         for (const f of got.controller.injected) byKind[f.kind] = (byKind[f.kind] ?? 0) + 1;
         return {
           query: q.name, sink: q.sink.kind, rows: got.rows.length, diff, injected: got.controller.injected, missed: got.controller.missed,
-          stats: got.stats, containers: got.containers,
+          stats: got.stats, processesKilled: got.processesKilled,
         };
       });
       const outcome: RunOutcome = {
@@ -274,7 +275,7 @@ function formatRun(o: RunOutcome, runs: number): string {
   const inv = o.queries.reduce((n, q) => n + q.stats.invocations, 0);
   const retries = o.queries.reduce((n, q) => n + q.stats.retries, 0);
   const bisects = o.queries.reduce((n, q) => n + q.stats.bisects, 0);
-  const crashes = o.queries.reduce((n, q) => n + q.containers - 1, 0);
+  const crashes = o.queries.reduce((n, q) => n + q.processesKilled, 0);
   const perQuery = o.queries.map((q) => `${q.query}: ${q.rows} rows lost=${q.diff.lost} dup=${q.diff.duplicated} mismatch=${q.diff.mismatched}`).join('; ');
   return `run ${o.run}/${runs}: faults ${injected}/${planned} injected, ${crashes} processes killed, ${inv} invocations, ${retries} retries, ${bisects} bisects | ${perQuery} | `
     + `lost=${o.lost} duplicated=${o.duplicated} mismatched=${o.mismatched} (${o.seconds.toFixed(1)} s)`;

@@ -16,7 +16,7 @@ import { pathToFileURL } from 'node:url';
 import type { StreamingQueryDefinition } from '../../api/query-definition.js';
 import { validateQuery } from '../../api/validate-query.js';
 import { createAwsClients, type AwsClients } from '../../aws/clients.js';
-import { createKinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
+import { createKinesisTriggerHandler, shardIdOf } from '../../aws/kinesis-trigger-handler.js';
 import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
 import type { OutputMode } from '../../execution/physical.js';
 import type { StreamingQueryProgress } from '../../runtime/progress.js';
@@ -177,14 +177,22 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     };
 
     const observability = quietObservability(definition.name);
-    const handler = createKinesisTriggerHandler(definition, {
-      config, clientOptions: emulators.clientOptions, observability, onTrigger: report, decorateSink,
-    });
+    // Lambda runs concurrent invocations (one per shard here) in separate containers: one handler
+    // instance per shard, so that each has its own clients and cost meter, as in AWS.
+    const handlers = new Map<string, ReturnType<typeof createKinesisTriggerHandler>>();
+    const handlerFor = (shardId: string): ReturnType<typeof createKinesisTriggerHandler> => {
+      let h = handlers.get(shardId);
+      if (!h) {
+        h = createKinesisTriggerHandler(definition, { config, clientOptions: emulators!.clientOptions, observability, onTrigger: report, decorateSink });
+        handlers.set(shardId, h);
+      }
+      return h;
+    };
     const failures: BatchFailureInfo[] = [];
     esm = new LocalEventSourceMapping({
       kinesis: clients.kinesis,
       streamName: deployment.streamName,
-      handler: (event, context) => handler(event, context),
+      handler: (event, context) => handlerFor(shardIdOf(event.Records[0]!))(event, context),
       batchSize,
       bisectBatchOnFunctionError: true,
       maximumRetryAttempts: 3,
@@ -220,7 +228,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     print('== summary ==');
     print(`batches: ${totals.batches} (${stats.invocations} Lambda invocations, ${stats.retries} retries, ${stats.bisects} bisects${failures.length ? `, ${failures.length} batches given up` : ''})`);
     print(`rows: ${totals.inputRows} in, ${totals.outputRows} out, ${totals.late} late rows dropped by the watermark`);
-    print(`cost: ${formatCost({ dynamoDbWriteUnits: totals.writeUnits, dynamoDbReadUnits: totals.readUnits, s3Puts: totals.s3Puts })}`);
+    print(`cost (sum of the batches' progress): ${formatCost({ dynamoDbWriteUnits: totals.writeUnits, dynamoDbReadUnits: totals.readUnits, s3Puts: totals.s3Puts })}`);
     print(`dead letters: ${deadLetters.length} (s3://${config.deadLetterBucket}/${config.deadLetterPrefix})`);
     for (const d of deadLetters) {
       print(`  ${d.shardId} #${d.sequenceNumber} key=${d.partitionKey}: ${d.reason}`);
