@@ -65,11 +65,12 @@ export class StreamingAggregateExec implements StatefulExec {
 
     const index = this.keyEventTimeMs && ctx.outputMode !== 'complete' ? this.indexFor(store) : null;
     const output: Row[] = [];
-    for (const [encoded, group] of partials) {
+    // forEach, not for-of with destructuring: no [key, value] array per group.
+    partials.forEach((group, encoded) => {
       const keyValues = group[0];
       if (isLate(keyValues)) {
         progress.numRowsDroppedByWatermark++;
-        continue;
+        return;
       }
       const stored = store.get(encoded);
       // The batch's group tuple becomes the stored value (it is not touched after this batch).
@@ -78,7 +79,7 @@ export class StreamingAggregateExec implements StatefulExec {
       if (stored === undefined && index) addToIndex(index, this.keyEventTimeMs!(keyValues), encoded);
       progress.numRowsUpdated++;
       if (ctx.outputMode === 'update') output.push(agg.resultRow(keyValues, buffers));
-    }
+    });
 
     if (ctx.outputMode === 'complete') {
       for (const [, [keyValues, buffers]] of store.entries()) output.push(agg.resultRow(keyValues, buffers));

@@ -61,10 +61,11 @@ class VersionedMap<V> {
 }
 
 function applyDelta<V>(target: Map<string, V>, delta: Delta<V>): void {
-  for (const [k, v] of delta) {
+  // forEach, not for-of with destructuring: no [key, value] array per entry.
+  delta.forEach((v, k) => {
     if (v === TOMBSTONE) target.delete(k);
     else target.set(k, v);
-  }
+  });
 }
 
 class MemoryStateStore<V> implements StateStore<V> {
@@ -103,13 +104,14 @@ class MemoryStateStore<V> implements StateStore<V> {
   get size(): number {
     if (this.knownSize < 0) {
       let size = this.base.size;
-      for (const [k, v] of this.delta) {
+      const base = this.base;
+      this.delta.forEach((v, k) => {
         if (v === TOMBSTONE) {
-          if (this.base.has(k)) size--;
-        } else if (!this.base.has(k)) {
+          if (base.has(k)) size--;
+        } else if (!base.has(k)) {
           size++;
         }
-      }
+      });
       this.knownSize = size;
     }
     return this.knownSize;
