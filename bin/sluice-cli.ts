@@ -52,7 +52,9 @@ try {
   if (error instanceof SluiceError) {
     process.stderr.write(`${error.message}\n`);
   } else {
-    process.stderr.write(`sluice: ${(error as Error)?.stack ?? String(error)}\n`);
+    // The stack helps with unexpected failures; SLUICE_DEBUG=1 shows it.
+    const e = error as Error;
+    process.stderr.write(`sluice: ${process.env.SLUICE_DEBUG ? e?.stack ?? String(error) : e?.message ?? String(error)}\n`);
   }
   process.exit(1);
 }

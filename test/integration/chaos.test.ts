@@ -8,6 +8,9 @@ import { describe, expect, it } from 'vitest';
 import { runChaos, type ChaosReport } from '../../lib/local/chaos/run-chaos.js';
 import { FAULT_KINDS } from '../../lib/local/chaos/faults.js';
 
+// The SDK's notice about future Node versions is noise in the test output.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+
 describe('chaos harness (emulators, real handler, injected faults)', () => {
   let report: ChaosReport;
   const lines: string[] = [];

@@ -10,7 +10,7 @@
  *   6. Print every batch (progress and output table), a summary, and with --out the final sink
  *      contents and the dead letters.
  */
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { StreamingQueryDefinition } from '../../api/query-definition.js';
@@ -62,6 +62,7 @@ export interface DevSummary {
 
 /** Loads a query module: its default export (or an export named `query`) is the definition. */
 export async function loadQueryModule(path: string): Promise<StreamingQueryDefinition> {
+  if (!existsSync(resolve(path))) throw new Error(`query module ${path} not found`);
   let module: Record<string, unknown>;
   try {
     module = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>;
@@ -109,6 +110,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
   let records: SampleRecord[];
   let origin: string;
   if (options.input) {
+    if (!existsSync(options.input)) throw new Error(`input file ${options.input} not found`);
     records = recordsFromLines(readFileSync(options.input, 'utf8').split('\n'), definition.source, options.seed ?? 1);
     origin = `${options.input} (${plural(records.length, 'record')})`;
   } else {
