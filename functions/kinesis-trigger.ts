@@ -5,3 +5,4 @@
  */
 export { createKinesisTriggerHandler } from '../lib/aws/kinesis-trigger-handler.js';
 export type { KinesisTriggerHandler, KinesisTriggerOptions } from '../lib/aws/kinesis-trigger-handler.js';
+export { createRepartitionTriggerHandler } from '../lib/aws/kinesis-trigger-handler.js';

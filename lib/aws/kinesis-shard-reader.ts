@@ -3,7 +3,7 @@
  * planned batch re-runs with exactly its records when Lambda redelivers only part of them (a
  * bisected retry), and how the scheduled trigger checks that a shard is caught up.
  */
-import { GetRecordsCommand, GetShardIteratorCommand, type KinesisClient, type _Record } from '@aws-sdk/client-kinesis';
+import { GetRecordsCommand, GetShardIteratorCommand, ListShardsCommand, type KinesisClient, type Shard, type _Record } from '@aws-sdk/client-kinesis';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { ShardReader } from '../runtime/shard-trigger.js';
 import type { CostMeter } from '../runtime/cost-meter.js';
@@ -78,4 +78,16 @@ export class KinesisShardReader implements ShardReader {
     }));
     return response.ShardIterator;
   }
+}
+
+/** Every shard of a stream (open and closed), paginated. */
+export async function listStreamShards(kinesis: KinesisClient, streamName: string): Promise<Shard[]> {
+  const shards: Shard[] = [];
+  let token: string | undefined;
+  do {
+    const page = await kinesis.send(token ? new ListShardsCommand({ NextToken: token }) : new ListShardsCommand({ StreamName: streamName }));
+    shards.push(...(page.Shards ?? []));
+    token = page.NextToken;
+  } while (token);
+  return shards;
 }

@@ -10,7 +10,8 @@ import type { StreamingQueryDefinition } from '../api/query-definition.js';
 import { validateQuery } from '../api/validate-query.js';
 import { CostMeter } from '../runtime/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
-import { runShardTrigger, type PartitionBackends, type ShardTriggerResult } from '../runtime/shard-trigger.js';
+import { runShardTrigger, type PartitionBackends, type ShardTriggerResult, type TriggerStage } from '../runtime/shard-trigger.js';
+import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions } from './clients.js';
@@ -49,16 +50,35 @@ export function toShardRecordFromEvent(record: KinesisStreamRecord): ShardRecord
   };
 }
 
+/** The handler for the source stream: the whole query, or stage 1 when it has a repartition stage. */
 export function createKinesisTriggerHandler(definition: StreamingQueryDefinition, options: KinesisTriggerOptions = {}): KinesisTriggerHandler {
+  return createTriggerHandler(definition, options, 'source-stream');
+}
+
+/** The handler for the internal repartition stream: stage 2, the stateful part and the sink. */
+export function createRepartitionTriggerHandler(definition: StreamingQueryDefinition, options: KinesisTriggerOptions = {}): KinesisTriggerHandler {
+  return createTriggerHandler(definition, options, 'repartition-stream');
+}
+
+function createTriggerHandler(
+  definition: StreamingQueryDefinition, options: KinesisTriggerOptions, stream: 'source-stream' | 'repartition-stream',
+): KinesisTriggerHandler {
   // Cold start: a bad configuration or query fails here, before any record is touched.
   const config = options.config ?? readRuntimeConfig();
-  const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount });
+  const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount, allowRepartition: config.repartitionStreamName !== undefined });
+  if (stream === 'repartition-stream' && !validated.needsRepartition) {
+    throw new IllegalArgumentError(`Query '${definition.name}' has no repartition stage: its state is co-partitioned with the stream.`, {
+      code: 'NO_REPARTITION_STAGE', hint: 'remove the repartition function, or check the query\'s source.partitionKey.',
+    });
+  }
+  const stage: TriggerStage = stream === 'repartition-stream' ? 'state' : validated.needsRepartition ? 'source' : 'single';
   const meter = new CostMeter();
   const observability = options.observability ?? createObservability(definition.name);
   let backendsFor = options.backendsFor;
   if (!backendsFor) {
     const clients = createAwsClients(options.clientOptions);
-    backendsFor = createAwsQueryBackends(definition, validated.keyColumns, config, clients, meter, options.decorateSink).forPartition;
+    const backends = createAwsQueryBackends(definition, validated.keyColumns, config, clients, meter, options.decorateSink, validated.repartition);
+    backendsFor = (shardId) => backends.forPartition(shardId, stage);
   }
   const base = backendsFor;
   const forPartition = (shardId: string): PartitionBackends => (options.decorateBackends ?? ((b) => b))(base(shardId));
@@ -75,7 +95,7 @@ export function createKinesisTriggerHandler(definition: StreamingQueryDefinition
       let result: ShardTriggerResult;
       try {
         result = await runShardTrigger({
-          definition, shardId, records: shardRecords, expectedShardCount: config.expectedShardCount,
+          definition, shardId, records: shardRecords, expectedShardCount: config.expectedShardCount, stage,
         }, forPartition(shardId));
       } catch (error) {
         // Recovery itself failed (checkpoint unreachable, incompatible query): retry everything.

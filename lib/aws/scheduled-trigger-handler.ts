@@ -17,7 +17,8 @@ import type { StreamingQueryDefinition } from '../api/query-definition.js';
 import { validateQuery } from '../api/validate-query.js';
 import { CostMeter } from '../runtime/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
-import { committedShardOffset, runShardTrigger, type ShardTriggerResult } from '../runtime/shard-trigger.js';
+import { committedShardOffset, REPARTITION_SOURCE_NAME, runShardTrigger, type ShardTriggerResult, type TriggerStage } from '../runtime/shard-trigger.js';
+import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
 import { createAwsQueryBackends, type AwsQueryBackends } from './aws-backends.js';
@@ -29,7 +30,7 @@ export interface ScheduledTriggerOptions {
   readonly clients?: AwsClients;
   readonly observability?: Observability;
   readonly now?: () => number;
-  readonly onTrigger?: (shardId: string, result: ShardTriggerResult) => void | Promise<void>;
+  readonly onTrigger?: (shardId: string, result: ShardTriggerResult, stage: TriggerStage) => void | Promise<void>;
   readonly decorateSink?: (sink: Sink) => Sink;
   /** Records per batch when draining (default 1000). */
   readonly drainBatchSize?: number;
@@ -40,7 +41,7 @@ export interface ScheduledTriggerEvent {
 }
 
 export interface ScheduledTriggerSummary {
-  readonly shards: readonly { shardId: string; caughtUp: boolean; batches: number; error?: string }[];
+  readonly shards: readonly { shardId: string; stage: TriggerStage; caughtUp: boolean; batches: number; error?: string }[];
 }
 
 export type ScheduledTriggerHandler = (event?: ScheduledTriggerEvent | Record<string, unknown>) => Promise<ScheduledTriggerSummary>;
@@ -56,14 +57,24 @@ export async function listShards(kinesis: KinesisClient, streamName: string): Pr
   return shards;
 }
 
+interface Context {
+  readonly definition: StreamingQueryDefinition;
+  readonly config: RuntimeConfig;
+  readonly backends: AwsQueryBackends;
+  readonly observability: Observability;
+  readonly options: ScheduledTriggerOptions;
+}
+
 export function createScheduledTriggerHandler(definition: StreamingQueryDefinition, options: ScheduledTriggerOptions = {}): ScheduledTriggerHandler {
   const config = options.config ?? readRuntimeConfig();
-  const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount });
+  const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount, allowRepartition: config.repartitionStreamName !== undefined });
   const meter = new CostMeter();
   const clients = options.clients ?? createAwsClients(options.clientOptions);
-  const backends = createAwsQueryBackends(definition, validated.keyColumns, config, clients, meter, options.decorateSink);
+  const backends = createAwsQueryBackends(definition, validated.keyColumns, config, clients, meter, options.decorateSink, validated.repartition);
   const observability = options.observability ?? createObservability(definition.name);
   const now = options.now ?? Date.now;
+  const context: Context = { definition, config, backends, observability, options };
+  const sourceStage: TriggerStage = validated.needsRepartition ? 'source' : 'single';
 
   return async (event = {}) => {
     const drain = (event as ScheduledTriggerEvent).mode === 'drain';
@@ -71,15 +82,27 @@ export function createScheduledTriggerHandler(definition: StreamingQueryDefiniti
     // First every shard's idle state, so that each no-data batch below sees all of them.
     const caughtUp = new Map<string, boolean>();
     for (const shard of shards) {
-      caughtUp.set(shard.ShardId!, await confirmIdle(backends, shard.ShardId!, now()));
+      const idle = await confirmIdle(backends, shard.ShardId!, now());
+      caughtUp.set(shard.ShardId!, idle);
+      if (idle && backends.repartitionSink) {
+        // Every state partition learns that this source shard no longer holds the watermark back.
+        const committed = await backends.forPartition(shard.ShardId!, 'source').checkpoint.commitLog.getLatest();
+        await backends.repartitionSink.broadcastIdle(shard.ShardId!, committed?.[0] ?? 0);
+      }
     }
     const summary: ScheduledTriggerSummary['shards'][number][] = [];
     for (const shard of shards) {
       const shardId = shard.ShardId!;
-      const entry = drain
-        ? await drainShard(definition, config, backends, shardId, observability, options)
-        : await tickShard(definition, config, backends, shardId, observability, options);
-      summary.push({ ...entry, caughtUp: caughtUp.get(shardId) ?? false });
+      const entry = drain ? await drainShard(context, shardId, sourceStage) : await tickShard(context, shardId, sourceStage);
+      summary.push({ ...entry, stage: sourceStage, caughtUp: caughtUp.get(shardId) ?? false });
+    }
+    if (validated.needsRepartition) {
+      // Stage 2: the internal stream's shards, with whatever stage 1 just sent.
+      for (const shard of await listShards(clients.kinesis, config.repartitionStreamName!)) {
+        const shardId = shard.ShardId!;
+        const entry = await drainShard(context, shardId, 'state');
+        summary.push({ ...entry, stage: 'state', caughtUp: entry.error === undefined });
+      }
     }
     observability.metrics.publishStoredMetrics();
     return { shards: summary };
@@ -90,46 +113,43 @@ async function confirmIdle(backends: AwsQueryBackends, shardId: string, nowMs: n
   const committed = await committedShardOffset(backends.forPartition(shardId).checkpoint);
   const position = await backends.shardReader.readAfter(shardId, committed?.sequenceNumber ?? null, 1);
   const caughtUp = position.records.length === 0 && position.millisBehindLatest === 0;
-  if (caughtUp) await backends.watermarks.confirmCaughtUp(shardId, nowMs);
-  return caughtUp;
+  if (!caughtUp) return false;
+  // A shard that never had data has no watermark row yet: start its idle clock now.
+  if (committed === null) await backends.watermarks.publish(shardId, 0, -1, false);
+  return backends.watermarks.confirmCaughtUp(shardId, nowMs);
 }
 
-async function runAndReport(
-  definition: StreamingQueryDefinition, config: RuntimeConfig, backends: AwsQueryBackends, shardId: string,
-  records: Parameters<typeof runShardTrigger>[0]['records'], observability: Observability, options: ScheduledTriggerOptions,
-): Promise<ShardTriggerResult> {
+async function runAndReport(context: Context, shardId: string, stage: TriggerStage, records: readonly ShardRecord[]): Promise<ShardTriggerResult> {
+  const { definition, config, backends, observability, options } = context;
   const result = await runShardTrigger({
-    definition, shardId, records, scheduled: true, expectedShardCount: config.expectedShardCount,
-  }, backends.forPartition(shardId));
+    definition, shardId, records, scheduled: true, expectedShardCount: config.expectedShardCount, stage,
+  }, backends.forPartition(shardId, stage));
   for (const progress of result.progress) recordBatchProgress(observability, shardId, progress);
-  if (result.error) observability.logger.error('scheduled trigger failed', { shardId, error: result.error });
-  await options.onTrigger?.(shardId, result);
+  if (result.error) observability.logger.error('scheduled trigger failed', { shardId, stage, error: result.error });
+  await options.onTrigger?.(shardId, result, stage);
   return result;
 }
 
-async function tickShard(
-  definition: StreamingQueryDefinition, config: RuntimeConfig, backends: AwsQueryBackends, shardId: string,
-  observability: Observability, options: ScheduledTriggerOptions,
-): Promise<{ shardId: string; batches: number; error?: string }> {
+async function tickShard(context: Context, shardId: string, stage: TriggerStage): Promise<{ shardId: string; batches: number; error?: string }> {
   try {
-    const result = await runAndReport(definition, config, backends, shardId, [], observability, options);
+    const result = await runAndReport(context, shardId, stage, []);
     return { shardId, batches: result.progress.length, ...(result.error ? { error: result.error.message } : {}) };
   } catch (error) {
-    observability.logger.error('scheduled trigger could not start', { shardId, error: error as Error });
+    context.observability.logger.error('scheduled trigger could not start', { shardId, error: error as Error });
     return { shardId, batches: 0, error: (error as Error).message };
   }
 }
 
-async function drainShard(
-  definition: StreamingQueryDefinition, config: RuntimeConfig, backends: AwsQueryBackends, shardId: string,
-  observability: Observability, options: ScheduledTriggerOptions,
-): Promise<{ shardId: string; batches: number; error?: string }> {
+/** Reads the shard from its committed position and runs batches until caught up. */
+async function drainShard(context: Context, shardId: string, stage: TriggerStage): Promise<{ shardId: string; batches: number; error?: string }> {
+  const { backends, options } = context;
+  const reader = stage === 'state' ? backends.repartitionShardReader! : backends.shardReader;
   let batches = 0;
   try {
     for (;;) {
-      const committed = await committedShardOffset(backends.forPartition(shardId).checkpoint);
-      const position = await backends.shardReader.readAfter(shardId, committed?.sequenceNumber ?? null, options.drainBatchSize ?? 1000);
-      const result = await runAndReport(definition, config, backends, shardId, position.records, observability, options);
+      const committed = await committedShardOffset(backends.forPartition(shardId, stage).checkpoint, stage === 'state' ? REPARTITION_SOURCE_NAME : undefined);
+      const position = await reader.readAfter(shardId, committed?.sequenceNumber ?? null, options.drainBatchSize ?? 1000);
+      const result = await runAndReport(context, shardId, stage, position.records);
       batches += result.progress.length;
       if (result.error) return { shardId, batches, error: result.error.message };
       if (position.records.length === 0) return { shardId, batches };

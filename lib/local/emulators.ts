@@ -144,6 +144,8 @@ async function startKinesisMock(timeoutMs: number): Promise<Started> {
     MERGE_SHARDS_DURATION: '0ms',
     UPDATE_SHARD_COUNT_DURATION: '0ms',
     SHOULD_PERSIST_DATA: 'false',
+    SHARD_LIMIT: '10000',
+    ON_DEMAND_STREAM_COUNT_LIMIT: '1000',
     LOG_LEVEL: 'ERROR',
   });
   await waitForPort(plainPort, timeoutMs, child, 'kinesis-mock', log);

@@ -18,6 +18,7 @@ export const RUNTIME_ENV = {
   idleShardTimeoutMs: 'SLUICE_IDLE_SHARD_TIMEOUT_MS',
   expectedShardCount: 'SLUICE_EXPECTED_SHARD_COUNT',
   snapshotEveryBatches: 'SLUICE_STATE_SNAPSHOT_EVERY',
+  repartitionStreamName: 'SLUICE_REPARTITION_STREAM',
 } as const;
 
 export interface RuntimeConfig {
@@ -36,6 +37,8 @@ export interface RuntimeConfig {
   readonly expectedShardCount?: number;
   /** A full state snapshot every N batches (deltas in between). */
   readonly snapshotEveryBatches: number;
+  /** The internal stream of the repartition stage, for queries whose state keys the stream is not partitioned by. */
+  readonly repartitionStreamName?: string;
 }
 
 const optional = z.string().min(1).optional();
@@ -52,6 +55,7 @@ const envShape = z.object({
   [RUNTIME_ENV.idleShardTimeoutMs]: z.coerce.number().int().nonnegative().default(300_000),
   [RUNTIME_ENV.expectedShardCount]: z.coerce.number().int().positive().optional(),
   [RUNTIME_ENV.snapshotEveryBatches]: z.coerce.number().int().positive().default(20),
+  [RUNTIME_ENV.repartitionStreamName]: optional,
 });
 
 export function readRuntimeConfig(env: Readonly<Record<string, string | undefined>> = process.env): RuntimeConfig {
@@ -77,6 +81,7 @@ export function readRuntimeConfig(env: Readonly<Record<string, string | undefine
     idleShardTimeoutMs: e[RUNTIME_ENV.idleShardTimeoutMs],
     expectedShardCount: e[RUNTIME_ENV.expectedShardCount],
     snapshotEveryBatches: e[RUNTIME_ENV.snapshotEveryBatches],
+    repartitionStreamName: e[RUNTIME_ENV.repartitionStreamName],
   };
 }
 

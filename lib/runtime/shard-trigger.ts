@@ -48,6 +48,8 @@ export interface PartitionBackends {
   readonly shardReader?: ShardReader;
   readonly costMeter?: CostMeter;
   readonly clock?: Clock;
+  /** Stage 2: the source stream's shards, so one not heard from yet holds the watermark back. */
+  readonly sourcePartitions?: () => Promise<readonly string[]>;
 }
 
 export interface ShardTriggerRequest {
@@ -118,7 +120,10 @@ function prepareStage(request: ShardTriggerRequest, backends: PartitionBackends)
       outputMode: definition.outputMode,
       conf: shape.session.conf,
       // The source shards' watermarks arrive with their rows; batch N runs with what N-1 applied.
-      watermarks: { combine: async () => source.committedWatermarkMs(delayMs), publish: async () => {} },
+      watermarks: {
+        combine: async () => source.committedWatermarkMs(delayMs, (await backends.sourcePartitions?.()) ?? []),
+        publish: async () => {},
+      },
       deadLetters: () => [],
     };
   }
@@ -142,7 +147,9 @@ function prepareStage(request: ShardTriggerRequest, backends: PartitionBackends)
       schema: split.cutOutput.map((a) => ({ name: a.name, type: a.type })),
       outputMode: 'append',
       conf: validated.session.conf,
-      watermarks: undefined,
+      // Stage 1 has no watermark of its own; publishing its progress lets the scheduled trigger
+      // confirm the shard idle and tell the state partitions.
+      watermarks: backends.watermarks,
       deadLetters: () => source.deadLetters(),
     };
   }
@@ -229,9 +236,9 @@ async function ensurePendingBatchRecords(
 }
 
 /** The shard position a partition's checkpoint has committed (null before its first commit). */
-export async function committedShardOffset(checkpoint: Checkpoint): Promise<KinesisOffset | null> {
+export async function committedShardOffset(checkpoint: Checkpoint, sourceName = KINESIS_SOURCE_NAME): Promise<KinesisOffset | null> {
   const commit = await checkpoint.commitLog.getLatest();
   if (!commit) return null;
   const planned = await checkpoint.offsetLog.get(commit[0]);
-  return asKinesisOffset(planned?.offsets[KINESIS_SOURCE_NAME] ?? null);
+  return asKinesisOffset(planned?.offsets[sourceName] ?? null);
 }

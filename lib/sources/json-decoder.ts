@@ -154,17 +154,38 @@ function explain(type: DataType, v: unknown, path: string, numericTimestamps: Nu
  * timestamps are read in `numericTimestamps` units (seconds by default, as Spark).
  */
 export function createJsonDecoder(schema: readonly StructField[], options: JsonDecoderOptions = {}): (text: string) => DecodeResult {
+  const parse = createJsonParseDecoder(schema, options);
+  const scanner = FlatRecordScanner.create(schema, options);
+  if (scanner === null) return parse;
+  return (text) => {
+    const row = scanner.scan(text);
+    return row !== null ? { ok: true, row } : parse(text);
+  };
+}
+
+interface UsedField {
+  readonly name: string;
+  readonly index: number;
+  readonly type: DataType;
+}
+
+function usedFields(schema: readonly StructField[], options: JsonDecoderOptions): UsedField[] {
   const wanted = options.onlyFields ? new Set(options.onlyFields.map((f) => f.toLowerCase())) : null;
+  return schema
+    .map((f, index) => ({ name: f.name, index, type: f.type }))
+    .filter((f) => wanted === null || wanted.has(f.name.toLowerCase()));
+}
+
+/**
+ * The reference decoder: JSON.parse, then each used field read from the object. Gives the reason
+ * for every failure; `createJsonDecoder` falls back to it whenever its scanner is not sure.
+ * @internal exported for tests
+ */
+export function createJsonParseDecoder(schema: readonly StructField[], options: JsonDecoderOptions = {}): (text: string) => DecodeResult {
   const numericTimestamps = options.numericTimestamps ?? 'seconds';
-  const fields = schema.map((f, i) => ({
-    name: f.name,
-    index: i,
-    type: f.type,
-    read: readerFor(f.type, numericTimestamps),
-    used: wanted === null || wanted.has(f.name.toLowerCase()),
-  })).filter((f) => f.used);
+  const fields = usedFields(schema, options);
   const names = fields.map((f) => f.name);
-  const readers = fields.map((f) => f.read);
+  const readers = fields.map((f) => readerFor(f.type, numericTimestamps));
   const indexes = fields.map((f) => f.index);
   const count = fields.length;
   const width = schema.length;
@@ -196,4 +217,207 @@ export function createJsonDecoder(schema: readonly StructField[], options: JsonD
     }
     return { ok: true, row };
   };
+}
+
+/** A backslash (escapes) or a control character (newlines, tabs, or invalid) anywhere in the text. */
+const NOT_FLAT = /[\u0000-\u001f\\]/;
+/** Exact powers of ten: at most 15 decimal digits divided by one is a correctly rounded double. */
+const POW10 = Array.from({ length: 23 }, (_, k) => 10 ** k);
+
+const enum Kind { String, Int, Long, Double, Boolean, Timestamp, Other }
+
+function kindOfType(type: DataType): Kind {
+  switch (type) {
+    case 'string': return Kind.String;
+    case 'int': return Kind.Int;
+    case 'long': return Kind.Long;
+    case 'double': return Kind.Double;
+    case 'boolean': return Kind.Boolean;
+    case 'timestamp': return Kind.Timestamp;
+    default: return Kind.Other;
+  }
+}
+
+/**
+ * The fast path for the usual record: one compact JSON object (no escapes, no newlines or tabs)
+ * whose values are strings, numbers, booleans or null. Reads the used fields straight into the
+ * row without building the object. Anything else (an escape, a nested value, a value of the wrong
+ * type for its field, malformed or trailing text) returns null, and the caller decodes the record
+ * with JSON.parse instead, so rows and failure reasons are always the reference decoder's. Numbers
+ * are read as JSON.parse reads them: up to 15 digits over an exact power of ten (Clinger's fast
+ * path, correctly rounded), otherwise Number() of the literal.
+ */
+class FlatRecordScanner {
+  private constructor(
+    private readonly names: readonly string[],
+    private readonly kinds: readonly Kind[],
+    private readonly indexes: readonly number[],
+    private readonly width: number,
+    private readonly scale: number,
+  ) {}
+
+  /** Null when the schema has duplicate used names (JSON.parse semantics are then simpler to keep). */
+  static create(schema: readonly StructField[], options: JsonDecoderOptions): FlatRecordScanner | null {
+    const fields = usedFields(schema, options);
+    if (new Set(fields.map((f) => f.name)).size !== fields.length) return null;
+    return new FlatRecordScanner(
+      fields.map((f) => f.name),
+      fields.map((f) => kindOfType(f.type)),
+      fields.map((f) => f.index),
+      schema.length,
+      timestampScale(options.numericTimestamps ?? 'seconds'),
+    );
+  }
+
+  scan(text: string): unknown[] | null {
+    if (NOT_FLAT.test(text)) return null;
+    const n = text.length;
+    let i = 0;
+    while (text.charCodeAt(i) === 0x20) i++;
+    if (text.charCodeAt(i) !== 0x7b /* { */) return null;
+    const row = new Array<unknown>(this.width);
+    for (let k = 0; k < this.width; k++) row[k] = null;
+    i++;
+    while (text.charCodeAt(i) === 0x20) i++;
+    if (text.charCodeAt(i) === 0x7d /* } */) {
+      i++;
+    } else {
+      for (;;) {
+        if (text.charCodeAt(i) !== 0x22 /* " */) return null;
+        const keyEnd = text.indexOf('"', i + 1);
+        if (keyEnd < 0) return null;
+        const f = this.fieldAt(text, i + 1, keyEnd - i - 1);
+        i = keyEnd + 1;
+        while (text.charCodeAt(i) === 0x20) i++;
+        if (text.charCodeAt(i) !== 0x3a /* : */) return null;
+        i++;
+        while (text.charCodeAt(i) === 0x20) i++;
+        i = this.value(text, i, f, row);
+        if (i < 0) return null;
+        while (text.charCodeAt(i) === 0x20) i++;
+        const c = text.charCodeAt(i);
+        i++;
+        if (c === 0x7d /* } */) break;
+        if (c !== 0x2c /* , */) return null;
+        while (text.charCodeAt(i) === 0x20) i++;
+      }
+    }
+    while (text.charCodeAt(i) === 0x20) i++;
+    return i === n ? row : null;
+  }
+
+  /** The used field named text[start, start + length), or -1. */
+  private fieldAt(text: string, start: number, length: number): number {
+    const names = this.names;
+    for (let f = 0; f < names.length; f++) {
+      if (names[f]!.length === length && text.startsWith(names[f]!, start)) return f;
+    }
+    return -1;
+  }
+
+  /** Reads the value at `i` (into the row if `f` is a used field); its end, or -1 to fall back. */
+  private value(text: string, i: number, f: number, row: unknown[]): number {
+    const c = text.charCodeAt(i);
+    const kind = f < 0 ? Kind.Other : this.kinds[f]!;
+    if (c === 0x22 /* " */) {
+      const end = text.indexOf('"', i + 1);
+      if (end < 0) return -1;
+      if (f >= 0) {
+        if (kind === Kind.String) {
+          // V8 slices strings of 13+ characters: a slice kept in state would keep the whole record.
+          row[this.indexes[f]!] = end - i - 1 < 13 ? text.slice(i + 1, end) : (JSON.parse(text.slice(i, end + 1)) as string);
+        } else if (kind === Kind.Timestamp) {
+          const micros = parseTimestamp(text.slice(i + 1, end));
+          if (micros === null) return -1;
+          row[this.indexes[f]!] = micros;
+        } else {
+          return -1;
+        }
+      }
+      return end + 1;
+    }
+    if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
+      // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+      const start = i;
+      let d = c;
+      const negative = d === 0x2d;
+      if (negative) d = text.charCodeAt(++i);
+      let mantissa = 0;
+      let digits = 0;
+      if (d === 0x30) {
+        d = text.charCodeAt(++i);
+      } else if (d >= 0x31 && d <= 0x39) {
+        do {
+          mantissa = mantissa * 10 + (d - 0x30);
+          digits++;
+          d = text.charCodeAt(++i);
+        } while (d >= 0x30 && d <= 0x39);
+      } else {
+        return -1;
+      }
+      let fraction = 0;
+      if (d === 0x2e /* . */) {
+        d = text.charCodeAt(++i);
+        if (!(d >= 0x30 && d <= 0x39)) return -1;
+        do {
+          mantissa = mantissa * 10 + (d - 0x30);
+          digits++;
+          fraction++;
+          d = text.charCodeAt(++i);
+        } while (d >= 0x30 && d <= 0x39);
+      }
+      let exact = digits <= 15;
+      if (d === 0x65 || d === 0x45 /* e E */) {
+        exact = false;
+        d = text.charCodeAt(++i);
+        if (d === 0x2b || d === 0x2d) d = text.charCodeAt(++i);
+        if (!(d >= 0x30 && d <= 0x39)) return -1;
+        do d = text.charCodeAt(++i); while (d >= 0x30 && d <= 0x39);
+      }
+      if (f < 0) return i;
+      let v: number;
+      if (exact) {
+        v = fraction === 0 ? mantissa : mantissa / POW10[fraction]!;
+        if (negative) v = -v;
+      } else {
+        v = Number(text.slice(start, i));
+      }
+      switch (kind) {
+        case Kind.Double:
+          break;
+        case Kind.Long:
+          if (!Number.isSafeInteger(v)) return -1;
+          break;
+        case Kind.Int:
+          if (!Number.isInteger(v) || v < INT_MIN || v > INT_MAX) return -1;
+          break;
+        case Kind.Timestamp:
+          v = Math.round(v * this.scale);
+          if (!Number.isSafeInteger(v)) return -1;
+          break;
+        case Kind.String:
+          row[this.indexes[f]!] = String(v);
+          return i;
+        default:
+          return -1;
+      }
+      row[this.indexes[f]!] = v;
+      return i;
+    }
+    if (c === 0x6e /* n */) {
+      if (!text.startsWith('null', i)) return -1;
+      if (f >= 0) row[this.indexes[f]!] = null; // a repeated key: the last value wins, as in JSON.parse
+      return i + 4;
+    }
+    if (c === 0x74 /* t */ || c === 0x66 /* f */) {
+      const value = c === 0x74;
+      const end = value ? (text.startsWith('true', i) ? i + 4 : -1) : (text.startsWith('false', i) ? i + 5 : -1);
+      if (end < 0 || f < 0) return end;
+      if (kind === Kind.Boolean) row[this.indexes[f]!] = value;
+      else if (kind === Kind.String) row[this.indexes[f]!] = value ? 'true' : 'false';
+      else return -1;
+      return end;
+    }
+    return -1;
+  }
 }

@@ -83,8 +83,12 @@ export function applyRepartitionRecord(progress: Record<string, SourceProgress>,
 /**
  * The watermark a state partition runs with: the minimum over live source shards of their max
  * event time minus the delay; when all are idle, the maximum (Spark's rule for one query).
+ * `knownSources` are the source stream's shards: one not heard from yet counts as live at 0.
  */
-export function sourcesWatermarkMs(progress: SourceProgressMap, delayMs: number): number {
+export function sourcesWatermarkMs(progress: SourceProgressMap, delayMs: number, knownSources: readonly string[] = []): number {
+  // A source shard that exists but has not been heard from yet holds the watermark at 0: rows it
+  // has not sent may belong to any window.
+  if (knownSources.some((src) => progress[src] === undefined)) return 0;
   const entries = Object.values(progress);
   if (entries.length === 0) return 0;
   const watermark = (p: SourceProgress): number => (p.maxEventTimeMs === null ? 0 : Math.max(0, p.maxEventTimeMs - delayMs));

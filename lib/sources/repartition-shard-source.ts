@@ -54,8 +54,8 @@ export class RepartitionShardSource implements MicroBatchStream {
   }
 
   /** The watermark from what is committed: batch N runs with what batches before N applied. */
-  committedWatermarkMs(delayMs: number): number {
-    return sourcesWatermarkMs(this.committed?.sources ?? {}, delayMs);
+  committedWatermarkMs(delayMs: number, knownSources: readonly string[] = []): number {
+    return sourcesWatermarkMs(this.committed?.sources ?? {}, delayMs, knownSources);
   }
 
   get committedSources(): SourceProgressMap {

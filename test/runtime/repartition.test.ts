@@ -91,7 +91,10 @@ async function runRepartitioned(def: StreamingQueryDefinition, all: Event[], sou
     sequenceNumber: String(1000 + i), partitionKey: String(rand()), dataBase64: Buffer.from(JSON.stringify(e)).toString('base64'), approximateArrivalTimestampMs: 0,
   }));
   const stage1 = bySource.map(() => ({ checkpoint: new MemoryCheckpoint(), sink, deadLetters: new MemoryDeadLetterWriter() }));
-  const stage2 = [...internal.records.keys()].map(() => ({ checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() }));
+  const sourcePartitions = async (): Promise<string[]> => bySource.map((_, i) => `source-${i}`);
+  const stage2 = [...internal.records.keys()].map(() => ({
+    checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter(), sourcePartitions,
+  }));
   const consumed = new Map<string, number>();
   const runStage2 = async (scheduled = false): Promise<void> => {
     for (const [i, shardId] of [...internal.records.keys()].entries()) {

@@ -5,7 +5,7 @@
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import type { StreamingQueryDefinition } from '../../lib/api/query-definition.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
-import { createKinesisTriggerHandler, type KinesisTriggerOptions } from '../../lib/aws/kinesis-trigger-handler.js';
+import { createKinesisTriggerHandler, createRepartitionTriggerHandler, type KinesisTriggerOptions } from '../../lib/aws/kinesis-trigger-handler.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
 import { createScheduledTriggerHandler } from '../../lib/aws/scheduled-trigger-handler.js';
 import { ensureTables } from '../../lib/aws/tables.js';
@@ -28,7 +28,9 @@ export interface Deployment {
   tick(nowMs: number, mode?: 'tick' | 'drain'): Promise<unknown>;
 }
 
-export async function deploy(emulators: EmulatorSet, definition: StreamingQueryDefinition, shards: number): Promise<Deployment> {
+export async function deploy(
+  emulators: EmulatorSet, definition: StreamingQueryDefinition, shards: number, options: { repartitionShards?: number; expectedShardCount?: number } = {},
+): Promise<Deployment> {
   const clients = createAwsClients(emulators.clientOptions);
   const id = `${process.pid}-${++deployments}-${Date.now() % 100_000}`;
   const config: RuntimeConfig = {
@@ -41,10 +43,12 @@ export async function deploy(emulators: EmulatorSet, definition: StreamingQueryD
     deadLetterPrefix: 'dead-letter/',
     streamName: `sluice-stream-${id}`,
     idleShardTimeoutMs: 60_000,
-    expectedShardCount: shards,
+    expectedShardCount: 'expectedShardCount' in options ? options.expectedShardCount : shards,
     snapshotEveryBatches: 3,
+    ...(options.repartitionShards ? { repartitionStreamName: `sluice-repartition-${id}` } : {}),
   };
   await createStreamAndWait(clients.kinesis, config.streamName, shards);
+  if (config.repartitionStreamName) await createStreamAndWait(clients.kinesis, config.repartitionStreamName, options.repartitionShards);
   await ensureTables(clients.dynamodb, { checkpointTable: config.checkpointTable, stateTable: config.stateTable, sinkTable: config.sinkTable });
   await clients.s3.send(new CreateBucketCommand({ Bucket: config.sinkBucket }));
   await clients.s3.send(new CreateBucketCommand({ Bucket: config.deadLetterBucket }));
@@ -58,17 +62,25 @@ export async function deploy(emulators: EmulatorSet, definition: StreamingQueryD
       await putRecordsBatched(clients.kinesis, config.streamName, events.map((e) => ({ data: e.data, partitionKey: e.partitionKey })));
     },
     async drain(options = {}, handlerOptions = {}) {
-      const handler = createKinesisTriggerHandler(definition, {
+      const handlerOptions_ = {
         config, clientOptions: emulators.clientOptions, observability,
-        onTrigger: (shardId, result) => { results.push({ shardId, result }); },
+        onTrigger: (shardId: string, result: ShardTriggerResult) => { results.push({ shardId, result }); },
         ...handlerOptions,
-      });
-      const mapping = new LocalEventSourceMapping({
-        kinesis: clients.kinesis, streamName: config.streamName, handler,
+      };
+      const mappings = [new LocalEventSourceMapping({
+        kinesis: clients.kinesis, streamName: config.streamName, handler: createKinesisTriggerHandler(definition, handlerOptions_),
         batchSize: 4, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
-      });
-      await mapping.drain({ idleMs: 400 });
-      await mapping.stop();
+      })];
+      if (config.repartitionStreamName) {
+        mappings.push(new LocalEventSourceMapping({
+          kinesis: clients.kinesis, streamName: config.repartitionStreamName, handler: createRepartitionTriggerHandler(definition, handlerOptions_),
+          batchSize: 10, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
+        }));
+      }
+      // The internal stream's mapping runs beside the source's, as two Lambda functions would.
+      await Promise.all(mappings.map((m) => m.drain({ idleMs: 600 })));
+      await Promise.all(mappings.map((m) => m.drain({ idleMs: 400 })));
+      await Promise.all(mappings.map((m) => m.stop()));
     },
     async tick(nowMs, mode = 'tick') {
       const handler = createScheduledTriggerHandler(definition, {

@@ -22,12 +22,13 @@ import type { StreamingQueryDefinition } from '../../api/query-definition.js';
 import { validateQuery } from '../../api/validate-query.js';
 import { createAwsQueryBackends } from '../../aws/aws-backends.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from '../../aws/clients.js';
-import { sharedStateCache } from '../../aws/dynamodb-state-store.js';
+import { DynamoDbCheckpoint } from '../../aws/dynamodb-checkpoint.js';
+import { StateCache } from '../../aws/dynamodb-state-store.js';
 import { createKinesisTriggerHandler, shardIdOf, type KinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
 import type { Observability } from '../../aws/observability.js';
 import { CostMeter } from '../../runtime/cost-meter.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
-import type { ShardTriggerResult } from '../../runtime/shard-trigger.js';
+import type { PartitionBackends, ShardTriggerResult } from '../../runtime/shard-trigger.js';
 import type { Sink, SinkBatch } from '../../sinks/sink.js';
 import type { EventSourceMappingHooks, HandlerResult } from '../event-source-mapping.js';
 import { ChaosKill, type FaultController } from './faults.js';
@@ -36,6 +37,8 @@ interface Container {
   readonly id: number;
   readonly shardId: string;
   readonly clients: AwsClients;
+  /** The process-level state cache of this container (Lambda keeps it between warm invocations). */
+  readonly cache: StateCache;
   readonly handler: KinesisTriggerHandler;
   dead: boolean;
   killedBy?: string;
@@ -80,6 +83,17 @@ export class ChaosFunction {
       this.replace(container, 'crash before run');
       throw new Error('chaos: the runtime crashed before running the handler');
     }
+    if (fault?.kind === 'concurrent-duplicate') {
+      // A second container runs the same event at the same time (an invocation Lambda gave up on
+      // that still runs, or an operator's manual re-run): the conditional writes must decide.
+      const zombie = this.newContainer(shardId);
+      const [mine, theirs] = await Promise.allSettled([container.handler(event, context), zombie.handler(structuredClone(event), context)]);
+      zombie.clients.destroy();
+      this.checkAlive(container);
+      if (theirs.status === 'rejected' && !(theirs.reason instanceof ChaosKill)) throw theirs.reason;
+      if (mine.status === 'rejected') throw mine.reason;
+      return mine.value;
+    }
     let result = await container.handler(event, context);
     this.checkAlive(container);
     if (fault?.kind === 'duplicate-delivery') {
@@ -120,9 +134,8 @@ export class ChaosFunction {
     if (this.current.get(container.shardId) === container) {
       this.crashes++;
       container.clients.destroy();
-      // The process-level state cache dies with the container. All simulated containers share
-      // this process's cache, so every other one turns cold too: harmless, only slower.
-      sharedStateCache.clear();
+      // Its state cache goes with it: the next invocation starts in a cold container.
+      container.cache.clear();
       this.current.delete(container.shardId);
     }
   }
@@ -130,12 +143,20 @@ export class ChaosFunction {
   private newContainer(shardId: string): Container {
     const { definition, config, clientOptions, observability } = this.options;
     const clients = createAwsClients(clientOptions);
-    const container: Container = { id: ++this.containerCount, shardId, clients, dead: false, handler: undefined as unknown as KinesisTriggerHandler };
+    const container: Container = {
+      id: ++this.containerCount, shardId, clients, cache: new StateCache(), dead: false, handler: undefined as unknown as KinesisTriggerHandler,
+    };
     this.instrument(container, clients);
     const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount });
     const backends = createAwsQueryBackends(definition, validated.keyColumns, config, clients, new CostMeter(), (sink) => this.wrapSink(container, sink));
+    // The adapters' checkpoint as configured, but with this container's own state cache instead
+    // of the module-level one: simulated containers share this process, Lambda's do not.
+    const backendsFor = (id: string): PartitionBackends => {
+      const b = backends.forPartition(id);
+      return { ...b, checkpoint: new DynamoDbCheckpoint({ ...(b.checkpoint as DynamoDbCheckpoint).options, stateCache: container.cache }) };
+    };
     (container as { handler: KinesisTriggerHandler }).handler = createKinesisTriggerHandler(definition, {
-      config, backendsFor: backends.forPartition, observability, ...(this.options.onTrigger ? { onTrigger: this.options.onTrigger } : {}),
+      config, backendsFor, observability, ...(this.options.onTrigger ? { onTrigger: this.options.onTrigger } : {}),
     });
     return container;
   }

@@ -32,6 +32,8 @@ export const FAULT_KINDS = [
   'throttle-s3',
   /** The same event is delivered twice in a row. */
   'duplicate-delivery',
+  /** The same event runs at the same time in a second container (a zombie invocation). */
+  'concurrent-duplicate',
   /** The function crashes before running (a function error): Lambda bisects the batch and retries the halves. */
   'crash-before-run',
 ] as const;
@@ -63,6 +65,7 @@ export const FAULT_POINT: Record<FaultKind, FaultPoint> = {
   'throttle-dynamodb': 'dynamodb-request',
   'throttle-s3': 's3-request',
   'duplicate-delivery': 'invocation',
+  'concurrent-duplicate': 'invocation',
   'crash-before-run': 'invocation',
 };
 
