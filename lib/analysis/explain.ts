@@ -95,7 +95,7 @@ function header(n: LogicalPlan): string {
 }
 
 /** Spark's tree layout: `:- ` for a child with siblings after it, `+- ` for the last one. */
-function renderTree(n: LogicalPlan, prefix = '', connector = ''): string[] {
+export function renderTree(n: LogicalPlan, prefix = '', connector = ''): string[] {
   const children = planChildren(n);
   const own = prefix + connector;
   const below = prefix + (connector === ':- ' ? ':  ' : connector === '+- ' ? '   ' : '');

@@ -13,6 +13,7 @@ import type { StructField } from '../plan/data-types.js';
 import { collectNodes, type AggregateNode, type DeduplicateNode, type LogicalPlan } from '../plan/logical-plan.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import { AnalysisError } from '../errors/sluice-error.js';
+import { renderTree } from '../analysis/explain.js';
 import type { DataFrame } from './data-frame.js';
 import { defineQuery, type KinesisSourceSpec, type SinkSpec, type StreamingQueryDefinition } from './query-definition.js';
 import { SluiceSession, toSchema } from './session.js';
@@ -165,3 +166,27 @@ function resultKeyColumns(definition: StreamingQueryDefinition, df: DataFrame): 
   });
 }
 
+
+/**
+ * `explain()` for a deployable query: the plan, the incremental plan, and where the query is cut
+ * into a repartition stage (what runs on the source shards, how rows are routed, what runs on the
+ * state partitions).
+ */
+export function explainQuery(definition: StreamingQueryDefinition, options: ValidateOptions = {}): string {
+  const validated = validateQuery(definition, options);
+  const lines = [validated.df.explain(definition.outputMode)];
+  const split = validated.repartition;
+  if (!split) {
+    lines.push('== Stages ==', 'one stage: the state is co-partitioned with the stream (or the query is stateless); no repartition hop.');
+    return lines.join('\n');
+  }
+  const routing = split.routingColumns.length > 0 ? `[${split.routingColumns.join(', ')}]` : 'nothing (every row to one state partition)';
+  lines.push(
+    '== Stages ==',
+    `Stage 1 (each source shard): decode, then the stateless part; rows routed by ${routing} to the internal stream.`,
+    ...renderTree(split.stage1).map((l) => `  ${l}`),
+    `---- repartition boundary: internal Kinesis stream, one record per state partition per batch; source watermarks travel with the rows${split.eventTime ? ` (event time ${split.cutOutput[split.eventTime.ordinal]!.name}, delay ${split.eventTime.delayMs} ms)` : ''} ----`,
+    `Stage 2 (each internal shard = a state partition): ${split.statefulOperator.kind} by [${split.statefulOperator.keys.join(', ')}], output mode ${definition.outputMode}, sink ${definition.sink.kind}.`,
+  );
+  return lines.join('\n');
+}

@@ -104,7 +104,7 @@ function createTriggerHandler(
         batchItemFailures.push({ itemIdentifier: shardRecords[0]!.sequenceNumber });
         continue;
       }
-      for (const progress of result.progress) recordBatchProgress(observability, shardId, progress);
+      for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, result.stage);
       if (result.error) {
         observability.logger.error('batch failed; Lambda retries from the first uncommitted record', {
           shardId, retryFrom: result.firstUncommittedSequenceNumber, error: result.error,

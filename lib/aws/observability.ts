@@ -20,11 +20,11 @@ export function createObservability(queryName: string, serviceName = 'sluice'): 
   return { logger, metrics };
 }
 
-export function recordBatchProgress(observability: Observability, shardId: string, progress: StreamingQueryProgress): void {
+export function recordBatchProgress(observability: Observability, shardId: string, progress: StreamingQueryProgress, stage = 'single'): void {
   const { logger, metrics } = observability;
   const dropped = progress.stateOperators.reduce((n, op) => n + op.numRowsDroppedByWatermark, 0);
   const stateRows = progress.stateOperators.reduce((n, op) => n + op.numRowsTotal, 0);
-  logger.info('batch committed', { shardId, progress });
+  logger.info('batch committed', { shardId, stage, progress });
   metrics.addMetric(METRIC.batches, MetricUnit.Count, 1);
   metrics.addMetric(METRIC.inputRows, MetricUnit.Count, progress.numInputRows);
   metrics.addMetric(METRIC.outputRows, MetricUnit.Count, progress.sink.numOutputRows);

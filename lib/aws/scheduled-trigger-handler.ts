@@ -124,7 +124,7 @@ async function runAndReport(context: Context, shardId: string, stage: TriggerSta
   const result = await runShardTrigger({
     definition, shardId, records, scheduled: true, expectedShardCount: config.expectedShardCount, stage,
   }, backends.forPartition(shardId, stage));
-  for (const progress of result.progress) recordBatchProgress(observability, shardId, progress);
+  for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, result.stage);
   if (result.error) observability.logger.error('scheduled trigger failed', { shardId, stage, error: result.error });
   await options.onTrigger?.(shardId, result, stage);
   return result;

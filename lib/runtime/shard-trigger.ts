@@ -67,6 +67,8 @@ export interface ShardTriggerRequest {
 }
 
 export interface ShardTriggerResult {
+  /** Which part of the query ran (with a repartition stage, stage 1 or 2). */
+  readonly stage: TriggerStage;
   readonly progress: readonly StreamingQueryProgress[];
   /** The committed position of the shard after this trigger. */
   readonly committed: KinesisOffset | null;
@@ -204,9 +206,10 @@ export async function runShardTrigger(request: ShardTriggerRequest, backends: Pa
     for (let i = 0; i < maxBatches && (await execution.runOneTrigger()); i++) {
       // Each iteration ran one batch; the loop ends when no batch is due.
     }
-    return { progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted() };
+    return { stage: request.stage ?? 'single', progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted() };
   } catch (error) {
     return {
+      stage: request.stage ?? 'single',
       progress: execution.recentProgress,
       committed: committedOffset(),
       firstUncommittedSequenceNumber: firstUncommitted(),

@@ -15,7 +15,7 @@ import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { RepartitionSink, type RepartitionChannel, type RepartitionRecordOut, type RepartitionTarget } from '../../lib/sinks/repartition-sink.js';
 import { runShardTrigger } from '../../lib/runtime/shard-trigger.js';
 import { planRepartition } from '../../lib/analysis/stages.js';
-import { validateQuery } from '../../lib/api/validate-query.js';
+import { explainQuery, validateQuery } from '../../lib/api/validate-query.js';
 import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { parseTimestamp } from '../../lib/execution/values.js';
 import type { OutputMode } from '../../lib/execution/physical.js';
@@ -186,6 +186,14 @@ describe('repartition stage (memory backends)', () => {
       const rows = await runRepartitioned(def, all, shards, shards);
       expect(rows).toEqual(closedInMemory);
     }
+  });
+
+  it('explain shows the stage boundary and the routing key', () => {
+    const text = explainQuery(queries.windowedCountByUser('update'), { allowRepartition: true });
+    expect(text).toMatch(/Stage 1 \(each source shard\).*routed by \[user_id\]/);
+    expect(text).toMatch(/---- repartition boundary/);
+    expect(text).toMatch(/Stage 2 .*Aggregate by \[window, user_id\], output mode update/);
+    expect(explainQuery(queries.countByType(), { expectedShardCount: 1 })).toMatch(/one stage/);
   });
 
   it('duplicated internal records (PutRecords retries) are applied once', async () => {
