@@ -1,0 +1,84 @@
+/**
+ * What the repartition hop costs: Kinesis records and bytes written to the internal stream per
+ * 1,000 input events, for a windowed count by a key the stream is not partitioned by, with the
+ * stage-1 batch size and the number of state partitions (internal shards) varied. Records are
+ * the billed unit (PUT payload units of 25 KB on provisioned streams), so both are reported.
+ *
+ *   npm run bench:hop            (or: npx tsx bench/repartition-hop.bench.ts --json)
+ */
+import { defineQuery } from '../lib/api/query-definition.js';
+import { validateQuery } from '../lib/api/validate-query.js';
+import { MemoryCheckpoint } from '../lib/checkpoint/memory-checkpoint.js';
+import { col, count, window } from '../lib/plan/functions.js';
+import { runShardTrigger } from '../lib/runtime/shard-trigger.js';
+import { MemoryDeadLetterWriter } from '../lib/sources/dead-letter.js';
+import { RepartitionSink, type RepartitionChannel, type RepartitionRecordOut, type RepartitionTarget } from '../lib/sinks/repartition-sink.js';
+import { CostMeter } from '../lib/runtime/cost-meter.js';
+
+const query = defineQuery({
+  name: 'hop-bench',
+  source: { schema: 'user_id string, event_type string, amount double, ts timestamp' },
+  transform: (df) => df.withWatermark('ts', '10 minutes').groupBy(window(col('ts'), '5 minutes'), col('user_id')).agg(count('*').as('events')),
+  outputMode: 'update',
+  sink: { kind: 'dynamodb' },
+});
+
+class CountingChannel implements RepartitionChannel {
+  records = 0;
+  bytes = 0;
+  payloadUnits = 0;
+  constructor(private readonly targets: RepartitionTarget[]) {}
+  static withShards(k: number): CountingChannel {
+    const span = (2n ** 128n) / BigInt(k);
+    return new CountingChannel(Array.from({ length: k }, (_, i) => ({
+      shardId: `s${i}`, startingHashKey: span * BigInt(i), endingHashKey: i === k - 1 ? 2n ** 128n - 1n : span * BigInt(i + 1) - 1n,
+    })));
+  }
+  async shards(): Promise<readonly RepartitionTarget[]> { return this.targets; }
+  async put(records: readonly RepartitionRecordOut[]): Promise<void> {
+    for (const r of records) {
+      this.records++;
+      this.bytes += r.data.length + r.partitionKey.length;
+      this.payloadUnits += Math.ceil((r.data.length + r.partitionKey.length) / 25_600);
+    }
+  }
+}
+
+async function measure(events: number, batchSize: number, internalShards: number): Promise<Record<string, number>> {
+  const split = validateQuery(query, { allowRepartition: true }).repartition!;
+  const channel = CountingChannel.withShards(internalShards);
+  const meter = new CostMeter();
+  const sink = new RepartitionSink({ channel, routingOrdinals: split.routingOrdinals, eventTimeOrdinal: split.eventTime?.ordinal ?? null, meter });
+  const backends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters: new MemoryDeadLetterWriter() };
+  let inputBytes = 0;
+  for (let start = 0; start < events; start += batchSize) {
+    const records = Array.from({ length: Math.min(batchSize, events - start) }, (_, j) => {
+      const i = start + j;
+      const data = JSON.stringify({ user_id: `u${(i * 7919) % 5000}`, event_type: ['click', 'view', 'buy'][i % 3], amount: (i % 97) / 3, ts: new Date(Date.UTC(2024, 4, 1) + i * 100).toISOString() });
+      inputBytes += data.length;
+      return { sequenceNumber: String(1_000_000 + i), partitionKey: `p${i % 13}`, dataBase64: Buffer.from(data).toString('base64'), approximateArrivalTimestampMs: 0 };
+    });
+    const result = await runShardTrigger({ definition: query, shardId: 'source-0', records, stage: 'source' }, backends);
+    if (result.error) throw result.error;
+  }
+  const per1000 = (n: number): number => Math.round((n * 1000 / events) * 10) / 10;
+  return {
+    events, batchSize, internalShards,
+    recordsPer1000Events: per1000(channel.records),
+    bytesPer1000Events: per1000(channel.bytes),
+    putPayloadUnitsPer1000Events: per1000(channel.payloadUnits),
+    inputBytesPer1000Events: per1000(inputBytes),
+    bytesRatioToInput: Math.round((channel.bytes / inputBytes) * 100) / 100,
+  };
+}
+
+const results = [];
+for (const [batchSize, shards] of [[100, 2], [1000, 2], [1000, 8], [10_000, 8]] as const) {
+  results.push(await measure(Number(process.env.HOP_EVENTS ?? 20_000), batchSize, shards));
+}
+if (process.argv.includes('--json')) {
+  console.log(JSON.stringify(results));
+} else {
+  console.log('Repartition hop cost (stage 1 -> internal stream), per 1,000 input events:');
+  console.table(results);
+}
