@@ -53,6 +53,8 @@ export interface ChaosFunctionOptions {
   readonly controller: FaultController;
   readonly observability: Observability;
   readonly onTrigger?: (shardId: string, result: ShardTriggerResult) => void;
+  /** Notes on what the harness did (with --trace). */
+  readonly trace?: (line: string) => void;
 }
 
 export class ChaosFunction {
@@ -89,6 +91,9 @@ export class ChaosFunction {
       const zombie = this.newContainer(shardId);
       const [mine, theirs] = await Promise.allSettled([container.handler(event, context), zombie.handler(structuredClone(event), context)]);
       zombie.clients.destroy();
+      const show = (r: PromiseSettledResult<KinesisStreamBatchResponse | void>): string =>
+        (r.status === 'rejected' ? `threw ${(r.reason as Error).message}` : JSON.stringify(r.value ?? null));
+      this.options.trace?.(`concurrent duplicate on ${shardId}: container ${container.id} → ${show(mine)}; container ${zombie.id} → ${show(theirs)}`);
       this.checkAlive(container);
       if (theirs.status === 'rejected' && !(theirs.reason instanceof ChaosKill)) throw theirs.reason;
       if (mine.status === 'rejected') throw mine.reason;

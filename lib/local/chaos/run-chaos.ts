@@ -122,7 +122,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       + `batch size ${batchSize}; queries ${queries.map((q) => `${q.name} (${q.outputMode} → ${q.sink.kind})`).join(', ')}; `
       + `emulators ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
-    const observability = quietObservability('chaos');
+    const observability = quietObservability('chaos', (message, error) => {
+      if (options.trace) print(`      handler: ${message}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
+    });
     const trace = (line: string): void => { if (options.trace) print(`      ${line}`); };
 
     /** One run: a fresh stream, tables and prefixes; both queries under their fault plans. */
@@ -149,7 +151,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           for (const p of result.progress) trace(`r${run} ${definition.name} ${formatProgressLine(shardId, p)}`);
           if (result.error) trace(`r${run} ${definition.name} [${shardId}] error: ${result.error.message.split('\n')[0]}`);
         };
-        const fn = new ChaosFunction({ definition, config, clientOptions: emulators!.clientOptions, controller, observability, onTrigger });
+        const fn = new ChaosFunction({
+          definition, config, clientOptions: emulators!.clientOptions, controller, observability, onTrigger,
+          trace: (line) => trace(`r${run} ${definition.name} ${line}`),
+        });
         const esm = new LocalEventSourceMapping({
           kinesis: clients!.kinesis, streamName: d.streamName, handler: fn.handler, hooks: fn.hooks, batchSize,
           bisectBatchOnFunctionError: true, maximumRetryAttempts: -1, pollIntervalMs: 25, shardDiscoveryIntervalMs: 200, retryBackoffMs: 5,

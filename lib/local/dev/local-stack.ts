@@ -93,10 +93,21 @@ export async function putSampleRecords(clients: AwsClients, streamName: string, 
   return putRecordsBatched(clients.kinesis, streamName, records.map((r) => ({ data: r.data, partitionKey: r.partitionKey })));
 }
 
-/** Powertools logger and metrics turned off (`sluice dev` prints its own view). */
-export function quietObservability(queryName: string): Observability {
+/**
+ * Powertools logger and metrics turned off (`sluice dev` prints its own view). `onError` still
+ * hears the handlers' error logs (e.g. a trigger that failed before running a batch).
+ */
+export function quietObservability(queryName: string, onError?: (message: string, error: unknown) => void): Observability {
   process.env.POWERTOOLS_METRICS_DISABLED = 'true';
   const logger = new Logger({ serviceName: 'sluice-dev', logLevel: 'SILENT', persistentKeys: { query: queryName } });
+  if (onError) {
+    const original = logger.error.bind(logger);
+    logger.error = (input, ...extra) => {
+      const fields = Object.assign({}, ...extra.filter((e) => e && typeof e === 'object')) as { error?: unknown; shardId?: string };
+      onError(`${fields.shardId ? `[${fields.shardId}] ` : ''}${typeof input === 'string' ? input : JSON.stringify(input)}`, fields.error);
+      original(input, ...extra);
+    };
+  }
   // Its warnings (e.g. "no application metrics to publish") go to the silent logger too.
   const metrics = new Metrics({ namespace: 'SluiceDev', serviceName: 'sluice-dev', logger });
   return { logger, metrics };
