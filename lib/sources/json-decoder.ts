@@ -309,8 +309,11 @@ class FlatRecordScanner {
   /** The used field named text[start, start + length), or -1. */
   private fieldAt(text: string, start: number, length: number): number {
     const names = this.names;
-    for (let f = 0; f < names.length; f++) {
-      if (names[f]!.length === length && text.startsWith(names[f]!, start)) return f;
+    next: for (let f = 0; f < names.length; f++) {
+      const name = names[f]!;
+      if (name.length !== length) continue;
+      for (let k = 0; k < length; k++) if (name.charCodeAt(k) !== text.charCodeAt(start + k)) continue next;
+      return f;
     }
     return -1;
   }
