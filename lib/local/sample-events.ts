@@ -1,6 +1,6 @@
 /**
  * Deterministic sample events for `sluice dev` and the chaos harness: hourly sales per store, the
- * shape of seed 003 (`{ "store_id": "north", "amount": 12.25, "ts": "2024-05-01T14:40:00Z" }`).
+ * shape of seed 003 (`{ "store_id": "north", "product": "tea", "amount": 12.25, "ts": "2024-05-01T14:40:00Z" }`).
  *
  * Everything comes from a seeded PRNG, so the same options give the same records byte for byte.
  * Amounts are multiples of 0.25: their sums are exact in binary floating point whatever the order
@@ -60,6 +60,8 @@ export interface SalesEventOptions {
 }
 
 export const DEFAULT_STORES = ['north', 'south', 'east', 'west', 'central'] as const;
+/** Every event also names a product (queries keyed by it need a repartition stage: the stream is partitioned by store). */
+export const DEFAULT_PRODUCTS = ['coffee', 'tea', 'cake', 'sandwich'] as const;
 
 const iso = (ms: number): string => new Date(ms).toISOString().replace('.000Z', 'Z');
 
@@ -77,23 +79,27 @@ export function generateSalesEvents(options: SalesEventOptions = {}): SampleReco
   const endMs = startMs + hours * 3_600_000;
 
   // Event times: per store and hour, a Poisson-ish count spread over the hour, to the minute.
-  const events: { store: string; amount: number; tsMs: number }[] = [];
+  const events: { store: string; product: string; amount: number; tsMs: number }[] = [];
   for (let h = 0; h < hours; h++) {
     for (const store of stores) {
       const n = Math.max(1, perStoreHour + randomInt(rnd, -2, 2));
       for (let i = 0; i < n; i++) {
         const tsMs = startMs + h * 3_600_000 + randomInt(rnd, 0, 59) * 60_000;
-        events.push({ store, amount: randomInt(rnd, 4, 240) / 4, tsMs });
+        events.push({ store, product: '', amount: randomInt(rnd, 4, 240) / 4, tsMs });
       }
     }
   }
+  // Drawn separately, so that the other fields stay what they were before products existed.
+  const productRnd = createPrng((options.seed ?? 3) ^ 0x5eed);
+  const product = (): string => pick(productRnd, DEFAULT_PRODUCTS);
+  for (const e of events) e.product = product();
   // Put order: by event time plus a random delay of at most `disorderMs`. An event put after
   // another is then at most `disorderMs` older than it (tsE + dE >= tsF + dF, 0 <= d <= disorderMs).
   const keyed = events.map((e) => ({ e, order: e.tsMs + Math.floor(rnd() * (disorderMs + 1)) }));
   keyed.sort((a, b) => a.order - b.order || a.e.tsMs - b.e.tsMs || (a.e.store < b.e.store ? -1 : a.e.store > b.e.store ? 1 : 0));
   events.splice(0, events.length, ...keyed.map((k) => k.e));
   const records: SampleRecord[] = events.map((e) => ({
-    data: JSON.stringify({ store_id: e.store, amount: e.amount, ts: iso(e.tsMs) }),
+    data: JSON.stringify({ store_id: e.store, product: e.product, amount: e.amount, ts: iso(e.tsMs) }),
     partitionKey: e.store,
     wave: 1,
     kind: 'event',
@@ -106,7 +112,7 @@ export function generateSalesEvents(options: SalesEventOptions = {}): SampleReco
     const store = pick(rnd, stores);
     const record: SampleRecord = m === 0
       ? { data: `{"store_id": "${store}", "amount": 12.5, "ts": "2024-05-01T1`, partitionKey: randomPartitionKey(rnd), wave: 1, kind: 'malformed' }
-      : { data: JSON.stringify({ store_id: store, amount: 'a lot', ts: iso(startMs + randomInt(rnd, 0, hours * 60 - 1) * 60_000) }), partitionKey: store, wave: 1, kind: 'malformed' };
+      : { data: JSON.stringify({ store_id: store, product: product(), amount: 'a lot', ts: iso(startMs + randomInt(rnd, 0, hours * 60 - 1) * 60_000) }), partitionKey: store, wave: 1, kind: 'malformed' };
     records.splice(position, 0, record);
   }
 
@@ -119,7 +125,7 @@ export function generateSalesEvents(options: SalesEventOptions = {}): SampleReco
   for (let l = 0; l < late; l++) {
     const store = lateStores[l % lateStores.length]!;
     const tsMs = startMs + randomInt(rnd, 0, 45) * 60_000;
-    records.push({ data: JSON.stringify({ store_id: store, amount: randomInt(rnd, 4, 240) / 4, ts: iso(tsMs) }), partitionKey: store, wave: 2, kind: 'late' });
+    records.push({ data: JSON.stringify({ store_id: store, product: product(), amount: randomInt(rnd, 4, 240) / 4, ts: iso(tsMs) }), partitionKey: store, wave: 2, kind: 'late' });
   }
   // On-time events in wave 2, in the hour after the data (15 to 24 minutes past it, so never
   // behind one another's watermark): their shard's watermark moves past the last hour of wave 1,
@@ -127,7 +133,7 @@ export function generateSalesEvents(options: SalesEventOptions = {}): SampleReco
   if (late > 0) {
     for (const store of lateStores.slice(-2)) {
       records.push({
-        data: JSON.stringify({ store_id: store, amount: randomInt(rnd, 4, 240) / 4, ts: iso(endMs + randomInt(rnd, 15, 24) * 60_000) }),
+        data: JSON.stringify({ store_id: store, product: product(), amount: randomInt(rnd, 4, 240) / 4, ts: iso(endMs + randomInt(rnd, 15, 24) * 60_000) }),
         partitionKey: store, wave: 2, kind: 'event',
       });
     }

@@ -16,7 +16,7 @@ import { pathToFileURL } from 'node:url';
 import type { StreamingQueryDefinition } from '../../api/query-definition.js';
 import { validateQuery } from '../../api/validate-query.js';
 import { createAwsClients, type AwsClients } from '../../aws/clients.js';
-import { createKinesisTriggerHandler, shardIdOf } from '../../aws/kinesis-trigger-handler.js';
+import { createKinesisTriggerHandler, createRepartitionTriggerHandler, shardIdOf, type KinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
 import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
 import type { OutputMode } from '../../execution/physical.js';
 import type { StreamingQueryProgress } from '../../runtime/progress.js';
@@ -24,6 +24,8 @@ import type { ShardTriggerResult } from '../../runtime/shard-trigger.js';
 import type { Sink } from '../../sinks/sink.js';
 import type { DeadLetterRecord } from '../../sources/dead-letter.js';
 import { startEmulators, type EmulatorSet } from '../emulators.js';
+import { createStreamAndWait } from '../kinesis-admin.js';
+import type { RuntimeConfig } from '../../runtime/runtime-config.js';
 import { LocalEventSourceMapping, type BatchFailureInfo } from '../event-source-mapping.js';
 import { generateSalesEvents, recordsFromLines, type SampleRecord } from '../sample-events.js';
 import { defaultSinkFor, hourlySalesQuery } from './default-query.js';
@@ -104,8 +106,9 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
   const definition = options.queryModule
     ? withMode(await loadQueryModule(options.queryModule), options.mode, print)
     : hourlySalesQuery(options.mode ?? 'update');
-  // Refused shapes are reported before anything starts.
-  const { columns } = validateQuery(definition, { expectedShardCount: shards });
+  // Refused shapes are reported before anything starts. A query whose state is not keyed by the
+  // stream's partition key runs with a repartition stage (an internal stream, a second function).
+  const { columns, needsRepartition } = validateQuery(definition, { expectedShardCount: shards, allowRepartition: true });
 
   let records: SampleRecord[];
   let origin: string;
@@ -125,11 +128,11 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
   const startedAt = Date.now();
   let emulators: EmulatorSet | undefined;
   let clients: AwsClients | undefined;
-  let esm: LocalEventSourceMapping | undefined;
+  const mappings: LocalEventSourceMapping[] = [];
   let stopping: Promise<void> | undefined;
   const stopAll = (): Promise<void> => {
     stopping ??= (async () => {
-      await esm?.stop().catch(() => {});
+      await Promise.allSettled(mappings.map((m) => m.stop()));
       clients?.destroy();
       await emulators?.stop();
     })();
@@ -149,27 +152,33 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     clients = createAwsClients(emulators.clientOptions);
     // On an external LocalStack, earlier runs' resources may still exist: use fresh names.
     const deployment = localDeployment(emulators.external ? `dev-${Date.now().toString(36)}` : 'dev');
-    const config = localRuntimeConfig(deployment, { shards, idleShardTimeoutMs: 0 });
+    const config: RuntimeConfig = {
+      ...localRuntimeConfig(deployment, { shards, idleShardTimeoutMs: 0 }),
+      ...(needsRepartition ? { repartitionStreamName: `${deployment.streamName}-repartition` } : {}),
+    };
     await provisionLocal(clients, deployment, shards);
-    print(`created: stream ${deployment.streamName} (${plural(shards, 'shard')}), tables ${deployment.checkpointTable} / ${deployment.stateTable} / ${deployment.sinkTable}, buckets ${deployment.sinkBucket} / ${deployment.deadLetterBucket}`);
+    if (config.repartitionStreamName) await createStreamAndWait(clients.kinesis, config.repartitionStreamName, shards);
+    print(`created: stream ${deployment.streamName} (${plural(shards, 'shard')})${config.repartitionStreamName ? `, internal repartition stream ${config.repartitionStreamName} (${plural(shards, 'shard')})` : ''}, tables ${deployment.checkpointTable} / ${deployment.stateTable} / ${deployment.sinkTable}, buckets ${deployment.sinkBucket} / ${deployment.deadLetterBucket}`);
 
-    const totals = { batches: 0, inputRows: 0, outputRows: 0, late: 0, deadLettered: 0, writeUnits: 0, readUnits: 0, s3Puts: 0 };
+    const totals = { batches: 0, inputRows: 0, routed: 0, outputRows: 0, late: 0, deadLettered: 0, writeUnits: 0, readUnits: 0, s3Puts: 0 };
     // One per handler (the Kinesis one, then the scheduled one): each keeps its batches' tables.
     const capturers: CapturingSink[] = [];
     const decorateSink = (sink: Sink): Sink => { const c = new CapturingSink(sink); capturers.push(c); return c; };
     const report = (shardId: string, result: ShardTriggerResult): void => {
+      const label = stageLabel(result.stage, shardId);
       for (const p of result.progress) {
         print('');
-        print(formatProgressLine(shardId, p));
-        const table = capturers.map((c) => c.take(shardId, p.batchId)).find((t) => t !== undefined);
+        print(`${formatProgressLine(label, p)}${result.stage === 'source' ? ' (routed by state key to the internal stream)' : ''}`);
+        const table = result.stage === 'source' ? undefined : capturers.map((c) => c.take(shardId, p.batchId)).find((t) => t !== undefined);
         if (table) print(table);
-        count(p);
+        if (result.stage !== 'source') count(p);
+        else { totals.inputRows += p.numInputRows; totals.routed += p.sink.numOutputRows; totals.batches++; }
       }
-      if (result.error) print(`[${shardId}] batch failed, will be retried from ${result.firstUncommittedSequenceNumber ?? 'the pending batch'}: ${result.error.message}`);
+      if (result.error) print(`[${label}] batch failed, will be retried from ${result.firstUncommittedSequenceNumber ?? 'the pending batch'}: ${result.error.message}`);
     };
     const count = (p: StreamingQueryProgress): void => {
       totals.batches++;
-      totals.inputRows += p.numInputRows;
+      if (!needsRepartition) totals.inputRows += p.numInputRows;
       totals.outputRows += p.sink.numOutputRows;
       totals.late += p.stateOperators.reduce((n, op) => n + op.numRowsDroppedByWatermark, 0);
       totals.deadLettered += p.numDeadLetteredRows;
@@ -178,49 +187,69 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
       totals.s3Puts += p.cost.s3Puts ?? 0;
     };
 
-    const observability = quietObservability(definition.name);
+    // The handlers' own logs are off; their errors (a trigger that could not start) are shown.
+    const observability = quietObservability(definition.name, (message, error) => {
+      if (/batch failed/.test(message)) return; // already printed from the trigger's result
+      print(`handler: ${message}${error instanceof Error ? `: ${error.message}` : ''}`);
+    });
     // Lambda runs concurrent invocations (one per shard here) in separate containers: one handler
     // instance per shard, so that each has its own clients and cost meter, as in AWS.
-    const handlers = new Map<string, ReturnType<typeof createKinesisTriggerHandler>>();
-    const handlerFor = (shardId: string): ReturnType<typeof createKinesisTriggerHandler> => {
-      let h = handlers.get(shardId);
-      if (!h) {
-        h = createKinesisTriggerHandler(definition, { config, clientOptions: emulators!.clientOptions, observability, onTrigger: report, decorateSink });
-        handlers.set(shardId, h);
-      }
-      return h;
-    };
     const failures: BatchFailureInfo[] = [];
-    esm = new LocalEventSourceMapping({
-      kinesis: clients.kinesis,
-      streamName: deployment.streamName,
-      handler: (event, context) => handlerFor(shardIdOf(event.Records[0]!))(event, context),
-      batchSize,
-      bisectBatchOnFunctionError: true,
-      maximumRetryAttempts: 3,
-      pollIntervalMs: 50,
-      shardDiscoveryIntervalMs: 200,
-      retryBackoffMs: 50,
-      onFailure: (info) => { failures.push(info); print(`[${info.shardId}] gave up on records ${info.startSequenceNumber}..${info.endSequenceNumber} after retries: ${info.reason}`); },
-    });
-    await esm.start();
+    const mappingFor = (streamName: string, create: typeof createKinesisTriggerHandler, stage: string): LocalEventSourceMapping => {
+      const handlers = new Map<string, KinesisTriggerHandler>();
+      const handlerFor = (shardId: string): KinesisTriggerHandler => {
+        let h = handlers.get(shardId);
+        if (!h) handlers.set(shardId, (h = create(definition, { config, clientOptions: emulators!.clientOptions, observability, onTrigger: report, decorateSink })));
+        return h;
+      };
+      return new LocalEventSourceMapping({
+        kinesis: clients!.kinesis,
+        streamName,
+        handler: (event, context) => handlerFor(shardIdOf(event.Records[0]!))(event, context),
+        batchSize,
+        bisectBatchOnFunctionError: true,
+        maximumRetryAttempts: 3,
+        pollIntervalMs: 50,
+        shardDiscoveryIntervalMs: 200,
+        retryBackoffMs: 50,
+        onFailure: (info) => {
+          failures.push(info);
+          print(`[${stageLabel(stage, info.shardId)}] gave up on records ${info.startSequenceNumber}..${info.endSequenceNumber} after retries: ${info.reason}`);
+        },
+      });
+    };
+    mappings.push(mappingFor(deployment.streamName, createKinesisTriggerHandler, needsRepartition ? 'source' : 'single'));
+    if (config.repartitionStreamName) mappings.push(mappingFor(config.repartitionStreamName, createRepartitionTriggerHandler, 'state'));
+    await Promise.all(mappings.map((m) => m.start()));
+    const drainAll = async (): Promise<void> => {
+      // Stage 1 feeds stage 2: drain until a whole round invoked nothing.
+      for (let invoked = -1; ;) {
+        await Promise.all(mappings.map((m) => m.drain({ idleMs: 300, timeoutMs: 300_000 })));
+        const now = mappings.reduce((n, m) => n + m.stats.invocations, 0);
+        if (now === invoked) return;
+        invoked = now;
+      }
+    };
     const waves = [...new Set(records.map((r) => r.wave))].sort((a, b) => a - b);
     for (const wave of waves) {
       const batch = records.filter((r) => r.wave === wave);
       await putSampleRecords(clients, deployment.streamName, batch);
       print('');
-      print(`== wave ${wave}: put ${plural(batch.length, 'record')}${wave > 1 ? ' (late rows, after the watermark moved on)' : ''}; the event source mapping invokes the Kinesis handler ==`);
-      await esm.drain({ idleMs: 300, timeoutMs: 300_000 });
+      print(`== wave ${wave}: put ${plural(batch.length, 'record')}${wave > 1 ? ' (late rows, after the watermark moved on)' : ''}; `
+        + `the event source mapping invokes the Kinesis handler${needsRepartition ? ', and the repartition handler on the internal stream' : ''} ==`);
+      await drainAll();
     }
-    const stats = esm.stats;
-    await esm.stop();
+    const stats = mappings.map((m) => m.stats).reduce((a, b) => ({
+      ...a, invocations: a.invocations + b.invocations, retries: a.retries + b.retries, bisects: a.bisects + b.bisects,
+    }));
+    await Promise.all(mappings.map((m) => m.stop()));
 
     print('');
     print('== scheduled trigger (tick): caught-up shards go idle; no-data batches close what the watermark passed ==');
     const tick = createScheduledTriggerHandler(definition, { config, clients, observability, onTrigger: report, decorateSink });
     const tickSummary = await tick({ mode: 'tick' });
     for (const s of tickSummary.shards) {
-      print(`[${s.shardId}] tick: ${s.caughtUp ? 'caught up (idle)' : 'not caught up'}, ${s.batches} ${s.batches === 1 ? 'batch' : 'batches'}${s.batches === 0 ? ' (nothing to close)' : ''}${s.error ? `, error: ${s.error}` : ''}`);
+      print(`[${stageLabel(s.stage, s.shardId)}] tick: ${s.caughtUp ? 'caught up (idle)' : 'not caught up'}, ${s.batches} ${s.batches === 1 ? 'batch' : 'batches'}${s.batches === 0 ? ' (nothing to close)' : ''}${s.error ? `, error: ${s.error}` : ''}`);
     }
 
     const [read, deadLetters] = await Promise.all([readSinkContents(clients, definition, config), readDeadLetterContents(clients, config)]);
@@ -229,7 +258,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     print('');
     print('== summary ==');
     print(`batches: ${totals.batches} (${stats.invocations} Lambda invocations, ${stats.retries} retries, ${stats.bisects} bisects${failures.length ? `, ${failures.length} batches given up` : ''})`);
-    print(`rows: ${totals.inputRows} in, ${totals.outputRows} out, ${totals.late} late rows dropped by the watermark`);
+    print(`rows: ${totals.inputRows} in, ${needsRepartition ? `${totals.routed} routed through the internal stream, ` : ''}${totals.outputRows} out, ${totals.late} late rows dropped by the watermark`);
     print(`cost (sum of the batches' progress): ${formatCost({ dynamoDbWriteUnits: totals.writeUnits, dynamoDbReadUnits: totals.readUnits, s3Puts: totals.s3Puts })}`);
     print(`dead letters: ${deadLetters.length} (s3://${config.deadLetterBucket}/${config.deadLetterPrefix})`);
     for (const d of deadLetters) {
@@ -256,6 +285,11 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     if (options.handleSignals) { process.removeListener('SIGINT', onSignal); process.removeListener('SIGTERM', onSignal); }
     await stopAll();
   }
+}
+
+/** How a shard is named in the output: plain for a one-stage query, with its stage otherwise. */
+function stageLabel(stage: string, shardId: string): string {
+  return stage === 'source' ? `stage 1 ${shardId}` : stage === 'state' ? `stage 2 ${shardId}` : shardId;
 }
 
 function inColumnOrder(row: Record<string, unknown>, columns: readonly string[]): Record<string, unknown> {
