@@ -16,6 +16,7 @@ import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions } from './clients.js';
 import { createAwsQueryBackends } from './aws-backends.js';
+import { ReshardGuard } from './reshard-guard.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
 import { METRIC } from '../runtime/metric-names.js';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
@@ -75,10 +76,15 @@ function createTriggerHandler(
   const meter = new CostMeter();
   const observability = options.observability ?? createObservability(definition.name);
   let backendsFor = options.backendsFor;
+  let reshardGuard: ReshardGuard | null = null;
   if (!backendsFor) {
     const clients = createAwsClients(options.clientOptions);
     const backends = createAwsQueryBackends(definition, validated.keyColumns, config, clients, meter, options.decorateSink, validated.repartition);
     backendsFor = (shardId) => backends.forPartition(shardId, stage);
+    if (validated.isStateful && stage !== 'source') {
+      const streamName = stage === 'state' ? config.repartitionStreamName! : config.streamName;
+      reshardGuard = new ReshardGuard(clients.kinesis, streamName, (shardId) => backends.forPartition(shardId, stage).checkpoint);
+    }
   }
   const base = backendsFor;
   const forPartition = (shardId: string): PartitionBackends => (options.decorateBackends ?? ((b) => b))(base(shardId));
@@ -94,6 +100,7 @@ function createTriggerHandler(
       const shardRecords = records.map(toShardRecordFromEvent);
       let result: ShardTriggerResult;
       try {
+        await reshardGuard?.check(shardId);
         result = await runShardTrigger({
           definition, shardId, records: shardRecords, expectedShardCount: config.expectedShardCount, stage,
         }, forPartition(shardId));

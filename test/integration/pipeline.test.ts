@@ -15,6 +15,8 @@ import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { parseTimestamp } from '../../lib/execution/values.js';
 import { deploy } from '../support/aws-pipeline.js';
+import { listAllShards, splitShardEvenly, waitForStreamActive } from '../../lib/local/kinesis-admin.js';
+import { createQuietObservability } from '../../lib/aws/observability.js';
 
 const hourlySales = (df: DataFrame): DataFrame => df
   .withWatermark('ts', '15 minutes')
@@ -184,5 +186,25 @@ describe('Kinesis → Lambda handler → DynamoDB state → sinks (emulators)', 
     expect(rows.every((r) => expected.includes(r))).toBe(true);
     const progress = d.results.flatMap((r) => r.result.progress);
     expect(progress.reduce((n, p) => n + p.numInputRows, 0)).toBe(sales.length);
+  });
+
+  it('a reshard under a stateful query is refused loudly, not answered from empty state', async () => {
+    const d = await deploy(emulators, query('update', { kind: 'dynamodb' }), 1);
+    await d.put(asRecords(sales.slice(0, 10)));
+    await d.drain();
+    const [parent] = await listAllShards(d.clients.kinesis, d.config.streamName);
+    await splitShardEvenly(d.clients.kinesis, d.config.streamName, parent!.ShardId!);
+    await waitForStreamActive(d.clients.kinesis, d.config.streamName);
+    await d.put(asRecords(sales.slice(10, 20)));
+    const errors: string[] = [];
+    const quiet = createQuietObservability('reshard');
+    const observability = { ...quiet, logger: { ...quiet.logger, error: (_m: string, extra: { error?: Error }) => { errors.push(extra.error?.message ?? ''); }, info: () => {} } };
+    const failed: unknown[] = [];
+    await d.drain({ maximumRetryAttempts: 1, onFailure: (info) => { failed.push(info); } }, { observability: observability as never });
+    expect(errors.some((e) => /created by a reshard of shardId-000000000000[\s\S]*How to fix/.test(e))).toBe(true);
+    expect(failed.length).toBeGreaterThan(0);
+    // Nothing from the children reached the sink: the answer is the parent's alone, not a wrong one.
+    const inputs = d.results.flatMap((r) => r.result.progress).reduce((n, p) => n + p.numInputRows, 0);
+    expect(inputs).toBe(10);
   });
 });
