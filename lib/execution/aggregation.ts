@@ -11,13 +11,6 @@ import { compileKeyEncoder } from './values.js';
 /** A group of one batch: its key values and its (mutable) partial buffers. */
 export type PartialGroup = [keyValues: unknown[], buffers: unknown[]];
 
-/**
- * A group as one flat array: its key values, then its aggregate buffers (the layout of Spark's
- * state rows). Fewer objects per group than [keyValues, buffers], which matters for state kept
- * across batches.
- */
-export type FlatGroup = unknown[];
-
 /** A grouped aggregation compiled once: key extraction, aggregate buffers and the output row. */
 export interface CompiledAggregation {
   readonly keyCount: number;
@@ -30,14 +23,8 @@ export interface CompiledAggregation {
    * closure, and the key values array is only allocated for a new group.
    */
   groupInto(row: Row, groups: Map<string, PartialGroup>): void;
-  /** As groupInto, with flat groups (see FlatGroup). */
-  groupFlatInto(row: Row, groups: Map<string, FlatGroup>): void;
-  /** A new flat group: the stored group's buffers merged with the partial's (neither is changed). */
-  mergeFlat(stored: readonly unknown[], partial: readonly unknown[]): FlatGroup;
   /** Output row from a group's key values and buffers. */
   resultRow(keyValues: readonly unknown[], buffers: readonly unknown[]): Row;
-  /** Output row from a flat group. */
-  resultRowFlat(group: readonly unknown[]): Row;
   initialBuffers(): unknown[];
   updateBuffers(buffers: unknown[], row: Row): void;
   mergeBuffers(stored: readonly unknown[], partial: readonly unknown[]): unknown[];
@@ -123,73 +110,28 @@ export function compileAggregation(
       });
     };
 
-  const groupFlatInto = generator === null
-    ? (row: Row, groups: Map<string, FlatGroup>): void => {
-      for (let i = 0; i < keyCount; i++) {
-        const v = keyEvals[i]!(row);
-        if (v === null && dropsNull[i]) return;
-        scratch[i] = v;
-      }
-      const encoded = encode(scratch);
-      let group = groups.get(encoded);
-      if (group === undefined) {
-        group = newFlatGroup(scratch);
-        groups.set(encoded, group);
-      }
-      for (let i = 0; i < n; i++) group[keyCount + i] = functions[i]!.update(group[keyCount + i], row);
-    }
-    : (row: Row, groups: Map<string, FlatGroup>): void => {
-      forEachKey(row, (keyValues, encoded) => {
-        let group = groups.get(encoded);
-        if (group === undefined) {
-          group = newFlatGroup(keyValues);
-          groups.set(encoded, group);
-        }
-        for (let i = 0; i < n; i++) group[keyCount + i] = functions[i]!.update(group[keyCount + i], row);
-      });
-    };
-  function newFlatGroup(keyValues: readonly unknown[]): FlatGroup {
-    const group = new Array<unknown>(keyCount + n);
-    for (let i = 0; i < keyCount; i++) group[i] = keyValues[i];
-    for (let i = 0; i < n; i++) group[keyCount + i] = functions[i]!.initial();
-    return group;
-  }
-
-  /** The output row from key values (keys[0, keyCount)) and buffers (bufs[offset, offset + n)). */
-  const buildResult = (keys: readonly unknown[], bufs: readonly unknown[], offset: number): Row => {
-    if (directSlots !== null) {
-      // Every output is a key or an aggregate as is: no intermediate row.
-      const out: Row = new Array<unknown>(keyCount + directSlots.length);
-      for (let i = 0; i < keyCount; i++) out[i] = keys[i];
-      for (let j = 0; j < directSlots.length; j++) {
-        const slot = directSlots[j]!;
-        out[keyCount + j] = slot < keyCount ? keys[slot] : functions[slot - keyCount]!.evaluate(bufs[offset + slot - keyCount]);
-      }
-      return out;
-    }
-    const synthetic: Row = new Array<unknown>(keyCount + n);
-    for (let i = 0; i < keyCount; i++) synthetic[i] = keys[i];
-    for (let i = 0; i < n; i++) synthetic[keyCount + i] = functions[i]!.evaluate(bufs[offset + i]);
-    const out: Row = new Array<unknown>(keyCount + outputEvals.length);
-    for (let i = 0; i < keyCount; i++) out[i] = keys[i];
-    for (let j = 0; j < outputEvals.length; j++) out[keyCount + j] = outputEvals[j]!(synthetic);
-    return out;
-  };
-
   return {
     keyCount,
     functions,
     forEachKey,
     groupInto,
-    groupFlatInto,
-    mergeFlat(stored, partial) {
-      const merged = new Array<unknown>(keyCount + n);
-      for (let i = 0; i < keyCount; i++) merged[i] = partial[i];
-      for (let i = keyCount; i < keyCount + n; i++) merged[i] = functions[i - keyCount]!.merge(stored[i], partial[i]);
-      return merged;
+    resultRow(keyValues, buffers) {
+      if (directSlots !== null) {
+        // Every output is a key or an aggregate as is: no intermediate row.
+        const out: Row = new Array<unknown>(keyCount + directSlots.length);
+        for (let i = 0; i < keyCount; i++) out[i] = keyValues[i];
+        for (let j = 0; j < directSlots.length; j++) {
+          const slot = directSlots[j]!;
+          out[keyCount + j] = slot < keyCount ? keyValues[slot] : functions[slot - keyCount]!.evaluate(buffers[slot - keyCount]);
+        }
+        return out;
+      }
+      const synthetic: Row = [...keyValues];
+      for (let i = 0; i < n; i++) synthetic.push(functions[i]!.evaluate(buffers[i]));
+      const out: Row = [...keyValues];
+      for (const f of outputEvals) out.push(f(synthetic));
+      return out;
     },
-    resultRow: (keyValues, buffers) => buildResult(keyValues, buffers, 0),
-    resultRowFlat: (group) => buildResult(group, group, keyCount),
     initialBuffers,
     updateBuffers,
     mergeBuffers(stored, partial) {

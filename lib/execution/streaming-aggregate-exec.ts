@@ -1,13 +1,13 @@
 import type { Attribute } from '../plan/attribute.js';
 import type { Expr } from '../plan/expressions.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
-import { compileAggregation, eventTimeOfKey, type CompiledAggregation, type FlatGroup } from './aggregation.js';
+import { compileAggregation, eventTimeOfKey, type CompiledAggregation, type PartialGroup } from './aggregation.js';
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
 import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from './physical.js';
 
-/** Stored per group, flat: the key values, then the aggregate buffers (see FlatGroup). */
-type GroupState = readonly unknown[];
+/** Stored per group: the key values and the aggregate buffers. */
+type GroupState = readonly [keyValues: readonly unknown[], buffers: readonly unknown[]];
 
 /**
  * Spark's StateStoreRestoreExec + StateStoreSaveExec around a partial/final hash aggregate.
@@ -45,7 +45,7 @@ export class StreamingAggregateExec implements StatefulExec {
     this.agg = compileAggregation(groupingExprs, aggregateExprs, child.output, evalContext);
     this.keyEventTimeMs = eventTimeOfKey(output.slice(0, groupingExprs.length));
     this.stateStoreIds = [{ operatorId, storeName: 'default' }];
-    this.stateSchema = `aggregate(format=2, keys=[${output.slice(0, groupingExprs.length).map((a) => `${a.name}:${JSON.stringify(a.type)}`).join(',')}], aggs=[${aggregateExprs.slice(groupingExprs.length).map((e) => JSON.stringify(e)).join(',')}])`;
+    this.stateSchema = `aggregate(keys=[${output.slice(0, groupingExprs.length).map((a) => `${a.name}:${JSON.stringify(a.type)}`).join(',')}], aggs=[${aggregateExprs.slice(groupingExprs.length).map((e) => JSON.stringify(e)).join(',')}])`;
   }
 
   execute(ctx: BatchContext): Row[] {
@@ -55,8 +55,8 @@ export class StreamingAggregateExec implements StatefulExec {
     const { agg } = this;
 
     // Partial aggregation of this batch's rows.
-    const partials = new Map<string, FlatGroup>();
-    for (let r = 0; r < input.length; r++) agg.groupFlatInto(input[r]!, partials);
+    const partials = new Map<string, PartialGroup>();
+    for (let r = 0; r < input.length; r++) agg.groupInto(input[r]!, partials);
 
     const lateMs = ctx.hasWatermark && this.keyEventTimeMs ? ctx.lateEventsWatermarkMs(this.operatorId) : null;
     const evictMs = ctx.hasWatermark && this.keyEventTimeMs ? ctx.evictionWatermarkMs(this.operatorId) : null;
@@ -66,30 +66,30 @@ export class StreamingAggregateExec implements StatefulExec {
     const index = this.keyEventTimeMs && ctx.outputMode !== 'complete' ? this.indexFor(store) : null;
     const output: Row[] = [];
     // forEach, not for-of with destructuring: no [key, value] array per group.
-    partials.forEach((partial, encoded) => {
-      // A flat group starts with its key values, so it serves as the key for event-time reads.
-      if (isLate(partial)) {
+    partials.forEach((group, encoded) => {
+      const keyValues = group[0];
+      if (isLate(keyValues)) {
         progress.numRowsDroppedByWatermark++;
         return;
       }
       const stored = store.get(encoded);
-      // A new group's partial becomes the stored value (it is not touched after this batch).
-      const group = stored === undefined ? partial : agg.mergeFlat(stored, partial);
+      // The batch's group tuple becomes the stored value (it is not touched after this batch).
+      const buffers = stored === undefined ? group[1] : (group[1] = agg.mergeBuffers(stored[1], group[1]));
       store.put(encoded, group);
-      if (stored === undefined && index) addToIndex(index, this.keyEventTimeMs!(group), encoded);
+      if (stored === undefined && index) addToIndex(index, this.keyEventTimeMs!(keyValues), encoded);
       progress.numRowsUpdated++;
-      if (ctx.outputMode === 'update') output.push(agg.resultRowFlat(group));
+      if (ctx.outputMode === 'update') output.push(agg.resultRow(keyValues, buffers));
     });
 
     if (ctx.outputMode === 'complete') {
-      for (const [, group] of store.entries()) output.push(agg.resultRowFlat(group));
+      for (const [, [keyValues, buffers]] of store.entries()) output.push(agg.resultRow(keyValues, buffers));
     } else if (evictMs !== null && index) {
       for (const [timeMs, keys] of index) {
         if (timeMs > evictMs) continue;
         for (const encoded of keys) {
           const stored = store.get(encoded);
           if (stored === undefined) continue;
-          if (ctx.outputMode === 'append') output.push(agg.resultRowFlat(stored));
+          if (ctx.outputMode === 'append') output.push(agg.resultRow(stored[0], stored[1]));
           store.remove(encoded);
           progress.numRowsRemoved++;
         }
@@ -107,7 +107,7 @@ export class StreamingAggregateExec implements StatefulExec {
   private indexFor(store: StateStore<GroupState>): Map<number, Set<string>> {
     if (this.evictionIndex && this.evictionIndex.forVersion === store.version) return this.evictionIndex.byTime;
     const byTime = new Map<number, Set<string>>();
-    for (const [encoded, group] of store.entries()) addToIndex(byTime, this.keyEventTimeMs!(group), encoded);
+    for (const [encoded, [keyValues]] of store.entries()) addToIndex(byTime, this.keyEventTimeMs!(keyValues), encoded);
     this.evictionIndex = null;
     return byTime;
   }
