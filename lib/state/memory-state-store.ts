@@ -70,26 +70,41 @@ function applyDelta<V>(target: Map<string, V>, delta: Delta<V>): void {
 
 class MemoryStateStore<V> implements StateStore<V> {
   private delta: Delta<V> = new Map();
-  /** `size`, computed on demand from base and delta (-1: stale); keeps put() to one map write. */
-  private knownSize = -1;
+  private sizeDelta = 0;
+  /**
+   * The last key looked up and whether it was present: operators read a key and then write or
+   * remove it, so put() and remove() usually know without a second lookup.
+   */
+  private lastKey: string | null = null;
+  private lastPresent = false;
 
   constructor(private readonly map: VersionedMap<V>, private readonly base: Map<string, V>, readonly version: number) {}
 
   get(key: string): V | undefined {
     const d = this.delta.get(key);
-    if (d !== undefined) return d === TOMBSTONE ? undefined : d;
-    return this.base.get(key);
+    const v = d !== undefined ? (d === TOMBSTONE ? undefined : d) : this.base.get(key);
+    this.lastKey = key;
+    this.lastPresent = v !== undefined;
+    return v;
+  }
+
+  private has(key: string): boolean {
+    return key === this.lastKey ? this.lastPresent : this.get(key) !== undefined;
   }
 
   put(key: string, value: V): void {
+    if (!this.has(key)) this.sizeDelta++;
     this.delta.set(key, value);
-    this.knownSize = -1;
+    this.lastKey = key;
+    this.lastPresent = true;
   }
 
   remove(key: string): void {
-    if (this.get(key) === undefined) return;
+    if (!this.has(key)) return;
+    this.sizeDelta--;
     this.delta.set(key, TOMBSTONE);
-    this.knownSize = -1;
+    this.lastKey = key;
+    this.lastPresent = false;
   }
 
   *entries(): IterableIterator<[string, V]> {
@@ -102,31 +117,24 @@ class MemoryStateStore<V> implements StateStore<V> {
   }
 
   get size(): number {
-    if (this.knownSize < 0) {
-      let size = this.base.size;
-      const base = this.base;
-      this.delta.forEach((v, k) => {
-        if (v === TOMBSTONE) {
-          if (base.has(k)) size--;
-        } else if (!base.has(k)) {
-          size++;
-        }
-      });
-      this.knownSize = size;
-    }
-    return this.knownSize;
+    return this.base.size + this.sizeDelta;
   }
 
   async commit(): Promise<number> {
     const delta = this.delta;
-    this.delta = new Map();
-    this.knownSize = -1;
+    this.reset();
     return this.map.commit(this.version, delta);
   }
 
   abort(): void {
+    this.reset();
+  }
+
+  private reset(): void {
     this.delta = new Map();
-    this.knownSize = -1;
+    this.sizeDelta = 0;
+    this.lastKey = null;
+    this.lastPresent = false;
   }
 }
 

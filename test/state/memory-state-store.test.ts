@@ -44,6 +44,32 @@ describe('MemoryStateStore', () => {
     expect(sorted(s2.entries())).toEqual([['a', 7], ['b', 4]]);
   });
 
+  it('keeps size right whatever the order of reads and writes', async () => {
+    const provider = new MemoryStateStoreProvider();
+    const s0 = await provider.open<number>(id, 0);
+    s0.put('kept', 0);
+    await s0.commit();
+    const s = await provider.open<number>(id, 1);
+    expect(s.get('x')).toBeUndefined();
+    s.put('y', 1); // a different key than the one just read
+    s.put('x', 2);
+    expect(s.size).toBe(3);
+    expect(s.get('kept')).toBe(0);
+    s.put('kept', 5); // read, then overwritten: no new key
+    expect(s.size).toBe(3);
+    expect(s.get('y')).toBe(1);
+    s.remove('x'); // the last read was another key
+    s.remove('x');
+    expect(s.size).toBe(2);
+    expect(s.get('x')).toBeUndefined();
+    s.put('x', 3);
+    expect(s.size).toBe(3);
+    s.remove('kept');
+    s.put('kept', 6);
+    expect(s.size).toBe(3);
+    expect(sorted(s.entries())).toEqual([['kept', 6], ['x', 3], ['y', 1]]);
+  });
+
   it('abort drops the uncommitted changes', async () => {
     const provider = new MemoryStateStoreProvider();
     const s0 = await provider.open<number>(id, 0);
