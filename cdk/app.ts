@@ -12,7 +12,7 @@ const app = new App();
 const shardCount = app.node.tryGetContext('shardCount');
 const removalPolicy = app.node.tryGetContext('removalPolicy');
 new SluiceExampleStack(app, 'SluiceExampleStack', {
-  description: 'Sluice example: hourly sales per store, written three ways (S3 files, DynamoDB, S3 snapshot)',
+  description: 'Sluice example: hourly sales per store, written three ways (S3 files, DynamoDB, S3 snapshot), and per product through a repartition stage',
   shardCount: shardCount === undefined ? undefined : Number(shardCount),
   removalPolicy: removalPolicy === 'destroy' ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN,
   env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },

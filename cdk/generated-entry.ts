@@ -6,11 +6,16 @@
 import { join } from 'node:path';
 import { PROJECT_ROOT, buildDirFor, importSpecifier, writeFileIfChanged } from './build-dir.js';
 
-export type TriggerKind = 'kinesis' | 'scheduled';
+/**
+ * `kinesis`: the source stream's mapping (the whole query, or stage 1 of a repartitioned one);
+ * `scheduled`: the EventBridge rule; `repartition`: the internal stream's mapping (stage 2).
+ */
+export type TriggerKind = 'kinesis' | 'scheduled' | 'repartition';
 
 const FACTORIES: Record<TriggerKind, { module: string; factory: string; file: string }> = {
   kinesis: { module: join(PROJECT_ROOT, 'functions', 'kinesis-trigger.ts'), factory: 'createKinesisTriggerHandler', file: 'kinesis-entry.ts' },
   scheduled: { module: join(PROJECT_ROOT, 'functions', 'scheduled-trigger.ts'), factory: 'createScheduledTriggerHandler', file: 'scheduled-entry.ts' },
+  repartition: { module: join(PROJECT_ROOT, 'functions', 'repartition-trigger.ts'), factory: 'createRepartitionTriggerHandler', file: 'repartition-entry.ts' },
 };
 
 /** The entry's source: `export const handler = <factory>(<the module's default export>)`. */

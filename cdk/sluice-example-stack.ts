@@ -1,13 +1,18 @@
 /**
  * SluiceExampleStack: seed 003's pipeline, hourly sales per store, deployed three ways on one
- * shared stream (one event source mapping per query):
+ * shared stream (one event source mapping per query), and hourly sales per product on the same
+ * stream through a repartition stage:
  *
  *   append   → S3 files     (examples/hourly-sales-archive.ts): each closed hour once, an archive
  *   update   → DynamoDB     (examples/hourly-sales-live.ts): one item per (hour, store), kept current
  *   complete → S3 snapshot  (examples/hourly-sales-snapshot.ts): the whole table, replaced per batch
+ *   update   → DynamoDB     (examples/hourly-sales-per-product.ts): one item per (hour, product),
+ *                           through an internal stream that routes rows by product (two stages)
  *
- * The producer writes `{ store_id, amount, ts }` JSON with `store_id` as the partition key, which
- * the queries declare, so the stream can have any number of shards.
+ * The producer writes `{ store_id, product, amount, ts }` JSON with `store_id` as the partition
+ * key, which the queries declare: the per-store queries are co-partitioned with the stream and run
+ * in one stage on any number of shards; the per-product query is not (a product's sales arrive on
+ * every shard) and gets the repartition stage on a stream of two or more shards.
  */
 import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
@@ -33,7 +38,7 @@ export interface SluiceExampleStackProps extends StackProps {
    */
   readonly removalPolicy?: RemovalPolicy;
 
-  /** Settings applied to all three queries (batch size, memory, schedule, ...). */
+  /** Settings applied to all four queries (batch size, memory, schedule, ...). */
   readonly queryDefaults?: Partial<Omit<StreamingQueryProps, 'queryModule' | 'stream' | 'sinkBucket' | 'deadLetterBucket'>>;
 }
 
@@ -44,6 +49,8 @@ export class SluiceExampleStack extends Stack {
   public readonly archive: StreamingQuery;
   public readonly live: StreamingQuery;
   public readonly snapshot: StreamingQuery;
+  /** Hourly sales per product: a repartition stage on a stream of two or more shards. */
+  public readonly perProduct: StreamingQuery;
 
   constructor(scope: Construct, id: string, props: SluiceExampleStackProps = {}) {
     super(scope, id, props);
@@ -89,13 +96,20 @@ export class SluiceExampleStack extends Stack {
     this.snapshot = new StreamingQuery(this, 'HourlySalesSnapshot', {
       ...shared, queryModule: example('hourly-sales-snapshot.ts'), sinkBucket: this.resultsBucket,
     });
+    this.perProduct = new StreamingQuery(this, 'HourlySalesPerProduct', {
+      ...shared, queryModule: example('hourly-sales-per-product.ts'),
+    });
 
     // What a producer, a reader and an operator need (docs/deploy.md uses them).
     new CfnOutput(this, 'SalesStreamName', { value: this.salesStream.streamName });
     new CfnOutput(this, 'ResultsBucketName', { value: this.resultsBucket.bucketName });
     new CfnOutput(this, 'DeadLetterBucketName', { value: this.deadLetterBucket.bucketName });
     new CfnOutput(this, 'LiveTableName', { value: this.live.sinkTable!.tableName });
-    for (const [name, query] of [['Archive', this.archive], ['Live', this.live], ['Snapshot', this.snapshot]] as const) {
+    new CfnOutput(this, 'PerProductTableName', { value: this.perProduct.sinkTable!.tableName });
+    if (this.perProduct.repartitionStream) {
+      new CfnOutput(this, 'PerProductRepartitionStreamName', { value: this.perProduct.repartitionStream.streamName });
+    }
+    for (const [name, query] of [['Archive', this.archive], ['Live', this.live], ['Snapshot', this.snapshot], ['PerProduct', this.perProduct]] as const) {
       new CfnOutput(this, `${name}ScheduledFunctionName`, { value: query.scheduledTriggerFunction.functionName });
       new CfnOutput(this, `${name}OnFailureQueueUrl`, { value: query.onFailureQueue.queueUrl });
     }

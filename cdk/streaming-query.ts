@@ -6,9 +6,16 @@
  *   both ──▶ checkpoint + state tables (DynamoDB), the sink (S3 files / S3 snapshot / DynamoDB), dead letters (S3)
  *   batches that exhaust retries ──▶ on-failure SQS queue;  CloudWatch alarms on lag, errors, bad and late input
  *
+ * A stateful query whose state keys the stream is not partitioned by gets a repartition stage
+ * (Spark's shuffle): the Kinesis-trigger function runs stage 1 and routes rows by state key to an
+ * internal stream, whose own event source mapping runs stage 2 (state and sink) per internal shard:
+ *
+ *   Kinesis stream ──▶ Kinesis-trigger function (stage 1) ──PutRecords──▶ internal stream ──▶ repartition function (stage 2) ──▶ sink
+ *
  * The query module is loaded and validated with the engine's analyzer when the construct is
  * created, so `cdk synth` refuses a query the runtime would refuse (unsupported shape for the
- * output mode, a sink that cannot take the mode, state not co-partitioned with the stream).
+ * output mode, a sink that cannot take the mode, a query that cannot be split into stages, or,
+ * with `repartition: false`, state not co-partitioned with the stream).
  */
 import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -56,6 +63,14 @@ const SINK_OBJECT_ACTIONS = ['s3:GetObject', 's3:PutObject', 's3:DeleteObject'];
 /** Dead letters are only ever written (one object per record, keyed by its identity). */
 const DEAD_LETTER_OBJECT_ACTIONS = ['s3:PutObject'];
 
+/** The repartition stage: stage 1 lists the internal shards (hash ranges) and writes them. */
+const REPARTITION_WRITE_ACTIONS = ['kinesis:ListShards', 'kinesis:PutRecords'];
+/** What the scheduled trigger needs to read a stream's shards (idle checks, drain). */
+const STREAM_READ_ACTIONS = ['kinesis:DescribeStreamSummary', 'kinesis:GetRecords', 'kinesis:GetShardIterator', 'kinesis:ListShards'];
+/** The internal stream holds only records in flight between the stages. */
+const REPARTITION_RETENTION = Duration.hours(24);
+const DEFAULT_REPARTITION_SHARDS = 2;
+
 const ONE_HOUR = Duration.hours(1);
 const MIN_RECORD_AGE = Duration.seconds(60);
 const MAX_RECORD_AGE = Duration.days(7);
@@ -93,14 +108,35 @@ export interface StreamingQueryProps {
   readonly streamRetention?: Duration;
 
   /**
-   * Number of shards the stream has. With 1, any stateful query runs without a declared partition
-   * key; with more, a stateful query must declare `source.partitionKey` among its grouping keys,
-   * or synth fails (STATE_NOT_CO_PARTITIONED). Passed to the functions, which check it again.
+   * Number of shards the stream has. With 1, any stateful query runs in one stage; with more (or
+   * unknown), a stateful query whose state keys do not include its declared `source.partitionKey`
+   * runs with a repartition stage (see `repartition`). Passed to the functions, which check it again.
    *
    * @default - `shardCount` for a created stream; unknown for a given `stream` (then a stateful
-   * query must declare its partition key)
+   * query is co-partitioned only through its declared partition key)
    */
   readonly expectedShardCount?: number;
+
+  /**
+   * Whether a stateful query whose state is not co-partitioned with the stream may run in two
+   * stages through an internal Kinesis stream (stage 1 on the source shards routes rows by state
+   * key; stage 2 on the internal shards keeps the state and writes the sink). With `false`, such a
+   * query fails synth with the engine's STATE_NOT_CO_PARTITIONED error, as the runtime would refuse
+   * it. A co-partitioned or stateless query never gets a stage, whatever this says.
+   *
+   * @default - automatic: a repartition stage exactly when the query needs one
+   */
+  readonly repartition?: boolean;
+
+  /**
+   * Shards of the internal repartition stream: the number of state partitions of stage 2. Only
+   * used when the query has a repartition stage. Choose it before the first deployment: state
+   * lives per internal shard, and resharding the internal stream later would move keys to shards
+   * that do not hold their state.
+   *
+   * @default - the source stream's shard count when known, else 2
+   */
+  readonly repartitionShardCount?: number;
 
   /**
    * Bucket of an `s3-files` or `s3-snapshot` sink. Not allowed for a `dynamodb` sink.
@@ -208,21 +244,22 @@ export interface StreamingQueryProps {
   /**
    * Batches of one shard processed at once. Only 1 is supported: a shard is a state partition
    * with exactly one writer, and each batch's checkpoint and state follow the previous batch's.
-   * To scale out, add shards (and declare the query's partition key).
+   * To scale out, add shards (and declare the query's partition key, or let a repartition stage
+   * route by the state key).
    *
    * @default 1
    */
   readonly parallelizationFactor?: number;
 
   /**
-   * Memory of both functions, in MiB (also buys CPU).
+   * Memory of the functions, in MiB (also buys CPU).
    *
    * @default 1024
    */
   readonly memorySize?: number;
 
   /**
-   * Timeout of both functions.
+   * Timeout of the functions.
    *
    * @default Duration.minutes(1)
    */
@@ -259,7 +296,7 @@ export interface StreamingQueryProps {
   readonly snapshotEveryBatches?: number;
 
   /**
-   * What happens to the stateful resources this construct creates (stream, tables, buckets, queue,
+   * What happens to the stateful resources this construct creates (streams, tables, buckets, queue,
    * log groups) when they leave the stack. A non-empty bucket is never deleted by CloudFormation.
    *
    * @default RemovalPolicy.RETAIN
@@ -268,7 +305,7 @@ export interface StreamingQueryProps {
 
   /**
    * Alarm when the Kinesis-trigger function's iterator age (how far behind the stream it is) stays
-   * above this for five minutes.
+   * above this for five minutes; the same for the repartition function on the internal stream.
    *
    * @default Duration.minutes(10)
    */
@@ -298,6 +335,10 @@ export interface StreamingQueryAlarms {
   readonly rowsDroppedByWatermark: cloudwatch.Alarm;
   /** A batch was given up after its retries or maximum age: records were skipped. */
   readonly skippedBatches: cloudwatch.Alarm;
+  /** The repartition function is behind the internal stream (repartition stage only). */
+  readonly repartitionIteratorAge?: cloudwatch.Alarm;
+  /** The repartition function failed (repartition stage only). */
+  readonly repartitionTriggerErrors?: cloudwatch.Alarm;
 }
 
 export class StreamingQuery extends Construct {
@@ -320,11 +361,20 @@ export class StreamingQuery extends Construct {
   public readonly sinkTable: dynamodb.ITable | undefined;
   public readonly deadLetterBucket: s3.IBucket;
   public readonly deadLetterPrefix: string;
-  /** Where the event source mapping sends batches it gives up (shard and sequence range). */
+  /** Where the event source mappings send batches they give up (stream, shard and sequence range). */
   public readonly onFailureQueue: sqs.Queue;
+  /** The source stream's function: the whole query, or stage 1 of a repartition stage. */
   public readonly kinesisTriggerFunction: nodejs.NodejsFunction;
   public readonly scheduledTriggerFunction: nodejs.NodejsFunction;
   public readonly eventSource: KinesisEventSource;
+  /** The query runs in two stages through an internal stream. */
+  public readonly needsRepartition: boolean;
+  /** The internal stream of the repartition stage (undefined without one). */
+  public readonly repartitionStream: kinesis.Stream | undefined;
+  /** The internal stream's function, stage 2: state and sink (undefined without a repartition stage). */
+  public readonly repartitionFunction: nodejs.NodejsFunction | undefined;
+  /** The internal stream's event source mapping (undefined without a repartition stage). */
+  public readonly repartitionEventSource: KinesisEventSource | undefined;
   public readonly scheduleRule: events.Rule;
   public readonly alarms: StreamingQueryAlarms;
   /** The functions' environment (RUNTIME_ENV variables). */
@@ -344,10 +394,13 @@ export class StreamingQuery extends Construct {
     const { stream, expectedShardCount, streamRetention } = this.resolveStream(props, removalPolicy);
     this.stream = stream;
     this.expectedShardCount = expectedShardCount;
+    const allowRepartition = props.repartition !== false;
     try {
-      loaded.validate({ expectedShardCount });
+      // The functions validate again at cold start, allowing a repartition stage exactly when
+      // SLUICE_REPARTITION_STREAM is set: it is set below exactly when this says one is needed.
+      this.needsRepartition = loaded.validate({ expectedShardCount, allowRepartition }).needsRepartition;
     } catch (error) {
-      throw this.withContext(error, `query '${this.queryName}' (${this.queryModulePath})`);
+      throw this.withContext(error, `query '${this.queryName}' (${this.queryModulePath})${allowRepartition ? '' : ' with repartition: false'}`);
     }
 
     // ── State, sink and dead letters ────────────────────────────────────────────────────────
@@ -372,6 +425,17 @@ export class StreamingQuery extends Construct {
       'This queue is itself a dead-letter destination: the on-failure destination of the Kinesis event source mapping, '
       + 'holding the shard and sequence range of batches given up. Nothing consumes it automatically; it is alarmed on.');
 
+    // ── Repartition stage: the internal stream stage 1 routes rows to by state key ──────────
+    if (this.needsRepartition) {
+      this.repartitionStream = new kinesis.Stream(this, 'RepartitionStream', {
+        streamMode: kinesis.StreamMode.PROVISIONED,
+        shardCount: props.repartitionShardCount ?? expectedShardCount ?? DEFAULT_REPARTITION_SHARDS,
+        retentionPeriod: REPARTITION_RETENTION,
+        encryption: kinesis.StreamEncryption.MANAGED,
+        removalPolicy,
+      });
+    }
+
     // ── Functions ───────────────────────────────────────────────────────────────────────────
     const config: Partial<RuntimeConfig> = {
       checkpointTable: this.checkpointTable.tableName,
@@ -385,6 +449,7 @@ export class StreamingQuery extends Construct {
       idleShardTimeoutMs: (props.idleShardTimeout ?? Duration.minutes(5)).toMilliseconds(),
       expectedShardCount,
       snapshotEveryBatches: props.snapshotEveryBatches ?? 20,
+      repartitionStreamName: this.repartitionStream?.streamName,
     };
     this.environment = { ...runtimeConfigToEnv(config), NODE_OPTIONS: '--enable-source-maps' };
 
@@ -392,10 +457,23 @@ export class StreamingQuery extends Construct {
       `Sluice query ${this.queryName}: one micro-batch per Kinesis shard batch`);
     this.scheduledTriggerFunction = this.triggerFunction('ScheduledTrigger', 'scheduled', props, removalPolicy,
       `Sluice query ${this.queryName}: scheduled no-data batches, idle shards, drain`);
-    for (const fn of [this.kinesisTriggerFunction, this.scheduledTriggerFunction]) this.grantDataAccess(fn);
+    if (this.repartitionStream) {
+      this.repartitionFunction = this.triggerFunction('RepartitionTrigger', 'repartition', props, removalPolicy,
+        `Sluice query ${this.queryName}: stage 2 (state and sink) per internal repartition shard`);
+    }
+    for (const fn of this.functions()) this.grantDataAccess(fn);
     // The scheduled trigger lists shards and reads them (idle checks, drain); the event source
     // mapping grants the same read access to the Kinesis-trigger function.
     this.stream.grantRead(this.scheduledTriggerFunction);
+    if (this.repartitionStream && this.repartitionFunction) {
+      // Stage 1 lists the internal shards (to route by hash range) and writes them.
+      this.repartitionStream.grant(this.kinesisTriggerFunction, ...REPARTITION_WRITE_ACTIONS);
+      // The scheduled trigger writes idle markers into every internal shard and drains them.
+      this.repartitionStream.grant(this.scheduledTriggerFunction, ...new Set([...STREAM_READ_ACTIONS, ...REPARTITION_WRITE_ACTIONS]));
+      // Stage 2 reads the internal stream (the event source mapping's grant) and lists the source
+      // stream's shards: a source shard it has not heard from yet holds its watermark back.
+      this.stream.grant(this.repartitionFunction, 'kinesis:ListShards');
+    }
 
     // ── Triggers ────────────────────────────────────────────────────────────────────────────
     this.eventSource = new KinesisEventSource(this.stream, {
@@ -411,6 +489,24 @@ export class StreamingQuery extends Construct {
       onFailure: new SqsDlq(this.onFailureQueue),
     });
     this.kinesisTriggerFunction.addEventSource(this.eventSource);
+    if (this.repartitionStream && this.repartitionFunction) {
+      this.repartitionEventSource = new KinesisEventSource(this.repartitionStream, {
+        // Always from the oldest record: stage 1 may write before this mapping exists.
+        startingPosition: lambda.StartingPosition.TRIM_HORIZON,
+        batchSize: props.batchSize ?? 100,
+        maxBatchingWindow: props.maxBatchingWindow ?? Duration.seconds(1),
+        retryAttempts: props.retryAttempts ?? -1,
+        maxRecordAge: Duration.seconds(Math.min(
+          (props.maxRecordAge ?? defaultMaxRecordAge(REPARTITION_RETENTION)).toSeconds(),
+          defaultMaxRecordAge(REPARTITION_RETENTION).toSeconds(),
+        )),
+        bisectBatchOnError: props.bisectBatchOnError ?? true,
+        parallelizationFactor: 1,
+        reportBatchItemFailures: true,
+        onFailure: new SqsDlq(this.onFailureQueue),
+      });
+      this.repartitionFunction.addEventSource(this.repartitionEventSource);
+    }
 
     this.scheduleRule = new events.Rule(this, 'Schedule', {
       description: `Sluice query ${this.queryName}: scheduled trigger`,
@@ -424,7 +520,14 @@ export class StreamingQuery extends Construct {
 
     // ── Alarms ──────────────────────────────────────────────────────────────────────────────
     this.alarms = this.createAlarms(props);
-    if (props.alarmAction) for (const alarm of Object.values(this.alarms)) alarm.addAlarmAction(props.alarmAction);
+    if (props.alarmAction) {
+      for (const alarm of Object.values(this.alarms) as (cloudwatch.Alarm | undefined)[]) alarm?.addAlarmAction(props.alarmAction);
+    }
+  }
+
+  /** The query's functions: Kinesis trigger, scheduled trigger, and the repartition function if any. */
+  public functions(): nodejs.NodejsFunction[] {
+    return [this.kinesisTriggerFunction, this.scheduledTriggerFunction, ...(this.repartitionFunction ? [this.repartitionFunction] : [])];
   }
 
   /** A metric the functions publish for this query (namespace Sluice, dimensions service + query). */
@@ -448,7 +551,8 @@ export class StreamingQuery extends Construct {
         + 'Sluice keeps one state partition per Kinesis shard with exactly one writer: batch N+1 of a shard starts from the '
         + 'checkpoint and state that batch N committed, so two batches of one shard can never run at once. '
         + 'To scale out, add shards (shardCount, or UpdateShardCount on your stream) and declare the query\'s '
-        + 'source.partitionKey so its state stays co-partitioned with them.');
+        + 'source.partitionKey so its state stays co-partitioned with them (or, when the state is keyed by other columns, '
+        + 'let the repartition stage route rows by state key: repartitionShardCount sets its partitions).');
     }
     if (props.batchSize !== undefined && !(Number.isInteger(props.batchSize) && props.batchSize >= 1 && props.batchSize <= 10_000)) {
       throw this.propError(`batchSize must be an integer from 1 to 10000, got ${props.batchSize}.`);
@@ -459,6 +563,14 @@ export class StreamingQuery extends Construct {
     }
     if (props.expectedShardCount !== undefined && (!Number.isInteger(props.expectedShardCount) || props.expectedShardCount < 1)) {
       throw this.propError(`expectedShardCount must be a positive integer, got ${props.expectedShardCount}.`);
+    }
+    if (props.repartitionShardCount !== undefined) {
+      if (!Number.isInteger(props.repartitionShardCount) || props.repartitionShardCount < 1) {
+        throw this.propError(`repartitionShardCount must be a positive integer, got ${props.repartitionShardCount}.`);
+      }
+      if (props.repartition === false) {
+        throw this.propError(`repartitionShardCount (${props.repartitionShardCount}) sets the internal stream of a repartition stage, but repartition is false.`);
+      }
     }
     if (props.snapshotEveryBatches !== undefined && (!Number.isInteger(props.snapshotEveryBatches) || props.snapshotEveryBatches < 1)) {
       throw this.propError(`snapshotEveryBatches must be a positive integer, got ${props.snapshotEveryBatches}.`);
@@ -619,6 +731,7 @@ export class StreamingQuery extends Construct {
         ...options,
       });
     const iteratorAgeThreshold = props.iteratorAgeAlarmThreshold ?? Duration.minutes(10);
+    const repartition = this.repartitionFunction;
     return {
       iteratorAge: alarm('IteratorAgeAlarm',
         this.kinesisTriggerFunction.metric('IteratorAge', { statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1) }),
@@ -639,7 +752,16 @@ export class StreamingQuery extends Construct {
         'rows arrived later than the watermark delay allows and were dropped; consider a longer withWatermark delay.'),
       skippedBatches: alarm('SkippedBatchesAlarm',
         this.onFailureQueue.metricApproximateNumberOfMessagesVisible({ period: fiveMinutes, statistic: cloudwatch.Stats.MAXIMUM }),
-        'the event source mapping gave up a batch (retries or maximum record age exhausted): its records were skipped. The on-failure queue holds the shard and sequence range to replay while they are still in the stream.'),
+        'an event source mapping gave up a batch (retries or maximum record age exhausted): its records were skipped. The on-failure queue holds the stream, shard and sequence range to replay while they are still in the stream.'),
+      ...(repartition ? {
+        repartitionIteratorAge: alarm('RepartitionIteratorAgeAlarm',
+          repartition.metric('IteratorAge', { statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1) }),
+          `the repartition function (stage 2) is more than ${iteratorAgeThreshold.toHumanString()} behind the internal stream. Look for FailedTriggers and errors in its logs; a healthy but slow stage 2 needs more internal shards (a new deployment) or memory.`,
+          { threshold: iteratorAgeThreshold.toMilliseconds(), evaluationPeriods: 5, comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD }),
+        repartitionTriggerErrors: alarm('RepartitionTriggerErrorsAlarm',
+          repartition.metricErrors({ period: fiveMinutes, statistic: cloudwatch.Stats.SUM }),
+          'the repartition function (stage 2) failed (crash, timeout, or a configuration/query it refuses at cold start). Records of the internal stream are retried; see its log group.'),
+      } : {}),
     };
   }
 

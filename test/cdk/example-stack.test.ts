@@ -1,6 +1,7 @@
 /**
- * The example stack (seed 003 written three ways on one stream) and the bundles: the generated
- * entries bundle with the local esbuild into handlers that load and answer.
+ * The example stack (seed 003 written three ways on one stream, and per product through a
+ * repartition stage) and the bundles: the generated entries bundle with the local esbuild into
+ * handlers that load and answer.
  */
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
@@ -16,7 +17,7 @@ import { acknowledgments, appWithoutBundling, example, nagViolations, testStack 
 
 type Resource = { Properties: Record<string, any> };
 
-describe('SluiceExampleStack: hourly sales per store, three ways, one stream', () => {
+describe('SluiceExampleStack: hourly sales per store three ways and per product, one stream', () => {
   let app: App;
   let stack: SluiceExampleStack;
   let template: Template;
@@ -27,33 +28,45 @@ describe('SluiceExampleStack: hourly sales per store, three ways, one stream', (
     template = Template.fromStack(stack);
   });
 
-  it('shares one two-shard stream among three event source mappings', () => {
-    template.resourceCountIs('AWS::Kinesis::Stream', 1);
-    template.hasResourceProperties('AWS::Kinesis::Stream', { ShardCount: 2 });
+  it('shares one two-shard stream among four event source mappings; the per-product query adds an internal stream', () => {
+    template.resourceCountIs('AWS::Kinesis::Stream', 2);
+    const arnOf = (stream: { node: { defaultChild?: unknown } }) => ({ 'Fn::GetAtt': [stack.getLogicalId(stream.node.defaultChild as never), 'Arn'] });
     const mappings = Object.values(template.findResources('AWS::Lambda::EventSourceMapping')) as Resource[];
-    expect(mappings).toHaveLength(3);
-    const streamArn = { 'Fn::GetAtt': [stack.getLogicalId(stack.salesStream.node.defaultChild as never), 'Arn'] };
-    for (const m of mappings) expect(m.Properties.EventSourceArn).toEqual(streamArn);
-    for (const q of [stack.archive, stack.live, stack.snapshot]) expect(q.expectedShardCount).toBe(2);
+    expect(mappings).toHaveLength(5);
+    const on = (stream: { node: { defaultChild?: unknown } }) => mappings.filter((m) => JSON.stringify(m.Properties.EventSourceArn) === JSON.stringify(arnOf(stream)));
+    expect(on(stack.salesStream)).toHaveLength(4);
+    for (const q of [stack.archive, stack.live, stack.snapshot, stack.perProduct]) expect(q.expectedShardCount).toBe(2);
+
+    // Per store: co-partitioned with the stream (store_id), one stage. Per product: two stages.
+    expect([stack.archive, stack.live, stack.snapshot].map((q) => q.needsRepartition)).toEqual([false, false, false]);
+    expect(stack.perProduct.needsRepartition).toBe(true);
+    const internal = stack.perProduct.repartitionStream!;
+    template.hasResourceProperties('AWS::Kinesis::Stream', { ShardCount: 2, RetentionPeriodHours: 24 });
+    expect(on(internal).map((m) => m.Properties.FunctionName)).toEqual([{ Ref: stack.getLogicalId(stack.perProduct.repartitionFunction!.node.defaultChild as never) }]);
   });
 
-  it('deploys append → S3 files, update → DynamoDB, complete → S3 snapshot', () => {
-    expect([stack.archive, stack.live, stack.snapshot].map((q) => [q.queryName, q.definition.outputMode, q.definition.sink.kind])).toEqual([
+  it('deploys append → S3 files, update → DynamoDB, complete → S3 snapshot, and per product update → DynamoDB', () => {
+    expect([stack.archive, stack.live, stack.snapshot, stack.perProduct].map((q) => [q.queryName, q.definition.outputMode, q.definition.sink.kind])).toEqual([
       ['hourly-sales-archive', 'append', 's3-files'],
       ['hourly-sales-live', 'update', 'dynamodb'],
       ['hourly-sales-snapshot', 'complete', 's3-snapshot'],
+      ['hourly-sales-per-product', 'update', 'dynamodb'],
     ]);
-    // Two state tables per query and the live query's sink table; the results and dead-letter buckets are shared.
-    template.resourceCountIs('AWS::DynamoDB::Table', 7);
+    // Two state tables per query and the two update queries' sink tables; the results and dead-letter buckets are shared.
+    template.resourceCountIs('AWS::DynamoDB::Table', 10);
     template.resourceCountIs('AWS::S3::Bucket', 2);
     expect(stack.archive.sinkBucket).toBe(stack.resultsBucket);
     expect(stack.snapshot.sinkBucket).toBe(stack.resultsBucket);
     expect([stack.archive.sinkPrefix, stack.snapshot.sinkPrefix]).toEqual(['hourly-sales/archive/', 'hourly-sales/snapshot/']);
-    template.resourceCountIs('AWS::Lambda::Function', 6);
-    template.resourceCountIs('AWS::Events::Rule', 3);
-    template.resourceCountIs('AWS::SQS::Queue', 3);
-    template.resourceCountIs('AWS::CloudWatch::Alarm', 21);
-    for (const output of ['SalesStreamName', 'ResultsBucketName', 'DeadLetterBucketName', 'LiveTableName', 'LiveScheduledFunctionName', 'LiveOnFailureQueueUrl']) {
+    // Two functions per query, and the per-product query's stage-2 function.
+    template.resourceCountIs('AWS::Lambda::Function', 9);
+    template.resourceCountIs('AWS::Events::Rule', 4);
+    template.resourceCountIs('AWS::SQS::Queue', 4);
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 4 * 7 + 2);
+    for (const output of [
+      'SalesStreamName', 'ResultsBucketName', 'DeadLetterBucketName', 'LiveTableName', 'LiveScheduledFunctionName', 'LiveOnFailureQueueUrl',
+      'PerProductTableName', 'PerProductRepartitionStreamName', 'PerProductScheduledFunctionName', 'PerProductOnFailureQueueUrl',
+    ]) {
       template.hasOutput(output, {});
     }
   });
@@ -75,28 +88,35 @@ describe('the generated entries and their bundles', () => {
     expect(source).toMatch(/import \{ createKinesisTriggerHandler \} from ".*\/functions\/kinesis-trigger\.ts";/);
     expect(source).toContain('export const handler = createKinesisTriggerHandler(query);');
     expect(handlerEntrySource('scheduled', example('hourly-sales-live.ts'))).toContain('export const handler = createScheduledTriggerHandler(query);');
+    const repartition = handlerEntrySource('repartition', example('hourly-sales-per-product.ts'));
+    expect(repartition).toMatch(/import \{ createRepartitionTriggerHandler \} from ".*\/functions\/repartition-trigger\.ts";/);
+    expect(repartition).toContain('export const handler = createRepartitionTriggerHandler(query);');
   });
 
-  it('bundles both functions with the local esbuild (minified, source map) into handlers that load and answer', async () => {
+  // One query with a repartition stage has all three entry kinds (Kinesis trigger as stage 1,
+  // scheduled, repartition); the entries differ only in the factory they import.
+  it('bundles the three functions of a repartitioned query with the local esbuild (minified, source map) into handlers that load and answer', async () => {
     const app = new App({ builtinCloudFormationValidation: false });
     const stack = testStack(app);
-    const query = new StreamingQuery(stack, 'Live', { queryModule: example('hourly-sales-live.ts') });
+    const query = new StreamingQuery(stack, 'PerProduct', { queryModule: example('hourly-sales-per-product.ts'), shardCount: 2 });
     const template = Template.fromStack(stack);
     const assetDir = (fn: StreamingQuery['kinesisTriggerFunction']): string => {
       const resource = template.findResources('AWS::Lambda::Function')[stack.getLogicalId(fn.node.defaultChild as never)] as Resource;
       const key = String(resource.Properties.Code.S3Key);
       return join(app.outdir, `asset.${key.replace(/\.zip$/, '')}`);
     };
-    const kinesisDir = assetDir(query.kinesisTriggerFunction);
-    const scheduledDir = assetDir(query.scheduledTriggerFunction);
-    for (const dir of [kinesisDir, scheduledDir]) {
+    const dirs = query.functions().map(assetDir);
+    expect(new Set(dirs).size).toBe(3);
+    for (const dir of dirs) {
       expect(existsSync(join(dir, 'index.js')), dir).toBe(true);
       expect(existsSync(join(dir, 'index.js.map'))).toBe(true);
       // Minified: no indentation-heavy source, and far fewer lines than the engine has.
       expect(readFileSync(join(dir, 'index.js'), 'utf8').split('\n').length).toBeLessThan(500);
     }
 
-    // Load the bundles as Lambda would, with the construct's environment (references filled in).
+    // Load the bundles as Lambda would, with the construct's environment (references filled in):
+    // each handler validates its query against that environment at load time, so a repartition
+    // function whose environment did not announce the internal stream would throw here.
     const saved = { ...process.env };
     try {
       for (const [name, value] of Object.entries(query.environment)) {
@@ -105,14 +125,14 @@ describe('the generated entries and their bundles', () => {
       process.env.AWS_REGION = 'eu-west-1';
       process.env.POWERTOOLS_METRICS_DISABLED = 'true';
       process.env.POWERTOOLS_LOG_LEVEL = 'SILENT';
-      expect(process.env[RUNTIME_ENV.expectedShardCount]).toBe('1');
+      expect(process.env[RUNTIME_ENV.expectedShardCount]).toBe('2');
+      expect(process.env[RUNTIME_ENV.repartitionStreamName]).toBe(`resolved-${RUNTIME_ENV.repartitionStreamName}`);
       const load = createRequire(import.meta.url);
-      const kinesisHandler = load(join(kinesisDir, 'index.js')).handler;
-      const scheduledHandler = load(join(scheduledDir, 'index.js')).handler;
-      expect(typeof kinesisHandler).toBe('function');
-      expect(typeof scheduledHandler).toBe('function');
-      // An empty delivery touches no AWS service and fails nothing.
-      await expect(kinesisHandler({ Records: [] })).resolves.toEqual({ batchItemFailures: [] });
+      const [stage1, scheduled, stage2] = dirs.map((dir) => load(join(dir, 'index.js')).handler);
+      expect([stage1, scheduled, stage2].map((h) => typeof h)).toEqual(['function', 'function', 'function']);
+      // An empty delivery touches no AWS service and fails nothing, on either stream.
+      await expect(stage1({ Records: [] })).resolves.toEqual({ batchItemFailures: [] });
+      await expect(stage2({ Records: [] })).resolves.toEqual({ batchItemFailures: [] });
     } finally {
       process.env = saved;
     }

@@ -334,3 +334,209 @@ describe('StreamingQuery knobs', () => {
     });
   });
 });
+
+describe('StreamingQuery with a repartition stage (hourly sales per product on a stream partitioned by store)', () => {
+  let stack: Stack;
+  let query: StreamingQuery;
+  let template: Template;
+  const idOf = (construct: { node: { defaultChild?: unknown } }) => logicalIdOf(stack, construct);
+  const arnOf = (construct: { node: { defaultChild?: unknown } }) => ({ 'Fn::GetAtt': [idOf(construct), 'Arn'] });
+  /** The Kinesis actions a function's role has on a stream ARN. */
+  const kinesisActions = (fn: StreamingQuery['kinesisTriggerFunction'], streamArn: unknown): string[] =>
+    statementsOfRole(template, idOf(fn.role as never))
+      .filter((s) => asArray(s.Resource).some((r) => JSON.stringify(r) === JSON.stringify(streamArn)))
+      .flatMap((s) => asArray(s.Action))
+      .filter((a) => a.startsWith('kinesis:'))
+      .sort();
+
+  beforeAll(() => {
+    stack = testStack();
+    query = new StreamingQuery(stack, 'PerProduct', { queryModule: example('hourly-sales-per-product.ts'), shardCount: 3 });
+    template = Template.fromStack(stack);
+  });
+
+  it('says it needs the stage and exposes the internal stream, its function and its mapping', () => {
+    expect(query.needsRepartition).toBe(true);
+    expect(query.repartitionStream).toBeDefined();
+    expect(query.repartitionFunction).toBeDefined();
+    expect(query.repartitionEventSource).toBeDefined();
+    expect(query.functions()).toEqual([query.kinesisTriggerFunction, query.scheduledTriggerFunction, query.repartitionFunction]);
+  });
+
+  it('creates an internal stream: provisioned, encrypted, 24 hours, as many shards as the source stream, retained', () => {
+    const streams = template.findResources('AWS::Kinesis::Stream') as Record<string, Resource>;
+    expect(Object.keys(streams)).toHaveLength(2);
+    const internal = streams[idOf(query.repartitionStream!)]!;
+    expect(internal.Properties).toEqual({
+      ShardCount: 3,
+      RetentionPeriodHours: 24,
+      StreamModeDetails: { StreamMode: 'PROVISIONED' },
+      StreamEncryption: { EncryptionType: 'KMS', KeyId: 'alias/aws/kinesis' },
+    });
+    expect(internal.DeletionPolicy).toBe('Retain');
+  });
+
+  it('maps the source stream to stage 1 and the internal stream to stage 2, each with partial batch responses', () => {
+    const mappings = Object.values(template.findResources('AWS::Lambda::EventSourceMapping')) as Resource[];
+    expect(mappings).toHaveLength(2);
+    const common = {
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      BisectBatchOnFunctionError: true,
+      MaximumRetryAttempts: -1,
+      ParallelizationFactor: 1,
+      StartingPosition: 'TRIM_HORIZON',
+      BatchSize: 100,
+      MaximumRecordAgeInSeconds: 23 * 3600,
+      DestinationConfig: { OnFailure: { Destination: arnOf(query.onFailureQueue) } },
+    };
+    const bySource = (stream: unknown) => mappings.filter((m) => JSON.stringify(m.Properties.EventSourceArn) === JSON.stringify(stream));
+    const [source] = bySource(arnOf(query.stream as kinesis.Stream));
+    const [internal] = bySource(arnOf(query.repartitionStream!));
+    expect(source!.Properties).toMatchObject({ ...common, FunctionName: { Ref: idOf(query.kinesisTriggerFunction) } });
+    expect(internal!.Properties).toMatchObject({ ...common, FunctionName: { Ref: idOf(query.repartitionFunction!) } });
+  });
+
+  it('bundles the repartition function like the others: Node.js 22, ARM64, 1024 MiB, one minute, its own log group', () => {
+    const functions = template.findResources('AWS::Lambda::Function') as Record<string, Resource>;
+    expect(Object.keys(functions)).toHaveLength(3);
+    for (const fn of Object.values(functions)) {
+      expect(fn.Properties).toMatchObject({ Runtime: 'nodejs22.x', Architectures: ['arm64'], MemorySize: 1024, Timeout: 60, Handler: 'index.handler' });
+    }
+    const repartition = functions[idOf(query.repartitionFunction!)]!;
+    expect(repartition.Properties.Description).toContain('stage 2');
+    const logGroup = query.node.findChild('RepartitionTriggerLogs') as logs.LogGroup;
+    expect(repartition.Properties.LoggingConfig.LogGroup).toEqual({ Ref: idOf(logGroup) });
+    template.resourceCountIs('AWS::Logs::LogGroup', 3);
+    // Only the scheduled function is invoked asynchronously.
+    template.resourceCountIs('AWS::Lambda::EventInvokeConfig', 1);
+  });
+
+  it('gives every function SLUICE_REPARTITION_STREAM, which the runtime reads back', () => {
+    for (const fn of query.functions()) {
+      const resource = (template.findResources('AWS::Lambda::Function') as Record<string, Resource>)[idOf(fn)]!;
+      const variables = resource.Properties.Environment.Variables as Record<string, unknown>;
+      expect(variables[RUNTIME_ENV.repartitionStreamName]).toEqual({ Ref: idOf(query.repartitionStream!) });
+      expect(variables[RUNTIME_ENV.expectedShardCount]).toBe('3');
+      const filledIn = Object.fromEntries(Object.entries(variables).map(([k, v]) => [k, typeof v === 'string' ? v : `resolved-${k}`]));
+      expect(readRuntimeConfig(filledIn).repartitionStreamName).toBe(`resolved-${RUNTIME_ENV.repartitionStreamName}`);
+    }
+    expect(query.environment[RUNTIME_ENV.repartitionStreamName]).toBeDefined();
+  });
+
+  it('grants stage 1 and the scheduled function PutRecords on the internal stream, and stage 2 only reads it', () => {
+    const source = arnOf(query.stream as kinesis.Stream);
+    const internal = arnOf(query.repartitionStream!);
+    // Stage 1: list the internal shards and write them; no reads.
+    expect(kinesisActions(query.kinesisTriggerFunction, internal)).toEqual(['kinesis:ListShards', 'kinesis:PutRecords']);
+    // Scheduled: reads both streams (idle checks, drain), writes idle markers into the internal one.
+    expect(kinesisActions(query.scheduledTriggerFunction, internal)).toEqual([
+      'kinesis:DescribeStreamSummary', 'kinesis:GetRecords', 'kinesis:GetShardIterator', 'kinesis:ListShards', 'kinesis:PutRecords',
+    ]);
+    expect(kinesisActions(query.scheduledTriggerFunction, source)).toEqual(expect.arrayContaining([
+      'kinesis:DescribeStreamSummary', 'kinesis:GetRecords', 'kinesis:GetShardIterator', 'kinesis:ListShards',
+    ]));
+    expect(kinesisActions(query.scheduledTriggerFunction, source)).not.toContain('kinesis:PutRecords');
+    // Stage 2: reads the internal stream (its mapping), lists the source shards, writes no stream.
+    const stage2Internal = kinesisActions(query.repartitionFunction!, internal);
+    expect(stage2Internal).toEqual(expect.arrayContaining(['kinesis:GetRecords', 'kinesis:GetShardIterator', 'kinesis:ListShards']));
+    expect(stage2Internal.filter((a) => !/^kinesis:(Describe|Get|List|SubscribeToShard)/.test(a))).toEqual([]);
+    expect(kinesisActions(query.repartitionFunction!, source)).toEqual(['kinesis:ListShards']);
+    // Stage 2 keeps the state and writes the sink: the same table access as the other functions.
+    const tableActions = statementsOfRole(template, idOf(query.repartitionFunction!.role as never))
+      .filter((s) => JSON.stringify(s.Resource).includes(idOf(query.stateTable)))
+      .flatMap((s) => asArray(s.Action));
+    expect(tableActions).toEqual(expect.arrayContaining(['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:PutItem', 'dynamodb:BatchWriteItem']));
+    // Stage 2's mapping sends its given-up batches to the queue too.
+    const queueActions = statementsOfRole(template, idOf(query.repartitionFunction!.role as never))
+      .filter((s) => JSON.stringify(s.Resource) === JSON.stringify(arnOf(query.onFailureQueue)))
+      .flatMap((s) => asArray(s.Action));
+    expect(queueActions).toContain('sqs:SendMessage');
+    for (const s of policyStatements(template)) expect(asArray(s.Resource)).not.toContain('*');
+  });
+
+  it('alarms on the internal stream\'s iterator age and the repartition function\'s errors too', () => {
+    const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm')) as Resource[];
+    expect(alarms).toHaveLength(9);
+    const onFunction = (metric: string, fn: StreamingQuery['kinesisTriggerFunction']) => alarms.filter((a) => a.Properties.MetricName === metric
+      && JSON.stringify(a.Properties.Dimensions) === JSON.stringify([{ Name: 'FunctionName', Value: { Ref: idOf(fn) } }]));
+    expect(onFunction('IteratorAge', query.repartitionFunction!)[0]!.Properties).toMatchObject({
+      Namespace: 'AWS/Lambda', Statistic: 'Maximum', Threshold: 600_000, EvaluationPeriods: 5, ComparisonOperator: 'GreaterThanThreshold',
+    });
+    expect(onFunction('IteratorAge', query.kinesisTriggerFunction)).toHaveLength(1);
+    expect(onFunction('Errors', query.repartitionFunction!)).toHaveLength(1);
+    expect(query.alarms.repartitionIteratorAge).toBeDefined();
+    expect(query.alarms.repartitionTriggerErrors).toBeDefined();
+  });
+
+  it('passes cdk-nag AwsSolutions, the repartition function\'s findings acknowledged like the others\'', () => {
+    expect(nagViolations(stack)).toEqual([]);
+    const acks = acknowledgments(stack).map((a) => a.id.replace(/^Annotation::/, ''));
+    expect(acks.filter((id) => id === 'AwsSolutions-L1')).toHaveLength(3);
+    expect(acks.filter((id) => id.startsWith('AwsSolutions-IAM5['))).toHaveLength(3);
+  });
+});
+
+describe('StreamingQuery repartition knobs', () => {
+  it('takes repartitionShardCount; the internal mapping follows the batch and retry knobs but always starts at TRIM_HORIZON', () => {
+    const stack = testStack();
+    const action = { bind: () => ({ alarmActionArn: 'arn:aws:sns:eu-west-1:123456789012:ops' }) };
+    const query = new StreamingQuery(stack, 'PerProduct', {
+      queryModule: example('hourly-sales-per-product.ts'),
+      shardCount: 2,
+      repartitionShardCount: 6,
+      batchSize: 500,
+      maxBatchingWindow: Duration.seconds(5),
+      startingPosition: lambda.StartingPosition.LATEST,
+      retryAttempts: 10,
+      bisectBatchOnError: false,
+      // More than the internal stream's 24 hours allow: capped there at 23 hours.
+      streamRetention: Duration.days(7),
+      maxRecordAge: Duration.days(2),
+      alarmAction: action,
+    });
+    const template = Template.fromStack(stack);
+    template.hasResourceProperties('AWS::Kinesis::Stream', { ShardCount: 2, RetentionPeriodHours: 168 });
+    template.hasResourceProperties('AWS::Kinesis::Stream', { ShardCount: 6, RetentionPeriodHours: 24 });
+    const internal = { 'Fn::GetAtt': [stack.getLogicalId(query.repartitionStream!.node.defaultChild as never), 'Arn'] };
+    const shared = { BatchSize: 500, MaximumBatchingWindowInSeconds: 5, MaximumRetryAttempts: 10, BisectBatchOnFunctionError: false, ParallelizationFactor: 1 };
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { ...shared, EventSourceArn: internal, StartingPosition: 'TRIM_HORIZON', MaximumRecordAgeInSeconds: 23 * 3600 });
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { ...shared, StartingPosition: 'LATEST', MaximumRecordAgeInSeconds: 2 * 24 * 3600 });
+    const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm')) as Resource[];
+    expect(alarms).toHaveLength(9);
+    for (const alarm of alarms) expect(alarm.Properties.AlarmActions).toEqual(['arn:aws:sns:eu-west-1:123456789012:ops']);
+  });
+
+  it('a given stream of unknown shard count: an internal stream of 2 shards', () => {
+    const stack = testStack();
+    const stream = kinesis.Stream.fromStreamArn(stack, 'Given', 'arn:aws:kinesis:eu-west-1:123456789012:stream/sales');
+    const query = new StreamingQuery(stack, 'PerProduct', { queryModule: example('hourly-sales-per-product.ts'), stream });
+    const template = Template.fromStack(stack);
+    template.resourceCountIs('AWS::Kinesis::Stream', 1);
+    template.hasResourceProperties('AWS::Kinesis::Stream', { ShardCount: 2 });
+    expect(query.expectedShardCount).toBeUndefined();
+    // Stage 2 lists the given stream's shards.
+    const listShards = statementsOfRole(template, stack.getLogicalId(query.repartitionFunction!.role!.node.defaultChild as never))
+      .filter((s) => JSON.stringify(s.Resource) === JSON.stringify('arn:aws:kinesis:eu-west-1:123456789012:stream/sales'));
+    expect(listShards.flatMap((s) => asArray(s.Action))).toEqual(['kinesis:ListShards']);
+  });
+
+  it('a co-partitioned query creates no internal stream, no third function and no SLUICE_REPARTITION_STREAM', () => {
+    const stack = testStack();
+    const query = new StreamingQuery(stack, 'Live', { queryModule: example('hourly-sales-live.ts'), shardCount: 4, repartitionShardCount: 8 });
+    const template = Template.fromStack(stack);
+    expect(query.needsRepartition).toBe(false);
+    expect(query.repartitionStream).toBeUndefined();
+    expect(query.repartitionFunction).toBeUndefined();
+    expect(query.repartitionEventSource).toBeUndefined();
+    expect(query.alarms.repartitionIteratorAge).toBeUndefined();
+    template.resourceCountIs('AWS::Kinesis::Stream', 1);
+    template.hasResourceProperties('AWS::Kinesis::Stream', { ShardCount: 4 });
+    template.resourceCountIs('AWS::Lambda::EventSourceMapping', 1);
+    template.resourceCountIs('AWS::Lambda::Function', 2);
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 7);
+    for (const fn of Object.values(template.findResources('AWS::Lambda::Function')) as Resource[]) {
+      expect(fn.Properties.Environment.Variables).not.toHaveProperty(RUNTIME_ENV.repartitionStreamName);
+    }
+    for (const s of policyStatements(template)) expect(asArray(s.Action)).not.toContain('kinesis:PutRecords');
+  });
+});

@@ -1,7 +1,8 @@
 /**
  * What `cdk synth` refuses: queries the engine's analyzer refuses (with its message, code and
  * hint, plus the construct path), and props that cannot work. All of it fails in the construct's
- * constructor, before any asset is bundled.
+ * constructor, before any asset is bundled. A query whose state is not co-partitioned with the
+ * stream is refused only with `repartition: false`; by default it gets a repartition stage.
  */
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -33,22 +34,46 @@ describe('synth refuses what the engine refuses', () => {
     expect(error.stack!.split('StreamingQuery Test/Query').length - 1).toBe(1);
   });
 
-  it('a stateful query without a declared partition key on a 4-shard stream: STATE_NOT_CO_PARTITIONED', () => {
-    const error = synthError({ queryModule: fixture('stateful-without-partition-key.ts'), shardCount: 4 });
+  it('repartition: false, a stateful query without a declared partition key on a 4-shard stream: STATE_NOT_CO_PARTITIONED', () => {
+    const error = synthError({ queryModule: fixture('stateful-without-partition-key.ts'), shardCount: 4, repartition: false });
     expect(error.name).toBe('AnalysisError');
     expect(error.code).toBe('STATE_NOT_CO_PARTITIONED');
+    expect(error.message).toContain('StreamingQuery Test/Query: query \'orders-per-store\'');
+    expect(error.message).toContain('with repartition: false');
     expect(error.message).toContain('keys its state by [store_id], but the stream\'s partition key is not declared');
     expect(error.message).toContain("source: { partitionKey: '<column>' }");
+    // Without repartition: false the same query deploys with a repartition stage.
+    const query = new StreamingQuery(testStack(), 'Query', { queryModule: fixture('stateful-without-partition-key.ts'), shardCount: 4 });
+    expect(query.needsRepartition).toBe(true);
+    expect(query.repartitionStream).toBeDefined();
   });
 
-  it('the same query on a given stream of unknown shard count is refused too, and accepted on one shard', () => {
+  it('repartition: false, a query partitioned by a column that is not a state key: STATE_NOT_CO_PARTITIONED', () => {
+    const error = synthError({ queryModule: example('hourly-sales-per-product.ts'), shardCount: 2, repartition: false });
+    expect(error.code).toBe('STATE_NOT_CO_PARTITIONED');
+    expect(error.message).toContain('keys its state by [window, product], but the stream is partitioned by \'store_id\', which is not among these keys');
+  });
+
+  it('on a given stream of unknown shard count: refused with repartition: false, a repartition stage by default, one stage on one shard', () => {
     const stack = testStack();
     const stream = kinesis.Stream.fromStreamArn(stack, 'Given', 'arn:aws:kinesis:eu-west-1:123456789012:stream/orders');
-    expect(() => new StreamingQuery(stack, 'Unknown', { queryModule: fixture('stateful-without-partition-key.ts'), stream }))
-      .toThrow(/STATE_NOT_CO_PARTITIONED|partition key is not declared/);
-    expect(() => new StreamingQuery(stack, 'OneShard', { queryModule: fixture('stateful-without-partition-key.ts'), stream, expectedShardCount: 1 }))
-      .not.toThrow();
-    expect(() => new StreamingQuery(testStack(), 'Created', { queryModule: fixture('stateful-without-partition-key.ts') })).not.toThrow();
+    const statefulWithoutKey = fixture('stateful-without-partition-key.ts');
+    expect(() => new StreamingQuery(stack, 'Refused', { queryModule: statefulWithoutKey, stream, repartition: false }))
+      .toThrow(/partition key is not declared/);
+    expect(new StreamingQuery(stack, 'Unknown', { queryModule: statefulWithoutKey, stream }).needsRepartition).toBe(true);
+    const oneShard = new StreamingQuery(stack, 'OneShard', { queryModule: statefulWithoutKey, stream, expectedShardCount: 1, repartition: false });
+    expect(oneShard.needsRepartition).toBe(false);
+    expect(oneShard.repartitionStream).toBeUndefined();
+    // A created stream has one shard by default: one stage.
+    expect(new StreamingQuery(testStack(), 'Created', { queryModule: statefulWithoutKey }).needsRepartition).toBe(false);
+  });
+
+  it('a query the repartition stage cannot split (two stateful operators): REPARTITION_UNSUPPORTED on several shards, fine on one', () => {
+    const error = synthError({ queryModule: fixture('two-stateful-operators.ts'), shardCount: 2 });
+    expect(error.name).toBe('AnalysisError');
+    expect(error.code).toBe('REPARTITION_UNSUPPORTED');
+    expect(error.message).toContain('cannot be split into a repartition stage: it has 2 stateful operators');
+    expect(() => new StreamingQuery(testStack(), 'OneShard', { queryModule: fixture('two-stateful-operators.ts') })).not.toThrow();
   });
 
   it('an append-mode aggregation without a watermark: Spark\'s message and error class', () => {
@@ -90,5 +115,7 @@ describe('synth refuses props that cannot work', () => {
     refuse('E', { shardCount: 2, expectedShardCount: 4 }, /expectedShardCount \(4\) differs from the shardCount .* \(2\)/);
     refuse('F', { batchSize: 0 }, /batchSize must be an integer from 1 to 10000, got 0/);
     refuse('G', { snapshotEveryBatches: 0.5 }, /snapshotEveryBatches must be a positive integer, got 0.5/);
+    refuse('H', { repartitionShardCount: 0 }, /repartitionShardCount must be a positive integer, got 0/);
+    refuse('I', { repartitionShardCount: 2, repartition: false }, /repartitionShardCount \(2\) sets the internal stream of a repartition stage, but repartition is false/);
   });
 });
