@@ -26,15 +26,16 @@ const program = new Command()
   .option('--extra-faults <n>', 'faults per query and run beyond one of each kind', int(0), 2)
   .option('--verbose', 'print every injected fault')
   .option('--trace', 'print every batch\'s progress')
+  .option('--no-repartition', 'leave out the query with a repartition stage (hourly sales per product)')
   .option('--late-rows <n>', 'late rows put in wave 2, after every shard went idle', int(0), 3)
   .parse(process.argv);
 
-const opts = program.opts<{ seed: number; runs: number; shards: number; batchSize: number; stores: number; hours: number; extraFaults: number; verbose?: boolean; trace?: boolean; lateRows: number }>();
+const opts = program.opts<{ seed: number; runs: number; shards: number; batchSize: number; stores: number; hours: number; extraFaults: number; verbose?: boolean; trace?: boolean; lateRows: number; repartition: boolean }>();
 
 try {
   const report = await runChaos({
     seed: opts.seed, runs: opts.runs, shards: opts.shards, batchSize: opts.batchSize, stores: Math.min(opts.stores, 11), hours: opts.hours,
-    extraFaults: opts.extraFaults, verbose: opts.verbose === true, trace: opts.trace === true, lateRows: opts.lateRows,
+    extraFaults: opts.extraFaults, verbose: opts.verbose === true, trace: opts.trace === true, lateRows: opts.lateRows, repartition: opts.repartition,
   });
   const ok = report.lost + report.duplicated + report.mismatched === 0 && report.memory.matches;
   process.exit(ok ? 0 : 1);

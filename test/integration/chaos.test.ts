@@ -16,13 +16,15 @@ describe('chaos harness (emulators, real handler, injected faults)', () => {
   const lines: string[] = [];
 
   it('3 runs with faults: nothing lost, duplicated or mismatched', async () => {
-    report = await runChaos({ seed: 11, runs: 3, print: (line) => lines.push(line) });
+    // A little less data than the CLI's default keeps the three runs near a minute on 2 cores.
+    report = await runChaos({ seed: 11, runs: 3, hours: 3, stores: 5, print: (line) => lines.push(line) });
     expect(lines[lines.length - 1]).toBe('runs=3 lost=0 duplicated=0 mismatched=0');
     expect(lines.filter((l) => l.startsWith('runs='))).toHaveLength(1);
     expect(lines.filter((l) => /^run \d\/3: /.test(l))).toHaveLength(3);
     expect({ lost: report.lost, duplicated: report.duplicated, mismatched: report.mismatched }).toEqual({ lost: 0, duplicated: 0, mismatched: 0 });
     for (const run of report.runs) {
-      expect(run.queries.map((q) => q.sink)).toEqual(['s3-files', 'dynamodb']);
+      expect(run.queries.map((q) => q.sink)).toEqual(['s3-files', 'dynamodb', 'dynamodb']);
+      expect(run.queries[2]!.functions).toEqual(['chaos-per-product', 'chaos-per-product/stage-2']);
       for (const q of run.queries) expect(q.rows).toBeGreaterThan(0);
     }
   }, 150_000);
@@ -40,6 +42,7 @@ describe('chaos harness (emulators, real handler, injected faults)', () => {
     expect(report.memory.matches, report.memory.diff.examples.join('\n')).toBe(true);
     expect(report.memory.rows['chaos-archive']).toBeGreaterThan(0);
     expect(report.memory.rows['chaos-live']).toBeGreaterThan(0);
+    expect(report.memory.rows['chaos-per-product']).toBeGreaterThan(0);
     expect(lines.some((l) => /in-memory engine vs fault-free emulator run: same final answer/.test(l))).toBe(true);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * One deployed query as a Lambda function under fault injection: the REAL Kinesis-trigger handler
- * (createKinesisTriggerHandler) over the REAL AWS adapters (createAwsQueryBackends), run inside a
- * simulated container. A container owns its SDK clients; a middleware on them counts the fault
+ * (createKinesisTriggerHandler, or createRepartitionTriggerHandler for a query's stage 2) over the
+ * REAL AWS adapters (createAwsQueryBackends), run inside a simulated container. A container owns its SDK clients; a middleware on them counts the fault
  * points and injects the faults:
  *
  * - a kill (ChaosKill) strikes right after a chosen write succeeded; from then on every request of
@@ -16,6 +16,7 @@
 import {
   ProvisionedThroughputExceededException, RequestLimitExceeded, ThrottlingException,
 } from '@aws-sdk/client-dynamodb';
+import { ProvisionedThroughputExceededException as KinesisThroughputExceeded } from '@aws-sdk/client-kinesis';
 import { S3ServiceException } from '@aws-sdk/client-s3';
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import type { StreamingQueryDefinition } from '../../api/query-definition.js';
@@ -24,11 +25,11 @@ import { createAwsQueryBackends } from '../../aws/aws-backends.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from '../../aws/clients.js';
 import { DynamoDbCheckpoint } from '../../aws/dynamodb-checkpoint.js';
 import { StateCache } from '../../aws/dynamodb-state-store.js';
-import { createKinesisTriggerHandler, shardIdOf, type KinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
+import { createKinesisTriggerHandler, createRepartitionTriggerHandler, shardIdOf, type KinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
 import type { Observability } from '../../aws/observability.js';
 import { CostMeter } from '../../runtime/cost-meter.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
-import type { PartitionBackends, ShardTriggerResult } from '../../runtime/shard-trigger.js';
+import type { PartitionBackends, ShardTriggerResult, TriggerStage } from '../../runtime/shard-trigger.js';
 import type { Sink, SinkBatch } from '../../sinks/sink.js';
 import type { EventSourceMappingHooks, HandlerResult } from '../event-source-mapping.js';
 import { ChaosKill, type FaultController } from './faults.js';
@@ -48,6 +49,11 @@ type Input = Record<string, unknown> & { TableName?: string; Key?: string; Item?
 
 export interface ChaosFunctionOptions {
   readonly definition: StreamingQueryDefinition;
+  /**
+   * Which function of the deployment: the source stream's (the whole query, or stage 1 when it
+   * has a repartition stage) or the internal repartition stream's (stage 2). Default 'source'.
+   */
+  readonly kind?: 'source' | 'repartition';
   readonly config: RuntimeConfig;
   readonly clientOptions: AwsClientOptions;
   readonly controller: FaultController;
@@ -152,15 +158,20 @@ export class ChaosFunction {
       id: ++this.containerCount, shardId, clients, cache: new StateCache(), dead: false, handler: undefined as unknown as KinesisTriggerHandler,
     };
     this.instrument(container, clients);
-    const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount });
-    const backends = createAwsQueryBackends(definition, validated.keyColumns, config, clients, new CostMeter(), (sink) => this.wrapSink(container, sink));
+    const kind = this.options.kind ?? 'source';
+    const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount, allowRepartition: config.repartitionStreamName !== undefined });
+    const stage: TriggerStage = kind === 'repartition' ? 'state' : validated.needsRepartition ? 'source' : 'single';
+    const backends = createAwsQueryBackends(
+      definition, validated.keyColumns, config, clients, new CostMeter(), (sink) => this.wrapSink(container, sink), validated.repartition,
+    );
     // The adapters' checkpoint as configured, but with this container's own state cache instead
     // of the module-level one: simulated containers share this process, Lambda's do not.
     const backendsFor = (id: string): PartitionBackends => {
-      const b = backends.forPartition(id);
+      const b = backends.forPartition(id, stage);
       return { ...b, checkpoint: new DynamoDbCheckpoint({ ...(b.checkpoint as DynamoDbCheckpoint).options, stateCache: container.cache }) };
     };
-    (container as { handler: KinesisTriggerHandler }).handler = createKinesisTriggerHandler(definition, {
+    const create = kind === 'repartition' ? createRepartitionTriggerHandler : createKinesisTriggerHandler;
+    (container as { handler: KinesisTriggerHandler }).handler = create(definition, {
       config, backendsFor, observability, ...(this.options.onTrigger ? { onTrigger: this.options.onTrigger } : {}),
     });
     return container;
@@ -239,9 +250,21 @@ export class ChaosFunction {
       return output;
     }, { step: 'initialize', name: 'sluiceChaosS3' });
 
-    clients.kinesis.middlewareStack.add((next) => async (args) => {
+    // The function's own Kinesis calls: the repartition stage's PutRecords to the internal stream
+    // (stage 1's sink) and the shard reader's GetRecords.
+    clients.kinesis.middlewareStack.add((next, context) => async (args) => {
       deadCheck();
-      return next(args);
+      const command = (context as { commandName?: string }).commandName ?? '?';
+      const stream = String((args.input as { StreamName?: string }).StreamName ?? '');
+      const throttle = controller.hit('kinesis-request', () => `${command} ${stream}`.trim());
+      if (throttle) throw kinesisThrottle();
+      const output = await next(args);
+      deadCheck();
+      if (command === 'PutRecordsCommand') {
+        const fault = controller.hit('sink-write', () => `PutRecords to ${stream}`);
+        if (fault?.kind === 'kill-after-sink-write') this.kill(container, `after PutRecords to the internal stream ${stream}`);
+      }
+      return output;
     }, { step: 'initialize', name: 'sluiceChaosKinesis' });
   }
 }
@@ -251,6 +274,13 @@ function dynamoDbThrottle(r: number): Error {
   if (r < 0.5) return new ProvisionedThroughputExceededException({ $metadata, message: 'The level of configured provisioned throughput for the table was exceeded (chaos).' });
   if (r < 0.8) return new ThrottlingException({ $metadata, message: 'Rate of requests exceeds the allowed throughput (chaos).' });
   return new RequestLimitExceeded({ $metadata, message: 'Throughput exceeds the current throughput limit for your account (chaos).' });
+}
+
+function kinesisThrottle(): Error {
+  return new KinesisThroughputExceeded({
+    $metadata: { httpStatusCode: 400, requestId: 'chaos' },
+    message: 'Rate exceeded for shard in stream (chaos).',
+  });
 }
 
 function s3SlowDown(): Error {

@@ -10,7 +10,7 @@
 import { pick, randomInt } from '../sample-events.js';
 
 export const FAULT_KINDS = [
-  /** The process dies right after the sink's write returned, before state and commit. */
+  /** The process dies right after the sink's write returned (stage 1: PutRecords to the internal stream), before state and commit. */
   'kill-after-sink-write',
   /** The process dies inside the sink write: S3 data object written but not its manifest; some DynamoDB upserts done. */
   'kill-mid-sink-write',
@@ -30,6 +30,8 @@ export const FAULT_KINDS = [
   'throttle-dynamodb',
   /** An S3 request fails with SlowDown (503). */
   'throttle-s3',
+  /** A Kinesis request of the function (PutRecords to the internal stream, GetRecords) fails with ProvisionedThroughputExceeded. */
+  'throttle-kinesis',
   /** The same event is delivered twice in a row. */
   'duplicate-delivery',
   /** The same event runs at the same time in a second container (a zombie invocation). */
@@ -51,6 +53,7 @@ export type FaultPoint =
   | 'response'
   | 'dynamodb-request'
   | 's3-request'
+  | 'kinesis-request'
   | 'invocation';
 
 export const FAULT_POINT: Record<FaultKind, FaultPoint> = {
@@ -64,6 +67,7 @@ export const FAULT_POINT: Record<FaultKind, FaultPoint> = {
   'response-lost': 'response',
   'throttle-dynamodb': 'dynamodb-request',
   'throttle-s3': 's3-request',
+  'throttle-kinesis': 'kinesis-request',
   'duplicate-delivery': 'invocation',
   'concurrent-duplicate': 'invocation',
   'crash-before-run': 'invocation',
@@ -124,7 +128,7 @@ export class ChaosKill extends Error {
 export class FaultController {
   readonly counts: Record<FaultPoint, number> = {
     'sink-write': 0, 'sink-partial-write': 0, 'state-snapshot-chunk-write': 0, 'state-version-write': 0,
-    'offset-write': 0, 'commit-write': 0, response: 0, 'dynamodb-request': 0, 's3-request': 0, invocation: 0,
+    'offset-write': 0, 'commit-write': 0, response: 0, 'dynamodb-request': 0, 's3-request': 0, 'kinesis-request': 0, invocation: 0,
   };
   readonly injected: InjectedFault[] = [];
   private readonly pending: Map<string, PlannedFault>;

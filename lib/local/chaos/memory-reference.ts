@@ -55,7 +55,7 @@ export async function runInMemory(
 
 /** The columns that identify a result row (the window and the grouping keys), whatever the sink. */
 export function keyColumnsOf(definition: StreamingQueryDefinition): string[] {
-  return validateQuery({ ...definition, sink: { kind: 'dynamodb' } }, {}).keyColumns.slice();
+  return validateQuery({ ...definition, sink: { kind: 'dynamodb' } }, { expectedShardCount: 1 }).keyColumns.slice();
 }
 
 /** What a sink holds at the end: every row (append), the last row per key (update), the last batch (complete). */

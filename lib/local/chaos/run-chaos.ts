@@ -6,9 +6,12 @@
  * one set of emulators and one Kinesis stream:
  *
  *   - the reference: the same queries in memory (the engine core over memory backends);
- *   - run 0, fault-free: two queries consume the stream through the real Kinesis-trigger handler
+ *   - run 0, fault-free: three queries consume the stream through the real Kinesis-trigger handler
  *     under a local event source mapping (bisect on function error, unlimited retries):
- *     hourly sales in append mode → S3 files, and in update mode → DynamoDB upserts. It must
+ *     hourly sales per store in append mode → S3 files and in update mode → DynamoDB upserts, and
+ *     hourly sales per product (update → DynamoDB), whose state is not keyed by the stream's
+ *     partition key: it runs with a repartition stage, stage 1 on the source shards routing rows
+ *     through an internal stream to stage 2 (a second function, the repartition handler). It must
  *     agree with the reference, and it counts the fault points;
  *   - runs 1..R, each on fresh tables and S3 prefixes, with faults planned from the seed at those
  *     points (see faults.ts). After the shards are drained, the scheduled trigger runs once
@@ -24,11 +27,13 @@ import { startEmulators, type EmulatorSet } from '../emulators.js';
 import { LocalEventSourceMapping, type EventSourceMappingStats } from '../event-source-mapping.js';
 import { createStreamAndWait } from '../kinesis-admin.js';
 import { createPrng, generateSalesEvents, DEFAULT_STORES } from '../sample-events.js';
-import { hourlySalesQuery } from '../dev/default-query.js';
+import { hourlySalesPerProductQuery, hourlySalesQuery } from '../dev/default-query.js';
 import {
   ensureBucket, localDeployment, localRuntimeConfig, putSampleRecords, quietObservability, readDeadLetterContents, readSinkContents,
 } from '../dev/local-stack.js';
 import type { ShardTriggerResult } from '../../runtime/shard-trigger.js';
+import type { RuntimeConfig } from '../../runtime/runtime-config.js';
+import { validateQuery } from '../../api/validate-query.js';
 import { formatProgressLine } from '../dev/report.js';
 import { addDiff, compareDeadLetters, compareRows, emptyDiff, type Diff } from './compare.js';
 import { ChaosFunction } from './chaos-function.js';
@@ -52,6 +57,8 @@ export interface ChaosOptions {
   readonly trace?: boolean;
   /** Late rows put in wave 2, after every shard went idle (default 3). */
   readonly lateRows?: number;
+  /** Also run hourly sales per product, which needs a repartition stage (default true). */
+  readonly repartition?: boolean;
 }
 
 export interface QueryOutcome {
@@ -59,8 +66,10 @@ export interface QueryOutcome {
   readonly sink: string;
   readonly rows: number;
   readonly diff: Diff;
-  readonly injected: readonly InjectedFault[];
-  readonly missed: readonly PlannedFault[];
+  /** Its Lambda functions: the source stream's, and with a repartition stage `<query>/stage-2`. */
+  readonly functions: readonly string[];
+  readonly injected: readonly (InjectedFault & { readonly fn: string })[];
+  readonly missed: readonly (PlannedFault & { readonly fn: string })[];
   readonly stats: EventSourceMappingStats;
   /** Simulated process deaths (each invocation after one starts in a cold container). */
   readonly processesKilled: number;
@@ -89,12 +98,18 @@ export interface ChaosReport {
   readonly summaryLine: string;
 }
 
-interface QueryRun {
-  readonly rows: Record<string, unknown>[];
-  readonly deadLetters: DeadLetterRecord[];
+/** One Lambda function of a query: the source stream's, or the internal stream's (stage 2). */
+interface FunctionRun {
+  readonly id: string;
   readonly controller: FaultController;
   readonly stats: EventSourceMappingStats;
   readonly processesKilled: number;
+}
+
+interface QueryRun {
+  readonly rows: Record<string, unknown>[];
+  readonly deadLetters: DeadLetterRecord[];
+  readonly functions: readonly FunctionRun[];
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
@@ -106,7 +121,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const records = generateSalesEvents({
     seed, stores: storeNames, hours: options.hours ?? 4, eventsPerStoreHour: options.eventsPerStoreHour ?? 4, lateRows: options.lateRows ?? 3, malformed: 2,
   });
-  const queries: StreamingQueryDefinition[] = [hourlySalesQuery('append', 'chaos-archive'), hourlySalesQuery('update', 'chaos-live')];
+  const queries: StreamingQueryDefinition[] = [
+    hourlySalesQuery('append', 'chaos-archive'),
+    hourlySalesQuery('update', 'chaos-live'),
+    ...(options.repartition === false ? [] : [hourlySalesPerProductQuery('chaos-per-product')]),
+  ];
   const keyColumns = new Map(queries.map((q) => [q.name, keyColumnsOf(q)]));
 
   let emulators: EmulatorSet | undefined;
@@ -119,13 +138,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await Promise.all([ensureBucket(clients.s3, base.sinkBucket), ensureBucket(clients.s3, base.deadLetterBucket)]);
     print(`chaos: seed ${seed}, ${records.length} records (${records.filter((r) => r.kind === 'malformed').length} malformed, `
       + `${records.filter((r) => r.kind === 'late').length} late in wave 2) on ${shards} shards, `
-      + `batch size ${batchSize}; queries ${queries.map((q) => `${q.name} (${q.outputMode} → ${q.sink.kind})`).join(', ')}; `
+      + `batch size ${batchSize}; queries ${queries.map((q) => `${q.name} (${q.outputMode} → ${q.sink.kind}${
+        validateQuery(q, { expectedShardCount: shards, allowRepartition: true }).needsRepartition ? ', via a repartition stage' : ''})`).join(', ')}; `
       + `emulators ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
     const observability = quietObservability('chaos', (message, error) => {
       if (options.trace) print(`      handler: ${message}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
     });
-    const trace = (line: string): void => { if (options.trace) print(`      ${line}`); };
+    const trace = (line: string): void => { if (options.trace) print(`      +${((Date.now() - t0) / 1000).toFixed(1)}s ${line}`); };
 
     /** One run: a fresh stream, tables and prefixes; both queries under their fault plans. */
     const runOnce = async (run: number, plans: ReadonlyMap<string, PlannedFault[]>): Promise<{ queries: Map<string, QueryRun>; placed: PlacedRecord[] }> => {
@@ -135,66 +155,104 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       };
       await Promise.all([
         createStreamAndWait(clients!.kinesis, d.streamName, shards),
-        ensureTables(clients!.dynamodb, { checkpointTable: d.checkpointTable, stateTable: d.stateTable, sinkTable: d.sinkTable, maxWaitSeconds: 60 }),
+        ensureTables(clients!.dynamodb, { checkpointTable: d.checkpointTable, stateTable: d.stateTable, maxWaitSeconds: 60 }),
       ]);
       const wave1 = records.filter((r) => r.wave === 1);
       const put = await putSampleRecords(clients!, d.streamName, wave1);
       const placed: PlacedRecord[] = wave1.map((r, i) => ({ ...put[i]!, partitionKey: r.partitionKey, data: r.data }));
       const rnd = createPrng(seed * 7919 + run);
-      const parts = queries.map((definition) => {
-        const config = localRuntimeConfig(
-          { ...d, sinkPrefix: `run-${run}/${definition.name}/`, deadLetterPrefix: `run-${run}/dead-letter/${definition.name}/` },
-          { shards, idleShardTimeoutMs: 0, snapshotEveryBatches: 3 },
-        );
-        const controller = new FaultController(plans.get(definition.name) ?? [], rnd);
-        const onTrigger = (shardId: string, result: ShardTriggerResult): void => {
-          for (const p of result.progress) trace(`r${run} ${definition.name} ${formatProgressLine(shardId, p)}`);
-          if (result.error) trace(`r${run} ${definition.name} [${shardId}] error: ${result.error.message.split('\n')[0]}`);
+      const parts = await Promise.all(queries.map(async (definition) => {
+        const needsRepartition = validateQuery(definition, { expectedShardCount: shards, allowRepartition: true }).needsRepartition;
+        const config: RuntimeConfig = {
+          ...localRuntimeConfig(
+            {
+              ...d, sinkTable: `${d.sinkTable}-${definition.name}`,
+              sinkPrefix: `run-${run}/${definition.name}/`, deadLetterPrefix: `run-${run}/dead-letter/${definition.name}/`,
+            },
+            { shards, idleShardTimeoutMs: 0, snapshotEveryBatches: 3 },
+          ),
+          ...(needsRepartition ? { repartitionStreamName: `${d.streamName}-${definition.name}-internal` } : {}),
         };
-        const fn = new ChaosFunction({
-          definition, config, clientOptions: emulators!.clientOptions, controller, observability, onTrigger,
-          trace: (line) => trace(`r${run} ${definition.name} ${line}`),
-        });
-        const esm = new LocalEventSourceMapping({
-          kinesis: clients!.kinesis, streamName: d.streamName, handler: fn.handler, hooks: fn.hooks, batchSize,
-          bisectBatchOnFunctionError: true, maximumRetryAttempts: -1, pollIntervalMs: 25, shardDiscoveryIntervalMs: 200, retryBackoffMs: 5,
-          functionName: definition.name,
+        await Promise.all([
+          // Each query has its own sink table, as each deployment has.
+          definition.sink.kind === 'dynamodb' ? ensureTables(clients!.dynamodb, { checkpointTable: d.checkpointTable, stateTable: d.stateTable, sinkTable: config.sinkTable, maxWaitSeconds: 60 }) : undefined,
+          config.repartitionStreamName ? createStreamAndWait(clients!.kinesis, config.repartitionStreamName, shards) : undefined,
+        ]);
+        const onTrigger = (shardId: string, result: ShardTriggerResult): void => {
+          const where = result.stage === 'single' ? shardId : `${result.stage} ${shardId}`;
+          for (const p of result.progress) trace(`r${run} ${definition.name} ${formatProgressLine(where, p)}`);
+          if (result.error) trace(`r${run} ${definition.name} [${where}] error: ${result.error.message.split('\n')[0]}`);
+        };
+        // The source stream's function, and with a repartition stage the internal stream's.
+        const functions = [
+          { id: definition.name, kind: 'source' as const, streamName: d.streamName },
+          ...(config.repartitionStreamName ? [{ id: `${definition.name}/stage-2`, kind: 'repartition' as const, streamName: config.repartitionStreamName }] : []),
+        ].map((f) => {
+          const controller = new FaultController(plans.get(f.id) ?? [], rnd);
+          const fn = new ChaosFunction({
+            definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onTrigger,
+            trace: (line) => trace(`r${run} ${f.id} ${line}`),
+          });
+          const esm = new LocalEventSourceMapping({
+            kinesis: clients!.kinesis, streamName: f.streamName, handler: fn.handler, hooks: fn.hooks, batchSize,
+            bisectBatchOnFunctionError: true, maximumRetryAttempts: -1, pollIntervalMs: 25, shardDiscoveryIntervalMs: 200, retryBackoffMs: 5,
+            functionName: f.id.replace(/[^A-Za-z0-9-]/g, '-'),
+          });
+          return { ...f, controller, fn, esm };
         });
         // The scheduled trigger runs fault-free: pending batches re-run, caught-up shards go idle.
         const scheduled = createScheduledTriggerHandler(definition, { config, clients: clients!, observability, onTrigger });
         const tick = async (): Promise<void> => {
           for (let attempt = 1; ; attempt++) {
             const summary = await scheduled({ mode: 'tick' });
-            trace(`r${run} ${definition.name} tick: ${summary.shards.map((s) => `${s.shardId} ${s.caughtUp ? 'idle' : 'busy'} ${s.batches} batches${s.error ? ` error ${s.error}` : ''}`).join('; ')}`);
+            trace(`r${run} ${definition.name} tick: ${summary.shards.map((s) => `${s.stage} ${s.shardId} ${s.caughtUp ? 'idle' : 'busy'} ${s.batches} batches${s.error ? ` error ${s.error}` : ''}`).join('; ')}`);
             if (!summary.shards.some((s) => s.error)) return;
             if (attempt === 3) throw new Error(`the scheduled trigger of ${definition.name} keeps failing: ${summary.shards.map((s) => s.error).filter(Boolean).join('; ')}`);
           }
         };
-        return { definition, config, controller, fn, esm, tick };
-      });
-      const drain = (): Promise<unknown> => Promise.all(parts.map((p) => p.esm.drain({ idleMs: 300, timeoutMs: 300_000 })));
-      try {
-        await Promise.all(parts.map((p) => p.esm.start()));
+        return { definition, config, functions, tick };
+      }));
+      const mappings = parts.flatMap((p) => p.functions.map((f) => f.esm));
+      const drain = async (): Promise<void> => {
+        // Stage 1 feeds stage 2: drain until a whole round invoked nothing.
+        for (let invoked = -1; ;) {
+          await Promise.all(mappings.map((m) => m.drain({ idleMs: 300, timeoutMs: 300_000 })));
+          const now = mappings.reduce((n, m) => n + m.stats.invocations, 0);
+          if (now === invoked) return;
+          invoked = now;
+        }
+      };
+      // Everything the scheduled trigger does once the shards are drained (stage 1 of a
+      // repartitioned query may send more to stage 2, which is drained again).
+      const settle = async (): Promise<void> => {
         await drain();
         for (const p of parts) await p.tick();
+        await drain();
+      };
+      try {
+        await Promise.all(mappings.map((m) => m.start()));
+        await settle();
         // Wave 2, once every shard is idle: late rows (dropped by the watermark, whichever batch
         // and re-run they land in) and a few on-time ones.
         const wave2 = records.filter((r) => r.wave === 2);
         if (wave2.length > 0) {
           const put2 = await putSampleRecords(clients!, d.streamName, wave2);
           wave2.forEach((r, i) => placed.push({ ...put2[i]!, partitionKey: r.partitionKey, data: r.data }));
-          await drain();
-          for (const p of parts) await p.tick();
+          await settle();
         }
+        for (const p of parts) await p.tick();
         const out = new Map<string, QueryRun>();
         for (const p of parts) {
           const [contents, deadLetters] = await Promise.all([readSinkContents(clients!, p.definition, p.config), readDeadLetterContents(clients!, p.config)]);
-          out.set(p.definition.name, { rows: contents.rows, deadLetters, controller: p.controller, stats: p.esm.stats, processesKilled: p.fn.processesKilled });
+          out.set(p.definition.name, {
+            rows: contents.rows, deadLetters,
+            functions: p.functions.map((f) => ({ id: f.id, controller: f.controller, stats: f.esm.stats, processesKilled: f.fn.processesKilled })),
+          });
         }
         return { queries: out, placed };
       } finally {
-        await Promise.allSettled(parts.map((p) => p.esm.stop()));
-        for (const p of parts) p.fn.destroy();
+        await Promise.allSettled(mappings.map((m) => m.stop()));
+        for (const p of parts) for (const f of p.functions) f.fn.destroy();
       }
     };
 
@@ -217,29 +275,36 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const memoryMatches = memoryDiff.lost + memoryDiff.duplicated + memoryDiff.mismatched === 0;
     print(`run 0 (fault-free, ${((Date.now() - t1) / 1000).toFixed(1)} s): ${queries.map((q) => {
       const b = baseline.get(q.name)!;
-      return `${q.name} ${b.rows.length} rows, ${b.deadLetters.length} dead letters, ${b.stats.invocations} invocations`;
+      return `${q.name} ${b.rows.length} rows, ${b.deadLetters.length} dead letters, ${b.functions.reduce((n, f) => n + f.stats.invocations, 0)} invocations`;
     }).join('; ')}`);
     print(`in-memory engine vs fault-free emulator run: ${memoryMatches ? 'same final answer' : 'DIFFERENT'} `
       + `(${queries.map((q) => `${q.name} ${memoryRows[q.name]} rows`).join(', ')}; lost=${memoryDiff.lost} duplicated=${memoryDiff.duplicated} mismatched=${memoryDiff.mismatched})`);
     for (const e of memoryDiff.examples) print(`  ${e}`);
     if (baseline.get(queries[0]!.name)!.rows.length === 0) throw new Error('the fault-free run wrote no rows: nothing to compare');
 
-    const counts = new Map<string, Partial<Record<FaultPoint, number>>>(queries.map((q) => [q.name, { ...baseline.get(q.name)!.controller.counts }]));
+    // Fault points per function, as the fault-free run met them.
+    const counts = new Map<string, Partial<Record<FaultPoint, number>>>(
+      [...baseline.values()].flatMap((b) => b.functions.map((f) => [f.id, { ...f.controller.counts }] as const)),
+    );
     const outcomes: RunOutcome[] = [];
     const byKind: Partial<Record<FaultKind, number>> = {};
     for (let run = 1; run <= options.runs; run++) {
       const planRnd = createPrng(seed * 104_729 + run);
-      const plans = new Map(queries.map((q) => [q.name, planFaults(planRnd, counts.get(q.name)!, options.extraFaults ?? 2)]));
+      const plans = new Map([...counts].map(([id, c]) => [id, planFaults(planRnd, c, options.extraFaults ?? 2)]));
       const started = Date.now();
       const result = (await runOnce(run, plans)).queries;
       const qs: QueryOutcome[] = queries.map((q) => {
         const got = result.get(q.name)!;
         const want = baseline.get(q.name)!;
         const diff = addDiff(compareRows(want.rows, got.rows, keyColumns.get(q.name)!), compareDeadLetters(want.deadLetters, got.deadLetters));
-        for (const f of got.controller.injected) byKind[f.kind] = (byKind[f.kind] ?? 0) + 1;
+        const injected = got.functions.flatMap((f) => f.controller.injected.map((i) => ({ ...i, fn: f.id })));
+        for (const f of injected) byKind[f.kind] = (byKind[f.kind] ?? 0) + 1;
         return {
-          query: q.name, sink: q.sink.kind, rows: got.rows.length, diff, injected: got.controller.injected, missed: got.controller.missed,
-          stats: got.stats, processesKilled: got.processesKilled,
+          query: q.name, sink: q.sink.kind, rows: got.rows.length, diff, injected,
+          missed: got.functions.flatMap((f) => f.controller.missed.map((m) => ({ ...m, fn: f.id }))),
+          stats: sumStats(got.functions.map((f) => f.stats)),
+          processesKilled: got.functions.reduce((n, f) => n + f.processesKilled, 0),
+          functions: got.functions.map((f) => f.id),
         };
       });
       const outcome: RunOutcome = {
@@ -253,8 +318,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       for (const q of qs) {
         for (const e of q.diff.examples) print(`    ${q.query}: ${e}`);
         if (options.verbose) {
-          for (const f of q.injected) print(`    ${q.query}: ${f.kind} @${f.at}: ${f.detail}`);
-          for (const f of q.missed) print(`    ${q.query}: ${f.kind} @${f.at}: not reached`);
+          for (const f of q.injected) print(`    ${f.fn}: ${f.kind} @${f.at}: ${f.detail}`);
+          for (const f of q.missed) print(`    ${f.fn}: ${f.kind} @${f.at}: not reached`);
         }
       }
     }
@@ -272,6 +337,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     clients?.destroy();
     await emulators?.stop();
   }
+}
+
+function sumStats(all: readonly EventSourceMappingStats[]): EventSourceMappingStats {
+  const out = { invocations: 0, records: 0, deliveredRecords: 0, retries: 0, bisects: 0, failedBatches: 0, discardedRecords: 0, shardsCompleted: 0, errors: 0 };
+  for (const s of all) for (const k of Object.keys(out) as (keyof typeof out)[]) out[k] += s[k];
+  return out;
 }
 
 function formatRun(o: RunOutcome, runs: number): string {

@@ -39,3 +39,26 @@ export function hourlySalesQuery(mode: OutputMode = 'update', name = `hourly-sal
 }
 
 export default hourlySalesQuery('update');
+
+/** The same sales events with their product: schema of `hourlySalesPerProductQuery`. */
+export const SALES_WITH_PRODUCT_SOURCE: KinesisSourceSpec = {
+  ...SALES_SOURCE,
+  schema: 'store_id string, product string, amount double, ts timestamp',
+};
+
+/**
+ * Hourly sales per product, update mode → DynamoDB. The stream is partitioned by store, so on
+ * several shards this query's state is not co-partitioned: it runs with a repartition stage.
+ */
+export function hourlySalesPerProductQuery(name = 'hourly-sales-per-product'): StreamingQueryDefinition {
+  return defineQuery({
+    name,
+    source: SALES_WITH_PRODUCT_SOURCE,
+    transform: (events) => events
+      .withWatermark('ts', '15 minutes')
+      .groupBy(window(col('ts'), '1 hour'), col('product'))
+      .agg(sum('amount').as('sales'), count().as('orders')),
+    outputMode: 'update',
+    sink: { kind: 'dynamodb' },
+  });
+}
