@@ -6,7 +6,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { runChaos, type ChaosReport } from '../../lib/local/chaos/run-chaos.js';
-import { FAULT_KINDS } from '../../lib/local/chaos/faults.js';
+import { FAULT_KINDS, FAULT_POINT, planFaults } from '../../lib/local/chaos/faults.js';
+import { compareRows } from '../../lib/local/chaos/compare.js';
+import { createPrng, generateSalesEvents } from '../../lib/local/sample-events.js';
 
 // The SDK's notice about future Node versions is noise in the test output.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
@@ -44,5 +46,46 @@ describe('chaos harness (emulators, real handler, injected faults)', () => {
     expect(report.memory.rows['chaos-live']).toBeGreaterThan(0);
     expect(report.memory.rows['chaos-per-product']).toBeGreaterThan(0);
     expect(lines.some((l) => /in-memory engine vs fault-free emulator run: same final answer/.test(l))).toBe(true);
+  });
+});
+
+describe('chaos harness pieces (no emulators)', () => {
+  const w = (h: number) => ({ start: `2024-05-01T${h}:00:00Z`, end: `2024-05-01T${h + 1}:00:00Z` });
+
+  it('compares rows by key as multisets: lost, duplicated, mismatched, unexpected', () => {
+    const want = [{ window: w(12), store_id: 'a', sales: 1 }, { window: w(12), store_id: 'b', sales: 2 }, { window: w(13), store_id: 'a', sales: 3 }];
+    expect(compareRows(want, [...want].reverse(), ['window', 'store_id'])).toMatchObject({ lost: 0, duplicated: 0, mismatched: 0 });
+    // Attribute order does not matter (DynamoDB returns its own).
+    expect(compareRows(want, want.map((r) => ({ sales: r.sales, store_id: r.store_id, window: { end: r.window.end, start: r.window.start } })), ['window', 'store_id']))
+      .toMatchObject({ lost: 0, duplicated: 0, mismatched: 0 });
+    const got = [want[0]!, want[0]!, { ...want[1]!, sales: 5 }, { window: w(14), store_id: 'z', sales: 9 }];
+    expect(compareRows(want, got, ['window', 'store_id'])).toMatchObject({ lost: 1, duplicated: 1, mismatched: 2 });
+  });
+
+  it('plans the same faults for the same seed: each kind whose point occurs, once, plus extras', () => {
+    const counts = { 'sink-write': 9, 'state-version-write': 12, 'offset-write': 10, invocation: 8, response: 8, 'dynamodb-request': 200 };
+    const a = planFaults(createPrng(5), counts, 2);
+    expect(planFaults(createPrng(5), counts, 2)).toEqual(a);
+    expect(planFaults(createPrng(6), counts, 2)).not.toEqual(a);
+    const usable = FAULT_KINDS.filter((k) => (counts as Record<string, number>)[FAULT_POINT[k]]);
+    for (const kind of usable) expect(a.some((f) => f.kind === kind), kind).toBe(true);
+    expect(a).toHaveLength(usable.length + 2);
+    for (const f of a) expect(f.at).toBeLessThan((counts as Record<string, number>)[FAULT_POINT[f.kind]]!);
+    expect(new Set(a.map((f) => `${FAULT_POINT[f.kind]}#${f.at}`)).size).toBe(a.length);
+  });
+
+  it('generates the same events for a seed, never more than 10 minutes out of order before wave 2', () => {
+    const events = generateSalesEvents({ seed: 42 });
+    expect(generateSalesEvents({ seed: 42 })).toEqual(events);
+    let newest = 0;
+    for (const e of events.filter((r) => r.wave === 1 && r.kind === 'event')) {
+      const ts = Date.parse((JSON.parse(e.data) as { ts: string }).ts);
+      expect(newest - ts).toBeLessThanOrEqual(10 * 60_000);
+      newest = Math.max(newest, ts);
+    }
+    expect(events.filter((r) => r.kind === 'malformed')).toHaveLength(2);
+    expect(events.filter((r) => r.kind === 'late').every((r) => r.wave === 2)).toBe(true);
+    // Amounts are quarters: sums are exact in any order.
+    for (const e of events.filter((r) => r.kind !== 'malformed')) expect(((JSON.parse(e.data) as { amount: number }).amount * 4) % 1).toBe(0);
   });
 });
