@@ -95,6 +95,11 @@ export function valuesEqual(a: unknown, b: unknown): boolean {
  * A key encoder specialised for the key's types, equivalent to `encodeKey` but without
  * JSON.stringify for the common shapes (strings, numbers, window structs).
  */
+function escapeKeyPart(text: string): string {
+  if (text.indexOf('\u0001') < 0 && text.indexOf('\u0003') < 0) return text;
+  return text.replace(/\u0003/g, '\u0003\u0003').replace(/\u0001/g, '\u0003a');
+}
+
 export function compileKeyEncoder(types: readonly DataType[]): (values: readonly unknown[]) => string {
   const simple = types.every((t) => t === 'string' || t === 'int' || t === 'long' || t === 'double' || t === 'timestamp' || t === 'boolean' || isWindowStruct(t));
   if (!simple) return encodeKey;
@@ -112,7 +117,8 @@ export function compileKeyEncoder(types: readonly DataType[]): (values: readonly
         return lastText;
       };
     }
-    if (t === 'string') return (v) => (v === null ? '\u0002' : `'${v as string}`);
+    // The separator (\u0001) must not occur inside a part, or ["a\u0001'b", "c"] and ["a", "b\u0001'c"] would collide.
+    if (t === 'string') return (v) => (v === null ? '\u0002' : `'${escapeKeyPart(v as string)}`);
     return (v) => (v === null ? '\u0002' : String(v));
   });
   if (parts.length === 1) return (values) => parts[0]!(values[0]);

@@ -133,3 +133,13 @@ describe('MemoryStateStore', () => {
     await expect(b.commit()).rejects.toThrow(/Concurrent update/);
   });
 });
+
+describe('grouping key encoding', () => {
+  it('keeps keys apart when a string contains the separator', async () => {
+    const { compileKeyEncoder } = await import('../../lib/execution/values.js');
+    const encode = compileKeyEncoder(['string', 'string']);
+    expect(encode(["x\u0001'y", 'z'])).not.toBe(encode(['x', "y\u0001'z"]));
+    expect(encode(['x\u0003a', 'z'])).not.toBe(encode(['x\u0001', 'z']));
+    expect(encode(['plain', 'keys'])).toBe("'plain\u0001'keys");
+  });
+});
