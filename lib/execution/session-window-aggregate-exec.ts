@@ -1,5 +1,6 @@
 import type { Attribute } from '../plan/attribute.js';
-import { unalias, type Expr, type SessionWindow } from '../plan/expressions.js';
+import { describe, unalias, type Expr, type SessionWindow } from '../plan/expressions.js';
+import { typeToString } from '../plan/data-types.js';
 import { StreamingQueryError } from '../errors/sluice-error.js';
 import type { StateStoreId } from '../state/state-store.js';
 import { compileAggregation, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
@@ -68,7 +69,8 @@ export class SessionWindowAggregateExec implements StatefulExec {
     this.sessionOf = compileSessionOf(sessionExpr, child.output, evalContext);
     const keyAttributes = output.slice(0, groupingExprs.length);
     this.keyEventTimeMs = eventTimeOfKey(keyAttributes);
-    this.stateSchema = `session-window(keys=[${keyAttributes.map((a) => `${a.name}:${JSON.stringify(a.type)}`).join(',')}], session=${this.sessionIndex}, aggs=[${aggregateExprs.slice(groupingExprs.length).map((e) => JSON.stringify(e)).join(',')}])`;
+    this.stateSchema = `session-window(keys=[${keyAttributes.map((a) => `${a.name}:${typeToString(a.type)}`).join(', ')}], session=${this.sessionIndex}, `
+      + `aggs=[${aggregateExprs.slice(groupingExprs.length).map((e) => describe(unalias(e))).join(', ')}])`;
   }
 
   execute(ctx: BatchContext): Row[] {

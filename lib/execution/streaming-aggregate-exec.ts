@@ -1,5 +1,6 @@
 import type { Attribute } from '../plan/attribute.js';
-import type { Expr } from '../plan/expressions.js';
+import { describe, unalias, type Expr } from '../plan/expressions.js';
+import { typeToString } from '../plan/data-types.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
 import { compileAggregation, eventTimeOfKey, type CompiledAggregation, type PartialGroup } from './aggregation.js';
 import type { EvalContext } from './eval-context.js';
@@ -45,7 +46,9 @@ export class StreamingAggregateExec implements StatefulExec {
     this.agg = compileAggregation(groupingExprs, aggregateExprs, child.output, evalContext);
     this.keyEventTimeMs = eventTimeOfKey(output.slice(0, groupingExprs.length));
     this.stateStoreIds = [{ operatorId, storeName: 'default' }];
-    this.stateSchema = `aggregate(keys=[${output.slice(0, groupingExprs.length).map((a) => `${a.name}:${JSON.stringify(a.type)}`).join(',')}], aggs=[${aggregateExprs.slice(groupingExprs.length).map((e) => JSON.stringify(e)).join(',')}])`;
+    // Aliases are left out: renaming a result column keeps the state's meaning, as in Spark.
+    this.stateSchema = `aggregate(keys=[${output.slice(0, groupingExprs.length).map((a) => `${a.name}:${typeToString(a.type)}`).join(', ')}], `
+      + `aggs=[${aggregateExprs.slice(groupingExprs.length).map((e) => describe(unalias(e))).join(', ')}])`;
   }
 
   execute(ctx: BatchContext): Row[] {

@@ -1,3 +1,4 @@
+import { typeToString } from '../plan/data-types.js';
 import type { Attribute } from '../plan/attribute.js';
 import type { StateStoreId } from '../state/state-store.js';
 import type { Row } from './evaluate.js';
@@ -56,7 +57,7 @@ export class StreamingDeduplicateExec implements StatefulExec {
     this.keyHasEventTime = keys.some((k) => k.eventTimeDelayMs !== null);
     this.delayMs = eventTimeAttr?.eventTimeDelayMs ?? 0;
     this.stateStoreIds = [{ operatorId, storeName: 'default' }];
-    this.stateSchema = `dedup(withinWatermark=${withinWatermark}, keys=[${keys.map((k) => `${k.name}:${JSON.stringify(k.type)}`).join(',')}])`;
+    this.stateSchema = `dedup(withinWatermark=${withinWatermark}, keys=[${keys.map((k) => `${k.name}:${typeToString(k.type)}`).join(', ')}])`;
   }
 
   execute(ctx: BatchContext): Row[] {

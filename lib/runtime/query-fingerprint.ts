@@ -33,7 +33,7 @@ export function checkFingerprint(stored: QueryFingerprint, current: QueryFingerp
     stored.statefulOperators.forEach((op, i) => {
       const now = current.statefulOperators[i]!;
       if (op.kind !== now.kind) changes.push(`stateful operator ${op.operatorId} changed from ${op.kind} to ${now.kind}`);
-      else if (op.stateSchema !== now.stateSchema) changes.push(`the state of operator ${op.operatorId} (${op.kind}) changed: was ${op.stateSchema}, now ${now.stateSchema}`);
+      else if (op.stateSchema !== now.stateSchema) changes.push(describeStateChange(op.operatorId, op.kind, op.stateSchema, now.stateSchema));
     });
   }
   const removed = stored.sources.filter((s) => !current.sources.includes(s));
@@ -42,7 +42,20 @@ export function checkFingerprint(stored: QueryFingerprint, current: QueryFingerp
     throw new AnalysisError(`The query is not compatible with its checkpoint: ${changes.join('; ')}.`, {
       code: 'INCOMPATIBLE_CHECKPOINT',
       errorClass: 'STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA',
-      hint: 'revert the change, or start the changed query fresh with a new checkpoint location (its state starts empty).',
+      hint: 'revert the change, or start the changed query fresh: a new checkpoint location in memory, or a new query name '
+        + 'on AWS (the checkpoint and state tables are keyed by it); its state then starts empty.',
     });
   }
+}
+
+/** `aggregate(keys=[..], aggs=[..])` → "grouping keys changed from [a] to [b]", field by field. */
+function describeStateChange(operatorId: number, kind: string, before: string, after: string): string {
+  const fields = (schema: string): Map<string, string> => new Map([...schema.matchAll(/(\w+)=(\[[^\]]*\]|[^,)]+)/g)].map((m) => [m[1]!, m[2]!]));
+  const was = fields(before);
+  const now = fields(after);
+  const names: Record<string, string> = { keys: 'state keys', aggs: 'aggregates', withinWatermark: 'withinWatermark', session: 'session column' };
+  const diffs = [...new Set([...was.keys(), ...now.keys()])]
+    .filter((f) => was.get(f) !== now.get(f))
+    .map((f) => `${names[f] ?? f} changed from ${was.get(f) ?? '(none)'} to ${now.get(f) ?? '(none)'}`);
+  return `operator ${operatorId} (${kind}): ${diffs.length > 0 ? diffs.join(', ') : `state changed from ${before} to ${after}`}`;
 }
