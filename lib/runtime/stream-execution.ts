@@ -94,7 +94,23 @@ export class StreamExecution {
   private started = false;
   private previousWatermarkCache: { batchId: number; watermarkMs: number } | null = null;
 
+  /**
+   * The cost meter's reading when the last batch's cost was taken. Everything spent since (the
+   * recovery reads, planning, watermark queries, dead letters, the batch itself) is the next
+   * batch's cost, so the batches' costs add up to what the query spent.
+   */
+  private costMark: Record<string, number> = {};
+
+  private takeCost(): Record<string, number> {
+    const meter = this.options.costMeter;
+    if (!meter) return {};
+    const cost = meter.since(this.costMark);
+    this.costMark = meter.snapshot();
+    return cost;
+  }
+
   constructor(private readonly options: StreamExecutionOptions) {
+    this.costMark = options.costMeter?.snapshot() ?? {};
     const relations = collectNodes(options.plan, (n): n is StreamingRelationNode => n.kind === 'StreamingRelation');
     const byName = new Map<string, MicroBatchStream>();
     for (const r of relations) byName.set(r.sourceId, r.source);
@@ -285,7 +301,6 @@ export class StreamExecution {
     const eviction = propagateWatermark(physical.root, watermarkMs);
     const late = propagateWatermark(physical.root, await this.previousBatchWatermarkMs(batchId));
 
-    const costBefore = this.options.costMeter?.snapshot() ?? {};
     const stores = new Map<string, StateStore<unknown>>();
     const storeKey = (id: StateStoreId): string => `${id.operatorId}/${id.storeName}`;
     for (const op of physical.statefulOperators) {
@@ -361,7 +376,7 @@ export class StreamExecution {
     this.hasLastExecution = true;
     this.recordProgress({
       batchId, triggerStartMs, addBatchMs, numInputRows, numOutputRows: output.length, sources: sourceProgress, watermarkMs,
-      numDeadLetteredRows, cost: this.options.costMeter?.since(costBefore) ?? {},
+      numDeadLetteredRows, cost: this.takeCost(),
     });
     this.currentBatchId = batchId + 1;
     this.previousWatermarkCache = { batchId: batchId + 1, watermarkMs };

@@ -87,6 +87,8 @@ describe('Kinesis → Lambda handler → DynamoDB state → sinks (emulators)', 
     expect(progress.reduce((n, p) => n + p.numInputRows, 0)).toBe(sales.length);
     // Every batch reports what it cost.
     expect(progress.filter((p) => p.numInputRows > 0).every((p) => (p.cost.dynamoDbWriteUnits ?? 0) > 0)).toBe(true);
+    // The recovery reads of each invocation count too: the batches' costs add up to the whole spend.
+    expect(progress.filter((p) => p.numInputRows > 0).every((p) => (p.cost.dynamoDbReadUnits ?? 0) > 0)).toBe(true);
   });
 
   it('complete mode to S3 snapshots: the union of the shards\' snapshots is the whole result', async () => {
