@@ -3,12 +3,15 @@
  *
  *   sluice dev [query-module] [--input events.jsonl] [--shards N] [--out DIR] [--batch-size N]
  *              [--mode append|update|complete] [--seed S]
+ *   sluice explain [query-module] [--shards N] [--no-repartition]
  */
 // Local tooling: the SDK's notice about future Node versions is noise here.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { runDev } from '../lib/local/dev/run-dev.js';
+import { loadQueryModule, runDev } from '../lib/local/dev/run-dev.js';
+import { hourlySalesQuery } from '../lib/local/dev/default-query.js';
+import { explainQuery } from '../lib/api/validate-query.js';
 import type { OutputMode } from '../lib/execution/physical.js';
 import { SluiceError } from '../lib/errors/sluice-error.js';
 
@@ -42,6 +45,18 @@ program
       queryModule, input: opts.input, shards: opts.shards, out: opts.out, batchSize: opts.batchSize, mode: opts.mode,
       seed: opts.seed, handleSignals: true,
     });
+  });
+
+program
+  .command('explain')
+  .description('validate a query module without running it and print its logical and incremental plans, '
+    + 'and where a repartition stage cuts it (or why the query is refused)')
+  .argument('[query-module]', 'a module whose default export is a StreamingQueryDefinition (default: hourly sales per store)')
+  .option('--shards <n>', 'source stream shards (1 needs no partition key for stateful queries)', positiveInt('--shards'))
+  .option('--no-repartition', 'refuse instead of adding a repartition stage')
+  .action(async (queryModule: string | undefined, opts: { shards?: number; repartition: boolean }) => {
+    const definition = queryModule ? await loadQueryModule(queryModule) : hourlySalesQuery();
+    process.stdout.write(`${explainQuery(definition, { expectedShardCount: opts.shards, allowRepartition: opts.repartition })}\n`);
   });
 
 try {

@@ -103,3 +103,21 @@ describe('sluice dev (embedded emulators, real handlers)', () => {
     expect(result.stdout).toMatch(new RegExp(`sink: dynamodb://\\S+ holds ${expected.size} rows`));
   });
 });
+
+describe('sluice explain', () => {
+  it('prints the plans and the repartition boundary, or the refusal with how to fix it', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const run = (...args: string[]): string => execFileSync(process.execPath, ['bin/sluice.mjs', 'explain', ...args], { encoding: 'utf8' });
+    const staged = run('examples/hourly-sales-per-product.ts');
+    expect(staged).toMatch(/== Incremental plan \(output mode: update\) ==/);
+    expect(staged).toMatch(/rows routed by \[product\] to the internal stream/);
+    expect(run('examples/hourly-sales-live.ts')).toMatch(/one stage: the state is co-partitioned/);
+    let refusal = '';
+    try {
+      run('examples/hourly-sales-per-product.ts', '--no-repartition');
+    } catch (error) {
+      refusal = String((error as { stderr?: string }).stderr);
+    }
+    expect(refusal).toMatch(/partitioned by 'store_id', which is not among these keys[\s\S]*How to fix:/);
+  });
+});
