@@ -28,9 +28,21 @@ export class MemoryStream implements MicroBatchStream {
     return this.blocks.length === 0 ? null : this.blocks.length;
   }
 
+  /**
+   * The stored rows themselves, not copies: `addData` already copied them away from the caller,
+   * and no operator writes into its input rows (projections build new rows, sinks get them
+   * read-only and the memory sink copies), so a replay from an old offset sees the same values.
+   */
   getBatch(start: Offset | null, end: Offset): unknown[][] {
     const from = start === null ? 0 : (start as number);
-    return this.blocks.slice(from, end as number).flat().map((r) => [...r]);
+    const to = end as number;
+    if (to - from === 1) return this.blocks[from]!.slice();
+    const rows: unknown[][] = [];
+    for (let b = from; b < to; b++) {
+      const block = this.blocks[b]!;
+      for (let i = 0; i < block.length; i++) rows.push(block[i]!);
+    }
+    return rows;
   }
 
   commit(): void {
