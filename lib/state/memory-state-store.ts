@@ -4,33 +4,49 @@ import type { StateStore, StateStoreId, StateStoreProvider } from './state-store
 const TOMBSTONE = Symbol('removed');
 type Delta<V> = Map<string, V | typeof TOMBSTONE>;
 
+/** What one committed version changed: each key's value before it (TOMBSTONE: absent). */
+interface Undo<V> {
+  readonly keys: string[];
+  readonly previous: (V | typeof TOMBSTONE)[];
+}
+
 /**
- * In-memory versioned state: the latest committed map plus one delta per version, so that
- * committing costs O(changed keys) and an older version can be rebuilt by replaying deltas over
- * the last snapshot. Plays the role of Spark's HDFS-backed store in tests and local runs.
+ * In-memory versioned state: the latest committed map plus, per version, what its commit
+ * overwrote, so that committing costs O(changed keys) and an older version can be rebuilt by
+ * undoing the newer versions over a copy of the latest. Plays the role of Spark's HDFS-backed
+ * store in tests and local runs. (Undo records instead of a snapshot plus forward deltas: no
+ * second copy of the state to keep up to date, and dropping old versions is free.)
  */
 class VersionedMap<V> {
   /** Committed state at `latestVersion`. */
   live = new Map<string, V>();
   latestVersion = 0;
-  private snapshotVersion = 0;
-  private snapshot = new Map<string, V>();
-  private readonly deltas = new Map<number, Delta<V>>();
+  /** The oldest version that can still be rebuilt. */
+  private oldestVersion = 0;
+  /** Per version v in (oldestVersion, latestVersion]: how to get version v - 1 back from v. */
+  private readonly undo = new Map<number, Undo<V>>();
 
   constructor(private readonly snapshotEvery: number) {}
 
   load(version: number): Map<string, V> {
     if (version === this.latestVersion) return this.live;
-    if (version > this.latestVersion || version < this.snapshotVersion) {
-      throw new CheckpointError(`State version ${version} is not available (latest ${this.latestVersion}, oldest ${this.snapshotVersion}).`, {
+    if (version > this.latestVersion || version < this.oldestVersion) {
+      throw new CheckpointError(`State version ${version} is not available (latest ${this.latestVersion}, oldest ${this.oldestVersion}).`, {
         code: 'STATE_VERSION_MISSING',
         hint: 'the checkpoint and the state store disagree; restore both from the same point or start with a new checkpoint.',
       });
     }
     // Re-executing an older batch: rebuild that version and make it the latest again.
-    const rebuilt = new Map(this.snapshot);
-    for (let v = this.snapshotVersion + 1; v <= version; v++) applyDelta(rebuilt, this.deltas.get(v)!);
-    for (const v of [...this.deltas.keys()]) if (v > version) this.deltas.delete(v);
+    const rebuilt = new Map(this.live);
+    for (let v = this.latestVersion; v > version; v--) {
+      const { keys, previous } = this.undo.get(v)!;
+      for (let i = 0; i < keys.length; i++) {
+        const old = previous[i]!;
+        if (old === TOMBSTONE) rebuilt.delete(keys[i]!);
+        else rebuilt.set(keys[i]!, old);
+      }
+      this.undo.delete(v);
+    }
     this.live = rebuilt;
     this.latestVersion = version;
     return this.live;
@@ -42,30 +58,28 @@ class VersionedMap<V> {
         code: 'STATE_CONCURRENT_UPDATE', retryable: true,
       });
     }
-    applyDelta(this.live, delta);
+    const live = this.live;
+    const keys: string[] = [];
+    const previous: (V | typeof TOMBSTONE)[] = [];
+    // forEach, not for-of with destructuring: no [key, value] array per entry.
+    delta.forEach((v, k) => {
+      const old = live.get(k);
+      keys.push(k);
+      previous.push(old === undefined && !live.has(k) ? TOMBSTONE : old as V);
+      if (v === TOMBSTONE) live.delete(k);
+      else live.set(k, v);
+    });
     this.latestVersion = fromVersion + 1;
-    this.deltas.set(this.latestVersion, delta);
-    if (this.latestVersion - this.snapshotVersion >= this.snapshotEvery * 2) this.compact();
+    this.undo.set(this.latestVersion, { keys, previous });
+    // The same retention as a snapshot every `snapshotEvery` versions: between snapshotEvery and
+    // 2 * snapshotEvery - 1 older versions stay available.
+    if (this.latestVersion - this.oldestVersion >= this.snapshotEvery * 2) {
+      const target = this.latestVersion - this.snapshotEvery;
+      for (let v = this.oldestVersion + 1; v <= target; v++) this.undo.delete(v);
+      this.oldestVersion = target;
+    }
     return this.latestVersion;
   }
-
-  /** Folds the oldest deltas into the snapshot, keeping `snapshotEvery` versions replayable. */
-  private compact(): void {
-    const target = this.latestVersion - this.snapshotEvery;
-    for (let v = this.snapshotVersion + 1; v <= target; v++) {
-      applyDelta(this.snapshot, this.deltas.get(v)!);
-      this.deltas.delete(v);
-    }
-    this.snapshotVersion = target;
-  }
-}
-
-function applyDelta<V>(target: Map<string, V>, delta: Delta<V>): void {
-  // forEach, not for-of with destructuring: no [key, value] array per entry.
-  delta.forEach((v, k) => {
-    if (v === TOMBSTONE) target.delete(k);
-    else target.set(k, v);
-  });
 }
 
 class MemoryStateStore<V> implements StateStore<V> {
