@@ -109,7 +109,7 @@ export function compileKeyEncoder(types: readonly DataType[]): (values: readonly
       let lastWindow: unknown = null;
       let lastText = '';
       return (v) => {
-        if (v === null) return '\u0002';
+        if (v === null || v === undefined) return '\u0002';
         if (v !== lastWindow) {
           lastText = `${(v as { start: number }).start}~${(v as { end: number }).end}`;
           lastWindow = v;
@@ -118,8 +118,9 @@ export function compileKeyEncoder(types: readonly DataType[]): (values: readonly
       };
     }
     // The separator (\u0001) must not occur inside a part, or ["a\u0001'b", "c"] and ["a", "b\u0001'c"] would collide.
-    if (t === 'string') return (v) => (v === null ? '\u0002' : `'${escapeKeyPart(v as string)}`);
-    return (v) => (v === null ? '\u0002' : String(v));
+    // A missing value (undefined) is NULL, as in Spark: one group with the NULLs.
+    if (t === 'string') return (v) => (v === null || v === undefined ? '\u0002' : `'${escapeKeyPart(v as string)}`);
+    return (v) => (v === null || v === undefined ? '\u0002' : String(v));
   });
   if (parts.length === 1) return (values) => parts[0]!(values[0]);
   if (parts.length === 2) {
