@@ -28,6 +28,8 @@ export interface CompiledAggregation {
   initialBuffers(): unknown[];
   updateBuffers(buffers: unknown[], row: Row): void;
   mergeBuffers(stored: readonly unknown[], partial: readonly unknown[]): unknown[];
+  /** As `mergeBuffers`, but writes the merged buffers into `partial` (a batch's own buffers). */
+  mergeInto(stored: readonly unknown[], partial: unknown[]): void;
 }
 
 export function compileAggregation(
@@ -138,6 +140,9 @@ export function compileAggregation(
       const merged = new Array<unknown>(n);
       for (let i = 0; i < n; i++) merged[i] = functions[i]!.merge(stored[i], partial[i]);
       return merged;
+    },
+    mergeInto(stored, partial) {
+      for (let i = 0; i < n; i++) partial[i] = functions[i]!.merge(stored[i], partial[i]);
     },
   };
 }

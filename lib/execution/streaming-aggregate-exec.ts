@@ -76,8 +76,14 @@ export class StreamingAggregateExec implements StatefulExec {
         return;
       }
       const stored = store.get(encoded);
-      // The batch's group tuple becomes the stored value (it is not touched after this batch).
-      const buffers = stored === undefined ? group[1] : (group[1] = agg.mergeBuffers(stored[1], group[1]));
+      // The batch's group tuple becomes the stored value (it is not touched after this batch). Its
+      // partial buffers are this batch's own, so the stored ones are merged into them in place, and
+      // an existing group keeps its stored key values (fewer objects kept alive per group).
+      const buffers = group[1];
+      if (stored !== undefined) {
+        agg.mergeInto(stored[1], buffers);
+        group[0] = stored[0] as unknown[];
+      }
       store.put(encoded, group);
       if (stored === undefined && index) addToIndex(index, this.keyEventTimeMs!(keyValues), encoded);
       progress.numRowsUpdated++;
