@@ -52,25 +52,21 @@ class VersionedMap<V> {
     return this.live;
   }
 
-  commit(fromVersion: number, delta: Delta<V>): number {
+  /** Applies `delta` (made over version `fromVersion`); `undo` holds what it overwrites. */
+  commit(fromVersion: number, delta: Delta<V>, undo: Undo<V>): number {
     if (fromVersion !== this.latestVersion) {
       throw new CheckpointError(`Concurrent update to state: version ${fromVersion} is no longer the latest (${this.latestVersion}).`, {
         code: 'STATE_CONCURRENT_UPDATE', retryable: true,
       });
     }
     const live = this.live;
-    const keys: string[] = [];
-    const previous: (V | typeof TOMBSTONE)[] = [];
     // forEach, not for-of with destructuring: no [key, value] array per entry.
     delta.forEach((v, k) => {
-      const old = live.get(k);
-      keys.push(k);
-      previous.push(old === undefined && !live.has(k) ? TOMBSTONE : old as V);
       if (v === TOMBSTONE) live.delete(k);
       else live.set(k, v);
     });
     this.latestVersion = fromVersion + 1;
-    this.undo.set(this.latestVersion, { keys, previous });
+    this.undo.set(this.latestVersion, undo);
     // The same retention as a snapshot every `snapshotEvery` versions: between snapshotEvery and
     // 2 * snapshotEvery - 1 older versions stay available.
     if (this.latestVersion - this.oldestVersion >= this.snapshotEvery * 2) {
@@ -84,41 +80,69 @@ class VersionedMap<V> {
 
 class MemoryStateStore<V> implements StateStore<V> {
   private delta: Delta<V> = new Map();
+  /** Each key's base value before its first write in this version, in write order. */
+  private undo: Undo<V> = { keys: [], previous: [] };
   private sizeDelta = 0;
   /**
-   * The last key looked up and whether it was present: operators read a key and then write or
-   * remove it, so put() and remove() usually know without a second lookup.
+   * The last key looked up, whether it was present, whether this version already wrote it, and
+   * (if not) its base value: operators read a key and then write or remove it, so put() and
+   * remove() usually know without a second lookup, and the undo record costs no extra lookup.
    */
   private lastKey: string | null = null;
   private lastPresent = false;
+  private lastWritten = false;
+  private lastBase: V | undefined = undefined;
 
   constructor(private readonly map: VersionedMap<V>, private readonly base: Map<string, V>, readonly version: number) {}
 
   get(key: string): V | undefined {
     const d = this.delta.get(key);
-    const v = d !== undefined ? (d === TOMBSTONE ? undefined : d) : this.base.get(key);
+    let v: V | undefined;
+    if (d !== undefined) {
+      v = d === TOMBSTONE ? undefined : d;
+      this.lastWritten = true;
+    } else {
+      v = this.base.get(key);
+      this.lastWritten = false;
+      this.lastBase = v;
+    }
     this.lastKey = key;
     this.lastPresent = v !== undefined;
     return v;
   }
 
-  private has(key: string): boolean {
-    return key === this.lastKey ? this.lastPresent : this.get(key) !== undefined;
+  /** Looks `key` up unless it is the last key looked up or written (see `lastKey`). */
+  private lookUp(key: string): void {
+    if (key !== this.lastKey) this.get(key);
+  }
+
+  /** Before the first write of the last key looked up in this version: remember its base value. */
+  private recordFirstWrite(key: string): void {
+    if (this.lastWritten) return;
+    this.undo.keys.push(key);
+    this.undo.previous.push(this.lastBase === undefined ? TOMBSTONE : this.lastBase);
+    this.lastBase = undefined;
   }
 
   put(key: string, value: V): void {
-    if (!this.has(key)) this.sizeDelta++;
+    this.lookUp(key);
+    if (!this.lastPresent) this.sizeDelta++;
+    this.recordFirstWrite(key);
     this.delta.set(key, value);
     this.lastKey = key;
     this.lastPresent = true;
+    this.lastWritten = true;
   }
 
   remove(key: string): void {
-    if (!this.has(key)) return;
+    this.lookUp(key);
+    if (!this.lastPresent) return;
     this.sizeDelta--;
+    this.recordFirstWrite(key);
     this.delta.set(key, TOMBSTONE);
     this.lastKey = key;
     this.lastPresent = false;
+    this.lastWritten = true;
   }
 
   *entries(): IterableIterator<[string, V]> {
@@ -135,9 +159,9 @@ class MemoryStateStore<V> implements StateStore<V> {
   }
 
   async commit(): Promise<number> {
-    const delta = this.delta;
+    const { delta, undo } = this;
     this.reset();
-    return this.map.commit(this.version, delta);
+    return this.map.commit(this.version, delta, undo);
   }
 
   abort(): void {
@@ -146,9 +170,12 @@ class MemoryStateStore<V> implements StateStore<V> {
 
   private reset(): void {
     this.delta = new Map();
+    this.undo = { keys: [], previous: [] };
     this.sizeDelta = 0;
     this.lastKey = null;
     this.lastPresent = false;
+    this.lastWritten = false;
+    this.lastBase = undefined;
   }
 }
 

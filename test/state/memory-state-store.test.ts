@@ -123,6 +123,42 @@ describe('MemoryStateStore', () => {
     await expect(provider.open(id, 1)).rejects.toThrow(/not available/);
   });
 
+  it('rebuilds every retained version after random puts, overwrites and removes, with and without a read first', async () => {
+    const provider = new MemoryStateStoreProvider(4);
+    let seed = 7;
+    const random = (n: number): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n;
+    const model = new Map<string, number>();
+    const versions: [string, unknown][][] = [[]];
+    for (let v = 0; v < 12; v++) {
+      const s = await provider.open<number>(id, v);
+      if (v === 5) {
+        s.put('k0', -1); // an aborted attempt leaves nothing behind
+        s.remove('k1');
+        s.abort();
+      }
+      const t = v === 5 ? await provider.open<number>(id, v) : s;
+      for (let op = 0; op < 30; op++) {
+        const key = `k${random(8)}`;
+        if (random(2) === 0) expect(t.get(key)).toBe(model.get(key));
+        if (random(3) === 0) {
+          t.remove(key);
+          model.delete(key);
+        } else {
+          t.put(key, v * 100 + op);
+          model.set(key, v * 100 + op);
+        }
+      }
+      expect(t.size).toBe(model.size);
+      await t.commit();
+      versions.push(sorted(model.entries()));
+    }
+    for (let v = 12; v >= 8; v--) {
+      const s = await provider.open<number>(id, v);
+      expect(sorted(s.entries())).toEqual(versions[v]);
+      expect(s.size).toBe(versions[v]!.length);
+    }
+  });
+
   it('refuses a commit from a store opened on a version that is no longer the latest', async () => {
     const provider = new MemoryStateStoreProvider();
     const a = await provider.open<number>(id, 0);
