@@ -3,20 +3,40 @@ import type { MicroBatchStream, Offset } from './source.js';
 
 let memoryStreamCount = 0;
 
+type Block =
+  | { readonly count: number; readonly columns: readonly unknown[][]; readonly rows: null }
+  | { readonly count: number; readonly columns: null; readonly rows: readonly unknown[][] };
+
 /**
  * Spark's MemoryStream: each `addData` call is one offset, so an empty `addData` still makes a
  * batch. Rows are positional arrays in schema order (timestamps in microseconds).
  */
 export class MemoryStream implements MicroBatchStream {
   readonly name: string;
-  private readonly blocks: unknown[][][] = [];
+  /**
+   * One block per `addData` call. Rows of the schema's width are kept column by column: a column
+   * of numbers is then one unboxed array instead of a boxed number per row, and every call keeps
+   * a handful of objects alive rather than one or more per row (all data is retained for replay).
+   */
+  private readonly blocks: Block[] = [];
 
   constructor(readonly schema: readonly StructField[], name?: string) {
     this.name = name ?? `MemoryStream[${memoryStreamCount++}]`;
   }
 
   addData(rows: readonly (readonly unknown[])[]): number {
-    this.blocks.push(rows.map((r) => [...r]));
+    const width = this.schema.length;
+    if (rows.every((r) => r.length === width)) {
+      const columns: unknown[][] = [];
+      for (let c = 0; c < width; c++) {
+        const column = new Array<unknown>(rows.length);
+        for (let i = 0; i < rows.length; i++) column[i] = rows[i]![c];
+        columns.push(column);
+      }
+      this.blocks.push({ count: rows.length, columns, rows: null });
+    } else {
+      this.blocks.push({ count: rows.length, columns: null, rows: rows.map((r) => [...r]) });
+    }
     return this.blocks.length;
   }
 
@@ -28,19 +48,23 @@ export class MemoryStream implements MicroBatchStream {
     return this.blocks.length === 0 ? null : this.blocks.length;
   }
 
-  /**
-   * The stored rows themselves, not copies: `addData` already copied them away from the caller,
-   * and no operator writes into its input rows (projections build new rows, sinks get them
-   * read-only and the memory sink copies), so a replay from an old offset sees the same values.
-   */
+  /** Fresh row arrays (operators and sinks may keep them) of the blocks `(start, end]`. */
   getBatch(start: Offset | null, end: Offset): unknown[][] {
     const from = start === null ? 0 : (start as number);
-    const to = end as number;
-    if (to - from === 1) return this.blocks[from]!.slice();
     const rows: unknown[][] = [];
-    for (let b = from; b < to; b++) {
+    for (let b = from; b < (end as number); b++) {
       const block = this.blocks[b]!;
-      for (let i = 0; i < block.length; i++) rows.push(block[i]!);
+      if (block.rows !== null) {
+        for (const r of block.rows) rows.push([...r]);
+        continue;
+      }
+      const { columns, count } = block;
+      const width = columns.length;
+      for (let i = 0; i < count; i++) {
+        const row = new Array<unknown>(width);
+        for (let c = 0; c < width; c++) row[c] = columns[c]![i];
+        rows.push(row);
+      }
     }
     return rows;
   }
