@@ -72,13 +72,23 @@ async function measure(events: number, batchSize: number, internalShards: number
   };
 }
 
-const results = [];
-for (const [batchSize, shards] of [[100, 2], [1000, 2], [1000, 8], [10_000, 8]] as const) {
-  results.push(await measure(Number(process.env.HOP_EVENTS ?? 20_000), batchSize, shards));
+/** The hop's cost for a few batch sizes and internal shard counts. */
+export async function measureRepartitionHop(events = Number(process.env.HOP_EVENTS ?? 20_000)): Promise<Record<string, number>[]> {
+  const results = [];
+  for (const [batchSize, shards] of [[100, 2], [1000, 2], [1000, 8], [10_000, 8]] as const) {
+    results.push(await measure(events, batchSize, shards));
+  }
+  return results;
 }
-if (process.argv.includes('--json')) {
-  console.log(JSON.stringify(results));
-} else {
+
+export function printRepartitionHop(results: readonly Record<string, number>[]): void {
   console.log('Repartition hop cost (stage 1 -> internal stream), per 1,000 input events:');
   console.table(results);
+}
+
+// Run directly (npm run bench:hop), not when imported by bench/all.ts.
+if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()!)) {
+  const results = await measureRepartitionHop();
+  if (process.argv.includes('--json')) console.log(JSON.stringify(results));
+  else printRepartitionHop(results);
 }
