@@ -12,7 +12,6 @@
  * It never races the Kinesis-triggered invocation of the same shard into a wrong result: both
  * plan batch N with a conditional put, and the loser stops.
  */
-import { ListShardsCommand, type KinesisClient, type Shard } from '@aws-sdk/client-kinesis';
 import type { StreamingQueryDefinition } from '../api/query-definition.js';
 import { validateQuery } from '../api/validate-query.js';
 import { CostMeter } from '../runtime/cost-meter.js';
@@ -22,6 +21,7 @@ import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
 import { createAwsQueryBackends, type AwsQueryBackends } from './aws-backends.js';
+import { listStreamShards } from './kinesis-shard-reader.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
 
 export interface ScheduledTriggerOptions {
@@ -46,16 +46,6 @@ export interface ScheduledTriggerSummary {
 
 export type ScheduledTriggerHandler = (event?: ScheduledTriggerEvent | Record<string, unknown>) => Promise<ScheduledTriggerSummary>;
 
-export async function listShards(kinesis: KinesisClient, streamName: string): Promise<Shard[]> {
-  const shards: Shard[] = [];
-  let token: string | undefined;
-  do {
-    const page = await kinesis.send(token ? new ListShardsCommand({ NextToken: token }) : new ListShardsCommand({ StreamName: streamName }));
-    shards.push(...(page.Shards ?? []));
-    token = page.NextToken;
-  } while (token);
-  return shards;
-}
 
 interface Context {
   readonly definition: StreamingQueryDefinition;
@@ -78,7 +68,7 @@ export function createScheduledTriggerHandler(definition: StreamingQueryDefiniti
 
   return async (event = {}) => {
     const drain = (event as ScheduledTriggerEvent).mode === 'drain';
-    const shards = await listShards(clients.kinesis, config.streamName);
+    const shards = await listStreamShards(clients.kinesis, config.streamName);
     // First every shard's idle state, so that each no-data batch below sees all of them.
     const caughtUp = new Map<string, boolean>();
     for (const shard of shards) {
@@ -98,7 +88,7 @@ export function createScheduledTriggerHandler(definition: StreamingQueryDefiniti
     }
     if (validated.needsRepartition) {
       // Stage 2: the internal stream's shards, with whatever stage 1 just sent.
-      for (const shard of await listShards(clients.kinesis, config.repartitionStreamName!)) {
+      for (const shard of await listStreamShards(clients.kinesis, config.repartitionStreamName!)) {
         const shardId = shard.ShardId!;
         const entry = await drainShard(context, shardId, 'state');
         summary.push({ ...entry, stage: 'state', caughtUp: entry.error === undefined });

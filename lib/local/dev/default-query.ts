@@ -8,22 +8,13 @@
  * (each hour written once, after the watermark closes it), complete → S3 snapshot.
  */
 import { defineQuery, type KinesisSourceSpec, type SinkSpec, type StreamingQueryDefinition } from '../../api/query-definition.js';
-import type { DataFrame } from '../../api/data-frame.js';
 import type { OutputMode } from '../../execution/physical.js';
-import { col, count, sum, window } from '../../plan/functions.js';
+import { hourlySalesPerStore, SALES_EVENTS } from '../../../examples/hourly-sales.js';
+import perProduct, { SALES_EVENTS_WITH_PRODUCT } from '../../../examples/hourly-sales-per-product.js';
 
-export const SALES_SOURCE: KinesisSourceSpec = {
-  format: 'json',
-  schema: 'store_id string, amount double, ts timestamp',
-  partitionKey: 'store_id',
-};
-
-export function hourlySalesPerStore(events: DataFrame): DataFrame {
-  return events
-    .withWatermark('ts', '15 minutes')
-    .groupBy(window(col('ts'), '1 hour'), col('store_id'))
-    .agg(sum('amount').as('sales'), count().as('orders'));
-}
+// The same definitions the example CDK stack deploys (examples/), so `sluice dev` runs them as deployed.
+export const SALES_SOURCE: KinesisSourceSpec = SALES_EVENTS;
+export { hourlySalesPerStore };
 
 /** The sink each output mode is shown with. */
 export function defaultSinkFor(mode: OutputMode): SinkSpec {
@@ -41,24 +32,12 @@ export function hourlySalesQuery(mode: OutputMode = 'update', name = `hourly-sal
 export default hourlySalesQuery('update');
 
 /** The same sales events with their product: schema of `hourlySalesPerProductQuery`. */
-export const SALES_WITH_PRODUCT_SOURCE: KinesisSourceSpec = {
-  ...SALES_SOURCE,
-  schema: 'store_id string, product string, amount double, ts timestamp',
-};
+export const SALES_WITH_PRODUCT_SOURCE: KinesisSourceSpec = SALES_EVENTS_WITH_PRODUCT;
 
 /**
  * Hourly sales per product, update mode → DynamoDB. The stream is partitioned by store, so on
  * several shards this query's state is not co-partitioned: it runs with a repartition stage.
  */
 export function hourlySalesPerProductQuery(name = 'hourly-sales-per-product'): StreamingQueryDefinition {
-  return defineQuery({
-    name,
-    source: SALES_WITH_PRODUCT_SOURCE,
-    transform: (events) => events
-      .withWatermark('ts', '15 minutes')
-      .groupBy(window(col('ts'), '1 hour'), col('product'))
-      .agg(sum('amount').as('sales'), count().as('orders')),
-    outputMode: 'update',
-    sink: { kind: 'dynamodb' },
-  });
+  return defineQuery({ ...perProduct, name });
 }
