@@ -16,6 +16,7 @@ import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { parseTimestamp } from '../../lib/execution/values.js';
 import type { OutputMode } from '../../lib/execution/physical.js';
 import { deploy } from '../support/aws-pipeline.js';
+import { listAllShards, splitShardEvenly } from '../../lib/local/kinesis-admin.js';
 
 const SCHEMA = 'user_id string, event_type string, ts timestamp';
 interface Event { user_id: string; event_type: string; ts: string }
@@ -94,4 +95,22 @@ describe('repartition stage on the emulators: the same answer on 1, 2 or 4 shard
       }
     });
   }
+
+  it('a split of the source stream mid-way loses and duplicates nothing (stage 1 is stateless)', async () => {
+    const query = queries[3]![1]; // global count by event_type, update → DynamoDB
+    const expected = await inMemory(query);
+    const d = await deploy(emulators, query, 1, { repartitionShards: 2, expectedShardCount: undefined });
+    const records = events.map((e, i) => ({ data: JSON.stringify(e), partitionKey: `k${(i * 7919) % 101}` }));
+    await d.put(records.slice(0, 40));
+    await d.drain();
+    const [parent] = await listAllShards(d.clients.kinesis, d.config.streamName);
+    await splitShardEvenly(d.clients.kinesis, d.config.streamName, parent!.ShardId!);
+    await d.put(records.slice(40));
+    await d.drain();
+    await d.tick(Date.now() + 3_600_000);
+    await d.tick(Date.now() + 3_600_000);
+    const rows = await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!);
+    expect(canonical(rows, 'update', (r) => JSON.stringify(Object.entries(r).slice(0, -1)))).toEqual(expected);
+    expect(new Set(d.results.map((r) => r.shardId)).size).toBeGreaterThanOrEqual(3);
+  });
 });
