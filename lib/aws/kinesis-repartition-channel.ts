@@ -2,7 +2,8 @@
  * The internal repartition stream on Kinesis: its open shards (by hash range) and PutRecords with
  * an explicit hash key per record, retrying the entries Kinesis rejects until all are written.
  */
-import { ListShardsCommand, PutRecordsCommand, type KinesisClient } from '@aws-sdk/client-kinesis';
+import { PutRecordsCommand, type KinesisClient } from '@aws-sdk/client-kinesis';
+import { listStreamShards } from './kinesis-shard-reader.js';
 import type { CostMeter } from '../runtime/cost-meter.js';
 import type { RepartitionChannel, RepartitionRecordOut, RepartitionTarget } from '../sinks/repartition-sink.js';
 
@@ -18,15 +19,10 @@ export class KinesisRepartitionChannel implements RepartitionChannel {
   async shards(): Promise<readonly RepartitionTarget[]> {
     if (this.cached && Date.now() - this.cached.at < SHARD_CACHE_MS) return this.cached.shards;
     const shards: RepartitionTarget[] = [];
-    let token: string | undefined;
-    do {
-      const page = await this.kinesis.send(token ? new ListShardsCommand({ NextToken: token }) : new ListShardsCommand({ StreamName: this.streamName }));
-      for (const s of page.Shards ?? []) {
-        if (s.SequenceNumberRange?.EndingSequenceNumber !== undefined) continue; // closed by a reshard
-        shards.push({ shardId: s.ShardId!, startingHashKey: BigInt(s.HashKeyRange!.StartingHashKey!), endingHashKey: BigInt(s.HashKeyRange!.EndingHashKey!) });
-      }
-      token = page.NextToken;
-    } while (token);
+    for (const s of await listStreamShards(this.kinesis, this.streamName)) {
+      if (s.SequenceNumberRange?.EndingSequenceNumber !== undefined) continue; // closed by a reshard
+      shards.push({ shardId: s.ShardId!, startingHashKey: BigInt(s.HashKeyRange!.StartingHashKey!), endingHashKey: BigInt(s.HashKeyRange!.EndingHashKey!) });
+    }
     shards.sort((a, b) => (a.startingHashKey < b.startingHashKey ? -1 : 1));
     this.cached = { at: Date.now(), shards };
     return shards;

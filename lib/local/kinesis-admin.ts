@@ -9,7 +9,6 @@ import {
   CreateStreamCommand,
   DeleteStreamCommand,
   DescribeStreamSummaryCommand,
-  ListShardsCommand,
   PutRecordsCommand,
   ResourceInUseException,
   ResourceNotFoundException,
@@ -19,6 +18,8 @@ import {
   type PutRecordsRequestEntry,
   type Shard,
 } from '@aws-sdk/client-kinesis';
+
+import { listStreamShards } from '../aws/kinesis-shard-reader.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -72,17 +73,7 @@ export async function deleteStream(kinesis: KinesisClient, streamName: string): 
 }
 
 /** Every shard of the stream, open and closed, following ListShards pagination. */
-export async function listAllShards(kinesis: KinesisClient, streamName: string): Promise<Shard[]> {
-  const shards: Shard[] = [];
-  let nextToken: string | undefined;
-  do {
-    // With NextToken, ListShards refuses StreamName.
-    const page = await kinesis.send(new ListShardsCommand(nextToken ? { NextToken: nextToken } : { StreamName: streamName }));
-    shards.push(...(page.Shards ?? []));
-    nextToken = page.NextToken;
-  } while (nextToken);
-  return shards;
-}
+export const listAllShards = listStreamShards;
 
 /** True when the shard is closed (it has an ending sequence number: it was split or merged). */
 export function isShardClosed(shard: Shard): boolean {

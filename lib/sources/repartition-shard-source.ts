@@ -66,18 +66,21 @@ export class RepartitionShardSource implements MicroBatchStream {
     return null;
   }
 
-  private apply(start: RepartitionOffset | null, end: bigint): { rows: unknown[][]; sources: Record<string, SourceProgress>; invalid: number; records: Buffered[] } {
+  private recordsIn(start: RepartitionOffset | null, end: bigint): Buffered[] {
     const from = start ? BigInt(start.sequenceNumber) : -1n;
+    return this.buffer.filter((b) => b.seq > from && b.seq <= end);
+  }
+
+  /** Applies the records after `start` up to `end`; `rows` receives what is new (when given). */
+  private apply(start: RepartitionOffset | null, end: bigint, rows?: unknown[][]): { sources: Record<string, SourceProgress>; records: Buffered[] } {
     const sources: Record<string, SourceProgress> = { ...(start?.sources ?? {}) };
-    const rows: unknown[][] = [];
-    const records = this.buffer.filter((b) => b.seq > from && b.seq <= end);
-    let invalid = 0;
+    const records = this.recordsIn(start, end);
     for (const b of records) {
-      if (!b.decoded) { invalid++; continue; }
+      if (!b.decoded) continue;
       const applied = applyRepartitionRecord(sources, b.decoded);
-      if (applied) for (const r of applied) rows.push([...r]);
+      if (applied && rows) for (const r of applied) rows.push([...r]);
     }
-    return { rows, sources, invalid, records };
+    return { sources, records };
   }
 
   latestOffset(): Offset | null {
@@ -96,8 +99,7 @@ export class RepartitionShardSource implements MicroBatchStream {
 
   covers(start: Offset | null, end: Offset): boolean {
     const planned = asOffset(end)!;
-    const from = start === null ? -1n : BigInt(asOffset(start)!.sequenceNumber);
-    const found = this.buffer.filter((b) => b.seq > from && b.seq <= BigInt(planned.sequenceNumber));
+    const found = this.recordsIn(asOffset(start), BigInt(planned.sequenceNumber));
     return found.length === planned.recordCount
       && found[0]?.record.sequenceNumber === planned.firstSequenceNumber
       && found[found.length - 1]?.record.sequenceNumber === planned.sequenceNumber;
@@ -107,11 +109,13 @@ export class RepartitionShardSource implements MicroBatchStream {
     if (!this.covers(start, end)) {
       throw new Error(`records of ${this.shardId} in (${JSON.stringify(start)}, ${JSON.stringify(end)}] are not all available`);
     }
-    return this.apply(asOffset(start), BigInt(asOffset(end)!.sequenceNumber)).rows;
+    const rows: unknown[][] = [];
+    this.apply(asOffset(start), BigInt(asOffset(end)!.sequenceNumber), rows);
+    return rows;
   }
 
   numInvalidRecords(start: Offset | null, end: Offset): number {
-    return this.apply(asOffset(start), BigInt(asOffset(end)!.sequenceNumber)).invalid;
+    return this.recordsIn(asOffset(start), BigInt(asOffset(end)!.sequenceNumber)).filter((b) => !b.decoded).length;
   }
 
   commit(end: Offset): void {
