@@ -5,6 +5,7 @@ export { DataStreamWriter, memorySinks } from './api/data-stream-writer.js';
 export { Column, interval, type SortOrder } from './plan/column.js';
 export * from './plan/functions.js';
 export { MemoryStream } from './sources/memory-stream.js';
+export { JsonMemoryStream, type InvalidRecord, type JsonMemoryStreamOptions } from './sources/json-memory-stream.js';
 export type { MicroBatchStream, Offset } from './sources/source.js';
 export { MemorySink } from './sinks/memory-sink.js';
 export { ConsoleSink, formatBatchTable } from './sinks/console-sink.js';

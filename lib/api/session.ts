@@ -1,6 +1,7 @@
 import { parseDataType, type StructField } from '../plan/data-types.js';
 import { newAttribute } from '../plan/attribute.js';
 import { MemoryStream } from '../sources/memory-stream.js';
+import { JsonMemoryStream, type JsonMemoryStreamOptions } from '../sources/json-memory-stream.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { DataFrame } from './data-frame.js';
 
@@ -57,6 +58,12 @@ export class SluiceSession {
 
   memoryStream(schema: SchemaLike, name?: string): { stream: MemoryStream; df: DataFrame } {
     const stream = new MemoryStream(toSchema(schema), name);
+    return { stream, df: this.readStream(stream) };
+  }
+
+  /** A stream of raw JSON records, decoded with `schema` as the Kinesis source decodes them. */
+  jsonMemoryStream(schema: SchemaLike, options: JsonMemoryStreamOptions = {}): { stream: JsonMemoryStream; df: DataFrame } {
+    const stream = new JsonMemoryStream(toSchema(schema), options);
     return { stream, df: this.readStream(stream) };
   }
 

@@ -15,8 +15,19 @@ export type PartialGroup = [keyValues: unknown[], buffers: unknown[]];
 export interface CompiledAggregation {
   readonly keyCount: number;
   readonly functions: readonly AggregateFunction[];
+  /** Whether a row can belong to several groups (a sliding window, explode): use `forEachKey`. */
+  readonly hasExpandingKey: boolean;
   /** Calls `visit` once per group key the row belongs to (several for a sliding window). */
   forEachKey(row: Row, visit: (keyValues: unknown[], encoded: string) => void): void;
+  /**
+   * Writes the row's group key into `key` (no allocation); false when the row belongs to no group
+   * (a NULL event time under a window). Only without an expanding key.
+   */
+  keyInto(row: Row, key: unknown[]): boolean;
+  /** The key's string form: the state store key. */
+  encodeKey(keyValues: readonly unknown[]): string;
+  /** A copy of key values to keep (`keyInto` reuses its array). */
+  copyKey(keyValues: readonly unknown[]): unknown[];
   /**
    * Folds the row into its groups' partial buffers in `groups` (by encoded key), creating a
    * group with fresh buffers when needed. The hot path of every hash aggregation: no per-row
@@ -82,9 +93,17 @@ export function compileAggregation(
   // of copying each one through the young generation (measured: about a third less scavenging).
   const f0 = functions[0];
   const f1 = functions[1];
-  const copyKey = keyCount === 1 ? (k: unknown[]): unknown[] => [k[0]]
-    : keyCount === 2 ? (k: unknown[]): unknown[] => [k[0], k[1]]
-      : (k: unknown[]): unknown[] => k.slice();
+  const copyKey = keyCount === 1 ? (k: readonly unknown[]): unknown[] => [k[0]]
+    : keyCount === 2 ? (k: readonly unknown[]): unknown[] => [k[0], k[1]]
+      : (k: readonly unknown[]): unknown[] => k.slice();
+  const keyInto = (row: Row, key: unknown[]): boolean => {
+    for (let i = 0; i < keyCount; i++) {
+      const v = keyEvals[i]!(row);
+      if (v === null && dropsNull[i]) return false;
+      key[i] = v;
+    }
+    return true;
+  };
   const initialBuffers = (): unknown[] => {
     if (n === 1) return [f0!.initial()];
     if (n === 2) return [f0!.initial(), f1!.initial()];
@@ -125,7 +144,11 @@ export function compileAggregation(
   return {
     keyCount,
     functions,
+    hasExpandingKey: generator !== null,
     forEachKey,
+    keyInto,
+    encodeKey: encode,
+    copyKey,
     groupInto,
     resultRow(keyValues, buffers) {
       if (directSlots !== null) {

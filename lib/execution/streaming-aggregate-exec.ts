@@ -1,14 +1,47 @@
 import type { Attribute } from '../plan/attribute.js';
 import { describe, unalias, type Expr } from '../plan/expressions.js';
-import { typeToString } from '../plan/data-types.js';
+import { typeToString, type DataType } from '../plan/data-types.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
-import { compileAggregation, eventTimeOfKey, type CompiledAggregation, type PartialGroup } from './aggregation.js';
+import { compileAggregation, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
+import { createGroupIndex, type GroupIndex } from './group-index.js';
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
 import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from './physical.js';
 
 /** Stored per group: the key values and the aggregate buffers. */
 type GroupState = readonly [keyValues: readonly unknown[], buffers: readonly unknown[]];
+
+/** A group in the operator's working table: its stored value, plus this batch's partial buffers. */
+interface GroupEntry {
+  readonly keyValues: unknown[];
+  /** The value in the store (null: new this batch). */
+  state: GroupState | null;
+  /** This batch's buffers, from the group's first row of the batch until the batch ends. */
+  partial: unknown[] | null;
+  /** The store key, built once per group. */
+  encoded: string | null;
+  /** The batch that last touched the group. */
+  touched: number;
+}
+
+/**
+ * The store's groups indexed by key values and by event time. Valid for the store version it
+ * was built for; rebuilt after a restart or a failed batch.
+ */
+interface GroupTable {
+  forVersion: number;
+  readonly index: GroupIndex<GroupEntry>;
+  /** Groups by the event time of their key (ms), so eviction visits only the groups it closes. */
+  readonly byTime: Map<number, GroupEntry[]> | null;
+}
+
+interface BatchGroups {
+  readonly stamp: number;
+  readonly changed: GroupEntry[];
+  /** Late groups seen this batch (Spark counts a late group once, not each of its rows). */
+  lateKeys: Set<string> | null;
+  readonly lateMs: number | null;
+}
 
 /**
  * Spark's StateStoreRestoreExec + StateStoreSaveExec around a partial/final hash aggregate.
@@ -28,11 +61,10 @@ export class StreamingAggregateExec implements StatefulExec {
   private readonly keyEventTimeMs: ((k: readonly unknown[]) => number) | null;
   private progress: StateOperatorProgress = emptyOperatorProgress('stateStoreSave');
   private lastEvictionWatermarkMs: number | null = null;
-  /**
-   * Keys by event time (ms), so eviction visits only the groups it closes instead of scanning all
-   * state. Valid for the store version it was built for; rebuilt after a restart or a failed batch.
-   */
-  private evictionIndex: { forVersion: number; byTime: Map<number, Set<string>> } | null = null;
+  private table: GroupTable | null = null;
+  private batchStamp = 0;
+  private readonly keyTypes: readonly DataType[];
+  private readonly scratchKey: unknown[];
 
   constructor(
     readonly operatorId: number,
@@ -45,6 +77,8 @@ export class StreamingAggregateExec implements StatefulExec {
     this.children = [child];
     this.agg = compileAggregation(groupingExprs, aggregateExprs, child.output, evalContext);
     this.keyEventTimeMs = eventTimeOfKey(output.slice(0, groupingExprs.length));
+    this.keyTypes = output.slice(0, groupingExprs.length).map((a) => a.type);
+    this.scratchKey = new Array<unknown>(groupingExprs.length);
     this.stateStoreIds = [{ operatorId, storeName: 'default' }];
     // Aliases are left out: renaming a result column keeps the state's meaning, as in Spark.
     this.stateSchema = `aggregate(keys=[${output.slice(0, groupingExprs.length).map((a) => `${a.name}:${typeToString(a.type)}`).join(', ')}], `
@@ -56,56 +90,69 @@ export class StreamingAggregateExec implements StatefulExec {
     const store = ctx.store<GroupState>(this.stateStoreIds[0]!);
     const progress = emptyOperatorProgress('stateStoreSave');
     const { agg } = this;
+    const table = this.tableFor(store);
+    const batch: BatchGroups = {
+      stamp: ++this.batchStamp,
+      changed: [],
+      lateKeys: null,
+      lateMs: ctx.hasWatermark && this.keyEventTimeMs && ctx.outputMode !== 'complete' ? ctx.lateEventsWatermarkMs(this.operatorId) : null,
+    };
 
-    // Partial aggregation of this batch's rows.
-    const partials = new Map<string, PartialGroup>();
-    for (let r = 0; r < input.length; r++) agg.groupInto(input[r]!, partials);
-
-    const lateMs = ctx.hasWatermark && this.keyEventTimeMs ? ctx.lateEventsWatermarkMs(this.operatorId) : null;
-    const evictMs = ctx.hasWatermark && this.keyEventTimeMs ? ctx.evictionWatermarkMs(this.operatorId) : null;
-    const isLate = (k: readonly unknown[]): boolean => ctx.outputMode !== 'complete' && lateMs !== null && this.keyEventTimeMs!(k) <= lateMs;
-    const isEvictable = (k: readonly unknown[]): boolean => evictMs !== null && this.keyEventTimeMs!(k) <= evictMs;
-
-    const index = this.keyEventTimeMs && ctx.outputMode !== 'complete' ? this.indexFor(store) : null;
-    const output: Row[] = [];
-    // forEach, not for-of with destructuring: no [key, value] array per group.
-    partials.forEach((group, encoded) => {
-      const keyValues = group[0];
-      if (isLate(keyValues)) {
-        progress.numRowsDroppedByWatermark++;
-        return;
+    if (agg.hasExpandingKey) {
+      for (let r = 0; r < input.length; r++) {
+        const row = input[r]!;
+        agg.forEachKey(row, (keyValues) => {
+          const entry = this.touch(table, keyValues, batch);
+          if (entry !== null) agg.updateBuffers(entry.partial!, row);
+        });
       }
-      const stored = store.get(encoded);
-      // The batch's group tuple becomes the stored value (it is not touched after this batch). Its
-      // partial buffers are this batch's own, so the stored ones are merged into them in place, and
-      // an existing group keeps its stored key values (fewer objects kept alive per group).
-      const buffers = group[1];
-      if (stored !== undefined) {
-        agg.mergeInto(stored[1], buffers);
-        group[0] = stored[0] as unknown[];
-      }
-      store.put(encoded, group);
-      if (stored === undefined && index) addToIndex(index, this.keyEventTimeMs!(keyValues), encoded);
-      progress.numRowsUpdated++;
-      if (ctx.outputMode === 'update') output.push(agg.resultRow(keyValues, buffers));
-    });
-
-    if (ctx.outputMode === 'complete') {
-      for (const [, [keyValues, buffers]] of store.entries()) output.push(agg.resultRow(keyValues, buffers));
-    } else if (evictMs !== null && index) {
-      for (const [timeMs, keys] of index) {
-        if (timeMs > evictMs) continue;
-        for (const encoded of keys) {
-          const stored = store.get(encoded);
-          if (stored === undefined) continue;
-          if (ctx.outputMode === 'append') output.push(agg.resultRow(stored[0], stored[1]));
-          store.remove(encoded);
-          progress.numRowsRemoved++;
-        }
-        index.delete(timeMs);
+    } else {
+      const scratch = this.scratchKey;
+      for (let r = 0; r < input.length; r++) {
+        const row = input[r]!;
+        if (!agg.keyInto(row, scratch)) continue;
+        const entry = this.touch(table, scratch, batch);
+        if (entry !== null) agg.updateBuffers(entry.partial!, row);
       }
     }
-    if (index) this.evictionIndex = { forVersion: store.version + 1, byTime: index };
+    progress.numRowsDroppedByWatermark = batch.lateKeys?.size ?? 0;
+
+    // Each changed group: the batch's partial buffers merged with the stored ones become the new,
+    // immutable stored value (the old one stays intact for the store's older versions).
+    const output: Row[] = [];
+    const { changed } = batch;
+    for (let i = 0; i < changed.length; i++) {
+      const entry = changed[i]!;
+      const buffers = entry.partial!;
+      entry.partial = null;
+      const stored = entry.state;
+      if (stored !== null) agg.mergeInto(stored[1], buffers);
+      else if (table.byTime !== null) addToIndex(table.byTime, this.keyEventTimeMs!(entry.keyValues), entry);
+      const state: GroupState = [entry.keyValues, buffers];
+      entry.state = state;
+      if (entry.encoded === null) entry.encoded = agg.encodeKey(entry.keyValues);
+      store.put(entry.encoded, state);
+      if (ctx.outputMode === 'update') output.push(agg.resultRow(entry.keyValues, buffers));
+    }
+    progress.numRowsUpdated = changed.length;
+
+    const evictMs = ctx.hasWatermark && this.keyEventTimeMs ? ctx.evictionWatermarkMs(this.operatorId) : null;
+    if (ctx.outputMode === 'complete') {
+      for (const [, [keyValues, buffers]] of store.entries()) output.push(agg.resultRow(keyValues, buffers));
+    } else if (evictMs !== null && table.byTime !== null) {
+      for (const [timeMs, entries] of table.byTime) {
+        if (timeMs > evictMs) continue;
+        for (const entry of entries) {
+          const [keyValues, buffers] = entry.state!;
+          if (ctx.outputMode === 'append') output.push(agg.resultRow(keyValues, buffers));
+          store.remove(entry.encoded!);
+          table.index.delete(keyValues);
+          progress.numRowsRemoved++;
+        }
+        table.byTime.delete(timeMs);
+      }
+    }
+    table.forVersion = store.version + 1;
     this.recordEvictionWatermark(ctx);
     progress.numRowsTotal = store.size;
     progress.numOutputRows = output.length;
@@ -113,12 +160,40 @@ export class StreamingAggregateExec implements StatefulExec {
     return output;
   }
 
-  private indexFor(store: StateStore<GroupState>): Map<number, Set<string>> {
-    if (this.evictionIndex && this.evictionIndex.forVersion === store.version) return this.evictionIndex.byTime;
-    const byTime = new Map<number, Set<string>>();
-    for (const [encoded, [keyValues]] of store.entries()) addToIndex(byTime, this.keyEventTimeMs!(keyValues), encoded);
-    this.evictionIndex = null;
-    return byTime;
+  /**
+   * The group `keyValues` names, ready to take this batch's rows: created if new, given fresh
+   * partial buffers on its first row of the batch. Null when the group is behind the watermark (the
+   * row is dropped; each late group counts once per batch).
+   */
+  private touch(table: GroupTable, keyValues: readonly unknown[], batch: BatchGroups): GroupEntry | null {
+    let entry = table.index.get(keyValues);
+    if (entry !== undefined && entry.touched === batch.stamp) return entry;
+    if (batch.lateMs !== null && this.keyEventTimeMs!(keyValues) <= batch.lateMs) {
+      (batch.lateKeys ??= new Set()).add(this.agg.encodeKey(keyValues));
+      return null;
+    }
+    if (entry === undefined) {
+      entry = { keyValues: this.agg.copyKey(keyValues), state: null, partial: null, encoded: null, touched: 0 };
+      table.index.set(keyValues, entry);
+    }
+    entry.touched = batch.stamp;
+    entry.partial = this.agg.initialBuffers();
+    batch.changed.push(entry);
+    return entry;
+  }
+
+  /** The working table for the store's version: kept from the last batch, or rebuilt from the store. */
+  private tableFor(store: StateStore<GroupState>): GroupTable {
+    if (this.table !== null && this.table.forVersion === store.version) return this.table;
+    const index = createGroupIndex<GroupEntry>(this.keyTypes);
+    const byTime = this.keyEventTimeMs ? new Map<number, GroupEntry[]>() : null;
+    for (const [encoded, state] of store.entries()) {
+      const entry: GroupEntry = { keyValues: state[0] as unknown[], state, partial: null, encoded, touched: 0 };
+      index.set(state[0], entry);
+      if (byTime !== null) addToIndex(byTime, this.keyEventTimeMs!(state[0]), entry);
+    }
+    this.table = { forVersion: store.version, index, byTime };
+    return this.table;
   }
 
   lastProgress(): StateOperatorProgress {
@@ -140,8 +215,8 @@ export class StreamingAggregateExec implements StatefulExec {
   }
 }
 
-function addToIndex(index: Map<number, Set<string>>, timeMs: number, key: string): void {
-  let keys = index.get(timeMs);
-  if (!keys) index.set(timeMs, (keys = new Set()));
-  keys.add(key);
+function addToIndex(byTime: Map<number, GroupEntry[]>, timeMs: number, entry: GroupEntry): void {
+  const entries = byTime.get(timeMs);
+  if (entries === undefined) byTime.set(timeMs, [entry]);
+  else entries.push(entry);
 }

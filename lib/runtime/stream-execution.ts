@@ -27,6 +27,7 @@ import { formatProgressTimestamp } from '../execution/values.js';
 import { propagateWatermark } from '../execution/watermark-propagator.js';
 import { collectNodes, type LogicalPlan, type StreamingRelationNode } from '../plan/logical-plan.js';
 import type { Offset, MicroBatchStream } from '../sources/source.js';
+import { requiredSourceColumns } from '../analysis/required-columns.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
 import type { Sink } from '../sinks/sink.js';
 import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type OffsetSeq, type QueryFingerprint } from '../checkpoint/checkpoint.js';
@@ -115,6 +116,7 @@ export class StreamExecution {
     const byName = new Map<string, MicroBatchStream>();
     for (const r of relations) byName.set(r.sourceId, r.source);
     this.sources = [...byName.values()];
+    for (const [source, columns] of requiredSourceColumns(options.plan)) source.pruneColumns?.([...columns]);
   }
 
   get lastProgress(): StreamingQueryProgress | undefined {

@@ -163,6 +163,21 @@ export function createJsonDecoder(schema: readonly StructField[], options: JsonD
   };
 }
 
+/**
+ * As `createJsonDecoder`, for the engine's own scans: the row, or the reason as a string, so the
+ * usual record costs no result object.
+ */
+export function createJsonRowDecoder(schema: readonly StructField[], options: JsonDecoderOptions = {}): (text: string) => unknown[] | string {
+  const parse = createJsonParseDecoder(schema, options);
+  const slowPath = (text: string): unknown[] | string => {
+    const result = parse(text);
+    return result.ok ? result.row : result.reason;
+  };
+  const scanner = FlatRecordScanner.create(schema, options);
+  if (scanner === null) return slowPath;
+  return (text) => scanner.scan(text) ?? slowPath(text);
+}
+
 interface UsedField {
   readonly name: string;
   readonly index: number;

@@ -18,4 +18,9 @@ export interface MicroBatchStream {
   commit(end: Offset): void;
   /** Records in `(start, end]` that could not be decoded and went to the dead-letter location. */
   numInvalidRecords?(start: Offset | null, end: Offset): number;
+  /**
+   * Column pruning (Spark's SupportsPushDownRequiredColumns): before the first batch, the engine
+   * names the columns the query reads. A source that decodes records may leave the others NULL.
+   */
+  pruneColumns?(columns: readonly string[]): void;
 }

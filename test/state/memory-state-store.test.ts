@@ -159,14 +159,29 @@ describe('MemoryStateStore', () => {
     }
   });
 
-  it('refuses a commit from a store opened on a version that is no longer the latest', async () => {
+  it('lets the last opener win: a superseded store can neither write nor commit, and its writes are reverted', async () => {
     const provider = new MemoryStateStoreProvider();
     const a = await provider.open<number>(id, 0);
-    const b = await provider.open<number>(id, 0);
     a.put('k', 1);
+    a.put('gone', 1);
+    const b = await provider.open<number>(id, 0); // a restarted batch: a's writes are undone
+    expect(b.get('k')).toBeUndefined();
+    expect(b.size).toBe(0);
+    expect(() => a.put('k', 3)).toThrow(/Concurrent update/);
     b.put('k', 2);
+    await expect(a.commit()).rejects.toThrow(/Concurrent update/);
+    expect(await b.commit()).toBe(1);
+    expect(sorted((await provider.open<number>(id, 1)).entries())).toEqual([['k', 2]]);
+  });
+
+  it('refuses a commit from a store whose version was committed by another writer', async () => {
+    const provider = new MemoryStateStoreProvider();
+    const a = await provider.open<number>(id, 0);
     await a.commit();
-    await expect(b.commit()).rejects.toThrow(/Concurrent update/);
+    const b = await provider.open<number>(id, 1);
+    b.put('k', 1);
+    await expect(a.commit()).rejects.toThrow(/Concurrent update/);
+    expect(await b.commit()).toBe(2);
   });
 });
 

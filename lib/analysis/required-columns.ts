@@ -1,0 +1,88 @@
+import type { Attribute } from '../plan/attribute.js';
+import type { Expr } from '../plan/expressions.js';
+import { planChildren, type LogicalPlan } from '../plan/logical-plan.js';
+import type { MicroBatchStream } from '../sources/source.js';
+import { boundChildren, type BoundExpr } from './bound-expr.js';
+import { bind } from './binder.js';
+
+/**
+ * Spark's column pruning pushed into the scan: per streaming source, the columns the query reads
+ * (in expressions, as keys, or passed through to the sink). A source that decodes records can then
+ * decode only those. Errs on the side of keeping a column: a node whose use it cannot see keeps
+ * all of its input.
+ */
+export function requiredSourceColumns(plan: LogicalPlan): Map<MicroBatchStream, Set<string>> {
+  const used = new Set<number>();
+  const useAll = (attrs: readonly Attribute[]): void => attrs.forEach((a) => used.add(a.id));
+  const useExpr = (e: Expr, input: readonly Attribute[]): void => {
+    try {
+      collectRefs(bind(e, input), used);
+    } catch {
+      useAll(input);
+    }
+  };
+  /** An output column that is a renamed/re-typed copy of the child's column at the same position. */
+  const usePositional = (output: readonly Attribute[], input: readonly Attribute[]): void => {
+    if (output.length !== input.length) return useAll(input);
+    output.forEach((a, i) => { if (used.has(a.id)) used.add(input[i]!.id); });
+  };
+  const required = new Map<MicroBatchStream, Set<string>>();
+
+  useAll(plan.output);
+  const visit = (p: LogicalPlan): void => {
+    switch (p.kind) {
+      case 'StreamingRelation': {
+        let names = required.get(p.source);
+        if (!names) required.set(p.source, (names = new Set()));
+        for (const a of p.output) if (used.has(a.id)) names.add(a.name);
+        return;
+      }
+      case 'LocalRelation':
+        return;
+      case 'Project':
+        p.exprs.forEach((e) => useExpr(e, p.child.output));
+        break;
+      case 'Filter':
+      case 'FailOnce':
+        useExpr(p.condition, p.child.output);
+        break;
+      case 'EventTimeWatermark':
+        used.add(p.eventTime.id);
+        usePositional(p.output, p.child.output);
+        break;
+      case 'Aggregate':
+        [...p.groupingExprs, ...p.aggregateExprs].forEach((e) => useExpr(e, p.child.output));
+        break;
+      case 'Deduplicate':
+        useAll(p.keys);
+        usePositional(p.output, p.child.output);
+        break;
+      case 'Sort':
+        p.orders.forEach((o) => useExpr(o.expr, p.child.output));
+        break;
+      case 'WindowFunction':
+        [...p.partitionBy, ...p.orderBy.map((o) => o.expr)].forEach((e) => useExpr(e, p.child.output));
+        break;
+      case 'Join':
+        if (p.condition) useExpr(p.condition, [...p.left.output, ...p.right.output]);
+        break;
+      case 'SubqueryAlias':
+        usePositional(p.output, p.child.output);
+        break;
+      case 'Union':
+      case 'Except':
+      case 'Intersect':
+        // Set operations compare whole rows.
+        planChildren(p).forEach((c) => useAll(c.output));
+        break;
+    }
+    planChildren(p).forEach(visit);
+  };
+  visit(plan);
+  return required;
+}
+
+function collectRefs(e: BoundExpr, into: Set<number>): void {
+  if (e.kind === 'ref') into.add(e.attribute.id);
+  for (const c of boundChildren(e)) collectRefs(c, into);
+}
