@@ -1,5 +1,5 @@
 import type { Attribute } from '../plan/attribute.js';
-import type { Expr } from '../plan/expressions.js';
+import { exists, type Expr } from '../plan/expressions.js';
 import { planChildren, type LogicalPlan } from '../plan/logical-plan.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { boundChildren, type BoundExpr } from './bound-expr.js';
@@ -40,7 +40,11 @@ export function requiredSourceColumns(plan: LogicalPlan): Map<MicroBatchStream, 
       case 'LocalRelation':
         return;
       case 'Project':
-        p.exprs.forEach((e) => useExpr(e, p.child.output));
+        // A column the parent does not read costs nothing, unless it changes the row count
+        // (explode; a window drops rows with a NULL time, and a sliding one repeats rows).
+        p.exprs.forEach((e, i) => {
+          if (used.has(p.output[i]!.id) || exists(e, changesRowCount)) useExpr(e, p.child.output);
+        });
         break;
       case 'Filter':
       case 'FailOnce':
@@ -81,6 +85,9 @@ export function requiredSourceColumns(plan: LogicalPlan): Map<MicroBatchStream, 
   visit(plan);
   return required;
 }
+
+const changesRowCount = (e: Expr): boolean =>
+  (e.kind === 'call' && e.fn === 'explode') || e.kind === 'timeWindow' || e.kind === 'sessionWindow';
 
 function collectRefs(e: BoundExpr, into: Set<number>): void {
   if (e.kind === 'ref') into.add(e.attribute.id);

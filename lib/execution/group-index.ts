@@ -4,8 +4,8 @@ import { encodeKey } from './values.js';
 /**
  * A hash index from a grouping key (one value per key column) to an entry, without building a
  * string per lookup: one Map level per column, keyed by the column's value as a primitive. A
- * window is its start (its length is fixed per column); NULL is null; structs and arrays are
- * their JSON text. Maps compare with SameValueZero, so -0 and 0 are one group and so are all NaNs,
+ * `window()` column is its start (its length is fixed per column); NULL is null; other structs and
+ * arrays are their JSON text. Maps compare with SameValueZero, so -0 and 0 are one group and so are all NaNs,
  * as Spark normalises floating-point grouping keys.
  */
 export interface GroupIndex<E> {
@@ -19,16 +19,15 @@ type Primitive = string | number | boolean | null;
 type ToPrimitive = (v: unknown) => Primitive;
 type Level = Map<Primitive, unknown>;
 
-function primitiveOf(type: DataType): ToPrimitive {
-  if (typeof type === 'object' && type.kind === 'struct' && type.fields.length === 2 && type.fields[0]!.name === 'start' && type.fields[1]!.name === 'end') {
-    return (v) => (v === null || v === undefined ? null : (v as { start: number }).start);
-  }
+function primitiveOf(type: DataType, isWindow: boolean): ToPrimitive {
+  if (isWindow) return (v) => (v === null || v === undefined ? null : (v as { start: number }).start);
   if (typeof type === 'object') return (v) => (v === null || v === undefined ? null : encodeKey([v]));
   return (v) => (v === undefined ? null : (v as Primitive));
 }
 
-export function createGroupIndex<E>(keyTypes: readonly DataType[]): GroupIndex<E> {
-  const toPrimitive = keyTypes.map(primitiveOf);
+/** `windowKeys[i]`: key column i is a `window()` (a struct named start/end is not necessarily one). */
+export function createGroupIndex<E>(keyTypes: readonly DataType[], windowKeys: readonly boolean[] = []): GroupIndex<E> {
+  const toPrimitive = keyTypes.map((t, i) => primitiveOf(t, windowKeys[i] === true));
   switch (toPrimitive.length) {
     case 0:
       return singleEntryIndex<E>();

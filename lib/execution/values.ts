@@ -61,7 +61,12 @@ export function encodeKey(values: readonly unknown[]): string {
     if (typeof v === 'string') return `s${v}`;
     if (typeof v === 'number') return `n${v}`;
   }
-  return JSON.stringify(values);
+  return JSON.stringify(values, keepNonFiniteNumbers);
+}
+
+/** JSON writes NaN and ±Infinity as null: keep them apart from NULL (and from each other). */
+function keepNonFiniteNumbers(_key: string, value: unknown): unknown {
+  return typeof value === 'number' && !Number.isFinite(value) ? { '\u0000number': String(value) } : value;
 }
 
 /** Total order used by sorting and min/max: NULLs first, then numbers, strings, booleans. */
