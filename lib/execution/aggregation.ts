@@ -7,7 +7,6 @@ import { makeAggregateFunction, type AggregateFunction } from './aggregate-funct
 import type { EvalContext } from './eval-context.js';
 import { compile, compileGenerator, type Row } from './evaluate.js';
 import { compileKeyEncoder } from './values.js';
-import { compileGroupKernel, type GroupKernel } from './aggregation-codegen.js';
 
 /** A group of one batch: its key values and its (mutable) partial buffers. */
 export type PartialGroup = [keyValues: unknown[], buffers: unknown[]];
@@ -39,10 +38,6 @@ export interface CompiledAggregation {
   groupInto(row: Row, groups: Map<string, PartialGroup>): void;
   /** Output row from a group's key values and buffers. */
   resultRow(keyValues: readonly unknown[], buffers: readonly unknown[]): Row;
-  /** Output row from a stored value: the key values, then the buffers (see `GroupKernel`). */
-  resultRowOfStored(stored: readonly unknown[]): Row;
-  /** The streaming aggregation's compiled per-group code. */
-  readonly kernel: GroupKernel;
   initialBuffers(): unknown[];
   updateBuffers(buffers: unknown[], row: Row): void;
   mergeBuffers(stored: readonly unknown[], partial: readonly unknown[]): unknown[];
@@ -102,7 +97,7 @@ export function compileAggregation(
   const f1 = functions[1];
   const copyKey = keyCount === 1 ? (k: readonly unknown[]): unknown[] => [k[0]]
     : keyCount === 2 ? (k: readonly unknown[]): unknown[] => [k[0], k[1]]
-      : (k: readonly unknown[]): unknown[] => k.slice(0, keyCount);
+      : (k: readonly unknown[]): unknown[] => k.slice();
   const keyInto = (row: Row, key: unknown[]): boolean => {
     for (let i = 0; i < keyCount; i++) {
       const v = keyEvals[i]!(row);
@@ -148,40 +143,33 @@ export function compileAggregation(
       });
     };
 
-  const resultRow = (keyValues: readonly unknown[], buffers: readonly unknown[], offset = 0): Row => {
-    if (directSlots !== null) {
-      // Every output is a key or an aggregate as is: no intermediate row.
-      const out: Row = new Array<unknown>(keyCount + directSlots.length);
-      for (let i = 0; i < keyCount; i++) out[i] = keyValues[i];
-      for (let j = 0; j < directSlots.length; j++) {
-        const slot = directSlots[j]!;
-        out[keyCount + j] = slot < keyCount ? keyValues[slot] : functions[slot - keyCount]!.evaluate(buffers[offset + slot - keyCount]);
-      }
-      return out;
-    }
-    const synthetic: Row = keyValues.slice(0, keyCount);
-    for (let i = 0; i < n; i++) synthetic.push(functions[i]!.evaluate(buffers[offset + i]));
-    const out: Row = keyValues.slice(0, keyCount);
-    for (const f of outputEvals) out.push(f(synthetic));
-    return out;
-  };
-  let kernel: GroupKernel | null = null;
-
   return {
     keyCount,
     functions,
     windowKeys: boundKeys.map((k) => k.kind === 'timeWindow'),
     hasExpandingKey: generator !== null,
-    get kernel(): GroupKernel {
-      return (kernel ??= compileGroupKernel(boundKeys, keyEvals, dropsNull, aggregates, functions));
-    },
-    resultRowOfStored: (stored) => resultRow(stored, stored, keyCount),
     forEachKey,
     keyInto,
     encodeKey: encode,
     copyKey,
     groupInto,
-    resultRow: (keyValues, buffers) => resultRow(keyValues, buffers),
+    resultRow(keyValues, buffers) {
+      if (directSlots !== null) {
+        // Every output is a key or an aggregate as is: no intermediate row.
+        const out: Row = new Array<unknown>(keyCount + directSlots.length);
+        for (let i = 0; i < keyCount; i++) out[i] = keyValues[i];
+        for (let j = 0; j < directSlots.length; j++) {
+          const slot = directSlots[j]!;
+          out[keyCount + j] = slot < keyCount ? keyValues[slot] : functions[slot - keyCount]!.evaluate(buffers[slot - keyCount]);
+        }
+        return out;
+      }
+      const synthetic: Row = [...keyValues];
+      for (let i = 0; i < n; i++) synthetic.push(functions[i]!.evaluate(buffers[i]));
+      const out: Row = [...keyValues];
+      for (const f of outputEvals) out.push(f(synthetic));
+      return out;
+    },
     initialBuffers,
     updateBuffers,
     mergeBuffers(stored, partial) {

@@ -3,24 +3,30 @@ import { describe, unalias, type Expr } from '../plan/expressions.js';
 import { typeToString, type DataType } from '../plan/data-types.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
 import { compileAggregation, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
-import type { GroupEntry } from './aggregation-codegen.js';
 import { createGroupIndex, type GroupIndex } from './group-index.js';
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
 import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from './physical.js';
 
-/**
- * Stored per group: the key values, then the aggregate buffers, in one array (one object per
- * changed group and batch). Never mutated once stored: the store keeps older versions by sharing.
- */
-type StoredGroup = readonly unknown[];
+/** Stored per group: the key values and the aggregate buffers. */
+type GroupState = readonly [keyValues: readonly unknown[], buffers: readonly unknown[]];
 
-/** The layout of StoredGroup, part of the state schema so an older layout is refused clearly. */
-const STATE_LAYOUT = 'keys+buffers';
+/** A group in the operator's working table: its stored value, plus this batch's partial buffers. */
+interface GroupEntry {
+  readonly keyValues: unknown[];
+  /** The value in the store (null: new this batch). */
+  state: GroupState | null;
+  /** This batch's buffers, from the group's first row of the batch until the batch ends. */
+  partial: unknown[] | null;
+  /** The store key, built once per group. */
+  encoded: string | null;
+  /** The batch that last touched the group. */
+  touched: number;
+}
 
 /**
  * The store's groups indexed by key values and by event time. Valid for the store version it
- * was built for; rebuilt from the store after a restart or a failed batch.
+ * was built for; rebuilt after a restart or a failed batch.
  */
 interface GroupTable {
   forVersion: number;
@@ -39,10 +45,8 @@ interface BatchGroups {
 
 /**
  * Spark's StateStoreRestoreExec + StateStoreSaveExec around a partial/final hash aggregate.
- * The batch is first aggregated on its own (partial buffers per group, in the operator's working
- * table), then each changed group's buffers are merged with its stored ones and stored, so a late
- * row is counted once per late group, as in Spark. The per-row loop is generated per plan (see
- * GroupKernel).
+ * The batch is first aggregated on its own (one partial buffer per group), then each group is
+ * merged with its stored buffer, so a late row is counted once per late group, as in Spark.
  *
  * - complete: every group is stored forever; the whole table is emitted each batch.
  * - update: changed groups are emitted; groups behind the eviction watermark are removed.
@@ -72,22 +76,20 @@ export class StreamingAggregateExec implements StatefulExec {
   ) {
     this.children = [child];
     this.agg = compileAggregation(groupingExprs, aggregateExprs, child.output, evalContext);
-    const keyAttributes = output.slice(0, groupingExprs.length);
-    this.keyEventTimeMs = eventTimeOfKey(keyAttributes);
-    this.keyTypes = keyAttributes.map((a) => a.type);
+    this.keyEventTimeMs = eventTimeOfKey(output.slice(0, groupingExprs.length));
+    this.keyTypes = output.slice(0, groupingExprs.length).map((a) => a.type);
     this.scratchKey = new Array<unknown>(groupingExprs.length);
     this.stateStoreIds = [{ operatorId, storeName: 'default' }];
     // Aliases are left out: renaming a result column keeps the state's meaning, as in Spark.
-    this.stateSchema = `aggregate(keys=[${keyAttributes.map((a) => `${a.name}:${typeToString(a.type)}`).join(', ')}], `
-      + `aggs=[${aggregateExprs.slice(groupingExprs.length).map((e) => describe(unalias(e))).join(', ')}], layout=${STATE_LAYOUT})`;
+    this.stateSchema = `aggregate(keys=[${output.slice(0, groupingExprs.length).map((a) => `${a.name}:${typeToString(a.type)}`).join(', ')}], `
+      + `aggs=[${aggregateExprs.slice(groupingExprs.length).map((e) => describe(unalias(e))).join(', ')}])`;
   }
 
   execute(ctx: BatchContext): Row[] {
     const input = this.child.execute(ctx);
-    const store = ctx.store<StoredGroup>(this.stateStoreIds[0]!);
+    const store = ctx.store<GroupState>(this.stateStoreIds[0]!);
     const progress = emptyOperatorProgress('stateStoreSave');
     const { agg } = this;
-    const { kernel } = agg;
     const table = this.tableFor(store);
     const batch: BatchGroups = {
       stamp: ++this.batchStamp,
@@ -95,44 +97,56 @@ export class StreamingAggregateExec implements StatefulExec {
       lateKeys: null,
       lateMs: ctx.hasWatermark && this.keyEventTimeMs && ctx.outputMode !== 'complete' ? ctx.lateEventsWatermarkMs(this.operatorId) : null,
     };
-    const touch = (keyValues: unknown[]): GroupEntry | null => this.touch(table, keyValues, batch);
 
-    if (kernel.consume !== null) {
-      kernel.consume(input, this.scratchKey, touch);
-    } else {
+    if (agg.hasExpandingKey) {
       for (let r = 0; r < input.length; r++) {
         const row = input[r]!;
         agg.forEachKey(row, (keyValues) => {
-          const entry = touch(keyValues);
-          if (entry !== null) kernel.update(entry, row);
+          const entry = this.touch(table, keyValues, batch);
+          if (entry !== null) agg.updateBuffers(entry.partial!, row);
         });
+      }
+    } else {
+      const scratch = this.scratchKey;
+      for (let r = 0; r < input.length; r++) {
+        const row = input[r]!;
+        if (!agg.keyInto(row, scratch)) continue;
+        const entry = this.touch(table, scratch, batch);
+        if (entry !== null) agg.updateBuffers(entry.partial!, row);
       }
     }
     progress.numRowsDroppedByWatermark = batch.lateKeys?.size ?? 0;
 
+    // Each changed group: the batch's partial buffers merged with the stored ones become the new,
+    // immutable stored value (the old one stays intact for the store's older versions).
     const output: Row[] = [];
     const { changed } = batch;
     for (let i = 0; i < changed.length; i++) {
       const entry = changed[i]!;
-      if (entry.stored === null && table.byTime !== null) addToIndex(table.byTime, this.keyEventTimeMs!(entry.keyValues), entry);
-      const stored = kernel.nextStoredValue(entry);
-      entry.stored = stored;
+      const buffers = entry.partial!;
+      entry.partial = null;
+      const stored = entry.state;
+      if (stored !== null) agg.mergeInto(stored[1], buffers);
+      else if (table.byTime !== null) addToIndex(table.byTime, this.keyEventTimeMs!(entry.keyValues), entry);
+      const state: GroupState = [entry.keyValues, buffers];
+      entry.state = state;
       if (entry.encoded === null) entry.encoded = agg.encodeKey(entry.keyValues);
-      store.put(entry.encoded, stored);
-      if (ctx.outputMode === 'update') output.push(agg.resultRowOfStored(stored));
+      store.put(entry.encoded, state);
+      if (ctx.outputMode === 'update') output.push(agg.resultRow(entry.keyValues, buffers));
     }
     progress.numRowsUpdated = changed.length;
 
     const evictMs = ctx.hasWatermark && this.keyEventTimeMs ? ctx.evictionWatermarkMs(this.operatorId) : null;
     if (ctx.outputMode === 'complete') {
-      for (const [, stored] of store.entries()) output.push(agg.resultRowOfStored(stored));
+      for (const [, [keyValues, buffers]] of store.entries()) output.push(agg.resultRow(keyValues, buffers));
     } else if (evictMs !== null && table.byTime !== null) {
       for (const [timeMs, entries] of table.byTime) {
         if (timeMs > evictMs) continue;
         for (const entry of entries) {
-          if (ctx.outputMode === 'append') output.push(agg.resultRowOfStored(entry.stored!));
+          const [keyValues, buffers] = entry.state!;
+          if (ctx.outputMode === 'append') output.push(agg.resultRow(keyValues, buffers));
           store.remove(entry.encoded!);
-          table.index.delete(entry.keyValues);
+          table.index.delete(keyValues);
           progress.numRowsRemoved++;
         }
         table.byTime.delete(timeMs);
@@ -151,38 +165,32 @@ export class StreamingAggregateExec implements StatefulExec {
    * partial buffers on its first row of the batch. Null when the group is behind the watermark (the
    * row is dropped; each late group counts once per batch).
    */
-  private touch(table: GroupTable, keyValues: unknown[], batch: BatchGroups): GroupEntry | null {
+  private touch(table: GroupTable, keyValues: readonly unknown[], batch: BatchGroups): GroupEntry | null {
     let entry = table.index.get(keyValues);
     if (entry !== undefined && entry.touched === batch.stamp) return entry;
     if (batch.lateMs !== null && this.keyEventTimeMs!(keyValues) <= batch.lateMs) {
       (batch.lateKeys ??= new Set()).add(this.agg.encodeKey(keyValues));
       return null;
     }
-    const { kernel } = this.agg;
     if (entry === undefined) {
-      // A new entry's partial buffers start fresh.
-      entry = kernel.newEntry(this.agg.copyKey(keyValues));
+      entry = { keyValues: this.agg.copyKey(keyValues), state: null, partial: null, encoded: null, touched: 0 };
       table.index.set(keyValues, entry);
-    } else {
-      kernel.resetPartials(entry);
     }
     entry.touched = batch.stamp;
+    entry.partial = this.agg.initialBuffers();
     batch.changed.push(entry);
     return entry;
   }
 
   /** The working table for the store's version: kept from the last batch, or rebuilt from the store. */
-  private tableFor(store: StateStore<StoredGroup>): GroupTable {
+  private tableFor(store: StateStore<GroupState>): GroupTable {
     if (this.table !== null && this.table.forVersion === store.version) return this.table;
     const index = createGroupIndex<GroupEntry>(this.keyTypes, this.agg.windowKeys);
     const byTime = this.keyEventTimeMs ? new Map<number, GroupEntry[]>() : null;
-    const { agg } = this;
-    for (const [encoded, stored] of store.entries()) {
-      const entry = agg.kernel.newEntry(agg.copyKey(stored));
-      entry.stored = stored;
-      entry.encoded = encoded;
-      index.set(entry.keyValues, entry);
-      if (byTime !== null) addToIndex(byTime, this.keyEventTimeMs!(entry.keyValues), entry);
+    for (const [encoded, state] of store.entries()) {
+      const entry: GroupEntry = { keyValues: state[0] as unknown[], state, partial: null, encoded, touched: 0 };
+      index.set(state[0], entry);
+      if (byTime !== null) addToIndex(byTime, this.keyEventTimeMs!(state[0]), entry);
     }
     this.table = { forVersion: store.version, index, byTime };
     return this.table;

@@ -53,7 +53,7 @@ function describeStateChange(operatorId: number, kind: string, before: string, a
   const fields = (schema: string): Map<string, string> => new Map([...schema.matchAll(/(\w+)=(\[[^\]]*\]|[^,)]+)/g)].map((m) => [m[1]!, m[2]!]));
   const was = fields(before);
   const now = fields(after);
-  const names: Record<string, string> = { keys: 'state keys', aggs: 'aggregates', withinWatermark: 'withinWatermark', session: 'session column', layout: 'state layout (written by another Sluice version)' };
+  const names: Record<string, string> = { keys: 'state keys', aggs: 'aggregates', withinWatermark: 'withinWatermark', session: 'session column' };
   const diffs = [...new Set([...was.keys(), ...now.keys()])]
     .filter((f) => was.get(f) !== now.get(f))
     .map((f) => `${names[f] ?? f} changed from ${was.get(f) ?? '(none)'} to ${now.get(f) ?? '(none)'}`);
