@@ -13,6 +13,8 @@ export interface GroupIndex<E> {
   set(key: readonly unknown[], entry: E): void;
   delete(key: readonly unknown[]): void;
   clear(): void;
+  /** Every entry (order unspecified). */
+  forEach(visit: (entry: E) => void): void;
 }
 
 type Primitive = string | number | boolean | null;
@@ -47,6 +49,7 @@ function singleEntryIndex<E>(): GroupIndex<E> {
     set: (_, e) => { entry = e; },
     delete: () => { entry = undefined; },
     clear: () => { entry = undefined; },
+    forEach: (visit) => { if (entry !== undefined) visit(entry); },
   };
 }
 
@@ -57,6 +60,7 @@ function oneLevelIndex<E>(p0: ToPrimitive): GroupIndex<E> {
     set: (key, e) => { map.set(p0(key[0]), e); },
     delete: (key) => { map.delete(p0(key[0])); },
     clear: () => map.clear(),
+    forEach: (visit) => map.forEach((e) => visit(e)),
   };
 }
 
@@ -79,6 +83,7 @@ function twoLevelIndex<E>(p0: ToPrimitive, p1: ToPrimitive): GroupIndex<E> {
       if (inner.size === 0) outer.delete(k0);
     },
     clear: () => outer.clear(),
+    forEach: (visit) => outer.forEach((inner) => inner.forEach((e) => visit(e))),
   };
 }
 
@@ -118,5 +123,9 @@ function nestedIndex<E>(toPrimitive: readonly ToPrimitive[]): GroupIndex<E> {
       }
     },
     clear: () => root.clear(),
+    forEach: (visit) => {
+      const walk = (level: Level, depth: number): void => level.forEach((v) => (depth === last ? visit(v as E) : walk(v as Level, depth + 1)));
+      walk(root, 0);
+    },
   };
 }

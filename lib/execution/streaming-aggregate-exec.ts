@@ -3,37 +3,10 @@ import { describe, unalias, type Expr } from '../plan/expressions.js';
 import { typeToString, type DataType } from '../plan/data-types.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
 import { compileAggregation, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
-import { createGroupIndex, type GroupIndex } from './group-index.js';
+import { AggregationTable, type GroupEntry, type GroupState } from './aggregation-table.js';
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
 import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from './physical.js';
-
-/** Stored per group: the key values and the aggregate buffers. */
-type GroupState = readonly [keyValues: readonly unknown[], buffers: readonly unknown[]];
-
-/** A group in the operator's working table: its stored value, plus this batch's partial buffers. */
-interface GroupEntry {
-  readonly keyValues: unknown[];
-  /** The value in the store (null: new this batch). */
-  state: GroupState | null;
-  /** This batch's buffers, from the group's first row of the batch until the batch ends. */
-  partial: unknown[] | null;
-  /** The store key, built once per group. */
-  encoded: string | null;
-  /** The batch that last touched the group. */
-  touched: number;
-}
-
-/**
- * The store's groups indexed by key values and by event time. Valid for the store version it
- * was built for; rebuilt after a restart or a failed batch.
- */
-interface GroupTable {
-  forVersion: number;
-  readonly index: GroupIndex<GroupEntry>;
-  /** Groups by the event time of their key (ms), so eviction visits only the groups it closes. */
-  readonly byTime: Map<number, GroupEntry[]> | null;
-}
 
 interface BatchGroups {
   readonly stamp: number;
@@ -48,6 +21,9 @@ interface BatchGroups {
  * The batch is first aggregated on its own (one partial buffer per group), then each group is
  * merged with its stored buffer, so a late row is counted once per late group, as in Spark.
  *
+ * The groups live in an AggregationTable: kept by the state store itself when it lives in this
+ * process (the memory store), or rebuilt from a key-value store (DynamoDB) and written through it.
+ *
  * - complete: every group is stored forever; the whole table is emitted each batch.
  * - update: changed groups are emitted; groups behind the eviction watermark are removed.
  * - append: groups are emitted once, when the watermark passes their event time (window end).
@@ -61,8 +37,8 @@ export class StreamingAggregateExec implements StatefulExec {
   private readonly keyEventTimeMs: ((k: readonly unknown[]) => number) | null;
   private progress: StateOperatorProgress = emptyOperatorProgress('stateStoreSave');
   private lastEvictionWatermarkMs: number | null = null;
-  private table: GroupTable | null = null;
-  private batchStamp = 0;
+  /** The cache of a key-value store's groups (unused when the store keeps the table). */
+  private cache: AggregationTable | null = null;
   private readonly keyTypes: readonly DataType[];
   private readonly scratchKey: unknown[];
 
@@ -91,8 +67,10 @@ export class StreamingAggregateExec implements StatefulExec {
     const progress = emptyOperatorProgress('stateStoreSave');
     const { agg } = this;
     const table = this.tableFor(store);
+    // A key-value store gets every change written through; a store that keeps the table, none.
+    const writeThrough = table.versioned ? null : store;
     const batch: BatchGroups = {
-      stamp: ++this.batchStamp,
+      stamp: table.nextBatchStamp(),
       changed: [],
       lateKeys: null,
       lateMs: ctx.hasWatermark && this.keyEventTimeMs && ctx.outputMode !== 'complete' ? ctx.lateEventsWatermarkMs(this.operatorId) : null,
@@ -117,44 +95,35 @@ export class StreamingAggregateExec implements StatefulExec {
     }
     progress.numRowsDroppedByWatermark = batch.lateKeys?.size ?? 0;
 
-    // Each changed group: the batch's partial buffers merged with the stored ones become the new,
-    // immutable stored value (the old one stays intact for the store's older versions).
+    // Each changed group: the batch's partial buffers, merged with the stored ones, become the
+    // group's new state (the old state stays intact for older versions).
     const output: Row[] = [];
     const { changed } = batch;
     for (let i = 0; i < changed.length; i++) {
       const entry = changed[i]!;
       const buffers = entry.partial!;
       entry.partial = null;
-      const stored = entry.state;
-      if (stored !== null) agg.mergeInto(stored[1], buffers);
-      else if (table.byTime !== null) addToIndex(table.byTime, this.keyEventTimeMs!(entry.keyValues), entry);
+      if (entry.state !== null) agg.mergeInto(entry.state[1], buffers);
       const state: GroupState = [entry.keyValues, buffers];
-      entry.state = state;
-      if (entry.encoded === null) entry.encoded = agg.encodeKey(entry.keyValues);
-      store.put(entry.encoded, state);
+      table.setState(entry, state);
+      if (writeThrough !== null) writeThrough.put((entry.encoded ??= agg.encodeKey(entry.keyValues)), state);
       if (ctx.outputMode === 'update') output.push(agg.resultRow(entry.keyValues, buffers));
     }
     progress.numRowsUpdated = changed.length;
 
     const evictMs = ctx.hasWatermark && this.keyEventTimeMs ? ctx.evictionWatermarkMs(this.operatorId) : null;
     if (ctx.outputMode === 'complete') {
-      for (const [, [keyValues, buffers]] of store.entries()) output.push(agg.resultRow(keyValues, buffers));
-    } else if (evictMs !== null && table.byTime !== null) {
-      for (const [timeMs, entries] of table.byTime) {
-        if (timeMs > evictMs) continue;
-        for (const entry of entries) {
-          const [keyValues, buffers] = entry.state!;
-          if (ctx.outputMode === 'append') output.push(agg.resultRow(keyValues, buffers));
-          store.remove(entry.encoded!);
-          table.index.delete(keyValues);
-          progress.numRowsRemoved++;
-        }
-        table.byTime.delete(timeMs);
-      }
+      table.forEach((entry) => output.push(agg.resultRow(entry.keyValues, entry.state![1])));
+    } else if (evictMs !== null) {
+      table.evictUpTo(evictMs, (entry) => {
+        if (ctx.outputMode === 'append') output.push(agg.resultRow(entry.keyValues, entry.state![1]));
+        if (writeThrough !== null) writeThrough.remove((entry.encoded ??= agg.encodeKey(entry.keyValues)));
+        progress.numRowsRemoved++;
+      });
     }
-    table.forVersion = store.version + 1;
+    if (!table.versioned) table.forVersion = store.version + 1;
     this.recordEvictionWatermark(ctx);
-    progress.numRowsTotal = store.size;
+    progress.numRowsTotal = table.size;
     progress.numOutputRows = output.length;
     this.progress = progress;
     return output;
@@ -165,7 +134,7 @@ export class StreamingAggregateExec implements StatefulExec {
    * partial buffers on its first row of the batch. Null when the group is behind the watermark (the
    * row is dropped; each late group counts once per batch).
    */
-  private touch(table: GroupTable, keyValues: readonly unknown[], batch: BatchGroups): GroupEntry | null {
+  private touch(table: AggregationTable, keyValues: unknown[], batch: BatchGroups): GroupEntry | null {
     let entry = table.index.get(keyValues);
     if (entry !== undefined && entry.touched === batch.stamp) return entry;
     if (batch.lateMs !== null && this.keyEventTimeMs!(keyValues) <= batch.lateMs) {
@@ -174,7 +143,7 @@ export class StreamingAggregateExec implements StatefulExec {
     }
     if (entry === undefined) {
       entry = { keyValues: this.agg.copyKey(keyValues), state: null, partial: null, encoded: null, touched: 0 };
-      table.index.set(keyValues, entry);
+      table.insert(entry);
     }
     entry.touched = batch.stamp;
     entry.partial = this.agg.initialBuffers();
@@ -182,18 +151,20 @@ export class StreamingAggregateExec implements StatefulExec {
     return entry;
   }
 
-  /** The working table for the store's version: kept from the last batch, or rebuilt from the store. */
-  private tableFor(store: StateStore<GroupState>): GroupTable {
-    if (this.table !== null && this.table.forVersion === store.version) return this.table;
-    const index = createGroupIndex<GroupEntry>(this.keyTypes, this.agg.windowKeys);
-    const byTime = this.keyEventTimeMs ? new Map<number, GroupEntry[]>() : null;
-    for (const [encoded, state] of store.entries()) {
-      const entry: GroupEntry = { keyValues: state[0] as unknown[], state, partial: null, encoded, touched: 0 };
-      index.set(state[0], entry);
-      if (byTime !== null) addToIndex(byTime, this.keyEventTimeMs!(state[0]), entry);
+  /** The store's own table, or a cache of its groups kept from the last batch or rebuilt. */
+  private tableFor(store: StateStore<GroupState>): AggregationTable {
+    const create = (versioned: boolean): AggregationTable => new AggregationTable(this.keyTypes, this.agg.windowKeys, this.keyEventTimeMs, versioned);
+    if (store.ownTable) return store.ownTable(() => create(true));
+    if (this.cache !== null && this.cache.forVersion === store.version) {
+      this.cache.forVersion = -1; // invalid until this batch completes
+      return this.cache;
     }
-    this.table = { forVersion: store.version, index, byTime };
-    return this.table;
+    const cache = create(false);
+    for (const [encoded, state] of store.entries()) {
+      cache.insert({ keyValues: state[0] as unknown[], state, partial: null, encoded, touched: 0 });
+    }
+    this.cache = cache;
+    return cache;
   }
 
   lastProgress(): StateOperatorProgress {
@@ -213,10 +184,4 @@ export class StreamingAggregateExec implements StatefulExec {
   produceOutputWatermark(inputWatermarkMs: number): number | null {
     return inputWatermarkMs;
   }
-}
-
-function addToIndex(byTime: Map<number, GroupEntry[]>, timeMs: number, entry: GroupEntry): void {
-  const entries = byTime.get(timeMs);
-  if (entries === undefined) byTime.set(timeMs, [entry]);
-  else entries.push(entry);
 }

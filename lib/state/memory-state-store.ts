@@ -1,5 +1,5 @@
 import { CheckpointError } from '../errors/sluice-error.js';
-import type { StateStore, StateStoreId, StateStoreProvider } from './state-store.js';
+import type { StateStore, StateStoreId, StateStoreProvider, VersionedTable } from './state-store.js';
 
 const ABSENT = Symbol('absent');
 
@@ -33,6 +33,8 @@ class VersionedMap<V> {
   private readonly undo = new Map<number, UndoLog<V>>();
   /** The store whose writes are in `live` but not committed yet. */
   private writer: MemoryStateStore<V> | null = null;
+  /** An operator's own structure (`StateStore.ownTable`), versioned along with `live`. */
+  table: VersionedTable | null = null;
 
   constructor(private readonly versionsToRetain: number) {}
 
@@ -54,6 +56,7 @@ class VersionedMap<V> {
       this.revert(this.undo.get(v)!);
       this.undo.delete(v);
     }
+    this.table?.rollBackTo(version);
     this.latestVersion = version;
     this.writer = new MemoryStateStore<V>(this, version);
     return this.writer;
@@ -69,10 +72,12 @@ class VersionedMap<V> {
     this.writer = null;
     this.latestVersion = store.version + 1;
     this.undo.set(this.latestVersion, log);
+    this.table?.commit(this.latestVersion);
     // Spark's retention: between versionsToRetain and 2 * versionsToRetain - 1 older versions stay available.
     if (this.latestVersion - this.oldestVersion >= this.versionsToRetain * 2) {
       const target = this.latestVersion - this.versionsToRetain;
       for (let v = this.oldestVersion + 1; v <= target; v++) this.undo.delete(v);
+      this.table?.forgetBefore(target);
       this.oldestVersion = target;
     }
     return this.latestVersion;
@@ -81,12 +86,14 @@ class VersionedMap<V> {
   abort(store: MemoryStateStore<V>, log: UndoLog<V>): void {
     if (this.writer !== store) return;
     this.revert(log);
+    this.table?.abort();
     this.writer = null;
   }
 
   private supersedeWriter(): void {
     if (this.writer === null) return;
     this.revert(this.writer.pendingWrites());
+    this.table?.abort();
     this.writer = null;
   }
 
@@ -153,6 +160,11 @@ class MemoryStateStore<V> implements StateStore<V> {
     const log = this.log;
     this.log = emptyUndoLog();
     this.map.abort(this, log);
+  }
+
+  ownTable<T extends VersionedTable>(create: () => T): T {
+    this.checkWriter();
+    return (this.map.table ??= create()) as T;
   }
 
   /** @internal the writes to revert when a newer open supersedes this store */

@@ -21,6 +21,26 @@ export interface StateStore<V = unknown> {
   commit(): Promise<number>;
   /** Drops the uncommitted changes. */
   abort(): void;
+  /**
+   * For stores that live in this process (the memory store): the operator's own versioned
+   * structure, created by `create` on first use and kept by the store across batches and query
+   * restarts. The store then versions it along with itself: commits, aborts and rolls it back. An
+   * operator that uses it keeps its state there and writes nothing through put/remove. Stores that
+   * persist key-value deltas (DynamoDB) do not offer it.
+   */
+  ownTable?<T extends VersionedTable>(create: () => T): T;
+}
+
+/** An operator's in-memory state structure, versioned by the state store that holds it. */
+export interface VersionedTable {
+  /** Its changes since the last commit become version `version`. */
+  commit(version: number): void;
+  /** Undoes its changes since the last commit. */
+  abort(): void;
+  /** Undoes committed versions after `version` (a re-executed batch). */
+  rollBackTo(version: number): void;
+  /** Drops what `rollBackTo` would need to go back to versions before `version`. */
+  forgetBefore(version: number): void;
 }
 
 export interface StateStoreId {

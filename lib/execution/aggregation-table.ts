@@ -1,0 +1,172 @@
+import type { DataType } from '../plan/data-types.js';
+import type { VersionedTable } from '../state/state-store.js';
+import { createGroupIndex, type GroupIndex } from './group-index.js';
+
+/** A group's state: its key values and aggregate buffers. Never mutated once set. */
+export type GroupState = readonly [keyValues: readonly unknown[], buffers: readonly unknown[]];
+
+/** A group in the table: its state, plus what the current batch is folding into it. */
+export interface GroupEntry {
+  readonly keyValues: unknown[];
+  /** The group's state as of the last batch (null: new in this batch). */
+  state: GroupState | null;
+  /** This batch's buffers, from the group's first row of the batch until the batch ends. */
+  partial: unknown[] | null;
+  /** Its key in a key-value state store, built once per group (only when one is written). */
+  encoded: string | null;
+  /** The batch (table stamp) that last touched the group. */
+  touched: number;
+}
+
+const enum Op { Insert, Change, Remove }
+
+/** What a run of changes did, in order, to undo it backwards. */
+interface UndoLog {
+  readonly ops: Op[];
+  readonly entries: GroupEntry[];
+  readonly previous: (GroupState | null)[];
+}
+
+const emptyLog = (): UndoLog => ({ ops: [], entries: [], previous: [] });
+
+/**
+ * A streaming aggregation's groups, indexed by key values and by event time. Two uses:
+ *
+ * - Versioned (`versioned: true`): the state itself, kept by an in-process state store
+ *   (`StateStore.ownTable`), which commits, aborts and rolls it back through its undo logs. No
+ *   key strings and no key-value writes per group: the fast path of local runs and tests.
+ * - A cache (`versioned: false`) of a key-value store (DynamoDB), valid for one store version; the
+ *   operator writes each change through the store as well.
+ */
+export class AggregationTable implements VersionedTable {
+  readonly index: GroupIndex<GroupEntry>;
+  /** Groups by their key's event time (ms): eviction visits only the groups it closes. */
+  private byTime: Map<number, GroupEntry[]> | null;
+  size = 0;
+  /** Cache use: the store version the table reflects (-1: none, e.g. during a batch). */
+  forVersion = -1;
+  private stamp = 0;
+  private log: UndoLog | null;
+  private version = -1;
+  private readonly committed = new Map<number, UndoLog>();
+
+  constructor(
+    keyTypes: readonly DataType[],
+    windowKeys: readonly boolean[],
+    private readonly keyEventTimeMs: ((keyValues: readonly unknown[]) => number) | null,
+    readonly versioned: boolean,
+  ) {
+    this.index = createGroupIndex<GroupEntry>(keyTypes, windowKeys);
+    this.byTime = keyEventTimeMs ? new Map() : null;
+    this.log = versioned ? emptyLog() : null;
+  }
+
+  /** A stamp for a new batch, unique for the table's life (it outlives operator instances). */
+  nextBatchStamp(): number {
+    return ++this.stamp;
+  }
+
+  /** Adds a group (`entry.keyValues` must not be in the table). */
+  insert(entry: GroupEntry): void {
+    this.index.set(entry.keyValues, entry);
+    this.addByTime(entry);
+    this.size++;
+    this.record(Op.Insert, entry, null);
+  }
+
+  setState(entry: GroupEntry, state: GroupState): void {
+    this.record(Op.Change, entry, entry.state);
+    entry.state = state;
+  }
+
+  /** Removes the groups whose event time is at or before `timeMs`, visiting each first. */
+  evictUpTo(timeMs: number, visit: (entry: GroupEntry) => void): void {
+    if (this.byTime === null) return;
+    for (const [time, entries] of this.byTime) {
+      if (time > timeMs) continue;
+      for (const entry of entries) {
+        visit(entry);
+        this.index.delete(entry.keyValues);
+        this.size--;
+        this.record(Op.Remove, entry, null);
+      }
+      this.byTime.delete(time);
+    }
+  }
+
+  forEach(visit: (entry: GroupEntry) => void): void {
+    this.index.forEach(visit);
+  }
+
+  commit(version: number): void {
+    if (this.log === null) return;
+    this.committed.set(version, this.log);
+    this.version = version;
+    this.log = emptyLog();
+  }
+
+  abort(): void {
+    if (this.log === null || this.log.ops.length === 0) return;
+    this.revert(this.log);
+    this.log = emptyLog();
+    this.rebuildByTime();
+  }
+
+  rollBackTo(version: number): void {
+    if (this.log === null || this.version <= version) return;
+    for (let v = this.version; v > version; v--) {
+      const log = this.committed.get(v);
+      if (log === undefined) throw new Error(`aggregation state version ${v} can no longer be rolled back`);
+      this.revert(log);
+      this.committed.delete(v);
+    }
+    this.version = version;
+    this.rebuildByTime();
+  }
+
+  forgetBefore(version: number): void {
+    for (const v of this.committed.keys()) if (v <= version) this.committed.delete(v);
+  }
+
+  private record(op: Op, entry: GroupEntry, previous: GroupState | null): void {
+    const log = this.log;
+    if (log === null) return;
+    log.ops.push(op);
+    log.entries.push(entry);
+    log.previous.push(previous);
+  }
+
+  private revert(log: UndoLog): void {
+    for (let i = log.ops.length - 1; i >= 0; i--) {
+      const entry = log.entries[i]!;
+      switch (log.ops[i]!) {
+        case Op.Insert:
+          this.index.delete(entry.keyValues);
+          this.size--;
+          break;
+        case Op.Change:
+          entry.state = log.previous[i]!;
+          break;
+        case Op.Remove:
+          this.index.set(entry.keyValues, entry);
+          this.size++;
+          break;
+      }
+    }
+  }
+
+  private addByTime(entry: GroupEntry): void {
+    if (this.byTime === null) return;
+    const time = this.keyEventTimeMs!(entry.keyValues);
+    const entries = this.byTime.get(time);
+    if (entries === undefined) this.byTime.set(time, [entry]);
+    else entries.push(entry);
+  }
+
+  /** After undoing: the time index again from the groups (rare: failed or re-executed batches). */
+  private rebuildByTime(): void {
+    if (this.byTime === null) return;
+    this.byTime = new Map();
+    this.index.forEach((entry) => this.addByTime(entry));
+  }
+}
