@@ -20,14 +20,16 @@ export interface GroupEntry {
 
 const enum Op { Insert, Change, Remove }
 
-/** What a run of changes did, in order, to undo it backwards. */
+/**
+ * What a run of changes did, in order, to undo it backwards: one op per change, and its entry (a
+ * change also its previous state) in `items`.
+ */
 interface UndoLog {
   readonly ops: Op[];
-  readonly entries: GroupEntry[];
-  readonly previous: (GroupState | null)[];
+  readonly items: (GroupEntry | GroupState | null)[];
 }
 
-const emptyLog = (): UndoLog => ({ ops: [], entries: [], previous: [] });
+const emptyLog = (): UndoLog => ({ ops: [], items: [] });
 
 /**
  * A streaming aggregation's groups, indexed by key values and by event time. Two uses:
@@ -71,11 +73,14 @@ export class AggregationTable implements VersionedTable {
     this.index.set(entry.keyValues, entry);
     this.addByTime(entry);
     this.size++;
-    this.record(Op.Insert, entry, null);
+    this.record(Op.Insert, entry);
   }
 
   setState(entry: GroupEntry, state: GroupState): void {
-    this.record(Op.Change, entry, entry.state);
+    if (this.log !== null) {
+      this.log.ops.push(Op.Change);
+      this.log.items.push(entry, entry.state);
+    }
     entry.state = state;
   }
 
@@ -88,7 +93,7 @@ export class AggregationTable implements VersionedTable {
         visit(entry);
         this.index.delete(entry.keyValues);
         this.size--;
-        this.record(Op.Remove, entry, null);
+        this.record(Op.Remove, entry);
       }
       this.byTime.delete(time);
     }
@@ -106,8 +111,9 @@ export class AggregationTable implements VersionedTable {
   }
 
   abort(): void {
-    if (this.log === null || this.log.ops.length === 0) return;
-    this.revert(this.log);
+    const log = this.log;
+    if (log === null || log.ops.length === 0) return;
+    this.revert(log);
     this.log = emptyLog();
     this.rebuildByTime();
   }
@@ -115,9 +121,10 @@ export class AggregationTable implements VersionedTable {
   rollBackTo(version: number): void {
     if (this.log === null || this.version <= version) return;
     for (let v = this.version; v > version; v--) {
-      const log = this.committed.get(v);
-      if (log === undefined) throw new Error(`aggregation state version ${v} can no longer be rolled back`);
-      this.revert(log);
+      if (!this.committed.has(v)) throw new Error(`aggregation state version ${v} can no longer be rolled back (to ${version})`);
+    }
+    for (let v = this.version; v > version; v--) {
+      this.revert(this.committed.get(v)!);
       this.committed.delete(v);
     }
     this.version = version;
@@ -128,29 +135,33 @@ export class AggregationTable implements VersionedTable {
     for (const v of this.committed.keys()) if (v <= version) this.committed.delete(v);
   }
 
-  private record(op: Op, entry: GroupEntry, previous: GroupState | null): void {
-    const log = this.log;
-    if (log === null) return;
-    log.ops.push(op);
-    log.entries.push(entry);
-    log.previous.push(previous);
+  private record(op: Op.Insert | Op.Remove, entry: GroupEntry): void {
+    if (this.log === null) return;
+    this.log.ops.push(op);
+    this.log.items.push(entry);
   }
 
   private revert(log: UndoLog): void {
-    for (let i = log.ops.length - 1; i >= 0; i--) {
-      const entry = log.entries[i]!;
-      switch (log.ops[i]!) {
-        case Op.Insert:
-          this.index.delete(entry.keyValues);
+    const { ops, items } = log;
+    let j = items.length;
+    for (let i = ops.length - 1; i >= 0; i--) {
+      switch (ops[i]!) {
+        case Op.Insert: {
+          this.index.delete((items[--j] as GroupEntry).keyValues);
           this.size--;
           break;
-        case Op.Change:
-          entry.state = log.previous[i]!;
+        }
+        case Op.Change: {
+          const previous = items[--j] as GroupState;
+          (items[--j] as GroupEntry).state = previous;
           break;
-        case Op.Remove:
+        }
+        case Op.Remove: {
+          const entry = items[--j] as GroupEntry;
           this.index.set(entry.keyValues, entry);
           this.size++;
           break;
+        }
       }
     }
   }
