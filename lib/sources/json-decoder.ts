@@ -1,5 +1,6 @@
 import { typeToString, type DataType, type StructField } from '../plan/data-types.js';
 import { parseTimestamp } from '../execution/values.js';
+import { JsonLayoutCache } from './json-layout-decoder.js';
 
 export type DecodeResult = { readonly ok: true; readonly row: unknown[] } | { readonly ok: false; readonly reason: string };
 
@@ -155,10 +156,10 @@ function explain(type: DataType, v: unknown, path: string, numericTimestamps: Nu
  */
 export function createJsonDecoder(schema: readonly StructField[], options: JsonDecoderOptions = {}): (text: string) => DecodeResult {
   const parse = createJsonParseDecoder(schema, options);
-  const scanner = FlatRecordScanner.create(schema, options);
-  if (scanner === null) return parse;
+  const fast = createFastPath(schema, options);
+  if (fast === null) return parse;
   return (text) => {
-    const row = scanner.scan(text);
+    const row = fast(text);
     return row !== null ? { ok: true, row } : parse(text);
   };
 }
@@ -173,9 +174,28 @@ export function createJsonRowDecoder(schema: readonly StructField[], options: Js
     const result = parse(text);
     return result.ok ? result.row : result.reason;
   };
+  const fast = createFastPath(schema, options);
+  if (fast === null) return slowPath;
+  return (text) => fast(text) ?? slowPath(text);
+}
+
+/**
+ * The row of a usual record without JSON.parse, or null: first the layouts of earlier records
+ * (one regular expression each), then the scanner, whose record teaches its layout.
+ */
+function createFastPath(schema: readonly StructField[], options: JsonDecoderOptions): ((text: string) => unknown[] | null) | null {
   const scanner = FlatRecordScanner.create(schema, options);
-  if (scanner === null) return slowPath;
-  return (text) => scanner.scan(text) ?? slowPath(text);
+  if (scanner === null) return null;
+  const fields = usedFields(schema, options);
+  const layouts = new JsonLayoutCache(fields, schema.length, timestampScale(options.numericTimestamps ?? 'seconds'));
+  const keys: string[] = [];
+  return (text) => {
+    const known = layouts.decode(text);
+    if (known !== null) return known;
+    const row = scanner.scan(text, keys);
+    if (row !== null) layouts.learn(keys);
+    return row;
+  };
 }
 
 interface UsedField {
@@ -284,8 +304,10 @@ class FlatRecordScanner {
     );
   }
 
-  scan(text: string): unknown[] | null {
+  /** The row, or null to fall back; `keys` (if given) receives the record's keys in order. */
+  scan(text: string, keys?: string[]): unknown[] | null {
     if (NOT_FLAT.test(text)) return null;
+    if (keys) keys.length = 0;
     const n = text.length;
     let i = 0;
     while (text.charCodeAt(i) === 0x20) i++;
@@ -302,6 +324,7 @@ class FlatRecordScanner {
         const keyEnd = text.indexOf('"', i + 1);
         if (keyEnd < 0) return null;
         const f = this.fieldAt(text, i + 1, keyEnd - i - 1);
+        if (keys) keys.push(text.slice(i + 1, keyEnd));
         i = keyEnd + 1;
         while (text.charCodeAt(i) === 0x20) i++;
         if (text.charCodeAt(i) !== 0x3a /* : */) return null;

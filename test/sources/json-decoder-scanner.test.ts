@@ -98,6 +98,34 @@ describe('the record scanner agrees with JSON.parse', () => {
     expectSame('s string, i long, d double, t timestamp', { numericTimestamps: 'micros' }, records);
   });
 
+  it('on records that repeat a few layouts (the layout cache), with values of every kind and corruptions', () => {
+    const random = seeded(11);
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+    const values: Record<string, readonly string[]> = {
+      s: ['"a"', '""', '"user-123"', '"exactly13char"', '"a much longer string value"', 'null', '12', 'true', '"q\\"x"', '"é ✓ 😀"'],
+      i: ['0', '-0', '7', '-2147483648', '2147483647', '2147483648', '1.5', '1e2', 'null', '"3"'],
+      l: ['0', '9007199254740991', '9007199254740992', '-12', '1E3', '2.5', 'null', 'false'],
+      d: ['0', '-0', '0.1', '1e400', '-1e-400', '123456789012345678', '3.25', '-2.5E-3', 'null', '"1"'],
+      b: ['true', 'false', 'null', '1', '"true"'],
+      t: ['1714574400.05', '0', '-1', '1e300', '"2024-05-01T14:40:00Z"', '"2024-02-30"', '"x"', 'null', '1714574400123456'],
+      other: ['1', '"x"', 'null', 'true', '[1]', '{"a":1}'],
+    };
+    const layouts = [['s', 'i', 'd', 't', 'other'], ['t', 's'], ['other', 'b', 'l', 's', 'd'], ['s', 'i', 'l', 'd', 'b', 't'], ['d']];
+    const corrupt = (text: string): string => {
+      const at = Math.floor(random() * (text.length + 1));
+      return random() < 0.5 ? text.slice(0, at) + text.slice(at + 1) : text.slice(0, at) + pick(['"', ',', '}', ':', '-', '.', 'e', '0', ' ', '\\']) + text.slice(at);
+    };
+    const records: string[] = [];
+    for (let k = 0; k < 6000; k++) {
+      const layout = pick(layouts);
+      const record = `{${layout.map((key) => `"${key}":${pick(values[key]!)}`).join(',')}}`;
+      records.push(random() < 0.1 ? corrupt(record) : record);
+    }
+    expectSame(SCHEMA.replace('tags array<string>, u struct<id:long>', 'other string'), {}, records);
+    expectSame(SCHEMA, { onlyFields: ['s', 'd', 't'] }, records);
+    expectSame('s string, i long, d double, t timestamp', { numericTimestamps: 'millis' }, records);
+  });
+
   it('reads plain records without JSON.parse (the fast path is really taken)', () => {
     const decode = createJsonDecoder(toSchema('user_id string, amount double, event_time timestamp, country string'), { onlyFields: ['user_id', 'amount', 'event_time'] });
     const parse = vi.spyOn(JSON, 'parse');
