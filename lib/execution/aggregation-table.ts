@@ -2,8 +2,8 @@ import type { DataType } from '../plan/data-types.js';
 import type { VersionedTable } from '../state/state-store.js';
 import { createGroupIndex, type GroupIndex } from './group-index.js';
 
-/** A group's state: its key values and aggregate buffers. Never mutated once set. */
-export type GroupState = readonly [keyValues: readonly unknown[], buffers: readonly unknown[]];
+/** A group's state: its aggregate buffers. Never mutated once set (older versions share it). */
+export type GroupState = readonly unknown[];
 
 /** A group in the table: its state, plus what the current batch is folding into it. */
 export interface GroupEntry {

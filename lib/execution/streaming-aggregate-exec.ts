@@ -3,7 +3,10 @@ import { describe, unalias, type Expr } from '../plan/expressions.js';
 import { typeToString, type DataType } from '../plan/data-types.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
 import { compileAggregation, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
-import { AggregationTable, type GroupEntry, type GroupState } from './aggregation-table.js';
+import { AggregationTable, type GroupEntry } from './aggregation-table.js';
+
+/** A group as a key-value state store holds it: its key values and its aggregate buffers. */
+type StoredGroup = readonly [keyValues: readonly unknown[], buffers: readonly unknown[]];
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
 import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from './physical.js';
@@ -63,7 +66,7 @@ export class StreamingAggregateExec implements StatefulExec {
 
   execute(ctx: BatchContext): Row[] {
     const input = this.child.execute(ctx);
-    const store = ctx.store<GroupState>(this.stateStoreIds[0]!);
+    const store = ctx.store<StoredGroup>(this.stateStoreIds[0]!);
     const progress = emptyOperatorProgress('stateStoreSave');
     const { agg } = this;
     const table = this.tableFor(store);
@@ -103,20 +106,19 @@ export class StreamingAggregateExec implements StatefulExec {
       const entry = changed[i]!;
       const buffers = entry.partial!;
       entry.partial = null;
-      if (entry.state !== null) agg.mergeInto(entry.state[1], buffers);
-      const state: GroupState = [entry.keyValues, buffers];
-      table.setState(entry, state);
-      if (writeThrough !== null) writeThrough.put((entry.encoded ??= agg.encodeKey(entry.keyValues)), state);
+      if (entry.state !== null) agg.mergeInto(entry.state, buffers);
+      table.setState(entry, buffers);
+      if (writeThrough !== null) writeThrough.put((entry.encoded ??= agg.encodeKey(entry.keyValues)), [entry.keyValues, buffers]);
       if (ctx.outputMode === 'update') output.push(agg.resultRow(entry.keyValues, buffers));
     }
     progress.numRowsUpdated = changed.length;
 
     const evictMs = ctx.hasWatermark && this.keyEventTimeMs ? ctx.evictionWatermarkMs(this.operatorId) : null;
     if (ctx.outputMode === 'complete') {
-      table.forEach((entry) => output.push(agg.resultRow(entry.keyValues, entry.state![1])));
+      table.forEach((entry) => output.push(agg.resultRow(entry.keyValues, entry.state!)));
     } else if (evictMs !== null) {
       table.evictUpTo(evictMs, (entry) => {
-        if (ctx.outputMode === 'append') output.push(agg.resultRow(entry.keyValues, entry.state![1]));
+        if (ctx.outputMode === 'append') output.push(agg.resultRow(entry.keyValues, entry.state!));
         if (writeThrough !== null) writeThrough.remove((entry.encoded ??= agg.encodeKey(entry.keyValues)));
         progress.numRowsRemoved++;
       });
@@ -152,7 +154,7 @@ export class StreamingAggregateExec implements StatefulExec {
   }
 
   /** The store's own table, or a cache of its groups kept from the last batch or rebuilt. */
-  private tableFor(store: StateStore<GroupState>): AggregationTable {
+  private tableFor(store: StateStore<StoredGroup>): AggregationTable {
     const create = (versioned: boolean): AggregationTable => new AggregationTable(this.keyTypes, this.agg.windowKeys, this.keyEventTimeMs, versioned);
     if (store.ownTable) return store.ownTable(() => create(true));
     if (this.cache !== null && this.cache.forVersion === store.version) {
@@ -160,8 +162,8 @@ export class StreamingAggregateExec implements StatefulExec {
       return this.cache;
     }
     const cache = create(false);
-    for (const [encoded, state] of store.entries()) {
-      cache.insert({ keyValues: state[0] as unknown[], state, partial: null, encoded, touched: 0 });
+    for (const [encoded, [keyValues, buffers]] of store.entries()) {
+      cache.insert({ keyValues: keyValues as unknown[], state: buffers, partial: null, encoded, touched: 0 });
     }
     this.cache = cache;
     return cache;

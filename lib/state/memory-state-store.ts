@@ -35,6 +35,8 @@ class VersionedMap<V> {
   private writer: MemoryStateStore<V> | null = null;
   /** An operator's own structure (`StateStore.ownTable`), versioned along with `live`. */
   table: VersionedTable | null = null;
+  /** The version the table was created at (empty then). */
+  tableSince = 0;
 
   constructor(private readonly versionsToRetain: number) {}
 
@@ -52,11 +54,13 @@ class VersionedMap<V> {
       });
     }
     // Re-executing an older batch: undo the newer versions; that version becomes the latest again.
+    // The table first: it refuses before changing anything, and before it existed it was empty.
+    if (this.table !== null && version < this.tableSince) this.table = null;
+    this.table?.rollBackTo(version);
     for (let v = this.latestVersion; v > version; v--) {
       this.revert(this.undo.get(v)!);
       this.undo.delete(v);
     }
-    this.table?.rollBackTo(version);
     this.latestVersion = version;
     this.writer = new MemoryStateStore<V>(this, version);
     return this.writer;
@@ -164,7 +168,11 @@ class MemoryStateStore<V> implements StateStore<V> {
 
   ownTable<T extends VersionedTable>(create: () => T): T {
     this.checkWriter();
-    return (this.map.table ??= create()) as T;
+    if (this.map.table === null) {
+      this.map.table = create();
+      this.map.tableSince = this.version;
+    }
+    return this.map.table as T;
   }
 
   /** @internal the writes to revert when a newer open supersedes this store */
