@@ -1,6 +1,7 @@
 import type { DataType } from '../plan/data-types.js';
 import type { VersionedTable } from '../state/state-store.js';
 import { createGroupIndex, type GroupIndex } from './group-index.js';
+import { encodeKey } from './values.js';
 
 /** A group's state: its aggregate buffers. Never mutated once set (older versions share it). */
 export type GroupState = readonly unknown[];
@@ -57,6 +58,8 @@ export class AggregationTable implements VersionedTable {
     windowKeys: readonly boolean[],
     private readonly keyEventTimeMs: ((keyValues: readonly unknown[]) => number) | null,
     readonly versioned: boolean,
+    /** The key-value store key of a group (as the operator writes it through). */
+    private readonly keyOf: (keyValues: readonly unknown[]) => string = encodeKey,
   ) {
     this.index = createGroupIndex<GroupEntry>(keyTypes, windowKeys);
     this.byTime = keyEventTimeMs ? new Map() : null;
@@ -101,6 +104,15 @@ export class AggregationTable implements VersionedTable {
 
   forEach(visit: (entry: GroupEntry) => void): void {
     this.index.forEach(visit);
+  }
+
+  /** `[key, [key values, buffers]]` per group with a state, as a key-value store holds them. */
+  entries(): IterableIterator<[string, unknown]> {
+    const pairs: [string, unknown][] = [];
+    this.index.forEach((entry) => {
+      if (entry.state !== null) pairs.push([entry.encoded ?? this.keyOf(entry.keyValues), [entry.keyValues, entry.state]]);
+    });
+    return pairs[Symbol.iterator]();
   }
 
   commit(version: number): void {

@@ -155,7 +155,7 @@ export class StreamingAggregateExec implements StatefulExec {
 
   /** The store's own table, or a cache of its groups kept from the last batch or rebuilt. */
   private tableFor(store: StateStore<StoredGroup>): AggregationTable {
-    const create = (versioned: boolean): AggregationTable => new AggregationTable(this.keyTypes, this.agg.windowKeys, this.keyEventTimeMs, versioned);
+    const create = (versioned: boolean): AggregationTable => new AggregationTable(this.keyTypes, this.agg.windowKeys, this.keyEventTimeMs, versioned, this.agg.encodeKey);
     if (store.ownTable) return store.ownTable(() => create(true));
     if (this.cache !== null && this.cache.forVersion === store.version) {
       this.cache.forVersion = -1; // invalid until this batch completes

@@ -126,7 +126,11 @@ class MemoryStateStore<V> implements StateStore<V> {
   }
 
   get(key: string): V | undefined {
-    return this.live.get(key);
+    const v = this.live.get(key);
+    if (v !== undefined || this.map.table === null) return v;
+    // An operator's own table is read through its index; this is for inspection only.
+    for (const [k, value] of this.map.table.entries()) if (k === key) return value as V;
+    return undefined;
   }
 
   put(key: string, value: V): void {
@@ -147,11 +151,13 @@ class MemoryStateStore<V> implements StateStore<V> {
   }
 
   entries(): IterableIterator<[string, V]> {
-    return this.live.entries();
+    const table = this.map.table;
+    if (table === null) return this.live.entries();
+    return [...this.live.entries(), ...(table.entries() as IterableIterator<[string, V]>)][Symbol.iterator]();
   }
 
   get size(): number {
-    return this.live.size;
+    return this.live.size + (this.map.table?.size ?? 0);
   }
 
   async commit(): Promise<number> {

@@ -41,6 +41,9 @@ export interface VersionedTable {
   rollBackTo(version: number): void;
   /** Drops what `rollBackTo` would need to go back to versions before `version`. */
   forgetBefore(version: number): void;
+  /** Its state as the key-value pairs a key-value store would hold (for inspection and tests). */
+  entries(): IterableIterator<[string, unknown]>;
+  readonly size: number;
 }
 
 export interface StateStoreId {
