@@ -196,8 +196,12 @@ class MemoryStateStore<V> implements StateStore<V> {
 export class MemoryStateStoreProvider implements StateStoreProvider {
   private readonly maps = new Map<string, VersionedMap<unknown>>();
 
-  /** Spark keeps 100 versions by default (spark.sql.streaming.minBatchesToRetain). */
-  constructor(private readonly versionsToRetain = 100) {}
+  /**
+   * Versions kept to go back to, as Spark keeps 2 in memory (maxBatchesToRetainInMemory): enough
+   * to re-run the last batch, which is all the engine's recovery needs. More costs memory and,
+   * since replaced values then outlive many batches, much more garbage-collection time.
+   */
+  constructor(private readonly versionsToRetain = 2) {}
 
   async open<V>(id: StateStoreId, version: number): Promise<StateStore<V>> {
     const key = `${id.operatorId}/${id.storeName}`;

@@ -243,7 +243,7 @@ describe('MemoryStateStore.ownTable: aborts', () => {
 
 describe('MemoryStateStore.ownTable: re-executing older versions', () => {
   it('re-opening version v-1 after committing v rolls the table back (with the key-value part)', async () => {
-    const provider = new MemoryStateStoreProvider();
+    const provider = new MemoryStateStoreProvider(10); // several versions back, beyond the default retention
     const f = factory();
     const history: Snapshot[] = [[]];
     let store = await provider.open<GroupState>(id, 0);

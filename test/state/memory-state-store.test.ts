@@ -105,6 +105,22 @@ describe('MemoryStateStore', () => {
     await expect(provider.open(id, 5)).rejects.toThrow(CheckpointError);
   });
 
+  it('by default keeps what a re-run needs, the previous version, and no deep history (Spark keeps 2 in memory)', async () => {
+    const provider = new MemoryStateStoreProvider();
+    for (let v = 0; v < 12; v++) {
+      const s = await provider.open<number>(id, v);
+      s.put('n', v);
+      expect(await s.commit()).toBe(v + 1);
+      if (v >= 1) {
+        const previous = await provider.open<number>(id, v); // the state committed, the commit log did not
+        expect(previous.get('n')).toBe(v - 1);
+        previous.put('n', v);
+        expect(await previous.commit()).toBe(v + 1);
+      }
+    }
+    await expect(provider.open(id, 6)).rejects.toThrow(/not available/);
+  });
+
   it('keeps the retained versions across compaction and refuses older ones', async () => {
     const provider = new MemoryStateStoreProvider(3);
     for (let v = 0; v < 10; v++) {
