@@ -124,6 +124,8 @@ export interface WindowedAggregationResult {
   readonly engineEventsPerCpuSec: number;
   readonly baselineEventsPerCpuSec: number;
   readonly ratioCpu: number;
+  /** V8 flags of the process (npm run bench sizes the young generation as the Lambda functions do). */
+  readonly v8Flags: readonly string[];
 }
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -151,11 +153,13 @@ export async function measureWindowedAggregation(): Promise<WindowedAggregationR
     engineEventsPerCpuSec: Math.round(events / best.engineCpu),
     baselineEventsPerCpuSec: Math.round(events / best.baselineCpu),
     ratioCpu: Number((best.baselineCpu / best.engineCpu).toFixed(3)),
+    v8Flags: process.execArgv.filter((a) => a.startsWith('--max-semi-space-size')),
   };
 }
 
 export function printWindowedAggregation(result: WindowedAggregationResult): void {
-  console.log(`windowed aggregation, ${KEYS} keys, ${BATCHES} batches x ${BATCH} JSON records, 20% out of order`);
+  console.log(`windowed aggregation, ${KEYS} keys, ${BATCHES} batches x ${BATCH} JSON records, 20% out of order`
+    + ` (V8 flags: ${result.v8Flags.join(' ') || 'defaults'})`);
   console.log(`  engine:   ${result.engineEventsPerSec.toLocaleString('en-US')} events/s`);
   console.log(`  baseline: ${result.baselineEventsPerSec.toLocaleString('en-US')} events/s (JSON.parse + Map per window)`);
   console.log(`  ratio:    ${result.ratio} (wall clock); ${result.ratioCpu} per CPU second of the process `

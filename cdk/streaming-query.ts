@@ -252,7 +252,10 @@ export interface StreamingQueryProps {
   readonly parallelizationFactor?: number;
 
   /**
-   * Memory of the functions, in MiB (also buys CPU).
+   * Memory of the functions, in MiB (also buys CPU). A sixteenth of it (16 to 64 MiB) sizes V8's
+   * young generation (`--max-semi-space-size`): a group's state lives a few batches, and a young
+   * generation that holds those batches lets it die young instead of filling the old generation
+   * (Spark's GC tuning advice, for Node; measured in docs/architecture.md).
    *
    * @default 1024
    */
@@ -451,7 +454,7 @@ export class StreamingQuery extends Construct {
       snapshotEveryBatches: props.snapshotEveryBatches ?? 20,
       repartitionStreamName: this.repartitionStream?.streamName,
     };
-    this.environment = { ...runtimeConfigToEnv(config), NODE_OPTIONS: '--enable-source-maps' };
+    this.environment = { ...runtimeConfigToEnv(config), NODE_OPTIONS: `--enable-source-maps --max-semi-space-size=${semiSpaceMb(props.memorySize ?? 1024)}` };
 
     this.kinesisTriggerFunction = this.triggerFunction('KinesisTrigger', 'kinesis', props, removalPolicy,
       `Sluice query ${this.queryName}: one micro-batch per Kinesis shard batch`);
@@ -786,4 +789,9 @@ export class StreamingQuery extends Construct {
 function defaultMaxRecordAge(streamRetention: Duration): Duration {
   const seconds = Math.min(Math.max(streamRetention.toSeconds() - ONE_HOUR.toSeconds(), MIN_RECORD_AGE.toSeconds()), MAX_RECORD_AGE.toSeconds());
   return Duration.seconds(seconds);
+}
+
+/** V8's semi-space size for a function of `memoryMb`: a sixteenth, between 16 and 64 MiB. */
+export function semiSpaceMb(memoryMb: number): number {
+  return Math.max(16, Math.min(64, Math.floor(memoryMb / 16)));
 }

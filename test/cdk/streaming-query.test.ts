@@ -8,7 +8,7 @@ import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { StreamingQuery } from '../../cdk/streaming-query.js';
+import { StreamingQuery, semiSpaceMb } from '../../cdk/streaming-query.js';
 import { CHECKPOINT_TABLE_KEYS, SINK_TABLE_KEYS, STATE_TABLE_KEYS } from '../../lib/aws/tables.js';
 import { METRIC, METRICS_NAMESPACE } from '../../lib/runtime/metric-names.js';
 import { RUNTIME_ENV, readRuntimeConfig } from '../../lib/runtime/runtime-config.js';
@@ -118,7 +118,7 @@ describe('StreamingQuery with its defaults (update mode → DynamoDB sink, creat
         [RUNTIME_ENV.idleShardTimeoutMs]: '300000',
         [RUNTIME_ENV.expectedShardCount]: '1',
         [RUNTIME_ENV.snapshotEveryBatches]: '20',
-        NODE_OPTIONS: '--enable-source-maps',
+        NODE_OPTIONS: '--enable-source-maps --max-semi-space-size=64',
       });
       expect(variables).not.toHaveProperty(RUNTIME_ENV.sinkBucket);
       // With the references filled in, the runtime accepts the environment as it is.
@@ -538,5 +538,11 @@ describe('StreamingQuery repartition knobs', () => {
       expect(fn.Properties.Environment.Variables).not.toHaveProperty(RUNTIME_ENV.repartitionStreamName);
     }
     for (const s of policyStatements(template)) expect(asArray(s.Action)).not.toContain('kinesis:PutRecords');
+  });
+});
+
+describe('semiSpaceMb', () => {
+  it('sizes the young generation at a sixteenth of the function memory, 16 to 64 MiB', () => {
+    expect([128, 256, 512, 1024, 3008].map(semiSpaceMb)).toEqual([16, 16, 32, 64, 64]);
   });
 });
