@@ -47,6 +47,13 @@ interface Timing {
   readonly cpuSec: number;
 }
 
+/** What a run emitted, to check that the engine and the baseline computed the same thing. */
+interface Answer {
+  groups: number;
+  events: number;
+  amount: number;
+}
+
 function startTiming(): () => Timing {
   const wall = performance.now();
   const cpu = process.cpuUsage();
@@ -56,7 +63,7 @@ function startTiming(): () => Timing {
   };
 }
 
-async function runEngine(batches: string[][]): Promise<Timing> {
+async function runEngine(batches: string[][]): Promise<Timing & { answer: Answer }> {
   // Raw JSON records in, as a Kinesis shard delivers them: the engine decodes (only the columns
   // the query reads) as part of each batch.
   const { stream, df } = new SluiceSession().jsonMemoryStream(schema);
@@ -64,9 +71,15 @@ async function runEngine(batches: string[][]): Promise<Timing> {
     .withWatermark('event_time', '2 minutes')
     .groupBy(window(col('event_time'), '5 minutes'), col('user_id'))
     .agg(count().as('events'), sum('amount').as('amount'));
-  let emitted = 0;
+  const answer: Answer = { groups: 0, events: 0, amount: 0 };
   const handle = await query.writeStream.outputMode('append')
-    .sink(new ForeachBatchSink((rows) => { emitted += rows.length; }))
+    .sink(new ForeachBatchSink((rows) => {
+      for (const row of rows) {
+        answer.groups++;
+        answer.events += row[2] as number;
+        answer.amount += row[3] as number;
+      }
+    }))
     .start();
   const stop = startTiming();
   for (const records of batches) {
@@ -75,15 +88,15 @@ async function runEngine(batches: string[][]): Promise<Timing> {
   }
   const timing = stop();
   await handle.stop();
-  if (emitted === 0) throw new Error('engine emitted nothing: the benchmark query is broken');
+  if (answer.groups === 0) throw new Error('engine emitted nothing: the benchmark query is broken');
   if (stream.invalidRecords.length > 0) throw new Error(`engine refused ${stream.invalidRecords.length} records: the benchmark input is broken`);
-  return timing;
+  return { ...timing, answer };
 }
 
-function runBaseline(batches: string[][]): Timing {
+function runBaseline(batches: string[][]): Timing & { answer: Answer } {
   const windows = new Map<number, Map<string, { count: number; sum: number }>>();
   let maxEventMs = 0;
-  let emitted = 0;
+  const answer: Answer = { groups: 0, events: 0, amount: 0 };
   const stop = startTiming();
   for (const records of batches) {
     const watermark = maxEventMs - 120_000;
@@ -104,14 +117,26 @@ function runBaseline(batches: string[][]): Timing {
     const closeBefore = maxEventMs - 120_000;
     for (const [start, groups] of windows) {
       if (start + WINDOW_MS <= closeBefore) {
-        emitted += groups.size;
+        for (const g of groups.values()) {
+          answer.groups++;
+          answer.events += g.count;
+          answer.amount += g.sum;
+        }
         windows.delete(start);
       }
     }
   }
   const timing = stop();
-  if (emitted === 0) throw new Error('baseline emitted nothing');
-  return timing;
+  if (answer.groups === 0) throw new Error('baseline emitted nothing');
+  return { ...timing, answer };
+}
+
+/** Same windows, same counts, same sums (up to the order of floating-point additions). */
+function checkSameAnswer(engine: Answer, baseline: Answer): void {
+  const close = Math.abs(engine.amount - baseline.amount) <= 1e-9 * Math.abs(baseline.amount);
+  if (engine.groups !== baseline.groups || engine.events !== baseline.events || !close) {
+    throw new Error(`the engine and the baseline disagree: engine ${JSON.stringify(engine)}, baseline ${JSON.stringify(baseline)}`);
+  }
 }
 
 export interface WindowedAggregationResult {
@@ -141,6 +166,7 @@ export async function measureWindowedAggregation(): Promise<WindowedAggregationR
   for (let i = 0; i < ROUNDS; i++) {
     const b = runBaseline(batches);
     const e = await runEngine(batches);
+    checkSameAnswer(e.answer, b.answer);
     best.baselineWall = Math.min(best.baselineWall, b.wallSec);
     best.baselineCpu = Math.min(best.baselineCpu, b.cpuSec);
     best.engineWall = Math.min(best.engineWall, e.wallSec);
