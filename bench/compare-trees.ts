@@ -3,9 +3,12 @@
  * benchmark, run by two checkouts of Sluice (e.g. `git worktree add /tmp/before HEAD~1`) in ONE
  * process, alternately, so both see the same machine noise. Prints CPU seconds per run (min and
  * median) and B/A: below 1 means B is faster. For deciding whether a change is worth keeping on a
- * noisy machine, where two separate `npm run bench` runs can differ by ±30%.
+ * noisy machine, where two separate `npm run bench` runs can differ by ±30%. Even so, run it with
+ * BENCH_BATCHES=300 and in both orders: the first rounds favour whichever runs second, and a tree
+ * compared with itself can show B/A from 0.5 (min) on short runs.
  */
 import { resolve } from 'node:path';
+import { makeBatches } from './windowed-aggregation.bench.js';
 
 interface Tree {
   readonly name: string;
@@ -22,26 +25,6 @@ async function load(dir: string): Promise<Tree> {
     sink: await import(`${root}/lib/sinks/foreach-batch-sink.ts`),
     fns: await import(`${root}/lib/plan/functions.ts`),
   };
-}
-
-function makeBatches(batches: number): string[][] {
-  let seed = 42;
-  const random = (): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
-  const out: string[][] = [];
-  let clock = Date.parse('2024-05-01T00:00:00Z');
-  for (let b = 0; b < batches; b++) {
-    const records: string[] = [];
-    for (let i = 0; i < 1000; i++) {
-      clock += 50;
-      const eventMs = random() < 0.2 ? clock - Math.floor(random() * 120_000) : clock;
-      records.push(JSON.stringify({
-        user_id: `user-${Math.floor(random() * 10_000)}`, amount: Math.round(random() * 10_000) / 100,
-        event_time: eventMs / 1000, country: 'NL', device: random() < 0.5 ? 'ios' : 'android',
-      }));
-    }
-    out.push(records);
-  }
-  return out;
 }
 
 /** CPU seconds (all threads) of one run over `batches`. */

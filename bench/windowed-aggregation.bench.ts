@@ -15,12 +15,13 @@ const BATCH = 1_000;
 const BATCHES = Number(process.env.BENCH_BATCHES ?? 300);
 const WINDOW_MS = 5 * 60_000;
 
-function makeBatches(): string[][] {
+/** The benchmark's input: `batches` batches of 1,000 JSON records (deterministic). */
+export function makeBatches(batches = BATCHES): string[][] {
   let seed = 42;
   const random = (): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
   const out: string[][] = [];
   let clock = Date.parse('2024-05-01T00:00:00Z');
-  for (let b = 0; b < BATCHES; b++) {
+  for (let b = 0; b < batches; b++) {
     const records: string[] = [];
     for (let i = 0; i < BATCH; i++) {
       clock += 50;

@@ -20,6 +20,7 @@ import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import type { Sink, SinkBatch } from '../../lib/sinks/sink.js';
 import type { MemoryStream } from '../../lib/sources/memory-stream.js';
 import type { StreamingQuery } from '../../lib/runtime/streaming-query.js';
+import { createPrng } from '../../lib/local/sample-events.js';
 
 const S = 1_000_000; // µs per second
 type Win = { start: number; end: number };
@@ -313,16 +314,6 @@ describe('grouping keys that look like a window', () => {
 // ---------------------------------------------------------------------------------------------
 // Randomized: many batches with random restarts and sink failures, against a model of Spark's rules.
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Spark's windowed aggregation, batch by batch: the rows each step writes and its late groups. */
 class Model {
@@ -379,7 +370,7 @@ describe('windowed aggregation: randomized against a model, with restarts and fa
   for (const mode of ['update', 'append'] as const) {
     for (const seed of [7, 11, 23]) {
       it(`${mode}, seed ${seed}`, async () => {
-        const random = mulberry32(seed);
+        const random = createPrng(seed);
         const { stream, df } = new SluiceSession().memoryStream('k string, v long, ts timestamp');
         const query = df.withWatermark('ts', '5 seconds').groupBy(window(col('ts'), '10 seconds'), col('k')).agg(count('*').as('n'), sum('v').as('total'));
         const failing = new Set<number>();

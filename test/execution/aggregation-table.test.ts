@@ -6,6 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { AggregationTable, type GroupEntry, type GroupState } from '../../lib/execution/aggregation-table.js';
 import { WINDOW_STRUCT, type DataType } from '../../lib/plan/data-types.js';
+import { evict, snapshot, type Snapshot } from '../support/aggregation-table.js';
+import { createPrng } from '../../lib/local/sample-events.js';
 
 // ---------------------------------------------------------------------------------------------
 // Key shapes
@@ -64,21 +66,7 @@ function add(table: AggregationTable, keyValues: unknown[], ...buffers: unknown[
   return entry;
 }
 
-type Snapshot = [key: string, state: string][];
 
-/** The table's groups through forEach, sorted: [keyValues JSON, state JSON]. */
-function snapshot(table: AggregationTable): Snapshot {
-  const rows: Snapshot = [];
-  table.forEach((e) => rows.push([JSON.stringify(e.keyValues), JSON.stringify(e.state)]));
-  return rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-}
-
-/** Evicts up to `timeMs`, returning the visited groups' keys (sorted, duplicates kept). */
-function evict(table: AggregationTable, timeMs: number): string[] {
-  const visited: string[] = [];
-  table.evictUpTo(timeMs, (e) => visited.push(JSON.stringify(e.keyValues)));
-  return visited.sort();
-}
 
 const keysOf = (s: Snapshot): string[] => s.map(([k]) => k);
 
@@ -411,22 +399,12 @@ describe('AggregationTable.nextBatchStamp', () => {
 // ---------------------------------------------------------------------------------------------
 // Randomized differential test against a model
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The model: key JSON → state JSON. */
 type Model = Map<string, string>;
 
 function differential(shape: Shape, seed: number, ops: number): void {
-  const rand = mulberry32(seed);
+  const rand = createPrng(seed);
   const int = (n: number): number => Math.floor(rand() * n);
   const table = newTable(shape);
   const GROUPS = 4;

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { createGroupIndex, type GroupIndex } from '../../lib/execution/group-index.js';
 import { arrayOf, structOf, type DataType, type StructType } from '../../lib/plan/data-types.js';
+import { createPrng } from '../../lib/local/sample-events.js';
 
 const WINDOW: StructType = { kind: 'struct', fields: [{ name: 'start', type: 'timestamp' }, { name: 'end', type: 'timestamp' }] };
 const POINT: StructType = structOf([{ name: 'x', type: 'long' }, { name: 'label', type: 'string' }]);
@@ -331,16 +332,6 @@ describe('createGroupIndex: deleting the last entry under an outer level', () =>
 // ---------------------------------------------------------------------------------------------
 // Differential test against a reference Map keyed by a canonical JSON text of the key.
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Fresh values each call (new struct/array instances), over a small domain including NULL. */
 function domainOf(type: DataType): (() => unknown)[] {
@@ -381,7 +372,7 @@ function referenceKey(types: readonly DataType[], key: readonly unknown[]): stri
 }
 
 function differential(types: readonly DataType[], seed: number, ops: number): void {
-  const random = mulberry32(seed);
+  const random = createPrng(seed);
   const domains = types.map(domainOf);
   const randomKey = (): unknown[] => domains.map((d) => d[Math.floor(random() * d.length)]!());
   const index: GroupIndex<Entry> = createGroupIndex<Entry>(types);

@@ -8,6 +8,7 @@ import { AggregationTable, type GroupEntry, type GroupState } from '../../lib/ex
 import { CheckpointError } from '../../lib/errors/sluice-error.js';
 import { MemoryStateStoreProvider } from '../../lib/state/memory-state-store.js';
 import type { StateStore, StateStoreId } from '../../lib/state/state-store.js';
+import { evict, snapshot, type Snapshot } from '../support/aggregation-table.js';
 
 const id: StateStoreId = { operatorId: 0, storeName: 'default' };
 const otherId: StateStoreId = { operatorId: 1, storeName: 'default' };
@@ -43,20 +44,7 @@ function put(table: AggregationTable, keyValues: unknown[], value: number): Grou
   return entry;
 }
 
-type Snapshot = [key: string, state: string][];
 
-function snapshot(table: AggregationTable): Snapshot {
-  const rows: Snapshot = [];
-  table.forEach((e) => rows.push([JSON.stringify(e.keyValues), JSON.stringify(e.state)]));
-  return rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-}
-
-/** The groups an eviction up to `timeMs` visits (sorted). */
-function evict(table: AggregationTable, timeMs: number): string[] {
-  const visited: string[] = [];
-  table.evictUpTo(timeMs, (e) => visited.push(JSON.stringify(e.keyValues)));
-  return visited.sort();
-}
 
 /** The table as of the store's version, including its time index (probed in a batch that is aborted). */
 async function expectTableAt(provider: MemoryStateStoreProvider, storeId: StateStoreId, version: number, table: AggregationTable, expected: Snapshot): Promise<void> {
