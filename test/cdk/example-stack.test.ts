@@ -13,7 +13,7 @@ import { handlerEntrySource } from '../../cdk/generated-entry.js';
 import { SluiceExampleStack } from '../../cdk/sluice-example-stack.js';
 import { StreamingQuery } from '../../cdk/streaming-query.js';
 import { RUNTIME_ENV } from '../../lib/runtime/runtime-config.js';
-import { acknowledgments, appWithoutBundling, example, nagViolations, testStack } from './support.js';
+import { acknowledgments, appOutdir, appWithoutBundling, example, nagViolations, testStack } from './support.js';
 
 type Resource = { Properties: Record<string, any> };
 
@@ -96,7 +96,7 @@ describe('the generated entries and their bundles', () => {
   // One query with a repartition stage has all three entry kinds (Kinesis trigger as stage 1,
   // scheduled, repartition); the entries differ only in the factory they import.
   it('bundles the three functions of a repartitioned query with the local esbuild (minified, source map) into handlers that load and answer', async () => {
-    const app = new App({ builtinCloudFormationValidation: false });
+    const app = new App({ builtinCloudFormationValidation: false, outdir: appOutdir() });
     const stack = testStack(app);
     const query = new StreamingQuery(stack, 'PerProduct', { queryModule: example('hourly-sales-per-product.ts'), shardCount: 2 });
     const template = Template.fromStack(stack);

@@ -1,8 +1,11 @@
 /** Helpers for the CDK tests: apps that skip bundling, paths, and template queries. */
 import { App, Stack, Validations } from 'aws-cdk-lib';
+import { afterAll } from 'vitest';
 import type { Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PROJECT_ROOT } from '../../cdk/build-dir.js';
@@ -15,7 +18,20 @@ export const fixture = (file: string): string => join(dirname(fileURLToPath(impo
  * hash), without CDK's built-in CloudFormation schema validation (slow; `cdk synth` runs it).
  */
 export function appWithoutBundling(): App {
-  return new App({ builtinCloudFormationValidation: false, context: { 'aws:cdk:bundling-stacks': [] } });
+  return new App({ builtinCloudFormationValidation: false, context: { 'aws:cdk:bundling-stacks': [] }, outdir: appOutdir() });
+}
+
+/** Test apps' cloud assembly directories (CDK would make its own in the temp dir and leave it there). */
+const outdirs: string[] = [];
+// Each test file evaluates this module afresh: its apps' directories go when the file is done.
+afterAll(() => {
+  for (const dir of outdirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+export function appOutdir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-cdk-test-'));
+  outdirs.push(dir);
+  return dir;
 }
 
 export function testStack(app: App = appWithoutBundling(), id = 'Test'): Stack {
