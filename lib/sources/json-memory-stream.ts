@@ -40,8 +40,11 @@ export class JsonMemoryStream implements MicroBatchStream {
     return this.blocks.length;
   }
 
+  /** Every query started on this stream names its columns: it decodes the union of them. */
   pruneColumns(columns: readonly string[]): void {
-    this.columns = columns;
+    const union = new Set([...(this.columns ?? []), ...columns]);
+    if (this.columns !== undefined && union.size === this.columns.length) return;
+    this.columns = [...union];
     this.decode = null;
   }
 

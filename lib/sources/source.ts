@@ -20,7 +20,8 @@ export interface MicroBatchStream {
   numInvalidRecords?(start: Offset | null, end: Offset): number;
   /**
    * Column pruning (Spark's SupportsPushDownRequiredColumns): before the first batch, the engine
-   * names the columns the query reads. A source that decodes records may leave the others NULL.
+   * names the columns the query reads. A source that decodes records may leave the others NULL;
+   * a source read by several queries gets one call per query and must keep what any of them reads.
    */
   pruneColumns?(columns: readonly string[]): void;
 }

@@ -235,6 +235,21 @@ describe('JsonMemoryStream: column pruning', () => {
     await query.stop();
   });
 
+  it('two queries on one stream, reading different columns, each get theirs', async () => {
+    const { stream, df } = new SluiceSession().jsonMemoryStream('k string, v long, w long');
+    const sums = new MemorySink();
+    const keys = new MemorySink();
+    const bySum = await df.groupBy('k').agg(sum('v').as('total')).writeStream.outputMode('update').sink(sums).checkpoint(new MemoryCheckpoint()).start();
+    const byW = await df.select('k', 'w').writeStream.outputMode('append').sink(keys).checkpoint(new MemoryCheckpoint()).start();
+    stream.addData([rec({ k: 'a', v: 1, w: 10 }), rec({ k: 'b', v: 2, w: 20 })]);
+    await bySum.processAllAvailable();
+    await byW.processAllAvailable();
+    expect(sorted(sums.allRows())).toEqual([['a', 1], ['b', 2]]);
+    expect(sorted(keys.allRows())).toEqual([['a', 10], ['b', 20]]);
+    await bySum.stop();
+    await byW.stop();
+  });
+
   it('a wrong-typed value in an unused column does not make the record invalid; in a used column it does', async () => {
     const s = setup('k string, v long, extra long, flag boolean');
     const query = await s.start(s.df.groupBy('k').agg(sum('v').as('total')), 'update');
