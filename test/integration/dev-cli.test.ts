@@ -4,26 +4,13 @@
  * over the generated sample events through the real handlers, prints every batch and writes the
  * final sink contents and the dead letters.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSalesEvents } from '../../lib/local/sample-events.js';
+import { runSluice } from '../support/sluice-cli.js';
 
-const root = resolve(import.meta.dirname, '../..');
-
-function run(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [join(root, 'bin/sluice.mjs'), ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => { stdout += c.toString(); });
-    child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
-    const timer = setTimeout(() => { child.kill('SIGINT'); fail(new Error(`sluice dev did not finish in ${timeoutMs} ms:\n${stdout}\n${stderr}`)); }, timeoutMs);
-    child.on('exit', (code) => { clearTimeout(timer); done({ code, stdout, stderr }); });
-  });
-}
 
 const readJsonLines = (path: string): Record<string, unknown>[] =>
   readFileSync(path, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
@@ -48,7 +35,7 @@ describe('sluice dev (embedded emulators, real handlers)', () => {
 
   beforeAll(async () => {
     out = mkdtempSync(join(tmpdir(), 'sluice-dev-test-'));
-    result = await run(['dev', '--shards', '2', '--out', out], 150_000);
+    result = await runSluice(['dev', '--shards', '2', '--out', out], 150_000);
   }, 160_000);
 
   afterAll(() => { if (out) rmSync(out, { recursive: true, force: true }); });

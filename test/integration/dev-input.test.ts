@@ -3,15 +3,14 @@
  * StreamingQueryDefinition) over a user's events, here a complete-mode count per store written to
  * the S3 snapshot sink, on one shard with small batches.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT, runSluice } from '../support/sluice-cli.js';
 
-const root = resolve(import.meta.dirname, '../..');
-const lib = (path: string): string => pathToFileURL(join(root, 'lib', path)).href;
+const lib = (path: string): string => pathToFileURL(join(PROJECT_ROOT, 'lib', path)).href;
 
 const MODULE = `
 import { defineQuery } from '${lib('api/query-definition.ts')}';
@@ -30,18 +29,6 @@ const stores = ['north', 'south', 'east'];
 const events = Array.from({ length: 23 }, (_, i) => ({ store_id: stores[i % 3]!, amount: (i + 1) * 0.5, ts: `2024-05-01T10:${String(i).padStart(2, '0')}:00Z` }));
 const lines = [...events.map((e) => JSON.stringify(e)), '{"store_id": "north", "amount": 1', JSON.stringify({ store_id: 'south', amount: 2, ts: 'yesterday' })];
 
-function run(args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [join(root, 'bin/sluice.mjs'), ...args], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => { stdout += c.toString(); });
-    child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
-    const timer = setTimeout(() => { child.kill('SIGINT'); fail(new Error(`sluice dev did not finish in ${timeoutMs} ms:\n${stdout}\n${stderr}`)); }, timeoutMs);
-    child.on('exit', (code) => { clearTimeout(timer); done({ code, stdout, stderr }); });
-  });
-}
-
 describe('sluice dev with a query module and an input file', () => {
   let dir: string;
   let result: { code: number | null; stdout: string; stderr: string };
@@ -50,7 +37,7 @@ describe('sluice dev with a query module and an input file', () => {
     dir = mkdtempSync(join(tmpdir(), 'sluice-dev-input-'));
     writeFileSync(join(dir, 'per-store.mts'), MODULE);
     writeFileSync(join(dir, 'events.jsonl'), `${lines.join('\n')}\n`);
-    result = await run(['dev', join(dir, 'per-store.mts'), '--input', join(dir, 'events.jsonl'), '--shards', '1', '--batch-size', '5', '--out', join(dir, 'out')], 150_000);
+    result = await runSluice(['dev', join(dir, 'per-store.mts'), '--input', join(dir, 'events.jsonl'), '--shards', '1', '--batch-size', '5', '--out', join(dir, 'out')], 150_000);
   }, 160_000);
 
   afterAll(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });

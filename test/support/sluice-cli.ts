@@ -1,0 +1,24 @@
+/** Runs the `sluice` command as a user does (`node bin/sluice.mjs ...`), for end-to-end tests. */
+import { spawn } from 'node:child_process';
+import { join, resolve } from 'node:path';
+
+export const PROJECT_ROOT = resolve(import.meta.dirname, '../..');
+
+export interface CliResult {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Its exit code and output; fails (and interrupts it) if it runs longer than `timeoutMs`. */
+export function runSluice(args: string[], timeoutMs: number): Promise<CliResult> {
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, [join(PROJECT_ROOT, 'bin/sluice.mjs'), ...args], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => { stdout += c.toString(); });
+    child.stderr.on('data', (c: Buffer) => { stderr += c.toString(); });
+    const timer = setTimeout(() => { child.kill('SIGINT'); fail(new Error(`sluice ${args[0]} did not finish in ${timeoutMs} ms:\n${stdout}\n${stderr}`)); }, timeoutMs);
+    child.on('exit', (code) => { clearTimeout(timer); done({ code, stdout, stderr }); });
+  });
+}
