@@ -21,6 +21,8 @@ export interface CompiledAggregation {
   readonly hasExpandingKey: boolean;
   /** Calls `visit` once per group key the row belongs to (several for a sliding window). */
   forEachKey(row: Row, visit: (keyValues: unknown[], encoded: string) => void): void;
+  /** As `forEachKey`, without the key's string form; each `keyValues` is a fresh array. */
+  forEachKeyValues(row: Row, visit: (keyValues: unknown[]) => void): void;
   /**
    * Writes the row's group key into `key` (no allocation); false when the row belongs to no group
    * (a NULL event time under a window). Only without an expanding key.
@@ -70,25 +72,26 @@ export function compileAggregation(
     : null;
   const n = functions.length;
 
-  const forEachKey = generator === null
-    ? (row: Row, visit: (k: unknown[], e: string) => void) => {
+  const forEachKeyValues = generator === null
+    ? (row: Row, visit: (k: unknown[]) => void) => {
       const values = new Array<unknown>(keyCount);
       for (let i = 0; i < keyCount; i++) {
         const v = keyEvals[i]!(row);
         if (v === null && dropsNull[i]) return;
         values[i] = v;
       }
-      visit(values, encode(values));
+      visit(values);
     }
-    : (row: Row, visit: (k: unknown[], e: string) => void) => {
+    : (row: Row, visit: (k: unknown[]) => void) => {
       const fixed = keyEvals.map((f) => (f ? f(row) : null));
       if (fixed.some((v, i) => i !== generatorIndex && v === null && dropsNull[i])) return;
       for (const g of generator(row)) {
         const values = [...fixed];
         values[generatorIndex] = g;
-        visit(values, encode(values));
+        visit(values);
       }
     };
+  const forEachKey = (row: Row, visit: (k: unknown[], e: string) => void): void => forEachKeyValues(row, (values) => visit(values, encode(values)));
 
   // Array literals, not slice() / new Array(): a literal's allocation site lets V8 see that these
   // arrays outlive the batch (they become state) and allocate them in old space directly, instead
@@ -149,6 +152,7 @@ export function compileAggregation(
     windowKeys: boundKeys.map((k) => k.kind === 'timeWindow'),
     hasExpandingKey: generator !== null,
     forEachKey,
+    forEachKeyValues,
     keyInto,
     encodeKey: encode,
     copyKey,

@@ -4,12 +4,12 @@ import { typeToString, type DataType } from '../plan/data-types.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
 import { compileAggregation, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
 import { AggregationTable, type GroupEntry } from './aggregation-table.js';
-
-/** A group as a key-value state store holds it: its key values and its aggregate buffers. */
-type StoredGroup = readonly [keyValues: readonly unknown[], buffers: readonly unknown[]];
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
 import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from './physical.js';
+
+/** A group as a key-value state store holds it: its key values and its aggregate buffers. */
+type StoredGroup = readonly [keyValues: readonly unknown[], buffers: readonly unknown[]];
 
 interface BatchGroups {
   readonly stamp: number;
@@ -82,7 +82,7 @@ export class StreamingAggregateExec implements StatefulExec {
     if (agg.hasExpandingKey) {
       for (let r = 0; r < input.length; r++) {
         const row = input[r]!;
-        agg.forEachKey(row, (keyValues) => {
+        agg.forEachKeyValues(row, (keyValues) => {
           const entry = this.touch(table, keyValues, batch);
           if (entry !== null) agg.updateBuffers(entry.partial!, row);
         });
