@@ -1,4 +1,5 @@
 import type { StructField } from '../plan/data-types.js';
+import { IllegalArgumentError } from '../errors/sluice-error.js';
 import { createJsonRowDecoder, type JsonDecoderOptions } from './json-decoder.js';
 import type { MicroBatchStream, Offset } from './source.js';
 
@@ -36,6 +37,12 @@ export class JsonMemoryStream implements MicroBatchStream {
 
   /** Adds one batch of records; the records are kept as given (strings are immutable). */
   addData(records: readonly string[]): number {
+    const notText = records.findIndex((r) => typeof r !== 'string');
+    if (notText >= 0) {
+      throw new IllegalArgumentError(`${this.name}.addData takes JSON text, but record ${notText} is ${records[notText] === null ? 'null' : typeof records[notText]}.`, {
+        code: 'JSON_RECORD_NOT_TEXT', hint: 'pass JSON.stringify(record), or use session.memoryStream(schema) for rows.',
+      });
+    }
     this.blocks.push(records.slice());
     return this.blocks.length;
   }

@@ -50,6 +50,12 @@ describe('JsonMemoryStream: offsets and decoding', () => {
     expect(stream.getBatch(null, 3)).toEqual([['a', 1], ['b', 2], ['c', 3]]);
   });
 
+  it('refuses a record that is not JSON text, before adding anything, and says what to pass', () => {
+    const { stream } = new SluiceSession().jsonMemoryStream('k string');
+    expect(() => stream.addData(['{"k":"a"}', { k: 'b' } as unknown as string])).toThrow(/record 1 is object.*JSON\.stringify/s);
+    expect(stream.latestOffset()).toBeNull();
+  });
+
   it('keeps the records as given: mutating the caller array afterwards changes nothing', () => {
     const stream = new JsonMemoryStream([{ name: 'k', type: 'string' }]);
     const records = [rec({ k: 'a' })];
