@@ -12,6 +12,7 @@ import type { StreamingQuery } from '../../lib/runtime/streaming-query.js';
 import type { StreamingQueryProgress } from '../../lib/runtime/progress.js';
 import type { DataType } from '../../lib/plan/data-types.js';
 import { buildInputs, buildQuery, toEngineValue, UnsupportedScenario, type Json, type ScenarioInputs } from './scenario-query.js';
+import { ownTableMode, type StateMode } from './state-modes.js';
 
 export interface ScenarioResult {
   readonly id: string;
@@ -52,9 +53,10 @@ function errorMatches(error: Error, spec: Json): string | null {
   return `${problems.join(' / ')}; got: ${error.message.split('\n')[0]}`;
 }
 
-export async function runScenario(scenario: Json): Promise<ScenarioResult> {
+/** Runs a scenario with its state kept as `mode` keeps it (a fresh mode per scenario). */
+export async function runScenario(scenario: Json, mode: StateMode = ownTableMode): Promise<ScenarioResult> {
   try {
-    await new ScenarioRun(scenario).run();
+    await new ScenarioRun(scenario, mode).run();
     return { id: scenario.id, passed: true };
   } catch (error) {
     const reason = error instanceof UnsupportedScenario ? `unsupported: ${error.message}` : (error as Error).message.split('\n').slice(0, 3).join(' | ');
@@ -76,7 +78,7 @@ class ScenarioRun {
   private metricsPointer = 0;
   private outputTypes: DataType[] = [];
 
-  constructor(private readonly scenario: Json) {}
+  constructor(private readonly scenario: Json, private readonly mode: StateMode) {}
 
   async run(): Promise<void> {
     const conf: Record<string, string> = { ...(this.scenario.conf ?? {}) };
@@ -245,7 +247,7 @@ class ScenarioRun {
       .outputMode(this.scenario.outputMode ?? 'append')
       .sink(this.sink)
       .trigger(this.trigger(arg.trigger))
-      .checkpoint(this.checkpoint(arg.checkpoint))
+      .checkpoint(this.mode.checkpointFor(this.checkpoint(arg.checkpoint)))
       .clock(this.clock);
     for (const [k, v] of Object.entries(arg.conf ?? {})) writer.option(k, String(v));
     this.query = await writer.start();
