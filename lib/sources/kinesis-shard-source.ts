@@ -6,6 +6,11 @@
  * The offset of a batch names its shard, its first and last sequence numbers and its record
  * count, so a re-run can check that it has exactly the planned records before reading them.
  * Sequence numbers are decimal strings beyond 2^53: compared as BigInt.
+ *
+ * Column pruning (Spark's, as the JSON memory stream): given the columns the query reads, at
+ * construction or through `pruneColumns` (the engine calls it before the first batch), records are
+ * decoded and checked on those columns only, plus the declared partition-key column, which is
+ * always checked; the other columns are NULL.
  */
 import type { StructField } from '../plan/data-types.js';
 import type { DeadLetterRecord } from './dead-letter.js';
@@ -44,6 +49,8 @@ export interface KinesisShardSourceOptions {
   readonly decode: RecordDecoder;
   /** The declared partition-key column: a record whose key disagrees with it is dead-lettered. */
   readonly partitionKeyColumn?: string;
+  /** The columns the query reads (default: all); needs a decoder with `forColumns`. */
+  readonly columns?: readonly string[];
 }
 
 export function asKinesisOffset(offset: Offset | null): KinesisOffset | null {
@@ -56,12 +63,31 @@ export class KinesisShardSource implements MicroBatchStream {
   private buffer: Buffered[] = [];
   private committed: KinesisOffset | null = null;
   private readonly partitionKeyIndex: number;
+  private decoder: RecordDecoder;
+  /** The columns decoded (undefined: all), partition key excluded. */
+  private columns: readonly string[] | undefined;
 
   constructor(private readonly options: KinesisShardSourceOptions) {
     this.name = options.name;
     this.schema = options.schema;
     const key = options.partitionKeyColumn?.toLowerCase();
     this.partitionKeyIndex = key === undefined ? -1 : options.schema.findIndex((f) => f.name.toLowerCase() === key);
+    this.decoder = options.decode;
+    if (options.columns !== undefined) this.pruneColumns(options.columns);
+  }
+
+  /**
+   * Decodes only `columns` from now on (with those of earlier calls); records already buffered are
+   * decoded again, so a record is judged the same whenever the engine names the columns.
+   */
+  pruneColumns(columns: readonly string[]): void {
+    const union = new Set([...(this.columns ?? []), ...columns].map((c) => c.toLowerCase()));
+    if (this.columns !== undefined && union.size === this.columns.length) return;
+    if (this.options.decode.forColumns === undefined) return;
+    this.columns = [...union];
+    const decoded = this.partitionKeyIndex >= 0 ? [...this.columns, this.schema[this.partitionKeyIndex]!.name] : this.columns;
+    this.decoder = this.options.decode.forColumns(decoded);
+    this.buffer = this.buffer.map((b) => this.decode(b.record, b.seq));
   }
 
   /** Everything up to `offset` is committed: such records are dropped (Lambda redelivers). */
@@ -90,7 +116,7 @@ export class KinesisShardSource implements MicroBatchStream {
   }
 
   private decode(record: ShardRecord, seq: bigint): Buffered {
-    const result = this.options.decode(Buffer.from(record.dataBase64, 'base64'));
+    const result = this.decoder(Buffer.from(record.dataBase64, 'base64'));
     if (!result.ok) return { record, seq, row: null, reason: result.reason };
     if (this.partitionKeyIndex >= 0) {
       const value = result.row[this.partitionKeyIndex];

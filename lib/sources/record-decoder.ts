@@ -1,6 +1,7 @@
 /**
  * Turns a Kinesis record's bytes into a row of the query's schema, or a reason it cannot. JSON
- * objects by field name (the default), CSV lines in schema order, or the raw UTF-8 string.
+ * objects by field name (the default), CSV lines in schema order, or the raw UTF-8 string. Given the
+ * columns the query reads, it decodes and checks only those, as the JSON memory stream does.
  */
 import type { KinesisSourceSpec } from '../api/query-definition.js';
 import type { DataType, StructField } from '../plan/data-types.js';
@@ -8,7 +9,19 @@ import { parseTimestamp } from '../execution/values.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import { createJsonDecoder, type DecodeResult } from './json-decoder.js';
 
-export type RecordDecoder = (data: Uint8Array) => DecodeResult;
+export interface RecordDecoder {
+  (data: Uint8Array): DecodeResult;
+  /**
+   * The same decoding of only `columns` (case-insensitive; the others are NULL and not checked):
+   * Spark's column pruning, so that a field the query never reads cannot make a record invalid.
+   */
+  forColumns?(columns: readonly string[]): RecordDecoder;
+}
+
+export interface RecordDecoderOptions {
+  /** Decode only these columns (default: all). */
+  readonly columns?: readonly string[];
+}
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -20,7 +33,12 @@ function decodeText(data: Uint8Array): string | null {
   }
 }
 
-export function createRecordDecoder(spec: KinesisSourceSpec, schema: readonly StructField[]): RecordDecoder {
+export function createRecordDecoder(spec: KinesisSourceSpec, schema: readonly StructField[], options: RecordDecoderOptions = {}): RecordDecoder {
+  const decode = textDecoder(spec, schema, options.columns);
+  return Object.assign(decode, { forColumns: (columns: readonly string[]) => createRecordDecoder(spec, schema, { columns }) });
+}
+
+function textDecoder(spec: KinesisSourceSpec, schema: readonly StructField[], columns: readonly string[] | undefined): (data: Uint8Array) => DecodeResult {
   const format = spec.format ?? 'json';
   if (format === 'raw') {
     return (data) => {
@@ -29,8 +47,8 @@ export function createRecordDecoder(spec: KinesisSourceSpec, schema: readonly St
     };
   }
   const parse = format === 'json'
-    ? createJsonDecoder(schema, { numericTimestamps: spec.numericTimestamps ?? 'seconds' })
-    : createCsvDecoder(schema, spec.csvDelimiter ?? ',');
+    ? createJsonDecoder(schema, { numericTimestamps: spec.numericTimestamps ?? 'seconds', onlyFields: columns })
+    : createCsvDecoder(schema, spec.csvDelimiter ?? ',', columns);
   return (data) => {
     const text = decodeText(data);
     return text === null ? { ok: false, reason: 'the record is not valid UTF-8' } : parse(text);
@@ -84,8 +102,11 @@ export function splitCsvLine(line: string, delimiter: string): string[] | null {
   }
 }
 
-function createCsvDecoder(schema: readonly StructField[], delimiter: string): (text: string) => DecodeResult {
+function createCsvDecoder(schema: readonly StructField[], delimiter: string, columns: readonly string[] | undefined): (text: string) => DecodeResult {
   const readers = schema.map((f) => csvReader(f.type));
+  // An unread field is still counted (the line's shape), but neither converted nor checked.
+  const wanted = columns === undefined ? null : new Set(columns.map((c) => c.toLowerCase()));
+  const used = schema.map((f) => wanted === null || wanted.has(f.name.toLowerCase()));
   return (text) => {
     const fields = splitCsvLine(text.replace(/\r?\n$/, ''), delimiter);
     if (fields === null) return { ok: false, reason: 'malformed CSV: unbalanced quotes' };
@@ -95,7 +116,7 @@ function createCsvDecoder(schema: readonly StructField[], delimiter: string): (t
     const row = new Array<unknown>(schema.length);
     for (let i = 0; i < schema.length; i++) {
       const text = fields[i]!;
-      if (text === '') { row[i] = null; continue; }
+      if (text === '' || !used[i]) { row[i] = null; continue; }
       const value = readers[i]!(text);
       if (value === INVALID) return { ok: false, reason: `field ${schema[i]!.name}: '${text}' is not a valid ${String(schema[i]!.type)}` };
       row[i] = value;

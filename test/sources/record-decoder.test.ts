@@ -43,6 +43,25 @@ describe('record decoder', () => {
     expect(createRecordDecoder({ schema: '' }, schema)(invalid)).toEqual({ ok: false, reason: 'the record is not valid UTF-8' });
   });
 
+  it('decodes and checks only the given columns (case-insensitively), JSON and CSV; the others are NULL', () => {
+    const json = createRecordDecoder({ schema: '' }, schema, { columns: ['STORE_ID', 'price'] });
+    expect(json(bytes('{"store_id":"n","amount":"not-a-number","price":1.5,"ts":"yesterday"}'))).toEqual({ ok: true, row: ['n', null, 1.5, null, null] });
+    expect(json(bytes('{"store_id":"n","price":"x"}'))).toEqual({ ok: false, reason: expect.stringMatching(/price/) });
+    expect(json(bytes('not json'))).toEqual({ ok: false, reason: expect.stringMatching(/malformed JSON/) });
+    const csv = createRecordDecoder({ schema: '', format: 'csv' }, schema, { columns: ['amount'] });
+    expect(csv(bytes('n,7,cheap,maybe,yesterday'))).toEqual({ ok: true, row: [null, 7, null, null, null] });
+    expect(csv(bytes('n,seven,1,true,2024-05-01'))).toEqual({ ok: false, reason: expect.stringMatching(/amount: 'seven'/) });
+    // The line's shape is still checked: its fields are positional.
+    expect(csv(bytes('n,7'))).toEqual({ ok: false, reason: expect.stringMatching(/expected 5 CSV fields/) });
+  });
+
+  it('forColumns gives the same decoder pruned; the full decoder still checks every column', () => {
+    const all = createRecordDecoder({ schema: '', numericTimestamps: 'millis' }, schema);
+    const record = bytes('{"amount":3,"price":"x","ts":1714572000000}');
+    expect(all(record)).toEqual({ ok: false, reason: expect.stringMatching(/price/) });
+    expect(all.forColumns!(['amount', 'ts'])(record)).toEqual({ ok: true, row: [null, 3, null, null, parseTimestamp('2024-05-01 14:00:00')] });
+  });
+
   it('splits RFC 4180 lines', () => {
     expect(splitCsvLine('a,"b ""quoted""",c', ',')).toEqual(['a', 'b "quoted"', 'c']);
     expect(splitCsvLine('a,', ',')).toEqual(['a', '']);
