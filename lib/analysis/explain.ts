@@ -3,6 +3,7 @@
  * incrementally: each stateful operator, the state it keeps and when that state is evicted under
  * the output mode, and whether the query may start at all. Pure string building, no IO.
  */
+import type { OutputMode } from '../core/output-mode.js';
 import type { Attribute } from '../plan/attribute.js';
 import { typeToString } from '../plan/data-types.js';
 import { describe, unalias, type Expr } from '../plan/expressions.js';
@@ -12,7 +13,7 @@ import { SluiceError } from '../errors/sluice-error.js';
 import type { BoundExpr } from './bound-expr.js';
 import {
   analyzeStreamStreamJoin, checkBatchQuery, checkRuntimeRestrictions, checkStreamingQuery, findGlobalWatermarkCorrectnessIssue,
-  groupingKeyWatermarkDelay, isCorrectnessCheckEnabled, isStatefulOperator, CHECK_CORRECTNESS_CONF, type OutputMode,
+  groupingKeyWatermarkDelay, isCorrectnessCheckEnabled, isStatefulOperator, CHECK_CORRECTNESS_CONF,
   type StateValueBound,
 } from './unsupported-operation-checker.js';
 

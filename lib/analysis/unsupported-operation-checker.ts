@@ -4,6 +4,7 @@
  * batch is planned (`checkRuntimeRestrictions`). Messages keep Spark's text so users can search it;
  * every refusal adds a Sluice hint saying what to change. Pure: no IO, no state.
  */
+import type { OutputMode } from '../core/output-mode.js';
 import type { Attribute } from '../plan/attribute.js';
 import { describe, exists, unalias, type Expr } from '../plan/expressions.js';
 import { planChildren, isStreaming as planIsStreaming, type JoinNode, type JoinType, type LogicalPlan } from '../plan/logical-plan.js';
@@ -11,7 +12,6 @@ import { AnalysisError } from '../errors/sluice-error.js';
 import { bind, inheritedEventTimeDelay } from './binder.js';
 import { referencedAttributes, type BoundExpr } from './bound-expr.js';
 
-export type OutputMode = 'append' | 'update' | 'complete';
 type Conf = ReadonlyMap<string, string>;
 
 export const CHECK_CORRECTNESS_CONF = 'spark.sql.streaming.statefulOperator.checkCorrectness.enabled';

@@ -3,7 +3,8 @@ import type { DataType } from '../plan/data-types.js';
 import { isStruct } from '../plan/data-types.js';
 import { StreamingQueryError } from '../errors/sluice-error.js';
 import type { EvalContext } from './eval-context.js';
-import { compareValues, formatTimestamp, parseTimestamp, valuesEqual } from './values.js';
+import { compareValues, valuesEqual } from './values.js';
+import { formatTimestamp, parseTimestamp } from '../core/timestamps.js';
 
 export type Row = unknown[];
 export type Evaluator = (row: Row) => unknown;

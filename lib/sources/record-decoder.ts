@@ -2,11 +2,11 @@
  * Turns a Kinesis record's bytes into a row of the query's schema, or a reason it cannot. JSON
  * objects by field name (the default), CSV lines in schema order, or the raw UTF-8 string.
  */
-import type { KinesisSourceSpec } from '../api/query-definition.js';
 import type { DataType, StructField } from '../plan/data-types.js';
-import { parseTimestamp } from '../execution/values.js';
+import { parseTimestamp } from '../core/timestamps.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import { createJsonDecoder, type DecodeResult } from './json-decoder.js';
+import type { RecordSourceSpec } from './record-format.js';
 
 export type RecordDecoder = (data: Uint8Array) => DecodeResult;
 
@@ -20,7 +20,7 @@ function decodeText(data: Uint8Array): string | null {
   }
 }
 
-export function createRecordDecoder(spec: KinesisSourceSpec, schema: readonly StructField[]): RecordDecoder {
+export function createRecordDecoder(spec: RecordSourceSpec, schema: readonly StructField[]): RecordDecoder {
   const format = spec.format ?? 'json';
   if (format === 'raw') {
     return (data) => {
