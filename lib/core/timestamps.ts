@@ -1,17 +1,26 @@
 /**
  * Timestamp value codecs: Sluice keeps a timestamp as microseconds since the epoch (UTC); these turn
  * it into and out of text. Expression evaluation (casts), the record decoders of the sources, the
- * console sink and progress reports all use them, so they live in the lowest layer.
+ * sinks' JSON, the console sink and progress reports all use them, so they live in the lowest layer.
  */
+
+/** `2023-01-01T01:00:10` (seconds precision) and the fraction digits, `''` for a whole second. */
+function splitMicros(micros: number): { readonly seconds: string; readonly fraction: string } {
+  const iso = new Date(Math.floor(micros / 1000)).toISOString();
+  const fraction = ((micros % 1_000_000) + 1_000_000) % 1_000_000;
+  return { seconds: iso.slice(0, 19), fraction: fraction === 0 ? '' : `.${String(fraction).padStart(6, '0').replace(/0+$/, '')}` };
+}
 
 /** Spark's timestamp-to-string cast in UTC: `2023-01-01 01:00:10` (+ fraction when non-zero). */
 export function formatTimestamp(micros: number): string {
-  const ms = Math.floor(micros / 1000);
-  const iso = new Date(ms).toISOString();
-  const base = `${iso.slice(0, 10)} ${iso.slice(11, 19)}`;
-  const fraction = ((micros % 1_000_000) + 1_000_000) % 1_000_000;
-  if (fraction === 0) return base;
-  return `${base}.${String(fraction).padStart(6, '0').replace(/0+$/, '')}`;
+  const { seconds, fraction } = splitMicros(micros);
+  return `${seconds.slice(0, 10)} ${seconds.slice(11)}${fraction}`;
+}
+
+/** ISO-8601 UTC with the microseconds Spark keeps (`2024-05-01T14:00:00.000001Z`), as sinks write JSON. */
+export function timestampToIso(micros: number): string {
+  const { seconds, fraction } = splitMicros(micros);
+  return `${seconds}${fraction}Z`;
 }
 
 /**
