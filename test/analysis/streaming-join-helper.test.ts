@@ -54,6 +54,11 @@ describe('stream-stream join state bounds: one solver for the checker, explain a
     expect(text).toContain('left rows are removed once a <= watermark(b) + 10 seconds');
     expect(text).toContain('right rows are never removed');
 
+    // No column of the other side: a constant bound (seconds since the epoch), as Spark solves it.
+    const constant = w1().join(w2(), col('k').eq(col('k2')).and(asDouble('a').gt(1_700_000_000)), 'left_outer');
+    expect(accepted(constant)).toBe(true);
+    expect(explainPlan(constant.plan, 'append', noConf)).toContain('left rows are removed once a <= 2023-11-14 22:13:20');
+
     const unary = w1().join(w2(), col('k').eq(col('k2')).and(col('a').geq(col('b').plus(negate(interval('5 seconds'))))), 'left_outer');
     expect(explainPlan(unary.plan, 'append', noConf)).toContain('left rows are removed once a < watermark(b) - 5 seconds');
   });
@@ -65,6 +70,7 @@ describe('stream-stream join state bounds: one solver for the checker, explain a
       ['number as seconds', asDouble('a').geq(asDouble('b').minus(5))],
       ['between', col('a').between(col('b').minus(interval('5 seconds')), col('b').plus(interval('5 seconds')))],
       ['upper bound only', col('a').lt(col('b').plus(interval('10 seconds')))],
+      ['a constant', asDouble('a').gt(1_700_000_000)],
       ['a string is no bound', col('a').cast('string').gt(col('b').plus(interval('10 seconds')).cast('string'))],
     ];
     for (const [name, range] of conditions) {
