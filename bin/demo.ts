@@ -5,8 +5,8 @@
 import { SluiceSession } from '../lib/api/session.js';
 import { ConsoleSink } from '../lib/sinks/console-sink.js';
 import { col, count, sum, window } from '../lib/plan/functions.js';
-import { parseTimestamp } from '../lib/execution/values.js';
-import type { OutputMode } from '../lib/execution/physical.js';
+import { parseTimestamp } from '../lib/core/timestamps.js';
+import type { OutputMode } from '../lib/core/output-mode.js';
 
 const at = (hhmm: string): number => parseTimestamp(`2024-05-01 ${hhmm}:00`)!;
 

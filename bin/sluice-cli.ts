@@ -12,7 +12,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadQueryModule, runDev } from '../lib/local/dev/run-dev.js';
 import { hourlySalesQuery } from '../lib/local/dev/default-query.js';
 import { explainQuery } from '../lib/api/validate-query.js';
-import type { OutputMode } from '../lib/execution/physical.js';
+import type { OutputMode } from '../lib/core/output-mode.js';
 import { SluiceError } from '../lib/errors/sluice-error.js';
 
 function positiveInt(name: string) {

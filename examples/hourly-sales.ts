@@ -10,7 +10,7 @@
  */
 import type { KinesisSourceSpec, SinkSpec, StreamingQueryDefinition } from '../lib/api/query-definition.js';
 import { defineQuery } from '../lib/api/query-definition.js';
-import type { OutputMode } from '../lib/execution/physical.js';
+import type { OutputMode } from '../lib/core/output-mode.js';
 import { col, count, sum, window, type DataFrame } from '../lib/index.js';
 
 export const SALES_EVENTS: KinesisSourceSpec = {

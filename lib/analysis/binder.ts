@@ -85,6 +85,11 @@ function callType(fn: string, args: readonly BoundExpr[]): DataType {
   switch (fn) {
     case '+':
     case '-':
+      if (fn === '-' && args.length === 1) {
+        // Spark's UnaryMinus: a number or an interval, negated.
+        if (a!.type === 'interval' || isNumericOrNull(a!.type)) return a!.type;
+        throw typeMismatch(fn, args, 'the operand must be numeric or an interval');
+      }
       if (a!.type === 'timestamp' && b!.type === 'interval') return 'timestamp';
       if (a!.type === 'interval' && b!.type === 'timestamp' && fn === '+') return 'timestamp';
       if (a!.type === 'timestamp' && b!.type === 'timestamp' && fn === '-') return 'interval';

@@ -3,17 +3,20 @@
  * incrementally: each stateful operator, the state it keeps and when that state is evicted under
  * the output mode, and whether the query may start at all. Pure string building, no IO.
  */
+import type { OutputMode } from '../core/output-mode.js';
 import type { Attribute } from '../plan/attribute.js';
 import { typeToString } from '../plan/data-types.js';
 import { describe, unalias, type Expr } from '../plan/expressions.js';
 import { formatDuration, MICROS_PER_MS } from '../plan/intervals.js';
 import { collectNodes, isStreaming, planChildren, type JoinNode, type LogicalPlan } from '../plan/logical-plan.js';
 import { SluiceError } from '../errors/sluice-error.js';
+import { formatTimestamp } from '../core/timestamps.js';
 import type { BoundExpr } from './bound-expr.js';
+import { isStatefulOperator } from './stateful-operators.js';
+import { streamStreamJoinBounds, watermarkKeyColumn, type RangeBound } from './streaming-join-helper.js';
 import {
-  analyzeStreamStreamJoin, checkBatchQuery, checkRuntimeRestrictions, checkStreamingQuery, findGlobalWatermarkCorrectnessIssue,
-  groupingKeyWatermarkDelay, isCorrectnessCheckEnabled, isStatefulOperator, CHECK_CORRECTNESS_CONF, type OutputMode,
-  type StateValueBound,
+  checkBatchQuery, checkRuntimeRestrictions, checkStreamingQuery, findGlobalWatermarkCorrectnessIssue,
+  groupingKeyWatermarkDelay, isCorrectnessCheckEnabled, CHECK_CORRECTNESS_CONF,
 } from './unsupported-operation-checker.js';
 
 type Conf = ReadonlyMap<string, string>;
@@ -155,24 +158,33 @@ function dedupNote(n: Extract<LogicalPlan, { kind: 'Deduplicate' }>): OperatorNo
   };
 }
 
-function boundText(b: StateValueBound): string {
-  const offset = b.offsetMicros === null ? ' + (constant)'
-    : b.offsetMicros === 0 ? '' : ` ${b.offsetMicros < 0 ? '-' : '+'} ${formatDuration(Math.abs(b.offsetMicros))}`;
-  return `${b.stateColumn.name} ${b.strict ? '<=' : '<'} watermark(${b.watermarkColumn.name})${offset}`;
+/** `leftTime < watermark(rightTime) - 5 seconds`: the state rows a range bound evicts. */
+function boundText(b: RangeBound): string {
+  const op = b.adjustMs === 0 ? '<=' : '<';
+  if (b.watermarkColumn === null) return `${b.stateColumn.name} ${op} ${formatTimestamp(b.micros)}`;
+  const watermark = `${b.coefficient === 1 ? '' : `${b.coefficient} * `}watermark(${b.watermarkColumn.name})`;
+  const offset = b.micros === 0 ? '' : ` ${b.micros < 0 ? '-' : '+'} ${formatDuration(Math.abs(b.micros))}`;
+  return `${b.stateColumn.name} ${op} ${watermark}${offset}`;
+}
+
+/** The bound that evicts least (the operator evicts below the lowest of them). */
+function lowestBound(bounds: readonly RangeBound[]): RangeBound | null {
+  return bounds.reduce<RangeBound | null>((low, b) => (low === null || b.micros - b.adjustMs * 1000 < low.micros - low.adjustMs * 1000 ? b : low), null);
 }
 
 function joinNote(n: JoinNode): OperatorNote {
-  const a = analyzeStreamStreamJoin(n);
-  const keys = a.equiKeys.map(([l, r]) => `${describeBound(l)} = ${describeBound(r)}`).join(', ') || 'no equality';
+  const a = streamStreamJoinBounds(n);
+  const keys = a.split.keys.map((k) => `${describeBound(k.left)} = ${describeBound(k.right)}`).join(', ') || 'no equality';
+  const keyColumn = watermarkKeyColumn(a.split.keys, a.watermarkKeyIndex);
   const warnings: string[] = [];
-  const side = (name: 'left' | 'right', bound: StateValueBound | null): string => {
-    if (a.watermarkKeys.length > 0) return `${name} rows are removed once their ${a.watermarkKeys[0]!.name} <= watermark`;
+  const side = (name: 'left' | 'right', bound: RangeBound | null): string => {
+    if (keyColumn) return `${name} rows are removed once their ${keyColumn.name} <= watermark`;
     if (bound) return `${name} rows are removed once ${boundText(bound)}`;
     warnings.push(`the ${name} side of the ${SPARK_JOIN[n.joinType]} join is never evicted: its state grows forever. Join on a watermarked column or add a time-range condition.`);
     return `${name} rows are never removed`;
   };
-  const left = side('left', a.leftStateBound);
-  const right = side('right', a.rightStateBound);
+  const left = side('left', lowestBound(a.left));
+  const right = side('right', lowestBound(a.right));
   const extra = n.joinType === 'left_outer' ? ' Unmatched left rows are emitted with NULLs when they are removed.'
     : n.joinType === 'right_outer' ? ' Unmatched right rows are emitted with NULLs when they are removed.'
       : n.joinType === 'full_outer' ? ' Unmatched rows of either side are emitted with NULLs when they are removed.'
@@ -190,7 +202,7 @@ function statefulOperators(plan: LogicalPlan): LogicalPlan[] {
   const out: LogicalPlan[] = [];
   const visit = (n: LogicalPlan): void => {
     planChildren(n).forEach(visit);
-    if (isStatefulOperator(n) || (n.kind === 'Deduplicate' && isStreaming(n))) out.push(n);
+    if (isStatefulOperator(n)) out.push(n);
   };
   visit(plan);
   return out;

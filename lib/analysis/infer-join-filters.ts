@@ -2,6 +2,7 @@ import type { Attribute } from '../plan/attribute.js';
 import { children, type Expr } from '../plan/expressions.js';
 import type { LogicalPlan } from '../plan/logical-plan.js';
 import { resolveName } from './binder.js';
+import { splitConjuncts } from './conjuncts.js';
 
 /**
  * Spark's InferFiltersFromConstraints, for inner and left semi joins: a filter known to hold on one
@@ -114,7 +115,6 @@ function replaceIds(e: Expr, map: ReadonlyMap<number, number>): Expr {
 function equalities(condition: Expr, left: readonly Attribute[], right: readonly Attribute[]): [number, number][] {
   const out: [number, number][] = [];
   const visit = (e: Expr): void => {
-    if (e.kind === 'call' && e.fn === 'and') return e.args.forEach(visit);
     if (e.kind !== 'call' || e.fn !== '=' || e.args[0]!.kind !== 'column' || e.args[1]!.kind !== 'column') return;
     const [a, b] = e.args as unknown as [{ name: string }, { name: string }];
     const find = (name: string, attrs: readonly Attribute[]): number | null => {
@@ -132,7 +132,7 @@ function equalities(condition: Expr, left: readonly Attribute[], right: readonly
     const ar = find(a.name, right);
     if (bl !== null && ar !== null) out.push([bl, ar]);
   };
-  visit(condition);
+  splitConjuncts(condition).forEach(visit);
   return out;
 }
 

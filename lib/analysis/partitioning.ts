@@ -8,6 +8,8 @@ import type { Attribute } from '../plan/attribute.js';
 import type { Expr } from '../plan/expressions.js';
 import { planChildren, type LogicalPlan } from '../plan/logical-plan.js';
 import { resolveName } from './binder.js';
+import { splitConjuncts } from './conjuncts.js';
+import { isStatefulOperator } from './stateful-operators.js';
 
 export interface StatefulKeyReport {
   /** `Aggregate`, `Deduplicate`, `Join`. */
@@ -66,9 +68,7 @@ function describeExpr(e: Expr): string {
 
 function joinEqualities(condition: Expr | null): [Expr, Expr][] {
   if (!condition) return [];
-  if (condition.kind === 'call' && condition.fn === 'and') return condition.args.flatMap((a) => joinEqualities(a));
-  if (condition.kind === 'call' && condition.fn === '=') return [[condition.args[0]!, condition.args[1]!]];
-  return [];
+  return splitConjuncts(condition).flatMap((c): [Expr, Expr][] => (c.kind === 'call' && c.fn === '=' ? [[c.args[0]!, c.args[1]!]] : []));
 }
 
 /** Every stateful operator of a streaming plan with its keys, checked against `partitionKey`. */
@@ -77,20 +77,20 @@ export function statefulKeyReport(plan: LogicalPlan, partitionKey: string | unde
     partitionKey !== undefined && column !== null && column.toLowerCase() === partitionKey.toLowerCase();
   const reports: StatefulKeyReport[] = [];
   const visit = (node: LogicalPlan): void => {
-    const streamingChild = planChildren(node).some(isStreamingPlan);
-    if (node.kind === 'Aggregate' && streamingChild) {
+    const stateful = isStatefulOperator(node);
+    if (node.kind === 'Aggregate' && stateful) {
       reports.push({
         operator: 'Aggregate',
         keys: node.groupingExprs.map(describeExpr),
         coPartitioned: node.groupingExprs.some((g) => isKey(columnOfExpr(node.child, g))),
       });
-    } else if (node.kind === 'Deduplicate' && streamingChild) {
+    } else if (node.kind === 'Deduplicate' && stateful) {
       reports.push({
         operator: 'Deduplicate',
         keys: node.keys.map((k) => k.name),
         coPartitioned: node.keys.some((k) => isKey(sourceColumnOf(node.child, k))),
       });
-    } else if (node.kind === 'Join' && isStreamingPlan(node.left) && isStreamingPlan(node.right)) {
+    } else if (node.kind === 'Join' && stateful) {
       const pairs = joinEqualities(node.condition);
       reports.push({
         operator: 'Join',
@@ -102,8 +102,4 @@ export function statefulKeyReport(plan: LogicalPlan, partitionKey: string | unde
   };
   visit(plan);
   return reports;
-}
-
-function isStreamingPlan(p: LogicalPlan): boolean {
-  return p.kind === 'StreamingRelation' || planChildren(p).some(isStreamingPlan);
 }

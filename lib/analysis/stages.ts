@@ -9,10 +9,11 @@
  */
 import type { Attribute } from '../plan/attribute.js';
 import type { Expr } from '../plan/expressions.js';
-import { isStreaming, planChildren, type EventTimeWatermarkNode, type LogicalPlan } from '../plan/logical-plan.js';
+import { planChildren, type EventTimeWatermarkNode, type LogicalPlan } from '../plan/logical-plan.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import { resolveName } from './binder.js';
+import { isStatefulOperator } from './stateful-operators.js';
 
 export interface RepartitionPlan {
   /** Stage 1: the stateless part, a plan over the source relation alone. */
@@ -37,9 +38,6 @@ function refuse(reason: string): AnalysisError {
       + 'or restructure the query to a single aggregation or deduplication over one stream.',
   });
 }
-
-const isStateful = (p: LogicalPlan): boolean => isStreaming(p)
-  && (p.kind === 'Aggregate' || p.kind === 'Deduplicate' || (p.kind === 'Join' && isStreaming(p.left) && isStreaming(p.right)));
 
 function collect(p: LogicalPlan, pick: (n: LogicalPlan) => boolean, out: LogicalPlan[] = []): LogicalPlan[] {
   if (pick(p)) out.push(p);
@@ -114,7 +112,7 @@ function keyAttributes(stateful: LogicalPlan): { child: LogicalPlan; keys: Attri
 
 /** Splits a streaming plan with one stateful operator over one source into the two stages. */
 export function planRepartition(plan: LogicalPlan): RepartitionPlan {
-  const statefulNodes = collect(plan, isStateful);
+  const statefulNodes = collect(plan, isStatefulOperator);
   if (statefulNodes.length !== 1) {
     throw refuse(statefulNodes.length === 0 ? 'it has no stateful operator' : `it has ${statefulNodes.length} stateful operators; one is supported`);
   }

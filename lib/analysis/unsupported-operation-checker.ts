@@ -4,14 +4,16 @@
  * batch is planned (`checkRuntimeRestrictions`). Messages keep Spark's text so users can search it;
  * every refusal adds a Sluice hint saying what to change. Pure: no IO, no state.
  */
+import type { OutputMode } from '../core/output-mode.js';
 import type { Attribute } from '../plan/attribute.js';
 import { describe, exists, unalias, type Expr } from '../plan/expressions.js';
-import { planChildren, isStreaming as planIsStreaming, type JoinNode, type JoinType, type LogicalPlan } from '../plan/logical-plan.js';
+import { planChildren, isStreaming, type JoinNode, type JoinType, type LogicalPlan } from '../plan/logical-plan.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import { bind, inheritedEventTimeDelay } from './binder.js';
-import { referencedAttributes, type BoundExpr } from './bound-expr.js';
+import type { BoundExpr } from './bound-expr.js';
+import { isStatefulOperator } from './stateful-operators.js';
+import { streamStreamJoinBounds } from './streaming-join-helper.js';
 
-export type OutputMode = 'append' | 'update' | 'complete';
 type Conf = ReadonlyMap<string, string>;
 
 export const CHECK_CORRECTNESS_CONF = 'spark.sql.streaming.statefulOperator.checkCorrectness.enabled';
@@ -178,20 +180,6 @@ export const errors = {
 // Plan helpers
 // ---------------------------------------------------------------------------------------------
 
-/** `isStreaming` with a per-check cache: it is asked for every node and every subtree. */
-function streamingTest(): (p: LogicalPlan) => boolean {
-  const cache = new WeakMap<LogicalPlan, boolean>();
-  const test = (p: LogicalPlan): boolean => {
-    let v = cache.get(p);
-    if (v === undefined) {
-      v = p.kind === 'StreamingRelation' || planChildren(p).some(test);
-      cache.set(p, v);
-    }
-    return v;
-  };
-  return test;
-}
-
 /** Post-order walk (children before the node), like Spark's `foreachUp`. */
 function foreachUp(p: LogicalPlan, visit: (n: LogicalPlan) => void): void {
   planChildren(p).forEach((c) => foreachUp(c, visit));
@@ -223,7 +211,7 @@ export function isSessionWindowKey(e: Expr): boolean {
 
 /** Streaming aggregations, top-most first (Spark's `collectStreamingAggregates`). */
 export function streamingAggregates(plan: LogicalPlan): Extract<LogicalPlan, { kind: 'Aggregate' }>[] {
-  return preOrder(plan).filter((n): n is Extract<LogicalPlan, { kind: 'Aggregate' }> => n.kind === 'Aggregate' && planIsStreaming(n));
+  return preOrder(plan).filter((n): n is Extract<LogicalPlan, { kind: 'Aggregate' }> => n.kind === 'Aggregate' && isStreaming(n));
 }
 
 function nodeExpressions(n: LogicalPlan): readonly Expr[] {
@@ -240,141 +228,23 @@ function nodeExpressions(n: LogicalPlan): readonly Expr[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Stream-stream join analysis (Spark's StreamingJoinHelper): equi-join keys and range bounds.
+// Stream-stream joins (the state bounds: streaming-join-helper.ts, shared with the join operator)
 // ---------------------------------------------------------------------------------------------
 
-/** `stateColumn > watermark(watermarkColumn) + offset`: rows of the state side below it can never match again. */
-export interface StateValueBound {
-  readonly stateColumn: Attribute;
-  readonly watermarkColumn: Attribute;
-  /** The constant part, when it is made of interval literals only (microseconds); null otherwise. */
-  readonly offsetMicros: number | null;
-  /** Whether the bound is exclusive (`>`) rather than inclusive (`>=`). */
-  readonly strict: boolean;
-}
-
-export interface StreamJoinAnalysis {
-  /** Equality conjuncts with one side reading only left columns and the other only right columns. */
-  readonly equiKeys: readonly (readonly [BoundExpr, BoundExpr])[];
-  /** Join key columns that carry a watermark: state on both sides is evicted by them. */
-  readonly watermarkKeys: readonly Attribute[];
-  /** A range condition that bounds the left side's state, from the right side's watermark. */
-  readonly leftStateBound: StateValueBound | null;
-  readonly rightStateBound: StateValueBound | null;
-}
-
-/** Splits AND chains and expands `x BETWEEN lo AND hi` into `x >= lo`, `x <= hi`. */
-function conjuncts(e: BoundExpr): BoundExpr[] {
-  if (e.kind === 'call' && e.fn === 'and') return e.args.flatMap(conjuncts);
-  if (e.kind === 'call' && e.fn === 'between') {
-    const [x, lo, hi] = e.args as [BoundExpr, BoundExpr, BoundExpr];
-    return [{ kind: 'call', fn: '>=', args: [x, lo], type: 'boolean' }, { kind: 'call', fn: '<=', args: [x, hi], type: 'boolean' }];
-  }
-  return [e];
-}
-
-interface Term { readonly expr: BoundExpr; readonly negated: boolean }
-
-/** Flattens `a + b - c` (casts ignored) into signed terms; null when something else is in the way. */
-function linearTerms(e: BoundExpr, negated = false): Term[] | null {
-  if (e.kind === 'cast') return linearTerms(e.child, negated);
-  if (e.kind === 'call' && (e.fn === '+' || e.fn === '-') && e.args.length === 2) {
-    const l = linearTerms(e.args[0]!, negated);
-    const r = linearTerms(e.args[1]!, e.fn === '-' ? !negated : negated);
-    return l && r ? [...l, ...r] : null;
-  }
-  if ((e.kind === 'ref' && e.path.length === 0) || e.kind === 'literal') return [{ expr: e, negated }];
-  return null;
-}
-
-/** From `small < big`: a lower bound on a state-side column in terms of a watermarked other-side column. */
-function boundFromLessThan(
-  small: BoundExpr, big: BoundExpr, strict: boolean, stateIds: ReadonlySet<number>, otherIds: ReadonlySet<number>,
-): StateValueBound | null {
-  const attrs = [...referencedAttributes(small), ...referencedAttributes(big)];
-  const distinct = (ids: ReadonlySet<number>): number => new Set(attrs.filter((a) => ids.has(a.id)).map((a) => a.id)).size;
-  if (distinct(stateIds) !== 1 || distinct(otherIds) > 1) return null;
-  // small - big < 0: the state column must come from `big` (negated here) to be bounded from below.
-  const smallTerms = linearTerms(small);
-  const bigTerms = linearTerms(big, true);
-  if (!smallTerms || !bigTerms) return null;
-  const all = [...smallTerms, ...bigTerms];
-  const stateTerms = all.filter((t) => t.expr.kind === 'ref' && stateIds.has(t.expr.attribute.id));
-  if (stateTerms.length !== 1 || !stateTerms[0]!.negated) return null;
-  const rest = all.filter((t) => t !== stateTerms[0]);
-  // Exactly one other-side column, added (not subtracted), and it must carry the watermark.
-  const refs = rest.filter((t) => t.expr.kind === 'ref');
-  const watermark = refs.length === 1 && !refs[0]!.negated && refs[0]!.expr.kind === 'ref' ? refs[0]!.expr.attribute : null;
-  if (!watermark || !otherIds.has(watermark.id) || watermark.eventTimeDelayMs === null) return null;
-  const literals = rest.filter((t) => t.expr.kind === 'literal');
-  const offsetMicros = literals.every((t) => t.expr.type === 'interval')
-    ? literals.reduce((sum, t) => sum + (t.negated ? -1 : 1) * Number((t.expr as { value: unknown }).value), 0)
-    : null;
-  const stateRef = stateTerms[0]!.expr as Extract<BoundExpr, { kind: 'ref' }>;
-  return { stateColumn: stateRef.attribute, watermarkColumn: watermark, offsetMicros, strict };
-}
-
-/**
- * Spark's `getStateValueWatermark`: a bound on the state side from any conjunct. Like Spark, when
- * several conjuncts give one, the lowest (which evicts least) wins.
- */
-function stateValueBound(conds: readonly BoundExpr[], stateSide: readonly Attribute[], otherSide: readonly Attribute[]): StateValueBound | null {
-  if (!otherSide.some((a) => a.eventTimeDelayMs !== null)) return null;
-  const stateIds = new Set(stateSide.map((a) => a.id));
-  const otherIds = new Set(otherSide.map((a) => a.id));
-  const found = conds.flatMap((c) => {
-    if (c.kind !== 'call' || c.args.length !== 2) return [];
-    const [l, r] = c.args as [BoundExpr, BoundExpr];
-    const b = c.fn === '<' || c.fn === '<='
-      ? boundFromLessThan(l, r, c.fn === '<', stateIds, otherIds)
-      : c.fn === '>' || c.fn === '>=' ? boundFromLessThan(r, l, c.fn === '>', stateIds, otherIds) : null;
-    return b ? [b] : [];
-  });
-  const lower = (x: StateValueBound, y: StateValueBound): StateValueBound =>
-    y.offsetMicros !== null && x.offsetMicros !== null && y.offsetMicros < x.offsetMicros ? y : x;
-  return found.length === 0 ? null : found.reduce(lower);
-}
-
-export function analyzeStreamStreamJoin(join: JoinNode): StreamJoinAnalysis {
-  const input = [...join.left.output, ...join.right.output];
-  const bound = join.condition ? tryBind(join.condition, input) : null;
-  const conds = bound ? conjuncts(bound) : [];
-  const leftIds = new Set(join.left.output.map((a) => a.id));
-  const rightIds = new Set(join.right.output.map((a) => a.id));
-  const onlyFrom = (e: BoundExpr, ids: ReadonlySet<number>): boolean => {
-    const attrs = referencedAttributes(e);
-    return attrs.length > 0 && attrs.every((a) => ids.has(a.id));
-  };
-  const equiKeys: (readonly [BoundExpr, BoundExpr])[] = [];
-  for (const c of conds) {
-    if (c.kind !== 'call' || (c.fn !== '=' && c.fn !== '<=>')) continue;
-    const [a, b] = c.args as [BoundExpr, BoundExpr];
-    if (onlyFrom(a, leftIds) && onlyFrom(b, rightIds)) equiKeys.push([a, b]);
-    else if (onlyFrom(b, leftIds) && onlyFrom(a, rightIds)) equiKeys.push([b, a]);
-  }
-  const watermarkKeys = equiKeys.flat().flatMap((k) => (k.kind === 'ref' && k.path.length === 0 && k.attribute.eventTimeDelayMs !== null ? [k.attribute] : []));
-  return {
-    equiKeys,
-    watermarkKeys,
-    leftStateBound: stateValueBound(conds, join.left.output, join.right.output),
-    rightStateBound: stateValueBound(conds, join.right.output, join.left.output),
-  };
-}
-
 function checkStreamStreamJoinWatermark(join: JoinNode): void {
-  const a = analyzeStreamStreamJoin(join);
+  const a = streamStreamJoinBounds(join);
   // The side whose unmatched rows must eventually be emitted (or, for semi, dropped) needs a bound.
   const validRange = join.joinType === 'left_outer' || join.joinType === 'left_semi'
-    ? a.leftStateBound !== null
+    ? a.left.length > 0
     : join.joinType === 'right_outer'
-      ? a.rightStateBound !== null
-      : a.leftStateBound !== null || a.rightStateBound !== null;
-  if (a.watermarkKeys.length === 0 && !validRange) throw errors.streamStreamJoinWithoutWatermark(join.joinType);
+      ? a.right.length > 0
+      : a.left.length > 0 || a.right.length > 0;
+  if (a.watermarkKeyIndex < 0 && !validRange) throw errors.streamStreamJoinWithoutWatermark(join.joinType);
 }
 
-function checkJoin(join: JoinNode, outputMode: OutputMode, streaming: (p: LogicalPlan) => boolean): void {
-  const ls = streaming(join.left);
-  const rs = streaming(join.right);
+function checkJoin(join: JoinNode, outputMode: OutputMode): void {
+  const ls = isStreaming(join.left);
+  const rs = isStreaming(join.right);
   const name = SPARK_JOIN_NAME[join.joinType];
   // Master: inner and left semi stream-stream joins also run in update mode (nothing is ever retracted).
   if (ls && rs && outputMode !== 'append' && join.joinType !== 'left_anti') {
@@ -411,19 +281,15 @@ function checkJoin(join: JoinNode, outputMode: OutputMode, streaming: (p: Logica
 // Chained stateful operators (Spark's checkStreamingQueryGlobalWatermarkLimit)
 // ---------------------------------------------------------------------------------------------
 
-/** Operators that drop input rows behind the watermark (dedup only when its key has an event time). */
-export function isStatefulOperator(n: LogicalPlan, streaming: (p: LogicalPlan) => boolean = planIsStreaming): boolean {
-  switch (n.kind) {
-    case 'Aggregate': return streaming(n);
-    case 'Join': return streaming(n.left) && streaming(n.right);
-    case 'Deduplicate': return streaming(n) && (n.withinWatermark || n.keys.some((k) => k.eventTimeDelayMs !== null));
-    default: return false;
-  }
+/** Stateful operators that drop input rows behind the watermark (dedup only when its key has an event time). */
+function dropsLateRows(n: LogicalPlan): boolean {
+  if (n.kind === 'Deduplicate') return isStatefulOperator(n) && (n.withinWatermark || n.keys.some((k) => k.eventTimeDelayMs !== null));
+  return isStatefulOperator(n);
 }
 
 /** Operators whose output can be older than the watermark: an aggregation that re-emits updated groups. */
-function emitsRowsBehindWatermark(n: LogicalPlan, outputMode: OutputMode, streaming: (p: LogicalPlan) => boolean): boolean {
-  return n.kind === 'Aggregate' && streaming(n) && outputMode !== 'append';
+function emitsRowsBehindWatermark(n: LogicalPlan, outputMode: OutputMode): boolean {
+  return n.kind === 'Aggregate' && isStreaming(n) && outputMode !== 'append';
 }
 
 export interface CorrectnessIssue {
@@ -435,10 +301,9 @@ export interface CorrectnessIssue {
 
 /** Finds a stateful operator fed by an operator that can emit rows behind the global watermark. */
 export function findGlobalWatermarkCorrectnessIssue(plan: LogicalPlan, outputMode: OutputMode): CorrectnessIssue | null {
-  const streaming = streamingTest();
   for (const downstream of preOrder(plan)) {
-    if (!isStatefulOperator(downstream, streaming)) continue;
-    const upstream = preOrder(downstream).find((p) => p !== downstream && emitsRowsBehindWatermark(p, outputMode, streaming));
+    if (!dropsLateRows(downstream)) continue;
+    const upstream = preOrder(downstream).find((p) => p !== downstream && emitsRowsBehindWatermark(p, outputMode));
     if (upstream) return { downstream, upstream };
   }
   return null;
@@ -483,38 +348,38 @@ function windowSpec(n: Extract<LogicalPlan, { kind: 'WindowFunction' }>): string
   return `(${parts.join(' ')})`;
 }
 
-function checkNode(n: LogicalPlan, outputMode: OutputMode, streaming: (p: LogicalPlan) => boolean): void {
+function checkNode(n: LogicalPlan, outputMode: OutputMode): void {
   switch (n.kind) {
     case 'Aggregate': {
       const distinct = n.aggregateExprs.some((e) => exists(e, (x) => x.kind === 'aggregate' && x.distinct));
-      if (streaming(n.child) && distinct) throw errors.distinctAggregation();
+      if (isStreaming(n.child) && distinct) throw errors.distinctAggregation();
       break;
     }
     case 'Join':
-      checkJoin(n, outputMode, streaming);
+      checkJoin(n, outputMode);
       break;
     case 'Deduplicate':
-      if (n.withinWatermark && streaming(n) && !n.child.output.some((a) => a.eventTimeDelayMs !== null)) {
+      if (n.withinWatermark && isStreaming(n) && !n.child.output.some((a) => a.eventTimeDelayMs !== null)) {
         throw errors.dedupWithinWatermarkWithoutWatermark();
       }
       break;
     case 'Union':
-      if (new Set(n.children.map(streaming)).size === 2) throw errors.unionStreamWithBatch();
+      if (new Set(n.children.map(isStreaming)).size === 2) throw errors.unionStreamWithBatch();
       break;
     case 'Except':
-      if (streaming(n.left) || streaming(n.right)) throw errors.exceptWithStream();
+      if (isStreaming(n.left) || isStreaming(n.right)) throw errors.exceptWithStream();
       break;
     case 'Intersect':
-      if (streaming(n.left) || streaming(n.right)) throw errors.intersectWithStream();
+      if (isStreaming(n.left) || isStreaming(n.right)) throw errors.intersectWithStream();
       break;
     case 'Sort': {
       // Sorting needs the whole result: only a batch subtree, or an aggregation's table in complete mode.
-      const completeData = !streaming(n) || (outputMode === 'complete' && streamingAggregates(n).length > 0);
+      const completeData = !isStreaming(n) || (outputMode === 'complete' && streamingAggregates(n).length > 0);
       if (!completeData) throw errors.sortOnStream();
       break;
     }
     case 'WindowFunction':
-      if (streaming(n.child)) {
+      if (isStreaming(n.child)) {
         const column = n.output[n.output.length - 1]?.name ?? n.fn;
         throw errors.nonTimeWindow(`${n.fn.toUpperCase()}()`, column, windowSpec(n));
       }
@@ -532,17 +397,16 @@ function checkNode(n: LogicalPlan, outputMode: OutputMode, streaming: (p: Logica
  * Run before any state, checkpoint or data is touched.
  */
 export function checkStreamingQuery(plan: LogicalPlan, outputMode: OutputMode, conf: Conf): void {
-  if (!planIsStreaming(plan)) throw errors.noStreamingSource();
+  if (!isStreaming(plan)) throw errors.noStreamingSource();
   checkOutputMode(plan, outputMode);
-  const streaming = streamingTest();
-  foreachUp(plan, (n) => checkNode(n, outputMode, streaming));
+  foreachUp(plan, (n) => checkNode(n, outputMode));
   checkStreamingQueryGlobalWatermarkLimit(plan, outputMode, conf);
 }
 
 /** Spark's `checkForBatch`: a static query must not read streams. */
 export function checkBatchQuery(plan: LogicalPlan): void {
   foreachUp(plan, (n) => {
-    if (planIsStreaming(n)) throw errors.streamingSourceInBatch();
+    if (isStreaming(n)) throw errors.streamingSourceInBatch();
     if (n.kind === 'Deduplicate' && n.withinWatermark) throw errors.dedupWithinWatermarkInBatch();
   });
 }
@@ -557,13 +421,12 @@ function hasWatermarkBelow(n: LogicalPlan): boolean {
  */
 export function checkRuntimeRestrictions(plan: LogicalPlan, conf: Conf): void {
   const allowMultiple = (conf.get(ALLOW_MULTIPLE_CONF) ?? 'true').trim().toLowerCase() !== 'false';
-  const streaming = streamingTest();
   foreachUp(plan, (n) => {
     if (n.kind === 'EventTimeWatermark' && allowMultiple && hasWatermarkBelow(n)) throw errors.redefiningWatermark();
-    if (n.kind === 'Join' && streaming(n.left) && streaming(n.right) && analyzeStreamStreamJoin(n).equiKeys.length === 0) {
+    if (n.kind === 'Join' && isStreaming(n.left) && isStreaming(n.right) && streamStreamJoinBounds(n).split.keys.length === 0) {
       throw errors.streamStreamJoinWithoutEquality();
     }
-    if (n.kind === 'Aggregate' && streaming(n) && n.groupingExprs.some(isSessionWindowKey) && n.groupingExprs.every(isSessionWindowKey)) {
+    if (n.kind === 'Aggregate' && isStreaming(n) && n.groupingExprs.some(isSessionWindowKey) && n.groupingExprs.every(isSessionWindowKey)) {
       throw errors.globalSessionWindow();
     }
   });

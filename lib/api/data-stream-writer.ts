@@ -1,5 +1,5 @@
 import type { DataFrame } from './data-frame.js';
-import type { OutputMode } from '../execution/physical.js';
+import type { OutputMode } from '../core/output-mode.js';
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import { MemoryCheckpoint } from '../checkpoint/memory-checkpoint.js';
 import { checkStreamingQuery } from '../analysis/unsupported-operation-checker.js';

@@ -4,7 +4,7 @@
  * and sink are declared so they can be validated before anything runs (at `cdk synth`, too).
  */
 import { z } from 'zod';
-import type { OutputMode } from '../execution/physical.js';
+import type { OutputMode } from '../core/output-mode.js';
 import type { DataFrame } from './data-frame.js';
 import type { SchemaLike, SluiceSession } from './session.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';

@@ -8,7 +8,7 @@
 import { checkStreamingQuery } from '../analysis/unsupported-operation-checker.js';
 import { statefulKeyReport } from '../analysis/partitioning.js';
 import { planRepartition, type RepartitionPlan } from '../analysis/stages.js';
-import type { OutputMode } from '../execution/physical.js';
+import type { OutputMode } from '../core/output-mode.js';
 import type { StructField } from '../plan/data-types.js';
 import { collectNodes, type AggregateNode, type DeduplicateNode, type LogicalPlan } from '../plan/logical-plan.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';

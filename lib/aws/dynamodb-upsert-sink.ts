@@ -46,7 +46,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
-import type { OutputMode } from '../execution/physical.js';
+import type { OutputMode } from '../core/output-mode.js';
 import type { DataType, StructField } from '../plan/data-types.js';
 import type { CostMeter } from '../runtime/cost-meter.js';
 import { toExternalRow, toExternalValue } from '../sinks/external-row.js';

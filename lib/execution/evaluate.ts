@@ -3,7 +3,8 @@ import type { DataType } from '../plan/data-types.js';
 import { isStruct } from '../plan/data-types.js';
 import { StreamingQueryError } from '../errors/sluice-error.js';
 import type { EvalContext } from './eval-context.js';
-import { compareValues, formatTimestamp, parseTimestamp, valuesEqual } from './values.js';
+import { compareValues, valuesEqual } from './values.js';
+import { formatTimestamp, parseTimestamp } from '../core/timestamps.js';
 
 export type Row = unknown[];
 export type Evaluator = (row: Row) => unknown;
@@ -153,7 +154,15 @@ function compileCall(fn: string, args: Args, e: Extract<BoundExpr, { kind: 'call
   const t = e.type;
   switch (fn) {
     case '+': return numericBinary((x, y) => x + y, args);
-    case '-': return numericBinary((x, y) => x - y, args);
+    case '-': {
+      if (args.length === 2) return numericBinary((x, y) => x - y, args);
+      const [a] = args as [Evaluator];
+      return (row) => {
+        const x = a(row);
+        // Integers have no -0 (Spark's -(0) is 0); doubles keep it.
+        return x === null ? null : t === 'double' ? -(x as number) : 0 - (x as number);
+      };
+    }
     case '*': return numericBinary((x, y) => x * y, args);
     case '/': return numericBinary((x, y) => (y === 0 ? null : x / y), args);
     case '%': return numericBinary((x, y) => (y === 0 ? null : intResult(t, x % y)), args);

@@ -1,5 +1,6 @@
 import { assertNever, unalias } from '../plan/expressions.js';
 import { inferJoinFilters } from '../analysis/infer-join-filters.js';
+import { isStatefulOperator } from '../analysis/stateful-operators.js';
 import { isStreaming, type LogicalPlan } from '../plan/logical-plan.js';
 import {
   DistinctExec, EventTimeWatermarkExec, FailOnceExec, FilterExec, HashAggregateExec, LocalScanExec, PassThroughExec,
@@ -32,8 +33,7 @@ export function planQuery(logical: LogicalPlan, evalContext: EvalContext): Physi
   let nextOperatorId = 0;
   const ids = new Map<LogicalPlan, number>();
   const assignIds = (p: LogicalPlan): void => {
-    const stateful = isStreaming(p) && (p.kind === 'Aggregate' || p.kind === 'Deduplicate' || (p.kind === 'Join' && isStreaming(p.left) && isStreaming(p.right)));
-    if (stateful) ids.set(p, nextOperatorId++);
+    if (isStatefulOperator(p)) ids.set(p, nextOperatorId++);
     childrenOf(p).forEach(assignIds);
   };
   assignIds(plan);

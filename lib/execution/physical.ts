@@ -1,9 +1,8 @@
+import type { OutputMode } from '../core/output-mode.js';
 import type { Attribute } from '../plan/attribute.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
-
-export type OutputMode = 'append' | 'update' | 'complete';
 
 /** What one micro-batch hands to the operators. Built by the runtime; operators never do IO. */
 export interface BatchContext {

@@ -7,7 +7,7 @@ import type { Expr } from '../plan/expressions.js';
 import type { StateStoreId } from '../state/state-store.js';
 import type { EvalContext } from './eval-context.js';
 import { compile, type Evaluator, type Row } from './evaluate.js';
-import { splitJoinCondition } from './join/join-condition.js';
+import { joinStateBounds } from '../analysis/streaming-join-helper.js';
 import { JoinStateManager, joinStateStoreIds, type JoinSide, type KeyEntry, type StoredRow } from './join/join-state-manager.js';
 import { planStateCleanup, stateWatermarkMs, type JoinStateCleanup, type StateCleanup } from './join/state-watermark.js';
 import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from './physical.js';
@@ -97,7 +97,8 @@ export class StreamingSymmetricHashJoinExec implements StatefulExec {
     const leftAttrs = p.left.output;
     const rightAttrs = p.right.output;
     const bound = p.condition ? bind(p.condition, [...leftAttrs, ...rightAttrs]) : null;
-    const split = splitJoinCondition(bound, leftAttrs.length);
+    const bounds = joinStateBounds(leftAttrs, rightAttrs, bound);
+    const split = bounds.split;
     // Spark raises this while planning the first batch, so the query starts and then fails: the
     // shape is legal for the analysis checks (an inner stream-stream join without condition passes
     // them), only the physical join cannot be built.
@@ -121,7 +122,7 @@ export class StreamingSymmetricHashJoinExec implements StatefulExec {
     this.leftSpec = spec('left', leftAttrs, split.keys.map((k) => k.left), split.leftOnly);
     this.rightSpec = spec('right', rightAttrs, split.keys.map((k) => k.right), split.rightOnly);
     this.bothSides = split.bothSides ? compile(split.bothSides, ctx) : null;
-    this.cleanup = planStateCleanup(leftAttrs, rightAttrs, split.keys, split.full);
+    this.cleanup = planStateCleanup(leftAttrs, rightAttrs, bounds);
     this.stateStoreIds = [...this.leftSpec.storeIds, ...this.rightSpec.storeIds];
     const types = (xs: readonly { type: BoundExpr['type'] }[]): string => xs.map((x) => typeToString(x.type)).join(',');
     this.stateSchema = `symmetricHashJoin(format=2, keys=[${types(split.keys.map((k) => k.left))}], left=[${types(leftAttrs)}], right=[${types(rightAttrs)}])`;

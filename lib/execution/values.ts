@@ -1,55 +1,5 @@
 import type { DataType } from '../plan/data-types.js';
-/** Value helpers shared by expression evaluation, grouping and sinks. */
-
-/** Spark's timestamp-to-string cast in UTC: `2023-01-01 01:00:10` (+ fraction when non-zero). */
-export function formatTimestamp(micros: number): string {
-  const ms = Math.floor(micros / 1000);
-  const iso = new Date(ms).toISOString();
-  const base = `${iso.slice(0, 10)} ${iso.slice(11, 19)}`;
-  const fraction = ((micros % 1_000_000) + 1_000_000) % 1_000_000;
-  if (fraction === 0) return base;
-  return `${base}.${String(fraction).padStart(6, '0').replace(/0+$/, '')}`;
-}
-
-/**
- * Parses `2023-01-01 01:00:10[.123]` or ISO-8601 (UTC unless an offset is given) to micros.
- * Fractions beyond microseconds are truncated (Spark's precision); impossible dates and times
- * (month 13, February 30, 24:00, an offset beyond ±18:00) give NULL, as Spark's cast does.
- */
-export function parseTimestamp(text: string): number | null {
-  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?(Z|[+-]\d{2}:?\d{2})?$/.exec(text.trim());
-  if (!m) return null;
-  const [, ys, mos, ds, hs = '0', mis = '0', ss = '0', frac = '', zone] = m;
-  const y = Number(ys);
-  const mo = Number(mos);
-  const d = Number(ds);
-  const h = Number(hs);
-  const mi = Number(mis);
-  const s = Number(ss);
-  if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo) || h > 23 || mi > 59 || s > 59) return null;
-  let ms = Date.UTC(y, mo - 1, d, h, mi, s);
-  // Date.UTC maps years 0-99 to 1900-1999.
-  if (y < 100) ms = new Date(ms).setUTCFullYear(y);
-  if (zone && zone !== 'Z') {
-    const sign = zone.startsWith('-') ? -1 : 1;
-    const digits = zone.slice(1).replace(':', '');
-    const zh = Number(digits.slice(0, 2));
-    const zm = Number(digits.slice(2));
-    if (zh > 18 || zm > 59 || zh * 60 + zm > 18 * 60) return null;
-    ms -= sign * (zh * 60 + zm) * 60_000;
-  }
-  return ms * 1000 + (frac === '' ? 0 : Number(frac.slice(0, 6).padEnd(6, '0')));
-}
-
-function daysInMonth(year: number, month: number): number {
-  if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
-  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
-}
-
-/** Spark's progress format for event-time stats: `1970-01-01T00:00:15.000Z`. */
-export function formatProgressTimestamp(ms: number): string {
-  return new Date(ms).toISOString();
-}
+/** Value helpers for expression evaluation and grouping (timestamp text codecs: lib/core/timestamps.ts). */
 
 /**
  * A string that identifies a grouping key: equal values give equal strings. Numbers, strings,

@@ -1,6 +1,6 @@
 import type { QueryFingerprint } from '../checkpoint/checkpoint.js';
 import type { PhysicalQuery } from '../execution/incremental-planner.js';
-import type { OutputMode } from '../execution/physical.js';
+import type { OutputMode } from '../core/output-mode.js';
 import type { Sink } from '../sinks/sink.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { AnalysisError } from '../errors/sluice-error.js';

@@ -20,7 +20,7 @@ import { KINESIS_SOURCE_NAME, sourceSchemaOf, validateQuery } from '../api/valid
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import type { DeadLetterRecord, DeadLetterWriter } from '../sources/dead-letter.js';
 import { planRepartition } from '../analysis/stages.js';
-import type { OutputMode } from '../execution/physical.js';
+import type { OutputMode } from '../core/output-mode.js';
 import type { StructField } from '../plan/data-types.js';
 import type { LogicalPlan } from '../plan/logical-plan.js';
 import { RepartitionShardSource } from '../sources/repartition-shard-source.js';

@@ -1,4 +1,4 @@
-import { formatTimestamp } from '../execution/values.js';
+import { formatTimestamp } from '../core/timestamps.js';
 import type { Sink, SinkBatch } from './sink.js';
 
 function render(v: unknown): string {

@@ -1,13 +1,5 @@
 import type { DataType, StructField } from '../plan/data-types.js';
-
-/** ISO-8601 UTC with the microseconds Spark keeps (`2024-05-01T14:00:00.000001Z`). */
-export function timestampToIso(micros: number): string {
-  const ms = Math.floor(micros / 1000);
-  const iso = new Date(ms).toISOString();
-  const fraction = ((micros % 1_000_000) + 1_000_000) % 1_000_000;
-  if (fraction === 0) return `${iso.slice(0, 19)}Z`;
-  return `${iso.slice(0, 19)}.${String(fraction).padStart(6, '0').replace(/0+$/, '')}Z`;
-}
+import { timestampToIso } from '../core/timestamps.js';
 
 /** An engine value (timestamps as epoch micros) as the JSON a sink writes. */
 export function toExternalValue(value: unknown, type: DataType): unknown {

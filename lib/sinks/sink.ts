@@ -1,4 +1,4 @@
-import type { OutputMode } from '../execution/physical.js';
+import type { OutputMode } from '../core/output-mode.js';
 import type { StructField } from '../plan/data-types.js';
 
 /** One batch handed to a sink, with its column names. */

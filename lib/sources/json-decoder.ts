@@ -1,5 +1,5 @@
 import { typeToString, type DataType, type StructField } from '../plan/data-types.js';
-import { parseTimestamp } from '../execution/values.js';
+import { parseTimestamp } from '../core/timestamps.js';
 import { JsonLayoutCache } from './json-layout-decoder.js';
 
 export type DecodeResult = { readonly ok: true; readonly row: unknown[] } | { readonly ok: false; readonly reason: string };

@@ -1,5 +1,5 @@
 import type { DataType } from '../plan/data-types.js';
-import { parseTimestamp } from '../execution/values.js';
+import { parseTimestamp } from '../core/timestamps.js';
 
 /** A field the decoder reads: its name in the record, its position in the row, its type. */
 export interface LayoutField {

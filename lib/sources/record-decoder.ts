@@ -3,11 +3,11 @@
  * objects by field name (the default), CSV lines in schema order, or the raw UTF-8 string. Given the
  * columns the query reads, it decodes and checks only those, as the JSON memory stream does.
  */
-import type { KinesisSourceSpec } from '../api/query-definition.js';
 import type { DataType, StructField } from '../plan/data-types.js';
-import { parseTimestamp } from '../execution/values.js';
+import { parseTimestamp } from '../core/timestamps.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import { createJsonDecoder, type DecodeResult } from './json-decoder.js';
+import type { RecordSourceSpec } from './record-format.js';
 
 export interface RecordDecoder {
   (data: Uint8Array): DecodeResult;
@@ -33,12 +33,12 @@ function decodeText(data: Uint8Array): string | null {
   }
 }
 
-export function createRecordDecoder(spec: KinesisSourceSpec, schema: readonly StructField[], options: RecordDecoderOptions = {}): RecordDecoder {
+export function createRecordDecoder(spec: RecordSourceSpec, schema: readonly StructField[], options: RecordDecoderOptions = {}): RecordDecoder {
   const decode = textDecoder(spec, schema, options.columns);
   return Object.assign(decode, { forColumns: (columns: readonly string[]) => createRecordDecoder(spec, schema, { columns }) });
 }
 
-function textDecoder(spec: KinesisSourceSpec, schema: readonly StructField[], columns: readonly string[] | undefined): (data: Uint8Array) => DecodeResult {
+function textDecoder(spec: RecordSourceSpec, schema: readonly StructField[], columns: readonly string[] | undefined): (data: Uint8Array) => DecodeResult {
   const format = spec.format ?? 'json';
   if (format === 'raw') {
     return (data) => {

@@ -9,8 +9,9 @@ import type { LogicalPlan } from '../../lib/plan/logical-plan.js';
 import { AnalysisError } from '../../lib/errors/sluice-error.js';
 import {
   checkBatchQuery, checkRuntimeRestrictions, checkStreamingQuery, checkStreamingQueryGlobalWatermarkLimit,
-  findGlobalWatermarkCorrectnessIssue, type OutputMode,
+  findGlobalWatermarkCorrectnessIssue,
 } from '../../lib/analysis/unsupported-operation-checker.js';
+import type { OutputMode } from '../../lib/core/output-mode.js';
 import { buildInputs, buildQuery, type Json } from '../conformance/scenario-query.js';
 
 type Conf = Record<string, string>;

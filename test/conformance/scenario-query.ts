@@ -4,7 +4,7 @@ import type { DataFrame } from '../../lib/api/data-frame.js';
 import { Column, interval } from '../../lib/plan/column.js';
 import * as F from '../../lib/plan/functions.js';
 import { parseDataType, type DataType } from '../../lib/plan/data-types.js';
-import { parseTimestamp } from '../../lib/execution/values.js';
+import { parseTimestamp } from '../../lib/core/timestamps.js';
 import type { AggregateFunctionName, Expr } from '../../lib/plan/expressions.js';
 import type { MemoryStream } from '../../lib/sources/memory-stream.js';
 

@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { SluiceSession } from '../../lib/api/session.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
-import type { OutputMode } from '../../lib/execution/physical.js';
+import type { OutputMode } from '../../lib/core/output-mode.js';
 import { col, count, sum, window } from '../../lib/plan/functions.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import type { Sink, SinkBatch } from '../../lib/sinks/sink.js';

@@ -8,7 +8,7 @@ import { SluiceSession } from '../../lib/api/session.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
 import { AnalysisError } from '../../lib/errors/sluice-error.js';
-import type { OutputMode } from '../../lib/execution/physical.js';
+import type { OutputMode } from '../../lib/core/output-mode.js';
 import { col, max, sum } from '../../lib/plan/functions.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 

@@ -6,7 +6,8 @@ import { col, count, first, lit, session_window, sum, when } from '../../lib/pla
 import type { Column } from '../../lib/plan/column.js';
 import { newEvalContext } from '../../lib/execution/eval-context.js';
 import type { Row } from '../../lib/execution/evaluate.js';
-import type { BatchContext, Exec, OutputMode } from '../../lib/execution/physical.js';
+import type { BatchContext, Exec } from '../../lib/execution/physical.js';
+import type { OutputMode } from '../../lib/core/output-mode.js';
 import { SessionWindowAggregateExec } from '../../lib/execution/session-window-aggregate-exec.js';
 import { gapMicros, mergeSessions, type Session } from '../../lib/execution/session/sessions.js';
 import { MemoryStateStoreProvider } from '../../lib/state/memory-state-store.js';

@@ -13,7 +13,7 @@ import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { col, count, sum, window } from '../../lib/plan/functions.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { toExternalRow } from '../../lib/sinks/external-row.js';
-import { parseTimestamp } from '../../lib/execution/values.js';
+import { parseTimestamp } from '../../lib/core/timestamps.js';
 import { deploy } from '../support/aws-pipeline.js';
 import { listAllShards, splitShardEvenly, waitForStreamActive } from '../../lib/local/kinesis-admin.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';

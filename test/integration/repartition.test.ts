@@ -13,8 +13,8 @@ import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { col, count, window } from '../../lib/plan/functions.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { toExternalRow } from '../../lib/sinks/external-row.js';
-import { parseTimestamp } from '../../lib/execution/values.js';
-import type { OutputMode } from '../../lib/execution/physical.js';
+import { parseTimestamp } from '../../lib/core/timestamps.js';
+import type { OutputMode } from '../../lib/core/output-mode.js';
 import { deploy } from '../support/aws-pipeline.js';
 import { listAllShards, splitShardEvenly } from '../../lib/local/kinesis-admin.js';
 

@@ -15,7 +15,7 @@ import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { WINDOW_STRUCT, type StructField } from '../../lib/plan/data-types.js';
 import { CostMeter } from '../../lib/runtime/cost-meter.js';
-import type { OutputMode } from '../../lib/execution/physical.js';
+import type { OutputMode } from '../../lib/core/output-mode.js';
 import type { SinkBatch } from '../../lib/sinks/sink.js';
 
 let emulators: EmulatorSet;

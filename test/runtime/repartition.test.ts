@@ -17,8 +17,8 @@ import { runShardTrigger } from '../../lib/runtime/shard-trigger.js';
 import { planRepartition } from '../../lib/analysis/stages.js';
 import { explainQuery, validateQuery } from '../../lib/api/validate-query.js';
 import { toExternalRow } from '../../lib/sinks/external-row.js';
-import { parseTimestamp } from '../../lib/execution/values.js';
-import type { OutputMode } from '../../lib/execution/physical.js';
+import { parseTimestamp } from '../../lib/core/timestamps.js';
+import type { OutputMode } from '../../lib/core/output-mode.js';
 
 const SCHEMA = 'user_id string, event_type string, ts timestamp';
 interface Event { user_id: string; event_type: string; ts: string }

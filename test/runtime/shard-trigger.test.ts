@@ -6,7 +6,7 @@ import { MemoryDeadLetterWriter } from '../../lib/sources/dead-letter.js';
 import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { runShardTrigger, type PartitionBackends } from '../../lib/runtime/shard-trigger.js';
-import { formatTimestamp } from '../../lib/execution/values.js';
+import { formatTimestamp } from '../../lib/core/timestamps.js';
 
 const revenue = (outputMode: 'append' | 'update' | 'complete'): StreamingQueryDefinition => defineQuery({
   name: 'hourly-revenue',

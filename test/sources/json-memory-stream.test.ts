@@ -7,7 +7,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { SluiceSession } from '../../lib/api/session.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
-import type { OutputMode } from '../../lib/execution/physical.js';
+import type { OutputMode } from '../../lib/core/output-mode.js';
 import { col, sum, window } from '../../lib/plan/functions.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { JsonMemoryStream } from '../../lib/sources/json-memory-stream.js';

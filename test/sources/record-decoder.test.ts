@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createRecordDecoder, splitCsvLine } from '../../lib/sources/record-decoder.js';
 import { toSchema } from '../../lib/api/session.js';
-import { parseTimestamp } from '../../lib/execution/values.js';
+import { parseTimestamp } from '../../lib/core/timestamps.js';
 
 const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
 const schema = toSchema('store_id string, amount long, price double, ok boolean, ts timestamp');

@@ -5,7 +5,7 @@
  */
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
-import type { OutputMode } from '../../lib/execution/physical.js';
+import type { OutputMode } from '../../lib/core/output-mode.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import type { MemoryStream } from '../../lib/sources/memory-stream.js';
 import type { StreamingQuery } from '../../lib/runtime/streaming-query.js';

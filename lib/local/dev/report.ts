@@ -3,7 +3,7 @@
  * watermark, state rows, late rows dropped, dead letters, cost), the batch's output as a Spark
  * console-sink table with readable timestamps, and the final summary.
  */
-import { formatTimestamp } from '../../execution/values.js';
+import { formatTimestamp } from '../../core/timestamps.js';
 import type { DataType } from '../../plan/data-types.js';
 import type { StreamingQueryProgress } from '../../runtime/progress.js';
 import { formatBatchTable } from '../../sinks/console-sink.js';

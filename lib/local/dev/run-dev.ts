@@ -18,7 +18,7 @@ import { validateQuery } from '../../api/validate-query.js';
 import { createAwsClients, type AwsClients } from '../../aws/clients.js';
 import { createKinesisTriggerHandler, createRepartitionTriggerHandler, shardIdOf, type KinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
 import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
-import type { OutputMode } from '../../execution/physical.js';
+import type { OutputMode } from '../../core/output-mode.js';
 import type { StreamingQueryProgress } from '../../runtime/progress.js';
 import type { ShardTriggerResult } from '../../runtime/shard-trigger.js';
 import type { Sink } from '../../sinks/sink.js';

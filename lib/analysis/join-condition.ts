@@ -1,5 +1,6 @@
-import type { BoundExpr } from '../../analysis/bound-expr.js';
-import { boundExists } from '../../analysis/bound-expr.js';
+import type { BoundExpr } from './bound-expr.js';
+import { boundExists } from './bound-expr.js';
+import { splitConjuncts } from './conjuncts.js';
 
 /**
  * Spark's ExtractEquiJoinKeys + JoinConditionSplitPredicates for a stream-stream join, over a
@@ -32,11 +33,6 @@ export interface SplitJoinCondition {
 }
 
 type Side = 'left' | 'right' | 'both' | 'none';
-
-export function splitConjuncts(e: BoundExpr): BoundExpr[] {
-  if (e.kind === 'call' && e.fn === 'and' && e.args.length === 2) return e.args.flatMap(splitConjuncts);
-  return [e];
-}
 
 function refOrdinals(e: BoundExpr): number[] {
   const out: number[] = [];

@@ -1,0 +1,19 @@
+import { isStreaming, type LogicalPlan } from '../plan/logical-plan.js';
+
+/**
+ * Whether a plan node keeps state across micro-batches: a streaming aggregation, a streaming
+ * deduplication, or a join of two streams (Spark plans these as StateStoreSave,
+ * StreamingDeduplicate and StreamingSymmetricHashJoin). The one definition the checker, explain,
+ * the repartition stages, co-partitioning and the planner (operator ids) share.
+ */
+export function isStatefulOperator(n: LogicalPlan): boolean {
+  switch (n.kind) {
+    case 'Aggregate':
+    case 'Deduplicate':
+      return isStreaming(n);
+    case 'Join':
+      return isStreaming(n.left) && isStreaming(n.right);
+    default:
+      return false;
+  }
+}

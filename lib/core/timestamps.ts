@@ -1,0 +1,64 @@
+/**
+ * Timestamp value codecs: Sluice keeps a timestamp as microseconds since the epoch (UTC); these turn
+ * it into and out of text. Expression evaluation (casts), the record decoders of the sources, the
+ * sinks' JSON, the console sink and progress reports all use them, so they live in the lowest layer.
+ */
+
+/** `2023-01-01T01:00:10` (seconds precision) and the fraction digits, `''` for a whole second. */
+function splitMicros(micros: number): { readonly seconds: string; readonly fraction: string } {
+  const iso = new Date(Math.floor(micros / 1000)).toISOString();
+  const fraction = ((micros % 1_000_000) + 1_000_000) % 1_000_000;
+  return { seconds: iso.slice(0, 19), fraction: fraction === 0 ? '' : `.${String(fraction).padStart(6, '0').replace(/0+$/, '')}` };
+}
+
+/** Spark's timestamp-to-string cast in UTC: `2023-01-01 01:00:10` (+ fraction when non-zero). */
+export function formatTimestamp(micros: number): string {
+  const { seconds, fraction } = splitMicros(micros);
+  return `${seconds.slice(0, 10)} ${seconds.slice(11)}${fraction}`;
+}
+
+/** ISO-8601 UTC with the microseconds Spark keeps (`2024-05-01T14:00:00.000001Z`), as sinks write JSON. */
+export function timestampToIso(micros: number): string {
+  const { seconds, fraction } = splitMicros(micros);
+  return `${seconds}${fraction}Z`;
+}
+
+/**
+ * Parses `2023-01-01 01:00:10[.123]` or ISO-8601 (UTC unless an offset is given) to micros.
+ * Fractions beyond microseconds are truncated (Spark's precision); impossible dates and times
+ * (month 13, February 30, 24:00, an offset beyond ±18:00) give NULL, as Spark's cast does.
+ */
+export function parseTimestamp(text: string): number | null {
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?(Z|[+-]\d{2}:?\d{2})?$/.exec(text.trim());
+  if (!m) return null;
+  const [, ys, mos, ds, hs = '0', mis = '0', ss = '0', frac = '', zone] = m;
+  const y = Number(ys);
+  const mo = Number(mos);
+  const d = Number(ds);
+  const h = Number(hs);
+  const mi = Number(mis);
+  const s = Number(ss);
+  if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo) || h > 23 || mi > 59 || s > 59) return null;
+  let ms = Date.UTC(y, mo - 1, d, h, mi, s);
+  // Date.UTC maps years 0-99 to 1900-1999.
+  if (y < 100) ms = new Date(ms).setUTCFullYear(y);
+  if (zone && zone !== 'Z') {
+    const sign = zone.startsWith('-') ? -1 : 1;
+    const digits = zone.slice(1).replace(':', '');
+    const zh = Number(digits.slice(0, 2));
+    const zm = Number(digits.slice(2));
+    if (zh > 18 || zm > 59 || zh * 60 + zm > 18 * 60) return null;
+    ms -= sign * (zh * 60 + zm) * 60_000;
+  }
+  return ms * 1000 + (frac === '' ? 0 : Number(frac.slice(0, 6).padEnd(6, '0')));
+}
+
+function daysInMonth(year: number, month: number): number {
+  if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
+  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+
+/** Spark's progress format for event-time stats: `1970-01-01T00:00:15.000Z`. */
+export function formatProgressTimestamp(ms: number): string {
+  return new Date(ms).toISOString();
+}

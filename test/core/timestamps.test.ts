@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import { formatProgressTimestamp, formatTimestamp, parseTimestamp, timestampToIso } from '../../lib/core/timestamps.js';
+
+describe('timestamp codecs', () => {
+  const micros = Date.UTC(2024, 4, 1, 14, 0, 0) * 1000;
+
+  it('formats as Spark casts to string and as sinks write JSON, with the microseconds kept', () => {
+    expect(formatTimestamp(micros)).toBe('2024-05-01 14:00:00');
+    expect(formatTimestamp(micros + 1)).toBe('2024-05-01 14:00:00.000001');
+    expect(formatTimestamp(micros + 120_000)).toBe('2024-05-01 14:00:00.12');
+    expect(timestampToIso(micros)).toBe('2024-05-01T14:00:00Z');
+    expect(timestampToIso(micros + 1)).toBe('2024-05-01T14:00:00.000001Z');
+    // Before the epoch the fraction still counts up from the whole second below.
+    expect(formatTimestamp(-1)).toBe('1969-12-31 23:59:59.999999');
+    expect(timestampToIso(-1)).toBe('1969-12-31T23:59:59.999999Z');
+    expect(formatProgressTimestamp(15_000)).toBe('1970-01-01T00:00:15.000Z');
+  });
+
+  it('parses what it formats, ISO-8601 with offsets, and gives NULL for impossible dates', () => {
+    for (const m of [micros, micros + 1, micros + 120_000, -1]) {
+      expect(parseTimestamp(formatTimestamp(m))).toBe(m);
+      expect(parseTimestamp(timestampToIso(m))).toBe(m);
+    }
+    expect(parseTimestamp('2024-05-01T16:00:00+02:00')).toBe(micros);
+    expect(parseTimestamp('2024-02-30 00:00:00')).toBeNull();
+    expect(parseTimestamp('2024-05-01 24:00:00')).toBeNull();
+    expect(parseTimestamp('not a time')).toBeNull();
+  });
+});
