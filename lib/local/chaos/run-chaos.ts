@@ -18,7 +18,7 @@
  *     (fault-free), then the sinks and the dead letters are read as a consumer would and compared
  *     with run 0: rows lost, duplicated, mismatched.
  */
-import type { StreamingQueryDefinition } from '../../api/query-definition.js';
+import type { StreamingQueryDefinition } from '../../query/query-definition.js';
 import { createAwsClients, type AwsClients } from '../../aws/clients.js';
 import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
 import { ensureTables } from '../../aws/tables.js';
@@ -31,9 +31,9 @@ import { hourlySalesPerProductQuery, hourlySalesQuery } from '../dev/default-que
 import {
   ensureBucket, localDeployment, localRuntimeConfig, putSampleRecords, quietObservability, readDeadLetterContents, readSinkContents,
 } from '../dev/local-stack.js';
-import type { ShardTriggerResult } from '../../runtime/shard-trigger.js';
+import type { ShardInvocationResult } from '../../query/shard-invocation.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
-import { validateQuery } from '../../api/validate-query.js';
+import { compileQuery } from '../../query/compiled-query.js';
 import { formatProgressLine } from '../dev/report.js';
 import { addDiff, compareDeadLetters, compareRows, emptyDiff, type Diff } from './compare.js';
 import { ChaosFunction } from './chaos-function.js';
@@ -139,7 +139,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     print(`chaos: seed ${seed}, ${records.length} records (${records.filter((r) => r.kind === 'malformed').length} malformed, `
       + `${records.filter((r) => r.kind === 'late').length} late in wave 2) on ${shards} shards, `
       + `batch size ${batchSize}; queries ${queries.map((q) => `${q.name} (${q.outputMode} → ${q.sink.kind}${
-        validateQuery(q, { expectedShardCount: shards, allowRepartition: true }).needsRepartition ? ', via a repartition stage' : ''})`).join(', ')}; `
+        compileQuery(q, { expectedShardCount: shards, allowRepartition: true }).needsRepartition ? ', via a repartition stage' : ''})`).join(', ')}; `
       + `emulators ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
     const observability = quietObservability('chaos', (message, error) => {
@@ -162,7 +162,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const placed: PlacedRecord[] = wave1.map((r, i) => ({ ...put[i]!, partitionKey: r.partitionKey, data: r.data }));
       const rnd = createPrng(seed * 7919 + run);
       const parts = await Promise.all(queries.map(async (definition) => {
-        const needsRepartition = validateQuery(definition, { expectedShardCount: shards, allowRepartition: true }).needsRepartition;
+        const needsRepartition = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true }).needsRepartition;
         const config: RuntimeConfig = {
           ...localRuntimeConfig(
             {
@@ -178,8 +178,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           definition.sink.kind === 'dynamodb' ? ensureTables(clients!.dynamodb, { checkpointTable: d.checkpointTable, stateTable: d.stateTable, sinkTable: config.sinkTable, maxWaitSeconds: 60 }) : undefined,
           config.repartitionStreamName ? createStreamAndWait(clients!.kinesis, config.repartitionStreamName, shards) : undefined,
         ]);
-        const onTrigger = (shardId: string, result: ShardTriggerResult): void => {
-          const where = result.stage === 'single' ? shardId : `${result.stage} ${shardId}`;
+        const onInvocation = (shardId: string, result: ShardInvocationResult): void => {
+          const where = result.stage.label(shardId);
           for (const p of result.progress) trace(`r${run} ${definition.name} ${formatProgressLine(where, p)}`);
           if (result.error) trace(`r${run} ${definition.name} [${where}] error: ${result.error.message.split('\n')[0]}`);
         };
@@ -190,7 +190,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ].map((f) => {
           const controller = new FaultController(plans.get(f.id) ?? [], rnd);
           const fn = new ChaosFunction({
-            definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onTrigger,
+            definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onInvocation,
             trace: (line) => trace(`r${run} ${f.id} ${line}`),
           });
           const esm = new LocalEventSourceMapping({
@@ -201,7 +201,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           return { ...f, controller, fn, esm };
         });
         // The scheduled trigger runs fault-free: pending batches re-run, caught-up shards go idle.
-        const scheduled = createScheduledTriggerHandler(definition, { config, clients: clients!, observability, onTrigger });
+        const scheduled = createScheduledTriggerHandler(definition, { config, clients: clients!, observability, onInvocation });
         const tick = async (): Promise<void> => {
           for (let attempt = 1; ; attempt++) {
             const summary = await scheduled({ mode: 'tick' });

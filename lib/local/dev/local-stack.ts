@@ -6,7 +6,7 @@
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import type { StreamingQueryDefinition } from '../../api/query-definition.js';
+import type { StreamingQueryDefinition } from '../../query/query-definition.js';
 import type { AwsClients } from '../../aws/clients.js';
 import type { Observability } from '../../aws/observability.js';
 import { sinkPrefixOf } from '../../aws/aws-backends.js';

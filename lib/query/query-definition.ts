@@ -1,0 +1,80 @@
+/**
+ * A deployable streaming query: what a user module exports for the Lambda handlers, `sluice dev`
+ * and the CDK construct. The transformation is ordinary DataFrame code; the source, output mode
+ * and sink are declared so they can be validated before anything runs (at `cdk synth`, too).
+ */
+import { z } from 'zod';
+import type { OutputMode } from '../execution/physical.js';
+import type { DataFrame } from '../api/data-frame.js';
+import type { SchemaLike, SluiceSession } from '../api/session.js';
+import { IllegalArgumentError } from '../errors/sluice-error.js';
+
+export interface KinesisSourceSpec {
+  /** Record payload format: JSON objects (default), CSV lines in schema order, or raw UTF-8 strings. */
+  readonly format?: 'json' | 'csv' | 'raw';
+  /** Column names and types; `raw` ignores it and yields one `value string` column. */
+  readonly schema: SchemaLike;
+  /** How a JSON number in a timestamp column is read (strings are ISO-8601). Default seconds, as Spark casts. */
+  readonly numericTimestamps?: 'seconds' | 'millis' | 'micros';
+  /** CSV field separator (default `,`). */
+  readonly csvDelimiter?: string;
+  /**
+   * The column(s) the producer uses as the Kinesis partition key. Declaring it lets a stateful
+   * query run on many shards: every group keyed by it lives on one shard. Records whose partition
+   * key does not match the column go to the dead-letter location.
+   */
+  readonly partitionKey?: string;
+}
+
+/** Where results go; bucket and table names come from the deployment (environment). */
+export type SinkSpec =
+  /** Append-only JSON Lines files under a prefix, with a manifest of committed files. */
+  | { readonly kind: 's3-files'; readonly prefix?: string }
+  /** The whole result table as one object per batch, replaced atomically through a pointer. */
+  | { readonly kind: 's3-snapshot'; readonly prefix?: string }
+  /** One item per result key, upserted with a version condition. */
+  | { readonly kind: 'dynamodb'; readonly keyColumns?: readonly string[] };
+
+export interface StreamingQueryDefinition {
+  /** Stable identity: the checkpoint and state are keyed by it. */
+  readonly name: string;
+  readonly source: KinesisSourceSpec;
+  /** The query: from the decoded events to the result. */
+  readonly transform: (events: DataFrame, session: SluiceSession) => DataFrame;
+  readonly outputMode: OutputMode;
+  readonly sink: SinkSpec;
+  /** `spark.sql.*` confs (e.g. the multiple-watermark policy). */
+  readonly conf?: Readonly<Record<string, string>>;
+}
+
+const definitionShape = z.object({
+  name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/, 'letters, digits, "_", "." and "-" only, at most 100 characters'),
+  source: z.object({
+    format: z.enum(['json', 'csv', 'raw']).optional(),
+    schema: z.union([z.string().min(1), z.array(z.object({ name: z.string().min(1), type: z.unknown() }))]),
+    numericTimestamps: z.enum(['seconds', 'millis', 'micros']).optional(),
+    csvDelimiter: z.string().length(1).optional(),
+    partitionKey: z.string().min(1).optional(),
+  }),
+  transform: z.function(),
+  outputMode: z.enum(['append', 'update', 'complete']),
+  sink: z.discriminatedUnion('kind', [
+    z.object({ kind: z.literal('s3-files'), prefix: z.string().optional() }),
+    z.object({ kind: z.literal('s3-snapshot'), prefix: z.string().optional() }),
+    z.object({ kind: z.literal('dynamodb'), keyColumns: z.array(z.string().min(1)).min(1).optional() }),
+  ]),
+  conf: z.record(z.string(), z.string()).optional(),
+});
+
+/** Checks the definition's shape at once; the query itself is analysed by `validateQuery`. */
+export function defineQuery(definition: StreamingQueryDefinition): StreamingQueryDefinition {
+  const parsed = definitionShape.safeParse(definition);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(definition)'}: ${i.message}`).join('; ');
+    throw new IllegalArgumentError(`Invalid streaming query definition: ${problems}`, {
+      code: 'INVALID_QUERY_DEFINITION',
+      hint: 'see StreamingQueryDefinition in lib/query/query-definition.ts for the fields and their types.',
+    });
+  }
+  return definition;
+}
