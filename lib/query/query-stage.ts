@@ -144,7 +144,7 @@ export class SourceStage extends QueryStage {
 
   bind(shardId: string, backends: PartitionBackends): StageBinding {
     const source = kinesisShardSource(this.definition, shardId);
-    // Stage 1 has no watermark of its own; publishing its progress lets the scheduled trigger
+    // Stage 1 has no watermark of its own; publishing its progress lets the scheduled handler
     // confirm the shard idle and tell the state partitions.
     return { source, watermarks: backends.watermarks, deadLetters: () => source.deadLetters() };
   }

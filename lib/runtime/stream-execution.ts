@@ -77,7 +77,7 @@ export interface StreamExecutionOptions {
   /** Where the adapters count requests and capacity; progress reports the cost per batch. */
   readonly costMeter?: CostMeter;
   /**
-   * Allow a no-data batch right after recovering from the checkpoint (a scheduled trigger's whole
+   * Allow a no-data batch right after recovering from the checkpoint (a scheduled invocation's whole
    * job), instead of only after a batch ran in this process as Spark does.
    */
   readonly noDataBatchAfterRecovery?: boolean;

@@ -1,5 +1,5 @@
 /**
- * One deployed query as a Lambda function under fault injection: the REAL Kinesis-trigger handler
+ * One deployed query as a Lambda function under fault injection: the REAL Kinesis handler
  * (createKinesisTriggerHandler, or createRepartitionTriggerHandler for a query's stage 2) over the
  * REAL AWS adapters (createAwsQueryBackends), run inside a simulated container. A container owns its SDK clients; a middleware on them counts the fault
  * points and injects the faults:

@@ -5,7 +5,7 @@
  * invocation with no records. No AWS code, no shards, no cross-shard watermark: Spark's answer for
  * one stream. The distributed run must end with the same result: while data flows its shards run
  * with the minimum watermark (a subset of the windows closed), and once every shard is idle the
- * scheduled trigger takes the maximum, which is this run's watermark.
+ * scheduled invocation takes the maximum, which is this run's watermark.
  */
 import type { StreamingQueryDefinition } from '../../query/query-definition.js';
 import { compileQuery } from '../../query/compiled-query.js';

@@ -6,7 +6,7 @@
  * one set of emulators and one Kinesis stream:
  *
  *   - the reference: the same queries in memory (the engine core over memory backends);
- *   - run 0, fault-free: three queries consume the stream through the real Kinesis-trigger handler
+ *   - run 0, fault-free: three queries consume the stream through the real Kinesis handler
  *     under a local event source mapping (bisect on function error, unlimited retries):
  *     hourly sales per store in append mode → S3 files and in update mode → DynamoDB upserts, and
  *     hourly sales per product (update → DynamoDB), whose state is not keyed by the stream's
@@ -14,7 +14,7 @@
  *     through an internal stream to stage 2 (a second function, the repartition handler). It must
  *     agree with the reference, and it counts the fault points;
  *   - runs 1..R, each on fresh tables and S3 prefixes, with faults planned from the seed at those
- *     points (see faults.ts). After the shards are drained, the scheduled trigger runs once
+ *     points (see faults.ts). After the shards are drained, the scheduled handler runs once
  *     (fault-free), then the sinks and the dead letters are read as a consumer would and compared
  *     with run 0: rows lost, duplicated, mismatched.
  */
@@ -53,7 +53,7 @@ export interface ChaosOptions {
   readonly print?: (line: string) => void;
   /** Print every injected fault. */
   readonly verbose?: boolean;
-  /** Print every committed batch's progress (and the scheduled trigger's summary). */
+  /** Print every committed batch's progress (and the scheduled handler's summary). */
   readonly trace?: boolean;
   /** Late rows put in wave 2, after every shard went idle (default 3). */
   readonly lateRows?: number;
@@ -200,14 +200,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           });
           return { ...f, controller, fn, esm };
         });
-        // The scheduled trigger runs fault-free: pending batches re-run, caught-up shards go idle.
+        // The scheduled handler runs fault-free: pending batches re-run, caught-up shards go idle.
         const scheduled = createScheduledTriggerHandler(definition, { config, clients: clients!, observability, onInvocation });
         const tick = async (): Promise<void> => {
           for (let attempt = 1; ; attempt++) {
             const summary = await scheduled({ mode: 'tick' });
             trace(`r${run} ${definition.name} tick: ${summary.shards.map((s) => `${s.stage} ${s.shardId} ${s.caughtUp ? 'idle' : 'busy'} ${s.batches} batches${s.error ? ` error ${s.error}` : ''}`).join('; ')}`);
             if (!summary.shards.some((s) => s.error)) return;
-            if (attempt === 3) throw new Error(`the scheduled trigger of ${definition.name} keeps failing: ${summary.shards.map((s) => s.error).filter(Boolean).join('; ')}`);
+            if (attempt === 3) throw new Error(`the scheduled handler of ${definition.name} keeps failing: ${summary.shards.map((s) => s.error).filter(Boolean).join('; ')}`);
           }
         };
         return { definition, config, functions, tick };
@@ -222,7 +222,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           invoked = now;
         }
       };
-      // Everything the scheduled trigger does once the shards are drained (stage 1 of a
+      // Everything the scheduled handler does once the shards are drained (stage 1 of a
       // repartitioned query may send more to stage 2, which is drained again).
       const settle = async (): Promise<void> => {
         await drain();

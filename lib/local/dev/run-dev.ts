@@ -249,7 +249,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     await Promise.all(mappings.map((m) => m.stop()));
 
     print('');
-    print('== scheduled trigger (tick): caught-up shards go idle; no-data batches close what the watermark passed ==');
+    print('== scheduled handler (tick): caught-up shards go idle; no-data batches close what the watermark passed ==');
     const tick = createScheduledTriggerHandler(query, { config, clients, observability, onInvocation: report, decorateSink });
     const tickSummary = await tick({ mode: 'tick' });
     for (const s of tickSummary.shards) {
