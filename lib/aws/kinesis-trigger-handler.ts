@@ -7,8 +7,7 @@
  * already committed in a redelivered batch are skipped by the shard invocation.
  */
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
-import type { StreamingQueryDefinition } from '../query/query-definition.js';
-import { CompiledQuery, compileQuery } from '../query/compiled-query.js';
+import { compileForDeployment, type DeployableQuery } from '../query/compiled-query.js';
 import type { PartitionBackends } from '../query/partition-backends.js';
 import type { QueryStage } from '../query/query-stage.js';
 import { runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
@@ -52,18 +51,6 @@ export function toShardRecordFromEvent(record: KinesisStreamRecord): ShardRecord
     dataBase64: record.kinesis.data,
     approximateArrivalTimestampMs: Math.round(record.kinesis.approximateArrivalTimestamp * 1000),
   };
-}
-
-/** The query as given to a handler factory: a definition (compiled here), or already compiled. */
-export type DeployableQuery = StreamingQueryDefinition | CompiledQuery;
-
-/**
- * Compiles a handler's query at cold start, with what the deployment allows: a repartition stage
- * exactly when it has the internal stream. An already compiled query is reused as it is.
- */
-export function compileForDeployment(query: DeployableQuery, config: RuntimeConfig): CompiledQuery {
-  if (query instanceof CompiledQuery) return query;
-  return compileQuery(query, { expectedShardCount: config.expectedShardCount, allowRepartition: config.repartitionStreamName !== undefined });
 }
 
 /** The handler for the source stream: the whole query, or stage 1 when it has a repartition stage. */

@@ -12,7 +12,7 @@
  * It never races the Kinesis-triggered invocation of the same shard into a wrong result: both
  * plan batch N with a conditional put, and the loser stops.
  */
-import type { CompiledQuery } from '../query/compiled-query.js';
+import { compileForDeployment, type CompiledQuery, type DeployableQuery } from '../query/compiled-query.js';
 import type { QueryStage, StageKind } from '../query/query-stage.js';
 import { committedShardOffset, runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
 import { CostMeter } from '../runtime/cost-meter.js';
@@ -21,7 +21,6 @@ import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
 import { createAwsQueryBackends, type AwsQueryBackends } from './aws-backends.js';
-import { compileForDeployment, type DeployableQuery } from './kinesis-trigger-handler.js';
 import { listStreamShards } from './kinesis-shard-reader.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
 

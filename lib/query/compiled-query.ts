@@ -61,6 +61,20 @@ export class CompiledQuery {
   }
 }
 
+/** The query as given to a handler factory: a definition (compiled at cold start), or already compiled. */
+export type DeployableQuery = StreamingQueryDefinition | CompiledQuery;
+
+/**
+ * Compiles a handler's query at cold start with what the deployment allows: a repartition stage
+ * exactly when it has the internal stream. An already compiled query is reused as it is.
+ */
+export function compileForDeployment(
+  query: DeployableQuery, deployment: { readonly expectedShardCount?: number; readonly repartitionStreamName?: string },
+): CompiledQuery {
+  if (query instanceof CompiledQuery) return query;
+  return compileQuery(query, { expectedShardCount: deployment.expectedShardCount, allowRepartition: deployment.repartitionStreamName !== undefined });
+}
+
 /**
  * Analyses and validates `definition` once (nothing is read or written if it is refused) and
  * returns what every invocation reuses.

@@ -20,7 +20,7 @@ import { ProvisionedThroughputExceededException as KinesisThroughputExceeded } f
 import { S3ServiceException } from '@aws-sdk/client-s3';
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import type { StreamingQueryDefinition } from '../../query/query-definition.js';
-import { compileForDeployment } from '../../aws/kinesis-trigger-handler.js';
+import { compileForDeployment } from '../../query/compiled-query.js';
 import { createAwsQueryBackends } from '../../aws/aws-backends.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from '../../aws/clients.js';
 import { DynamoDbCheckpoint } from '../../aws/dynamodb-checkpoint.js';
