@@ -35,6 +35,15 @@ describe('source binding', () => {
     expect(sink.allRows().map((r) => r[0]).sort()).toEqual([1, 2]);
   });
 
+  it('a DataFrame over a source id alone analyses, but a run needs the id bound to a live source', async () => {
+    const session = new SluiceSession();
+    const unbound = session.streamingRelation('kinesis', [{ name: 'v', type: 'int' }]).groupBy(col('v')).count();
+    expect(unbound.isStreaming).toBe(true);
+    expect(unbound.sources.size).toBe(0);
+    await expect(unbound.writeStream.outputMode('update').sink(new MemorySink()).start())
+      .rejects.toThrow(/reads source 'kinesis', but no live source is bound to that id/);
+  });
+
   it('refuses two different sources under one id in one query', () => {
     const session = new SluiceSession();
     const one = session.readStream(new MemoryStream([{ name: 'v', type: 'int' }], 'events'));
