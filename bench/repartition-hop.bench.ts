@@ -6,11 +6,11 @@
  *
  *   npm run bench:hop            (or: npx tsx bench/repartition-hop.bench.ts --json)
  */
-import { defineQuery } from '../lib/api/query-definition.js';
-import { validateQuery } from '../lib/api/validate-query.js';
+import { defineQuery } from '../lib/query/query-definition.js';
+import { compileQuery } from '../lib/query/compiled-query.js';
 import { MemoryCheckpoint } from '../lib/checkpoint/memory-checkpoint.js';
 import { col, count, window } from '../lib/plan/functions.js';
-import { runShardTrigger } from '../lib/runtime/shard-trigger.js';
+import { runShardInvocation } from '../lib/query/shard-invocation.js';
 import { MemoryDeadLetterWriter } from '../lib/sources/dead-letter.js';
 import { RepartitionSink, type RepartitionChannel, type RepartitionRecordOut, type RepartitionTarget } from '../lib/sinks/repartition-sink.js';
 import { CostMeter } from '../lib/runtime/cost-meter.js';
@@ -45,7 +45,8 @@ class CountingChannel implements RepartitionChannel {
 }
 
 async function measure(events: number, batchSize: number, internalShards: number): Promise<Record<string, number>> {
-  const split = validateQuery(query, { allowRepartition: true }).repartition!;
+  const compiled = compileQuery(query, { allowRepartition: true });
+  const split = compiled.repartition!;
   const channel = CountingChannel.withShards(internalShards);
   const meter = new CostMeter();
   const sink = new RepartitionSink({ channel, routingOrdinals: split.routingOrdinals, eventTimeOrdinal: split.eventTime?.ordinal ?? null, meter });
@@ -58,7 +59,7 @@ async function measure(events: number, batchSize: number, internalShards: number
       inputBytes += data.length;
       return { sequenceNumber: String(1_000_000 + i), partitionKey: `p${i % 13}`, dataBase64: Buffer.from(data).toString('base64'), approximateArrivalTimestampMs: 0 };
     });
-    const result = await runShardTrigger({ definition: query, shardId: 'source-0', records, stage: 'source' }, backends);
+    const result = await runShardInvocation(compiled, { shardId: 'source-0', records, stage: compiled.sourceStage }, backends);
     if (result.error) throw result.error;
   }
   const per1000 = (n: number): number => Math.round((n * 1000 / events) * 10) / 10;

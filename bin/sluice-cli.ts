@@ -11,7 +11,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadQueryModule, runDev } from '../lib/local/dev/run-dev.js';
 import { hourlySalesQuery } from '../lib/local/dev/default-query.js';
-import { explainQuery } from '../lib/api/validate-query.js';
+import { explainQuery } from '../lib/query/validate-query.js';
 import type { OutputMode } from '../lib/core/output-mode.js';
 import { SluiceError } from '../lib/errors/sluice-error.js';
 

@@ -12,8 +12,8 @@ import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { buildSync } from 'esbuild';
-import type { StreamingQueryDefinition } from '../lib/api/query-definition.js';
-import type { ValidatedQuery, ValidateOptions } from '../lib/api/validate-query.js';
+import type { StreamingQueryDefinition } from '../lib/query/query-definition.js';
+import type { ValidatedQuery, ValidateOptions } from '../lib/query/validate-query.js';
 import { PROJECT_ROOT, buildDirFor, importSpecifier, writeFileIfChanged } from './build-dir.js';
 
 export interface LoadedQueryModule {
@@ -25,7 +25,7 @@ export interface LoadedQueryModule {
   readonly validate: (options: ValidateOptions) => ValidatedQuery;
 }
 
-const VALIDATE_QUERY_MODULE = join(PROJECT_ROOT, 'lib', 'api', 'validate-query.ts');
+const VALIDATE_QUERY_MODULE = join(PROJECT_ROOT, 'lib', 'query', 'validate-query.ts');
 const requireHere = createRequire(import.meta.url);
 
 /** Resolves a query module path: absolute, or relative to the current directory (where `cdk` runs). */

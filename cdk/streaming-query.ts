@@ -33,7 +33,7 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { StreamingQueryDefinition } from '../lib/api/query-definition.js';
+import type { StreamingQueryDefinition } from '../lib/query/query-definition.js';
 import { METRIC, METRIC_DIMENSION_QUERY, METRICS_NAMESPACE } from '../lib/runtime/metric-names.js';
 import { runtimeConfigToEnv, type RuntimeConfig } from '../lib/runtime/runtime-config.js';
 import { PROJECT_ROOT } from './build-dir.js';

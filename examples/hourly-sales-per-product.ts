@@ -9,8 +9,8 @@
  * Events carry a `product` field next to the per-store fields; the per-store queries ignore it, and
  * an event without one counts under a NULL product.
  */
-import type { KinesisSourceSpec } from '../lib/api/query-definition.js';
-import { defineQuery } from '../lib/api/query-definition.js';
+import type { KinesisSourceSpec } from '../lib/query/query-definition.js';
+import { defineQuery } from '../lib/query/query-definition.js';
 import { col, count, sum, window } from '../lib/index.js';
 import { SALES_EVENTS } from './hourly-sales.js';
 

@@ -8,8 +8,8 @@
  * its definition): `hourly-sales-archive.ts` (append → S3 files), `hourly-sales-live.ts`
  * (update → DynamoDB) and `hourly-sales-snapshot.ts` (complete → S3 snapshot).
  */
-import type { KinesisSourceSpec, SinkSpec, StreamingQueryDefinition } from '../lib/api/query-definition.js';
-import { defineQuery } from '../lib/api/query-definition.js';
+import type { KinesisSourceSpec, SinkSpec, StreamingQueryDefinition } from '../lib/query/query-definition.js';
+import { defineQuery } from '../lib/query/query-definition.js';
 import type { OutputMode } from '../lib/core/output-mode.js';
 import { col, count, sum, window, type DataFrame } from '../lib/index.js';
 

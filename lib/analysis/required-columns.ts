@@ -1,7 +1,6 @@
 import type { Attribute } from '../plan/attribute.js';
 import { exists, type Expr } from '../plan/expressions.js';
 import { planChildren, type LogicalPlan } from '../plan/logical-plan.js';
-import type { MicroBatchStream } from '../sources/source.js';
 import { boundChildren, type BoundExpr } from './bound-expr.js';
 import { bind } from './binder.js';
 
@@ -11,7 +10,7 @@ import { bind } from './binder.js';
  * decode only those. Errs on the side of keeping a column: a node whose use it cannot see keeps
  * all of its input.
  */
-export function requiredSourceColumns(plan: LogicalPlan): Map<MicroBatchStream, Set<string>> {
+export function requiredSourceColumns(plan: LogicalPlan): Map<string, Set<string>> {
   const used = new Set<number>();
   const useAll = (attrs: readonly Attribute[]): void => attrs.forEach((a) => used.add(a.id));
   const useExpr = (e: Expr, input: readonly Attribute[]): void => {
@@ -26,14 +25,14 @@ export function requiredSourceColumns(plan: LogicalPlan): Map<MicroBatchStream, 
     if (output.length !== input.length) return useAll(input);
     output.forEach((a, i) => { if (used.has(a.id)) used.add(input[i]!.id); });
   };
-  const required = new Map<MicroBatchStream, Set<string>>();
+  const required = new Map<string, Set<string>>();
 
   useAll(plan.output);
   const visit = (p: LogicalPlan): void => {
     switch (p.kind) {
       case 'StreamingRelation': {
-        let names = required.get(p.source);
-        if (!names) required.set(p.source, (names = new Set()));
+        let names = required.get(p.sourceId);
+        if (!names) required.set(p.sourceId, (names = new Set()));
         for (const a of p.output) if (used.has(a.id)) names.add(a.name);
         return;
       }

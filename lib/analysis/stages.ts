@@ -9,8 +9,7 @@
  */
 import type { Attribute } from '../plan/attribute.js';
 import type { Expr } from '../plan/expressions.js';
-import { planChildren, type EventTimeWatermarkNode, type LogicalPlan } from '../plan/logical-plan.js';
-import type { MicroBatchStream } from '../sources/source.js';
+import { isStreaming, planChildren, type EventTimeWatermarkNode, type LogicalPlan } from '../plan/logical-plan.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import { resolveName } from './binder.js';
 import { isStatefulOperator } from './stateful-operators.js';
@@ -27,8 +26,8 @@ export interface RepartitionPlan {
   readonly eventTime: { readonly ordinal: number; readonly delayMs: number } | null;
   /** The stateful operator's kind and keys, for explain. */
   readonly statefulOperator: { readonly kind: string; readonly keys: readonly string[] };
-  /** Stage 2's plan, reading the cut's rows from `source`. */
-  stage2(source: MicroBatchStream): LogicalPlan;
+  /** Stage 2's plan, reading the cut's rows from the source bound to `sourceId`. */
+  stage2(sourceId: string): LogicalPlan;
 }
 
 function refuse(reason: string): AnalysisError {
@@ -140,9 +139,9 @@ export function planRepartition(plan: LogicalPlan): RepartitionPlan {
     routingColumns: routing.map((r) => r.name),
     eventTime,
     statefulOperator: { kind: stateful.kind, keys: names },
-    stage2: (source) => {
+    stage2: (sourceId) => {
       const relation: LogicalPlan = {
-        kind: 'StreamingRelation', sourceId: source.name, source, schema: source.schema, output: cut.output,
+        kind: 'StreamingRelation', sourceId, schema: cut.output.map((a) => ({ name: a.name, type: a.type })), output: cut.output,
       };
       return replace(plan, cut, relation);
     },

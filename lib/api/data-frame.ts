@@ -8,8 +8,30 @@ import { bind, inheritedEventTimeDelay, resolveName } from '../analysis/binder.j
 import { isGenerator } from '../analysis/bound-expr.js';
 import { explainPlan } from '../analysis/explain.js';
 import { AnalysisError, IllegalArgumentError } from '../errors/sluice-error.js';
+import type { MicroBatchStream } from '../sources/source.js';
+import { runBatchQuery } from '../runtime/batch-runner.js';
 import type { SluiceSession } from './session.js';
 import { DataStreamWriter } from './data-stream-writer.js';
+
+/** The live sources a DataFrame reads, by the source id its plan names them with. */
+export type SourceRegistry = ReadonlyMap<string, MicroBatchStream>;
+
+/** The sources of both sides of a join or union; one id must mean one source within a query. */
+function mergeSources(a: SourceRegistry, b: SourceRegistry): SourceRegistry {
+  if (b.size === 0 || a === b) return a;
+  if (a.size === 0) return b;
+  const merged = new Map(a);
+  for (const [id, source] of b) {
+    const existing = merged.get(id);
+    if (existing && existing !== source) {
+      throw new AnalysisError(`Two different sources of this query have the id '${id}'.`, {
+        code: 'DUPLICATE_SOURCE_ID', hint: 'give each stream its own name (e.g. memoryStream(schema, name)), or read one stream once and reuse its DataFrame.',
+      });
+    }
+    merged.set(id, source);
+  }
+  return merged;
+}
 
 /** Projects named expressions over a child, keeping plain column references as the same attribute. */
 export function projectOutput(exprs: readonly Expr[], input: readonly Attribute[]): Attribute[] {
@@ -90,7 +112,11 @@ function normalizeJoinType(how: JoinHow): JoinType {
  * analyses its arguments at once, so a wrong column or type fails at the call that introduced it.
  */
 export class DataFrame {
-  constructor(readonly session: SluiceSession, readonly plan: LogicalPlan) {}
+  /**
+   * `sources` binds the plan's source ids to live sources, for `writeStream.start()`; a DataFrame
+   * built from ids alone (a deployable query's analysis) has none and is bound per run.
+   */
+  constructor(readonly session: SluiceSession, readonly plan: LogicalPlan, readonly sources: SourceRegistry = new Map()) {}
 
   get columns(): string[] {
     return this.plan.output.map((a) => a.name);
@@ -104,8 +130,8 @@ export class DataFrame {
     return this.plan.output.map((a) => ({ name: a.name, type: typeToString(a.type) }));
   }
 
-  private with(plan: LogicalPlan): DataFrame {
-    return new DataFrame(this.session, plan);
+  private with(plan: LogicalPlan, other?: DataFrame): DataFrame {
+    return new DataFrame(this.session, plan, other ? mergeSources(this.sources, other.sources) : this.sources);
   }
 
   /** A Column for one of this DataFrame's columns (`df.col("value")`). */
@@ -270,7 +296,7 @@ export class DataFrame {
     if (on === undefined || on === null || on instanceof Column) {
       const condition = on instanceof Column ? on.expr : null;
       if (condition) bind(condition, [...left.output, ...right.output]);
-      return this.with({ kind: 'Join', left, right, joinType, condition, usingColumns: null, output: joinOutput });
+      return this.with({ kind: 'Join', left, right, joinType, condition, usingColumns: null, output: joinOutput }, other);
     }
     const using = typeof on === 'string' ? [on] : [...on];
     const pairs = using.map((name) => ({
@@ -292,7 +318,7 @@ export class DataFrame {
     });
     const rest = joinOutput.filter((a) => !usedIds.has(a.id)).map(ref);
     const exprs = [...usingExprs, ...rest];
-    return this.with({ kind: 'Project', child: join, exprs, output: projectOutput(exprs, joinOutput) });
+    return this.with({ kind: 'Project', child: join, exprs, output: projectOutput(exprs, joinOutput) }, other);
   }
 
   /** Union by position (Spark's `union`): the columns keep this DataFrame's names. */
@@ -304,7 +330,7 @@ export class DataFrame {
       );
     }
     const children = this.plan.kind === 'Union' ? [...this.plan.children, other.plan] : [this.plan, other.plan];
-    return this.with({ kind: 'Union', children, output: this.plan.output });
+    return this.with({ kind: 'Union', children, output: this.plan.output }, other);
   }
 
   unionAll(other: DataFrame): DataFrame {
@@ -312,7 +338,7 @@ export class DataFrame {
   }
 
   except(other: DataFrame, all = false): DataFrame {
-    return this.with({ kind: 'Except', left: this.plan, right: other.plan, all, output: this.plan.output });
+    return this.with({ kind: 'Except', left: this.plan, right: other.plan, all, output: this.plan.output }, other);
   }
 
   exceptAll(other: DataFrame): DataFrame {
@@ -320,7 +346,7 @@ export class DataFrame {
   }
 
   intersect(other: DataFrame, all = false): DataFrame {
-    return this.with({ kind: 'Intersect', left: this.plan, right: other.plan, all, output: this.plan.output });
+    return this.with({ kind: 'Intersect', left: this.plan, right: other.plan, all, output: this.plan.output }, other);
   }
 
   /** A SQL window function column, e.g. `row_number` over `partitionBy` ordered by `orderBy` (batch only). */
@@ -353,7 +379,7 @@ export class DataFrame {
 
   /** Runs a batch (static) query to completion and returns its rows. */
   collect(): unknown[][] {
-    return runBatch(this);
+    return runBatchQuery(this.plan);
   }
 }
 
@@ -372,18 +398,10 @@ export class GroupedData {
       aggregateExprs: [...this.keys, ...aggExprs],
       output: [...keyOutput, ...aggOutput],
     };
-    return new DataFrame(this.df.session, plan);
+    return new DataFrame(this.df.session, plan, this.df.sources);
   }
 
   count(): DataFrame {
     return this.agg(new Column({ kind: 'aggregate', fn: 'count', args: [], distinct: false, ignoreNulls: false }).alias('count'));
   }
-}
-
-// Late-bound to avoid an import cycle between the API and the batch runner.
-let runBatch: (df: DataFrame) => unknown[][] = () => {
-  throw new Error('batch execution not registered');
-};
-export function registerBatchRunner(runner: (df: DataFrame) => unknown[][]): void {
-  runBatch = runner;
 }

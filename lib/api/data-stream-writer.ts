@@ -8,6 +8,7 @@ import { ConsoleSink } from '../sinks/console-sink.js';
 import { ForeachBatchSink, type ForeachBatchFunction } from '../sinks/foreach-batch-sink.js';
 import { MemorySink } from '../sinks/memory-sink.js';
 import type { Sink } from '../sinks/sink.js';
+import { checkSinkOutputMode } from '../sinks/sink-output-modes.js';
 import { systemClock, type Clock } from '../runtime/clock.js';
 import { StreamExecution } from '../runtime/stream-execution.js';
 import { StreamingQuery } from '../runtime/streaming-query.js';
@@ -114,14 +115,10 @@ export class DataStreamWriter {
     const conf = new Map([...this.df.session.conf, ...this.extraConf]);
     checkStreamingQuery(this.df.plan, this.mode, conf);
     const sink = this.resolveSink();
-    if (!sink.supportedOutputModes.includes(this.mode)) {
-      throw new AnalysisError(`Data source ${sink.description} does not support ${this.mode} output mode.`, {
-        code: 'SINK_DOES_NOT_SUPPORT_OUTPUT_MODE', errorClass: 'STREAMING_OUTPUT_MODE.UNSUPPORTED_DATASOURCE',
-        hint: `use one of ${sink.supportedOutputModes.join(', ')}, or a sink that supports ${this.mode} (e.g. the DynamoDB upsert sink for update).`,
-      });
-    }
+    checkSinkOutputMode(sink, this.mode);
     const execution = new StreamExecution({
       plan: this.df.plan,
+      sources: this.df.sources,
       columns: this.df.columns,
       outputMode: this.mode,
       sink,

@@ -45,14 +45,21 @@ export class SluiceSession {
     this.conf = new Map(Object.entries(conf));
   }
 
-  /** A streaming DataFrame over any micro-batch source. */
+  /** A streaming DataFrame over any micro-batch source; the source's name is its id in the plan. */
   readStream(source: MicroBatchStream): DataFrame {
+    return new DataFrame(this, this.streamingRelation(source.name, source.schema).plan, new Map([[source.name, source]]));
+  }
+
+  /**
+   * A streaming DataFrame over a source known only by id and schema: enough to analyse a query.
+   * A run binds the id to a live source (a deployed query binds each invocation's shard).
+   */
+  streamingRelation(sourceId: string, schema: readonly StructField[]): DataFrame {
     return new DataFrame(this, {
       kind: 'StreamingRelation',
-      sourceId: source.name,
-      source,
-      schema: source.schema,
-      output: source.schema.map((f) => newAttribute(f.name, f.type)),
+      sourceId,
+      schema,
+      output: schema.map((f) => newAttribute(f.name, f.type)),
     });
   }
 

@@ -3,10 +3,12 @@
  * DynamoDB checkpoint and state of each state partition (shard), the sink its definition names,
  * the S3 dead-letter location, the cross-shard watermark coordinator and the shard reader.
  */
-import type { StreamingQueryDefinition } from '../api/query-definition.js';
+import type { StreamingQueryDefinition } from '../query/query-definition.js';
+import type { CompiledQuery } from '../query/compiled-query.js';
+import type { PartitionBackends } from '../query/partition-backends.js';
+import type { QueryStage } from '../query/query-stage.js';
 import type { CostMeter } from '../runtime/cost-meter.js';
 import type { RuntimeConfig } from '../runtime/runtime-config.js';
-import type { PartitionBackends } from '../runtime/shard-trigger.js';
 import type { Sink } from '../sinks/sink.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { AwsClients } from './clients.js';
@@ -19,8 +21,6 @@ import { S3FilesSink } from './s3-files-sink.js';
 import { S3SnapshotSink } from './s3-snapshot-sink.js';
 import { KinesisRepartitionChannel } from './kinesis-repartition-channel.js';
 import { RepartitionSink } from '../sinks/repartition-sink.js';
-import type { RepartitionPlan } from '../analysis/stages.js';
-import type { TriggerStage } from '../runtime/shard-trigger.js';
 
 export interface AwsQueryBackends {
   readonly watermarks: DynamoDbWatermarkCoordinator;
@@ -30,13 +30,11 @@ export interface AwsQueryBackends {
   readonly repartitionSink: RepartitionSink | null;
   /** Reads the internal stream's shards (stage 2), when the query has a repartition stage. */
   readonly repartitionShardReader: KinesisShardReader | null;
-  /** One state partition's backends; stage 2 partitions are namespaced apart from source shards. */
-  forPartition(shardId: string, stage?: TriggerStage): PartitionBackends;
-}
-
-/** Checkpoint partition of a shard: stage-2 shards live beside the source shards' partitions. */
-export function checkpointPartitionOf(shardId: string, stage: TriggerStage = 'single'): string {
-  return stage === 'state' ? `state.${shardId}` : shardId;
+  /**
+   * One state partition's backends (default: of the query's source stage); the stage names its
+   * checkpoint partition and says which stream it reads and where it writes.
+   */
+  forPartition(shardId: string, stage?: QueryStage): PartitionBackends;
 }
 
 export function sinkPrefixOf(definition: StreamingQueryDefinition, config: RuntimeConfig): string {
@@ -46,15 +44,14 @@ export function sinkPrefixOf(definition: StreamingQueryDefinition, config: Runti
 }
 
 export function createAwsQueryBackends(
-  definition: StreamingQueryDefinition,
-  keyColumns: readonly string[],
+  query: CompiledQuery,
   config: RuntimeConfig,
   clients: AwsClients,
   meter: CostMeter,
   decorateSink: (sink: Sink) => Sink = (sink) => sink,
-  repartition: RepartitionPlan | null = null,
 ): AwsQueryBackends {
-  const sink = decorateSink(createSink(definition, keyColumns, config, clients, meter));
+  const { definition, repartition } = query;
+  const sink = decorateSink(createSink(definition, query.keyColumns, config, clients, meter));
   const deadLetters = new S3DeadLetterWriter({
     client: clients.s3, bucket: config.deadLetterBucket, prefix: config.deadLetterPrefix, meter,
   });
@@ -88,18 +85,21 @@ export function createAwsQueryBackends(
     sink,
     repartitionSink,
     repartitionShardReader,
-    forPartition: (shardId, stage = 'single') => ({
-      checkpoint: new DynamoDbCheckpoint({
-        client: clients.dynamodb, checkpointTable: config.checkpointTable, stateTable: config.stateTable,
-        queryName: definition.name, partitionId: checkpointPartitionOf(shardId, stage), meter, snapshotEvery: config.snapshotEveryBatches,
-      }),
-      sink: stage === 'source' && repartitionSink ? repartitionSink : sink,
-      deadLetters,
-      watermarks,
-      shardReader: stage === 'state' && repartitionShardReader ? repartitionShardReader : shardReader,
-      costMeter: meter,
-      ...(stage === 'state' ? { sourcePartitions } : {}),
-    }),
+    forPartition: (shardId, stage = query.sourceStage) => {
+      const internal = stage.reads === 'internal-stream';
+      return {
+        checkpoint: new DynamoDbCheckpoint({
+          client: clients.dynamodb, checkpointTable: config.checkpointTable, stateTable: config.stateTable,
+          queryName: definition.name, partitionId: stage.checkpointPartition(shardId), meter, snapshotEvery: config.snapshotEveryBatches,
+        }),
+        sink: stage.writes === 'internal-stream' && repartitionSink ? repartitionSink : sink,
+        deadLetters,
+        watermarks,
+        shardReader: internal && repartitionShardReader ? repartitionShardReader : shardReader,
+        costMeter: meter,
+        ...(internal ? { sourcePartitions } : {}),
+      };
+    },
   };
 }
 

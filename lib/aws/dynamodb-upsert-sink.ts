@@ -52,6 +52,7 @@ import type { CostMeter } from '../runtime/cost-meter.js';
 import { toExternalRow, toExternalValue } from '../sinks/external-row.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { mapWithConcurrency, toSinkError } from './s3-util.js';
+import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';
 
 export const DYNAMODB_SINK_RESERVED = ['pk', '_partition', '_batchId'] as const;
 /** DynamoDB's limit on a partition key value, in UTF-8 bytes. */
@@ -155,7 +156,7 @@ export interface DynamoDbUpsertSinkStats {
 }
 
 export class DynamoDbUpsertSink implements Sink {
-  readonly supportedOutputModes = ['append', 'update', 'complete'] as const;
+  readonly supportedOutputModes = SINK_OUTPUT_MODES.dynamodb;
   readonly description: string;
   /** Cumulative: items put, and items skipped because the table held a later batch's value. */
   readonly stats: DynamoDbUpsertSinkStats = { itemsWritten: 0, itemsSkippedStale: 0 };

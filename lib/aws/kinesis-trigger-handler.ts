@@ -1,16 +1,18 @@
 /**
- * The Kinesis-triggered trigger: one Lambda invocation = one micro-batch of one shard (the event
- * source mapping never runs two batches of a shard at once with parallelization factor 1).
+ * The Kinesis handler: one Lambda invocation runs the micro-batches due on one shard (the event
+ * source mapping never runs two invocations of a shard at once with parallelization factor 1).
+ * The query is compiled once per container, at cold start; an invocation only binds the shard.
  * It answers with `batchItemFailures` (ReportBatchItemFailures): on any failure, the first record
  * not committed, so Lambda retries from exactly there and nothing is lost or reordered; records
- * already committed in a redelivered batch are skipped by the shard trigger.
+ * already committed in a redelivered batch are skipped by the shard invocation.
  */
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
-import type { StreamingQueryDefinition } from '../api/query-definition.js';
-import { validateQuery } from '../api/validate-query.js';
+import { compileForDeployment, type DeployableQuery } from '../query/compiled-query.js';
+import type { PartitionBackends } from '../query/partition-backends.js';
+import type { QueryStage } from '../query/query-stage.js';
+import { runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
 import { CostMeter } from '../runtime/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
-import { runShardTrigger, type PartitionBackends, type ShardTriggerResult, type TriggerStage } from '../runtime/shard-trigger.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
@@ -27,8 +29,8 @@ export interface KinesisTriggerOptions {
   /** Replace the AWS backends (tests); default: DynamoDB/S3 adapters from the config. */
   readonly backendsFor?: (shardId: string) => PartitionBackends;
   readonly observability?: Observability;
-  /** Called after each shard's trigger (`sluice dev` prints progress and output from it). */
-  readonly onTrigger?: (shardId: string, result: ShardTriggerResult) => void | Promise<void>;
+  /** Called after each shard's invocation (`sluice dev` prints progress and output from it). */
+  readonly onInvocation?: (shardId: string, result: ShardInvocationResult) => void | Promise<void>;
   /** Wraps the sink (`sluice dev` prints each batch; the chaos test injects faults). */
   readonly decorateSink?: (sink: Sink) => Sink;
   /** Wraps each partition's backends (the chaos test injects faults into checkpoint and state). */
@@ -52,37 +54,39 @@ export function toShardRecordFromEvent(record: KinesisStreamRecord): ShardRecord
 }
 
 /** The handler for the source stream: the whole query, or stage 1 when it has a repartition stage. */
-export function createKinesisTriggerHandler(definition: StreamingQueryDefinition, options: KinesisTriggerOptions = {}): KinesisTriggerHandler {
-  return createTriggerHandler(definition, options, 'source-stream');
+export function createKinesisTriggerHandler(query: DeployableQuery, options: KinesisTriggerOptions = {}): KinesisTriggerHandler {
+  return createShardHandler(query, options, 'source-stream');
 }
 
 /** The handler for the internal repartition stream: stage 2, the stateful part and the sink. */
-export function createRepartitionTriggerHandler(definition: StreamingQueryDefinition, options: KinesisTriggerOptions = {}): KinesisTriggerHandler {
-  return createTriggerHandler(definition, options, 'repartition-stream');
+export function createRepartitionTriggerHandler(query: DeployableQuery, options: KinesisTriggerOptions = {}): KinesisTriggerHandler {
+  return createShardHandler(query, options, 'repartition-stream');
 }
 
-function createTriggerHandler(
-  definition: StreamingQueryDefinition, options: KinesisTriggerOptions, stream: 'source-stream' | 'repartition-stream',
+function createShardHandler(
+  deployable: DeployableQuery, options: KinesisTriggerOptions, stream: 'source-stream' | 'repartition-stream',
 ): KinesisTriggerHandler {
-  // Cold start: a bad configuration or query fails here, before any record is touched.
+  // Cold start: a bad configuration or query fails here, before any record is touched. The query
+  // is analysed here once; every invocation of this container reuses it.
   const config = options.config ?? readRuntimeConfig();
-  const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount, allowRepartition: config.repartitionStreamName !== undefined });
-  if (stream === 'repartition-stream' && !validated.needsRepartition) {
+  const query = compileForDeployment(deployable, config);
+  const { definition } = query;
+  if (stream === 'repartition-stream' && !query.stateStage) {
     throw new IllegalArgumentError(`Query '${definition.name}' has no repartition stage: its state is co-partitioned with the stream.`, {
       code: 'NO_REPARTITION_STAGE', hint: 'remove the repartition function, or check the query\'s source.partitionKey.',
     });
   }
-  const stage: TriggerStage = stream === 'repartition-stream' ? 'state' : validated.needsRepartition ? 'source' : 'single';
+  const stage: QueryStage = stream === 'repartition-stream' ? query.requireStateStage() : query.sourceStage;
   const meter = new CostMeter();
   const observability = options.observability ?? createObservability(definition.name);
   let backendsFor = options.backendsFor;
   let reshardGuard: ReshardGuard | null = null;
   if (!backendsFor) {
     const clients = createAwsClients(options.clientOptions);
-    const backends = createAwsQueryBackends(definition, validated.keyColumns, config, clients, meter, options.decorateSink, validated.repartition);
+    const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink);
     backendsFor = (shardId) => backends.forPartition(shardId, stage);
-    if (validated.isStateful && stage !== 'source') {
-      const streamName = stage === 'state' ? config.repartitionStreamName! : config.streamName;
+    if (stage.isStateful) {
+      const streamName = stage.reads === 'internal-stream' ? config.repartitionStreamName! : config.streamName;
       reshardGuard = new ReshardGuard(clients.kinesis, streamName, (shardId) => backends.forPartition(shardId, stage).checkpoint);
     }
   }
@@ -98,20 +102,18 @@ function createTriggerHandler(
     const batchItemFailures: { itemIdentifier: string }[] = [];
     for (const [shardId, records] of byShard) {
       const shardRecords = records.map(toShardRecordFromEvent);
-      let result: ShardTriggerResult;
+      let result: ShardInvocationResult;
       try {
         await reshardGuard?.check(shardId);
-        result = await runShardTrigger({
-          definition, shardId, records: shardRecords, expectedShardCount: config.expectedShardCount, stage,
-        }, forPartition(shardId));
+        result = await runShardInvocation(query, { shardId, records: shardRecords, stage }, forPartition(shardId));
       } catch (error) {
         // Recovery itself failed (checkpoint unreachable, incompatible query): retry everything.
-        observability.logger.error('trigger failed before running a batch', { shardId, error: error as Error });
+        observability.logger.error('invocation failed before running a batch', { shardId, error: error as Error });
         observability.metrics.addMetric(METRIC.failedTriggers, MetricUnit.Count, 1);
         batchItemFailures.push({ itemIdentifier: shardRecords[0]!.sequenceNumber });
         continue;
       }
-      for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, result.stage);
+      for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, result.stage.kind);
       if (result.error) {
         observability.logger.error('batch failed; Lambda retries from the first uncommitted record', {
           shardId, retryFrom: result.firstUncommittedSequenceNumber, error: result.error,
@@ -121,7 +123,7 @@ function createTriggerHandler(
       if (result.firstUncommittedSequenceNumber !== null) {
         batchItemFailures.push({ itemIdentifier: result.firstUncommittedSequenceNumber });
       }
-      await options.onTrigger?.(shardId, result);
+      await options.onInvocation?.(shardId, result);
     }
     observability.metrics.publishStoredMetrics();
     return { batchItemFailures };

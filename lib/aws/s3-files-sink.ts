@@ -28,6 +28,7 @@ import type { CostMeter } from '../runtime/cost-meter.js';
 import { toExternalRow } from '../sinks/external-row.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { encodeKeySegment, normalizePrefix, objectExists, padBatchId, putObject, toSinkError } from './s3-util.js';
+import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';
 
 export const S3_FILES_FORMAT_VERSION = 1;
 export const S3_FILES_METADATA_DIR = '_sluice_metadata/';
@@ -64,7 +65,7 @@ export function toJsonLines(batch: Pick<SinkBatch, 'rows' | 'schema'>): string {
 }
 
 export class S3FilesSink implements Sink {
-  readonly supportedOutputModes = ['append'] as const;
+  readonly supportedOutputModes = SINK_OUTPUT_MODES['s3-files'];
   readonly description: string;
   private readonly client: S3Client;
   private readonly bucket: string;
@@ -80,8 +81,8 @@ export class S3FilesSink implements Sink {
   }
 
   async addBatch(batch: SinkBatch): Promise<void> {
-    if (batch.outputMode !== 'append') {
-      throw new IllegalArgumentError(`${this.description} supports only append output mode, got '${batch.outputMode}'`, {
+    if (!this.supportedOutputModes.includes(batch.outputMode)) {
+      throw new IllegalArgumentError(`${this.description} supports only ${this.supportedOutputModes.join(', ')} output mode, got '${batch.outputMode}'`, {
         code: 'SINK_OUTPUT_MODE_UNSUPPORTED',
         hint: 'use S3SnapshotSink for complete mode or DynamoDbUpsertSink for update/complete mode.',
       });

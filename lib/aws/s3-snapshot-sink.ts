@@ -24,6 +24,7 @@ import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../runtime/cost-meter.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { toJsonLines } from './s3-files-sink.js';
+import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';
 import {
   deleteKeys, encodeKeySegment, getObjectText, listKeys, normalizePrefix, padBatchId, putObject, toSinkError,
 } from './s3-util.js';
@@ -75,7 +76,7 @@ export function parseSnapshotPointer(text: string, key: string): S3SnapshotPoint
 }
 
 export class S3SnapshotSink implements Sink {
-  readonly supportedOutputModes = ['complete'] as const;
+  readonly supportedOutputModes = SINK_OUTPUT_MODES['s3-snapshot'];
   readonly description: string;
   /** The last failure to delete old snapshots, if the last cleanup failed. */
   lastCleanupError: unknown;
@@ -93,8 +94,8 @@ export class S3SnapshotSink implements Sink {
   }
 
   async addBatch(batch: SinkBatch): Promise<void> {
-    if (batch.outputMode !== 'complete') {
-      throw new IllegalArgumentError(`${this.description} supports only complete output mode, got '${batch.outputMode}'`, {
+    if (!this.supportedOutputModes.includes(batch.outputMode)) {
+      throw new IllegalArgumentError(`${this.description} supports only ${this.supportedOutputModes.join(', ')} output mode, got '${batch.outputMode}'`, {
         code: 'SINK_OUTPUT_MODE_UNSUPPORTED',
         hint: 'use S3FilesSink for append mode or DynamoDbUpsertSink for update mode.',
       });

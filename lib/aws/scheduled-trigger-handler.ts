@@ -1,9 +1,9 @@
 /**
- * The scheduled trigger (an EventBridge rule, e.g. every minute): what the engine needs when no
- * records arrive. For each shard it
+ * The scheduled handler (an EventBridge rule, e.g. every minute): what the engine needs when no
+ * records arrive. The query is compiled once per container. For each shard it
  *   1. checks with GetRecords whether the shard is caught up (nothing after its committed
  *      position); a caught-up shard quiet for the idle timeout leaves the watermark minimum;
- *   2. runs the shard's trigger without new records: a pending batch re-runs, and a no-data batch
+ *   2. runs the shard's invocation without new records: a pending batch re-runs, and a no-data batch
  *      runs when the watermark moved (closing windows in append mode, evicting state).
  * With `{ "mode": "drain" }` it instead reads every shard from its checkpointed position with
  * GetRecords and runs batches until caught up (Spark's availableNow), for backfills and for
@@ -12,11 +12,11 @@
  * It never races the Kinesis-triggered invocation of the same shard into a wrong result: both
  * plan batch N with a conditional put, and the loser stops.
  */
-import type { StreamingQueryDefinition } from '../api/query-definition.js';
-import { validateQuery } from '../api/validate-query.js';
+import { compileForDeployment, type CompiledQuery, type DeployableQuery } from '../query/compiled-query.js';
+import type { QueryStage, StageKind } from '../query/query-stage.js';
+import { committedShardOffset, runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
 import { CostMeter } from '../runtime/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
-import { committedShardOffset, REPARTITION_SOURCE_NAME, runShardTrigger, type ShardTriggerResult, type TriggerStage } from '../runtime/shard-trigger.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
@@ -30,7 +30,7 @@ export interface ScheduledTriggerOptions {
   readonly clients?: AwsClients;
   readonly observability?: Observability;
   readonly now?: () => number;
-  readonly onTrigger?: (shardId: string, result: ShardTriggerResult, stage: TriggerStage) => void | Promise<void>;
+  readonly onInvocation?: (shardId: string, result: ShardInvocationResult, stage: QueryStage) => void | Promise<void>;
   readonly decorateSink?: (sink: Sink) => Sink;
   /** Records per batch when draining (default 1000). */
   readonly drainBatchSize?: number;
@@ -41,30 +41,31 @@ export interface ScheduledTriggerEvent {
 }
 
 export interface ScheduledTriggerSummary {
-  readonly shards: readonly { shardId: string; stage: TriggerStage; caughtUp: boolean; batches: number; error?: string }[];
+  readonly shards: readonly { shardId: string; stage: StageKind; caughtUp: boolean; batches: number; error?: string }[];
 }
 
 export type ScheduledTriggerHandler = (event?: ScheduledTriggerEvent | Record<string, unknown>) => Promise<ScheduledTriggerSummary>;
 
 
 interface Context {
-  readonly definition: StreamingQueryDefinition;
+  readonly query: CompiledQuery;
   readonly config: RuntimeConfig;
   readonly backends: AwsQueryBackends;
   readonly observability: Observability;
   readonly options: ScheduledTriggerOptions;
 }
 
-export function createScheduledTriggerHandler(definition: StreamingQueryDefinition, options: ScheduledTriggerOptions = {}): ScheduledTriggerHandler {
+export function createScheduledTriggerHandler(deployable: DeployableQuery, options: ScheduledTriggerOptions = {}): ScheduledTriggerHandler {
   const config = options.config ?? readRuntimeConfig();
-  const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount, allowRepartition: config.repartitionStreamName !== undefined });
+  // Compiled once per container; every scheduled invocation reuses it.
+  const query = compileForDeployment(deployable, config);
   const meter = new CostMeter();
   const clients = options.clients ?? createAwsClients(options.clientOptions);
-  const backends = createAwsQueryBackends(definition, validated.keyColumns, config, clients, meter, options.decorateSink, validated.repartition);
-  const observability = options.observability ?? createObservability(definition.name);
+  const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink);
+  const observability = options.observability ?? createObservability(query.name);
   const now = options.now ?? Date.now;
-  const context: Context = { definition, config, backends, observability, options };
-  const sourceStage: TriggerStage = validated.needsRepartition ? 'source' : 'single';
+  const context: Context = { query, config, backends, observability, options };
+  const { sourceStage, stateStage } = query;
 
   return async (event = {}) => {
     const drain = (event as ScheduledTriggerEvent).mode === 'drain';
@@ -72,11 +73,11 @@ export function createScheduledTriggerHandler(definition: StreamingQueryDefiniti
     // First every shard's idle state, so that each no-data batch below sees all of them.
     const caughtUp = new Map<string, boolean>();
     for (const shard of shards) {
-      const idle = await confirmIdle(backends, shard.ShardId!, now());
+      const idle = await confirmIdle(backends, sourceStage, shard.ShardId!, now());
       caughtUp.set(shard.ShardId!, idle);
       if (idle && backends.repartitionSink) {
         // Every state partition learns that this source shard no longer holds the watermark back.
-        const committed = await backends.forPartition(shard.ShardId!, 'source').checkpoint.commitLog.getLatest();
+        const committed = await backends.forPartition(shard.ShardId!, sourceStage).checkpoint.commitLog.getLatest();
         await backends.repartitionSink.broadcastIdle(shard.ShardId!, committed?.[0] ?? 0);
       }
     }
@@ -84,14 +85,14 @@ export function createScheduledTriggerHandler(definition: StreamingQueryDefiniti
     for (const shard of shards) {
       const shardId = shard.ShardId!;
       const entry = drain ? await drainShard(context, shardId, sourceStage) : await tickShard(context, shardId, sourceStage);
-      summary.push({ ...entry, stage: sourceStage, caughtUp: caughtUp.get(shardId) ?? false });
+      summary.push({ ...entry, stage: sourceStage.kind, caughtUp: caughtUp.get(shardId) ?? false });
     }
-    if (validated.needsRepartition) {
+    if (stateStage) {
       // Stage 2: the internal stream's shards, with whatever stage 1 just sent.
       for (const shard of await listStreamShards(clients.kinesis, config.repartitionStreamName!)) {
         const shardId = shard.ShardId!;
-        const entry = await drainShard(context, shardId, 'state');
-        summary.push({ ...entry, stage: 'state', caughtUp: entry.error === undefined });
+        const entry = await drainShard(context, shardId, stateStage);
+        summary.push({ ...entry, stage: stateStage.kind, caughtUp: entry.error === undefined });
       }
     }
     observability.metrics.publishStoredMetrics();
@@ -99,8 +100,8 @@ export function createScheduledTriggerHandler(definition: StreamingQueryDefiniti
   };
 }
 
-async function confirmIdle(backends: AwsQueryBackends, shardId: string, nowMs: number): Promise<boolean> {
-  const committed = await committedShardOffset(backends.forPartition(shardId).checkpoint);
+async function confirmIdle(backends: AwsQueryBackends, stage: QueryStage, shardId: string, nowMs: number): Promise<boolean> {
+  const committed = await committedShardOffset(backends.forPartition(shardId, stage).checkpoint, stage.sourceId);
   const position = await backends.shardReader.readAfter(shardId, committed?.sequenceNumber ?? null, 1);
   const caughtUp = position.records.length === 0 && position.millisBehindLatest === 0;
   if (!caughtUp) return false;
@@ -109,35 +110,33 @@ async function confirmIdle(backends: AwsQueryBackends, shardId: string, nowMs: n
   return backends.watermarks.confirmCaughtUp(shardId, nowMs);
 }
 
-async function runAndReport(context: Context, shardId: string, stage: TriggerStage, records: readonly ShardRecord[]): Promise<ShardTriggerResult> {
-  const { definition, config, backends, observability, options } = context;
-  const result = await runShardTrigger({
-    definition, shardId, records, scheduled: true, expectedShardCount: config.expectedShardCount, stage,
-  }, backends.forPartition(shardId, stage));
-  for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, result.stage);
-  if (result.error) observability.logger.error('scheduled trigger failed', { shardId, stage, error: result.error });
-  await options.onTrigger?.(shardId, result, stage);
+async function runAndReport(context: Context, shardId: string, stage: QueryStage, records: readonly ShardRecord[]): Promise<ShardInvocationResult> {
+  const { query, backends, observability, options } = context;
+  const result = await runShardInvocation(query, { shardId, records, scheduled: true, stage }, backends.forPartition(shardId, stage));
+  for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, stage.kind);
+  if (result.error) observability.logger.error('scheduled invocation failed', { shardId, stage: stage.kind, error: result.error });
+  await options.onInvocation?.(shardId, result, stage);
   return result;
 }
 
-async function tickShard(context: Context, shardId: string, stage: TriggerStage): Promise<{ shardId: string; batches: number; error?: string }> {
+async function tickShard(context: Context, shardId: string, stage: QueryStage): Promise<{ shardId: string; batches: number; error?: string }> {
   try {
     const result = await runAndReport(context, shardId, stage, []);
     return { shardId, batches: result.progress.length, ...(result.error ? { error: result.error.message } : {}) };
   } catch (error) {
-    context.observability.logger.error('scheduled trigger could not start', { shardId, error: error as Error });
+    context.observability.logger.error('scheduled invocation could not start', { shardId, error: error as Error });
     return { shardId, batches: 0, error: (error as Error).message };
   }
 }
 
 /** Reads the shard from its committed position and runs batches until caught up. */
-async function drainShard(context: Context, shardId: string, stage: TriggerStage): Promise<{ shardId: string; batches: number; error?: string }> {
+async function drainShard(context: Context, shardId: string, stage: QueryStage): Promise<{ shardId: string; batches: number; error?: string }> {
   const { backends, options } = context;
-  const reader = stage === 'state' ? backends.repartitionShardReader! : backends.shardReader;
+  const reader = stage.reads === 'internal-stream' ? backends.repartitionShardReader! : backends.shardReader;
   let batches = 0;
   try {
     for (;;) {
-      const committed = await committedShardOffset(backends.forPartition(shardId, stage).checkpoint, stage === 'state' ? REPARTITION_SOURCE_NAME : undefined);
+      const committed = await committedShardOffset(backends.forPartition(shardId, stage).checkpoint, stage.sourceId);
       const position = await reader.readAfter(shardId, committed?.sequenceNumber ?? null, options.drainBatchSize ?? 1000);
       const result = await runAndReport(context, shardId, stage, position.records);
       batches += result.progress.length;

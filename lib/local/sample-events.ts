@@ -6,8 +6,8 @@
  * Amounts are multiples of 0.25: their sums are exact in binary floating point whatever the order
  * of addition, so results do not depend on where batch boundaries fall (which faults change).
  */
-import type { KinesisSourceSpec } from '../api/query-definition.js';
-import { sourceSchemaOf } from '../api/validate-query.js';
+import type { KinesisSourceSpec } from '../query/query-definition.js';
+import { sourceSchemaOf } from '../query/validate-query.js';
 
 /** One Kinesis record to put: the payload text and its partition key. */
 export interface SampleRecord {

@@ -2,7 +2,6 @@ import type { Attribute } from './attribute.js';
 import type { Expr } from './expressions.js';
 import type { SortOrder } from './column.js';
 import type { StructField } from './data-types.js';
-import type { MicroBatchStream } from '../sources/source.js';
 
 /**
  * The logical plan: a query as data. Each node records its output attributes, computed when the
@@ -25,11 +24,14 @@ export type LogicalPlan =
   | SubqueryAliasNode
   | FailOnceNode;
 
-/** Where a streaming source's rows come from: the runtime resolves `sourceId` to a reader. */
+/**
+ * Where a streaming source's rows come from, named by id: the plan is data and holds no live
+ * source. Each run binds the id to a live source (Spark's MicroBatchExecution), so one analysed
+ * plan serves every run.
+ */
 export interface StreamingRelationNode {
   readonly kind: 'StreamingRelation';
   readonly sourceId: string;
-  readonly source: MicroBatchStream;
   readonly schema: readonly StructField[];
   readonly output: readonly Attribute[];
 }

@@ -32,7 +32,7 @@ import { requiredSourceColumns } from '../analysis/required-columns.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
 import type { Sink } from '../sinks/sink.js';
 import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type OffsetSeq, type QueryFingerprint } from '../checkpoint/checkpoint.js';
-import { CheckpointError, StreamingQueryError } from '../errors/sluice-error.js';
+import { CheckpointError, IllegalArgumentError, StreamingQueryError } from '../errors/sluice-error.js';
 import { checkRuntimeRestrictions } from '../analysis/unsupported-operation-checker.js';
 import type { Clock } from './clock.js';
 import type { StreamingQueryProgress } from './progress.js';
@@ -47,6 +47,18 @@ export const NO_DATA_BATCHES_CONF = 'spark.sql.streaming.noDataMicroBatches.enab
 
 export interface StreamExecutionOptions {
   readonly plan: LogicalPlan;
+  /** The live source of each source id the plan names: bound for this run only. */
+  readonly sources: ReadonlyMap<string, MicroBatchStream>;
+  /**
+   * The columns each source must decode (Spark's column pruning), when the caller analysed the
+   * plan already (a compiled query); default: derived from the plan here.
+   */
+  readonly requiredColumns?: ReadonlyMap<string, ReadonlySet<string>>;
+  /**
+   * Checks the plan against the runtime restrictions before its first batch; a compiled query
+   * passes the result of checking once. Default: checks `plan` now.
+   */
+  readonly checkRuntimeRestrictions?: () => void;
   readonly columns: readonly string[];
   readonly outputMode: OutputMode;
   readonly sink: Sink;
@@ -66,10 +78,30 @@ export interface StreamExecutionOptions {
   /** Where the adapters count requests and capacity; progress reports the cost per batch. */
   readonly costMeter?: CostMeter;
   /**
-   * Allow a no-data batch right after recovering from the checkpoint (a scheduled trigger's whole
+   * Allow a no-data batch right after recovering from the checkpoint (a scheduled invocation's whole
    * job), instead of only after a batch ran in this process as Spark does.
    */
   readonly noDataBatchAfterRecovery?: boolean;
+}
+
+/** The live sources of the plan's source ids, in plan order; every id must be bound. */
+function bindSources(plan: LogicalPlan, live: ReadonlyMap<string, MicroBatchStream>): MicroBatchStream[] {
+  const bound = new Map<string, MicroBatchStream>();
+  for (const { sourceId } of collectNodes(plan, (n): n is StreamingRelationNode => n.kind === 'StreamingRelation')) {
+    const source = live.get(sourceId);
+    if (!source) {
+      throw new IllegalArgumentError(`The query reads source '${sourceId}', but no live source is bound to that id.`, {
+        code: 'UNBOUND_SOURCE', hint: 'pass a source for every source id of the plan (StreamExecutionOptions.sources).',
+      });
+    }
+    if (source.name !== sourceId) {
+      throw new IllegalArgumentError(`The source bound to id '${sourceId}' is named '${source.name}'.`, {
+        code: 'UNBOUND_SOURCE', hint: 'a source is bound to the id it is named by: offsets and progress are keyed by that name.',
+      });
+    }
+    bound.set(sourceId, source);
+  }
+  return [...bound.values()];
 }
 
 interface BatchMetadata {
@@ -113,11 +145,9 @@ export class StreamExecution {
 
   constructor(private readonly options: StreamExecutionOptions) {
     this.costMark = options.costMeter?.snapshot() ?? {};
-    const relations = collectNodes(options.plan, (n): n is StreamingRelationNode => n.kind === 'StreamingRelation');
-    const byName = new Map<string, MicroBatchStream>();
-    for (const r of relations) byName.set(r.sourceId, r.source);
-    this.sources = [...byName.values()];
-    for (const [source, columns] of requiredSourceColumns(options.plan)) source.pruneColumns?.([...columns]);
+    this.sources = bindSources(options.plan, options.sources);
+    const required = options.requiredColumns ?? requiredSourceColumns(options.plan);
+    for (const [sourceId, columns] of required) options.sources.get(sourceId)?.pruneColumns?.([...columns]);
   }
 
   get lastProgress(): StreamingQueryProgress | undefined {
@@ -298,7 +328,9 @@ export class StreamExecution {
     const physical = this.physical!;
     const batchId = this.currentBatchId;
     const { checkpoint, sink, outputMode } = this.options;
-    if (batchId === 0 || !this.hasLastExecution) checkRuntimeRestrictions(this.options.plan, this.options.conf);
+    if (batchId === 0 || !this.hasLastExecution) {
+      (this.options.checkRuntimeRestrictions ?? (() => checkRuntimeRestrictions(this.options.plan, this.options.conf)))();
+    }
 
     const watermarkMs = this.metadata.batchWatermarkMs;
     const eviction = propagateWatermark(physical.root, watermarkMs);

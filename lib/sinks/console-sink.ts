@@ -1,5 +1,6 @@
 import { formatTimestamp } from '../core/timestamps.js';
 import type { Sink, SinkBatch } from './sink.js';
+import { ANY_OUTPUT_MODE } from './sink-output-modes.js';
 
 function render(v: unknown): string {
   if (v === null || v === undefined) return 'null';
@@ -35,7 +36,7 @@ export function formatBatchTable(batch: SinkBatch, formatters: readonly ((v: unk
 /** Spark's console sink: prints each batch (for demos and local runs). */
 export class ConsoleSink implements Sink {
   readonly description = 'ConsoleSink';
-  readonly supportedOutputModes = ['append', 'update', 'complete'] as const;
+  readonly supportedOutputModes = ANY_OUTPUT_MODE;
   constructor(private readonly print: (text: string) => void = (t) => process.stdout.write(`${t}\n`), private readonly formatters: readonly ((v: unknown) => string)[] = []) {}
   async addBatch(batch: SinkBatch): Promise<void> {
     this.print(formatBatchTable(batch, this.formatters));

@@ -1,4 +1,5 @@
 import type { Sink, SinkBatch } from './sink.js';
+import { ANY_OUTPUT_MODE } from './sink-output-modes.js';
 
 /**
  * Spark's MemorySink: keeps every batch by id and ignores a batch id it already holds, so a
@@ -6,7 +7,7 @@ import type { Sink, SinkBatch } from './sink.js';
  */
 export class MemorySink implements Sink {
   readonly description = 'MemorySink';
-  readonly supportedOutputModes = ['append', 'update', 'complete'] as const;
+  readonly supportedOutputModes = ANY_OUTPUT_MODE;
   private readonly batches = new Map<number, SinkBatch>();
   private order: number[] = [];
   columns: readonly string[] = [];

@@ -13,7 +13,7 @@ import type { MicroBatchStream } from '../../lib/sources/source.js';
 /** Required columns per source name, sorted, so the assertions do not depend on order. */
 function required(df: DataFrame): Record<string, string[]> {
   const out: Record<string, string[]> = {};
-  for (const [source, names] of requiredSourceColumns(df.plan)) out[source.name] = [...names].sort();
+  for (const [sourceId, names] of requiredSourceColumns(df.plan)) out[sourceId] = [...names].sort();
   return out;
 }
 

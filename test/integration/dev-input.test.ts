@@ -13,7 +13,7 @@ import { PROJECT_ROOT, runSluice } from '../support/sluice-cli.js';
 const lib = (path: string): string => pathToFileURL(join(PROJECT_ROOT, 'lib', path)).href;
 
 const MODULE = `
-import { defineQuery } from '${lib('api/query-definition.ts')}';
+import { defineQuery } from '${lib('query/query-definition.ts')}';
 import { col, count, sum } from '${lib('index.ts')}';
 
 export default defineQuery({

@@ -4,7 +4,7 @@
  * in memory on the same events.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defineQuery, type StreamingQueryDefinition } from '../../lib/api/query-definition.js';
+import { defineQuery, type StreamingQueryDefinition } from '../../lib/query/query-definition.js';
 import { SluiceSession } from '../../lib/api/session.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';

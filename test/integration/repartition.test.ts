@@ -5,7 +5,7 @@
  * sink contents every time, equal to the engine's in-memory answer.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defineQuery, type StreamingQueryDefinition } from '../../lib/api/query-definition.js';
+import { defineQuery, type StreamingQueryDefinition } from '../../lib/query/query-definition.js';
 import { SluiceSession } from '../../lib/api/session.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { readS3Files, readS3Snapshots, scanDynamoDbSink } from '../../lib/aws/sink-readers.js';

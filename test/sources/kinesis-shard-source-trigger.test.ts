@@ -1,14 +1,15 @@
 /**
- * Column pruning through the shard trigger (what a Lambda invocation runs), on memory backends:
+ * Column pruning through one shard invocation (what a Lambda invocation runs), on memory backends:
  * the Kinesis source gives the same answer as the JSON memory stream for a record whose unread
  * column does not fit the schema, and dead-letters nothing.
  */
 import { describe, expect, it } from 'vitest';
-import { defineQuery } from '../../lib/api/query-definition.js';
+import { defineQuery } from '../../lib/query/query-definition.js';
 import { SluiceSession } from '../../lib/api/session.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
 import { col } from '../../lib/plan/functions.js';
-import { runShardTrigger } from '../../lib/runtime/shard-trigger.js';
+import { compileQuery } from '../../lib/query/compiled-query.js';
+import { runShardInvocation } from '../../lib/query/shard-invocation.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { MemoryDeadLetterWriter } from '../../lib/sources/dead-letter.js';
 import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
@@ -32,7 +33,7 @@ function shardRecords(texts: readonly string[]): ShardRecord[] {
   }));
 }
 
-describe('Kinesis column pruning through the shard trigger', () => {
+describe('Kinesis column pruning through a shard invocation', () => {
   it("select('a') reads [1], [2] from the Kinesis shard, as from the JSON memory stream; only the bad 'a' is dead-lettered", async () => {
     const session = new SluiceSession();
     const { stream, df } = session.jsonMemoryStream('a long, b long');
@@ -45,7 +46,7 @@ describe('Kinesis column pruning through the shard trigger', () => {
     expect(stream.invalidRecords.map((r) => r.record)).toEqual([RECORDS[2]]);
 
     const backends = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
-    const result = await runShardTrigger({ definition: selectA, shardId: 'shard-0', records: shardRecords(RECORDS) }, backends);
+    const result = await runShardInvocation(compileQuery(selectA), { shardId: 'shard-0', records: shardRecords(RECORDS) }, backends);
     expect(result.error).toBeUndefined();
     expect(result.firstUncommittedSequenceNumber).toBeNull();
     expect(backends.sink.allRows()).toEqual(memorySink.allRows());

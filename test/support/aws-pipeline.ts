@@ -3,7 +3,7 @@
  * the real Kinesis-trigger handler driven by the local event source mapping.
  */
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
-import type { StreamingQueryDefinition } from '../../lib/api/query-definition.js';
+import type { StreamingQueryDefinition } from '../../lib/query/query-definition.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { createKinesisTriggerHandler, createRepartitionTriggerHandler, type KinesisTriggerOptions } from '../../lib/aws/kinesis-trigger-handler.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
@@ -13,14 +13,14 @@ import { createStreamAndWait, putRecordsBatched } from '../../lib/local/kinesis-
 import { LocalEventSourceMapping, type LocalEventSourceMappingOptions } from '../../lib/local/event-source-mapping.js';
 import type { EmulatorSet } from '../../lib/local/emulators.js';
 import type { RuntimeConfig } from '../../lib/runtime/runtime-config.js';
-import type { ShardTriggerResult } from '../../lib/runtime/shard-trigger.js';
+import type { ShardInvocationResult } from '../../lib/query/shard-invocation.js';
 
 let deployments = 0;
 
 export interface Deployment {
   readonly clients: AwsClients;
   readonly config: RuntimeConfig;
-  readonly results: { shardId: string; result: ShardTriggerResult }[];
+  readonly results: { shardId: string; result: ShardInvocationResult }[];
   put(events: readonly { data: string; partitionKey: string }[]): Promise<void>;
   /** Runs the event source mapping until every shard is drained. */
   drain(options?: Partial<LocalEventSourceMappingOptions>, handlerOptions?: KinesisTriggerOptions): Promise<void>;
@@ -64,7 +64,7 @@ export async function deploy(
     async drain(options = {}, handlerOptions = {}) {
       const handlerOptions_ = {
         config, clientOptions: emulators.clientOptions, observability,
-        onTrigger: (shardId: string, result: ShardTriggerResult) => { results.push({ shardId, result }); },
+        onInvocation: (shardId: string, result: ShardInvocationResult) => { results.push({ shardId, result }); },
         ...handlerOptions,
       };
       const mappings = [new LocalEventSourceMapping({
@@ -85,7 +85,7 @@ export async function deploy(
     async tick(nowMs, mode = 'tick') {
       const handler = createScheduledTriggerHandler(definition, {
         config, clients, observability, now: () => nowMs,
-        onTrigger: (shardId, result) => { results.push({ shardId, result }); },
+        onInvocation: (shardId, result) => { results.push({ shardId, result }); },
       });
       return handler({ mode });
     },

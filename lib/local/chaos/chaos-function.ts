@@ -1,5 +1,5 @@
 /**
- * One deployed query as a Lambda function under fault injection: the REAL Kinesis-trigger handler
+ * One deployed query as a Lambda function under fault injection: the REAL Kinesis handler
  * (createKinesisTriggerHandler, or createRepartitionTriggerHandler for a query's stage 2) over the
  * REAL AWS adapters (createAwsQueryBackends), run inside a simulated container. A container owns its SDK clients; a middleware on them counts the fault
  * points and injects the faults:
@@ -19,8 +19,8 @@ import {
 import { ProvisionedThroughputExceededException as KinesisThroughputExceeded } from '@aws-sdk/client-kinesis';
 import { S3ServiceException } from '@aws-sdk/client-s3';
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
-import type { StreamingQueryDefinition } from '../../api/query-definition.js';
-import { validateQuery } from '../../api/validate-query.js';
+import type { StreamingQueryDefinition } from '../../query/query-definition.js';
+import { compileForDeployment } from '../../query/compiled-query.js';
 import { createAwsQueryBackends } from '../../aws/aws-backends.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from '../../aws/clients.js';
 import { DynamoDbCheckpoint } from '../../aws/dynamodb-checkpoint.js';
@@ -29,7 +29,8 @@ import { createKinesisTriggerHandler, createRepartitionTriggerHandler, shardIdOf
 import type { Observability } from '../../aws/observability.js';
 import { CostMeter } from '../../runtime/cost-meter.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
-import type { PartitionBackends, ShardTriggerResult, TriggerStage } from '../../runtime/shard-trigger.js';
+import type { PartitionBackends } from '../../query/partition-backends.js';
+import type { ShardInvocationResult } from '../../query/shard-invocation.js';
 import type { Sink, SinkBatch } from '../../sinks/sink.js';
 import type { EventSourceMappingHooks, HandlerResult } from '../event-source-mapping.js';
 import { ChaosKill, type FaultController } from './faults.js';
@@ -58,7 +59,7 @@ export interface ChaosFunctionOptions {
   readonly clientOptions: AwsClientOptions;
   readonly controller: FaultController;
   readonly observability: Observability;
-  readonly onTrigger?: (shardId: string, result: ShardTriggerResult) => void;
+  readonly onInvocation?: (shardId: string, result: ShardInvocationResult) => void;
   /** Notes on what the harness did (with --trace). */
   readonly trace?: (line: string) => void;
 }
@@ -159,11 +160,10 @@ export class ChaosFunction {
     };
     this.instrument(container, clients);
     const kind = this.options.kind ?? 'source';
-    const validated = validateQuery(definition, { expectedShardCount: config.expectedShardCount, allowRepartition: config.repartitionStreamName !== undefined });
-    const stage: TriggerStage = kind === 'repartition' ? 'state' : validated.needsRepartition ? 'source' : 'single';
-    const backends = createAwsQueryBackends(
-      definition, validated.keyColumns, config, clients, new CostMeter(), (sink) => this.wrapSink(container, sink), validated.repartition,
-    );
+    // A cold container compiles the query once; its handler reuses the compiled query.
+    const query = compileForDeployment(definition, config);
+    const stage = kind === 'repartition' ? query.requireStateStage() : query.sourceStage;
+    const backends = createAwsQueryBackends(query, config, clients, new CostMeter(), (sink) => this.wrapSink(container, sink));
     // The adapters' checkpoint as configured, but with this container's own state cache instead
     // of the module-level one: simulated containers share this process, Lambda's do not.
     const backendsFor = (id: string): PartitionBackends => {
@@ -171,8 +171,8 @@ export class ChaosFunction {
       return { ...b, checkpoint: new DynamoDbCheckpoint({ ...(b.checkpoint as DynamoDbCheckpoint).options, stateCache: container.cache }) };
     };
     const create = kind === 'repartition' ? createRepartitionTriggerHandler : createKinesisTriggerHandler;
-    (container as { handler: KinesisTriggerHandler }).handler = create(definition, {
-      config, backendsFor, observability, ...(this.options.onTrigger ? { onTrigger: this.options.onTrigger } : {}),
+    (container as { handler: KinesisTriggerHandler }).handler = create(query, {
+      config, backendsFor, observability, ...(this.options.onInvocation ? { onInvocation: this.options.onInvocation } : {}),
     });
     return container;
   }

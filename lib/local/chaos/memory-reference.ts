@@ -1,16 +1,17 @@
 /**
- * The same query over the same records, in memory: runShardTrigger (the engine core every
- * trigger runs) with the memory checkpoint, sink and dead-letter writer, as ONE state partition
+ * The same query over the same records, in memory: runShardInvocation (the engine core every
+ * invocation runs) with the memory checkpoint, sink and dead-letter writer, as ONE state partition
  * holding every record in the order they were put, in batches of `batchSize`, then one scheduled
- * trigger with no records. No AWS code, no shards, no cross-shard watermark: Spark's answer for
+ * invocation with no records. No AWS code, no shards, no cross-shard watermark: Spark's answer for
  * one stream. The distributed run must end with the same result: while data flows its shards run
  * with the minimum watermark (a subset of the windows closed), and once every shard is idle the
- * scheduled trigger takes the maximum, which is this run's watermark.
+ * scheduled invocation takes the maximum, which is this run's watermark.
  */
-import type { StreamingQueryDefinition } from '../../api/query-definition.js';
-import { validateQuery } from '../../api/validate-query.js';
+import type { StreamingQueryDefinition } from '../../query/query-definition.js';
+import { compileQuery } from '../../query/compiled-query.js';
+import { validateQuery } from '../../query/validate-query.js';
 import { MemoryCheckpoint } from '../../checkpoint/memory-checkpoint.js';
-import { runShardTrigger } from '../../runtime/shard-trigger.js';
+import { runShardInvocation } from '../../query/shard-invocation.js';
 import { toExternalRow } from '../../sinks/external-row.js';
 import { MemorySink } from '../../sinks/memory-sink.js';
 import { MemoryDeadLetterWriter, type DeadLetterRecord } from '../../sources/dead-letter.js';
@@ -33,7 +34,7 @@ export interface ReferenceResult {
 export async function runInMemory(
   definition: StreamingQueryDefinition, records: readonly PlacedRecord[], options: { batchSize: number },
 ): Promise<ReferenceResult> {
-  const validated = validateQuery(definition, { expectedShardCount: 1 });
+  const query = compileQuery(definition, { expectedShardCount: 1 });
   // One partition's sequence numbers must grow: number the records in put order.
   const list: ShardRecord[] = records.map((r, i) => ({
     sequenceNumber: String(1_000_000 + i), partitionKey: r.partitionKey,
@@ -45,11 +46,11 @@ export async function runInMemory(
   for (let i = 0; i < list.length; i += options.batchSize) chunks.push(list.slice(i, i + options.batchSize));
   let batches = 0;
   for (const [i, chunk] of [...chunks, []].entries()) {
-    const result = await runShardTrigger({ definition, shardId, records: chunk, expectedShardCount: 1, scheduled: i === chunks.length }, backends);
+    const result = await runShardInvocation(query, { shardId, records: chunk, scheduled: i === chunks.length }, backends);
     if (result.error) throw result.error;
     batches += result.progress.length;
   }
-  const external = backends.sink.allRows().map((row) => toExternalRow(row, validated.schema));
+  const external = backends.sink.allRows().map((row) => toExternalRow(row, query.schema));
   return { rows: finalRows(definition.outputMode, external, keyColumnsOf(definition)), deadLetters: backends.deadLetters.records, batches };
 }
 

@@ -6,7 +6,7 @@
  * one set of emulators and one Kinesis stream:
  *
  *   - the reference: the same queries in memory (the engine core over memory backends);
- *   - run 0, fault-free: three queries consume the stream through the real Kinesis-trigger handler
+ *   - run 0, fault-free: three queries consume the stream through the real Kinesis handler
  *     under a local event source mapping (bisect on function error, unlimited retries):
  *     hourly sales per store in append mode → S3 files and in update mode → DynamoDB upserts, and
  *     hourly sales per product (update → DynamoDB), whose state is not keyed by the stream's
@@ -14,11 +14,11 @@
  *     through an internal stream to stage 2 (a second function, the repartition handler). It must
  *     agree with the reference, and it counts the fault points;
  *   - runs 1..R, each on fresh tables and S3 prefixes, with faults planned from the seed at those
- *     points (see faults.ts). After the shards are drained, the scheduled trigger runs once
+ *     points (see faults.ts). After the shards are drained, the scheduled handler runs once
  *     (fault-free), then the sinks and the dead letters are read as a consumer would and compared
  *     with run 0: rows lost, duplicated, mismatched.
  */
-import type { StreamingQueryDefinition } from '../../api/query-definition.js';
+import type { StreamingQueryDefinition } from '../../query/query-definition.js';
 import { createAwsClients, type AwsClients } from '../../aws/clients.js';
 import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
 import { ensureTables } from '../../aws/tables.js';
@@ -31,9 +31,9 @@ import { hourlySalesPerProductQuery, hourlySalesQuery } from '../dev/default-que
 import {
   ensureBucket, localDeployment, localRuntimeConfig, putSampleRecords, quietObservability, readDeadLetterContents, readSinkContents,
 } from '../dev/local-stack.js';
-import type { ShardTriggerResult } from '../../runtime/shard-trigger.js';
+import type { ShardInvocationResult } from '../../query/shard-invocation.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
-import { validateQuery } from '../../api/validate-query.js';
+import { compileQuery } from '../../query/compiled-query.js';
 import { formatProgressLine } from '../dev/report.js';
 import { addDiff, compareDeadLetters, compareRows, emptyDiff, type Diff } from './compare.js';
 import { ChaosFunction } from './chaos-function.js';
@@ -53,7 +53,7 @@ export interface ChaosOptions {
   readonly print?: (line: string) => void;
   /** Print every injected fault. */
   readonly verbose?: boolean;
-  /** Print every committed batch's progress (and the scheduled trigger's summary). */
+  /** Print every committed batch's progress (and the scheduled handler's summary). */
   readonly trace?: boolean;
   /** Late rows put in wave 2, after every shard went idle (default 3). */
   readonly lateRows?: number;
@@ -139,7 +139,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     print(`chaos: seed ${seed}, ${records.length} records (${records.filter((r) => r.kind === 'malformed').length} malformed, `
       + `${records.filter((r) => r.kind === 'late').length} late in wave 2) on ${shards} shards, `
       + `batch size ${batchSize}; queries ${queries.map((q) => `${q.name} (${q.outputMode} → ${q.sink.kind}${
-        validateQuery(q, { expectedShardCount: shards, allowRepartition: true }).needsRepartition ? ', via a repartition stage' : ''})`).join(', ')}; `
+        compileQuery(q, { expectedShardCount: shards, allowRepartition: true }).needsRepartition ? ', via a repartition stage' : ''})`).join(', ')}; `
       + `emulators ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
     const observability = quietObservability('chaos', (message, error) => {
@@ -162,7 +162,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const placed: PlacedRecord[] = wave1.map((r, i) => ({ ...put[i]!, partitionKey: r.partitionKey, data: r.data }));
       const rnd = createPrng(seed * 7919 + run);
       const parts = await Promise.all(queries.map(async (definition) => {
-        const needsRepartition = validateQuery(definition, { expectedShardCount: shards, allowRepartition: true }).needsRepartition;
+        const needsRepartition = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true }).needsRepartition;
         const config: RuntimeConfig = {
           ...localRuntimeConfig(
             {
@@ -178,8 +178,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           definition.sink.kind === 'dynamodb' ? ensureTables(clients!.dynamodb, { checkpointTable: d.checkpointTable, stateTable: d.stateTable, sinkTable: config.sinkTable, maxWaitSeconds: 60 }) : undefined,
           config.repartitionStreamName ? createStreamAndWait(clients!.kinesis, config.repartitionStreamName, shards) : undefined,
         ]);
-        const onTrigger = (shardId: string, result: ShardTriggerResult): void => {
-          const where = result.stage === 'single' ? shardId : `${result.stage} ${shardId}`;
+        const onInvocation = (shardId: string, result: ShardInvocationResult): void => {
+          const where = result.stage.label(shardId);
           for (const p of result.progress) trace(`r${run} ${definition.name} ${formatProgressLine(where, p)}`);
           if (result.error) trace(`r${run} ${definition.name} [${where}] error: ${result.error.message.split('\n')[0]}`);
         };
@@ -190,7 +190,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ].map((f) => {
           const controller = new FaultController(plans.get(f.id) ?? [], rnd);
           const fn = new ChaosFunction({
-            definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onTrigger,
+            definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onInvocation,
             trace: (line) => trace(`r${run} ${f.id} ${line}`),
           });
           const esm = new LocalEventSourceMapping({
@@ -200,14 +200,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           });
           return { ...f, controller, fn, esm };
         });
-        // The scheduled trigger runs fault-free: pending batches re-run, caught-up shards go idle.
-        const scheduled = createScheduledTriggerHandler(definition, { config, clients: clients!, observability, onTrigger });
+        // The scheduled handler runs fault-free: pending batches re-run, caught-up shards go idle.
+        const scheduled = createScheduledTriggerHandler(definition, { config, clients: clients!, observability, onInvocation });
         const tick = async (): Promise<void> => {
           for (let attempt = 1; ; attempt++) {
             const summary = await scheduled({ mode: 'tick' });
             trace(`r${run} ${definition.name} tick: ${summary.shards.map((s) => `${s.stage} ${s.shardId} ${s.caughtUp ? 'idle' : 'busy'} ${s.batches} batches${s.error ? ` error ${s.error}` : ''}`).join('; ')}`);
             if (!summary.shards.some((s) => s.error)) return;
-            if (attempt === 3) throw new Error(`the scheduled trigger of ${definition.name} keeps failing: ${summary.shards.map((s) => s.error).filter(Boolean).join('; ')}`);
+            if (attempt === 3) throw new Error(`the scheduled handler of ${definition.name} keeps failing: ${summary.shards.map((s) => s.error).filter(Boolean).join('; ')}`);
           }
         };
         return { definition, config, functions, tick };
@@ -222,7 +222,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           invoked = now;
         }
       };
-      // Everything the scheduled trigger does once the shards are drained (stage 1 of a
+      // Everything the scheduled handler does once the shards are drained (stage 1 of a
       // repartitioned query may send more to stage 2, which is drained again).
       const settle = async (): Promise<void> => {
         await drain();

@@ -7,7 +7,7 @@
  * The output mode picks the sink: update → DynamoDB upserts (the default), append → S3 files
  * (each hour written once, after the watermark closes it), complete → S3 snapshot.
  */
-import { defineQuery, type KinesisSourceSpec, type SinkSpec, type StreamingQueryDefinition } from '../../api/query-definition.js';
+import { defineQuery, type KinesisSourceSpec, type SinkSpec, type StreamingQueryDefinition } from '../../query/query-definition.js';
 import type { OutputMode } from '../../core/output-mode.js';
 import { hourlySalesPerStore, SALES_EVENTS } from '../../../examples/hourly-sales.js';
 import perProduct, { SALES_EVENTS_WITH_PRODUCT } from '../../../examples/hourly-sales-per-product.js';

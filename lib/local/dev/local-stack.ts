@@ -6,7 +6,7 @@
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import type { StreamingQueryDefinition } from '../../api/query-definition.js';
+import type { StreamingQueryDefinition } from '../../query/query-definition.js';
 import type { AwsClients } from '../../aws/clients.js';
 import type { Observability } from '../../aws/observability.js';
 import { sinkPrefixOf } from '../../aws/aws-backends.js';
@@ -47,7 +47,7 @@ export function localDeployment(tag: string, options: { sinkPrefix?: string; dea
 
 export interface LocalConfigOptions {
   readonly shards?: number;
-  /** Default 0: the scheduled trigger marks a caught-up shard idle at once (local runs are short). */
+  /** Default 0: the scheduled handler marks a caught-up shard idle at once (local runs are short). */
   readonly idleShardTimeoutMs?: number;
   readonly snapshotEveryBatches?: number;
 }
@@ -95,7 +95,7 @@ export async function putSampleRecords(clients: AwsClients, streamName: string, 
 
 /**
  * Powertools logger and metrics turned off (`sluice dev` prints its own view). `onError` still
- * hears the handlers' error logs (e.g. a trigger that failed before running a batch).
+ * hears the handlers' error logs (e.g. an invocation that failed before running a batch).
  */
 export function quietObservability(queryName: string, onError?: (message: string, error: unknown) => void): Observability {
   process.env.POWERTOOLS_METRICS_DISABLED = 'true';

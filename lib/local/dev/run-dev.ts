@@ -4,23 +4,26 @@
  *   1. Start the embedded emulators (kinesis-mock, DynamoDB Local, s3rver; or AWS_ENDPOINT_URL).
  *   2. Create the stream (N shards), the checkpoint/state/sink tables and the S3 buckets.
  *   3. Put the events (a file, or generated sample sales with late rows and malformed records).
- *   4. Run the real Kinesis-trigger Lambda handler under a local event source mapping (Lambda's
+ *   4. Run the real Kinesis Lambda handler under a local event source mapping (Lambda's
  *      batching, retries and bisecting) until every shard is drained.
- *   5. Run the scheduled trigger once: caught-up shards go idle, no-data batches close windows.
+ *   5. Run the scheduled handler once: caught-up shards go idle, no-data batches close windows.
+ * The query is compiled once and every handler reuses it, as a warm container does.
  *   6. Print every batch (progress and output table), a summary, and with --out the final sink
  *      contents and the dead letters.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { StreamingQueryDefinition } from '../../api/query-definition.js';
-import { validateQuery } from '../../api/validate-query.js';
+import type { StreamingQueryDefinition } from '../../query/query-definition.js';
+import { compileQuery } from '../../query/compiled-query.js';
+import type { QueryStage } from '../../query/query-stage.js';
 import { createAwsClients, type AwsClients } from '../../aws/clients.js';
 import { createKinesisTriggerHandler, createRepartitionTriggerHandler, shardIdOf, type KinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
 import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
 import type { OutputMode } from '../../core/output-mode.js';
 import type { StreamingQueryProgress } from '../../runtime/progress.js';
-import type { ShardTriggerResult } from '../../runtime/shard-trigger.js';
+import type { ShardInvocationResult } from '../../query/shard-invocation.js';
+import { sinkSupportsMode } from '../../sinks/sink-output-modes.js';
 import type { Sink } from '../../sinks/sink.js';
 import type { DeadLetterRecord } from '../../sources/dead-letter.js';
 import { startEmulators, type EmulatorSet } from '../emulators.js';
@@ -86,9 +89,7 @@ export async function loadQueryModule(path: string): Promise<StreamingQueryDefin
 
 function withMode(definition: StreamingQueryDefinition, mode: OutputMode | undefined, print: (line: string) => void): StreamingQueryDefinition {
   if (!mode || mode === definition.outputMode) return definition;
-  const fits = (definition.sink.kind === 's3-files' && mode === 'append')
-    || (definition.sink.kind === 's3-snapshot' && mode === 'complete')
-    || definition.sink.kind === 'dynamodb';
+  const fits = sinkSupportsMode(definition.sink.kind, mode);
   const sink = fits ? definition.sink : defaultSinkFor(mode);
   if (!fits) print(`note: --mode ${mode} does not fit the ${definition.sink.kind} sink; using ${sink.kind} instead`);
   return { ...definition, outputMode: mode, sink };
@@ -108,7 +109,9 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     : hourlySalesQuery(options.mode ?? 'update');
   // Refused shapes are reported before anything starts. A query whose state is not keyed by the
   // stream's partition key runs with a repartition stage (an internal stream, a second function).
-  const { columns, needsRepartition } = validateQuery(definition, { expectedShardCount: shards, allowRepartition: true });
+  const query = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true });
+  const { columns, needsRepartition } = query;
+  const stages = new Map([query.sourceStage, query.stateStage].flatMap((s) => (s ? [[s.kind, s] as const] : [])));
 
   let records: SampleRecord[];
   let origin: string;
@@ -164,14 +167,15 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     // One per handler (the Kinesis one, then the scheduled one): each keeps its batches' tables.
     const capturers: CapturingSink[] = [];
     const decorateSink = (sink: Sink): Sink => { const c = new CapturingSink(sink); capturers.push(c); return c; };
-    const report = (shardId: string, result: ShardTriggerResult): void => {
-      const label = stageLabel(result.stage, shardId);
+    const report = (shardId: string, result: ShardInvocationResult): void => {
+      const label = result.stage.label(shardId);
+      const routes = result.stage.writes === 'internal-stream';
       for (const p of result.progress) {
         print('');
-        print(`${formatProgressLine(label, p)}${result.stage === 'source' ? ' (routed by state key to the internal stream)' : ''}`);
-        const table = result.stage === 'source' ? undefined : capturers.map((c) => c.take(shardId, p.batchId)).find((t) => t !== undefined);
+        print(`${formatProgressLine(label, p)}${routes ? ' (routed by state key to the internal stream)' : ''}`);
+        const table = routes ? undefined : capturers.map((c) => c.take(shardId, p.batchId)).find((t) => t !== undefined);
         if (table) print(table);
-        if (result.stage !== 'source') count(p);
+        if (!routes) count(p);
         else { totals.inputRows += p.numInputRows; totals.routed += p.sink.numOutputRows; totals.batches++; }
       }
       if (result.error) print(`[${label}] batch failed, will be retried from ${result.firstUncommittedSequenceNumber ?? 'the pending batch'}: ${result.error.message}`);
@@ -187,19 +191,19 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
       totals.s3Puts += p.cost.s3Puts ?? 0;
     };
 
-    // The handlers' own logs are off; their errors (a trigger that could not start) are shown.
+    // The handlers' own logs are off; their errors (an invocation that could not start) are shown.
     const observability = quietObservability(definition.name, (message, error) => {
-      if (/batch failed/.test(message)) return; // already printed from the trigger's result
+      if (/batch failed/.test(message)) return; // already printed from the invocation's result
       print(`handler: ${message}${error instanceof Error ? `: ${error.message}` : ''}`);
     });
     // Lambda runs concurrent invocations (one per shard here) in separate containers: one handler
     // instance per shard, so that each has its own clients and cost meter, as in AWS.
     const failures: BatchFailureInfo[] = [];
-    const mappingFor = (streamName: string, create: typeof createKinesisTriggerHandler, stage: string): LocalEventSourceMapping => {
+    const mappingFor = (streamName: string, create: typeof createKinesisTriggerHandler, stage: QueryStage): LocalEventSourceMapping => {
       const handlers = new Map<string, KinesisTriggerHandler>();
       const handlerFor = (shardId: string): KinesisTriggerHandler => {
         let h = handlers.get(shardId);
-        if (!h) handlers.set(shardId, (h = create(definition, { config, clientOptions: emulators!.clientOptions, observability, onTrigger: report, decorateSink })));
+        if (!h) handlers.set(shardId, (h = create(query, { config, clientOptions: emulators!.clientOptions, observability, onInvocation: report, decorateSink })));
         return h;
       };
       return new LocalEventSourceMapping({
@@ -214,12 +218,12 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
         retryBackoffMs: 50,
         onFailure: (info) => {
           failures.push(info);
-          print(`[${stageLabel(stage, info.shardId)}] gave up on records ${info.startSequenceNumber}..${info.endSequenceNumber} after retries: ${info.reason}`);
+          print(`[${stage.label(info.shardId)}] gave up on records ${info.startSequenceNumber}..${info.endSequenceNumber} after retries: ${info.reason}`);
         },
       });
     };
-    mappings.push(mappingFor(deployment.streamName, createKinesisTriggerHandler, needsRepartition ? 'source' : 'single'));
-    if (config.repartitionStreamName) mappings.push(mappingFor(config.repartitionStreamName, createRepartitionTriggerHandler, 'state'));
+    mappings.push(mappingFor(deployment.streamName, createKinesisTriggerHandler, query.sourceStage));
+    if (config.repartitionStreamName) mappings.push(mappingFor(config.repartitionStreamName, createRepartitionTriggerHandler, query.requireStateStage()));
     await Promise.all(mappings.map((m) => m.start()));
     const drainAll = async (): Promise<void> => {
       // Stage 1 feeds stage 2: drain until a whole round invoked nothing.
@@ -245,11 +249,11 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     await Promise.all(mappings.map((m) => m.stop()));
 
     print('');
-    print('== scheduled trigger (tick): caught-up shards go idle; no-data batches close what the watermark passed ==');
-    const tick = createScheduledTriggerHandler(definition, { config, clients, observability, onTrigger: report, decorateSink });
+    print('== scheduled handler (tick): caught-up shards go idle; no-data batches close what the watermark passed ==');
+    const tick = createScheduledTriggerHandler(query, { config, clients, observability, onInvocation: report, decorateSink });
     const tickSummary = await tick({ mode: 'tick' });
     for (const s of tickSummary.shards) {
-      print(`[${stageLabel(s.stage, s.shardId)}] tick: ${s.caughtUp ? 'caught up (idle)' : 'not caught up'}, ${s.batches} ${s.batches === 1 ? 'batch' : 'batches'}${s.batches === 0 ? ' (nothing to close)' : ''}${s.error ? `, error: ${s.error}` : ''}`);
+      print(`[${stages.get(s.stage)?.label(s.shardId) ?? s.shardId}] tick: ${s.caughtUp ? 'caught up (idle)' : 'not caught up'}, ${s.batches} ${s.batches === 1 ? 'batch' : 'batches'}${s.batches === 0 ? ' (nothing to close)' : ''}${s.error ? `, error: ${s.error}` : ''}`);
     }
 
     const [read, deadLetters] = await Promise.all([readSinkContents(clients, definition, config), readDeadLetterContents(clients, config)]);
@@ -285,11 +289,6 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     if (options.handleSignals) { process.removeListener('SIGINT', onSignal); process.removeListener('SIGTERM', onSignal); }
     await stopAll();
   }
-}
-
-/** How a shard is named in the output: plain for a one-stage query, with its stage otherwise. */
-function stageLabel(stage: string, shardId: string): string {
-  return stage === 'source' ? `stage 1 ${shardId}` : stage === 'state' ? `stage 2 ${shardId}` : shardId;
 }
 
 function inColumnOrder(row: Record<string, unknown>, columns: readonly string[]): Record<string, unknown> {

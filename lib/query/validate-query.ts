@@ -8,30 +8,20 @@
 import { checkStreamingQuery } from '../analysis/unsupported-operation-checker.js';
 import { statefulKeyReport } from '../analysis/partitioning.js';
 import { planRepartition, type RepartitionPlan } from '../analysis/stages.js';
-import type { OutputMode } from '../core/output-mode.js';
 import type { StructField } from '../plan/data-types.js';
 import { collectNodes, type AggregateNode, type DeduplicateNode, type LogicalPlan } from '../plan/logical-plan.js';
-import type { MicroBatchStream, Offset } from '../sources/source.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import { renderTree } from '../analysis/explain.js';
-import type { DataFrame } from './data-frame.js';
-import { defineQuery, type KinesisSourceSpec, type SinkSpec, type StreamingQueryDefinition } from './query-definition.js';
-import { SluiceSession, toSchema } from './session.js';
+import type { DataFrame } from '../api/data-frame.js';
+import { SluiceSession, toSchema } from '../api/session.js';
+import { checkSinkOutputMode } from '../sinks/sink-output-modes.js';
+import { defineQuery, type KinesisSourceSpec, type StreamingQueryDefinition } from './query-definition.js';
 
+/** The source id of the Kinesis stream in a deployed query's plan (and its offsets). */
 export const KINESIS_SOURCE_NAME = 'kinesis';
 
 export function sourceSchemaOf(spec: KinesisSourceSpec): StructField[] {
   return spec.format === 'raw' ? [{ name: 'value', type: 'string' }] : toSchema(spec.schema);
-}
-
-/** A source that only has a schema: analysis needs no data. */
-class SchemaOnlySource implements MicroBatchStream {
-  readonly name = KINESIS_SOURCE_NAME;
-  constructor(readonly schema: readonly StructField[]) {}
-  initialOffset(): Offset | null { return null; }
-  latestOffset(): Offset | null { return null; }
-  getBatch(): unknown[][] { return []; }
-  commit(): void {}
 }
 
 export interface ValidatedQuery {
@@ -52,8 +42,6 @@ export interface ValidatedQuery {
 export interface ValidateOptions {
   /** Shards of the source stream when known; 1 lets a stateful query run without a partition key. */
   readonly expectedShardCount?: number;
-  /** The source to build the plan over (the runtime's); a schema-only one when validating. */
-  readonly source?: MicroBatchStream;
   /**
    * The deployment has a repartition stage (an internal stream): a query whose state is not
    * co-partitioned with the stream runs in two stages instead of being refused.
@@ -61,38 +49,18 @@ export interface ValidateOptions {
   readonly allowRepartition?: boolean;
 }
 
-const SINK_MODES: Record<SinkSpec['kind'], readonly OutputMode[]> = {
-  's3-files': ['append'],
-  's3-snapshot': ['complete'],
-  dynamodb: ['append', 'update', 'complete'],
-};
-
-function sinkModeError(sink: SinkSpec, mode: OutputMode): AnalysisError {
-  const hints: Record<string, string> = {
-    's3-files/update': "update mode changes rows already written, and S3 files cannot be updated: use sink { kind: 'dynamodb' } (an upsert per result key), or append mode with a watermark.",
-    's3-files/complete': "complete mode rewrites the whole result every batch: use sink { kind: 's3-snapshot' } (one object per batch behind a pointer) or { kind: 'dynamodb' }.",
-    's3-snapshot/append': "use sink { kind: 's3-files' } for append mode; the snapshot sink holds a whole result table.",
-    's3-snapshot/update': "use sink { kind: 'dynamodb' } for update mode (an upsert per result key).",
-  };
-  return new AnalysisError(`Data source ${sink.kind} does not support ${mode} output mode.`, {
-    code: 'SINK_DOES_NOT_SUPPORT_OUTPUT_MODE',
-    errorClass: 'STREAMING_OUTPUT_MODE.UNSUPPORTED_DATASOURCE',
-    hint: hints[`${sink.kind}/${mode}`] ?? `use one of ${SINK_MODES[sink.kind].join(', ')} output modes with this sink.`,
-  });
-}
-
 export function validateQuery(definition: StreamingQueryDefinition, options: ValidateOptions = {}): ValidatedQuery {
   defineQuery(definition);
   const session = new SluiceSession({ ...(definition.conf ?? {}) });
-  const source = options.source ?? new SchemaOnlySource(sourceSchemaOf(definition.source));
-  const df = definition.transform(session.readStream(source), session);
+  // The plan names the stream by id only: each run binds it to a live source.
+  const df = definition.transform(session.streamingRelation(KINESIS_SOURCE_NAME, sourceSchemaOf(definition.source)), session);
   if (!df || typeof df !== 'object' || !('plan' in df)) {
     throw new AnalysisError(`The transform of query '${definition.name}' did not return a DataFrame.`, {
       code: 'TRANSFORM_NOT_DATAFRAME', hint: 'return the result DataFrame from transform(events, session).',
     });
   }
   checkStreamingQuery(df.plan, definition.outputMode, session.conf);
-  if (!SINK_MODES[definition.sink.kind].includes(definition.outputMode)) throw sinkModeError(definition.sink, definition.outputMode);
+  checkSinkOutputMode(definition.sink.kind, definition.outputMode);
   const { isStateful, coPartitioned } = checkCoPartitioning(definition, df.plan, options.expectedShardCount, options.allowRepartition === true);
   const repartition = coPartitioned ? null : planRepartition(df.plan);
   return {

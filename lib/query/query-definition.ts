@@ -5,8 +5,8 @@
  */
 import { z } from 'zod';
 import type { OutputMode } from '../core/output-mode.js';
-import type { DataFrame } from './data-frame.js';
-import type { SchemaLike, SluiceSession } from './session.js';
+import type { DataFrame } from '../api/data-frame.js';
+import type { SchemaLike, SluiceSession } from '../api/session.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 
 export interface KinesisSourceSpec {
@@ -73,7 +73,7 @@ export function defineQuery(definition: StreamingQueryDefinition): StreamingQuer
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(definition)'}: ${i.message}`).join('; ');
     throw new IllegalArgumentError(`Invalid streaming query definition: ${problems}`, {
       code: 'INVALID_QUERY_DEFINITION',
-      hint: 'see StreamingQueryDefinition in lib/api/query-definition.ts for the fields and their types.',
+      hint: 'see StreamingQueryDefinition in lib/query/query-definition.ts for the fields and their types.',
     });
   }
   return definition;

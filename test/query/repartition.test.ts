@@ -4,7 +4,7 @@
  * number of shards and however the records are duplicated, the answer is the in-memory engine's.
  */
 import { describe, expect, it } from 'vitest';
-import { defineQuery, type StreamingQueryDefinition } from '../../lib/api/query-definition.js';
+import { defineQuery, type StreamingQueryDefinition } from '../../lib/query/query-definition.js';
 import { SluiceSession } from '../../lib/api/session.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
@@ -13,9 +13,9 @@ import { MemoryDeadLetterWriter } from '../../lib/sources/dead-letter.js';
 import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { RepartitionSink, type RepartitionChannel, type RepartitionRecordOut, type RepartitionTarget } from '../../lib/sinks/repartition-sink.js';
-import { runShardTrigger } from '../../lib/runtime/shard-trigger.js';
-import { planRepartition } from '../../lib/analysis/stages.js';
-import { explainQuery, validateQuery } from '../../lib/api/validate-query.js';
+import { runShardInvocation } from '../../lib/query/shard-invocation.js';
+import { compileQuery } from '../../lib/query/compiled-query.js';
+import { explainQuery, validateQuery } from '../../lib/query/validate-query.js';
 import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { parseTimestamp } from '../../lib/core/timestamps.js';
 import type { OutputMode } from '../../lib/core/output-mode.js';
@@ -81,8 +81,9 @@ const queries = {
 
 /** Runs a query in two stages over `sourceShards` shards and returns the final result rows. */
 async function runRepartitioned(def: StreamingQueryDefinition, all: Event[], sourceShards: number, stateShards: number, duplicateEvery = 0): Promise<string[]> {
-  const shape = validateQuery(def, { allowRepartition: true });
-  const split = shape.repartition ?? planRepartition(shape.df.plan);
+  const query = compileQuery(def, { allowRepartition: true });
+  const split = query.repartition!;
+  const stateStage = query.requireStateStage();
   const internal = MemoryStream.withShards(stateShards, duplicateEvery);
   const sink = new RepartitionSink({ channel: internal, routingOrdinals: split.routingOrdinals, eventTimeOrdinal: split.eventTime?.ordinal ?? null });
   const rand = prng(sourceShards * 7 + stateShards);
@@ -102,7 +103,7 @@ async function runRepartitioned(def: StreamingQueryDefinition, all: Event[], sou
       const from = consumed.get(shardId) ?? 0;
       // Deliver in small slices, as an event source mapping would.
       for (let at = from; at < records.length || (scheduled && at === from); at += 3) {
-        const r = await runShardTrigger({ definition: def, shardId, records: records.slice(at, at + 3), stage: 'state', scheduled }, stage2[i]!);
+        const r = await runShardInvocation(query, { shardId, records: records.slice(at, at + 3), stage: stateStage, scheduled }, stage2[i]!);
         expect(r.error).toBeUndefined();
         if (at >= records.length) break;
       }
@@ -113,7 +114,7 @@ async function runRepartitioned(def: StreamingQueryDefinition, all: Event[], sou
   for (let at = 0; bySource.some((s) => at < s.length); at += 5) {
     for (const [i, records] of bySource.entries()) {
       if (at >= records.length) continue;
-      const r = await runShardTrigger({ definition: def, shardId: `source-${i}`, records: records.slice(at, at + 5), stage: 'source' }, stage1[i]!);
+      const r = await runShardInvocation(query, { shardId: `source-${i}`, records: records.slice(at, at + 5), stage: query.sourceStage }, stage1[i]!);
       expect(r.error).toBeUndefined();
     }
     await runStage2();
@@ -125,7 +126,7 @@ async function runRepartitioned(def: StreamingQueryDefinition, all: Event[], sou
   }
   await runStage2();
   await runStage2(true);
-  return finalAnswer(def, stage2.map((b) => b.sink), shape.schema);
+  return finalAnswer(def, stage2.map((b) => b.sink), query.schema);
 }
 
 function finalAnswer(def: StreamingQueryDefinition, sinks: MemorySink[], schema: { name: string; type: never }[] | readonly { name: string; type: unknown }[]): string[] {

@@ -1,11 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { defineQuery, type StreamingQueryDefinition } from '../../lib/api/query-definition.js';
+import { defineQuery, type StreamingQueryDefinition } from '../../lib/query/query-definition.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
 import { col, sum, window } from '../../lib/plan/functions.js';
 import { MemoryDeadLetterWriter } from '../../lib/sources/dead-letter.js';
 import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
-import { runShardTrigger, type PartitionBackends } from '../../lib/runtime/shard-trigger.js';
+import { runShardInvocation } from '../../lib/query/shard-invocation.js';
+import { compileQuery } from '../../lib/query/compiled-query.js';
+import type { PartitionBackends } from '../../lib/query/partition-backends.js';
 import { formatTimestamp } from '../../lib/core/timestamps.js';
 
 const revenue = (outputMode: 'append' | 'update' | 'complete'): StreamingQueryDefinition => defineQuery({
@@ -15,6 +17,15 @@ const revenue = (outputMode: 'append' | 'update' | 'complete'): StreamingQueryDe
   outputMode,
   sink: { kind: 'dynamodb' },
 });
+
+/** A cold container: compiles the definition, then runs one invocation of the shard. */
+async function invoke(
+  request: { definition: StreamingQueryDefinition; shardId: string; records: ShardRecord[]; expectedShardCount?: number },
+  b: PartitionBackends,
+): ReturnType<typeof runShardInvocation> {
+  const query = compileQuery(request.definition, { expectedShardCount: request.expectedShardCount });
+  return runShardInvocation(query, request, b);
+}
 
 let sequence = 1000n;
 function records(...events: (string | { amount: number; ts: string })[]): ShardRecord[] {
@@ -36,15 +47,15 @@ const show = (rows: unknown[][]): string[] => rows.map((r) => {
   return `${formatTimestamp(w.start)}-${formatTimestamp(w.end).slice(11)}=${String(r[1])}`;
 });
 
-describe('runShardTrigger (memory backends)', () => {
+describe('runShardInvocation (memory backends)', () => {
   it('seed 003 in append mode: the [14:00,15:00) window is emitted once the watermark passes it', async () => {
     const b = backends();
     const first = records(ev(15, '14:40'), ev(10, '14:30'), ev(30, '15:10'));
-    const r1 = await runShardTrigger({ definition: revenue('append'), shardId: 'shard-0', records: first, expectedShardCount: 1 }, b);
+    const r1 = await invoke({ definition: revenue('append'), shardId: 'shard-0', records: first, expectedShardCount: 1 }, b);
     expect(r1.error).toBeUndefined();
     expect(r1.firstUncommittedSequenceNumber).toBeNull();
     expect(show(b.sink.allRows())).toEqual([]);
-    const r2 = await runShardTrigger({ definition: revenue('append'), shardId: 'shard-0', records: records(ev(20, '15:20')), expectedShardCount: 1 }, b);
+    const r2 = await invoke({ definition: revenue('append'), shardId: 'shard-0', records: records(ev(20, '15:20')), expectedShardCount: 1 }, b);
     expect(r2.error).toBeUndefined();
     // The data batch moves the watermark to 15:05; the no-data batch in the same trigger emits.
     expect(show(b.sink.allRows())).toEqual(['2024-05-01 14:00:00-15:00:00=25']);
@@ -54,8 +65,8 @@ describe('runShardTrigger (memory backends)', () => {
   it('drops redelivered records that are already committed', async () => {
     const b = backends();
     const batch = records(ev(15, '14:40'), ev(10, '14:30'));
-    await runShardTrigger({ definition: revenue('update'), shardId: 's', records: batch, expectedShardCount: 1 }, b);
-    const again = await runShardTrigger({ definition: revenue('update'), shardId: 's', records: [...batch, ...records(ev(5, '14:50'))], expectedShardCount: 1 }, b);
+    await invoke({ definition: revenue('update'), shardId: 's', records: batch, expectedShardCount: 1 }, b);
+    const again = await invoke({ definition: revenue('update'), shardId: 's', records: [...batch, ...records(ev(5, '14:50'))], expectedShardCount: 1 }, b);
     // The watermark moved (14:25 → 14:35), so Spark's rule adds a no-data batch after the data batch.
     expect(again.progress.map((p) => p.numInputRows)).toEqual([1, 0]);
     expect(show(b.sink.rowsAfter(0))).toEqual(['2024-05-01 14:00:00-15:00:00=30']);
@@ -64,7 +75,7 @@ describe('runShardTrigger (memory backends)', () => {
   it('dead-letters undecodable records with the reason and counts them, without blocking', async () => {
     const b = backends();
     const batch = records(ev(15, '14:40'), 'not json', { amount: 'x' as unknown as number, ts: '2024-05-01T14:00:00Z' });
-    const r = await runShardTrigger({ definition: revenue('update'), shardId: 's', records: batch, expectedShardCount: 1 }, b);
+    const r = await invoke({ definition: revenue('update'), shardId: 's', records: batch, expectedShardCount: 1 }, b);
     expect(r.error).toBeUndefined();
     expect(r.firstUncommittedSequenceNumber).toBeNull();
     expect(b.deadLetters.records.map((d) => d.sequenceNumber)).toEqual([batch[1]!.sequenceNumber, batch[2]!.sequenceNumber]);
@@ -84,11 +95,11 @@ describe('runShardTrigger (memory backends)', () => {
       },
     }) as MemorySink };
     const batch = records(ev(15, '14:40'), ev(10, '14:30'));
-    const r1 = await runShardTrigger({ definition: revenue('update'), shardId: 's', records: batch, expectedShardCount: 1 }, flaky);
+    const r1 = await invoke({ definition: revenue('update'), shardId: 's', records: batch, expectedShardCount: 1 }, flaky);
     expect(r1.error?.message).toMatch(/throttled/);
     expect(r1.firstUncommittedSequenceNumber).toBe(batch[0]!.sequenceNumber);
     // The retry delivers only the first half (a bisected retry) and more records can't join batch 0.
-    const r2 = await runShardTrigger({ definition: revenue('update'), shardId: 's', records: batch.slice(0, 1), expectedShardCount: 1 }, {
+    const r2 = await invoke({ definition: revenue('update'), shardId: 's', records: batch.slice(0, 1), expectedShardCount: 1 }, {
       ...flaky,
       shardReader: { read: async (_shard, first, last) => batch.filter((x) => BigInt(x.sequenceNumber) >= BigInt(first) && BigInt(x.sequenceNumber) <= BigInt(last)) },
     });
@@ -99,7 +110,7 @@ describe('runShardTrigger (memory backends)', () => {
   });
 
   it('refuses a stateful query on a multi-shard stream without a declared partition key', async () => {
-    await expect(runShardTrigger({ definition: revenue('update'), shardId: 's', records: [] }, backends()))
+    await expect(invoke({ definition: revenue('update'), shardId: 's', records: [] }, backends()))
       .rejects.toThrow(/STATE_NOT_CO_PARTITIONED|partial result[\s\S]*How to fix: .*partitionKey/);
   });
 });

@@ -1,0 +1,85 @@
+/**
+ * A deployable query compiled once per container: the definition analysed and validated (the
+ * analyzer against the output mode, the sink against the mode, the result key, co-partitioning),
+ * cut into its stages, each with its plan, output, pruned columns and runtime checks. Every
+ * invocation, the scheduled handler and `sluice dev` reuse it and only bind live sources (Spark's
+ * MicroBatchExecution analyses once per run, not per batch). The plans name their sources by id
+ * and hold no live object, so one compiled query serves any number of invocations.
+ */
+import type { RepartitionPlan } from '../analysis/stages.js';
+import type { StructField } from '../plan/data-types.js';
+import type { LogicalPlan } from '../plan/logical-plan.js';
+import { AnalysisError } from '../errors/sluice-error.js';
+import type { StreamingQueryDefinition } from './query-definition.js';
+import { SingleStage, SourceStage, StateStage, type QueryStage } from './query-stage.js';
+import { validateQuery, type ValidateOptions } from './validate-query.js';
+
+export type CompileOptions = ValidateOptions;
+
+export class CompiledQuery {
+  /** What the source stream's shards run: the whole query, or stage 1 of a repartition stage. */
+  readonly sourceStage: QueryStage;
+  /** Stage 2, on the internal stream's shards; null when the query runs in one stage. */
+  readonly stateStage: QueryStage | null;
+
+  constructor(
+    readonly definition: StreamingQueryDefinition,
+    /** The analysed plan of the whole query (its stream named by id). */
+    readonly plan: LogicalPlan,
+    readonly conf: ReadonlyMap<string, string>,
+    readonly columns: readonly string[],
+    readonly schema: readonly StructField[],
+    /** Result columns a DynamoDB sink keys items by ([] = append-only rows). */
+    readonly keyColumns: readonly string[],
+    readonly isStateful: boolean,
+    /** The two stages, when the state is not co-partitioned with the stream. */
+    readonly repartition: RepartitionPlan | null,
+  ) {
+    if (repartition) {
+      this.sourceStage = new SourceStage(definition, repartition, conf);
+      this.stateStage = new StateStage(definition, repartition, columns, schema, conf);
+    } else {
+      this.sourceStage = new SingleStage(definition, plan, columns, schema, conf, isStateful);
+      this.stateStage = null;
+    }
+  }
+
+  get name(): string {
+    return this.definition.name;
+  }
+
+  get needsRepartition(): boolean {
+    return this.repartition !== null;
+  }
+
+  /** Stage 2, or a clear refusal for a query that has none. */
+  requireStateStage(): QueryStage {
+    if (this.stateStage) return this.stateStage;
+    throw new AnalysisError(`Query '${this.name}' has no repartition stage: its state is co-partitioned with the stream.`, {
+      code: 'NO_REPARTITION_STAGE', hint: 'run it on the source stream\'s shards, or check the query\'s source.partitionKey.',
+    });
+  }
+}
+
+/** The query as given to a handler factory: a definition (compiled at cold start), or already compiled. */
+export type DeployableQuery = StreamingQueryDefinition | CompiledQuery;
+
+/**
+ * Compiles a handler's query at cold start with what the deployment allows: a repartition stage
+ * exactly when it has the internal stream. An already compiled query is reused as it is.
+ */
+export function compileForDeployment(
+  query: DeployableQuery, deployment: { readonly expectedShardCount?: number; readonly repartitionStreamName?: string },
+): CompiledQuery {
+  if (query instanceof CompiledQuery) return query;
+  return compileQuery(query, { expectedShardCount: deployment.expectedShardCount, allowRepartition: deployment.repartitionStreamName !== undefined });
+}
+
+/**
+ * Analyses and validates `definition` once (nothing is read or written if it is refused) and
+ * returns what every invocation reuses.
+ */
+export function compileQuery(definition: StreamingQueryDefinition, options: CompileOptions = {}): CompiledQuery {
+  const v = validateQuery(definition, options);
+  return new CompiledQuery(definition, v.df.plan, v.session.conf, v.columns, v.schema, v.keyColumns, v.isStateful, v.repartition);
+}

@@ -1,0 +1,28 @@
+/**
+ * What one shard invocation runs against: the backends of its state partition. They are
+ * interfaces; the AWS adapters implement them (lib/aws/aws-backends.ts), and so can memory.
+ */
+import type { Checkpoint } from '../checkpoint/checkpoint.js';
+import type { CostMeter } from '../runtime/cost-meter.js';
+import type { Clock } from '../runtime/clock.js';
+import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
+import type { Sink } from '../sinks/sink.js';
+import type { DeadLetterWriter } from '../sources/dead-letter.js';
+import type { ShardRecord } from '../sources/kinesis-shard-source.js';
+
+/** Reads a shard's records between two sequence numbers (inclusive): GetRecords on AWS. */
+export interface ShardReader {
+  read(shardId: string, firstSequenceNumber: string, lastSequenceNumber: string): Promise<ShardRecord[]>;
+}
+
+export interface PartitionBackends {
+  readonly checkpoint: Checkpoint;
+  readonly sink: Sink;
+  readonly deadLetters: DeadLetterWriter;
+  readonly watermarks?: WatermarkCoordinator;
+  readonly shardReader?: ShardReader;
+  readonly costMeter?: CostMeter;
+  readonly clock?: Clock;
+  /** Stage 2: the source stream's shards, so one not heard from yet holds the watermark back. */
+  readonly sourcePartitions?: () => Promise<readonly string[]>;
+}

@@ -1,0 +1,137 @@
+/**
+ * One invocation of one state partition (a Kinesis shard): what a Lambda invocation, the
+ * scheduled handler, `sluice dev` and the tests all run, over a query compiled once per
+ * container. The backends (checkpoint, state, sink, dead letters, watermarks) are interfaces; the
+ * AWS adapters implement them, and so can memory.
+ *
+ *   1. Bind the stage's source id to a live source over this shard (nothing is analysed here:
+ *      the query was validated, cut into stages and checked when it was compiled).
+ *   2. Recover the partition from its checkpoint (StreamExecution.start: fingerprint check, the
+ *      pending batch if one was planned and not committed).
+ *   3. Drop the delivered records that are already committed (Lambda redelivers after a crash).
+ *   4. A pending batch re-runs with exactly its planned records: when the delivery does not hold
+ *      them all (a bisected retry), they are read from the shard.
+ *   5. Write the undecodable records to the dead-letter location (idempotent), then run batches
+ *      until none is due: the re-run, the new records, a no-data batch if the watermark moved.
+ *
+ * Whatever fails, the answer says where the uncommitted records start, so the caller retries from
+ * there (Lambda's batchItemFailures): nothing is lost, reordered or applied twice.
+ */
+import type { Checkpoint } from '../checkpoint/checkpoint.js';
+import { asKinesisOffset, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
+import { systemClock } from '../runtime/clock.js';
+import type { StreamingQueryProgress } from '../runtime/progress.js';
+import { StreamExecution } from '../runtime/stream-execution.js';
+import { Trigger } from '../runtime/trigger.js';
+import type { CompiledQuery } from './compiled-query.js';
+import type { PartitionBackends, ShardReader } from './partition-backends.js';
+import type { QueryStage, ShardSource } from './query-stage.js';
+import { KINESIS_SOURCE_NAME } from './validate-query.js';
+
+export interface ShardInvocationRequest {
+  readonly shardId: string;
+  /** The delivered records, in shard order (may include already committed ones). */
+  readonly records: readonly ShardRecord[];
+  /** Invoked by the schedule: a no-data batch may run right after recovery. */
+  readonly scheduled?: boolean;
+  /** Upper bound on batches in one invocation (a re-run, a data batch, a no-data batch). */
+  readonly maxBatches?: number;
+  /** Default: the query's source stage (the whole query, or stage 1 of a repartition stage). */
+  readonly stage?: QueryStage;
+}
+
+export interface ShardInvocationResult {
+  /** Which part of the query ran (with a repartition stage, stage 1 or 2). */
+  readonly stage: QueryStage;
+  readonly progress: readonly StreamingQueryProgress[];
+  /** The committed position of the shard after this invocation. */
+  readonly committed: KinesisOffset | null;
+  /** The first delivered record not committed (retry from it), or null when all are committed. */
+  readonly firstUncommittedSequenceNumber: string | null;
+  readonly error?: Error;
+}
+
+export async function runShardInvocation(
+  query: CompiledQuery, request: ShardInvocationRequest, backends: PartitionBackends,
+): Promise<ShardInvocationResult> {
+  const { shardId } = request;
+  const stage = request.stage ?? query.sourceStage;
+  const binding = stage.bind(shardId, backends);
+  const { source } = binding;
+  const execution = new StreamExecution({
+    plan: stage.plan,
+    sources: new Map([[stage.sourceId, source]]),
+    requiredColumns: stage.requiredColumns,
+    checkRuntimeRestrictions: stage.checkRuntimeRestrictions,
+    columns: stage.columns,
+    schema: stage.schema,
+    outputMode: stage.outputMode,
+    sink: backends.sink,
+    trigger: Trigger.ProcessingTime(0),
+    checkpoint: backends.checkpoint,
+    conf: stage.conf,
+    clock: backends.clock ?? systemClock,
+    queryName: query.name,
+    partitionId: shardId,
+    watermarkCoordinator: binding.watermarks,
+    costMeter: backends.costMeter,
+    noDataBatchAfterRecovery: request.scheduled === true,
+  });
+  await execution.start();
+
+  const committedOffset = (): KinesisOffset | null => asKinesisOffset(execution.committedSourceOffsets.get(source.name) ?? null);
+  const firstUncommitted = (): string | null => {
+    const committed = committedOffset();
+    const after = committed ? BigInt(committed.sequenceNumber) : -1n;
+    return request.records.find((r) => BigInt(r.sequenceNumber) > after)?.sequenceNumber ?? null;
+  };
+
+  try {
+    source.setCommitted(execution.committedSourceOffsets.get(source.name) ?? null);
+    source.offer(request.records);
+    await ensurePendingBatchRecords(execution, source, shardId, backends.shardReader);
+    const deadLetters = binding.deadLetters();
+    if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
+    const maxBatches = request.maxBatches ?? 8;
+    for (let i = 0; i < maxBatches && (await execution.runOneTrigger()); i++) {
+      // Each iteration ran one batch; the loop ends when no batch is due.
+    }
+    return { stage, progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted() };
+  } catch (error) {
+    return {
+      stage,
+      progress: execution.recentProgress,
+      committed: committedOffset(),
+      firstUncommittedSequenceNumber: firstUncommitted(),
+      error: error as Error,
+    };
+  }
+}
+
+/** A planned, uncommitted batch re-runs with exactly its records: fetch them if not delivered. */
+async function ensurePendingBatchRecords(
+  execution: StreamExecution, source: ShardSource, shardId: string, reader: ShardReader | undefined,
+): Promise<void> {
+  const pending = execution.pendingBatch;
+  if (!pending) return;
+  const end = pending.offsets.get(source.name) ?? null;
+  const start = execution.committedSourceOffsets.get(source.name) ?? null;
+  if (end === null || JSON.stringify(start) === JSON.stringify(end) || source.covers(start, end)) return;
+  const planned = asKinesisOffset(end)!;
+  if (!reader || planned.firstSequenceNumber === undefined) {
+    throw new Error(`batch ${pending.batchId} of ${shardId} must re-run with records ${planned.firstSequenceNumber ?? '?'}..${planned.sequenceNumber}, `
+      + 'which this delivery does not hold and no shard reader is configured');
+  }
+  source.offer(await reader.read(shardId, planned.firstSequenceNumber, planned.sequenceNumber));
+  if (!source.covers(start, end)) {
+    throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
+  }
+}
+
+/** The shard position a partition's checkpoint has committed (null before its first commit). */
+export async function committedShardOffset(checkpoint: Checkpoint, sourceName = KINESIS_SOURCE_NAME): Promise<KinesisOffset | null> {
+  const commit = await checkpoint.commitLog.getLatest();
+  if (!commit) return null;
+  const planned = await checkpoint.offsetLog.get(commit[0]);
+  return asKinesisOffset(planned?.offsets[sourceName] ?? null);
+}
