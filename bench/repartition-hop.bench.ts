@@ -13,7 +13,7 @@ import { col, count, window } from '../lib/plan/functions.js';
 import { runShardInvocation } from '../lib/query/shard-invocation.js';
 import { MemoryDeadLetterWriter } from '../lib/sources/dead-letter.js';
 import { RepartitionSink, type RepartitionChannel, type RepartitionRecordOut, type RepartitionTarget } from '../lib/sinks/repartition-sink.js';
-import { CostMeter } from '../lib/runtime/cost-meter.js';
+import { CostMeter } from '../lib/core/cost-meter.js';
 
 const query = defineQuery({
   name: 'hop-bench',

@@ -8,13 +8,19 @@ import { bind, inheritedEventTimeDelay, resolveName } from '../analysis/binder.j
 import { isGenerator } from '../analysis/bound-expr.js';
 import { explainPlan } from '../analysis/explain.js';
 import { AnalysisError, IllegalArgumentError } from '../errors/sluice-error.js';
-import type { MicroBatchStream } from '../sources/source.js';
+import type { SourceRegistry } from '../sources/source.js';
 import { runBatchQuery } from '../runtime/batch-runner.js';
-import type { SluiceSession } from './session.js';
 import { DataStreamWriter } from './data-stream-writer.js';
 
-/** The live sources a DataFrame reads, by the source id its plan names them with. */
-export type SourceRegistry = ReadonlyMap<string, MicroBatchStream>;
+export type { SourceRegistry };
+
+/**
+ * What a DataFrame needs of the session that created it: the SQL conf. Structural, so that the
+ * session module creates DataFrames without the two importing each other.
+ */
+export interface SessionConf {
+  readonly conf: ReadonlyMap<string, string>;
+}
 
 /** The sources of both sides of a join or union; one id must mean one source within a query. */
 function mergeSources(a: SourceRegistry, b: SourceRegistry): SourceRegistry {
@@ -116,7 +122,7 @@ export class DataFrame {
    * `sources` binds the plan's source ids to live sources, for `writeStream.start()`; a DataFrame
    * built from ids alone (a deployable query's analysis) has none and is bound per run.
    */
-  constructor(readonly session: SluiceSession, readonly plan: LogicalPlan, readonly sources: SourceRegistry = new Map()) {}
+  constructor(readonly session: SessionConf, readonly plan: LogicalPlan, readonly sources: SourceRegistry = new Map()) {}
 
   get columns(): string[] {
     return this.plan.output.map((a) => a.name);

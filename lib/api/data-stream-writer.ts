@@ -1,4 +1,5 @@
-import type { DataFrame } from './data-frame.js';
+import type { LogicalPlan } from '../plan/logical-plan.js';
+import type { SourceRegistry } from '../sources/source.js';
 import type { OutputMode } from '../core/output-mode.js';
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import { MemoryCheckpoint } from '../checkpoint/memory-checkpoint.js';
@@ -19,6 +20,14 @@ const OUTPUT_MODES: readonly OutputMode[] = ['append', 'update', 'complete'];
 /** Queries started with the memory sink, by query name (Spark registers them as temp views). */
 export const memorySinks = new Map<string, MemorySink>();
 
+/** What a writer needs of the DataFrame it writes (the DataFrame creates its writer). */
+export interface WritableFrame {
+  readonly plan: LogicalPlan;
+  readonly sources: SourceRegistry;
+  readonly columns: readonly string[];
+  readonly session: { readonly conf: ReadonlyMap<string, string> };
+}
+
 /** `df.writeStream`: an immutable-by-convention builder; `start()` validates everything first. */
 export class DataStreamWriter {
   private mode: OutputMode = 'append';
@@ -30,7 +39,7 @@ export class DataStreamWriter {
   private clockChoice: Clock = systemClock;
   private readonly extraConf = new Map<string, string>();
 
-  constructor(private readonly df: DataFrame) {}
+  constructor(private readonly df: WritableFrame) {}
 
   outputMode(mode: OutputMode | string): this {
     const m = mode.toLowerCase() as OutputMode;

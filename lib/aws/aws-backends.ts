@@ -7,7 +7,7 @@ import type { StreamingQueryDefinition } from '../query/query-definition.js';
 import type { CompiledQuery } from '../query/compiled-query.js';
 import type { PartitionBackends } from '../query/partition-backends.js';
 import type { QueryStage } from '../query/query-stage.js';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import type { RuntimeConfig } from '../runtime/runtime-config.js';
 import type { Sink } from '../sinks/sink.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';

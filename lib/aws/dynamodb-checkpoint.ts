@@ -47,7 +47,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type CommitEntry, type MetadataLog, type OffsetSeq, type QueryMetadata } from '../checkpoint/checkpoint.js';
 import { CheckpointError } from '../errors/sluice-error.js';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import { batchWriteAll, itemSize, meterUnits, queryAll, readUnitsFor, sleep, writeUnitsFor, type Item } from './dynamodb-cost.js';
 import { DynamoDbStateStoreProvider, type StateCache } from './dynamodb-state-store.js';
 import { CHECKPOINT_ITEMS, padId } from './tables.js';

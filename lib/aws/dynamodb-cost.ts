@@ -18,7 +18,7 @@ import {
   type QueryCommandInput,
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 
 export type Item = Record<string, AttributeValue>;
 

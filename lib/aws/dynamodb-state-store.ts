@@ -42,7 +42,7 @@ import { createHash } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { CheckpointError } from '../errors/sluice-error.js';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import type { StateStore, StateStoreId, StateStoreProvider } from '../state/state-store.js';
 import { batchWriteAll, itemSize, mapLimited, meterUnits, queryAll, writeUnitsFor, type Item } from './dynamodb-cost.js';
 import { STATE_ITEMS, padChunk, padId } from './tables.js';

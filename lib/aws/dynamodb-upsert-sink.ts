@@ -48,7 +48,7 @@ import { marshall } from '@aws-sdk/util-dynamodb';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { OutputMode } from '../core/output-mode.js';
 import type { DataType, StructField } from '../plan/data-types.js';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import { toExternalRow, toExternalValue } from '../sinks/external-row.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { mapWithConcurrency, toSinkError } from './s3-util.js';

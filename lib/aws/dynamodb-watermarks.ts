@@ -22,7 +22,7 @@ import {
   type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { CheckpointError } from '../errors/sluice-error.js';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import { combineWatermarks, type PartitionWatermark, type WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import { meterUnits, queryAll, writeUnitsFor } from './dynamodb-cost.js';
 import { CHECKPOINT_ITEMS } from './tables.js';

@@ -4,7 +4,7 @@
  */
 import { PutRecordsCommand, type KinesisClient } from '@aws-sdk/client-kinesis';
 import { listStreamShards } from './kinesis-shard-reader.js';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import type { RepartitionChannel, RepartitionRecordOut, RepartitionTarget } from '../sinks/repartition-sink.js';
 
 const MAX_RECORDS_PER_PUT = 500;

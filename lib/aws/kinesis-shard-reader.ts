@@ -6,7 +6,7 @@
 import { GetRecordsCommand, GetShardIteratorCommand, ListShardsCommand, type KinesisClient, type Shard, type _Record } from '@aws-sdk/client-kinesis';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { ShardReader } from '../query/partition-backends.js';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 
 export function toShardRecord(record: _Record): ShardRecord {
   return {

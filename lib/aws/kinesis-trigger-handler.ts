@@ -11,7 +11,7 @@ import { compileForDeployment, type DeployableQuery } from '../query/compiled-qu
 import type { PartitionBackends } from '../query/partition-backends.js';
 import type { QueryStage } from '../query/query-stage.js';
 import { runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
-import { CostMeter } from '../runtime/cost-meter.js';
+import { CostMeter } from '../core/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';

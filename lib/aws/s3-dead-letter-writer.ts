@@ -5,7 +5,7 @@
  * when they are not URL-safe (query names, shard ids and sequence numbers normally are).
  */
 import type { S3Client } from '@aws-sdk/client-s3';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import type { DeadLetterRecord, DeadLetterWriter } from '../sources/dead-letter.js';
 import {
   encodeKeySegment, getObjectText, listKeys, mapWithConcurrency, normalizePrefix, putObject, toSinkError,

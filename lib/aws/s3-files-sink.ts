@@ -24,7 +24,7 @@
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import { toExternalRow } from '../sinks/external-row.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { encodeKeySegment, normalizePrefix, objectExists, padBatchId, putObject, toSinkError } from './s3-util.js';

@@ -21,7 +21,7 @@
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { toJsonLines } from './s3-files-sink.js';
 import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';

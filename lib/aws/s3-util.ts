@@ -12,7 +12,7 @@ import {
   type S3Client,
 } from '@aws-sdk/client-s3';
 import { IllegalArgumentError, StreamingQueryError } from '../errors/sluice-error.js';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 
 /** Batch ids in keys are zero-padded to this width so S3's lexicographic listing is batch order. */
 export const BATCH_ID_WIDTH = 12;

@@ -15,7 +15,7 @@
 import { compileForDeployment, type CompiledQuery, type DeployableQuery } from '../query/compiled-query.js';
 import type { QueryStage, StageKind } from '../query/query-stage.js';
 import { committedShardOffset, runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
-import { CostMeter } from '../runtime/cost-meter.js';
+import { CostMeter } from '../core/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';

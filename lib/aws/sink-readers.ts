@@ -6,7 +6,7 @@
 import { ScanCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import { DYNAMODB_SINK_RESERVED } from './dynamodb-upsert-sink.js';
 import { S3_FILES_METADATA_DIR, type S3FilesManifestEntry } from './s3-files-sink.js';
 import { S3_LATEST_DIR, parseSnapshotPointer } from './s3-snapshot-sink.js';

@@ -3,7 +3,7 @@
  * interfaces; the AWS adapters implement them (lib/aws/aws-backends.ts), and so can memory.
  */
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import type { Clock } from '../runtime/clock.js';
 import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import type { Sink } from '../sinks/sink.js';

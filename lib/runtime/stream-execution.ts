@@ -39,7 +39,7 @@ import type { StreamingQueryProgress } from './progress.js';
 import type { Trigger } from './trigger.js';
 import { parseWatermarkPolicy, WATERMARK_POLICY_CONF, WatermarkTracker } from './watermark-tracker.js';
 import { checkFingerprint, fingerprintOf } from './query-fingerprint.js';
-import type { CostMeter } from './cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import { singlePartitionWatermarks, type WatermarkCoordinator } from './watermark-coordinator.js';
 import type { StructField } from '../plan/data-types.js';
 

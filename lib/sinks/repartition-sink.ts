@@ -5,7 +5,7 @@
  * sends the same records, and stage 2 applies each (source, batch, part) once.
  */
 import { createHash } from 'node:crypto';
-import type { CostMeter } from '../runtime/cost-meter.js';
+import type { CostMeter } from '../core/cost-meter.js';
 import { encodeRepartitionRecord, REPARTITION_RECORD_VERSION, type RepartitionRecord } from '../sources/repartition-records.js';
 import type { Sink, SinkBatch } from './sink.js';
 

@@ -25,3 +25,6 @@ export interface MicroBatchStream {
    */
   pruneColumns?(columns: readonly string[]): void;
 }
+
+/** The live sources of a query, by the source id its plan names each with. */
+export type SourceRegistry = ReadonlyMap<string, MicroBatchStream>;

@@ -7,7 +7,7 @@ import { CHECKPOINT_TABLE_KEYS, ensureTables, tableDefinition } from '../../lib/
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { CHECKPOINT_FORMAT_VERSION, type CommitEntry, type OffsetSeq, type QueryMetadata } from '../../lib/checkpoint/checkpoint.js';
 import { CheckpointError } from '../../lib/errors/sluice-error.js';
-import { CostMeter } from '../../lib/runtime/cost-meter.js';
+import { CostMeter } from '../../lib/core/cost-meter.js';
 
 let emu: EmulatorSet;
 let aws: AwsClients;

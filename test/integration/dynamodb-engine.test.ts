@@ -17,7 +17,7 @@ import type { OutputMode } from '../../lib/core/output-mode.js';
 import { parseTimestamp } from '../../lib/core/timestamps.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { col, count, sum, window } from '../../lib/plan/functions.js';
-import { CostMeter } from '../../lib/runtime/cost-meter.js';
+import { CostMeter } from '../../lib/core/cost-meter.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 
 let emu: EmulatorSet;

@@ -19,7 +19,7 @@ import { ensureTables } from '../../lib/aws/tables.js';
 import type { Checkpoint } from '../../lib/checkpoint/checkpoint.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { count, sum } from '../../lib/plan/functions.js';
-import { CostMeter } from '../../lib/runtime/cost-meter.js';
+import { CostMeter } from '../../lib/core/cost-meter.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 
 const KEYS = 10_000;

@@ -7,7 +7,7 @@ import {
 } from '../../lib/aws/dynamodb-state-store.js';
 import { ensureTables } from '../../lib/aws/tables.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
-import { CostMeter } from '../../lib/runtime/cost-meter.js';
+import { CostMeter } from '../../lib/core/cost-meter.js';
 import type { StateStore } from '../../lib/state/state-store.js';
 import { CheckpointError } from '../../lib/errors/sluice-error.js';
 

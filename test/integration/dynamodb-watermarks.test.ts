@@ -5,7 +5,7 @@ import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { DynamoDbWatermarkCoordinator } from '../../lib/aws/dynamodb-watermarks.js';
 import { ensureTables } from '../../lib/aws/tables.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
-import { CostMeter } from '../../lib/runtime/cost-meter.js';
+import { CostMeter } from '../../lib/core/cost-meter.js';
 
 let emu: EmulatorSet;
 let aws: AwsClients;

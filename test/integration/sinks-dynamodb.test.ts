@@ -14,7 +14,7 @@ import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { WINDOW_STRUCT, type StructField } from '../../lib/plan/data-types.js';
-import { CostMeter } from '../../lib/runtime/cost-meter.js';
+import { CostMeter } from '../../lib/core/cost-meter.js';
 import type { OutputMode } from '../../lib/core/output-mode.js';
 import type { SinkBatch } from '../../lib/sinks/sink.js';
 

@@ -27,7 +27,7 @@ import { DynamoDbCheckpoint } from '../../aws/dynamodb-checkpoint.js';
 import { StateCache } from '../../aws/dynamodb-state-store.js';
 import { createKinesisTriggerHandler, createRepartitionTriggerHandler, shardIdOf, type KinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
 import type { Observability } from '../../aws/observability.js';
-import { CostMeter } from '../../runtime/cost-meter.js';
+import { CostMeter } from '../../core/cost-meter.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
 import type { PartitionBackends } from '../../query/partition-backends.js';
 import type { ShardInvocationResult } from '../../query/shard-invocation.js';
