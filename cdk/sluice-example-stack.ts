@@ -21,7 +21,7 @@ import type { Construct } from 'constructs';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from './build-dir.js';
 import { acknowledge } from './nag-acknowledgments.js';
-import { StreamingQuery, type StreamingQueryProps } from './streaming-query.js';
+import { SluiceQuery, type SluiceQueryProps } from './sluice-query.js';
 
 export interface SluiceExampleStackProps extends StackProps {
   /**
@@ -39,18 +39,18 @@ export interface SluiceExampleStackProps extends StackProps {
   readonly removalPolicy?: RemovalPolicy;
 
   /** Settings applied to all four queries (batch size, memory, schedule, ...). */
-  readonly queryDefaults?: Partial<Omit<StreamingQueryProps, 'queryModule' | 'stream' | 'sinkBucket' | 'deadLetterBucket'>>;
+  readonly queryDefaults?: Partial<Omit<SluiceQueryProps, 'queryModule' | 'stream' | 'sinkBucket' | 'deadLetterBucket'>>;
 }
 
 export class SluiceExampleStack extends Stack {
   public readonly salesStream: kinesis.Stream;
   public readonly resultsBucket: s3.Bucket;
   public readonly deadLetterBucket: s3.Bucket;
-  public readonly archive: StreamingQuery;
-  public readonly live: StreamingQuery;
-  public readonly snapshot: StreamingQuery;
+  public readonly archive: SluiceQuery;
+  public readonly live: SluiceQuery;
+  public readonly snapshot: SluiceQuery;
   /** Hourly sales per product: a repartition stage on a stream of two or more shards. */
-  public readonly perProduct: StreamingQuery;
+  public readonly perProduct: SluiceQuery;
 
   constructor(scope: Construct, id: string, props: SluiceExampleStackProps = {}) {
     super(scope, id, props);
@@ -87,16 +87,16 @@ export class SluiceExampleStack extends Stack {
       removalPolicy,
     };
     const example = (name: string): string => join(PROJECT_ROOT, 'examples', name);
-    this.archive = new StreamingQuery(this, 'HourlySalesArchive', {
+    this.archive = new SluiceQuery(this, 'HourlySalesArchive', {
       ...shared, queryModule: example('hourly-sales-archive.ts'), sinkBucket: this.resultsBucket,
     });
-    this.live = new StreamingQuery(this, 'HourlySalesLive', {
+    this.live = new SluiceQuery(this, 'HourlySalesLive', {
       ...shared, queryModule: example('hourly-sales-live.ts'),
     });
-    this.snapshot = new StreamingQuery(this, 'HourlySalesSnapshot', {
+    this.snapshot = new SluiceQuery(this, 'HourlySalesSnapshot', {
       ...shared, queryModule: example('hourly-sales-snapshot.ts'), sinkBucket: this.resultsBucket,
     });
-    this.perProduct = new StreamingQuery(this, 'HourlySalesPerProduct', {
+    this.perProduct = new SluiceQuery(this, 'HourlySalesPerProduct', {
       ...shared, queryModule: example('hourly-sales-per-product.ts'),
     });
 

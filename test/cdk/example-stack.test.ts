@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { handlerEntrySource } from '../../cdk/generated-entry.js';
 import { SluiceExampleStack } from '../../cdk/sluice-example-stack.js';
-import { StreamingQuery } from '../../cdk/streaming-query.js';
+import { SluiceQuery } from '../../cdk/sluice-query.js';
 import { RUNTIME_ENV } from '../../lib/runtime/runtime-config.js';
 import { acknowledgments, appOutdir, appWithoutBundling, example, nagViolations, testStack } from './support.js';
 
@@ -98,9 +98,9 @@ describe('the generated entries and their bundles', () => {
   it('bundles the three functions of a repartitioned query with the local esbuild (minified, source map) into handlers that load and answer', async () => {
     const app = new App({ builtinCloudFormationValidation: false, outdir: appOutdir() });
     const stack = testStack(app);
-    const query = new StreamingQuery(stack, 'PerProduct', { queryModule: example('hourly-sales-per-product.ts'), shardCount: 2 });
+    const query = new SluiceQuery(stack, 'PerProduct', { queryModule: example('hourly-sales-per-product.ts'), shardCount: 2 });
     const template = Template.fromStack(stack);
-    const assetDir = (fn: StreamingQuery['kinesisTriggerFunction']): string => {
+    const assetDir = (fn: SluiceQuery['kinesisTriggerFunction']): string => {
       const resource = template.findResources('AWS::Lambda::Function')[stack.getLogicalId(fn.node.defaultChild as never)] as Resource;
       const key = String(resource.Properties.Code.S3Key);
       return join(app.outdir, `asset.${key.replace(/\.zip$/, '')}`);

@@ -8,13 +8,13 @@ import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { describe, expect, it } from 'vitest';
-import { StreamingQuery, type StreamingQueryProps } from '../../cdk/streaming-query.js';
+import { SluiceQuery, type SluiceQueryProps } from '../../cdk/sluice-query.js';
 import { example, fixture, testStack } from './support.js';
 
-function synthError(props: StreamingQueryProps, id = 'Query'): Error & { code?: string; hint?: string } {
+function synthError(props: SluiceQueryProps, id = 'Query'): Error & { code?: string; hint?: string } {
   const stack = testStack();
   try {
-    new StreamingQuery(stack, id, props);
+    new SluiceQuery(stack, id, props);
   } catch (error) {
     return error as Error & { code?: string };
   }
@@ -28,22 +28,22 @@ describe('synth refuses what the engine refuses', () => {
     expect(error.code).toBe('SINK_DOES_NOT_SUPPORT_OUTPUT_MODE');
     expect(error.message).toContain('Data source s3-files does not support update output mode');
     expect(error.message).toMatch(/How to fix: .*use sink \{ kind: 'dynamodb' \}/);
-    expect(error.message).toContain('StreamingQuery Test/Query');
+    expect(error.message).toContain('SluiceQuery Test/Query');
     expect(error.message).toContain('update-to-s3-files.ts');
     // The stack trace carries the same message, so `cdk synth` prints it.
-    expect(error.stack!.split('StreamingQuery Test/Query').length - 1).toBe(1);
+    expect(error.stack!.split('SluiceQuery Test/Query').length - 1).toBe(1);
   });
 
   it('repartition: false, a stateful query without a declared partition key on a 4-shard stream: STATE_NOT_CO_PARTITIONED', () => {
     const error = synthError({ queryModule: fixture('stateful-without-partition-key.ts'), shardCount: 4, repartition: false });
     expect(error.name).toBe('AnalysisError');
     expect(error.code).toBe('STATE_NOT_CO_PARTITIONED');
-    expect(error.message).toContain('StreamingQuery Test/Query: query \'orders-per-store\'');
+    expect(error.message).toContain('SluiceQuery Test/Query: query \'orders-per-store\'');
     expect(error.message).toContain('with repartition: false');
     expect(error.message).toContain('keys its state by [store_id], but the stream\'s partition key is not declared');
     expect(error.message).toContain("source: { partitionKey: '<column>' }");
     // Without repartition: false the same query deploys with a repartition stage.
-    const query = new StreamingQuery(testStack(), 'Query', { queryModule: fixture('stateful-without-partition-key.ts'), shardCount: 4 });
+    const query = new SluiceQuery(testStack(), 'Query', { queryModule: fixture('stateful-without-partition-key.ts'), shardCount: 4 });
     expect(query.needsRepartition).toBe(true);
     expect(query.repartitionStream).toBeDefined();
   });
@@ -58,14 +58,14 @@ describe('synth refuses what the engine refuses', () => {
     const stack = testStack();
     const stream = kinesis.Stream.fromStreamArn(stack, 'Given', 'arn:aws:kinesis:eu-west-1:123456789012:stream/orders');
     const statefulWithoutKey = fixture('stateful-without-partition-key.ts');
-    expect(() => new StreamingQuery(stack, 'Refused', { queryModule: statefulWithoutKey, stream, repartition: false }))
+    expect(() => new SluiceQuery(stack, 'Refused', { queryModule: statefulWithoutKey, stream, repartition: false }))
       .toThrow(/partition key is not declared/);
-    expect(new StreamingQuery(stack, 'Unknown', { queryModule: statefulWithoutKey, stream }).needsRepartition).toBe(true);
-    const oneShard = new StreamingQuery(stack, 'OneShard', { queryModule: statefulWithoutKey, stream, expectedShardCount: 1, repartition: false });
+    expect(new SluiceQuery(stack, 'Unknown', { queryModule: statefulWithoutKey, stream }).needsRepartition).toBe(true);
+    const oneShard = new SluiceQuery(stack, 'OneShard', { queryModule: statefulWithoutKey, stream, expectedShardCount: 1, repartition: false });
     expect(oneShard.needsRepartition).toBe(false);
     expect(oneShard.repartitionStream).toBeUndefined();
     // A created stream has one shard by default: one stage.
-    expect(new StreamingQuery(testStack(), 'Created', { queryModule: statefulWithoutKey }).needsRepartition).toBe(false);
+    expect(new SluiceQuery(testStack(), 'Created', { queryModule: statefulWithoutKey }).needsRepartition).toBe(false);
   });
 
   it('a query the repartition stage cannot split (two stateful operators): REPARTITION_UNSUPPORTED on several shards, fine on one', () => {
@@ -73,7 +73,7 @@ describe('synth refuses what the engine refuses', () => {
     expect(error.name).toBe('AnalysisError');
     expect(error.code).toBe('REPARTITION_UNSUPPORTED');
     expect(error.message).toContain('cannot be split into a repartition stage: it has 2 stateful operators');
-    expect(() => new StreamingQuery(testStack(), 'OneShard', { queryModule: fixture('two-stateful-operators.ts') })).not.toThrow();
+    expect(() => new SluiceQuery(testStack(), 'OneShard', { queryModule: fixture('two-stateful-operators.ts') })).not.toThrow();
   });
 
   it('an append-mode aggregation without a watermark: Spark\'s message and error class', () => {
@@ -95,7 +95,7 @@ describe('synth refuses props that cannot work', () => {
 
   it('parallelizationFactor 2, saying why and how to scale instead', () => {
     const error = synthError({ queryModule: live, parallelizationFactor: 2 });
-    expect(error.message).toContain('StreamingQuery Test/Query: parallelizationFactor 2 is not supported; only 1 is.');
+    expect(error.message).toContain('SluiceQuery Test/Query: parallelizationFactor 2 is not supported; only 1 is.');
     expect(error.message).toContain('exactly one writer');
     expect(error.message).toContain('add shards');
     expect(error.message).toContain('partitionKey');
@@ -106,8 +106,8 @@ describe('synth refuses props that cannot work', () => {
     const bucket = new s3.Bucket(stack, 'Bucket');
     const table = new dynamodb.Table(stack, 'Table', { partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING } });
     const stream = kinesis.Stream.fromStreamArn(stack, 'Given', 'arn:aws:kinesis:eu-west-1:123456789012:stream/sales');
-    const refuse = (id: string, props: Omit<StreamingQueryProps, 'queryModule'> & { queryModule?: string }, pattern: RegExp) =>
-      expect(() => new StreamingQuery(stack, id, { queryModule: live, ...props })).toThrow(pattern);
+    const refuse = (id: string, props: Omit<SluiceQueryProps, 'queryModule'> & { queryModule?: string }, pattern: RegExp) =>
+      expect(() => new SluiceQuery(stack, id, { queryModule: live, ...props })).toThrow(pattern);
     refuse('A', { sinkBucket: bucket }, /sinkBucket and sinkPrefix are for the s3-files and s3-snapshot sinks/);
     refuse('B', { queryModule: archive, sinkTable: table }, /sinkTable is for the dynamodb sink/);
     refuse('C', { queryModule: archive, sinkPrefix: 'elsewhere/' }, /sinkPrefix 'elsewhere\/' differs from the query's sink.prefix 'hourly-sales\/archive\/'/);

@@ -1,5 +1,5 @@
 /**
- * StreamingQuery: one Sluice query deployed as a serverless pipeline.
+ * SluiceQuery: one Sluice query deployed as a serverless pipeline.
  *
  *   Kinesis stream ──(event source mapping, one batch of one shard = one micro-batch)──▶ Kinesis-trigger function
  *   EventBridge schedule ──(no-data batches, idle shards, `{ "mode": "drain" }`)──────────▶ scheduled function
@@ -75,7 +75,7 @@ const ONE_HOUR = Duration.hours(1);
 const MIN_RECORD_AGE = Duration.seconds(60);
 const MAX_RECORD_AGE = Duration.days(7);
 
-export interface StreamingQueryProps {
+export interface SluiceQueryProps {
   /**
    * Path to the query module: a TypeScript/JavaScript module whose default export is a
    * `StreamingQueryDefinition` (see examples/). Absolute, or relative to the directory `cdk` runs
@@ -323,7 +323,7 @@ export interface StreamingQueryProps {
 }
 
 /** The alarms, for adding actions or dashboards. */
-export interface StreamingQueryAlarms {
+export interface SluiceQueryAlarms {
   /** The Kinesis-trigger function is behind the stream (AWS/Lambda IteratorAge, maximum). */
   readonly iteratorAge: cloudwatch.Alarm;
   /** The Kinesis-trigger function failed (crashed, timed out, or refused its configuration). */
@@ -344,7 +344,7 @@ export interface StreamingQueryAlarms {
   readonly repartitionTriggerErrors?: cloudwatch.Alarm;
 }
 
-export class StreamingQuery extends Construct {
+export class SluiceQuery extends Construct {
   /** The query, as the module's default export. */
   public readonly definition: StreamingQueryDefinition;
   /** The query's name: its checkpoint, state and metrics are keyed by it. */
@@ -379,11 +379,11 @@ export class StreamingQuery extends Construct {
   /** The internal stream's event source mapping (undefined without a repartition stage). */
   public readonly repartitionEventSource: KinesisEventSource | undefined;
   public readonly scheduleRule: events.Rule;
-  public readonly alarms: StreamingQueryAlarms;
+  public readonly alarms: SluiceQueryAlarms;
   /** The functions' environment (RUNTIME_ENV variables). */
   public readonly environment: Readonly<Record<string, string>>;
 
-  constructor(scope: Construct, id: string, props: StreamingQueryProps) {
+  constructor(scope: Construct, id: string, props: SluiceQueryProps) {
     super(scope, id);
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
 
@@ -547,7 +547,7 @@ export class StreamingQuery extends Construct {
 
   // ── Props ───────────────────────────────────────────────────────────────────────────────────
 
-  private checkProps(props: StreamingQueryProps): void {
+  private checkProps(props: SluiceQueryProps): void {
     const sink = this.definition.sink;
     if (props.parallelizationFactor !== undefined && props.parallelizationFactor !== 1) {
       throw this.propError(`parallelizationFactor ${props.parallelizationFactor} is not supported; only 1 is. `
@@ -595,7 +595,7 @@ export class StreamingQuery extends Construct {
     }
   }
 
-  private resolveStream(props: StreamingQueryProps, removalPolicy: RemovalPolicy): {
+  private resolveStream(props: SluiceQueryProps, removalPolicy: RemovalPolicy): {
     stream: kinesis.IStream; expectedShardCount: number | undefined; streamRetention: Duration;
   } {
     const streamRetention = props.streamRetention ?? Duration.hours(24);
@@ -645,7 +645,7 @@ export class StreamingQuery extends Construct {
   }
 
   private triggerFunction(
-    id: string, kind: TriggerKind, props: StreamingQueryProps, removalPolicy: RemovalPolicy, description: string,
+    id: string, kind: TriggerKind, props: SluiceQueryProps, removalPolicy: RemovalPolicy, description: string,
   ): nodejs.NodejsFunction {
     const functionModule = triggerModulePath(kind);
     if (!existsSync(functionModule)) {
@@ -721,7 +721,7 @@ export class StreamingQuery extends Construct {
     return iamResourceFinding(fn, objects);
   }
 
-  private createAlarms(props: StreamingQueryProps): StreamingQueryAlarms {
+  private createAlarms(props: SluiceQueryProps): SluiceQueryAlarms {
     const fiveMinutes = Duration.minutes(5);
     const alarm = (id: string, metric: cloudwatch.IMetric, description: string, options: Partial<cloudwatch.CreateAlarmOptions> = {}): cloudwatch.Alarm =>
       new cloudwatch.Alarm(this, id, {
@@ -771,7 +771,7 @@ export class StreamingQuery extends Construct {
   // ── Errors ──────────────────────────────────────────────────────────────────────────────────
 
   private propError(message: string): Error {
-    return new Error(`StreamingQuery ${this.node.path}: ${message}`);
+    return new Error(`SluiceQuery ${this.node.path}: ${message}`);
   }
 
   /** The engine's error, unchanged in class, code and hint, with where it comes from in front. */
@@ -780,7 +780,7 @@ export class StreamingQuery extends Construct {
     const original = error.message;
     // V8 formats `stack` on first access: read it before the message changes, then rewrite it.
     const stack = error.stack;
-    error.message = `StreamingQuery ${this.node.path}: ${what}: ${original}`;
+    error.message = `SluiceQuery ${this.node.path}: ${what}: ${original}`;
     if (stack?.includes(original)) error.stack = stack.replace(original, error.message);
     return error;
   }
