@@ -18,10 +18,9 @@ import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
-import { join } from 'node:path';
-import { PROJECT_ROOT } from './build-dir.js';
+import { fileURLToPath } from 'node:url';
+import { SluiceQuery, type SluiceQueryProps } from 'sluice/cdk';
 import { acknowledge } from './nag-acknowledgments.js';
-import { SluiceQuery, type SluiceQueryProps } from './sluice-query.js';
 
 export interface SluiceExampleStackProps extends StackProps {
   /**
@@ -86,7 +85,7 @@ export class SluiceExampleStack extends Stack {
       deadLetterBucket: this.deadLetterBucket,
       removalPolicy,
     };
-    const example = (name: string): string => join(PROJECT_ROOT, 'examples', name);
+    const example = (name: string): string => fileURLToPath(new URL(`../examples/${name}`, import.meta.url));
     this.archive = new SluiceQuery(this, 'HourlySalesArchive', {
       ...shared, queryModule: example('hourly-sales-archive.ts'), sinkBucket: this.resultsBucket,
     });
