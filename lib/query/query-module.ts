@@ -34,7 +34,7 @@ export function queryModuleLoadError(path: string, cause: unknown): IllegalArgum
     cause,
     hint: cjs
       ? 'it was loaded as CommonJS, and Sluice is ESM: name it .mts, or put it under a package.json with "type": "module".'
-      : 'fix the error above in the module (or in what it imports); `sluice explain <module>` loads it the same way.',
+      : 'fix that error in the module or in what it imports (`sluice explain <module>` loads it the same way, quickly).',
   });
 }
 
