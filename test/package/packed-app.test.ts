@@ -84,6 +84,8 @@ describe('the packed package in a fresh CDK app outside the repository', () => {
   let app: string;
   let tarball: string;
   const timings: Record<string, number> = {};
+  let installedFiles: string[] = [];
+  const started: Record<'tsc' | 'synth' | 'badSynth' | 'explain', Promise<Run>> = {} as never;
   const timed = async <T>(name: string, step: () => Promise<T>): Promise<T> => {
     const start = Date.now();
     try { return await step(); } finally { timings[name] = Date.now() - start; }
@@ -115,11 +117,23 @@ describe('the packed package in a fresh CDK app outside the repository', () => {
     writeFileSync(join(app, 'uses-every-subpath.ts'), USES_EVERY_SUBPATH);
     writeFileSync(join(app, 'cdk.json'), JSON.stringify({ app: 'node --import tsx app.ts' }));
     writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({
-      compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: true, noEmit: true, types: ['node'] },
+      // @types/node from the repository's install (a real app has its own).
+      compilerOptions: {
+        target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: true, noEmit: true,
+        types: ['node'], typeRoots: [join(REPO, 'node_modules/@types')],
+      },
       include: ['*.ts'],
     }));
     const installed = await timed('npm install', () => run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], app));
     expect(installed.code, installed.stderr).toBe(0);
+    installedFiles = listing(join(app, 'node_modules', 'sluice'));
+    // Independent steps start together (the two synths write to different output directories).
+    const cdk = join(REPO, 'node_modules/aws-cdk/bin/cdk');
+    started.tsc = timed('tsc', () => run(process.execPath, [join(REPO, 'node_modules/typescript/bin/tsc'), '-p', app], app));
+    started.synth = timed('cdk synth', () => run(process.execPath, [cdk, 'synth', '--no-notices', '--quiet'], app));
+    started.badSynth = timed('cdk synth (bad)', () => run(process.execPath, [cdk, 'synth', '--no-notices', '--quiet', '-o', 'cdk.out.bad'], app, { WITH_BAD_QUERY: '1' }));
+    started.explain = timed('sluice explain', () => run('npx', ['--no-install', 'sluice', 'explain', './query.ts'], app));
+    await Promise.all(Object.values(started));
   }, 400_000);
 
   afterAll(() => {
@@ -157,13 +171,12 @@ describe('the packed package in a fresh CDK app outside the repository', () => {
         seen.set(name, path);
       }
     }
-    const tsc = await timed('tsc', () => run(process.execPath, [join(REPO, 'node_modules/typescript/bin/tsc'), '-p', app], app));
+    const tsc = await started.tsc;
     expect(tsc.code, tsc.stdout + tsc.stderr).toBe(0);
   });
 
   it('cdk synth bundles the app\'s query module into the functions, with the entries under cdk.out, nothing written into node_modules', async () => {
-    const before = listing(join(app, 'node_modules', 'sluice'));
-    const synth = await timed('cdk synth', () => run(process.execPath, [join(REPO, 'node_modules/aws-cdk/bin/cdk'), 'synth', '--no-notices', '--quiet'], app));
+    const synth = await started.synth;
     expect(synth.code, synth.stderr).toBe(0);
     const template = JSON.parse(readFileSync(join(app, 'cdk.out', 'PackedApp.template.json'), 'utf8')) as { Resources: Record<string, { Type: string; Properties: { Code?: { S3Key?: string } } }> };
     const functions = Object.values(template.Resources).filter((r) => r.Type === 'AWS::Lambda::Function' && r.Properties.Code?.S3Key);
@@ -176,18 +189,18 @@ describe('the packed package in a fresh CDK app outside the repository', () => {
     const sluiceDir = join(app, 'node_modules', 'sluice');
     expect(readdirSync(sluiceDir).filter((f) => f !== 'node_modules').sort()).toEqual(['README.md', 'dist', 'package.json']);
     expect(existsSync(join(app, '.sluice'))).toBe(false);
-    expect(listing(join(app, 'node_modules', 'sluice'))).toEqual(before);
+    expect(listing(join(app, 'node_modules', 'sluice'))).toEqual(installedFiles);
   });
 
   it('cdk synth refuses a bad query with the construct path and the engine\'s message', async () => {
-    const synth = await timed('cdk synth (bad)', () => run(process.execPath, [join(REPO, 'node_modules/aws-cdk/bin/cdk'), 'synth', '--no-notices', '--quiet'], app, { WITH_BAD_QUERY: '1' }));
+    const synth = await started.badSynth;
     expect(synth.code).not.toBe(0);
     expect(synth.stderr).toContain('SluiceQuery PackedApp/Bad: query \'packed-bad\'');
     expect(synth.stderr).toContain('Data source s3-files does not support update output mode');
   });
 
   it('npx sluice explain ./query.ts prints the plans; a module that is not a query is refused by name', async () => {
-    const explain = await timed('sluice explain', () => run('npx', ['--no-install', 'sluice', 'explain', './query.ts'], app));
+    const explain = await started.explain;
     expect(explain.code, explain.stderr).toBe(0);
     expect(explain.stdout).toContain('== Logical plan ==');
     expect(explain.stdout).toContain('store_id');
