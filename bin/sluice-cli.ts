@@ -1,5 +1,5 @@
 /**
- * The `sluice` command line (bin/sluice.mjs loads this through tsx).
+ * The `sluice` command line (bin/sluice.ts registers the TypeScript loader, then imports this).
  *
  *   sluice dev [query-module] [--input events.jsonl] [--shards N] [--out DIR] [--batch-size N]
  *              [--mode append|update|complete] [--seed S]

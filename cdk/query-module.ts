@@ -2,19 +2,21 @@
  * Loads a query module at synth time, synchronously (construct constructors cannot await), and
  * validates its definition with the engine's own analyzer.
  *
- * The module is compiled with esbuild into one CommonJS file together with `validateQuery`, and
- * that file is required: the definition, the DataFrame classes its transform uses and the analyzer
- * that checks it come from one copy of the engine, exactly as in the Lambda bundle. (Importing the
- * module through a second loader would give the query a different copy of the engine's classes
- * than the analyzer's.) Works the same under tsx (`cdk synth`), vitest and plain Node.
+ * The module is compiled with esbuild into one CommonJS program together with sluice's
+ * `validateQuery`, both resolved from the module's project: the definition, the DataFrame classes
+ * its transform uses and the analyzer that checks it are one copy of the engine, exactly as in the
+ * Lambda bundle. (Importing the module through a second loader would give the query a different
+ * copy of the engine's classes than the analyzer's.) Other packages stay external and are required
+ * from the module's project, else from sluice's own dependencies. Nothing is written to disk.
  */
+import { buildSync, type Message } from 'esbuild';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { existsSync } from 'node:fs';
-import { isAbsolute, join, resolve } from 'node:path';
-import { buildSync } from 'esbuild';
+import { dirname, join } from 'node:path';
 import type { StreamingQueryDefinition } from '../lib/query/query-definition.js';
 import type { ValidatedQuery, ValidateOptions } from '../lib/query/validate-query.js';
-import { PROJECT_ROOT, buildDirFor, importSpecifier, writeFileIfChanged } from './build-dir.js';
+import { queryDefinitionOf, queryModuleLoadError, resolveQueryModulePath } from '../lib/query/query-module.js';
+import { SLUICE_PACKAGE_DIR, SOURCE_CONDITIONS, importSpecifier } from './project.js';
 
 export interface LoadedQueryModule {
   /** Absolute path of the module. */
@@ -25,56 +27,89 @@ export interface LoadedQueryModule {
   readonly validate: (options: ValidateOptions) => ValidatedQuery;
 }
 
-const VALIDATE_QUERY_MODULE = join(PROJECT_ROOT, 'lib', 'query', 'validate-query.ts');
-const requireHere = createRequire(import.meta.url);
-
 /** Resolves a query module path: absolute, or relative to the current directory (where `cdk` runs). */
 export function resolveQueryModule(queryModule: string): string {
-  const path = isAbsolute(queryModule) ? queryModule : resolve(process.cwd(), queryModule);
-  if (!existsSync(path)) {
-    throw new Error(`queryModule '${queryModule}' does not exist (resolved to ${path}); `
-      + 'give a path, absolute or relative to the directory cdk runs in, to a module whose default export is a StreamingQueryDefinition.');
-  }
-  return path;
+  return resolveQueryModulePath(queryModule);
 }
 
-export function loadQueryModule(queryModulePath: string): LoadedQueryModule {
-  const outfile = join(buildDirFor(queryModulePath), 'synth-loader.cjs');
-  const built = buildSync({
-    stdin: {
-      contents: [
-        `export { default as definition } from ${importSpecifier(queryModulePath)};`,
-        `export { validateQuery } from ${importSpecifier(VALIDATE_QUERY_MODULE)};`,
-      ].join('\n'),
-      resolveDir: PROJECT_ROOT,
-      sourcefile: 'synth-loader.ts',
-      loader: 'ts',
-    },
-    bundle: true,
-    platform: 'node',
-    format: 'cjs',
-    target: 'node20',
-    // Packages (zod, ...) are required from node_modules at run time; only project code is compiled.
-    packages: 'external',
-    write: false,
-    logLevel: 'silent',
-  });
-  const code = built.outputFiles[0]!.text;
-  writeFileIfChanged(outfile, code);
-  // A changed module is a changed file: drop the cached copy so a watch/re-synth sees the new query.
-  delete requireHere.cache[outfile];
-  const loaded = requireHere(outfile) as {
-    definition?: unknown;
-    validateQuery: (definition: StreamingQueryDefinition, options: ValidateOptions) => ValidatedQuery;
-  };
-  const definition = loaded.definition;
-  if (!definition || typeof definition !== 'object') {
-    throw new Error(`queryModule ${queryModulePath} has no default export; export the query with \`export default defineQuery({ ... })\`.`);
+export function loadQueryModule(queryModulePath: string, projectRoot: string): LoadedQueryModule {
+  let code: string;
+  try {
+    const built = buildSync({
+      stdin: {
+        contents: [
+          `export * as module from ${importSpecifier(queryModulePath)};`,
+          "export { validateQuery } from 'sluice';",
+        ].join('\n'),
+        resolveDir: dirname(queryModulePath),
+        sourcefile: 'sluice-synth-loader.ts',
+        loader: 'ts',
+      },
+      bundle: true,
+      platform: 'node',
+      format: 'cjs',
+      target: 'node20',
+      conditions: SOURCE_CONDITIONS,
+      // sluice and the project's own files are compiled in; its packages are required at run time.
+      external: externalPackages(projectRoot),
+      write: false,
+      logLevel: 'silent',
+    });
+    code = built.outputFiles[0]!.text;
+  } catch (error) {
+    const errors = (error as { errors?: Message[] }).errors;
+    const detail = errors?.length ? errors.map(formatMessage).join('\n') : error;
+    throw queryModuleLoadError(queryModulePath, errors?.length ? new Error(String(detail)) : error);
   }
-  const typed = definition as StreamingQueryDefinition;
-  return {
-    path: queryModulePath,
-    definition: typed,
-    validate: (options) => loaded.validateQuery(typed, options),
+  let loaded: { module: Record<string, unknown>; validateQuery: (d: StreamingQueryDefinition, o: ValidateOptions) => ValidatedQuery };
+  try {
+    loaded = evaluateCommonJs(code, queryModulePath) as typeof loaded;
+  } catch (error) {
+    throw queryModuleLoadError(queryModulePath, error);
+  }
+  const definition = queryDefinitionOf(loaded.module, queryModulePath);
+  return { path: queryModulePath, definition, validate: (options) => loaded.validateQuery(definition, options) };
+}
+
+/** Runs a CommonJS program whose `require` looks in the query module's project, then in sluice's. */
+function evaluateCommonJs(code: string, queryModulePath: string): unknown {
+  const fromProject = createRequire(queryModulePath);
+  const fromSluice = createRequire(join(SLUICE_PACKAGE_DIR, 'package.json'));
+  const requireModule = (id: string): unknown => {
+    try {
+      return fromProject(id);
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'MODULE_NOT_FOUND') throw error;
+      return fromSluice(id);
+    }
   };
+  const module = { exports: {} as unknown };
+  // eslint-disable-next-line @typescript-eslint/no-implied-eval -- the program esbuild just compiled
+  const run = new Function('exports', 'require', 'module', '__filename', '__dirname', code) as
+    (e: unknown, r: unknown, m: unknown, f: string, d: string) => void;
+  run(module.exports, requireModule, module, queryModulePath, dirname(queryModulePath));
+  return module.exports;
+}
+
+/** Every package the project or sluice depends on, except sluice itself (and their subpaths). */
+function externalPackages(projectRoot: string): string[] {
+  const names = new Set<string>();
+  for (const dir of [projectRoot, SLUICE_PACKAGE_DIR]) {
+    let manifest: Record<string, Record<string, string> | undefined>;
+    try {
+      manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as typeof manifest;
+    } catch {
+      continue;
+    }
+    for (const field of ['dependencies', 'devDependencies', 'peerDependencies', 'optionalDependencies']) {
+      for (const name of Object.keys(manifest[field] ?? {})) names.add(name);
+    }
+  }
+  names.delete('sluice');
+  return [...names].flatMap((name) => [name, `${name}/*`]);
+}
+
+function formatMessage(message: Message): string {
+  const where = message.location ? `${message.location.file}:${message.location.line}:${message.location.column}: ` : '';
+  return `${where}${message.text}`;
 }

@@ -18,10 +18,9 @@ import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
-import { join } from 'node:path';
-import { PROJECT_ROOT } from './build-dir.js';
+import { fileURLToPath } from 'node:url';
+import { SluiceQuery, type SluiceQueryProps } from 'sluice/cdk';
 import { acknowledge } from './nag-acknowledgments.js';
-import { StreamingQuery, type StreamingQueryProps } from './streaming-query.js';
 
 export interface SluiceExampleStackProps extends StackProps {
   /**
@@ -39,18 +38,18 @@ export interface SluiceExampleStackProps extends StackProps {
   readonly removalPolicy?: RemovalPolicy;
 
   /** Settings applied to all four queries (batch size, memory, schedule, ...). */
-  readonly queryDefaults?: Partial<Omit<StreamingQueryProps, 'queryModule' | 'stream' | 'sinkBucket' | 'deadLetterBucket'>>;
+  readonly queryDefaults?: Partial<Omit<SluiceQueryProps, 'queryModule' | 'stream' | 'sinkBucket' | 'deadLetterBucket'>>;
 }
 
 export class SluiceExampleStack extends Stack {
   public readonly salesStream: kinesis.Stream;
   public readonly resultsBucket: s3.Bucket;
   public readonly deadLetterBucket: s3.Bucket;
-  public readonly archive: StreamingQuery;
-  public readonly live: StreamingQuery;
-  public readonly snapshot: StreamingQuery;
+  public readonly archive: SluiceQuery;
+  public readonly live: SluiceQuery;
+  public readonly snapshot: SluiceQuery;
   /** Hourly sales per product: a repartition stage on a stream of two or more shards. */
-  public readonly perProduct: StreamingQuery;
+  public readonly perProduct: SluiceQuery;
 
   constructor(scope: Construct, id: string, props: SluiceExampleStackProps = {}) {
     super(scope, id, props);
@@ -86,17 +85,17 @@ export class SluiceExampleStack extends Stack {
       deadLetterBucket: this.deadLetterBucket,
       removalPolicy,
     };
-    const example = (name: string): string => join(PROJECT_ROOT, 'examples', name);
-    this.archive = new StreamingQuery(this, 'HourlySalesArchive', {
+    const example = (name: string): string => fileURLToPath(new URL(`../examples/${name}`, import.meta.url));
+    this.archive = new SluiceQuery(this, 'HourlySalesArchive', {
       ...shared, queryModule: example('hourly-sales-archive.ts'), sinkBucket: this.resultsBucket,
     });
-    this.live = new StreamingQuery(this, 'HourlySalesLive', {
+    this.live = new SluiceQuery(this, 'HourlySalesLive', {
       ...shared, queryModule: example('hourly-sales-live.ts'),
     });
-    this.snapshot = new StreamingQuery(this, 'HourlySalesSnapshot', {
+    this.snapshot = new SluiceQuery(this, 'HourlySalesSnapshot', {
       ...shared, queryModule: example('hourly-sales-snapshot.ts'), sinkBucket: this.resultsBucket,
     });
-    this.perProduct = new StreamingQuery(this, 'HourlySalesPerProduct', {
+    this.perProduct = new SluiceQuery(this, 'HourlySalesPerProduct', {
       ...shared, queryModule: example('hourly-sales-per-product.ts'),
     });
 

@@ -9,9 +9,7 @@
  * Events carry a `product` field next to the per-store fields; the per-store queries ignore it, and
  * an event without one counts under a NULL product.
  */
-import type { KinesisSourceSpec } from '../lib/query/query-definition.js';
-import { defineQuery } from '../lib/query/query-definition.js';
-import { col, count, sum, window } from '../lib/index.js';
+import { col, count, defineQuery, sum, window, type KinesisSourceSpec } from 'sluice';
 import { SALES_EVENTS } from './hourly-sales.js';
 
 export const SALES_EVENTS_WITH_PRODUCT: KinesisSourceSpec = {

@@ -8,10 +8,10 @@
  * its definition): `hourly-sales-archive.ts` (append → S3 files), `hourly-sales-live.ts`
  * (update → DynamoDB) and `hourly-sales-snapshot.ts` (complete → S3 snapshot).
  */
-import type { KinesisSourceSpec, SinkSpec, StreamingQueryDefinition } from '../lib/query/query-definition.js';
-import { defineQuery } from '../lib/query/query-definition.js';
-import type { OutputMode } from '../lib/core/output-mode.js';
-import { col, count, sum, window, type DataFrame } from '../lib/index.js';
+import {
+  col, count, defineQuery, sum, window,
+  type DataFrame, type KinesisSourceSpec, type OutputMode, type SinkSpec, type StreamingQueryDefinition,
+} from 'sluice';
 
 export const SALES_EVENTS: KinesisSourceSpec = {
   format: 'json',

@@ -1,21 +1,26 @@
-/** Sluice's public API: Spark Structured Streaming's model in TypeScript. */
-export { SluiceSession, toSchema } from './api/session.js';
+/**
+ * `sluice`: Spark Structured Streaming's model in TypeScript. The session and DataFrame API, the
+ * functions, the sinks a query writes to, and the deployable query (`defineQuery`) with the
+ * validation `cdk synth` and `sluice explain` run. Test helpers (memory streams and sinks, the
+ * testStream DSL, the emulators) are in `sluice/testing`; the construct in `sluice/cdk`; the Lambda
+ * handler factories in `sluice/lambda`.
+ */
+export { SluiceSession, toSchema, type SchemaLike } from './api/session.js';
 export { DataFrame, GroupedData } from './api/data-frame.js';
-export { DataStreamWriter, memorySinks } from './api/data-stream-writer.js';
+export { DataStreamWriter } from './api/data-stream-writer.js';
 export { Column, interval, type SortOrder } from './plan/column.js';
 export * from './plan/functions.js';
-export { MemoryStream } from './sources/memory-stream.js';
-export { JsonMemoryStream, type InvalidRecord, type JsonMemoryStreamOptions } from './sources/json-memory-stream.js';
 export type { MicroBatchStream, Offset } from './sources/source.js';
-export { MemorySink } from './sinks/memory-sink.js';
 export { ConsoleSink, formatBatchTable } from './sinks/console-sink.js';
 export { ForeachBatchSink } from './sinks/foreach-batch-sink.js';
 export type { Sink, SinkBatch } from './sinks/sink.js';
-export { MemoryCheckpoint } from './checkpoint/memory-checkpoint.js';
 export type { Checkpoint } from './checkpoint/checkpoint.js';
+export type { OutputMode } from './core/output-mode.js';
 export { Trigger } from './runtime/trigger.js';
 export { ManualClock, systemClock, type Clock } from './runtime/clock.js';
 export { StreamingQuery } from './runtime/streaming-query.js';
 export type { StreamingQueryProgress } from './runtime/progress.js';
 export * from './errors/sluice-error.js';
 export { runBatchQuery } from './runtime/batch-runner.js';
+export { defineQuery, type KinesisSourceSpec, type SinkSpec, type StreamingQueryDefinition } from './query/query-definition.js';
+export { validateQuery, explainQuery, type ValidatedQuery, type ValidateOptions } from './query/validate-query.js';

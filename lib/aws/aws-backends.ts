@@ -8,7 +8,7 @@ import type { CompiledQuery } from '../query/compiled-query.js';
 import type { PartitionBackends } from '../query/partition-backends.js';
 import type { QueryStage } from '../query/query-stage.js';
 import type { CostMeter } from '../core/cost-meter.js';
-import type { RuntimeConfig } from '../runtime/runtime-config.js';
+import { sinkPrefixFor, type RuntimeConfig } from '../runtime/runtime-config.js';
 import type { Sink } from '../sinks/sink.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { AwsClients } from './clients.js';
@@ -38,9 +38,7 @@ export interface AwsQueryBackends {
 }
 
 export function sinkPrefixOf(definition: StreamingQueryDefinition, config: RuntimeConfig): string {
-  if (config.sinkPrefix) return config.sinkPrefix;
-  const declared = definition.sink.kind === 'dynamodb' ? undefined : definition.sink.prefix;
-  return declared ?? `${definition.name}/`;
+  return sinkPrefixFor(definition.name, definition.sink.kind === 'dynamodb' ? undefined : definition.sink.prefix, config.sinkPrefix);
 }
 
 export function createAwsQueryBackends(
@@ -118,6 +116,6 @@ function createSink(
 
 function missing(variable: string, what: string): IllegalArgumentError {
   return new IllegalArgumentError(`${variable} is not set: the query's sink needs ${what}.`, {
-    code: 'INVALID_RUNTIME_CONFIG', hint: 'deploy with the StreamingQuery construct, which sets it, or set it in the function environment.',
+    code: 'INVALID_RUNTIME_CONFIG', hint: 'deploy with the SluiceQuery construct, which sets it, or set it in the function environment.',
   });
 }

@@ -32,15 +32,16 @@ import {
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
 import { CheckpointError } from '../errors/sluice-error.js';
+import { TABLE_KEYS } from '../runtime/runtime-config.js';
 
 export interface TableKeys {
   readonly partitionKey: string;
   readonly sortKey?: string;
 }
 
-export const CHECKPOINT_TABLE_KEYS = { partitionKey: 'pk', sortKey: 'sk' } as const satisfies TableKeys;
-export const STATE_TABLE_KEYS = { partitionKey: 'pk', sortKey: 'sk' } as const satisfies TableKeys;
-export const SINK_TABLE_KEYS = { partitionKey: 'pk' } as const satisfies TableKeys;
+export const CHECKPOINT_TABLE_KEYS = TABLE_KEYS.checkpoint satisfies TableKeys;
+export const STATE_TABLE_KEYS = TABLE_KEYS.state satisfies TableKeys;
+export const SINK_TABLE_KEYS = TABLE_KEYS.sink satisfies TableKeys;
 
 /** Sort-key prefixes and item names in the checkpoint table. */
 export const CHECKPOINT_ITEMS = {

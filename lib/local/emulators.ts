@@ -131,9 +131,20 @@ function stopChild(child: ChildProcess): Promise<void> {
   });
 }
 
+/** The emulators are optional peer dependencies of the package: a missing one says what to install. */
+function resolvePeer(name: 'kinesis-local' | 'amplify-dynamodb-simulator' | 's3rver'): string {
+  try {
+    return require.resolve(`${name}/package.json`);
+  } catch (cause) {
+    throw new Error(`the local emulators need the package '${name}', which is not installed. `
+      + `Install it next to sluice: npm install --save-dev ${name} (sluice dev and sluice/testing use kinesis-local, `
+      + 'amplify-dynamodb-simulator and s3rver; DynamoDB Local also needs Java), or set AWS_ENDPOINT_URL to use LocalStack.', { cause });
+  }
+}
+
 async function startKinesisMock(timeoutMs: number): Promise<Started> {
   // kinesis-mock reads server.json (its TLS certificate) from the working directory.
-  const packageDir = dirname(require.resolve('kinesis-local/package.json'));
+  const packageDir = dirname(resolvePeer('kinesis-local'));
   const [plainPort, tlsPort] = [await freePort(), await freePort()];
   const { child, log } = spawnService(process.execPath, ['main.js'], packageDir, {
     KINESIS_MOCK_PLAIN_PORT: String(plainPort),
@@ -153,7 +164,7 @@ async function startKinesisMock(timeoutMs: number): Promise<Started> {
 }
 
 async function startDynamoDbLocal(timeoutMs: number): Promise<Started> {
-  const dir = join(dirname(require.resolve('amplify-dynamodb-simulator/package.json')), 'emulator');
+  const dir = join(dirname(resolvePeer('amplify-dynamodb-simulator')), 'emulator');
   const port = await freePort();
   // -sharedDb: one database whatever the credentials/region, as tables are shared by all clients.
   const { child, log } = spawnService('java', [
@@ -165,6 +176,7 @@ async function startDynamoDbLocal(timeoutMs: number): Promise<Started> {
 }
 
 async function startS3rver(): Promise<Started> {
+  resolvePeer('s3rver');
   const { default: S3rver } = await import('s3rver');
   const directory = mkdtempSync(join(tmpdir(), 'sluice-s3-'));
   const port = await freePort();

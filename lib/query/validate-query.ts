@@ -101,7 +101,7 @@ function checkCoPartitioning(
         code: 'STATE_NOT_CO_PARTITIONED',
         hint: 'have the producer use one of the key columns as the Kinesis partition key and declare it with '
           + "source: { partitionKey: '<column>' }; or run on a one-shard stream (expectedShardCount: 1); "
-          + 'or deploy with a repartition stage (an internal stream that routes rows by the state key; the StreamingQuery construct adds it by default).',
+          + 'or deploy with a repartition stage (an internal stream that routes rows by the state key; the SluiceQuery construct adds it by default).',
         context: { operator: offending.operator, keys: offending.keys },
       },
     );

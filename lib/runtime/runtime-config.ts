@@ -1,6 +1,7 @@
 /**
- * The deployment's configuration, as the Lambda functions receive it: environment variables set
- * by the CDK construct (or `sluice dev`), read and validated in this one place.
+ * The deployment contract: the configuration the Lambda functions receive as environment variables
+ * set by the CDK construct (or `sluice dev`), its defaults and the tables' key names. The construct
+ * (cdk/) and the runtime both read them from here, so a default is written once.
  */
 import { z } from 'zod';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
@@ -20,6 +21,27 @@ export const RUNTIME_ENV = {
   snapshotEveryBatches: 'SLUICE_STATE_SNAPSHOT_EVERY',
   repartitionStreamName: 'SLUICE_REPARTITION_STREAM',
 } as const;
+
+/** Defaults the construct deploys with and the runtime falls back to. */
+export const DEPLOYMENT_DEFAULTS = {
+  deadLetterPrefix: 'dead-letter/',
+  /** A shard quiet this long, confirmed caught up, leaves the watermark minimum (5 minutes). */
+  idleShardTimeoutMs: 300_000,
+  /** A full state snapshot every 20 batches, deltas in between. */
+  snapshotEveryBatches: 20,
+} as const;
+
+/** Key attribute names of the checkpoint, state and sink tables (all strings). */
+export const TABLE_KEYS = {
+  checkpoint: { partitionKey: 'pk', sortKey: 'sk' },
+  state: { partitionKey: 'pk', sortKey: 'sk' },
+  sink: { partitionKey: 'pk' },
+} as const;
+
+/** An S3 sink's key prefix: the deployment's, else the query's declared one, else `<query name>/`. */
+export function sinkPrefixFor(queryName: string, declaredPrefix: string | undefined, deployedPrefix?: string): string {
+  return deployedPrefix || (declaredPrefix ?? `${queryName}/`);
+}
 
 export interface RuntimeConfig {
   readonly checkpointTable: string;
@@ -49,12 +71,12 @@ const envShape = z.object({
   [RUNTIME_ENV.sinkPrefix]: z.string().default(''),
   [RUNTIME_ENV.sinkTable]: optional,
   [RUNTIME_ENV.deadLetterBucket]: z.string().min(1),
-  [RUNTIME_ENV.deadLetterPrefix]: z.string().default('dead-letter/'),
+  [RUNTIME_ENV.deadLetterPrefix]: z.string().default(DEPLOYMENT_DEFAULTS.deadLetterPrefix),
   [RUNTIME_ENV.deadLetterQueueUrl]: optional,
   [RUNTIME_ENV.streamName]: z.string().min(1),
-  [RUNTIME_ENV.idleShardTimeoutMs]: z.coerce.number().int().nonnegative().default(300_000),
+  [RUNTIME_ENV.idleShardTimeoutMs]: z.coerce.number().int().nonnegative().default(DEPLOYMENT_DEFAULTS.idleShardTimeoutMs),
   [RUNTIME_ENV.expectedShardCount]: z.coerce.number().int().positive().optional(),
-  [RUNTIME_ENV.snapshotEveryBatches]: z.coerce.number().int().positive().default(20),
+  [RUNTIME_ENV.snapshotEveryBatches]: z.coerce.number().int().positive().default(DEPLOYMENT_DEFAULTS.snapshotEveryBatches),
   [RUNTIME_ENV.repartitionStreamName]: optional,
 });
 
@@ -64,7 +86,7 @@ export function readRuntimeConfig(env: Readonly<Record<string, string | undefine
     const problems = parsed.error.issues.map((i) => `${String(i.path[0])}: ${i.message}`).join('; ');
     throw new IllegalArgumentError(`Invalid Sluice function configuration: ${problems}`, {
       code: 'INVALID_RUNTIME_CONFIG',
-      hint: 'these variables are set by the StreamingQuery CDK construct; check the function\'s environment.',
+      hint: 'these variables are set by the SluiceQuery CDK construct; check the function\'s environment.',
     });
   }
   const e = parsed.data;

@@ -1,5 +1,5 @@
 /**
- * The StreamingQuery construct's template: what it creates with its defaults, what each knob
+ * The SluiceQuery construct's template: what it creates with its defaults, what each knob
  * changes, least-privilege IAM, alarms, and cdk-nag's AwsSolutions pack.
  */
 import { Duration, RemovalPolicy, type Stack } from 'aws-cdk-lib';
@@ -8,7 +8,7 @@ import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { StreamingQuery, semiSpaceMb } from '../../cdk/streaming-query.js';
+import { SluiceQuery, semiSpaceMb } from '../../cdk/sluice-query.js';
 import { CHECKPOINT_TABLE_KEYS, SINK_TABLE_KEYS, STATE_TABLE_KEYS } from '../../lib/aws/tables.js';
 import { METRIC, METRICS_NAMESPACE } from '../../lib/runtime/metric-names.js';
 import { RUNTIME_ENV, readRuntimeConfig } from '../../lib/runtime/runtime-config.js';
@@ -26,14 +26,14 @@ const only = (resources: Record<string, unknown>): Resource => {
 const logicalIdOf = (stack: Stack, construct: { node: { defaultChild?: unknown } }): string =>
   stack.getLogicalId(construct.node.defaultChild as never);
 
-describe('StreamingQuery with its defaults (update mode → DynamoDB sink, created stream)', () => {
+describe('SluiceQuery with its defaults (update mode → DynamoDB sink, created stream)', () => {
   let stack: Stack;
-  let query: StreamingQuery;
+  let query: SluiceQuery;
   let template: Template;
 
   beforeAll(() => {
     stack = testStack();
-    query = new StreamingQuery(stack, 'Live', { queryModule: example('hourly-sales-live.ts') });
+    query = new SluiceQuery(stack, 'Live', { queryModule: example('hourly-sales-live.ts') });
     template = Template.fromStack(stack);
   });
 
@@ -231,14 +231,14 @@ describe('StreamingQuery with its defaults (update mode → DynamoDB sink, creat
   });
 });
 
-describe('StreamingQuery with an S3 sink (append → S3 files)', () => {
+describe('SluiceQuery with an S3 sink (append → S3 files)', () => {
   let stack: Stack;
-  let query: StreamingQuery;
+  let query: SluiceQuery;
   let template: Template;
 
   beforeAll(() => {
     stack = testStack();
-    query = new StreamingQuery(stack, 'Archive', { queryModule: example('hourly-sales-archive.ts') });
+    query = new SluiceQuery(stack, 'Archive', { queryModule: example('hourly-sales-archive.ts') });
     template = Template.fromStack(stack);
   });
 
@@ -269,11 +269,11 @@ describe('StreamingQuery with an S3 sink (append → S3 files)', () => {
   });
 });
 
-describe('StreamingQuery knobs', () => {
+describe('SluiceQuery knobs', () => {
   it('applies every knob to the event source mapping, functions, schedule, log groups and removal policy', () => {
     const stack = testStack();
     const stream = kinesis.Stream.fromStreamArn(stack, 'Given', 'arn:aws:kinesis:eu-west-1:123456789012:stream/sales');
-    const query = new StreamingQuery(stack, 'Live', {
+    const query = new SluiceQuery(stack, 'Live', {
       queryModule: example('hourly-sales-live.ts'),
       stream,
       expectedShardCount: 3,
@@ -325,7 +325,7 @@ describe('StreamingQuery knobs', () => {
 
   it('takes an explicit maxRecordAge, and a shard count for the stream it creates', () => {
     const stack = testStack();
-    new StreamingQuery(stack, 'Live', { queryModule: example('hourly-sales-live.ts'), shardCount: 4, maxRecordAge: Duration.hours(2) });
+    new SluiceQuery(stack, 'Live', { queryModule: example('hourly-sales-live.ts'), shardCount: 4, maxRecordAge: Duration.hours(2) });
     const template = Template.fromStack(stack);
     template.hasResourceProperties('AWS::Kinesis::Stream', { ShardCount: 4 });
     template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { MaximumRecordAgeInSeconds: 7200 });
@@ -335,14 +335,14 @@ describe('StreamingQuery knobs', () => {
   });
 });
 
-describe('StreamingQuery with a repartition stage (hourly sales per product on a stream partitioned by store)', () => {
+describe('SluiceQuery with a repartition stage (hourly sales per product on a stream partitioned by store)', () => {
   let stack: Stack;
-  let query: StreamingQuery;
+  let query: SluiceQuery;
   let template: Template;
   const idOf = (construct: { node: { defaultChild?: unknown } }) => logicalIdOf(stack, construct);
   const arnOf = (construct: { node: { defaultChild?: unknown } }) => ({ 'Fn::GetAtt': [idOf(construct), 'Arn'] });
   /** The Kinesis actions a function's role has on a stream ARN. */
-  const kinesisActions = (fn: StreamingQuery['kinesisTriggerFunction'], streamArn: unknown): string[] =>
+  const kinesisActions = (fn: SluiceQuery['kinesisTriggerFunction'], streamArn: unknown): string[] =>
     statementsOfRole(template, idOf(fn.role as never))
       .filter((s) => asArray(s.Resource).some((r) => JSON.stringify(r) === JSON.stringify(streamArn)))
       .flatMap((s) => asArray(s.Action))
@@ -351,7 +351,7 @@ describe('StreamingQuery with a repartition stage (hourly sales per product on a
 
   beforeAll(() => {
     stack = testStack();
-    query = new StreamingQuery(stack, 'PerProduct', { queryModule: example('hourly-sales-per-product.ts'), shardCount: 3 });
+    query = new SluiceQuery(stack, 'PerProduct', { queryModule: example('hourly-sales-per-product.ts'), shardCount: 3 });
     template = Template.fromStack(stack);
   });
 
@@ -457,7 +457,7 @@ describe('StreamingQuery with a repartition stage (hourly sales per product on a
   it('alarms on the internal stream\'s iterator age and the repartition function\'s errors too', () => {
     const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm')) as Resource[];
     expect(alarms).toHaveLength(9);
-    const onFunction = (metric: string, fn: StreamingQuery['kinesisTriggerFunction']) => alarms.filter((a) => a.Properties.MetricName === metric
+    const onFunction = (metric: string, fn: SluiceQuery['kinesisTriggerFunction']) => alarms.filter((a) => a.Properties.MetricName === metric
       && JSON.stringify(a.Properties.Dimensions) === JSON.stringify([{ Name: 'FunctionName', Value: { Ref: idOf(fn) } }]));
     expect(onFunction('IteratorAge', query.repartitionFunction!)[0]!.Properties).toMatchObject({
       Namespace: 'AWS/Lambda', Statistic: 'Maximum', Threshold: 600_000, EvaluationPeriods: 5, ComparisonOperator: 'GreaterThanThreshold',
@@ -476,11 +476,11 @@ describe('StreamingQuery with a repartition stage (hourly sales per product on a
   });
 });
 
-describe('StreamingQuery repartition knobs', () => {
+describe('SluiceQuery repartition knobs', () => {
   it('takes repartitionShardCount; the internal mapping follows the batch and retry knobs but always starts at TRIM_HORIZON', () => {
     const stack = testStack();
     const action = { bind: () => ({ alarmActionArn: 'arn:aws:sns:eu-west-1:123456789012:ops' }) };
-    const query = new StreamingQuery(stack, 'PerProduct', {
+    const query = new SluiceQuery(stack, 'PerProduct', {
       queryModule: example('hourly-sales-per-product.ts'),
       shardCount: 2,
       repartitionShardCount: 6,
@@ -509,7 +509,7 @@ describe('StreamingQuery repartition knobs', () => {
   it('a given stream of unknown shard count: an internal stream of 2 shards', () => {
     const stack = testStack();
     const stream = kinesis.Stream.fromStreamArn(stack, 'Given', 'arn:aws:kinesis:eu-west-1:123456789012:stream/sales');
-    const query = new StreamingQuery(stack, 'PerProduct', { queryModule: example('hourly-sales-per-product.ts'), stream });
+    const query = new SluiceQuery(stack, 'PerProduct', { queryModule: example('hourly-sales-per-product.ts'), stream });
     const template = Template.fromStack(stack);
     template.resourceCountIs('AWS::Kinesis::Stream', 1);
     template.hasResourceProperties('AWS::Kinesis::Stream', { ShardCount: 2 });
@@ -522,7 +522,7 @@ describe('StreamingQuery repartition knobs', () => {
 
   it('a co-partitioned query creates no internal stream, no third function and no SLUICE_REPARTITION_STREAM', () => {
     const stack = testStack();
-    const query = new StreamingQuery(stack, 'Live', { queryModule: example('hourly-sales-live.ts'), shardCount: 4, repartitionShardCount: 8 });
+    const query = new SluiceQuery(stack, 'Live', { queryModule: example('hourly-sales-live.ts'), shardCount: 4, repartitionShardCount: 8 });
     const template = Template.fromStack(stack);
     expect(query.needsRepartition).toBe(false);
     expect(query.repartitionStream).toBeUndefined();

@@ -8,8 +8,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PROJECT_ROOT } from '../../cdk/build-dir.js';
 
+/** The repository root (sluice's own project: the example queries are bundled from it). */
+export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const example = (file: string): string => join(PROJECT_ROOT, 'examples', file);
 export const fixture = (file: string): string => join(dirname(fileURLToPath(import.meta.url)), 'fixtures', file);
 

@@ -4,17 +4,22 @@
  * constructor, before any asset is bundled. A query whose state is not co-partitioned with the
  * stream is refused only with `repartition: false`; by default it gets a repartition stage.
  */
+import { CfnParameter } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { describe, expect, it } from 'vitest';
-import { StreamingQuery, type StreamingQueryProps } from '../../cdk/streaming-query.js';
-import { example, fixture, testStack } from './support.js';
+import { SluiceQuery, type SluiceQueryProps } from '../../cdk/sluice-query.js';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PROJECT_ROOT, example, fixture, testStack } from './support.js';
 
-function synthError(props: StreamingQueryProps, id = 'Query'): Error & { code?: string; hint?: string } {
+function synthError(props: SluiceQueryProps, id = 'Query'): Error & { code?: string; hint?: string } {
   const stack = testStack();
   try {
-    new StreamingQuery(stack, id, props);
+    new SluiceQuery(stack, id, props);
   } catch (error) {
     return error as Error & { code?: string };
   }
@@ -28,22 +33,22 @@ describe('synth refuses what the engine refuses', () => {
     expect(error.code).toBe('SINK_DOES_NOT_SUPPORT_OUTPUT_MODE');
     expect(error.message).toContain('Data source s3-files does not support update output mode');
     expect(error.message).toMatch(/How to fix: .*use sink \{ kind: 'dynamodb' \}/);
-    expect(error.message).toContain('StreamingQuery Test/Query');
+    expect(error.message).toContain('SluiceQuery Test/Query');
     expect(error.message).toContain('update-to-s3-files.ts');
     // The stack trace carries the same message, so `cdk synth` prints it.
-    expect(error.stack!.split('StreamingQuery Test/Query').length - 1).toBe(1);
+    expect(error.stack!.split('SluiceQuery Test/Query').length - 1).toBe(1);
   });
 
   it('repartition: false, a stateful query without a declared partition key on a 4-shard stream: STATE_NOT_CO_PARTITIONED', () => {
     const error = synthError({ queryModule: fixture('stateful-without-partition-key.ts'), shardCount: 4, repartition: false });
     expect(error.name).toBe('AnalysisError');
     expect(error.code).toBe('STATE_NOT_CO_PARTITIONED');
-    expect(error.message).toContain('StreamingQuery Test/Query: query \'orders-per-store\'');
+    expect(error.message).toContain('SluiceQuery Test/Query: query \'orders-per-store\'');
     expect(error.message).toContain('with repartition: false');
     expect(error.message).toContain('keys its state by [store_id], but the stream\'s partition key is not declared');
     expect(error.message).toContain("source: { partitionKey: '<column>' }");
     // Without repartition: false the same query deploys with a repartition stage.
-    const query = new StreamingQuery(testStack(), 'Query', { queryModule: fixture('stateful-without-partition-key.ts'), shardCount: 4 });
+    const query = new SluiceQuery(testStack(), 'Query', { queryModule: fixture('stateful-without-partition-key.ts'), shardCount: 4 });
     expect(query.needsRepartition).toBe(true);
     expect(query.repartitionStream).toBeDefined();
   });
@@ -58,14 +63,14 @@ describe('synth refuses what the engine refuses', () => {
     const stack = testStack();
     const stream = kinesis.Stream.fromStreamArn(stack, 'Given', 'arn:aws:kinesis:eu-west-1:123456789012:stream/orders');
     const statefulWithoutKey = fixture('stateful-without-partition-key.ts');
-    expect(() => new StreamingQuery(stack, 'Refused', { queryModule: statefulWithoutKey, stream, repartition: false }))
+    expect(() => new SluiceQuery(stack, 'Refused', { queryModule: statefulWithoutKey, stream, repartition: false }))
       .toThrow(/partition key is not declared/);
-    expect(new StreamingQuery(stack, 'Unknown', { queryModule: statefulWithoutKey, stream }).needsRepartition).toBe(true);
-    const oneShard = new StreamingQuery(stack, 'OneShard', { queryModule: statefulWithoutKey, stream, expectedShardCount: 1, repartition: false });
+    expect(new SluiceQuery(stack, 'Unknown', { queryModule: statefulWithoutKey, stream }).needsRepartition).toBe(true);
+    const oneShard = new SluiceQuery(stack, 'OneShard', { queryModule: statefulWithoutKey, stream, expectedShardCount: 1, repartition: false });
     expect(oneShard.needsRepartition).toBe(false);
     expect(oneShard.repartitionStream).toBeUndefined();
     // A created stream has one shard by default: one stage.
-    expect(new StreamingQuery(testStack(), 'Created', { queryModule: statefulWithoutKey }).needsRepartition).toBe(false);
+    expect(new SluiceQuery(testStack(), 'Created', { queryModule: statefulWithoutKey }).needsRepartition).toBe(false);
   });
 
   it('a query the repartition stage cannot split (two stateful operators): REPARTITION_UNSUPPORTED on several shards, fine on one', () => {
@@ -73,7 +78,7 @@ describe('synth refuses what the engine refuses', () => {
     expect(error.name).toBe('AnalysisError');
     expect(error.code).toBe('REPARTITION_UNSUPPORTED');
     expect(error.message).toContain('cannot be split into a repartition stage: it has 2 stateful operators');
-    expect(() => new StreamingQuery(testStack(), 'OneShard', { queryModule: fixture('two-stateful-operators.ts') })).not.toThrow();
+    expect(() => new SluiceQuery(testStack(), 'OneShard', { queryModule: fixture('two-stateful-operators.ts') })).not.toThrow();
   });
 
   it('an append-mode aggregation without a watermark: Spark\'s message and error class', () => {
@@ -85,7 +90,44 @@ describe('synth refuses what the engine refuses', () => {
 
   it('a module without a default export, and a module that does not exist', () => {
     expect(synthError({ queryModule: fixture('no-default-export.ts') }).message).toMatch(/no default export/);
-    expect(synthError({ queryModule: fixture('missing.ts') }).message).toMatch(/queryModule '.*missing\.ts' does not exist/);
+    expect(synthError({ queryModule: fixture('missing.ts') }).message).toMatch(/queryModule: query module '.*missing\.ts' not found \(resolved to .*\)/);
+  });
+
+  it('a module that throws while loading: the construct path, the file, the cause', () => {
+    const error = synthError({ queryModule: fixture('throws-on-load.ts') });
+    expect(error.code).toBe('QUERY_MODULE_LOAD_FAILED');
+    expect(error.message).toMatch(/^SluiceQuery Test\/Query: queryModule: query module .*throws-on-load\.ts failed to load: the query configuration file is missing/);
+  });
+
+  it('a module that does not compile: the file and esbuild\'s message with its line', () => {
+    const dir = mkdtempSync(join(PROJECT_ROOT, 'test', 'cdk', 'fixtures', 'tmp-'));
+    try {
+      writeFileSync(join(dir, 'broken.ts'), "import { defineQuery } from 'sluice';\nexport default defineQuery({ name: 'x', ");
+      const error = synthError({ queryModule: join(dir, 'broken.ts') });
+      expect(error.code).toBe('QUERY_MODULE_LOAD_FAILED');
+      expect(error.message).toMatch(/broken\.ts failed to load: .*broken\.ts:2:\d+: Expected/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a module whose default export is not a query: what was found and what to export', () => {
+    const error = synthError({ queryModule: fixture('default-export-not-a-query.ts') });
+    expect(error.code).toBe('NOT_A_QUERY_MODULE');
+    expect(error.message).toContain('has a default export that is a function (hourlySalesQuery); call it and export its result, not a query definition');
+    expect(error.message).toContain('export default defineQuery({ name, source, transform, outputMode, sink })');
+  });
+
+  it('a module in no project (no lockfile above it): says so and names depsLockFilePath', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-no-project-'));
+    try {
+      writeFileSync(join(dir, 'query.ts'), 'export default {};\n');
+      const error = synthError({ queryModule: join(dir, 'query.ts') });
+      expect(error.message).toMatch(/^SluiceQuery Test\/Query: no lockfile \(package-lock\.json, .*\) in .*sluice-no-project-.* or any directory above it/);
+      expect(error.message).toContain('set depsLockFilePath');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -95,7 +137,7 @@ describe('synth refuses props that cannot work', () => {
 
   it('parallelizationFactor 2, saying why and how to scale instead', () => {
     const error = synthError({ queryModule: live, parallelizationFactor: 2 });
-    expect(error.message).toContain('StreamingQuery Test/Query: parallelizationFactor 2 is not supported; only 1 is.');
+    expect(error.message).toContain('SluiceQuery Test/Query: parallelizationFactor 2 is not supported; only 1 is.');
     expect(error.message).toContain('exactly one writer');
     expect(error.message).toContain('add shards');
     expect(error.message).toContain('partitionKey');
@@ -106,8 +148,8 @@ describe('synth refuses props that cannot work', () => {
     const bucket = new s3.Bucket(stack, 'Bucket');
     const table = new dynamodb.Table(stack, 'Table', { partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING } });
     const stream = kinesis.Stream.fromStreamArn(stack, 'Given', 'arn:aws:kinesis:eu-west-1:123456789012:stream/sales');
-    const refuse = (id: string, props: Omit<StreamingQueryProps, 'queryModule'> & { queryModule?: string }, pattern: RegExp) =>
-      expect(() => new StreamingQuery(stack, id, { queryModule: live, ...props })).toThrow(pattern);
+    const refuse = (id: string, props: Omit<SluiceQueryProps, 'queryModule'> & { queryModule?: string }, pattern: RegExp) =>
+      expect(() => new SluiceQuery(stack, id, { queryModule: live, ...props })).toThrow(pattern);
     refuse('A', { sinkBucket: bucket }, /sinkBucket and sinkPrefix are for the s3-files and s3-snapshot sinks/);
     refuse('B', { queryModule: archive, sinkTable: table }, /sinkTable is for the dynamodb sink/);
     refuse('C', { queryModule: archive, sinkPrefix: 'elsewhere/' }, /sinkPrefix 'elsewhere\/' differs from the query's sink.prefix 'hourly-sales\/archive\/'/);
@@ -117,5 +159,40 @@ describe('synth refuses props that cannot work', () => {
     refuse('G', { snapshotEveryBatches: 0.5 }, /snapshotEveryBatches must be a positive integer, got 0.5/);
     refuse('H', { repartitionShardCount: 0 }, /repartitionShardCount must be a positive integer, got 0/);
     refuse('I', { repartitionShardCount: 2, repartition: false }, /repartitionShardCount \(2\) sets the internal stream of a repartition stage, but repartition is false/);
+    refuse('J', { memorySize: 64 }, /memorySize must be an integer from 128 to 10240, got 64/);
+  });
+
+  it('numeric props given as deploy-time tokens (CfnParameter): passed through when CloudFormation can take them, refused with the prop named when synth needs the number', () => {
+    const stack = testStack();
+    const number = (id: string) => new CfnParameter(stack, id, { type: 'Number', default: 100 }).valueAsNumber;
+    const query = new SluiceQuery(stack, 'Tokens', { queryModule: live, batchSize: number('BatchSize'), snapshotEveryBatches: number('Snapshots') });
+    const template = Template.fromStack(stack);
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { BatchSize: { Ref: 'BatchSize' } });
+    expect(stack.resolve(query.environment.SLUICE_STATE_SNAPSHOT_EVERY)).toEqual({ Ref: 'Snapshots' });
+    const refused = (props: Partial<SluiceQueryProps>) => {
+      try {
+        new SluiceQuery(testStack(), 'Query', { queryModule: live, ...props });
+      } catch (error) {
+        return (error as Error).message;
+      }
+      throw new Error('expected the construct to refuse these props');
+    };
+    const other = testStack();
+    expect(refused({ shardCount: new CfnParameter(other, 'Shards', { type: 'Number' }).valueAsNumber }))
+      .toMatch(/^SluiceQuery Test\/Query: shardCount is a deploy-time value \(token \$\{Token\[.*Shards.*\]\}\), but it must be known at synth time: .*Give a positive integer/);
+    expect(refused({ memorySize: new CfnParameter(other, 'Memory', { type: 'Number' }).valueAsNumber }))
+      .toMatch(/memorySize is a deploy-time value .* it sizes V8's young generation/);
+    expect(refused({ batchSize: 20_000 })).toContain('batchSize must be an integer from 1 to 10000, got 20000.');
+  });
+
+  it('projectRoot and depsLockFilePath: found above the query module by default, overridable, checked', () => {
+    const query = new SluiceQuery(testStack(), 'Found', { queryModule: live });
+    expect(query.project).toEqual({ projectRoot: PROJECT_ROOT, depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json') });
+    const given = new SluiceQuery(testStack(), 'Given', { queryModule: live, depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json') });
+    expect(given.project.projectRoot).toBe(PROJECT_ROOT);
+    expect(synthError({ queryModule: live, depsLockFilePath: join(PROJECT_ROOT, 'missing.lock') }).message)
+      .toMatch(/^SluiceQuery Test\/Query: depsLockFilePath .*missing\.lock does not exist/);
+    expect(synthError({ queryModule: live, projectRoot: join(PROJECT_ROOT, 'lib') }).message)
+      .toMatch(/queryModule .*hourly-sales-live\.ts is not under projectRoot .*\/lib/);
   });
 });

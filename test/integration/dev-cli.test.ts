@@ -1,5 +1,5 @@
 /**
- * `sluice dev` end to end, as a user runs it: `node bin/sluice.mjs dev --shards 2 --out DIR` starts
+ * `sluice dev` end to end, as a user runs it: `sluice dev --shards 2 --out DIR` (bin/sluice.ts from the sources) starts
  * the embedded emulators, runs the default query (hourly sales per store, update mode → DynamoDB)
  * over the generated sample events through the real handlers, prints every batch and writes the
  * final sink contents and the dead letters.
@@ -94,7 +94,7 @@ describe('sluice dev (embedded emulators, real handlers)', () => {
 describe('sluice explain', () => {
   it('prints the plans and the repartition boundary, or the refusal with how to fix it', async () => {
     const { execFileSync } = await import('node:child_process');
-    const run = (...args: string[]): string => execFileSync(process.execPath, ['bin/sluice.mjs', 'explain', ...args], { encoding: 'utf8' });
+    const run = (...args: string[]): string => execFileSync(process.execPath, ['--conditions=sluice-source', '--import', 'tsx', 'bin/sluice.ts', 'explain', ...args], { encoding: 'utf8' });
     const staged = run('examples/hourly-sales-per-product.ts');
     expect(staged).toMatch(/== Incremental plan \(output mode: update\) ==/);
     expect(staged).toMatch(/rows routed by \[product\] to the internal stream/);

@@ -29,9 +29,6 @@ function importsOf(folder: string): { file: string; target: string }[] {
   return out;
 }
 
-// lib/api/query-definition.ts is a type-only re-export kept for lib/sources/record-decoder.ts
-// until that file takes its own options type (a parallel change); it goes away then.
-
 describe('layering of runtime, api and query', () => {
   it('lib/runtime imports neither lib/api nor lib/query', () => {
     expect(importsOf('runtime').filter((i) => i.target === 'api' || i.target === 'query')).toEqual([]);

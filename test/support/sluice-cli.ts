@@ -1,4 +1,4 @@
-/** Runs the `sluice` command as a user does (`node bin/sluice.mjs ...`), for end-to-end tests. */
+/** Runs the `sluice` command as a user does (`node --import tsx bin/sluice.ts ...`), for end-to-end tests. */
 import { spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
 
@@ -13,7 +13,8 @@ export interface CliResult {
 /** Its exit code and output; fails (and interrupts it) if it runs longer than `timeoutMs`. */
 export function runSluice(args: string[], timeoutMs: number): Promise<CliResult> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [join(PROJECT_ROOT, 'bin/sluice.mjs'), ...args], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    // From the TypeScript sources, as `npm run dev` does (`sluice` resolves to them: the sluice-source condition).
+    const child = spawn(process.execPath, ['--conditions=sluice-source', '--import', 'tsx', join(PROJECT_ROOT, 'bin/sluice.ts'), ...args], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => { stdout += c.toString(); });

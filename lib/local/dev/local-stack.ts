@@ -13,7 +13,7 @@ import { sinkPrefixOf } from '../../aws/aws-backends.js';
 import { readDeadLetters } from '../../aws/s3-dead-letter-writer.js';
 import { readS3Files, readS3Snapshots, scanDynamoDbSink } from '../../aws/sink-readers.js';
 import { ensureTables } from '../../aws/tables.js';
-import type { RuntimeConfig } from '../../runtime/runtime-config.js';
+import { DEPLOYMENT_DEFAULTS, type RuntimeConfig } from '../../runtime/runtime-config.js';
 import type { DeadLetterRecord } from '../../sources/dead-letter.js';
 import { createStreamAndWait, putRecordsBatched, type PutRecordResult } from '../kinesis-admin.js';
 import type { SampleRecord } from '../sample-events.js';
@@ -41,7 +41,7 @@ export function localDeployment(tag: string, options: { sinkPrefix?: string; dea
     sinkBucket: `sluice-${safe}-sink`.slice(0, 63),
     deadLetterBucket: `sluice-${safe}-dead-letters`.slice(0, 63),
     sinkPrefix: options.sinkPrefix ?? '',
-    deadLetterPrefix: options.deadLetterPrefix ?? 'dead-letter/',
+    deadLetterPrefix: options.deadLetterPrefix ?? DEPLOYMENT_DEFAULTS.deadLetterPrefix,
   };
 }
 
@@ -64,7 +64,7 @@ export function localRuntimeConfig(d: LocalDeployment, options: LocalConfigOptio
     streamName: d.streamName,
     idleShardTimeoutMs: options.idleShardTimeoutMs ?? 0,
     expectedShardCount: options.shards,
-    snapshotEveryBatches: options.snapshotEveryBatches ?? 20,
+    snapshotEveryBatches: options.snapshotEveryBatches ?? DEPLOYMENT_DEFAULTS.snapshotEveryBatches,
   };
 }
 

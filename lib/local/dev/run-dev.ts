@@ -13,10 +13,10 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { StreamingQueryDefinition } from '../../query/query-definition.js';
 import { compileQuery } from '../../query/compiled-query.js';
 import type { QueryStage } from '../../query/query-stage.js';
+import { importQueryModule } from '../../query/query-module.js';
 import { createAwsClients, type AwsClients } from '../../aws/clients.js';
 import { createKinesisTriggerHandler, createRepartitionTriggerHandler, shardIdOf, type KinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
 import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
@@ -65,26 +65,9 @@ export interface DevSummary {
   readonly invocations: number;
 }
 
-/** Loads a query module: its default export (or an export named `query`) is the definition. */
+/** Loads a query module (lib/query/query-module.ts: the one rule the CDK construct applies too). */
 export async function loadQueryModule(path: string): Promise<StreamingQueryDefinition> {
-  if (!existsSync(resolve(path))) throw new Error(`query module ${path} not found`);
-  let module: Record<string, unknown>;
-  try {
-    module = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>;
-  } catch (error) {
-    const code = (error as { code?: string }).code;
-    if (code === 'ERR_REQUIRE_CYCLE_MODULE' || code === 'ERR_REQUIRE_ESM' || code === 'ERR_REQUIRE_ASYNC_MODULE') {
-      throw new Error(`${path} was loaded as CommonJS (${code}): Sluice is ESM. Name the module .mts, or put it under a package.json with "type": "module".`, { cause: error });
-    }
-    throw error;
-  }
-  let candidate = module.default ?? module.query;
-  // A module compiled to CommonJS puts the default export one level down.
-  if (candidate && typeof candidate === 'object' && 'default' in candidate && !('transform' in candidate)) candidate = (candidate as { default: unknown }).default;
-  if (!candidate || typeof candidate !== 'object' || typeof (candidate as { transform?: unknown }).transform !== 'function') {
-    throw new Error(`${path} must default-export a StreamingQueryDefinition (defineQuery({ name, source, transform, outputMode, sink })).`);
-  }
-  return candidate as StreamingQueryDefinition;
+  return importQueryModule(path);
 }
 
 function withMode(definition: StreamingQueryDefinition, mode: OutputMode | undefined, print: (line: string) => void): StreamingQueryDefinition {

@@ -1,5 +1,5 @@
 /**
- * StreamingQuery: one Sluice query deployed as a serverless pipeline.
+ * SluiceQuery: one Sluice query deployed as a serverless pipeline.
  *
  *   Kinesis stream ──(event source mapping, one batch of one shard = one micro-batch)──▶ Kinesis-trigger function
  *   EventBridge schedule ──(no-data batches, idle shards, `{ "mode": "drain" }`)──────────▶ scheduled function
@@ -17,7 +17,7 @@
  * output mode, a sink that cannot take the mode, a query that cannot be split into stages, or,
  * with `repartition: false`, state not co-partitioned with the stream).
  */
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy, Stage, Token } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -31,14 +31,15 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import type { StreamingQueryDefinition } from '../lib/query/query-definition.js';
 import { METRIC, METRIC_DIMENSION_QUERY, METRICS_NAMESPACE } from '../lib/runtime/metric-names.js';
-import { runtimeConfigToEnv, type RuntimeConfig } from '../lib/runtime/runtime-config.js';
-import { PROJECT_ROOT } from './build-dir.js';
-import { triggerModulePath, writeHandlerEntry, type TriggerKind } from './generated-entry.js';
+import {
+  DEPLOYMENT_DEFAULTS, TABLE_KEYS, runtimeConfigToEnv, sinkPrefixFor, type RuntimeConfig,
+} from '../lib/runtime/runtime-config.js';
+import { writeHandlerEntry, type TriggerKind } from './generated-entry.js';
 import { acknowledge, iamResourceFinding } from './nag-acknowledgments.js';
+import { SOURCE_CONDITIONS, entriesDirFor, findProject, type ProjectPaths } from './project.js';
+import { checkIntegerProp } from './props.js';
 import { loadQueryModule, resolveQueryModule } from './query-module.js';
 
 /**
@@ -48,9 +49,6 @@ import { loadQueryModule, resolveQueryModule } from './query-module.js';
  */
 export const METRIC_SERVICE_DIMENSION = { name: 'service', value: 'sluice' } as const;
 
-/** Table key attribute names (lib/aws/tables.ts: CHECKPOINT_/STATE_/SINK_TABLE_KEYS). */
-const PARTITION_KEY = 'pk';
-const SORT_KEY = 'sk';
 
 /** Data-plane actions on the checkpoint, state and sink tables; no Scan, no table management. */
 const TABLE_DATA_ACTIONS = [
@@ -75,13 +73,30 @@ const ONE_HOUR = Duration.hours(1);
 const MIN_RECORD_AGE = Duration.seconds(60);
 const MAX_RECORD_AGE = Duration.days(7);
 
-export interface StreamingQueryProps {
+export interface SluiceQueryProps {
   /**
    * Path to the query module: a TypeScript/JavaScript module whose default export is a
    * `StreamingQueryDefinition` (see examples/). Absolute, or relative to the directory `cdk` runs
    * in. It is loaded and validated at synth time and bundled into both functions.
    */
   readonly queryModule: string;
+
+  /**
+   * The project the query module belongs to: the functions are bundled from it, and `sluice` (with
+   * the module's other imports) is resolved from its `node_modules`. Generated entry files go under
+   * the app's output directory (`cdk.out`).
+   *
+   * @default - the directory of `depsLockFilePath` if given, else the nearest directory above the
+   * query module that holds a lockfile (package-lock.json, yarn.lock, pnpm-lock.yaml, bun.lock(b))
+   */
+  readonly projectRoot?: string;
+
+  /**
+   * The project's lockfile (NodejsFunction picks the package manager from it).
+   *
+   * @default - the nearest lockfile above the query module (or in `projectRoot`)
+   */
+  readonly depsLockFilePath?: string;
 
   /**
    * The Kinesis stream to read. Several queries may share one stream (each gets its own event
@@ -294,7 +309,7 @@ export interface StreamingQueryProps {
   /**
    * A full state snapshot every this many batches (deltas in between).
    *
-   * @default 20 (the runtime's default)
+   * @default 20 (DEPLOYMENT_DEFAULTS.snapshotEveryBatches, the runtime's default)
    */
   readonly snapshotEveryBatches?: number;
 
@@ -323,7 +338,7 @@ export interface StreamingQueryProps {
 }
 
 /** The alarms, for adding actions or dashboards. */
-export interface StreamingQueryAlarms {
+export interface SluiceQueryAlarms {
   /** The Kinesis-trigger function is behind the stream (AWS/Lambda IteratorAge, maximum). */
   readonly iteratorAge: cloudwatch.Alarm;
   /** The Kinesis-trigger function failed (crashed, timed out, or refused its configuration). */
@@ -344,13 +359,15 @@ export interface StreamingQueryAlarms {
   readonly repartitionTriggerErrors?: cloudwatch.Alarm;
 }
 
-export class StreamingQuery extends Construct {
+export class SluiceQuery extends Construct {
   /** The query, as the module's default export. */
   public readonly definition: StreamingQueryDefinition;
   /** The query's name: its checkpoint, state and metrics are keyed by it. */
   public readonly queryName: string;
   /** Absolute path of the query module. */
   public readonly queryModulePath: string;
+  /** The project the functions are bundled from, and its lockfile. */
+  public readonly project: ProjectPaths;
   public readonly stream: kinesis.IStream;
   /** Shards the query was validated for (undefined: unknown, a partition key is required). */
   public readonly expectedShardCount: number | undefined;
@@ -379,17 +396,27 @@ export class StreamingQuery extends Construct {
   /** The internal stream's event source mapping (undefined without a repartition stage). */
   public readonly repartitionEventSource: KinesisEventSource | undefined;
   public readonly scheduleRule: events.Rule;
-  public readonly alarms: StreamingQueryAlarms;
+  public readonly alarms: SluiceQueryAlarms;
   /** The functions' environment (RUNTIME_ENV variables). */
   public readonly environment: Readonly<Record<string, string>>;
 
-  constructor(scope: Construct, id: string, props: StreamingQueryProps) {
+  constructor(scope: Construct, id: string, props: SluiceQueryProps) {
     super(scope, id);
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
 
     // ── The query: loaded and validated before any resource exists ──────────────────────────
-    this.queryModulePath = resolveQueryModule(props.queryModule);
-    const loaded = loadQueryModule(this.queryModulePath);
+    try {
+      this.queryModulePath = resolveQueryModule(props.queryModule);
+    } catch (error) {
+      throw this.withContext(error, 'queryModule');
+    }
+    this.project = findProject(this.queryModulePath, props, (message) => this.propError(message));
+    let loaded: ReturnType<typeof loadQueryModule>;
+    try {
+      loaded = loadQueryModule(this.queryModulePath, this.project.projectRoot);
+    } catch (error) {
+      throw this.withContext(error, 'queryModule');
+    }
     this.definition = loaded.definition;
     this.queryName = String(this.definition.name);
     this.checkProps(props);
@@ -414,10 +441,10 @@ export class StreamingQuery extends Construct {
       this.sinkTable = props.sinkTable ?? this.table('SinkTable', false, removalPolicy);
     } else {
       this.sinkBucket = props.sinkBucket ?? this.bucket('SinkBucket', props.accessLogsBucket, removalPolicy);
-      this.sinkPrefix = props.sinkPrefix ?? sink.prefix ?? `${this.queryName}/`;
+      this.sinkPrefix = sinkPrefixFor(this.queryName, sink.prefix, props.sinkPrefix);
     }
     this.deadLetterBucket = props.deadLetterBucket ?? this.bucket('DeadLetterBucket', props.accessLogsBucket, removalPolicy);
-    this.deadLetterPrefix = props.deadLetterPrefix ?? 'dead-letter/';
+    this.deadLetterPrefix = props.deadLetterPrefix ?? DEPLOYMENT_DEFAULTS.deadLetterPrefix;
     this.onFailureQueue = new sqs.Queue(this, 'OnFailureQueue', {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
@@ -449,9 +476,9 @@ export class StreamingQuery extends Construct {
       deadLetterBucket: this.deadLetterBucket.bucketName,
       deadLetterPrefix: this.deadLetterPrefix,
       streamName: this.stream.streamName,
-      idleShardTimeoutMs: (props.idleShardTimeout ?? Duration.minutes(5)).toMilliseconds(),
+      idleShardTimeoutMs: props.idleShardTimeout?.toMilliseconds() ?? DEPLOYMENT_DEFAULTS.idleShardTimeoutMs,
       expectedShardCount,
-      snapshotEveryBatches: props.snapshotEveryBatches ?? 20,
+      snapshotEveryBatches: props.snapshotEveryBatches ?? DEPLOYMENT_DEFAULTS.snapshotEveryBatches,
       repartitionStreamName: this.repartitionStream?.streamName,
     };
     this.environment = { ...runtimeConfigToEnv(config), NODE_OPTIONS: `--enable-source-maps --max-semi-space-size=${semiSpaceMb(props.memorySize ?? 1024)}` };
@@ -547,7 +574,7 @@ export class StreamingQuery extends Construct {
 
   // ── Props ───────────────────────────────────────────────────────────────────────────────────
 
-  private checkProps(props: StreamingQueryProps): void {
+  private checkProps(props: SluiceQueryProps): void {
     const sink = this.definition.sink;
     if (props.parallelizationFactor !== undefined && props.parallelizationFactor !== 1) {
       throw this.propError(`parallelizationFactor ${props.parallelizationFactor} is not supported; only 1 is. `
@@ -557,26 +584,22 @@ export class StreamingQuery extends Construct {
         + 'source.partitionKey so its state stays co-partitioned with them (or, when the state is keyed by other columns, '
         + 'let the repartition stage route rows by state key: repartitionShardCount sets its partitions).');
     }
-    if (props.batchSize !== undefined && !(Number.isInteger(props.batchSize) && props.batchSize >= 1 && props.batchSize <= 10_000)) {
-      throw this.propError(`batchSize must be an integer from 1 to 10000, got ${props.batchSize}.`);
-    }
-    if (props.shardCount !== undefined) {
-      if (props.stream) throw this.propError(`shardCount (${props.shardCount}) applies only to a stream the construct creates; a stream was given.`);
-      if (!Number.isInteger(props.shardCount) || props.shardCount < 1) throw this.propError(`shardCount must be a positive integer, got ${props.shardCount}.`);
-    }
-    if (props.expectedShardCount !== undefined && (!Number.isInteger(props.expectedShardCount) || props.expectedShardCount < 1)) {
-      throw this.propError(`expectedShardCount must be a positive integer, got ${props.expectedShardCount}.`);
+    const integer = (name: keyof SluiceQueryProps, min: number, max?: number, synthTimeOnly?: string): void =>
+      checkIntegerProp(props, name, min, max, synthTimeOnly, (message) => this.propError(message));
+    integer('batchSize', 1, 10_000);
+    // These decide the query's plan (stages, co-partitioning), which synth validates: known numbers only.
+    integer('shardCount', 1, undefined, 'it sets the number of state partitions the query is validated for');
+    integer('expectedShardCount', 1, undefined, 'synth validates the query for this many shards');
+    integer('repartitionShardCount', 1, undefined, 'it sets the number of state partitions of the repartition stage');
+    integer('snapshotEveryBatches', 1);
+    integer('memorySize', 128, 10_240, 'it sizes V8\'s young generation (--max-semi-space-size in NODE_OPTIONS)');
+    if (props.shardCount !== undefined && props.stream) {
+      throw this.propError(`shardCount (${props.shardCount}) applies only to a stream the construct creates; a stream was given.`);
     }
     if (props.repartitionShardCount !== undefined) {
-      if (!Number.isInteger(props.repartitionShardCount) || props.repartitionShardCount < 1) {
-        throw this.propError(`repartitionShardCount must be a positive integer, got ${props.repartitionShardCount}.`);
-      }
       if (props.repartition === false) {
         throw this.propError(`repartitionShardCount (${props.repartitionShardCount}) sets the internal stream of a repartition stage, but repartition is false.`);
       }
-    }
-    if (props.snapshotEveryBatches !== undefined && (!Number.isInteger(props.snapshotEveryBatches) || props.snapshotEveryBatches < 1)) {
-      throw this.propError(`snapshotEveryBatches must be a positive integer, got ${props.snapshotEveryBatches}.`);
     }
     if (props.startingPositionTimestamp !== undefined && props.startingPosition !== lambda.StartingPosition.AT_TIMESTAMP) {
       throw this.propError('startingPositionTimestamp needs startingPosition: StartingPosition.AT_TIMESTAMP.');
@@ -595,7 +618,7 @@ export class StreamingQuery extends Construct {
     }
   }
 
-  private resolveStream(props: StreamingQueryProps, removalPolicy: RemovalPolicy): {
+  private resolveStream(props: SluiceQueryProps, removalPolicy: RemovalPolicy): {
     stream: kinesis.IStream; expectedShardCount: number | undefined; streamRetention: Duration;
   } {
     const streamRetention = props.streamRetention ?? Duration.hours(24);
@@ -618,8 +641,9 @@ export class StreamingQuery extends Construct {
 
   private table(id: string, withSortKey: boolean, removalPolicy: RemovalPolicy): dynamodb.Table {
     return new dynamodb.Table(this, id, {
-      partitionKey: { name: PARTITION_KEY, type: dynamodb.AttributeType.STRING },
-      ...(withSortKey ? { sortKey: { name: SORT_KEY, type: dynamodb.AttributeType.STRING } } : {}),
+      // The checkpoint and state tables have the same keys; the sink table only a partition key.
+      partitionKey: { name: TABLE_KEYS.state.partitionKey, type: dynamodb.AttributeType.STRING },
+      ...(withSortKey ? { sortKey: { name: TABLE_KEYS.state.sortKey, type: dynamodb.AttributeType.STRING } } : {}),
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       encryption: dynamodb.TableEncryption.AWS_MANAGED,
@@ -645,12 +669,8 @@ export class StreamingQuery extends Construct {
   }
 
   private triggerFunction(
-    id: string, kind: TriggerKind, props: StreamingQueryProps, removalPolicy: RemovalPolicy, description: string,
+    id: string, kind: TriggerKind, props: SluiceQueryProps, removalPolicy: RemovalPolicy, description: string,
   ): nodejs.NodejsFunction {
-    const functionModule = triggerModulePath(kind);
-    if (!existsSync(functionModule)) {
-      throw this.propError(`the ${kind} trigger entry point ${functionModule} does not exist; it is part of Sluice (functions/).`);
-    }
     const logGroup = new logs.LogGroup(this, `${id}Logs`, {
       retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
       removalPolicy,
@@ -662,10 +682,11 @@ export class StreamingQuery extends Construct {
     });
     logGroup.grantWrite(role);
     const fn = new nodejs.NodejsFunction(this, id, {
-      entry: writeHandlerEntry(kind, this.queryModulePath),
+      entry: writeHandlerEntry(kind, this.queryModulePath,
+        entriesDirFor(this.queryModulePath, this.project.projectRoot, Stage.of(this)?.outdir ?? 'cdk.out')),
       handler: 'handler',
-      projectRoot: PROJECT_ROOT,
-      depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json'),
+      projectRoot: this.project.projectRoot,
+      depsLockFilePath: this.project.depsLockFilePath,
       runtime: lambda.Runtime.NODEJS_22_X,
       architecture: lambda.Architecture.ARM_64,
       memorySize: props.memorySize ?? 1024,
@@ -686,6 +707,8 @@ export class StreamingQuery extends Construct {
         bundleAwsSDK: true,
         forceDockerBundling: false,
         logLevel: nodejs.LogLevel.ERROR,
+        // From sluice's sources (its repository), `sluice/lambda` resolves to them as well.
+        ...(SOURCE_CONDITIONS.length ? { esbuildArgs: { '--conditions': SOURCE_CONDITIONS.join(',') } } : {}),
       },
     });
     acknowledge(fn, 'AwsSolutions-L1',
@@ -721,7 +744,7 @@ export class StreamingQuery extends Construct {
     return iamResourceFinding(fn, objects);
   }
 
-  private createAlarms(props: StreamingQueryProps): StreamingQueryAlarms {
+  private createAlarms(props: SluiceQueryProps): SluiceQueryAlarms {
     const fiveMinutes = Duration.minutes(5);
     const alarm = (id: string, metric: cloudwatch.IMetric, description: string, options: Partial<cloudwatch.CreateAlarmOptions> = {}): cloudwatch.Alarm =>
       new cloudwatch.Alarm(this, id, {
@@ -771,7 +794,7 @@ export class StreamingQuery extends Construct {
   // ── Errors ──────────────────────────────────────────────────────────────────────────────────
 
   private propError(message: string): Error {
-    return new Error(`StreamingQuery ${this.node.path}: ${message}`);
+    return new Error(`SluiceQuery ${this.node.path}: ${message}`);
   }
 
   /** The engine's error, unchanged in class, code and hint, with where it comes from in front. */
@@ -780,7 +803,7 @@ export class StreamingQuery extends Construct {
     const original = error.message;
     // V8 formats `stack` on first access: read it before the message changes, then rewrite it.
     const stack = error.stack;
-    error.message = `StreamingQuery ${this.node.path}: ${what}: ${original}`;
+    error.message = `SluiceQuery ${this.node.path}: ${what}: ${original}`;
     if (stack?.includes(original)) error.stack = stack.replace(original, error.message);
     return error;
   }

@@ -1,0 +1,2 @@
+/** `sluice/cdk`: the SluiceQuery construct, one query deployed as a serverless pipeline. */
+export { SluiceQuery, type SluiceQueryProps, type SluiceQueryAlarms } from './sluice-query.js';

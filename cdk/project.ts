@@ -1,0 +1,103 @@
+/**
+ * Where the construct finds the user's project and writes what it generates at synth time.
+ *
+ * The project is found the way `NodejsFunction` finds it, but from the query module rather than
+ * the working directory: the nearest directory above the module holding a lockfile is the project
+ * root (props `projectRoot` and `depsLockFilePath` override). Generated files (the Lambda entries)
+ * go under the app's output directory (`cdk.out`), never into the project or `node_modules`.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The lockfiles NodejsFunction knows (it picks the package manager from the file's name). */
+const LOCK_FILES = ['package-lock.json', 'yarn.lock', 'pnpm-lock.yaml', 'bun.lockb', 'bun.lock'];
+
+export interface ProjectPaths {
+  readonly projectRoot: string;
+  readonly depsLockFilePath: string;
+}
+
+/** The project a query module belongs to; `error` builds the construct's error for a message. */
+export function findProject(
+  queryModulePath: string,
+  given: { projectRoot?: string; depsLockFilePath?: string },
+  error: (message: string) => Error,
+): ProjectPaths {
+  if (given.depsLockFilePath !== undefined) {
+    const depsLockFilePath = resolve(given.depsLockFilePath);
+    if (!existsSync(depsLockFilePath)) throw error(`depsLockFilePath ${depsLockFilePath} does not exist.`);
+    const projectRoot = resolve(given.projectRoot ?? dirname(depsLockFilePath));
+    if (isOutside(projectRoot, depsLockFilePath)) throw error(`depsLockFilePath ${depsLockFilePath} is not under projectRoot ${projectRoot}.`);
+    return { projectRoot, depsLockFilePath };
+  }
+  const start = given.projectRoot !== undefined ? resolve(given.projectRoot) : dirname(queryModulePath);
+  for (let dir = start; ; dir = dirname(dir)) {
+    const lockFile = LOCK_FILES.map((name) => join(dir, name)).find((path) => existsSync(path));
+    if (lockFile) {
+      const projectRoot = given.projectRoot !== undefined ? start : dir;
+      if (isOutside(projectRoot, queryModulePath)) {
+        throw error(`queryModule ${queryModulePath} is not under projectRoot ${projectRoot}; the functions bundle it from there.`);
+      }
+      return { projectRoot, depsLockFilePath: lockFile };
+    }
+    if (dirname(dir) === dir) break;
+  }
+  throw error(`no lockfile (${LOCK_FILES.join(', ')}) in ${start} or any directory above it, so the project the query module `
+    + `belongs to is unknown. Install the project's dependencies (npm install writes package-lock.json), or set depsLockFilePath.`);
+}
+
+/**
+ * The directory for the generated entries of one query module: under the app's output directory
+ * when that is inside the project (as `cdk.out` is), because NodejsFunction bundles only entries
+ * under its project root; else under `<projectRoot>/cdk.out`. The path depends on the module only,
+ * so two stacks deploying one module share its entries.
+ */
+export function entriesDirFor(queryModulePath: string, projectRoot: string, appOutdir: string): string {
+  const digest = createHash('sha256').update(queryModulePath).digest('hex').slice(0, 12);
+  const base = queryModulePath.replace(/\\/g, '/').split('/').pop()!.replace(/\.[cm]?[jt]sx?$/, '').replace(/[^A-Za-z0-9_-]/g, '_');
+  const outdir = isOutside(projectRoot, resolve(appOutdir)) ? join(projectRoot, 'cdk.out') : resolve(appOutdir);
+  return join(outdir, 'sluice-entries', `${base}-${digest}`);
+}
+
+/**
+ * Writes `contents` to `path` unless it already holds exactly that. The write goes to a temporary
+ * file renamed into place, so a concurrent synth (parallel test workers) never reads half a file.
+ */
+export function writeFileIfChanged(path: string, contents: string): void {
+  if (existsSync(path) && readFileSync(path, 'utf8') === contents) return;
+  mkdirSync(dirname(path), { recursive: true });
+  const temporary = `${path}.${process.pid}.${Date.now()}.tmp`;
+  writeFileSync(temporary, contents);
+  renameSync(temporary, path);
+}
+
+/** An import specifier for an absolute path, as esbuild and Node accept it on every platform. */
+export function importSpecifier(absolutePath: string): string {
+  return JSON.stringify(absolutePath.replace(/\\/g, '/'));
+}
+
+/**
+ * Running from sluice's TypeScript sources (its repository, under tsx or vitest) rather than the
+ * compiled package: bundles then resolve `sluice` to those sources too (the `sluice-source` export
+ * condition), so a query and the engine that checks it are one copy of the code.
+ */
+export const FROM_SOURCES = import.meta.url.endsWith('.ts');
+export const SOURCE_CONDITIONS: string[] = FROM_SOURCES ? ['sluice-source'] : [];
+
+/** The directory of the sluice package this construct belongs to (its package.json). */
+export const SLUICE_PACKAGE_DIR = findSluicePackage(dirname(fileURLToPath(import.meta.url)));
+
+function findSluicePackage(from: string): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    const manifest = join(dir, 'package.json');
+    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string }).name === 'sluice') return dir;
+    if (dirname(dir) === dir) throw new Error(`sluice's package.json not found above ${from}`);
+  }
+}
+
+function isOutside(root: string, path: string): boolean {
+  const rel = relative(root, path);
+  return rel === '..' || rel.startsWith(`..${'/'}`) || rel.startsWith('..\\') || isAbsolute(rel);
+}
