@@ -4,13 +4,19 @@ import { defineConfig } from 'vitest/config';
 // to dist/: the `sluice-source` export condition (package.json "exports"; tsconfig customConditions).
 const conditions = ['sluice-source'];
 
+// Tests mirror the sources: the test of lib/aws/dynamodb-checkpoint.ts is test/aws/dynamodb-checkpoint*.
+// Those that start emulators (Kinesis, DynamoDB Local, S3) or install the packed package end in
+// `.integration.test.ts`: `npm run test:unit` runs the rest in seconds, `npm test` runs both.
 export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions } },
   test: {
-    include: ['test/**/*.test.ts'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    projects: [
+      { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/**/*.integration.test.ts'] } },
+      { extends: true, test: { name: 'integration', include: ['test/**/*.integration.test.ts'] } },
+    ],
   },
 });

@@ -2,7 +2,7 @@
  * The package's public surface, from package.json "exports": every subpath has its source (the
  * sluice-source condition), its build output and declarations; no two subpaths export the same
  * name, values or types (a user importing from two of them never meets two different `X`s).
- * The packed tarball is checked end to end in packed-app.test.ts.
+ * The packed tarball is checked end to end in packed-app.integration.test.ts.
  */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';

@@ -5,10 +5,10 @@
  * run must give the in-memory engine's answer.
  */
 import { describe, expect, it } from 'vitest';
-import { runChaos, type ChaosReport } from '../../lib/local/chaos/run-chaos.js';
-import { FAULT_KINDS, FAULT_POINT, planFaults } from '../../lib/local/chaos/faults.js';
-import { compareRows } from '../../lib/local/chaos/compare.js';
-import { createPrng, generateSalesEvents } from '../../lib/local/sample-events.js';
+import { runChaos, type ChaosReport } from '../../../lib/local/chaos/run-chaos.js';
+import { FAULT_KINDS, FAULT_POINT, planFaults } from '../../../lib/local/chaos/faults.js';
+import { compareRows } from '../../../lib/local/chaos/compare.js';
+import { createPrng, generateSalesEvents } from '../../../lib/local/sample-events.js';
 
 // The SDK's notice about future Node versions is noise in the test output.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';

@@ -3,7 +3,7 @@
  * layout, for an aggregation over 10,000 keys fed 1,000-event batches. Prints the table that
  * docs/state-layout.md quotes:
  *
- *   npx vitest run test/integration/dynamodb-state-cost.test.ts
+ *   npx vitest run test/aws/dynamodb-state-store-cost.integration.test.ts
  *
  * Units are counted twice: as DynamoDB (Local) reports them, and with AWS's published formula
  * from the item sizes (what Sluice's meter falls back to).

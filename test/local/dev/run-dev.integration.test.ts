@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROJECT_ROOT, runSluice } from '../support/sluice-cli.js';
+import { PROJECT_ROOT, runSluice } from '../../support/sluice-cli.js';
 
 const lib = (path: string): string => pathToFileURL(join(PROJECT_ROOT, 'lib', path)).href;
 
