@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { SluiceSession } from '../../lib/api/session.js';
 import { col, count, sum, window } from '../../lib/plan/functions.js';
 import { parseTimestamp } from '../../lib/core/timestamps.js';
-import { addData, assertOnQuery, checkAnswer, checkLastBatch, checkNewAnswer, stopStream, startStream, testStream } from '../support/test-stream.js';
+import { addData, assertOnQuery, checkAnswer, checkLastBatch, checkNewAnswer, stopStream, startStream, testStream } from '../../lib/testing/test-stream.js';
 
 const at = (hhmm: string): number => parseTimestamp(`2024-05-01 ${hhmm}:00`)!;
 const hour = (h: number): { start: number; end: number } => ({ start: at(`${h}:00`), end: at(`${h + 1}:00`) });

@@ -3,7 +3,6 @@
  * Interprets the format generally: nothing here knows scenario ids.
  */
 import type { DataFrame } from '../../lib/api/data-frame.js';
-import '../../lib/runtime/batch-runner.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { ManualClock, systemClock, type Clock } from '../../lib/runtime/clock.js';

@@ -7,7 +7,6 @@ import { compileValueHasher, hashHi, hashLo } from '../../lib/execution/xxhash64
 import { approx_count_distinct, col, count } from '../../lib/plan/functions.js';
 import type { DataType } from '../../lib/plan/data-types.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
-import '../../lib/runtime/batch-runner.js';
 
 function sketch(hll: HyperLogLogPlusPlus, values: Iterable<unknown>, type: DataType = 'string'): HllBuffer {
   const hash = compileValueHasher(type);
