@@ -1,6 +1,7 @@
 /**
- * The layering of lib/, checked by `npm run lint:deps` (and a test): an import may point down
- * this list or within its own folder, never up; no import cycles anywhere; the engine core
+ * The layering of lib/, checked by `npm run lint:deps` (and a test). LAYERS lists the lowest
+ * first: an import may point to an earlier layer or within its own folder, never to a later one;
+ * no import cycles anywhere; the engine core
  * (everything below lib/aws) imports no AWS SDK and no aws-cdk-lib; cdk/ sees only the deployment
  * contract of lib.
  */
