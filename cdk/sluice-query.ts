@@ -36,7 +36,7 @@ import { METRIC, METRIC_DIMENSION_QUERY, METRICS_NAMESPACE } from '../lib/runtim
 import {
   DEPLOYMENT_DEFAULTS, TABLE_KEYS, runtimeConfigToEnv, sinkPrefixFor, type RuntimeConfig,
 } from '../lib/runtime/runtime-config.js';
-import { writeHandlerEntry, type TriggerKind } from './generated-entry.js';
+import { writeHandlerEntry, type HandlerKind } from './generated-entry.js';
 import { acknowledge, iamResourceFinding } from './nag-acknowledgments.js';
 import { SOURCE_CONDITIONS, entriesDirFor, findProject, type ProjectPaths } from './project.js';
 import { checkIntegerProp } from './props.js';
@@ -63,7 +63,7 @@ const DEAD_LETTER_OBJECT_ACTIONS = ['s3:PutObject'];
 
 /** The repartition stage: stage 1 lists the internal shards (hash ranges) and writes them. */
 const REPARTITION_WRITE_ACTIONS = ['kinesis:ListShards', 'kinesis:PutRecords'];
-/** What the scheduled trigger needs to read a stream's shards (idle checks, drain). */
+/** What the scheduled function needs to read a stream's shards (idle checks, drain). */
 const STREAM_READ_ACTIONS = ['kinesis:DescribeStreamSummary', 'kinesis:GetRecords', 'kinesis:GetShardIterator', 'kinesis:ListShards'];
 /** The internal stream holds only records in flight between the stages. */
 const REPARTITION_RETENTION = Duration.hours(24);
@@ -284,7 +284,7 @@ export interface SluiceQueryProps {
   readonly timeout?: Duration;
 
   /**
-   * How often the scheduled trigger runs (no-data batches that close windows when input stops,
+   * How often the scheduled function runs (no-data batches that close windows when input stops,
    * idle-shard checks). At least one minute.
    *
    * @default Duration.minutes(1)
@@ -483,29 +483,29 @@ export class SluiceQuery extends Construct {
     };
     this.environment = { ...runtimeConfigToEnv(config), NODE_OPTIONS: `--enable-source-maps --max-semi-space-size=${semiSpaceMb(props.memorySize ?? 1024)}` };
 
-    this.kinesisTriggerFunction = this.triggerFunction('KinesisTrigger', 'kinesis', props, removalPolicy,
+    this.kinesisTriggerFunction = this.handlerFunction('KinesisTrigger', 'kinesis', props, removalPolicy,
       `Sluice query ${this.queryName}: one micro-batch per Kinesis shard batch`);
-    this.scheduledTriggerFunction = this.triggerFunction('ScheduledTrigger', 'scheduled', props, removalPolicy,
+    this.scheduledTriggerFunction = this.handlerFunction('ScheduledTrigger', 'scheduled', props, removalPolicy,
       `Sluice query ${this.queryName}: scheduled no-data batches, idle shards, drain`);
     if (this.repartitionStream) {
-      this.repartitionFunction = this.triggerFunction('RepartitionTrigger', 'repartition', props, removalPolicy,
+      this.repartitionFunction = this.handlerFunction('RepartitionTrigger', 'repartition', props, removalPolicy,
         `Sluice query ${this.queryName}: stage 2 (state and sink) per internal repartition shard`);
     }
     for (const fn of this.functions()) this.grantDataAccess(fn);
-    // The scheduled trigger lists shards and reads them (idle checks, drain); the event source
+    // The scheduled function lists shards and reads them (idle checks, drain); the event source
     // mapping grants the same read access to the Kinesis-trigger function.
     this.stream.grantRead(this.scheduledTriggerFunction);
     if (this.repartitionStream && this.repartitionFunction) {
       // Stage 1 lists the internal shards (to route by hash range) and writes them.
       this.repartitionStream.grant(this.kinesisTriggerFunction, ...REPARTITION_WRITE_ACTIONS);
-      // The scheduled trigger writes idle markers into every internal shard and drains them.
+      // The scheduled function writes idle markers into every internal shard and drains them.
       this.repartitionStream.grant(this.scheduledTriggerFunction, ...new Set([...STREAM_READ_ACTIONS, ...REPARTITION_WRITE_ACTIONS]));
       // Stage 2 reads the internal stream (the event source mapping's grant) and lists the source
       // stream's shards: a source shard it has not heard from yet holds its watermark back.
       this.stream.grant(this.repartitionFunction, 'kinesis:ListShards');
     }
 
-    // ── Triggers ────────────────────────────────────────────────────────────────────────────
+    // ── Event sources ───────────────────────────────────────────────────────────────────────
     this.eventSource = new KinesisEventSource(this.stream, {
       startingPosition: props.startingPosition ?? lambda.StartingPosition.TRIM_HORIZON,
       startingPositionTimestamp: props.startingPositionTimestamp,
@@ -555,7 +555,7 @@ export class SluiceQuery extends Construct {
     }
   }
 
-  /** The query's functions: Kinesis trigger, scheduled trigger, and the repartition function if any. */
+  /** The query's functions: the Kinesis-trigger function, the scheduled function, and the repartition function if any. */
   public functions(): nodejs.NodejsFunction[] {
     return [this.kinesisTriggerFunction, this.scheduledTriggerFunction, ...(this.repartitionFunction ? [this.repartitionFunction] : [])];
   }
@@ -668,8 +668,8 @@ export class SluiceQuery extends Construct {
     return bucket;
   }
 
-  private triggerFunction(
-    id: string, kind: TriggerKind, props: SluiceQueryProps, removalPolicy: RemovalPolicy, description: string,
+  private handlerFunction(
+    id: string, kind: HandlerKind, props: SluiceQueryProps, removalPolicy: RemovalPolicy, description: string,
   ): nodejs.NodejsFunction {
     const logGroup = new logs.LogGroup(this, `${id}Logs`, {
       retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,

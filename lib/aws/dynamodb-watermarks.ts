@@ -9,7 +9,7 @@
  *   batchId not being greater than the one published: a stale or reordered publish never moves a
  *   partition back. A batch with data makes the partition live (idle = false) and stamps
  *   lastDataAtMs; a batch without data leaves both as they are.
- * - confirmCaughtUp (the scheduled trigger, after GetRecords showed the shard has nothing more)
+ * - confirmCaughtUp (the scheduled handler, after GetRecords showed the shard has nothing more)
  *   makes the partition idle only if it has had no data for idleTimeoutMs; the condition is
  *   evaluated by DynamoDB against the row itself, so a publish with data racing it wins.
  * - markClosed (a reshard closed the shard) takes the partition out of the minimum for good.

@@ -1,7 +1,7 @@
 /**
  * Reads a shard's records between two sequence numbers with GetShardIterator/GetRecords: how a
  * planned batch re-runs with exactly its records when Lambda redelivers only part of them (a
- * bisected retry), and how the scheduled trigger checks that a shard is caught up.
+ * bisected retry), and how the scheduled handler checks that a shard is caught up.
  */
 import { GetRecordsCommand, GetShardIteratorCommand, ListShardsCommand, type KinesisClient, type Shard, type _Record } from '@aws-sdk/client-kinesis';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';

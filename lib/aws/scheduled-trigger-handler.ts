@@ -9,7 +9,7 @@
  * GetRecords and runs batches until caught up (Spark's availableNow), for backfills and for
  * queries that run only on a schedule.
  *
- * It never races the Kinesis-triggered invocation of the same shard into a wrong result: both
+ * It never races the Kinesis handler's invocation of the same shard into a wrong result: both
  * plan batch N with a conditional put, and the loser stops.
  */
 import { compileForDeployment, type CompiledQuery, type DeployableQuery } from '../query/compiled-query.js';

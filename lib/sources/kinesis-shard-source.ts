@@ -1,5 +1,5 @@
 /**
- * One Kinesis shard as a micro-batch source, for one trigger invocation. The runtime offers it the
+ * One Kinesis shard as a micro-batch source, for one invocation. The runtime offers it the
  * records the invocation received (and, to re-run a planned batch exactly, the ones it fetched);
  * the engine plans `(committed, latest]` and reads it back.
  *

@@ -106,7 +106,7 @@ describe('Kinesis → Lambda handler → DynamoDB state → sinks (emulators)', 
     expect(beforeIdle.length).toBeGreaterThan(0);
     expect(beforeIdle.every((row) => expected.includes(row))).toBe(true);
     // A straggler on one shard at 18:30 moves that shard's watermark past 17:00; the other shard
-    // holds the minimum back until the scheduled trigger confirms it idle.
+    // holds the minimum back until the scheduled handler confirms it idle.
     const late: Sale = { store_id: 'north', amount: 5, ts: '2024-05-01T18:30:00.000Z' };
     await d.put(asRecords([late]));
     await d.drain();

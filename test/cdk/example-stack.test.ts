@@ -94,7 +94,7 @@ describe('the generated entries and their bundles', () => {
     expect(repartition).toContain('export const handler = createRepartitionTriggerHandler(query);');
   });
 
-  // One query with a repartition stage has all three entry kinds (Kinesis trigger as stage 1,
+  // One query with a repartition stage has all three entry kinds (the Kinesis entry as stage 1,
   // scheduled, repartition); the entries differ only in the factory they import.
   it('bundles the three functions of a repartitioned query with the local esbuild (minified, source map) into handlers that load and answer', async () => {
     const app = new App({ builtinCloudFormationValidation: false, outdir: appOutdir() });

@@ -205,12 +205,12 @@ describe('SluiceQuery with its defaults (update mode → DynamoDB sink, created 
       // Dead letters: PutObject only, under the dead-letter prefix.
       const deadLetterObjects = { 'Fn::Join': ['', [{ 'Fn::GetAtt': [logicalIdOf(stack, query.deadLetterBucket as never), 'Arn'] }, '/dead-letter/*']] };
       expect(actionsOn(own, deadLetterObjects)).toEqual(['s3:PutObject']);
-      // Kinesis reads on this stream only (the event source mapping's grant, and the scheduled trigger's own).
+      // Kinesis reads on this stream only (the event source mapping's grant, and the scheduled function's own).
       const streamActions = actionsOn(own, { 'Fn::GetAtt': [logicalIdOf(stack, query.stream as kinesis.Stream), 'Arn'] });
       expect(streamActions).toEqual(expect.arrayContaining(['kinesis:GetRecords', 'kinesis:GetShardIterator', 'kinesis:ListShards']));
       expect(streamActions.filter((a) => !/^kinesis:(Describe|Get|List|SubscribeToShard)/.test(a))).toEqual([]);
     }
-    // Only the Kinesis trigger's role may send to the on-failure queue (the event source mapping uses it).
+    // Only the Kinesis-trigger function's role may send to the on-failure queue (the event source mapping uses it).
     const queueArn = { 'Fn::GetAtt': [logicalIdOf(stack, query.onFailureQueue), 'Arn'] };
     expect(actionsOn(statementsOfRole(template, logicalIdOf(stack, query.kinesisTriggerFunction.role as never)), queueArn)).toContain('sqs:SendMessage');
     expect(actionsOn(statementsOfRole(template, logicalIdOf(stack, query.scheduledTriggerFunction.role as never)), queueArn)).toEqual([]);

@@ -57,7 +57,7 @@ describe('runShardInvocation (memory backends)', () => {
     expect(show(b.sink.allRows())).toEqual([]);
     const r2 = await invoke({ definition: revenue('append'), shardId: 'shard-0', records: records(ev(20, '15:20')), expectedShardCount: 1 }, b);
     expect(r2.error).toBeUndefined();
-    // The data batch moves the watermark to 15:05; the no-data batch in the same trigger emits.
+    // The data batch moves the watermark to 15:05; the no-data batch in the same invocation emits.
     expect(show(b.sink.allRows())).toEqual(['2024-05-01 14:00:00-15:00:00=25']);
     expect(r2.progress.map((p) => p.numInputRows)).toEqual([1, 0]);
   });

@@ -24,7 +24,7 @@ export interface Deployment {
   put(events: readonly { data: string; partitionKey: string }[]): Promise<void>;
   /** Runs the event source mapping until every shard is drained. */
   drain(options?: Partial<LocalEventSourceMappingOptions>, handlerOptions?: KinesisTriggerOptions): Promise<void>;
-  /** One scheduled trigger, as EventBridge would invoke it at `nowMs`. */
+  /** One scheduled invocation, as EventBridge would invoke it at `nowMs`. */
   tick(nowMs: number, mode?: 'tick' | 'drain'): Promise<unknown>;
 }
 
