@@ -93,9 +93,10 @@ export abstract class QueryStage {
   abstract bind(shardId: string, backends: PartitionBackends): StageBinding;
 }
 
-function kinesisShardSource(definition: StreamingQueryDefinition, shardId: string): KinesisShardSource {
+/** A shard of the source stream, its watermark published to (and combined with) the others'. */
+function bindKinesisShard(definition: StreamingQueryDefinition, shardId: string, backends: PartitionBackends): StageBinding {
   const schema = sourceSchemaOf(definition.source);
-  return new KinesisShardSource({
+  const source = new KinesisShardSource({
     name: KINESIS_SOURCE_NAME,
     queryName: definition.name,
     shardId,
@@ -103,6 +104,7 @@ function kinesisShardSource(definition: StreamingQueryDefinition, shardId: strin
     decode: createRecordDecoder(definition.source, schema),
     partitionKeyColumn: definition.source.partitionKey,
   });
+  return { source, watermarks: backends.watermarks, deadLetters: () => source.deadLetters() };
 }
 
 /** The whole query on a shard of the source stream. */
@@ -120,8 +122,7 @@ export class SingleStage extends QueryStage {
   }
 
   bind(shardId: string, backends: PartitionBackends): StageBinding {
-    const source = kinesisShardSource(this.definition, shardId);
-    return { source, watermarks: backends.watermarks, deadLetters: () => source.deadLetters() };
+    return bindKinesisShard(this.definition, shardId, backends);
   }
 }
 
@@ -143,10 +144,9 @@ export class SourceStage extends QueryStage {
   }
 
   bind(shardId: string, backends: PartitionBackends): StageBinding {
-    const source = kinesisShardSource(this.definition, shardId);
     // Stage 1 has no watermark of its own; publishing its progress lets the scheduled handler
     // confirm the shard idle and tell the state partitions.
-    return { source, watermarks: backends.watermarks, deadLetters: () => source.deadLetters() };
+    return bindKinesisShard(this.definition, shardId, backends);
   }
 }
 
