@@ -9,8 +9,9 @@
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { loadQueryModule, runDev } from '../lib/local/dev/run-dev.js';
+import { runDev } from '../lib/local/dev/run-dev.js';
 import { hourlySalesQuery } from '../lib/local/dev/default-query.js';
+import { importQueryModule } from '../lib/query/query-module.js';
 import { explainQuery } from '../lib/query/validate-query.js';
 import type { OutputMode } from '../lib/core/output-mode.js';
 import { SluiceError } from '../lib/errors/sluice-error.js';
@@ -55,7 +56,7 @@ program
   .option('--shards <n>', 'source stream shards (1 needs no partition key for stateful queries)', positiveInt('--shards'))
   .option('--no-repartition', 'refuse instead of adding a repartition stage')
   .action(async (queryModule: string | undefined, opts: { shards?: number; repartition: boolean }) => {
-    const definition = queryModule ? await loadQueryModule(queryModule) : hourlySalesQuery();
+    const definition = queryModule ? await importQueryModule(queryModule) : hourlySalesQuery();
     process.stdout.write(`${explainQuery(definition, { expectedShardCount: opts.shards, allowRepartition: opts.repartition })}\n`);
   });
 

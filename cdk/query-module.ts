@@ -15,7 +15,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { StreamingQueryDefinition } from '../lib/query/query-definition.js';
 import type { ValidatedQuery, ValidateOptions } from '../lib/query/validate-query.js';
-import { queryDefinitionOf, queryModuleLoadError, resolveQueryModulePath } from '../lib/query/query-module.js';
+import { queryDefinitionOf, queryModuleLoadError } from '../lib/query/query-module.js';
 import { SLUICE_PACKAGE_DIR, SOURCE_CONDITIONS, importSpecifier } from './project.js';
 
 export interface LoadedQueryModule {
@@ -25,11 +25,6 @@ export interface LoadedQueryModule {
   readonly definition: StreamingQueryDefinition;
   /** The engine's `validateQuery`, from the same compiled copy of the engine as the definition. */
   readonly validate: (options: ValidateOptions) => ValidatedQuery;
-}
-
-/** Resolves a query module path: absolute, or relative to the current directory (where `cdk` runs). */
-export function resolveQueryModule(queryModule: string): string {
-  return resolveQueryModulePath(queryModule);
 }
 
 export function loadQueryModule(queryModulePath: string, projectRoot: string): LoadedQueryModule {

@@ -40,7 +40,8 @@ import { writeHandlerEntry, type HandlerKind } from './generated-entry.js';
 import { acknowledge, iamResourceFinding } from './nag-acknowledgments.js';
 import { SOURCE_CONDITIONS, entriesDirFor, findProject, type ProjectPaths } from './project.js';
 import { checkIntegerProp } from './props.js';
-import { loadQueryModule, resolveQueryModule } from './query-module.js';
+import { resolveQueryModulePath } from '../lib/query/query-module.js';
+import { loadQueryModule } from './query-module.js';
 
 /**
  * The `service` dimension Powertools Metrics adds next to `query` (lib/aws/observability.ts
@@ -406,7 +407,8 @@ export class SluiceQuery extends Construct {
 
     // ── The query: loaded and validated before any resource exists ──────────────────────────
     try {
-      this.queryModulePath = resolveQueryModule(props.queryModule);
+      // Absolute, or relative to the current directory (where `cdk` runs).
+      this.queryModulePath = resolveQueryModulePath(props.queryModule);
     } catch (error) {
       throw this.withContext(error, 'queryModule');
     }

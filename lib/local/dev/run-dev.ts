@@ -65,11 +65,6 @@ export interface DevSummary {
   readonly invocations: number;
 }
 
-/** Loads a query module (lib/query/query-module.ts: the one rule the CDK construct applies too). */
-export async function loadQueryModule(path: string): Promise<StreamingQueryDefinition> {
-  return importQueryModule(path);
-}
-
 function withMode(definition: StreamingQueryDefinition, mode: OutputMode | undefined, print: (line: string) => void): StreamingQueryDefinition {
   if (!mode || mode === definition.outputMode) return definition;
   const fits = sinkSupportsMode(definition.sink.kind, mode);
@@ -88,7 +83,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
   if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) throw new Error(`--batch-size must be an integer from 1 to 10000, got ${options.batchSize}`);
 
   const definition = options.queryModule
-    ? withMode(await loadQueryModule(options.queryModule), options.mode, print)
+    ? withMode(await importQueryModule(options.queryModule), options.mode, print)
     : hourlySalesQuery(options.mode ?? 'update');
   // Refused shapes are reported before anything starts. A query whose state is not keyed by the
   // stream's partition key runs with a repartition stage (an internal stream, a second function).
