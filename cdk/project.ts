@@ -4,7 +4,8 @@
  * The project is found the way `NodejsFunction` finds it, but from the query module rather than
  * the working directory: the nearest directory above the module holding a lockfile is the project
  * root (props `projectRoot` and `depsLockFilePath` override). Generated files (the Lambda entries)
- * go under the app's output directory (`cdk.out`), never into the project or `node_modules`.
+ * go under the app's output directory (`cdk.out`; `<projectRoot>/cdk.out` when that is outside the
+ * project, see entriesDirFor), never next to the user's sources or into `node_modules`.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
