@@ -12,8 +12,6 @@ import type { SourceRegistry } from '../sources/source.js';
 import { runBatchQuery } from '../runtime/batch-runner.js';
 import { DataStreamWriter } from './data-stream-writer.js';
 
-export type { SourceRegistry };
-
 /**
  * What a DataFrame needs of the session that created it: the SQL conf. Structural, so that the
  * session module creates DataFrames without the two importing each other.
