@@ -5,7 +5,7 @@
  * (what every invocation used to do: transform, analyzer, co-partitioning, stage split, runtime
  * checks). Small deliveries (10 records) make the fixed per-invocation cost visible.
  *
- *   npx tsx bench/compiled-query.bench.ts [--json]      (BENCH_INVOCATIONS=2000 by default)
+ *   npm run bench:compile [-- --json]      (BENCH_INVOCATIONS=2000 by default)
  */
 import { performance } from 'node:perf_hooks';
 import { MemoryCheckpoint } from '../lib/checkpoint/memory-checkpoint.js';

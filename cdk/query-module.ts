@@ -6,8 +6,10 @@
  * `validateQuery`, both resolved from the module's project: the definition, the DataFrame classes
  * its transform uses and the analyzer that checks it are one copy of the engine, exactly as in the
  * Lambda bundle. (Importing the module through a second loader would give the query a different
- * copy of the engine's classes than the analyzer's.) Other packages stay external and are required
- * from the module's project, else from sluice's own dependencies. Nothing is written to disk.
+ * copy of the engine's classes than the analyzer's.) A package is resolved from the file that
+ * imports it, as Node would: sluice's own dependencies (zod) are compiled in from sluice's
+ * location, whatever versions the project holds; the project's other packages stay external and
+ * are required from the project. Nothing is written to disk.
  */
 import { buildSync, type Message } from 'esbuild';
 import { readFileSync } from 'node:fs';
@@ -45,7 +47,6 @@ export function loadQueryModule(queryModulePath: string, projectRoot: string): L
       format: 'cjs',
       target: 'node20',
       conditions: SOURCE_CONDITIONS,
-      // sluice and the project's own files are compiled in; its packages are required at run time.
       external: externalPackages(projectRoot),
       write: false,
       logLevel: 'silent',
@@ -86,22 +87,32 @@ function evaluateCommonJs(code: string, queryModulePath: string): unknown {
   return module.exports;
 }
 
-/** Every package the project or sluice depends on, except sluice itself (and their subpaths). */
+/**
+ * The project's packages, required from the project when the program runs; except those sluice
+ * itself depends on, which are compiled in and so resolved from the file that imports them, as
+ * Node would: sluice's code gets its own zod whatever version the project holds. (esbuild's
+ * synchronous API takes no plugin that could decide by importer.)
+ */
 function externalPackages(projectRoot: string): string[] {
+  const sluiceDependencies = new Set(Object.keys(manifestOf(SLUICE_PACKAGE_DIR).dependencies ?? {}));
+  const project = manifestOf(projectRoot);
   const names = new Set<string>();
-  for (const dir of [projectRoot, SLUICE_PACKAGE_DIR]) {
-    let manifest: Record<string, Record<string, string> | undefined>;
-    try {
-      manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as typeof manifest;
-    } catch {
-      continue;
-    }
-    for (const field of ['dependencies', 'devDependencies', 'peerDependencies', 'optionalDependencies']) {
-      for (const name of Object.keys(manifest[field] ?? {})) names.add(name);
+  for (const field of ['dependencies', 'devDependencies', 'peerDependencies', 'optionalDependencies'] as const) {
+    for (const name of Object.keys(project[field] ?? {})) {
+      if (name !== 'sluice' && !sluiceDependencies.has(name)) names.add(name);
     }
   }
-  names.delete('sluice');
   return [...names].flatMap((name) => [name, `${name}/*`]);
+}
+
+type Manifest = Partial<Record<'dependencies' | 'devDependencies' | 'peerDependencies' | 'optionalDependencies', Record<string, string>>>;
+
+function manifestOf(dir: string): Manifest {
+  try {
+    return JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Manifest;
+  } catch {
+    return {};
+  }
 }
 
 function formatMessage(message: Message): string {
