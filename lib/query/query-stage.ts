@@ -17,7 +17,7 @@ import type { LogicalPlan } from '../plan/logical-plan.js';
 import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
 import { KinesisShardSource, type ShardRecord } from '../sources/kinesis-shard-source.js';
-import { createRecordDecoder } from '../sources/record-decoder.js';
+import { createRecordDecoder, type RecordDecoder } from '../sources/record-decoder.js';
 import { RepartitionShardSource } from '../sources/repartition-shard-source.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import type { PartitionBackends } from './partition-backends.js';
@@ -93,18 +93,31 @@ export abstract class QueryStage {
   abstract bind(shardId: string, backends: PartitionBackends): StageBinding;
 }
 
-/** A shard of the source stream, its watermark published to (and combined with) the others'. */
-function bindKinesisShard(definition: StreamingQueryDefinition, shardId: string, backends: PartitionBackends): StageBinding {
-  const schema = sourceSchemaOf(definition.source);
-  const source = new KinesisShardSource({
-    name: KINESIS_SOURCE_NAME,
-    queryName: definition.name,
-    shardId,
-    schema,
-    decode: createRecordDecoder(definition.source, schema),
-    partitionKeyColumn: definition.source.partitionKey,
-  });
-  return { source, watermarks: backends.watermarks, deadLetters: () => source.deadLetters() };
+/**
+ * The shards of the source stream: each invocation binds one, its watermark published to (and
+ * combined with) the others'. The record decoder is built once per compiled query, so the JSON
+ * layouts it learns and its pruned variants serve every invocation of the container.
+ */
+class KinesisShards {
+  private readonly schema: readonly StructField[];
+  private readonly decode: RecordDecoder;
+
+  constructor(private readonly definition: StreamingQueryDefinition) {
+    this.schema = sourceSchemaOf(definition.source);
+    this.decode = createRecordDecoder(definition.source, this.schema);
+  }
+
+  bind(shardId: string, backends: PartitionBackends): StageBinding {
+    const source = new KinesisShardSource({
+      name: KINESIS_SOURCE_NAME,
+      queryName: this.definition.name,
+      shardId,
+      schema: this.schema,
+      decode: this.decode,
+      partitionKeyColumn: this.definition.source.partitionKey,
+    });
+    return { source, watermarks: backends.watermarks, deadLetters: () => source.deadLetters() };
+  }
 }
 
 /** The whole query on a shard of the source stream. */
@@ -114,15 +127,18 @@ export class SingleStage extends QueryStage {
   readonly writes = 'sink';
   readonly sourceId = KINESIS_SOURCE_NAME;
 
+  private readonly shards: KinesisShards;
+
   constructor(
-    private readonly definition: StreamingQueryDefinition, plan: LogicalPlan, columns: readonly string[], schema: readonly StructField[],
+    definition: StreamingQueryDefinition, plan: LogicalPlan, columns: readonly string[], schema: readonly StructField[],
     conf: ReadonlyMap<string, string>, readonly isStateful: boolean,
   ) {
     super(plan, columns, schema, definition.outputMode, conf);
+    this.shards = new KinesisShards(definition);
   }
 
   bind(shardId: string, backends: PartitionBackends): StageBinding {
-    return bindKinesisShard(this.definition, shardId, backends);
+    return this.shards.bind(shardId, backends);
   }
 }
 
@@ -134,9 +150,12 @@ export class SourceStage extends QueryStage {
   readonly isStateful = false;
   readonly sourceId = KINESIS_SOURCE_NAME;
 
-  constructor(private readonly definition: StreamingQueryDefinition, split: RepartitionPlan, conf: ReadonlyMap<string, string>) {
+  private readonly shards: KinesisShards;
+
+  constructor(definition: StreamingQueryDefinition, split: RepartitionPlan, conf: ReadonlyMap<string, string>) {
     const cut = split.cutOutput.map((a) => ({ name: a.name, type: a.type }));
     super(split.stage1, cut.map((f) => f.name), cut, 'append', conf);
+    this.shards = new KinesisShards(definition);
   }
 
   override label(shardId: string): string {
@@ -146,7 +165,7 @@ export class SourceStage extends QueryStage {
   bind(shardId: string, backends: PartitionBackends): StageBinding {
     // Stage 1 has no watermark of its own; publishing its progress lets the scheduled handler
     // confirm the shard idle and tell the state partitions.
-    return bindKinesisShard(this.definition, shardId, backends);
+    return this.shards.bind(shardId, backends);
   }
 }
 

@@ -35,7 +35,16 @@ function decodeText(data: Uint8Array): string | null {
 
 export function createRecordDecoder(spec: RecordSourceSpec, schema: readonly StructField[], options: RecordDecoderOptions = {}): RecordDecoder {
   const decode = textDecoder(spec, schema, options.columns);
-  return Object.assign(decode, { forColumns: (columns: readonly string[]) => createRecordDecoder(spec, schema, { columns }) });
+  // One pruned decoder per column set: a long-lived decoder (one per container) hands every shard
+  // source the same one, with the JSON layouts it has already learned.
+  const pruned = new Map<string, RecordDecoder>();
+  const forColumns = (columns: readonly string[]): RecordDecoder => {
+    const key = columns.map((c) => c.toLowerCase()).sort().join('\u0000');
+    let decoder = pruned.get(key);
+    if (!decoder) pruned.set(key, (decoder = createRecordDecoder(spec, schema, { columns })));
+    return decoder;
+  };
+  return Object.assign(decode, { forColumns });
 }
 
 function textDecoder(spec: RecordSourceSpec, schema: readonly StructField[], columns: readonly string[] | undefined): (data: Uint8Array) => DecodeResult {

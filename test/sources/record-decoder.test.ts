@@ -62,6 +62,13 @@ describe('record decoder', () => {
     expect(all.forColumns!(['amount', 'ts'])(record)).toEqual({ ok: true, row: [null, 3, null, null, parseTimestamp('2024-05-01 14:00:00')] });
   });
 
+  it('forColumns builds one pruned decoder per column set and hands it out again (a container decodes with learned layouts)', () => {
+    const all = createRecordDecoder({ schema: '' }, schema);
+    const pruned = all.forColumns!(['amount', 'ts']);
+    expect(all.forColumns!(['TS', 'amount'])).toBe(pruned);
+    expect(all.forColumns!(['amount'])).not.toBe(pruned);
+  });
+
   it('splits RFC 4180 lines', () => {
     expect(splitCsvLine('a,"b ""quoted""",c', ',')).toEqual(['a', 'b "quoted"', 'c']);
     expect(splitCsvLine('a,', ',')).toEqual(['a', '']);
