@@ -26,27 +26,41 @@ export function findProject(
   given: { projectRoot?: string; depsLockFilePath?: string },
   error: (message: string) => Error,
 ): ProjectPaths {
+  const moduleUnder = (projectRoot: string): void => {
+    if (isOutside(projectRoot, queryModulePath)) {
+      throw error(`queryModule ${queryModulePath} is not under projectRoot ${projectRoot}; the functions bundle it from there.`);
+    }
+  };
   if (given.depsLockFilePath !== undefined) {
     const depsLockFilePath = resolve(given.depsLockFilePath);
     if (!existsSync(depsLockFilePath)) throw error(`depsLockFilePath ${depsLockFilePath} does not exist.`);
     const projectRoot = resolve(given.projectRoot ?? dirname(depsLockFilePath));
     if (isOutside(projectRoot, depsLockFilePath)) throw error(`depsLockFilePath ${depsLockFilePath} is not under projectRoot ${projectRoot}.`);
+    moduleUnder(projectRoot);
     return { projectRoot, depsLockFilePath };
   }
-  const start = given.projectRoot !== undefined ? resolve(given.projectRoot) : dirname(queryModulePath);
-  for (let dir = start; ; dir = dirname(dir)) {
-    const lockFile = LOCK_FILES.map((name) => join(dir, name)).find((path) => existsSync(path));
-    if (lockFile) {
-      const projectRoot = given.projectRoot !== undefined ? start : dir;
-      if (isOutside(projectRoot, queryModulePath)) {
-        throw error(`queryModule ${queryModulePath} is not under projectRoot ${projectRoot}; the functions bundle it from there.`);
-      }
-      return { projectRoot, depsLockFilePath: lockFile };
+  if (given.projectRoot !== undefined) {
+    // A lockfile above the given root would put the dependencies outside the project NodejsFunction bundles.
+    const projectRoot = resolve(given.projectRoot);
+    moduleUnder(projectRoot);
+    const lockFile = lockFileIn(projectRoot);
+    if (!lockFile) {
+      throw error(`no lockfile (${LOCK_FILES.join(', ')}) in projectRoot ${projectRoot}. Install the project's dependencies there `
+        + '(npm install writes package-lock.json), or set depsLockFilePath to a lockfile under projectRoot.');
     }
+    return { projectRoot, depsLockFilePath: lockFile };
+  }
+  for (let dir = dirname(queryModulePath); ; dir = dirname(dir)) {
+    const lockFile = lockFileIn(dir);
+    if (lockFile) return { projectRoot: dir, depsLockFilePath: lockFile };
     if (dirname(dir) === dir) break;
   }
-  throw error(`no lockfile (${LOCK_FILES.join(', ')}) in ${start} or any directory above it, so the project the query module `
+  throw error(`no lockfile (${LOCK_FILES.join(', ')}) in ${dirname(queryModulePath)} or any directory above it, so the project the query module `
     + `belongs to is unknown. Install the project's dependencies (npm install writes package-lock.json), or set depsLockFilePath.`);
+}
+
+function lockFileIn(dir: string): string | undefined {
+  return LOCK_FILES.map((name) => join(dir, name)).find((path) => existsSync(path));
 }
 
 /**

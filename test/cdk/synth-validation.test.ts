@@ -125,6 +125,9 @@ describe('synth refuses what the engine refuses', () => {
       const error = synthError({ queryModule: join(dir, 'query.ts') });
       expect(error.message).toMatch(/^SluiceQuery Test\/Query: no lockfile \(package-lock\.json, .*\) in .*sluice-no-project-.* or any directory above it/);
       expect(error.message).toContain('set depsLockFilePath');
+      // A lockfile given for another project: the module is not under it.
+      expect(synthError({ queryModule: join(dir, 'query.ts'), depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json') }).message)
+        .toMatch(/queryModule .*sluice-no-project-.*query\.ts is not under projectRoot/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -194,5 +197,10 @@ describe('synth refuses props that cannot work', () => {
       .toMatch(/^SluiceQuery Test\/Query: depsLockFilePath .*missing\.lock does not exist/);
     expect(synthError({ queryModule: live, projectRoot: join(PROJECT_ROOT, 'lib') }).message)
       .toMatch(/queryModule .*hourly-sales-live\.ts is not under projectRoot .*\/lib/);
+    // A lockfile above the given root is not the project's: NodejsFunction bundles from the root.
+    expect(synthError({ queryModule: live, projectRoot: join(PROJECT_ROOT, 'examples') }).message)
+      .toMatch(/^SluiceQuery Test\/Query: no lockfile \(package-lock\.json, .*\) in projectRoot .*\/examples\. .*set depsLockFilePath/);
+    expect(synthError({ queryModule: live, projectRoot: join(PROJECT_ROOT, 'lib'), depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json') }).message)
+      .toMatch(/depsLockFilePath .*package-lock\.json is not under projectRoot .*\/lib/);
   });
 });
