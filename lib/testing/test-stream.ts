@@ -103,6 +103,8 @@ export function testStream(df: DataFrame, mode: OutputMode = 'append') {
       try {
         await action.run(state);
       } catch (error) {
+        // A failed check stops the query (as Spark's testStream does), so no trigger outlives the test.
+        await state.query?.stop().catch(() => undefined);
         const listing = all.map((a, j) => `${j === i ? '=> ' : '   '}${a.describe}`).join('\n');
         const sink = JSON.stringify(state.sink.allRows());
         throw new Error(`${(error as Error).message}\n\n== Actions ==\n${listing}\n\n== Sink ==\n${sink}\n\n== Plan ==\n${df.explain(mode)}`, { cause: error });
