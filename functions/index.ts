@@ -9,8 +9,10 @@
  * The functions read their configuration (tables, buckets, stream) from the environment variables
  * in RUNTIME_ENV, which the construct sets.
  */
-export { createKinesisTriggerHandler, createRepartitionTriggerHandler } from './kinesis-trigger.js';
-export type { KinesisTriggerHandler, KinesisTriggerOptions } from './kinesis-trigger.js';
-export { createScheduledTriggerHandler } from './scheduled-trigger.js';
-export type { ScheduledTriggerHandler, ScheduledTriggerOptions, ScheduledTriggerEvent } from './scheduled-trigger.js';
+export {
+  createKinesisTriggerHandler, createRepartitionTriggerHandler, type KinesisTriggerHandler, type KinesisTriggerOptions,
+} from '../lib/aws/kinesis-trigger-handler.js';
+export {
+  createScheduledTriggerHandler, type ScheduledTriggerHandler, type ScheduledTriggerOptions, type ScheduledTriggerEvent,
+} from '../lib/aws/scheduled-trigger-handler.js';
 export { RUNTIME_ENV, DEPLOYMENT_DEFAULTS, TABLE_KEYS, readRuntimeConfig, type RuntimeConfig } from '../lib/runtime/runtime-config.js';
