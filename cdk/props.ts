@@ -4,7 +4,7 @@
  * resolved, as aws-cdk-lib's own constructs do (`Token.isUnresolved`/`withResolved`). Props that
  * synth itself depends on must be known numbers, and say so.
  */
-import { Token, Tokenization } from 'aws-cdk-lib';
+import { Token, Tokenization, type Duration } from 'aws-cdk-lib';
 
 export function checkIntegerProp<P extends object>(
   props: P, name: keyof P & string, min: number, max: number | undefined, synthTimeOnly: string | undefined,
@@ -27,4 +27,18 @@ export function checkIntegerProp<P extends object>(
 function describeToken(value: number): string {
   const reference = Tokenization.reverseNumber(value);
   return reference ? `token ${reference.toString()}` : 'a token';
+}
+
+/**
+ * A Duration prop the construct converts at synth time (to milliseconds for the functions, or to
+ * derive another setting): a deploy-time token cannot be converted, and CDK's own error would not
+ * name the prop.
+ */
+export function checkSynthTimeDurationProp<P extends object>(
+  props: P, name: keyof P & string, why: string, error: (message: string) => Error,
+): void {
+  const value = props[name] as Duration | undefined;
+  if (value === undefined || !value.isUnresolved()) return;
+  throw error(`${name} is a deploy-time value (${value.toString()}), but it must be known at synth time: ${why}. `
+    + 'Give a Duration of known length (e.g. Duration.minutes(5), from context) instead of one built from a CfnParameter.');
 }

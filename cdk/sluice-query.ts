@@ -39,7 +39,7 @@ import {
 import { writeHandlerEntry, type HandlerKind } from './generated-entry.js';
 import { acknowledge, iamResourceFinding } from './nag-acknowledgments.js';
 import { SOURCE_CONDITIONS, entriesDirFor, findProject, type ProjectPaths } from './project.js';
-import { checkIntegerProp } from './props.js';
+import { checkIntegerProp, checkSynthTimeDurationProp } from './props.js';
 import { resolveQueryModulePath } from '../lib/query/query-module.js';
 import { loadQueryModule } from './query-module.js';
 
@@ -522,6 +522,8 @@ export class SluiceQuery extends Construct {
     });
     this.kinesisTriggerFunction.addEventSource(this.eventSource);
     if (this.repartitionStream && this.repartitionFunction) {
+      checkSynthTimeDurationProp(props, 'maxRecordAge', 'the repartition stage caps it at its internal stream\'s retention',
+        (message) => this.propError(message));
       this.repartitionEventSource = new KinesisEventSource(this.repartitionStream, {
         // Always from the oldest record: stage 1 may write before this mapping exists.
         startingPosition: lambda.StartingPosition.TRIM_HORIZON,
@@ -595,6 +597,13 @@ export class SluiceQuery extends Construct {
     integer('repartitionShardCount', 1, undefined, 'it sets the number of state partitions of the repartition stage');
     integer('snapshotEveryBatches', 1);
     integer('memorySize', 128, 10_240, 'it sizes V8\'s young generation (--max-semi-space-size in NODE_OPTIONS)');
+    const duration = (name: keyof SluiceQueryProps, why: string): void =>
+      checkSynthTimeDurationProp(props, name, why, (message) => this.propError(message));
+    if (props.maxRecordAge === undefined) {
+      duration('streamRetention', 'the default maxRecordAge (streamRetention minus one hour) is computed from it; give maxRecordAge too');
+    }
+    duration('idleShardTimeout', 'the scheduled handler gets it in milliseconds');
+    duration('iteratorAgeAlarmThreshold', 'the alarm threshold is written in milliseconds');
     if (props.shardCount !== undefined && props.stream) {
       throw this.propError(`shardCount (${props.shardCount}) applies only to a stream the construct creates; a stream was given.`);
     }

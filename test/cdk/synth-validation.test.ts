@@ -4,7 +4,7 @@
  * constructor, before any asset is bundled. A query whose state is not co-partitioned with the
  * stream is refused only with `repartition: false`; by default it gets a repartition stage.
  */
-import { CfnParameter } from 'aws-cdk-lib';
+import { CfnParameter, Duration, type Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -186,6 +186,30 @@ describe('synth refuses props that cannot work', () => {
     expect(refused({ memorySize: new CfnParameter(other, 'Memory', { type: 'Number' }).valueAsNumber }))
       .toMatch(/memorySize is a deploy-time value .* it sizes V8's young generation/);
     expect(refused({ batchSize: 20_000 })).toContain('batchSize must be an integer from 1 to 10000, got 20000.');
+  });
+
+  it('Duration props given as deploy-time tokens: refused with the prop named where synth converts them, passed through where CDK takes a token', () => {
+    const minutes = (stack: Stack, id: string) => Duration.minutes(new CfnParameter(stack, id, { type: 'Number' }).valueAsNumber);
+    const refused = (props: (stack: Stack) => Partial<SluiceQueryProps>): string => {
+      const stack = testStack();
+      try {
+        new SluiceQuery(stack, 'Query', { queryModule: live, ...props(stack) });
+      } catch (error) {
+        return (error as Error).message;
+      }
+      throw new Error('expected the construct to refuse these props');
+    };
+    expect(refused((s) => ({ idleShardTimeout: minutes(s, 'Idle') })))
+      .toMatch(/^SluiceQuery Test\/Query: idleShardTimeout is a deploy-time value \(.*\), but it must be known at synth time: the scheduled handler gets it in milliseconds\./);
+    expect(refused((s) => ({ iteratorAgeAlarmThreshold: minutes(s, 'Age') }))).toMatch(/iteratorAgeAlarmThreshold is a deploy-time value/);
+    expect(refused((s) => ({ streamRetention: Duration.hours(new CfnParameter(s, 'Retention', { type: 'Number' }).valueAsNumber) })))
+      .toMatch(/streamRetention is a deploy-time value .*give maxRecordAge too/);
+    // With maxRecordAge given, the retention is only the stream's setting: CloudFormation takes the token.
+    const stack = testStack();
+    new SluiceQuery(stack, 'Query', {
+      queryModule: live, maxRecordAge: Duration.hours(1), streamRetention: Duration.hours(new CfnParameter(stack, 'Retention', { type: 'Number' }).valueAsNumber),
+    });
+    Template.fromStack(stack).hasResourceProperties('AWS::Kinesis::Stream', { RetentionPeriodHours: { Ref: 'Retention' } });
   });
 
   it('projectRoot and depsLockFilePath: found above the query module by default, overridable, checked', () => {
