@@ -5,8 +5,6 @@
  *              [--mode append|update|complete] [--seed S]
  *   sluice explain [query-module] [--shards N] [--no-repartition]
  */
-// Local tooling: the SDK's notice about future Node versions is noise here.
-process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { runDev } from '../lib/local/dev/run-dev.js';

@@ -13,7 +13,6 @@ import type { QueryStage } from '../query/query-stage.js';
 import { runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
 import { CostMeter } from '../core/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
-import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions } from './clients.js';
@@ -71,11 +70,6 @@ function createShardHandler(
   const config = options.config ?? readRuntimeConfig();
   const query = compileForDeployment(deployable, config);
   const { definition } = query;
-  if (stream === 'repartition-stream' && !query.stateStage) {
-    throw new IllegalArgumentError(`Query '${definition.name}' has no repartition stage: its state is co-partitioned with the stream.`, {
-      code: 'NO_REPARTITION_STAGE', hint: 'remove the repartition function, or check the query\'s source.partitionKey.',
-    });
-  }
   const stage: QueryStage = stream === 'repartition-stream' ? query.requireStateStage() : query.sourceStage;
   const meter = new CostMeter();
   const observability = options.observability ?? createObservability(definition.name);

@@ -56,7 +56,7 @@ export class CompiledQuery {
   requireStateStage(): QueryStage {
     if (this.stateStage) return this.stateStage;
     throw new AnalysisError(`Query '${this.name}' has no repartition stage: its state is co-partitioned with the stream.`, {
-      code: 'NO_REPARTITION_STAGE', hint: 'run it on the source stream\'s shards, or check the query\'s source.partitionKey.',
+      code: 'NO_REPARTITION_STAGE', hint: 'the source stream\'s shards run the whole query: remove the repartition function, or check the query\'s source.partitionKey.',
     });
   }
 }

@@ -87,6 +87,14 @@ describe('a deployed query is compiled once per container', () => {
     expect(analyses()).toBe(2);
   });
 
+  it('a repartition handler for a query whose state is co-partitioned is refused at cold start', () => {
+    const { definition } = counted('co-partitioned');
+    const create = () => createRepartitionTriggerHandler(definition, {
+      config: config({ expectedShardCount: 1 }), backendsFor: () => memoryBackends(), observability: createQuietObservability(definition.name),
+    });
+    expect(create).toThrow(expect.objectContaining({ code: 'NO_REPARTITION_STAGE', message: expect.stringMatching(/has no repartition stage/) }));
+  });
+
   it('both handlers of a repartitioned query analyse once each, and a compiled query given to them not at all', async () => {
     const { definition, analyses } = counted('compile-once-staged', 'store');
     const internal: ShardRecord[] = [];
