@@ -94,17 +94,23 @@ export abstract class QueryStage {
 }
 
 /**
- * The shards of the source stream: each invocation binds one, its watermark published to (and
- * combined with) the others'. The record decoder is built once per compiled query, so the JSON
- * layouts it learns and its pruned variants serve every invocation of the container.
+ * A stage on the source stream's shards: each invocation binds one, its watermark published to
+ * (and combined with) the others'. The record decoder is built once per compiled query, so the
+ * JSON layouts it learns and its pruned variants serve every invocation of the container.
  */
-class KinesisShards {
-  private readonly schema: readonly StructField[];
+abstract class SourceStreamStage extends QueryStage {
+  readonly reads = 'source-stream';
+  readonly sourceId = KINESIS_SOURCE_NAME;
+  private readonly recordSchema: readonly StructField[];
   private readonly decode: RecordDecoder;
 
-  constructor(private readonly definition: StreamingQueryDefinition) {
-    this.schema = sourceSchemaOf(definition.source);
-    this.decode = createRecordDecoder(definition.source, this.schema);
+  constructor(
+    private readonly definition: StreamingQueryDefinition, plan: LogicalPlan, columns: readonly string[],
+    schema: readonly StructField[], outputMode: OutputMode, conf: ReadonlyMap<string, string>,
+  ) {
+    super(plan, columns, schema, outputMode, conf);
+    this.recordSchema = sourceSchemaOf(definition.source);
+    this.decode = createRecordDecoder(definition.source, this.recordSchema);
   }
 
   bind(shardId: string, backends: PartitionBackends): StageBinding {
@@ -112,60 +118,42 @@ class KinesisShards {
       name: KINESIS_SOURCE_NAME,
       queryName: this.definition.name,
       shardId,
-      schema: this.schema,
+      schema: this.recordSchema,
       decode: this.decode,
       partitionKeyColumn: this.definition.source.partitionKey,
     });
+    // Stage 1 has no watermark of its own either: publishing its progress lets the scheduled
+    // handler confirm the shard idle and tell the state partitions.
     return { source, watermarks: backends.watermarks, deadLetters: () => source.deadLetters() };
   }
 }
 
 /** The whole query on a shard of the source stream. */
-export class SingleStage extends QueryStage {
+export class SingleStage extends SourceStreamStage {
   readonly kind = 'single';
-  readonly reads = 'source-stream';
   readonly writes = 'sink';
-  readonly sourceId = KINESIS_SOURCE_NAME;
-
-  private readonly shards: KinesisShards;
 
   constructor(
     definition: StreamingQueryDefinition, plan: LogicalPlan, columns: readonly string[], schema: readonly StructField[],
     conf: ReadonlyMap<string, string>, readonly isStateful: boolean,
   ) {
-    super(plan, columns, schema, definition.outputMode, conf);
-    this.shards = new KinesisShards(definition);
-  }
-
-  bind(shardId: string, backends: PartitionBackends): StageBinding {
-    return this.shards.bind(shardId, backends);
+    super(definition, plan, columns, schema, definition.outputMode, conf);
   }
 }
 
 /** Stage 1 on a shard of the source stream: the stateless part, rows routed by state key. */
-export class SourceStage extends QueryStage {
+export class SourceStage extends SourceStreamStage {
   readonly kind = 'source';
-  readonly reads = 'source-stream';
   readonly writes = 'internal-stream';
   readonly isStateful = false;
-  readonly sourceId = KINESIS_SOURCE_NAME;
-
-  private readonly shards: KinesisShards;
 
   constructor(definition: StreamingQueryDefinition, split: RepartitionPlan, conf: ReadonlyMap<string, string>) {
     const cut = split.cutOutput.map((a) => ({ name: a.name, type: a.type }));
-    super(split.stage1, cut.map((f) => f.name), cut, 'append', conf);
-    this.shards = new KinesisShards(definition);
+    super(definition, split.stage1, cut.map((f) => f.name), cut, 'append', conf);
   }
 
   override label(shardId: string): string {
     return `stage 1 ${shardId}`;
-  }
-
-  bind(shardId: string, backends: PartitionBackends): StageBinding {
-    // Stage 1 has no watermark of its own; publishing its progress lets the scheduled handler
-    // confirm the shard idle and tell the state partitions.
-    return this.shards.bind(shardId, backends);
   }
 }
 
