@@ -7,8 +7,8 @@
  * count, so a re-run can check that it has exactly the planned records before reading them.
  * Sequence numbers are decimal strings beyond 2^53: compared as BigInt.
  *
- * Column pruning (Spark's, as the JSON memory stream): given the columns the query reads, at
- * construction or through `pruneColumns` (the engine calls it before the first batch), records are
+ * Column pruning (Spark's, as the JSON memory stream): given the columns the query reads through
+ * `pruneColumns` (the engine calls it before the first batch), records are
  * decoded and checked on those columns only, plus the declared partition-key column, which is
  * always checked; the other columns are NULL.
  */
@@ -49,8 +49,6 @@ export interface KinesisShardSourceOptions {
   readonly decode: RecordDecoder;
   /** The declared partition-key column: a record whose key disagrees with it is dead-lettered. */
   readonly partitionKeyColumn?: string;
-  /** The columns the query reads (default: all); needs a decoder with `forColumns`. */
-  readonly columns?: readonly string[];
 }
 
 export function asKinesisOffset(offset: Offset | null): KinesisOffset | null {
@@ -73,7 +71,6 @@ export class KinesisShardSource implements MicroBatchStream {
     const key = options.partitionKeyColumn?.toLowerCase();
     this.partitionKeyIndex = key === undefined ? -1 : options.schema.findIndex((f) => f.name.toLowerCase() === key);
     this.decoder = options.decode;
-    if (options.columns !== undefined) this.pruneColumns(options.columns);
   }
 
   /**

@@ -20,10 +20,12 @@ function records(...events: { partitionKey?: string; data: Record<string, unknow
 }
 
 function source(options: { columns?: readonly string[]; partitionKeyColumn?: string } = {}): KinesisShardSource {
-  return new KinesisShardSource({
+  const s = new KinesisShardSource({
     name: 'kinesis', queryName: 'q', shardId: 'shard-0', schema: SCHEMA,
-    decode: createRecordDecoder({ schema: '' }, SCHEMA), ...options,
+    decode: createRecordDecoder({ schema: '' }, SCHEMA), partitionKeyColumn: options.partitionKeyColumn,
   });
+  if (options.columns) s.pruneColumns(options.columns);
+  return s;
 }
 
 /** Rows and dead-letter reasons of everything offered. */
@@ -71,7 +73,8 @@ describe('KinesisShardSource column pruning', () => {
 
   it('a decoder without forColumns decodes every column', () => {
     const all = createRecordDecoder({ schema: '' }, SCHEMA);
-    const s = new KinesisShardSource({ name: 'kinesis', queryName: 'q', shardId: 's', schema: SCHEMA, decode: (data) => all(data), columns: ['a'] });
+    const s = new KinesisShardSource({ name: 'kinesis', queryName: 'q', shardId: 's', schema: SCHEMA, decode: (data) => all(data) });
+    s.pruneColumns(['a']);
     s.offer(records(BAD_B));
     expect(read(s).dead).toHaveLength(1);
   });
