@@ -24,8 +24,9 @@ import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
+import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { KinesisEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
+import { SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
@@ -37,7 +38,9 @@ import {
   DEPLOYMENT_DEFAULTS, TABLE_KEYS, runtimeConfigToEnv, sinkPrefixFor, type RuntimeConfig,
 } from '../lib/runtime/runtime-config.js';
 import { writeHandlerEntry, type HandlerKind } from './generated-entry.js';
-import { acknowledge, iamResourceFinding } from './nag-acknowledgments.js';
+import { addKinesisEventSource } from './event-sources.js';
+import { accessOf, deadLetterObjectPrefix, grantFunctionAccess, type QueryResources } from './grants.js';
+import { acknowledge } from './nag-acknowledgments.js';
 import { SOURCE_CONDITIONS, entriesDirFor, findProject, type ProjectPaths } from './project.js';
 import { checkIntegerProp, checkSynthTimeDurationProp } from './props.js';
 import { resolveQueryModulePath } from '../lib/query/query-module.js';
@@ -50,22 +53,6 @@ import { loadQueryModule } from './query-module.js';
  */
 export const METRIC_SERVICE_DIMENSION = { name: 'service', value: 'sluice' } as const;
 
-
-/** Data-plane actions on the checkpoint, state and sink tables; no Scan, no table management. */
-const TABLE_DATA_ACTIONS = [
-  'dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query',
-  'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem', 'dynamodb:BatchWriteItem',
-  'dynamodb:ConditionCheckItem', 'dynamodb:DescribeTable',
-];
-/** The S3 sinks read their manifest/pointer, write data objects, and delete superseded ones. */
-const SINK_OBJECT_ACTIONS = ['s3:GetObject', 's3:PutObject', 's3:DeleteObject'];
-/** Dead letters are only ever written (one object per record, keyed by its identity). */
-const DEAD_LETTER_OBJECT_ACTIONS = ['s3:PutObject'];
-
-/** The repartition stage: stage 1 lists the internal shards (hash ranges) and writes them. */
-const REPARTITION_WRITE_ACTIONS = ['kinesis:ListShards', 'kinesis:PutRecords'];
-/** What the scheduled function needs to read a stream's shards (idle checks, drain). */
-const STREAM_READ_ACTIONS = ['kinesis:DescribeStreamSummary', 'kinesis:GetRecords', 'kinesis:GetShardIterator', 'kinesis:ListShards'];
 /** The internal stream holds only records in flight between the stages. */
 const REPARTITION_RETENTION = Duration.hours(24);
 const DEFAULT_REPARTITION_SHARDS = 2;
@@ -73,6 +60,8 @@ const DEFAULT_REPARTITION_SHARDS = 2;
 const ONE_HOUR = Duration.hours(1);
 const MIN_RECORD_AGE = Duration.seconds(60);
 const MAX_RECORD_AGE = Duration.days(7);
+/** Dead letters hold raw records (often personal data): kept a few weeks unless said otherwise. */
+const DEFAULT_DEAD_LETTER_RETENTION = Duration.days(30);
 
 export interface SluiceQueryProps {
   /**
@@ -336,6 +325,74 @@ export interface SluiceQueryProps {
    * @default - alarms without actions (see the `alarms` property)
    */
   readonly alarmAction?: cloudwatch.IAlarmAction;
+
+  // ── Security and data protection ──────────────────────────────────────────────────────────
+
+  /**
+   * How long a dead letter is kept in the dead-letter bucket the construct creates: an S3
+   * lifecycle rule on the dead-letter prefix expires the objects this long after they were
+   * written. Dead letters hold the raw records, which may be personal data; read or copy them
+   * within this time. Not applied to a given `deadLetterBucket` (its lifecycle is yours).
+   *
+   * @default Duration.days(30)
+   */
+  readonly deadLetterRetention?: Duration;
+
+  /**
+   * Customer-managed KMS key of the dead-letter bucket the construct creates (SSE-KMS with an S3
+   * Bucket Key). The functions get kms:GenerateDataKey on it (dead letters are only written). A
+   * given `deadLetterBucket` keeps its own encryption; its key, if any, is granted the same way.
+   *
+   * @default - S3-managed encryption (SSE-S3)
+   */
+  readonly deadLetterEncryptionKey?: kms.IKey;
+
+  /**
+   * Customer-managed KMS key of the sink the construct creates: the S3 sink bucket (SSE-KMS with
+   * an S3 Bucket Key; kms:Decrypt and kms:GenerateDataKey for the functions that write the sink)
+   * or the DynamoDB sink table.
+   *
+   * @default - S3-managed encryption for a bucket, the AWS-managed key for a table
+   */
+  readonly sinkEncryptionKey?: kms.IKey;
+
+  /**
+   * Customer-managed KMS key of the checkpoint and state tables (they hold the state, i.e. data
+   * derived from the records).
+   *
+   * @default - the AWS-managed DynamoDB key
+   */
+  readonly stateEncryptionKey?: kms.IKey;
+
+  /**
+   * Customer-managed KMS key of the streams the construct creates: the source stream (when no
+   * `stream` is given) and the internal repartition stream. Readers get kms:Decrypt, writers
+   * kms:GenerateDataKey. A given `stream`'s own key, if any, is granted the same way.
+   *
+   * @default - the AWS-managed Kinesis key (alias/aws/kinesis)
+   */
+  readonly streamEncryptionKey?: kms.IKey;
+
+  /**
+   * DynamoDB deletion protection on the checkpoint and state tables: while on, the tables cannot
+   * be deleted (by CloudFormation or anyone) until it is turned off. It guards the query's
+   * position and state, whose loss means reprocessing or wrong answers. `removalPolicy` decides
+   * what CloudFormation does when a table leaves the stack; with RETAIN (the default) the table
+   * stays either way, with DESTROY the deletion fails while protection is on.
+   *
+   * @default - true, or false when `removalPolicy` is RemovalPolicy.DESTROY
+   */
+  readonly tableDeletionProtection?: boolean;
+
+  /**
+   * Reserved concurrency of each of the query's functions: caps them (and keeps that much of the
+   * account's concurrency for them). The Kinesis-trigger function runs one invocation per shard
+   * at a time, so give at least the shard count (and the internal shard count for the repartition
+   * function), or shards wait for each other.
+   *
+   * @default - no reservation (the account's unreserved pool)
+   */
+  readonly reservedConcurrentExecutions?: number;
 }
 
 /** The alarms, for adding actions or dashboards. */
@@ -387,7 +444,8 @@ export class SluiceQuery extends Construct {
   /** The source stream's function: the whole query, or stage 1 of a repartition stage. */
   public readonly kinesisTriggerFunction: nodejs.NodejsFunction;
   public readonly scheduledTriggerFunction: nodejs.NodejsFunction;
-  public readonly eventSource: KinesisEventSource;
+  /** The source stream's event source mapping (to the Kinesis-trigger function). */
+  public readonly eventSource: lambda.EventSourceMapping;
   /** The query runs in two stages through an internal stream. */
   public readonly needsRepartition: boolean;
   /** The internal stream of the repartition stage (undefined without one). */
@@ -395,7 +453,7 @@ export class SluiceQuery extends Construct {
   /** The internal stream's function, stage 2: state and sink (undefined without a repartition stage). */
   public readonly repartitionFunction: nodejs.NodejsFunction | undefined;
   /** The internal stream's event source mapping (undefined without a repartition stage). */
-  public readonly repartitionEventSource: KinesisEventSource | undefined;
+  public readonly repartitionEventSource: lambda.EventSourceMapping | undefined;
   public readonly scheduleRule: events.Rule;
   public readonly alarms: SluiceQueryAlarms;
   /** The functions' environment (RUNTIME_ENV variables). */
@@ -436,17 +494,19 @@ export class SluiceQuery extends Construct {
     }
 
     // ── State, sink and dead letters ────────────────────────────────────────────────────────
-    this.checkpointTable = this.table('CheckpointTable', true, removalPolicy);
-    this.stateTable = this.table('StateTable', true, removalPolicy);
+    const protectTables = props.tableDeletionProtection ?? removalPolicy !== RemovalPolicy.DESTROY;
+    this.checkpointTable = this.table('CheckpointTable', true, removalPolicy, props.stateEncryptionKey, protectTables);
+    this.stateTable = this.table('StateTable', true, removalPolicy, props.stateEncryptionKey, protectTables);
     const sink = this.definition.sink;
     if (sink.kind === 'dynamodb') {
-      this.sinkTable = props.sinkTable ?? this.table('SinkTable', false, removalPolicy);
+      this.sinkTable = props.sinkTable ?? this.table('SinkTable', false, removalPolicy, props.sinkEncryptionKey);
     } else {
-      this.sinkBucket = props.sinkBucket ?? this.bucket('SinkBucket', props.accessLogsBucket, removalPolicy);
+      this.sinkBucket = props.sinkBucket ?? this.bucket('SinkBucket', props.accessLogsBucket, removalPolicy, props.sinkEncryptionKey);
       this.sinkPrefix = sinkPrefixFor(this.queryName, sink.prefix, props.sinkPrefix);
     }
-    this.deadLetterBucket = props.deadLetterBucket ?? this.bucket('DeadLetterBucket', props.accessLogsBucket, removalPolicy);
     this.deadLetterPrefix = props.deadLetterPrefix ?? DEPLOYMENT_DEFAULTS.deadLetterPrefix;
+    this.deadLetterBucket = props.deadLetterBucket ?? this.bucket('DeadLetterBucket', props.accessLogsBucket, removalPolicy,
+      props.deadLetterEncryptionKey, { prefix: this.deadLetterPrefix, expiration: props.deadLetterRetention ?? DEFAULT_DEAD_LETTER_RETENTION });
     this.onFailureQueue = new sqs.Queue(this, 'OnFailureQueue', {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
@@ -459,11 +519,10 @@ export class SluiceQuery extends Construct {
 
     // ── Repartition stage: the internal stream stage 1 routes rows to by state key ──────────
     if (this.needsRepartition) {
-      this.repartitionStream = new kinesis.Stream(this, 'RepartitionStream', {
+      this.repartitionStream = this.createStream('RepartitionStream', props.streamEncryptionKey, {
         streamMode: kinesis.StreamMode.PROVISIONED,
         shardCount: props.repartitionShardCount ?? expectedShardCount ?? DEFAULT_REPARTITION_SHARDS,
         retentionPeriod: REPARTITION_RETENTION,
-        encryption: kinesis.StreamEncryption.MANAGED,
         removalPolicy,
       });
     }
@@ -493,22 +552,10 @@ export class SluiceQuery extends Construct {
       this.repartitionFunction = this.handlerFunction('RepartitionTrigger', 'repartition', props, removalPolicy,
         `Sluice query ${this.queryName}: stage 2 (state and sink) per internal repartition shard`);
     }
-    for (const fn of this.functions()) this.grantDataAccess(fn);
-    // The scheduled function lists shards and reads them (idle checks, drain); the event source
-    // mapping grants the same read access to the Kinesis-trigger function.
-    this.stream.grantRead(this.scheduledTriggerFunction);
-    if (this.repartitionStream && this.repartitionFunction) {
-      // Stage 1 lists the internal shards (to route by hash range) and writes them.
-      this.repartitionStream.grant(this.kinesisTriggerFunction, ...REPARTITION_WRITE_ACTIONS);
-      // The scheduled function writes idle markers into every internal shard and drains them.
-      this.repartitionStream.grant(this.scheduledTriggerFunction, ...new Set([...STREAM_READ_ACTIONS, ...REPARTITION_WRITE_ACTIONS]));
-      // Stage 2 reads the internal stream (the event source mapping's grant) and lists the source
-      // stream's shards: a source shard it has not heard from yet holds its watermark back.
-      this.stream.grant(this.repartitionFunction, 'kinesis:ListShards');
-    }
+    this.grantAccess(loaded.validate({ expectedShardCount, allowRepartition }).isStateful);
 
     // ── Event sources ───────────────────────────────────────────────────────────────────────
-    this.eventSource = new KinesisEventSource(this.stream, {
+    this.eventSource = addKinesisEventSource(this.kinesisTriggerFunction, this.stream, {
       startingPosition: props.startingPosition ?? lambda.StartingPosition.TRIM_HORIZON,
       startingPositionTimestamp: props.startingPositionTimestamp,
       batchSize: props.batchSize ?? 100,
@@ -520,11 +567,10 @@ export class SluiceQuery extends Construct {
       reportBatchItemFailures: true,
       onFailure: new SqsDlq(this.onFailureQueue),
     });
-    this.kinesisTriggerFunction.addEventSource(this.eventSource);
     if (this.repartitionStream && this.repartitionFunction) {
       checkSynthTimeDurationProp(props, 'maxRecordAge', 'the repartition stage caps it at its internal stream\'s retention',
         (message) => this.propError(message));
-      this.repartitionEventSource = new KinesisEventSource(this.repartitionStream, {
+      this.repartitionEventSource = addKinesisEventSource(this.repartitionFunction, this.repartitionStream, {
         // Always from the oldest record: stage 1 may write before this mapping exists.
         startingPosition: lambda.StartingPosition.TRIM_HORIZON,
         batchSize: props.batchSize ?? 100,
@@ -539,7 +585,6 @@ export class SluiceQuery extends Construct {
         reportBatchItemFailures: true,
         onFailure: new SqsDlq(this.onFailureQueue),
       });
-      this.repartitionFunction.addEventSource(this.repartitionEventSource);
     }
 
     this.scheduleRule = new events.Rule(this, 'Schedule', {
@@ -597,6 +642,14 @@ export class SluiceQuery extends Construct {
     integer('repartitionShardCount', 1, undefined, 'it sets the number of state partitions of the repartition stage');
     integer('snapshotEveryBatches', 1);
     integer('memorySize', 128, 10_240, 'it sizes V8\'s young generation (--max-semi-space-size in NODE_OPTIONS)');
+    integer('reservedConcurrentExecutions', 1);
+    const retention = props.deadLetterRetention;
+    if (retention !== undefined && !retention.isUnresolved()) {
+      const days = retention.toDays({ integral: false });
+      if (!Number.isInteger(days) || days < 1) {
+        throw this.propError(`deadLetterRetention must be a whole number of days, at least 1 (an S3 lifecycle expiration), got ${retention.toHumanString()}.`);
+      }
+    }
     const duration = (name: keyof SluiceQueryProps, why: string): void =>
       checkSynthTimeDurationProp(props, name, why, (message) => this.propError(message));
     if (props.maxRecordAge === undefined) {
@@ -638,11 +691,10 @@ export class SluiceQuery extends Construct {
     if (props.expectedShardCount !== undefined && props.expectedShardCount !== shardCount) {
       throw this.propError(`expectedShardCount (${props.expectedShardCount}) differs from the shardCount of the stream this construct creates (${shardCount}).`);
     }
-    const stream = new kinesis.Stream(this, 'Stream', {
+    const stream = this.createStream('Stream', props.streamEncryptionKey, {
       streamMode: kinesis.StreamMode.PROVISIONED,
       shardCount,
       retentionPeriod: streamRetention,
-      encryption: kinesis.StreamEncryption.MANAGED,
       removalPolicy,
     });
     return { stream, expectedShardCount: shardCount, streamRetention };
@@ -650,21 +702,45 @@ export class SluiceQuery extends Construct {
 
   // ── Resources ───────────────────────────────────────────────────────────────────────────────
 
-  private table(id: string, withSortKey: boolean, removalPolicy: RemovalPolicy): dynamodb.Table {
+  private createStream(id: string, encryptionKey: kms.IKey | undefined, props: kinesis.StreamProps): kinesis.Stream {
+    const stream = new kinesis.Stream(this, id, {
+      ...props,
+      ...(encryptionKey ? { encryption: kinesis.StreamEncryption.KMS, encryptionKey } : { encryption: kinesis.StreamEncryption.MANAGED }),
+    });
+    if (encryptionKey) {
+      acknowledge(stream, 'AwsSolutions-KDS3',
+        'The customer-managed key was asked for through the streamEncryptionKey prop (a compliance choice that accepts '
+        + 'the per-request KMS cost); without it the stream uses the AWS-managed aws/kinesis key.');
+    }
+    return stream;
+  }
+
+  private table(
+    id: string, withSortKey: boolean, removalPolicy: RemovalPolicy, encryptionKey: kms.IKey | undefined, deletionProtection?: boolean,
+  ): dynamodb.Table {
     return new dynamodb.Table(this, id, {
       // The checkpoint and state tables have the same keys; the sink table only a partition key.
       partitionKey: { name: TABLE_KEYS.state.partitionKey, type: dynamodb.AttributeType.STRING },
       ...(withSortKey ? { sortKey: { name: TABLE_KEYS.state.sortKey, type: dynamodb.AttributeType.STRING } } : {}),
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-      encryption: dynamodb.TableEncryption.AWS_MANAGED,
+      ...(encryptionKey
+        ? { encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED, encryptionKey }
+        : { encryption: dynamodb.TableEncryption.AWS_MANAGED }),
+      ...(deletionProtection !== undefined ? { deletionProtection } : {}),
       removalPolicy,
     });
   }
 
-  private bucket(id: string, accessLogsBucket: s3.IBucket | undefined, removalPolicy: RemovalPolicy): s3.Bucket {
+  private bucket(
+    id: string, accessLogsBucket: s3.IBucket | undefined, removalPolicy: RemovalPolicy, encryptionKey: kms.IKey | undefined,
+    expire?: { prefix: string; expiration: Duration },
+  ): s3.Bucket {
     const bucket = new s3.Bucket(this, id, {
-      encryption: s3.BucketEncryption.S3_MANAGED,
+      ...(encryptionKey
+        ? { encryption: s3.BucketEncryption.KMS, encryptionKey, bucketKeyEnabled: true }
+        : { encryption: s3.BucketEncryption.S3_MANAGED }),
+      ...(expire ? { lifecycleRules: [{ id: 'ExpireDeadLetters', prefix: expire.prefix || undefined, expiration: expire.expiration }] } : {}),
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
       enforceSSL: true,
       versioned: false,
@@ -706,6 +782,7 @@ export class SluiceQuery extends Construct {
       environment: { ...this.environment },
       role,
       logGroup,
+      ...(props.reservedConcurrentExecutions !== undefined ? { reservedConcurrentExecutions: props.reservedConcurrentExecutions } : {}),
       // Scheduled invocations are asynchronous; the next tick is the retry.
       ...(kind === 'scheduled' ? { retryAttempts: 0 } : {}),
       bundling: {
@@ -728,31 +805,18 @@ export class SluiceQuery extends Construct {
     return fn;
   }
 
-  /** Least privilege: the query's own tables, its sink (prefix-scoped for S3), its dead-letter prefix. */
-  private grantDataAccess(fn: lambda.Function): void {
-    for (const table of [this.checkpointTable, this.stateTable, ...(this.sinkTable ? [this.sinkTable] : [])]) {
-      table.grant(fn, ...TABLE_DATA_ACTIONS);
-    }
-    const findings: string[] = [];
-    if (this.sinkBucket && this.sinkPrefix !== undefined) {
-      findings.push(this.grantObjects(fn, this.sinkBucket, this.sinkPrefix, SINK_OBJECT_ACTIONS));
-      // ListBucket lets the sink list its own files and tells a missing key (404) from a denied
-      // one (403); it reveals key names only, not contents.
-      iam.Grant.addToPrincipal({ grantee: fn, actions: ['s3:ListBucket'], resourceArns: [this.sinkBucket.bucketArn] });
-    }
-    findings.push(this.grantObjects(fn, this.deadLetterBucket, this.deadLetterPrefix, DEAD_LETTER_OBJECT_ACTIONS));
-    for (const finding of new Set(findings)) {
-      acknowledge(fn.role!, `AwsSolutions-IAM5[${finding}]`,
-        'Object-level S3 access is scoped to this query\'s own key prefix; the object keys below it (batch files, '
-        + 'snapshots, one dead letter per record) are created at run time, so the resource must end in a wildcard.');
-    }
-  }
-
-  private grantObjects(fn: lambda.Function, bucket: s3.IBucket, prefix: string, actions: string[]): string {
-    const objects = bucket.arnForObjects(`${prefix}*`);
-    iam.Grant.addToPrincipal({ grantee: fn, actions, resourceArns: [objects] });
-    bucket.encryptionKey?.grantEncryptDecrypt(fn);
-    return iamResourceFinding(fn, objects);
+  /** Least privilege per function, from what each one's code calls (cdk/grants.ts). */
+  private grantAccess(isStateful: boolean): void {
+    const resources: QueryResources = {
+      checkpointTable: this.checkpointTable, stateTable: this.stateTable, sinkTable: this.sinkTable,
+      sinkBucket: this.sinkBucket, sinkPrefix: this.sinkPrefix,
+      deadLetterBucket: this.deadLetterBucket, deadLetterObjectPrefix: deadLetterObjectPrefix(this.deadLetterPrefix, this.queryName),
+      stream: this.stream, repartitionStream: this.repartitionStream,
+    };
+    const access = accessOf({ isStateful, needsRepartition: this.needsRepartition });
+    grantFunctionAccess(this.kinesisTriggerFunction, access.kinesisTrigger, resources);
+    grantFunctionAccess(this.scheduledTriggerFunction, access.scheduled, resources);
+    if (this.repartitionFunction) grantFunctionAccess(this.repartitionFunction, access.repartition, resources);
   }
 
   private createAlarms(props: SluiceQueryProps): SluiceQueryAlarms {

@@ -1,0 +1,152 @@
+/**
+ * What each of a query's functions may do, derived from what its code calls (lib/aws):
+ *
+ *   function            runs                          tables                       sink   dead letters   streams
+ *   Kinesis trigger     the source stage               checkpoint (+ state if the   if it   own prefix     source: the mapping's reads;
+ *                       (whole query, or stage 1)      stage keeps state)           writes         internal: ListShards, PutRecords
+ *   scheduled           every stage (ticks, drain)     checkpoint (+ state if any   yes     own prefix     source and internal: ListShards,
+ *                                                      stage keeps state)                          GetShardIterator, GetRecords; internal: PutRecords
+ *   repartition         stage 2 (state and sink)       checkpoint, state            yes     own prefix     internal: the mapping's reads; source: ListShards
+ *
+ * Table actions are per table: the checkpoint table takes the logs (GetItem, conditional PutItem,
+ * Query, the commit transaction's Put and ConditionCheck, BatchWriteItem purges) and the watermark
+ * rows (UpdateItem); the state table takes Query, PutItem and BatchWriteItem; the DynamoDB sink
+ * only PutItem. Nothing calls DeleteItem, Scan or DescribeTable at run time. A new SDK call in
+ * lib/aws needs its action added here (the template tests list every action per function).
+ *
+ * Customer-managed keys: reading an SSE-KMS object or stream record needs kms:Decrypt, writing one
+ * kms:GenerateDataKey; DynamoDB needs kms:Decrypt and kms:DescribeKey to use a table's key and
+ * kms:Encrypt/GenerateDataKey to write. Nothing else is granted on a key.
+ */
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as kinesis from 'aws-cdk-lib/aws-kinesis';
+import type * as kms from 'aws-cdk-lib/aws-kms';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import { acknowledge, iamResourceFinding } from './nag-acknowledgments.js';
+
+export const CHECKPOINT_TABLE_ACTIONS = [
+  'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem', 'dynamodb:BatchWriteItem',
+];
+export const STATE_TABLE_ACTIONS = ['dynamodb:Query', 'dynamodb:PutItem', 'dynamodb:BatchWriteItem'];
+export const SINK_TABLE_ACTIONS = ['dynamodb:PutItem'];
+/** The S3 sinks read their manifest/pointer, write data objects, and delete superseded ones. */
+export const SINK_OBJECT_ACTIONS = ['s3:GetObject', 's3:PutObject', 's3:DeleteObject'];
+/** Dead letters are only ever written (one object per record, keyed by its identity). */
+export const DEAD_LETTER_OBJECT_ACTIONS = ['s3:PutObject'];
+/**
+ * What a Kinesis event source mapping reads with the function's role (Lambda's documented list for
+ * a shared-throughput consumer); not ListStreams, and not SubscribeToShard, which only an
+ * enhanced fan-out consumer uses.
+ */
+export const EVENT_SOURCE_READ_ACTIONS = [
+  'kinesis:DescribeStream', 'kinesis:DescribeStreamSummary', 'kinesis:GetRecords', 'kinesis:GetShardIterator', 'kinesis:ListShards',
+];
+/** The scheduled function's own reads (lib/aws/kinesis-shard-reader.ts): list, iterate, read. */
+export const SHARD_READ_ACTIONS = ['kinesis:ListShards', 'kinesis:GetShardIterator', 'kinesis:GetRecords'];
+/** Stage 1 and the scheduled function list the internal shards (to route by hash range) and write them. */
+export const REPARTITION_WRITE_ACTIONS = ['kinesis:ListShards', 'kinesis:PutRecords'];
+
+const KMS_READ = ['kms:Decrypt'];
+const KMS_WRITE = ['kms:GenerateDataKey'];
+const KMS_TABLE = ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey'];
+
+export interface QueryResources {
+  readonly checkpointTable: dynamodb.ITable;
+  readonly stateTable: dynamodb.ITable;
+  readonly sinkTable?: dynamodb.ITable;
+  readonly sinkBucket?: s3.IBucket;
+  readonly sinkPrefix?: string;
+  readonly deadLetterBucket: s3.IBucket;
+  /** The query's own dead-letter key prefix (`<deadLetterPrefix><query name>/`). */
+  readonly deadLetterObjectPrefix: string;
+  readonly stream: kinesis.IStream;
+  readonly repartitionStream?: kinesis.IStream;
+}
+
+/** What one function touches; the grants follow from it. */
+export interface FunctionAccess {
+  readonly state: boolean;
+  readonly sink: boolean;
+  /** Source stream: read by its event source mapping, by the function itself, or only listed. */
+  readonly source: 'event-source' | 'read' | 'list';
+  /** Internal stream: read by its mapping (stage 2), written (stage 1), written and read (scheduled), or untouched. */
+  readonly internal: 'event-source' | 'write' | 'read-write' | 'none';
+}
+
+/** The three functions' access for a query (a stateless stage 1 touches neither state nor sink). */
+export function accessOf(options: { isStateful: boolean; needsRepartition: boolean }): {
+  kinesisTrigger: FunctionAccess; scheduled: FunctionAccess; repartition: FunctionAccess;
+} {
+  const { isStateful, needsRepartition } = options;
+  return {
+    kinesisTrigger: { state: isStateful && !needsRepartition, sink: !needsRepartition, source: 'event-source', internal: needsRepartition ? 'write' : 'none' },
+    scheduled: { state: isStateful, sink: true, source: 'read', internal: needsRepartition ? 'read-write' : 'none' },
+    repartition: { state: true, sink: true, source: 'list', internal: 'event-source' },
+  };
+}
+
+/** The dead-letter key prefix the runtime's S3DeadLetterWriter writes one query's records under. */
+export function deadLetterObjectPrefix(deadLetterPrefix: string, queryName: string): string {
+  const normalized = deadLetterPrefix === '' || deadLetterPrefix.endsWith('/') ? deadLetterPrefix : `${deadLetterPrefix}/`;
+  return `${normalized}${queryName}/`;
+}
+
+export function grantFunctionAccess(fn: lambda.Function, access: FunctionAccess, resources: QueryResources): void {
+  grantTable(fn, resources.checkpointTable, CHECKPOINT_TABLE_ACTIONS);
+  if (access.state) grantTable(fn, resources.stateTable, STATE_TABLE_ACTIONS);
+  const findings: string[] = [];
+  if (access.sink) {
+    if (resources.sinkTable) grantTable(fn, resources.sinkTable, SINK_TABLE_ACTIONS);
+    if (resources.sinkBucket && resources.sinkPrefix !== undefined) {
+      findings.push(grantObjects(fn, resources.sinkBucket, resources.sinkPrefix, SINK_OBJECT_ACTIONS, [...KMS_READ, ...KMS_WRITE]));
+      // The snapshot sink lists its own keys; listing reveals key names only, and only under the prefix.
+      iam.Grant.addToPrincipal({
+        grantee: fn, actions: ['s3:ListBucket'], resourceArns: [resources.sinkBucket.bucketArn],
+        conditions: { StringLike: { 's3:prefix': [`${resources.sinkPrefix}*`] } },
+      });
+    }
+  }
+  findings.push(grantObjects(fn, resources.deadLetterBucket, resources.deadLetterObjectPrefix, DEAD_LETTER_OBJECT_ACTIONS, KMS_WRITE));
+  for (const finding of new Set(findings)) {
+    acknowledge(fn.role!, `AwsSolutions-IAM5[${finding}]`,
+      'Object-level S3 access is scoped to this query\'s own key prefix; the object keys below it (batch files, '
+      + 'snapshots, one dead letter per record) are created at run time, so the resource must end in a wildcard.');
+  }
+
+  const { stream, repartitionStream } = resources;
+  const sourceActions = access.source === 'event-source' ? EVENT_SOURCE_READ_ACTIONS : access.source === 'read' ? SHARD_READ_ACTIONS : ['kinesis:ListShards'];
+  grantStream(fn, stream, sourceActions, access.source === 'list' ? [] : KMS_READ);
+  if (repartitionStream && access.internal !== 'none') {
+    const internalActions = {
+      'event-source': EVENT_SOURCE_READ_ACTIONS,
+      write: REPARTITION_WRITE_ACTIONS,
+      'read-write': [...new Set([...SHARD_READ_ACTIONS, ...REPARTITION_WRITE_ACTIONS])],
+    }[access.internal];
+    const keyActions = access.internal === 'event-source' ? KMS_READ : access.internal === 'write' ? KMS_WRITE : [...KMS_READ, ...KMS_WRITE];
+    grantStream(fn, repartitionStream, internalActions, keyActions);
+  }
+}
+
+function grantTable(fn: lambda.Function, table: dynamodb.ITable, actions: string[]): void {
+  table.grant(fn, ...actions);
+  // The generic table grant adds nothing on the key: a customer-managed table key needs its own.
+  grantKey(fn, table.encryptionKey, KMS_TABLE);
+}
+
+function grantObjects(fn: lambda.Function, bucket: s3.IBucket, prefix: string, actions: string[], keyActions: string[]): string {
+  const objects = bucket.arnForObjects(`${prefix}*`);
+  iam.Grant.addToPrincipal({ grantee: fn, actions, resourceArns: [objects] });
+  grantKey(fn, bucket.encryptionKey, keyActions);
+  return iamResourceFinding(fn, objects);
+}
+
+function grantStream(fn: lambda.Function, stream: kinesis.IStream, actions: string[], keyActions: string[]): void {
+  iam.Grant.addToPrincipal({ grantee: fn, actions, resourceArns: [stream.streamArn] });
+  grantKey(fn, stream.encryptionKey, keyActions);
+}
+
+function grantKey(fn: lambda.Function, key: kms.IKey | undefined, actions: string[]): void {
+  if (key && actions.length > 0) key.grant(fn, ...actions);
+}
