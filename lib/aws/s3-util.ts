@@ -13,6 +13,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { IllegalArgumentError, StreamingQueryError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
+import { absentWhenDenied } from './s3-absent-when-denied.js';
 
 /** Batch ids in keys are zero-padded to this width so S3's lexicographic listing is batch order. */
 export const BATCH_ID_WIDTH = 12;
@@ -70,7 +71,7 @@ export async function getObjectText(
     const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
     return (await response.Body?.transformToString('utf-8')) ?? '';
   } catch (error) {
-    if (isNotFound(error)) return undefined;
+    if (isNotFound(error) || await absentWhenDenied(client, bucket, key, error)) return undefined;
     throw error;
   }
 }
@@ -82,7 +83,7 @@ export async function objectExists(client: S3Client, bucket: string, key: string
     await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
     return true;
   } catch (error) {
-    if (isNotFound(error)) return false;
+    if (isNotFound(error) || await absentWhenDenied(client, bucket, key, error)) return false;
     throw error;
   }
 }
