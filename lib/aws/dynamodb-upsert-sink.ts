@@ -191,6 +191,7 @@ export class DynamoDbUpsertSink implements Sink {
       if (utf8Bytes(pk) > MAX_PK_BYTES) {
         throw new IllegalArgumentError(`${this.description}: key of row ${rowIndex} is ${utf8Bytes(pk)} bytes, over DynamoDB's ${MAX_PK_BYTES}: ${pk.slice(0, 120)}...`, {
           code: 'SINK_KEY_TOO_LONG', hint: 'key on fewer or shorter columns.',
+          logMessage: `${this.description}: key of row ${rowIndex} (columns ${this.keyColumns.join(', ')}) is ${utf8Bytes(pk)} bytes, over DynamoDB's ${MAX_PK_BYTES}`,
         });
       }
       const attributes = toDynamoDbValue(toExternalRow(row, batch.schema)) as Record<string, unknown>;

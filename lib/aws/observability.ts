@@ -2,11 +2,14 @@
  * Logs and metrics the AWS way: Powertools' structured JSON logger and CloudWatch Embedded Metric
  * Format, one progress line and one set of metrics per batch. `POWERTOOLS_LOG_LEVEL` and
  * `POWERTOOLS_METRICS_DISABLED` turn them down (`sluice dev` prints its own view instead).
+ * Logged errors carry no data values (lib/aws/log-redaction.ts) unless the log level is DEBUG or
+ * TRACE; the dead-letter objects keep the records and the full reasons.
  */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { StreamingQueryProgress } from '../runtime/progress.js';
 import { METRIC, METRIC_DIMENSION_QUERY, METRICS_NAMESPACE } from '../runtime/metric-names.js';
+import { dataRedactingReplacer } from './log-redaction.js';
 
 export interface Observability {
   readonly logger: Logger;
@@ -14,10 +17,19 @@ export interface Observability {
 }
 
 export function createObservability(queryName: string, serviceName = 'sluice'): Observability {
-  const logger = new Logger({ serviceName, persistentKeys: { query: queryName } });
+  const logger: Logger = new Logger({
+    serviceName, persistentKeys: { query: queryName },
+    jsonReplacerFn: dataRedactingReplacer(() => logsDataValues(logger)),
+  });
   const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName });
   metrics.setDefaultDimensions({ [METRIC_DIMENSION_QUERY]: queryName });
   return { logger, metrics };
+}
+
+/** Debug logging (POWERTOOLS_LOG_LEVEL=DEBUG or TRACE) is the switch that lets data values into logs. */
+export function logsDataValues(logger: Logger): boolean {
+  const level = logger.getLevelName();
+  return level === 'DEBUG' || level === 'TRACE';
 }
 
 export function recordBatchProgress(observability: Observability, shardId: string, progress: StreamingQueryProgress, stage = 'single'): void {

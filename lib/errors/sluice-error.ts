@@ -9,6 +9,11 @@ export interface SluiceErrorOptions {
   readonly retryable?: boolean;
   readonly cause?: unknown;
   readonly context?: Record<string, unknown>;
+  /**
+   * The message without the data values it quotes (record contents, keys), for logs; the full
+   * message goes where data may go (dead letters, the caller). Default: the message.
+   */
+  readonly logMessage?: string;
 }
 
 export class SluiceError extends Error {
@@ -17,6 +22,8 @@ export class SluiceError extends Error {
   readonly hint: string | undefined;
   readonly retryable: boolean;
   readonly context: Record<string, unknown>;
+  /** The message without data values (see SluiceErrorOptions.logMessage), hint included. */
+  readonly logMessage: string;
 
   constructor(message: string, options: SluiceErrorOptions) {
     super(options.hint ? `${message}\n  How to fix: ${options.hint}` : message, { cause: options.cause });
@@ -26,6 +33,8 @@ export class SluiceError extends Error {
     this.hint = options.hint;
     this.retryable = options.retryable ?? false;
     this.context = options.context ?? {};
+    this.logMessage = options.logMessage === undefined ? this.message
+      : options.hint ? `${options.logMessage}\n  How to fix: ${options.hint}` : options.logMessage;
   }
 }
 
