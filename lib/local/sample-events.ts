@@ -147,30 +147,36 @@ export function generateSalesEvents(options: SalesEventOptions = {}): SampleReco
  */
 export function recordsFromLines(lines: readonly string[], source: KinesisSourceSpec, seed = 1): SampleRecord[] {
   const rnd = createPrng(seed);
-  const key = source.partitionKey?.toLowerCase();
-  const format = source.format ?? 'json';
-  const schema = sourceSchemaOf(source);
-  const keyIndex = key === undefined ? -1 : schema.findIndex((f) => f.name.toLowerCase() === key);
+  const keyOf = partitionKeyReader(source);
   const out: SampleRecord[] = [];
   for (const raw of lines) {
     const line = raw.replace(/\r$/, '');
     if (line.trim() === '') continue;
-    let partitionKey: string | undefined;
-    if (key !== undefined) {
-      if (format === 'json') {
-        try {
-          const parsed: unknown = JSON.parse(line);
-          if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
-            const entry = Object.entries(parsed as Record<string, unknown>).find(([k]) => k.toLowerCase() === key);
-            if (entry && entry[1] !== null && entry[1] !== undefined && typeof entry[1] !== 'object') partitionKey = String(entry[1]);
-          }
-        } catch { /* malformed: random key, the record is dead-lettered anyway */ }
-      } else if (format === 'csv' && keyIndex >= 0) {
-        const field = line.split(source.csvDelimiter ?? ',')[keyIndex];
-        if (field !== undefined && field !== '') partitionKey = field.replace(/^"(.*)"$/, '$1');
-      }
-    }
-    out.push({ data: line, partitionKey: partitionKey ?? randomPartitionKey(rnd), wave: 1, kind: 'event' });
+    out.push({ data: line, partitionKey: keyOf(line) ?? randomPartitionKey(rnd), wave: 1, kind: 'event' });
   }
   return out;
+}
+
+/** The value of the source's declared partition-key column in one record's text, if it can be read. */
+export function partitionKeyReader(source: KinesisSourceSpec): (line: string) => string | undefined {
+  const key = source.partitionKey?.toLowerCase();
+  const format = source.format ?? 'json';
+  const schema = sourceSchemaOf(source);
+  const keyIndex = key === undefined ? -1 : schema.findIndex((f) => f.name.toLowerCase() === key);
+  return (line) => {
+    if (key === undefined) return undefined;
+    if (format === 'json') {
+      try {
+        const parsed: unknown = JSON.parse(line);
+        if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+          const entry = Object.entries(parsed as Record<string, unknown>).find(([k]) => k.toLowerCase() === key);
+          if (entry && entry[1] !== null && entry[1] !== undefined && typeof entry[1] !== 'object') return String(entry[1]);
+        }
+      } catch { /* malformed: random key, the record is dead-lettered anyway */ }
+    } else if (format === 'csv' && keyIndex >= 0) {
+      const field = line.split(source.csvDelimiter ?? ',')[keyIndex];
+      if (field !== undefined && field !== '') return field.replace(/^"(.*)"$/, '$1');
+    }
+    return undefined;
+  };
 }

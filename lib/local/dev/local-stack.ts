@@ -15,8 +15,7 @@ import { readS3Files, readS3Snapshots, scanDynamoDbSink } from '../../aws/sink-r
 import { ensureTables } from '../../aws/tables.js';
 import { DEPLOYMENT_DEFAULTS, type RuntimeConfig } from '../../runtime/runtime-config.js';
 import type { DeadLetterRecord } from '../../sources/dead-letter.js';
-import { createStreamAndWait, putRecordsBatched, type PutRecordResult } from '../kinesis-admin.js';
-import type { SampleRecord } from '../sample-events.js';
+import { createStreamAndWait, putRecordsBatched, type PutRecordInput, type PutRecordResult } from '../kinesis-admin.js';
 
 export interface LocalDeployment {
   readonly streamName: string;
@@ -88,7 +87,9 @@ export async function provisionLocal(clients: AwsClients, d: LocalDeployment, sh
 }
 
 /** Puts records in order (one PutRecords call per 500); returns each record's shard and sequence number. */
-export async function putSampleRecords(clients: AwsClients, streamName: string, records: readonly SampleRecord[]): Promise<PutRecordResult[]> {
+export async function putSampleRecords(
+  clients: AwsClients, streamName: string, records: readonly Pick<PutRecordInput, 'data' | 'partitionKey'>[],
+): Promise<PutRecordResult[]> {
   if (records.length === 0) return [];
   return putRecordsBatched(clients.kinesis, streamName, records.map((r) => ({ data: r.data, partitionKey: r.partitionKey })));
 }

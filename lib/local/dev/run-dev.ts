@@ -30,7 +30,8 @@ import { startEmulators, type EmulatorSet } from '../emulators.js';
 import { createStreamAndWait } from '../kinesis-admin.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
 import { LocalEventSourceMapping, type BatchFailureInfo } from '../event-source-mapping.js';
-import { generateSalesEvents, recordsFromLines, type SampleRecord } from '../sample-events.js';
+import { generateSalesEvents, type SampleRecord } from '../sample-events.js';
+import { recordsFromInputBytes } from './input-file.js';
 import { defaultSinkFor, hourlySalesQuery } from './default-query.js';
 import {
   localDeployment, localRuntimeConfig, provisionLocal, putSampleRecords, quietObservability, readDeadLetterContents,
@@ -63,7 +64,12 @@ export interface DevSummary {
   readonly deadLetters: readonly DeadLetterRecord[];
   readonly sink: SinkContents;
   readonly invocations: number;
+  /** Lines of `--input` not put (Kinesis would refuse them), with why. */
+  readonly skippedInput: readonly { readonly line: number; readonly reason: string }[];
 }
+
+/** A record to put: generated sample events, or one line of `--input` (bytes). */
+type DevRecord = Pick<SampleRecord, 'partitionKey' | 'wave' | 'kind'> & { readonly data: string | Uint8Array };
 
 function withMode(definition: StreamingQueryDefinition, mode: OutputMode | undefined, print: (line: string) => void): StreamingQueryDefinition {
   if (!mode || mode === definition.outputMode) return definition;
@@ -91,12 +97,18 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
   const { columns, needsRepartition } = query;
   const stages = new Map([query.sourceStage, query.stateStage].flatMap((s) => (s ? [[s.kind, s] as const] : [])));
 
-  let records: SampleRecord[];
+  let records: readonly DevRecord[];
   let origin: string;
+  let inputNotes: readonly string[] = [];
+  let skippedInput: DevSummary['skippedInput'] = [];
   if (options.input) {
     if (!existsSync(options.input)) throw new Error(`input file ${options.input} not found`);
-    records = recordsFromLines(readFileSync(options.input, 'utf8').split('\n'), definition.source, options.seed ?? 1);
-    origin = `${options.input} (${plural(records.length, 'record')})`;
+    // Bytes, not text: invalid UTF-8 must reach the decoder (and its dead letters) unchanged.
+    const input = recordsFromInputBytes(readFileSync(options.input), definition.source, options.seed ?? 1);
+    records = input.records.map((r) => ({ ...r, wave: 1, kind: 'event' as const }));
+    inputNotes = input.notes;
+    skippedInput = input.skipped;
+    origin = `${options.input} (${plural(records.length, 'record')}${skippedInput.length ? `, ${skippedInput.length} skipped` : ''})`;
   } else {
     records = generateSalesEvents({ seed: options.seed ?? 3 });
     const late = records.filter((r) => r.kind === 'late').length;
@@ -106,6 +118,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
 
   print(`sluice dev: query '${definition.name}' (${definition.outputMode} mode → ${definition.sink.kind} sink), ${plural(shards, 'shard')}, batch size ${batchSize}`);
   print(`events: ${origin}`);
+  for (const note of inputNotes) print(`  note: ${note}`);
   const startedAt = Date.now();
   let emulators: EmulatorSet | undefined;
   let clients: AwsClients | undefined;
@@ -242,6 +255,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     print(`batches: ${totals.batches} (${stats.invocations} Lambda invocations, ${stats.retries} retries, ${stats.bisects} bisects${failures.length ? `, ${failures.length} batches given up` : ''})`);
     print(`rows: ${totals.inputRows} in, ${needsRepartition ? `${totals.routed} routed through the internal stream, ` : ''}${totals.outputRows} out, ${totals.late} late rows dropped by the watermark`);
     print(`cost (sum of the batches' progress): ${formatCost({ dynamoDbWriteUnits: totals.writeUnits, dynamoDbReadUnits: totals.readUnits, s3Puts: totals.s3Puts })}`);
+    if (skippedInput.length) print(`input lines skipped (Kinesis would refuse them): ${skippedInput.map((s) => `line ${s.line}`).join(', ')}`);
     print(`dead letters: ${deadLetters.length} (s3://${config.deadLetterBucket}/${config.deadLetterPrefix})`);
     for (const d of deadLetters) {
       print(`  ${d.shardId} #${d.sequenceNumber} key=${d.partitionKey}: ${d.reason}`);
@@ -261,7 +275,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     print(`done in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
     return {
       batches: totals.batches, inputRows: totals.inputRows, outputRows: totals.outputRows, lateRowsDropped: totals.late,
-      deadLetters, sink, invocations: stats.invocations,
+      deadLetters, sink, invocations: stats.invocations, skippedInput,
     };
   } finally {
     if (options.handleSignals) { process.removeListener('SIGINT', onSignal); process.removeListener('SIGTERM', onSignal); }
