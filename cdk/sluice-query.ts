@@ -393,6 +393,16 @@ export interface SluiceQueryProps {
    * @default - no reservation (the account's unreserved pool)
    */
   readonly reservedConcurrentExecutions?: number;
+
+  /**
+   * Debug logging (POWERTOOLS_LOG_LEVEL=DEBUG): logged errors then include the data values their
+   * messages quote (a key too long for the sink, a parser's excerpt of a record). Without it the
+   * logs hold codes, lengths and column names only; the records and full reasons are in the
+   * dead-letter objects either way. For investigating a fault, not for normal running.
+   *
+   * @default false
+   */
+  readonly debugLogging?: boolean;
 }
 
 /** The alarms, for adding actions or dashboards. */
@@ -542,7 +552,10 @@ export class SluiceQuery extends Construct {
       snapshotEveryBatches: props.snapshotEveryBatches ?? DEPLOYMENT_DEFAULTS.snapshotEveryBatches,
       repartitionStreamName: this.repartitionStream?.streamName,
     };
-    this.environment = { ...runtimeConfigToEnv(config), NODE_OPTIONS: `--enable-source-maps --max-semi-space-size=${semiSpaceMb(props.memorySize ?? 1024)}` };
+    this.environment = {
+      ...runtimeConfigToEnv(config), NODE_OPTIONS: `--enable-source-maps --max-semi-space-size=${semiSpaceMb(props.memorySize ?? 1024)}`,
+      ...(props.debugLogging ? { POWERTOOLS_LOG_LEVEL: 'DEBUG' } : {}),
+    };
 
     this.kinesisTriggerFunction = this.handlerFunction('KinesisTrigger', 'kinesis', props, removalPolicy,
       `Sluice query ${this.queryName}: one micro-batch per Kinesis shard batch`);

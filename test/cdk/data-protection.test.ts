@@ -121,4 +121,15 @@ describe('deletion protection and reserved concurrency', () => {
     const plainFunctions = Template.fromStack(plain).findResources('AWS::Lambda::Function');
     expect((plainFunctions[idOf(plain, unreserved.kinesisTriggerFunction)] as Resource).Properties.ReservedConcurrentExecutions).toBeUndefined();
   });
+
+  it('logs data values only with debugLogging (POWERTOOLS_LOG_LEVEL=DEBUG)', () => {
+    for (const debugLogging of [undefined, true]) {
+      const stack = testStack();
+      const query = new SluiceQuery(stack, 'Live', { queryModule: example('hourly-sales-live.ts'), debugLogging });
+      const functions = Template.fromStack(stack).findResources('AWS::Lambda::Function');
+      for (const fn of query.functions()) {
+        expect((functions[idOf(stack, fn)] as Resource).Properties.Environment.Variables.POWERTOOLS_LOG_LEVEL).toBe(debugLogging ? 'DEBUG' : undefined);
+      }
+    }
+  });
 });
