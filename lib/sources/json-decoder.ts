@@ -1,5 +1,5 @@
 import { typeToString, type DataType, type StructField } from '../plan/data-types.js';
-import { parseTimestamp } from '../core/timestamps.js';
+import { parseTimestamp, parseTimestampUnbounded, TIMESTAMP_RANGE_TEXT } from '../core/timestamps.js';
 import { JsonLayoutCache } from './json-layout-decoder.js';
 
 export type DecodeResult = { readonly ok: true; readonly row: unknown[] } | { readonly ok: false; readonly reason: string };
@@ -114,9 +114,10 @@ function explain(type: DataType, v: unknown, path: string, numericTimestamps: Nu
       return `field '${path}' is a long beyond ±2^53-1 that cannot be held exactly (JavaScript numbers): ${show(v)}`;
     case 'timestamp':
       if (typeof v === 'number') {
-        return `field '${path}' is out of range for timestamp: ${show(v)} (read as ${numericTimestamps} since the epoch)`;
+        return `field '${path}' is out of range for timestamp: ${show(v)} (read as ${numericTimestamps} since the epoch; ${TIMESTAMP_RANGE_TEXT})`;
       }
       if (typeof v === 'string') {
+        if (parseTimestampUnbounded(v) !== null) return `field '${path}' is outside the timestamp range held exactly (${TIMESTAMP_RANGE_TEXT}): ${show(v)}`;
         return `field '${path}' should be timestamp but ${show(v)} is not a valid ISO-8601 or 'yyyy-MM-dd HH:mm:ss[.SSSSSS]' time`;
       }
       return wrongType();

@@ -4,7 +4,7 @@
  * columns the query reads, it decodes and checks only those, as the JSON memory stream does.
  */
 import type { DataType, StructField } from '../plan/data-types.js';
-import { parseTimestamp } from '../core/timestamps.js';
+import { parseTimestamp, parseTimestampUnbounded, TIMESTAMP_RANGE_TEXT } from '../core/timestamps.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import { createJsonDecoder, type DecodeResult } from './json-decoder.js';
 import type { RecordSourceSpec } from './record-format.js';
@@ -111,6 +111,13 @@ export function splitCsvLine(line: string, delimiter: string): string[] | null {
   }
 }
 
+function csvReason(field: StructField, text: string): string {
+  if (field.type === 'timestamp' && parseTimestampUnbounded(text) !== null) {
+    return `field ${field.name}: '${text}' is outside the timestamp range held exactly (${TIMESTAMP_RANGE_TEXT})`;
+  }
+  return `field ${field.name}: '${text}' is not a valid ${String(field.type)}`;
+}
+
 function createCsvDecoder(schema: readonly StructField[], delimiter: string, columns: readonly string[] | undefined): (text: string) => DecodeResult {
   const readers = schema.map((f) => csvReader(f.type));
   // An unread field is still counted (the line's shape), but neither converted nor checked.
@@ -127,7 +134,7 @@ function createCsvDecoder(schema: readonly StructField[], delimiter: string, col
       const text = fields[i]!;
       if (text === '' || !used[i]) { row[i] = null; continue; }
       const value = readers[i]!(text);
-      if (value === INVALID) return { ok: false, reason: `field ${schema[i]!.name}: '${text}' is not a valid ${String(schema[i]!.type)}` };
+      if (value === INVALID) return { ok: false, reason: csvReason(schema[i]!, text) };
       row[i] = value;
     }
     return { ok: true, row };
