@@ -38,7 +38,7 @@ async function run(definition: StreamingQueryDefinition, batches: ShardRecord[][
   const query = compileQuery(definition, { expectedShardCount: 1 });
   const progress = [];
   for (const batch of batches) {
-    const r = await runShardInvocation(query, { definition, shardId: 's', records: batch, expectedShardCount: 1 }, b);
+    const r = await runShardInvocation(query, { shardId: 's', records: batch }, b);
     expect(r.error).toBeUndefined();
     expect(r.firstUncommittedSequenceNumber).toBeNull();
     progress.push(...r.progress);
