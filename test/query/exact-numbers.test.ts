@@ -16,6 +16,8 @@ import { stringifyExternalRow } from '../../lib/sinks/external-row.js';
 import { createRecordDecoder } from '../../lib/sources/record-decoder.js';
 import { toSchema } from '../../lib/api/session.js';
 import { decodeStateJson, encodeStateJson } from '../../lib/aws/dynamodb-state-store.js';
+import { SluiceSession } from '../../lib/api/session.js';
+import { addData, checkNewAnswer, testStream } from '../../lib/testing/test-stream.js';
 import { decodeRepartitionRecord, encodeRepartitionRecord, REPARTITION_RECORD_VERSION, type RepartitionRecord } from '../../lib/sources/repartition-records.js';
 
 const totals = (format: 'json' | 'csv' = 'json', schema = 'k string, amount long'): StreamingQueryDefinition => defineQuery({
@@ -108,5 +110,19 @@ describe('longs beyond 2^53 survive the state store and the repartition hop', ()
   it('repartition records keep a bigint exactly', () => {
     const record = { v: REPARTITION_RECORD_VERSION, kind: 'rows', rows: [['a', 9223372036854775807n]] } as unknown as RepartitionRecord;
     expect(decodeRepartitionRecord(encodeRepartitionRecord(record))).toEqual(record);
+  });
+});
+
+describe('long arithmetic in expressions (testStream)', () => {
+  it('is exact past 2^53 and raises ARITHMETIC_OVERFLOW past int64; int arithmetic past int32 too', async () => {
+    const { stream, df } = new SluiceSession().memoryStream('v long, i int');
+    await testStream(df.select(col('v').plus(1).as('next'), col('v').multiply(2).as('twice')))(
+      addData(stream, [9007199254740992, 1]),
+      checkNewAnswer([9007199254740993n, 18014398509481984]),
+    );
+    const overflow = testStream(df.select(col('v').plus(1)))(addData(stream, [9223372036854775807n, 1]), checkNewAnswer());
+    await expect(overflow).rejects.toThrow(/ARITHMETIC_OVERFLOW/);
+    const { stream: s2, df: d2 } = new SluiceSession().memoryStream('i int');
+    await expect(testStream(d2.select(col('i').plus(1)))(addData(s2, [2147483647]), checkNewAnswer())).rejects.toThrow(/ARITHMETIC_OVERFLOW.*int overflow/);
   });
 });
