@@ -35,8 +35,9 @@
  * Values: the engine's immutable JSON-friendly values. JSON alone would turn `undefined` array
  * elements and non-finite numbers into null and -0 into 0; those are written as tagged objects
  * (`{"\u0000t": "u" | "NaN" | "Infinity" | "-Infinity" | "-0"}`) and restored on load, so a value
- * round-trips exactly (an object property whose value is undefined is kept too). Maps, Sets,
- * bigints and class instances are not supported (the engine stores none).
+ * round-trips exactly (an object property whose value is undefined is kept too); a long beyond
+ * 2^53 (a bigint) is `{"\u0000t": "n<digits>"}`. Maps, Sets and class instances are not supported
+ * (the engine stores none).
  */
 import { createHash } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
@@ -60,7 +61,7 @@ const TAG = '\u0000t';
 const TAGGED_TEXT = JSON.stringify(TAG);
 
 function needsTags(v: unknown): boolean {
-  if (v === undefined) return true;
+  if (v === undefined || typeof v === 'bigint') return true;
   if (typeof v === 'number') return !Number.isFinite(v) || Object.is(v, -0);
   if (v === null || typeof v !== 'object') return false;
   if (Array.isArray(v)) {
@@ -73,6 +74,7 @@ function needsTags(v: unknown): boolean {
 
 function tagReplacer(_key: string, v: unknown): unknown {
   if (v === undefined) return { [TAG]: 'u' };
+  if (typeof v === 'bigint') return { [TAG]: `n${v}` }; // a long beyond 2^53 (lib/core/long.ts)
   if (typeof v === 'number') {
     if (Number.isNaN(v)) return { [TAG]: 'NaN' };
     if (v === Infinity) return { [TAG]: 'Infinity' };
@@ -92,7 +94,10 @@ function untag(v: unknown): unknown {
   }
   const o = v as Record<string, unknown>;
   const keys = Object.keys(o);
-  if (keys.length === 1 && keys[0] === TAG && typeof o[TAG] === 'string' && o[TAG] in SPECIALS) return SPECIALS[o[TAG]];
+  if (keys.length === 1 && keys[0] === TAG && typeof o[TAG] === 'string') {
+    if (o[TAG] in SPECIALS) return SPECIALS[o[TAG]];
+    if (/^n-?\d+$/.test(o[TAG])) return BigInt(o[TAG].slice(1));
+  }
   for (const k of keys) o[k] = untag(o[k]);
   return o;
 }

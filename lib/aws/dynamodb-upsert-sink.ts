@@ -76,7 +76,7 @@ function encodePart(text: string): string {
 function encodeLeaf(value: unknown): string {
   if (value === null || value === undefined) return NULL_TOKEN;
   if (typeof value === 'string') return encodePart(value);
-  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
   return encodePart(JSON.stringify(value));
 }
 

@@ -25,7 +25,7 @@
 import type { S3Client } from '@aws-sdk/client-s3';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
-import { toExternalRow } from '../sinks/external-row.js';
+import { stringifyExternalRow } from '../sinks/external-row.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { encodeKeySegment, normalizePrefix, objectExists, padBatchId, putObject, toSinkError } from './s3-util.js';
 import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';
@@ -60,7 +60,7 @@ export function s3FilesManifestKey(prefix: string, partitionId: string, batchId:
 /** Rows as JSON Lines (each line ends with `\n`); `''` for no rows. */
 export function toJsonLines(batch: Pick<SinkBatch, 'rows' | 'schema'>): string {
   let out = '';
-  for (const row of batch.rows) out += `${JSON.stringify(toExternalRow(row, batch.schema))}\n`;
+  for (const row of batch.rows) out += `${stringifyExternalRow(row, batch.schema)}\n`;
   return out;
 }
 

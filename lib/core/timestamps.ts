@@ -24,11 +24,30 @@ export function timestampToIso(micros: number): string {
 }
 
 /**
+ * Timestamps are microseconds in a double: exact up to ±2^53 µs, from 1684-07-28T00:12:25.259009Z
+ * to 2255-06-05T23:47:34.740991Z. Beyond, a value would be rounded (and `9999-12-31` printed as
+ * `+010000-01-01`), so decoders refuse it and casts give NULL.
+ */
+export const MAX_TIMESTAMP_MICROS = Number.MAX_SAFE_INTEGER;
+export const TIMESTAMP_RANGE_TEXT = '1684-07-28T00:12:25.259009Z to 2255-06-05T23:47:34.740991Z';
+
+export function isTimestampInRange(micros: number): boolean {
+  return Number.isSafeInteger(micros);
+}
+
+/**
  * Parses `2023-01-01 01:00:10[.123]` or ISO-8601 (UTC unless an offset is given) to micros.
  * Fractions beyond microseconds are truncated (Spark's precision); impossible dates and times
- * (month 13, February 30, 24:00, an offset beyond ±18:00) give NULL, as Spark's cast does.
+ * (month 13, February 30, 24:00, an offset beyond ±18:00) give NULL, as Spark's cast does, and so
+ * does a time outside the exactly held range (`TIMESTAMP_RANGE_TEXT`).
  */
 export function parseTimestamp(text: string): number | null {
+  const micros = parseTimestampUnbounded(text);
+  return micros !== null && Number.isSafeInteger(micros) ? micros : null;
+}
+
+/** A valid time's micros even outside the exactly held range (for the decoders' reasons). */
+export function parseTimestampUnbounded(text: string): number | null {
   const m = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?(Z|[+-]\d{2}:?\d{2})?$/.exec(text.trim());
   if (!m) return null;
   const [, ys, mos, ds, hs = '0', mis = '0', ss = '0', frac = '', zone] = m;

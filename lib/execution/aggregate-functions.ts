@@ -5,6 +5,7 @@ import { compareValues, encodeKey } from './values.js';
 import { DEFAULT_RSD, HyperLogLogPlusPlus, precisionForRsd, type HllBuffer } from './hyperloglog.js';
 import { compileValueHasher, hashHi, hashLo } from './xxhash64.js';
 import { AnalysisError } from '../errors/sluice-error.js';
+import { addLong, type LongValue } from '../core/long.js';
 
 /**
  * One aggregate function split Spark's way: a mutable per-batch partial buffer (`update`), an
@@ -28,12 +29,14 @@ export function makeAggregateFunction(agg: BoundAggregate, ctx: EvalContext): Ag
       const star = agg.args.length === 0;
       return {
         initial: () => 0,
+        // One at a time a count cannot pass 2^53 (that many rows); merged counts add exactly.
         update: star ? (b) => (b as number) + 1 : (b, row) => (arg(row) === null ? b : (b as number) + 1),
-        merge: (s, p) => (s as number) + (p as number),
+        merge: (s, p) => addLong(s as LongValue, p as LongValue, 'count'),
         evaluate: (b) => b,
       };
     }
     case 'sum':
+      if (agg.type === 'long') return sumOfIntegers(arg);
       return {
         initial: () => null,
         update: (b, row) => {
@@ -47,10 +50,11 @@ export function makeAggregateFunction(agg: BoundAggregate, ctx: EvalContext): Ag
       return {
         initial: () => [0, 0],
         update: (b, row) => {
-          const v = arg(row) as number | null;
+          const v = arg(row) as number | bigint | null;
           if (v === null) return b;
           const buf = b as [number, number];
-          buf[0] += v;
+          // Spark's average of longs sums as a double.
+          buf[0] += typeof v === 'bigint' ? Number(v) : v;
           buf[1] += 1;
           return buf;
         },
@@ -112,6 +116,29 @@ export function makeAggregateFunction(agg: BoundAggregate, ctx: EvalContext): Ag
       throw new Error(`Unknown aggregate ${String(never)}`);
     }
   }
+}
+
+/**
+ * `sum` of ints or longs: a long, exact (a bigint beyond 2^53), and ARITHMETIC_OVERFLOW past the
+ * int64 range, as Spark 4's Sum with ANSI mode on (its default). Doubles keep the IEEE sum.
+ */
+function sumOfIntegers(arg: Evaluator): AggregateFunction {
+  const add = (b: unknown, v: unknown): unknown => {
+    if (typeof b === 'number' && typeof v === 'number') {
+      const r = b + v;
+      if (Number.isSafeInteger(r)) return r;
+    }
+    return addLong(b as LongValue, v as LongValue, 'sum');
+  };
+  return {
+    initial: () => null,
+    update: (b, row) => {
+      const v = arg(row);
+      return v === null ? b : b === null ? v : add(b, v);
+    },
+    merge: (s, p) => (p === null ? s : s === null ? p : add(s, p)),
+    evaluate: (b) => b,
+  };
 }
 
 /** Buffer: `[encodedKey, value][]` sorted by key, so merging is deterministic and JSON-friendly. */

@@ -119,6 +119,8 @@ export class EventTimeWatermarkExec implements Exec {
   readonly children: readonly Exec[];
   readonly output: readonly Attribute[];
   stats: EventTimeStats = { max: -Infinity, min: Infinity, sum: 0, count: 0 };
+  /** Rows of the last batch whose event time was NULL: no watermark, and a window() drops them. */
+  nullEventTimeRows = 0;
   private readonly ordinal: number;
   private readonly isWindow: boolean;
 
@@ -133,9 +135,13 @@ export class EventTimeWatermarkExec implements Exec {
     const rows = this.child.execute(ctx);
     const stats: EventTimeStats = { max: -Infinity, min: Infinity, sum: 0, count: 0 };
     const i = this.ordinal;
+    let nulls = 0;
     for (const row of rows) {
       const v = row[i];
-      if (v === null || v === undefined) continue;
+      if (v === null || v === undefined) {
+        nulls++;
+        continue;
+      }
       const ms = Math.floor((this.isWindow ? (v as { end: number }).end - 1 : (v as number)) / 1000);
       if (ms > stats.max) stats.max = ms;
       if (ms < stats.min) stats.min = ms;
@@ -143,6 +149,7 @@ export class EventTimeWatermarkExec implements Exec {
       stats.count++;
     }
     this.stats = stats;
+    this.nullEventTimeRows = nulls;
     return rows;
   }
 }

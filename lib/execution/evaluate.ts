@@ -4,7 +4,10 @@ import { isStruct } from '../plan/data-types.js';
 import { StreamingQueryError } from '../errors/sluice-error.js';
 import type { EvalContext } from './eval-context.js';
 import { compareValues, valuesEqual } from './values.js';
-import { formatTimestamp, parseTimestamp } from '../core/timestamps.js';
+import { formatTimestamp, isTimestampInRange, parseTimestamp } from '../core/timestamps.js';
+import {
+  addLong, ArithmeticOverflowError, checkedInt, INT_MAX, INT_MIN, longFromBigInt, longToDouble, multiplyLong, negateLong, remainderLong, stringifyWithLongs, subtractLong, type LongValue,
+} from '../core/long.js';
 
 export type Row = unknown[];
 export type Evaluator = (row: Row) => unknown;
@@ -123,14 +126,14 @@ export function compileGenerator(e: BoundExpr, ctx: EvalContext): (row: Row) => 
 
 type Args = readonly Evaluator[];
 
-function numericBinary(op: (a: number, b: number) => number | null, args: Args): Evaluator {
+function numericBinary<T = number>(op: (a: T, b: T) => unknown, args: Args): Evaluator {
   const [a, b] = args as [Evaluator, Evaluator];
   return (row) => {
     const x = a(row);
     if (x === null) return null;
     const y = b(row);
     if (y === null) return null;
-    return op(x as number, y as number);
+    return op(x as T, y as T);
   };
 }
 
@@ -150,22 +153,59 @@ function intResult(t: DataType, v: number): number {
   return t === 'int' || t === 'long' ? Math.trunc(v) : v;
 }
 
+/** Operands of type long read as doubles (a double operation with a long beyond 2^53, a bigint). */
+function longsAsDoubles(types: readonly DataType[], args: Args): Args {
+  return args.map((a, i) => (types[i] === 'long' ? (row: Row) => { const v = a(row); return typeof v === 'bigint' ? Number(v) : v; } : a));
+}
+
+/**
+ * `+ - * %` on numbers: longs exact (bigint beyond 2^53) and ints checked, ARITHMETIC_OVERFLOW past
+ * their range as in Spark 4's ANSI mode; doubles as IEEE. Other operand types (timestamps,
+ * intervals) keep the plain operators.
+ */
+function integralOrDoubleArithmetic(fn: string, t: DataType, types: readonly DataType[], args: Args): Evaluator {
+  const integral = types.every((x) => x === 'int' || x === 'long' || x === 'null');
+  if (t === 'long' && integral) {
+    switch (fn) {
+      case '+': return numericBinary<LongValue>((x, y) => addLong(x, y), args);
+      case '-': return numericBinary<LongValue>((x, y) => subtractLong(x, y), args);
+      case '*': return numericBinary<LongValue>((x, y) => multiplyLong(x, y), args);
+      default: return numericBinary<LongValue>((x, y) => (y === 0 ? null : remainderLong(x, y)), args);
+    }
+  }
+  if (t === 'int' && integral) {
+    switch (fn) {
+      case '+': return numericBinary((x, y) => checkedInt(x + y, 'addition'), args);
+      case '-': return numericBinary((x, y) => checkedInt(x - y, 'subtraction'), args);
+      case '*': return numericBinary((x, y) => checkedInt(x * y, 'multiplication'), args);
+      default: return numericBinary((x, y) => (y === 0 ? null : (x % y) + 0), args);
+    }
+  }
+  const operands = longsAsDoubles(types, args);
+  switch (fn) {
+    case '+': return numericBinary((x, y) => x + y, operands);
+    case '-': return numericBinary((x, y) => x - y, operands);
+    case '*': return numericBinary((x, y) => x * y, operands);
+    default: return numericBinary((x, y) => (y === 0 ? null : intResult(t, x % y)), operands);
+  }
+}
+
 function compileCall(fn: string, args: Args, e: Extract<BoundExpr, { kind: 'call' }>, ctx: EvalContext): Evaluator {
   const t = e.type;
   switch (fn) {
-    case '+': return numericBinary((x, y) => x + y, args);
-    case '-': {
-      if (args.length === 2) return numericBinary((x, y) => x - y, args);
-      const [a] = args as [Evaluator];
-      return (row) => {
-        const x = a(row);
+    case '+':
+    case '-':
+    case '*':
+    case '%':
+      if (fn === '-' && args.length === 1) {
+        const [a] = args as [Evaluator];
         // Integers have no -0 (Spark's -(0) is 0); doubles keep it.
-        return x === null ? null : t === 'double' ? -(x as number) : 0 - (x as number);
-      };
-    }
-    case '*': return numericBinary((x, y) => x * y, args);
-    case '/': return numericBinary((x, y) => (y === 0 ? null : x / y), args);
-    case '%': return numericBinary((x, y) => (y === 0 ? null : intResult(t, x % y)), args);
+        if (t === 'long') return (row) => { const x = a(row); return x === null ? null : negateLong(x as LongValue); };
+        if (t === 'int') return (row) => { const x = a(row); return x === null ? null : checkedInt(0 - (x as number), 'negation'); };
+        return (row) => { const x = a(row); return x === null ? null : t === 'double' ? -(x as number) : 0 - (x as number); };
+      }
+      return integralOrDoubleArithmetic(fn, t, e.args.map((x) => x.type), args);
+    case '/': return numericBinary((x, y) => (y === 0 ? null : x / y), longsAsDoubles(e.args.map((x) => x.type), args));
     case '=': {
       const [a, b] = args as [Evaluator, Evaluator];
       return (row) => {
@@ -226,8 +266,10 @@ function compileCall(fn: string, args: Args, e: Extract<BoundExpr, { kind: 'call
     case 'timestamp_seconds': {
       const [a] = args as [Evaluator];
       return (row) => {
-        const x = a(row) as number | null;
-        return x === null ? null : Math.round(x * 1_000_000);
+        const x = a(row) as LongValue | null;
+        if (x === null) return null;
+        const micros = Math.round(longToDouble(x) * 1_000_000);
+        return isTimestampInRange(micros) ? micros : null;
       };
     }
     case 'unix_micros': { const [a] = args as [Evaluator]; return (row) => a(row); }
@@ -319,9 +361,17 @@ function castFunction(from: DataType, to: DataType): (v: unknown) => unknown {
     case 'long':
     case 'int':
       if (from === 'timestamp') return (v) => Math.floor((v as number) / 1_000_000);
-      if (from === 'string') return (v) => { const n = Number((v as string).trim()); return Number.isFinite(n) ? Math.trunc(n) : null; };
+      if (from === 'string') {
+        return (v) => {
+          const text = (v as string).trim();
+          // Integer digits exactly (beyond 2^53 too); anything else through Number, as before.
+          const n = /^[+-]?\d+$/.test(text) ? longFromBigInt(BigInt(text)) : (Number.isFinite(Number(text)) ? integralOf(Number(text)) : null);
+          return n === null ? null : to === 'int' ? intOf(n) : n;
+        };
+      }
       if (from === 'boolean') return (v) => (v ? 1 : 0);
-      return (v) => Math.trunc(v as number);
+      if (to === 'int') return (v) => intOf(typeof v === 'bigint' ? v : Math.trunc(v as number));
+      return (v) => (typeof v === 'bigint' ? v : integralOf(v as number));
     case 'double':
       if (from === 'timestamp') return (v) => (v as number) / 1_000_000;
       if (from === 'string') return (v) => { const n = Number((v as string).trim()); return Number.isFinite(n) ? n : null; };
@@ -329,16 +379,41 @@ function castFunction(from: DataType, to: DataType): (v: unknown) => unknown {
       return (v) => Number(v);
     case 'string':
       if (from === 'timestamp') return (v) => formatTimestamp(v as number);
-      if (typeof from === 'object') return (v) => JSON.stringify(v);
+      if (typeof from === 'object') return (v) => stringifyWithLongs(v);
       return (v) => String(v);
     case 'timestamp':
       if (from === 'string') return (v) => parseTimestamp(v as string);
-      if (from === 'double') return (v) => Math.trunc((v as number) * 1_000_000);
-      return (v) => (v as number) * 1_000_000;
+      if (from === 'double') return (v) => inTimestampRange(Math.trunc((v as number) * 1_000_000));
+      return (v) => inTimestampRange(longToDouble(v as LongValue) * 1_000_000);
     case 'boolean':
       if (from === 'string') return (v) => { const s = (v as string).trim().toLowerCase(); return s === 'true' ? true : s === 'false' ? false : null; };
       return (v) => v !== 0;
     default:
       return (v) => v;
   }
+}
+
+/** A time outside the range held exactly (see lib/core/timestamps.ts) casts to NULL. */
+function inTimestampRange(micros: number): number | null {
+  return isTimestampInRange(micros) ? micros : null;
+}
+
+/** A double's integral part as a long (exact: a double beyond 2^53 is an integer); ANSI's CAST_OVERFLOW beyond int64. */
+function integralOf(v: number): LongValue {
+  const n = Math.trunc(v);
+  if (Number.isSafeInteger(n)) return n + 0;
+  const exact = Number.isFinite(n) ? longFromBigInt(BigInt(n)) : null;
+  if (exact === null) throw castOverflow(String(v), 'long');
+  return exact;
+}
+
+function intOf(v: LongValue): number {
+  if (typeof v === 'bigint' || v < INT_MIN || v > INT_MAX) throw castOverflow(String(v), 'int');
+  return v;
+}
+
+function castOverflow(value: string, to: 'int' | 'long'): Error {
+  return new ArithmeticOverflowError(`[CAST_OVERFLOW] The value ${value} cannot be cast to ${to} due to an overflow.`, {
+    code: 'CAST_OVERFLOW', errorClass: 'CAST_OVERFLOW', retryable: false, hint: 'cast to double, or filter the values first.',
+  });
 }

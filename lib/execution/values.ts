@@ -9,13 +9,15 @@ export function encodeKey(values: readonly unknown[]): string {
   if (values.length === 1) {
     const v = values[0];
     if (typeof v === 'string') return `s${v}`;
-    if (typeof v === 'number') return `n${v}`;
+    // A long beyond 2^53 is a bigint, never equal to a number (the representation is canonical).
+    if (typeof v === 'number' || typeof v === 'bigint') return `n${v}`;
   }
   return JSON.stringify(values, keepNonFiniteNumbers);
 }
 
-/** JSON writes NaN and ±Infinity as null: keep them apart from NULL (and from each other). */
+/** JSON writes NaN and ±Infinity as null and cannot write bigints: keep them apart from NULL and each other. */
 function keepNonFiniteNumbers(_key: string, value: unknown): unknown {
+  if (typeof value === 'bigint') return { '\u0000number': String(value) };
   return typeof value === 'number' && !Number.isFinite(value) ? { '\u0000number': String(value) } : value;
 }
 
@@ -25,6 +27,8 @@ export function compareValues(a: unknown, b: unknown): number {
   if (a === null || a === undefined) return -1;
   if (b === null || b === undefined) return 1;
   if (typeof a === 'number' && typeof b === 'number') return a < b ? -1 : a > b ? 1 : 0;
+  // Longs beyond 2^53 are bigints: < and > compare them with numbers exactly.
+  if ((typeof a === 'bigint' || typeof a === 'number') && (typeof b === 'bigint' || typeof b === 'number')) return a < b ? -1 : a > b ? 1 : 0;
   if (typeof a === 'string' && typeof b === 'string') return a < b ? -1 : a > b ? 1 : 0;
   if (typeof a === 'boolean' && typeof b === 'boolean') return a === b ? 0 : a ? 1 : -1;
   if (Array.isArray(a) && Array.isArray(b)) {
@@ -43,7 +47,7 @@ export function compareValues(a: unknown, b: unknown): number {
 export function valuesEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
-  return JSON.stringify(a) === JSON.stringify(b);
+  return encodeKey([a]) === encodeKey([b]);
 }
 
 /**

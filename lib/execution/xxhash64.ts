@@ -210,8 +210,11 @@ function hashString(s: string, seedHi: number, seedLo: number): void {
   xxhash64Bytes(scratch, length, seedHi, seedLo);
 }
 
-function hashLongNumber(v: number, seedHi: number, seedLo: number): void {
-  if (Number.isSafeInteger(v)) {
+function hashLongNumber(v: number | bigint, seedHi: number, seedLo: number): void {
+  if (typeof v === 'bigint') {
+    // A long beyond 2^53: its two's-complement halves, as Spark hashes the 64-bit value.
+    xxhash64Long(Number(BigInt.asIntN(32, v >> 32n)), Number(BigInt.asIntN(32, v)), seedHi, seedLo);
+  } else if (Number.isSafeInteger(v)) {
     const hi = Math.floor(v / TWO_32);
     xxhash64Long(hi | 0, (v - hi * TWO_32) | 0, seedHi, seedLo);
   } else {
@@ -248,7 +251,7 @@ export function compileValueHasher(type: DataType): ValueHasher {
     case 'long':
     case 'timestamp':
     case 'interval':
-      return skipNull((v, sh, sl) => hashLongNumber(v as number, sh, sl));
+      return skipNull((v, sh, sl) => hashLongNumber(v as number | bigint, sh, sl));
     case 'double':
       return skipNull((v, sh, sl) => hashDouble(v as number, sh, sl));
     case 'string':

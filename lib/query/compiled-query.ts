@@ -36,7 +36,7 @@ export class CompiledQuery {
     readonly repartition: RepartitionPlan | null,
   ) {
     if (repartition) {
-      this.sourceStage = new SourceStage(definition, repartition, conf);
+      this.sourceStage = new SourceStage(definition, repartition, conf, plan);
       this.stateStage = new StateStage(definition, repartition, columns, schema, conf);
     } else {
       this.sourceStage = new SingleStage(definition, plan, columns, schema, conf, isStateful);

@@ -12,6 +12,7 @@ import { requiredSourceColumns } from '../analysis/required-columns.js';
 import { checkRuntimeRestrictions } from '../analysis/unsupported-operation-checker.js';
 import type { RepartitionPlan } from '../analysis/stages.js';
 import type { OutputMode } from '../core/output-mode.js';
+import { eventTimeLimitFor, type EventTimeLimit } from '../execution/event-time-skew.js';
 import type { StructField } from '../plan/data-types.js';
 import type { LogicalPlan } from '../plan/logical-plan.js';
 import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
@@ -103,14 +104,18 @@ abstract class SourceStreamStage extends QueryStage {
   readonly sourceId = KINESIS_SOURCE_NAME;
   private readonly recordSchema: readonly StructField[];
   private readonly decode: RecordDecoder;
+  private readonly eventTimeLimit: EventTimeLimit | undefined;
 
   constructor(
     private readonly definition: StreamingQueryDefinition, plan: LogicalPlan, columns: readonly string[],
     schema: readonly StructField[], outputMode: OutputMode, conf: ReadonlyMap<string, string>,
+    /** The plan whose watermark the source's event-time check serves (the whole query's). */
+    watermarkPlan: LogicalPlan = plan,
   ) {
     super(plan, columns, schema, outputMode, conf);
     this.recordSchema = sourceSchemaOf(definition.source);
     this.decode = createRecordDecoder(definition.source, this.recordSchema);
+    this.eventTimeLimit = eventTimeLimitFor(watermarkPlan, KINESIS_SOURCE_NAME, conf);
   }
 
   bind(shardId: string, backends: PartitionBackends): StageBinding {
@@ -121,6 +126,7 @@ abstract class SourceStreamStage extends QueryStage {
       schema: this.recordSchema,
       decode: this.decode,
       partitionKeyColumn: this.definition.source.partitionKey,
+      eventTimeLimit: this.eventTimeLimit,
     });
     // Stage 1 has no watermark of its own either: publishing its progress lets the scheduled
     // handler confirm the shard idle and tell the state partitions.
@@ -147,9 +153,9 @@ export class SourceStage extends SourceStreamStage {
   readonly writes = 'internal-stream';
   readonly isStateful = false;
 
-  constructor(definition: StreamingQueryDefinition, split: RepartitionPlan, conf: ReadonlyMap<string, string>) {
+  constructor(definition: StreamingQueryDefinition, split: RepartitionPlan, conf: ReadonlyMap<string, string>, wholePlan?: LogicalPlan) {
     const cut = split.cutOutput.map((a) => ({ name: a.name, type: a.type }));
-    super(definition, split.stage1, cut.map((f) => f.name), cut, 'append', conf);
+    super(definition, split.stage1, cut.map((f) => f.name), cut, 'append', conf, wholePlan);
   }
 
   override label(shardId: string): string {

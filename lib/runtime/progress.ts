@@ -22,6 +22,13 @@ export interface StreamingQueryProgress {
   /** Records routed to the dead-letter location in this batch (Sluice). */
   readonly numDeadLetteredRows: number;
   /**
+   * Rows whose event-time (watermark) column was NULL in this batch (Sluice): they never move the
+   * watermark, and a `window()` over them drops them (Spark's window has none for a NULL time).
+   * Records whose event time was too far ahead or outside the range held exactly are dead letters,
+   * counted in `numDeadLetteredRows` with their reason.
+   */
+  readonly numRowsNullEventTime: number;
+  /**
    * What this batch cost (Sluice): DynamoDB read/write units, S3 and Kinesis requests, state
    * bytes, as the adapters counted them (see CostMeter). Empty for in-memory runs.
    */

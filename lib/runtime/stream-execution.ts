@@ -464,6 +464,7 @@ export class StreamExecution {
       sources,
       sink: { description: this.options.sink.description, numOutputRows },
       numDeadLetteredRows: batch.numDeadLetteredRows,
+      numRowsNullEventTime: physical.watermarkOperators.reduce((n, w) => n + w.nullEventTimeRows, 0),
       cost: batch.cost,
     };
     this.recentProgress.push(progress);

@@ -4,6 +4,7 @@
  * partition hears of every source shard's progress. Idempotent by construction: a re-run batch
  * sends the same records, and stage 2 applies each (source, batch, part) once.
  */
+import { stringifyWithLongs } from '../core/long.js';
 import { createHash } from 'node:crypto';
 import type { CostMeter } from '../core/cost-meter.js';
 import { encodeRepartitionRecord, REPARTITION_RECORD_VERSION, type RepartitionRecord } from '../sources/repartition-records.js';
@@ -64,7 +65,7 @@ export class RepartitionSink implements Sink {
     const { routingOrdinals, eventTimeOrdinal } = this.options;
     let maxEventTimeMicros: number | null = null;
     for (const row of batch.rows) {
-      const key = JSON.stringify(routingOrdinals.map((i) => row[i] ?? null));
+      const key = stringifyWithLongs(routingOrdinals.map((i) => row[i] ?? null));
       byTarget.get(targetFor(targets, hashKeyOf(key)).shardId)!.push(row);
       if (eventTimeOrdinal !== null) {
         const t = row[eventTimeOrdinal];
@@ -107,7 +108,7 @@ export class RepartitionSink implements Sink {
     const parts: (readonly unknown[])[][] = [[]];
     let size = 0;
     for (const row of rows) {
-      const rowBytes = JSON.stringify(row).length + 1;
+      const rowBytes = stringifyWithLongs(row).length + 1;
       if (size + rowBytes > limit && parts[parts.length - 1]!.length > 0) {
         parts.push([]);
         size = 0;

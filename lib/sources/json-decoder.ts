@@ -1,6 +1,7 @@
 import { typeToString, type DataType, type StructField } from '../plan/data-types.js';
-import { parseTimestamp } from '../core/timestamps.js';
+import { parseTimestamp, parseTimestampUnbounded, TIMESTAMP_RANGE_TEXT } from '../core/timestamps.js';
 import { JsonLayoutCache } from './json-layout-decoder.js';
+import { INT_MAX, INT_MIN, parseLongDigits } from '../core/long.js';
 
 export type DecodeResult = { readonly ok: true; readonly row: unknown[] } | { readonly ok: false; readonly reason: string };
 
@@ -15,11 +16,32 @@ type NumericTimestamps = 'seconds' | 'millis' | 'micros';
 /** Reads one non-NULL JSON value, or returns INVALID; `explain` then says why (the slow path). */
 type FieldReader = (value: unknown) => unknown;
 const INVALID = Symbol('invalid');
-const INT_MIN = -(2 ** 31);
-const INT_MAX = 2 ** 31 - 1;
-/** Spark's LongType range; a JSON number beyond ±2^53 can be in it but is no longer exact here. */
-const LONG_LIMIT = 2 ** 63;
 const hasOwn = Object.prototype.hasOwnProperty;
+
+/**
+ * JSON.parse rounds an integer beyond 2^53. Before parsing a record that has one (16+ digits), such
+ * literals are quoted with this prefix (a NUL and a per-process nonce no record can guess), so the
+ * readers get the exact digits: a long keeps them all, a double rounds them as JSON.parse would.
+ */
+const BIG_INTEGER = `\u0000${globalThis.crypto.randomUUID().slice(0, 8)}:`;
+const BIG_INTEGER_ESCAPED = `\\u0000${BIG_INTEGER.slice(1)}`;
+const TOKENS = /"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
+
+function protectBigIntegers(text: string): string {
+  if (!/\d{16}/.test(text)) return text;
+  return text.replace(TOKENS, (token) => (token.length >= 16 && /^-?\d{16,}$/.test(token) ? `"${BIG_INTEGER_ESCAPED}${token}"` : token));
+}
+
+/** The digits of a protected integer, or null for any other value. */
+function bigIntegerDigits(v: unknown): string | null {
+  return typeof v === 'string' && v.startsWith(BIG_INTEGER) ? v.slice(BIG_INTEGER.length) : null;
+}
+
+/** A protected integer back as JSON.parse would have read it (for the readers of other types). */
+function plainNumber(v: unknown): unknown {
+  const digits = bigIntegerDigits(v);
+  return digits === null ? v : Number(digits);
+}
 
 function timestampScale(unit: NumericTimestamps): number {
   return unit === 'seconds' ? 1_000_000 : unit === 'millis' ? 1_000 : 1;
@@ -31,15 +53,27 @@ function readerFor(type: DataType, numericTimestamps: NumericTimestamps): FieldR
     case 'int':
       return (v) => (typeof v === 'number' && Number.isInteger(v) && v >= INT_MIN && v <= INT_MAX ? v : INVALID);
     case 'long':
-      return (v) => (typeof v === 'number' && Number.isSafeInteger(v) ? v : INVALID);
+      return (v) => {
+        if (typeof v === 'number') return Number.isSafeInteger(v) ? v : INVALID;
+        const digits = bigIntegerDigits(v);
+        return digits === null ? INVALID : parseLongDigits(digits) ?? INVALID;
+      };
     case 'double':
-      return (v) => (typeof v === 'number' ? v : INVALID);
+      // 1e400 is Infinity to JSON.parse: out of range, as Spark's parser says, not a value.
+      return (v) => {
+        const n = plainNumber(v);
+        return typeof n === 'number' && Number.isFinite(n) ? n : INVALID;
+      };
     case 'string':
-      return (v) => (typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'boolean' ? String(v) : INVALID);
+      return (v) => {
+        if (typeof v === 'string') return bigIntegerDigits(v) ?? v;
+        return typeof v === 'number' || typeof v === 'boolean' ? String(v) : INVALID;
+      };
     case 'boolean':
       return (v) => (typeof v === 'boolean' ? v : INVALID);
     case 'timestamp':
-      return (v) => {
+      return (raw) => {
+        const v = plainNumber(raw);
         if (typeof v === 'number') {
           const micros = Math.round(v * scale);
           return Number.isSafeInteger(micros) ? micros : INVALID;
@@ -89,13 +123,14 @@ function readerFor(type: DataType, numericTimestamps: NumericTimestamps): FieldR
 
 function kindOf(v: unknown): string {
   if (v === null) return 'null';
+  if (bigIntegerDigits(v) !== null) return 'a number';
   if (Array.isArray(v)) return 'an array';
   if (typeof v === 'object') return 'an object';
   return `a ${typeof v}`;
 }
 
 function show(v: unknown): string {
-  const text = JSON.stringify(v);
+  const text = bigIntegerDigits(v) ?? (typeof v === 'number' && !Number.isFinite(v) ? `${v} (the number overflows a double)` : JSON.stringify(v));
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
@@ -103,27 +138,31 @@ function show(v: unknown): string {
 function explain(type: DataType, v: unknown, path: string, numericTimestamps: NumericTimestamps): string {
   const expected = typeToString(type);
   const wrongType = (): string => `field '${path}' should be ${expected} but is ${kindOf(v)}: ${show(v)}`;
+  const outOfRange = (range: string): string => `field '${path}' is out of range for ${expected}: ${show(v)} (${range})`;
   switch (type) {
     case 'int':
-    case 'long':
-      if (typeof v !== 'number') return wrongType();
-      if (!Number.isInteger(v)) return `field '${path}' should be ${expected} but is a fractional number: ${show(v)}`;
-      if (type === 'int' || Math.abs(v) >= LONG_LIMIT) {
-        return `field '${path}' is out of range for ${expected}: ${show(v)} (${type === 'int' ? `${INT_MIN} to ${INT_MAX}` : '-2^63 to 2^63-1'})`;
-      }
-      return `field '${path}' is a long beyond ±2^53-1 that cannot be held exactly (JavaScript numbers): ${show(v)}`;
+    case 'long': {
+      const n = plainNumber(v);
+      if (typeof n !== 'number') return wrongType();
+      if (!Number.isInteger(n) && Number.isFinite(n)) return `field '${path}' should be ${expected} but is a fractional number: ${show(v)}`;
+      if (type === 'int' || bigIntegerDigits(v) !== null || !(Math.abs(n) < 2 ** 63)) return outOfRange(type === 'int' ? `${INT_MIN} to ${INT_MAX}` : '-2^63 to 2^63-1');
+      return `field '${path}' is a long written with a fraction or exponent beyond ±2^53-1, which is not exact: ${show(v)}`;
+    }
+    case 'double':
+      if (typeof plainNumber(v) === 'number') return outOfRange('a finite double, magnitude below 1.8e308');
+      return wrongType();
     case 'timestamp':
       if (typeof v === 'number') {
-        return `field '${path}' is out of range for timestamp: ${show(v)} (read as ${numericTimestamps} since the epoch)`;
+        return `field '${path}' is out of range for timestamp: ${show(v)} (read as ${numericTimestamps} since the epoch; ${TIMESTAMP_RANGE_TEXT})`;
       }
       if (typeof v === 'string') {
+        if (parseTimestampUnbounded(v) !== null) return `field '${path}' is outside the timestamp range held exactly (${TIMESTAMP_RANGE_TEXT}): ${show(v)}`;
         return `field '${path}' should be timestamp but ${show(v)} is not a valid ISO-8601 or 'yyyy-MM-dd HH:mm:ss[.SSSSSS]' time`;
       }
       return wrongType();
     case 'null':
     case 'interval':
       return `field '${path}' has type ${expected}, which JSON records cannot carry`;
-    case 'double':
     case 'string':
     case 'boolean':
       return wrongType();
@@ -227,9 +266,14 @@ export function createJsonParseDecoder(schema: readonly StructField[], options: 
   return (text) => {
     let parsed: unknown;
     try {
-      parsed = JSON.parse(text);
-    } catch (error) {
-      return { ok: false, reason: `malformed JSON: ${(error as Error).message}` };
+      parsed = JSON.parse(protectBigIntegers(text));
+    } catch {
+      try {
+        JSON.parse(text);
+      } catch (error) {
+        return { ok: false, reason: `malformed JSON: ${(error as Error).message}` };
+      }
+      return { ok: false, reason: 'malformed JSON' };
     }
     if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
       return { ok: false, reason: `the record is not a JSON object but ${kindOf(parsed)}: ${show(parsed)}` };
@@ -408,14 +452,26 @@ class FlatRecordScanner {
         } while (d >= 0x30 && d <= 0x39);
       }
       let exact = digits <= 15;
+      let integer = fraction === 0;
       if (d === 0x65 || d === 0x45 /* e E */) {
         exact = false;
+        integer = false;
         d = text.charCodeAt(++i);
         if (d === 0x2b || d === 0x2d) d = text.charCodeAt(++i);
         if (!(d >= 0x30 && d <= 0x39)) return -1;
         do d = text.charCodeAt(++i); while (d >= 0x30 && d <= 0x39);
       }
       if (f < 0) return i;
+      if (integer && !exact) {
+        // 16+ digits: a long takes them exactly; a string column its digits (the reference decoder's).
+        if (kind === Kind.String) return -1;
+        if (kind === Kind.Long) {
+          const long = parseLongDigits(text.slice(start, i));
+          if (long === null) return -1;
+          row[this.indexes[f]!] = long;
+          return i;
+        }
+      }
       let v: number;
       if (exact) {
         v = fraction === 0 ? mantissa : mantissa / POW10[fraction]!;
@@ -425,6 +481,7 @@ class FlatRecordScanner {
       }
       switch (kind) {
         case Kind.Double:
+          if (!Number.isFinite(v)) return -1;
           break;
         case Kind.Long:
           if (!Number.isSafeInteger(v)) return -1;

@@ -123,7 +123,8 @@ class Layout {
           break;
         default: {
           const n = this.number(text, p);
-          if (step.kind === Kind.Int ? !(Number.isInteger(n) && n >= INT_MIN && n <= INT_MAX) : step.kind === Kind.Long && !Number.isSafeInteger(n)) {
+          // A long beyond 2^53 (exact digits) and a double beyond its range (Infinity): the scanner decides.
+          if (step.kind === Kind.Int ? !(Number.isInteger(n) && n >= INT_MIN && n <= INT_MAX) : step.kind === Kind.Long ? !Number.isSafeInteger(n) : !Number.isFinite(n)) {
             return ReadResult.Undecided;
           }
           v = n;

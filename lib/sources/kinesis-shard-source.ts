@@ -13,6 +13,7 @@
  * always checked; the other columns are NULL.
  */
 import type { StructField } from '../plan/data-types.js';
+import { eventTimeSkewReason, type EventTimeLimit } from '../execution/event-time-skew.js';
 import type { DeadLetterRecord } from './dead-letter.js';
 import type { RecordDecoder } from './record-decoder.js';
 import type { MicroBatchStream, Offset } from './source.js';
@@ -49,6 +50,8 @@ export interface KinesisShardSourceOptions {
   readonly decode: RecordDecoder;
   /** The declared partition-key column: a record whose key disagrees with it is dead-lettered. */
   readonly partitionKeyColumn?: string;
+  /** A record whose event time is this far ahead of its arrival is dead-lettered (see event-time-skew.ts). */
+  readonly eventTimeLimit?: EventTimeLimit;
 }
 
 export function asKinesisOffset(offset: Offset | null): KinesisOffset | null {
@@ -61,6 +64,7 @@ export class KinesisShardSource implements MicroBatchStream {
   private buffer: Buffered[] = [];
   private committed: KinesisOffset | null = null;
   private readonly partitionKeyIndex: number;
+  private readonly eventTimeIndex: number;
   private decoder: RecordDecoder;
   /** The columns decoded (undefined: all), partition key excluded. */
   private columns: readonly string[] | undefined;
@@ -71,6 +75,8 @@ export class KinesisShardSource implements MicroBatchStream {
     const key = options.partitionKeyColumn?.toLowerCase();
     this.partitionKeyIndex = key === undefined ? -1 : options.schema.findIndex((f) => f.name.toLowerCase() === key);
     this.decoder = options.decode;
+    const eventTime = options.eventTimeLimit?.column.toLowerCase();
+    this.eventTimeIndex = eventTime === undefined ? -1 : options.schema.findIndex((f) => f.name.toLowerCase() === eventTime);
   }
 
   /**
@@ -125,6 +131,11 @@ export class KinesisShardSource implements MicroBatchStream {
             + 'counting it on this shard could split its group across shards',
         };
       }
+    }
+    if (this.eventTimeIndex >= 0) {
+      const eventMicros = result.row[this.eventTimeIndex];
+      const reason = typeof eventMicros === 'number' ? eventTimeSkewReason(this.options.eventTimeLimit!, eventMicros, record.approximateArrivalTimestampMs) : null;
+      if (reason !== null) return { record, seq, row: null, reason };
     }
     return { record, seq, row: result.row, reason: null };
   }

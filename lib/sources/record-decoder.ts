@@ -4,8 +4,9 @@
  * columns the query reads, it decodes and checks only those, as the JSON memory stream does.
  */
 import type { DataType, StructField } from '../plan/data-types.js';
-import { parseTimestamp } from '../core/timestamps.js';
+import { parseTimestamp, parseTimestampUnbounded, TIMESTAMP_RANGE_TEXT } from '../core/timestamps.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
+import { INT_MAX, INT_MIN, parseLongDigits } from '../core/long.js';
 import { createJsonDecoder, type DecodeResult } from './json-decoder.js';
 import type { RecordSourceSpec } from './record-format.js';
 
@@ -70,8 +71,9 @@ const INVALID = Symbol('invalid');
 function csvReader(type: DataType): CsvReader {
   switch (type) {
     case 'string': return (t) => t;
-    case 'int':
-    case 'long': return (t) => (/^[+-]?\d+$/.test(t) && Number.isSafeInteger(Number(t)) && (type === 'long' || Math.abs(Number(t)) <= 2 ** 31) ? Number(t) : INVALID);
+    // Exact digits: a long beyond 2^53 is a bigint; an int is -2^31..2^31-1, a long -2^63..2^63-1.
+    case 'int': return (t) => { const n = /^[+-]?\d+$/.test(t) ? Number(t) : NaN; return n >= INT_MIN && n <= INT_MAX ? n + 0 : INVALID; };
+    case 'long': return (t) => (/^[+-]?\d+$/.test(t) ? parseLongDigits(t.startsWith('+') ? t.slice(1) : t) ?? INVALID : INVALID);
     case 'double': return (t) => (t.trim() !== '' && Number.isFinite(Number(t)) ? Number(t) : INVALID);
     case 'boolean': return (t) => (/^true$/i.test(t) ? true : /^false$/i.test(t) ? false : INVALID);
     case 'timestamp': return (t) => parseTimestamp(t) ?? INVALID;
@@ -111,6 +113,19 @@ export function splitCsvLine(line: string, delimiter: string): string[] | null {
   }
 }
 
+function csvReason(field: StructField, text: string): string {
+  if (field.type === 'timestamp' && parseTimestampUnbounded(text) !== null) {
+    return `field ${field.name}: '${text}' is outside the timestamp range held exactly (${TIMESTAMP_RANGE_TEXT})`;
+  }
+  if ((field.type === 'int' || field.type === 'long') && /^[+-]?\d+$/.test(text)) {
+    return `field ${field.name}: '${text}' is out of range for ${field.type} (${field.type === 'int' ? `${INT_MIN} to ${INT_MAX}` : '-2^63 to 2^63-1'})`;
+  }
+  if (field.type === 'double' && Number.isNaN(Number(text)) === false && text.trim() !== '') {
+    return `field ${field.name}: '${text}' is out of range for double`;
+  }
+  return `field ${field.name}: '${text}' is not a valid ${String(field.type)}`;
+}
+
 function createCsvDecoder(schema: readonly StructField[], delimiter: string, columns: readonly string[] | undefined): (text: string) => DecodeResult {
   const readers = schema.map((f) => csvReader(f.type));
   // An unread field is still counted (the line's shape), but neither converted nor checked.
@@ -127,7 +142,7 @@ function createCsvDecoder(schema: readonly StructField[], delimiter: string, col
       const text = fields[i]!;
       if (text === '' || !used[i]) { row[i] = null; continue; }
       const value = readers[i]!(text);
-      if (value === INVALID) return { ok: false, reason: `field ${schema[i]!.name}: '${text}' is not a valid ${String(schema[i]!.type)}` };
+      if (value === INVALID) return { ok: false, reason: csvReason(schema[i]!, text) };
       row[i] = value;
     }
     return { ok: true, row };

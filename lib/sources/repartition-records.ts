@@ -8,6 +8,7 @@
  * applies each (source shard, batch, part) once: what it applied per source is part of its
  * offsets, committed with its batches.
  */
+import { longReplacer, longReviver } from '../core/long.js';
 export const REPARTITION_RECORD_VERSION = 1;
 
 export interface RepartitionRecord {
@@ -38,11 +39,13 @@ export interface SourceProgress {
 export type SourceProgressMap = Readonly<Record<string, SourceProgress>>;
 
 export function encodeRepartitionRecord(record: RepartitionRecord): Uint8Array {
-  return new TextEncoder().encode(JSON.stringify(record));
+  return new TextEncoder().encode(JSON.stringify(record, longReplacer));
 }
 
 export function decodeRepartitionRecord(data: Uint8Array): RepartitionRecord {
-  const parsed = JSON.parse(new TextDecoder().decode(data)) as RepartitionRecord;
+  const text = new TextDecoder().decode(data);
+  // Only a record that carries a long beyond 2^53 pays for the reviver.
+  const parsed = (text.includes('\\u0000long') ? JSON.parse(text, longReviver) : JSON.parse(text)) as RepartitionRecord;
   if (parsed.v !== REPARTITION_RECORD_VERSION || (parsed.kind !== 'rows' && parsed.kind !== 'idle')) {
     throw new Error(`not a Sluice repartition record (version ${String(parsed.v)})`);
   }

@@ -3,6 +3,7 @@
  * stopStream(), startStream(), ...)`. On failure it prints the action list with a cursor, the sink
  * contents and the plan, as Spark does.
  */
+import { stringifyWithLongs } from '../core/long.js';
 import type { DataFrame } from '../api/data-frame.js';
 import { MemoryCheckpoint } from '../checkpoint/memory-checkpoint.js';
 import type { OutputMode } from '../core/output-mode.js';
@@ -25,7 +26,7 @@ export interface StreamAction {
   run(state: StreamState): Promise<void>;
 }
 
-const key = (r: readonly unknown[]): string => JSON.stringify(r);
+const key = (r: readonly unknown[]): string => stringifyWithLongs(r);
 function sameMultiset(actual: readonly (readonly unknown[])[], expected: readonly (readonly unknown[])[]): boolean {
   const a = actual.map(key).sort();
   const e = expected.map(key).sort();
@@ -54,7 +55,7 @@ export const stopStream = (): StreamAction => ({
 });
 
 export const addData = (stream: MemoryStream, ...rows: unknown[][]): StreamAction => ({
-  describe: `AddData(${stream.name}, ${JSON.stringify(rows)})`,
+  describe: `AddData(${stream.name}, ${stringifyWithLongs(rows)})`,
   async run() {
     stream.addData(rows);
   },
@@ -62,13 +63,13 @@ export const addData = (stream: MemoryStream, ...rows: unknown[][]): StreamActio
 
 function check(name: string, expected: unknown[][], pick: (s: StreamState) => unknown[][]): StreamAction {
   return {
-    describe: `${name}(${JSON.stringify(expected)})`,
+    describe: `${name}(${stringifyWithLongs(expected)})`,
     async run(state) {
       await running(state);
       const actual = pick(state);
       state.lastChecked = state.sink.latestBatchId;
       if (!sameMultiset(actual, expected)) {
-        throw new Error(`${name} failed\n  expected: ${JSON.stringify(expected)}\n  actual:   ${JSON.stringify(actual)}`);
+        throw new Error(`${name} failed\n  expected: ${stringifyWithLongs(expected)}\n  actual:   ${stringifyWithLongs(actual)}`);
       }
     },
   };
@@ -106,7 +107,7 @@ export function testStream(df: DataFrame, mode: OutputMode = 'append') {
         // A failed check stops the query (as Spark's testStream does), so no trigger outlives the test.
         await state.query?.stop().catch(() => undefined);
         const listing = all.map((a, j) => `${j === i ? '=> ' : '   '}${a.describe}`).join('\n');
-        const sink = JSON.stringify(state.sink.allRows());
+        const sink = stringifyWithLongs(state.sink.allRows());
         throw new Error(`${(error as Error).message}\n\n== Actions ==\n${listing}\n\n== Sink ==\n${sink}\n\n== Plan ==\n${df.explain(mode)}`, { cause: error });
       }
     }

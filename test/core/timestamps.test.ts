@@ -26,4 +26,13 @@ describe('timestamp codecs', () => {
     expect(parseTimestamp('2024-05-01 24:00:00')).toBeNull();
     expect(parseTimestamp('not a time')).toBeNull();
   });
+
+  it('gives NULL outside the range held exactly (±2^53 µs), instead of a rounded time printed as year +010000', () => {
+    expect(parseTimestamp('9999-12-31T23:00:00Z')).toBeNull();
+    expect(parseTimestamp('0000-01-01')).toBeNull();
+    expect(parseTimestamp('2255-06-05T23:47:34.740991Z')).toBe(Number.MAX_SAFE_INTEGER);
+    expect(parseTimestamp('2255-06-05T23:47:34.740992Z')).toBeNull();
+    expect(parseTimestamp('1684-07-28T00:12:25.259009Z')).toBe(-Number.MAX_SAFE_INTEGER);
+    expect(timestampToIso(parseTimestamp('2255-06-05T23:47:34.740991Z')!)).toBe('2255-06-05T23:47:34.740991Z');
+  });
 });

@@ -6,9 +6,9 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { toSchema } from '../../lib/api/session.js';
 import { createJsonDecoder, createJsonParseDecoder, type DecodeResult, type JsonDecoderOptions } from '../../lib/sources/json-decoder.js';
 
-/** Exact rendering: tells -0 from 0 and keeps NaN / Infinity. */
+/** Exact rendering: tells -0 from 0, keeps NaN / Infinity, and longs beyond 2^53 (bigints). */
 function exact(result: DecodeResult): string {
-  return JSON.stringify(result, (_, v: unknown) => (typeof v === 'number' && (Object.is(v, -0) || !Number.isFinite(v)) ? `#num:${Object.is(v, -0) ? '-0' : String(v)}` : v));
+  return JSON.stringify(result, (_, v: unknown) => (typeof v === 'bigint' ? `#long:${v}` : typeof v === 'number' && (Object.is(v, -0) || !Number.isFinite(v)) ? `#num:${Object.is(v, -0) ? '-0' : String(v)}` : v));
 }
 
 function expectSame(schema: string, options: JsonDecoderOptions, records: readonly string[]): void {

@@ -62,7 +62,9 @@ describe('createJsonDecoder: valid records', () => {
     expect(t('2024-05-01T14:40:00.123456789Z')).toBe(T0 + 123_456);
     expect(t('2024-05-01')).toBe(Date.parse('2024-05-01T00:00:00Z') * 1000);
     expect(t('2024-02-29T00:00:00Z')).toBe(Date.parse('2024-02-29T00:00:00Z') * 1000);
-    expect(t('0050-01-01T00:00:00Z')).toBe(Date.parse('0050-01-01T00:00:00Z') * 1000);
+    expect(t('1700-01-01T00:00:00Z')).toBe(Date.parse('1700-01-01T00:00:00Z') * 1000);
+    // Beyond ±2^53 µs a time is no longer exact: refused with the range, not rounded.
+    expect(decode(JSON.stringify({ t: '0050-01-01T00:00:00Z' }))).toEqual({ ok: false, reason: expect.stringMatching(/outside the timestamp range held exactly/) });
     expect(t('1969-12-31T23:59:59.5Z')).toBe(-500_000);
   });
 
@@ -142,12 +144,24 @@ describe('createJsonDecoder: failing records carry the reason', () => {
     expect(reason(decode('{"l": 2.25}'))).toMatch(/'l'.*long.*2\.25/);
   });
 
-  it('refuses integers that overflow int, or that a long cannot hold exactly', () => {
+  it('refuses integers that overflow int or long; keeps a long beyond 2^53 exactly', () => {
     expect(reason(decode('{"i": 2147483648}'))).toMatch(/'i'.*out of range.*int/);
     expect(reason(decode('{"i": -2147483649}'))).toMatch(/'i'.*out of range.*int/);
     expect(reason(decode('{"i": 1e20}'))).toMatch(/'i'.*out of range/);
-    expect(reason(decode('{"l": 9007199254740993}'))).toMatch(/'l'.*long/);
+    expect(ok(decode('{"l": 9007199254740993}'))[2]).toBe(9007199254740993n);
+    expect(ok(decode('{"s": "x\\n", "l": -9223372036854775808}'))[2]).toBe(-9223372036854775808n);
+    expect(ok(decode('{"l": 9007199254740991}'))[2]).toBe(9007199254740991);
+    expect(reason(decode('{"l": 9223372036854775808}'))).toMatch(/'l'.*out of range for long.*9223372036854775808/);
     expect(reason(decode('{"l": 1e300}'))).toMatch(/'l'.*out of range/);
+    expect(reason(decode('{"l": 1e17}'))).toMatch(/'l'.*not exact/);
+  });
+
+  it('refuses a double beyond its range (1e400 is not Infinity) and reads 16+ digit numbers as JSON.parse would', () => {
+    expect(reason(decode('{"d": 1e400}'))).toMatch(/'d'.*out of range for double: Infinity/);
+    expect(reason(decode('{"d": -1e400}'))).toMatch(/'d'.*out of range for double/);
+    expect(ok(decode('{"d": 12345678901234567890}'))[3]).toBe(12345678901234567890);
+    expect(ok(decode('{"s": 12345678901234567890}'))[0]).toBe('12345678901234567890');
+    expect(ok(decode('{"s": "a 12345678901234567890 \\" 99999999999999999999"}'))[0]).toBe('a 12345678901234567890 " 99999999999999999999');
   });
 
   it('reports an unparseable or impossible timestamp string', () => {

@@ -1,0 +1,136 @@
+/**
+ * Spark's `long` (64-bit) as an engine value: a JavaScript number while it is a safe integer
+ * (|v| <= 2^53 - 1, the usual case, fast), a bigint beyond. The representation is canonical (a
+ * value that fits a safe integer is never a bigint), so `===`, `String(v)` and grouping keys agree
+ * for equal values. Arithmetic past the int64 range raises ARITHMETIC_OVERFLOW, as Spark 4 does
+ * with ANSI mode on (its default): `Math.addExact` in Add/Subtract/Multiply/UnaryMinus and in the
+ * `sum` of longs.
+ */
+import { SluiceError } from '../errors/sluice-error.js';
+
+export type LongValue = number | bigint;
+
+export const LONG_MIN = -(2n ** 63n);
+export const LONG_MAX = 2n ** 63n - 1n;
+export const INT_MIN = -(2 ** 31);
+export const INT_MAX = 2 ** 31 - 1;
+
+/** Spark's ArithmeticException under ANSI mode: the batch fails, as Spark's query does. */
+export class ArithmeticOverflowError extends SluiceError {}
+
+export function overflow(type: 'int' | 'long', what: string): ArithmeticOverflowError {
+  return new ArithmeticOverflowError(`[ARITHMETIC_OVERFLOW] ${type} overflow in ${what}: the exact result is outside Spark's ${type} range.`, {
+    code: 'ARITHMETIC_OVERFLOW', errorClass: 'ARITHMETIC_OVERFLOW', retryable: false,
+    hint: type === 'long' ? "cast to double before aggregating, or filter the values that overflow; Spark 4 (ANSI mode) fails the query the same way." : 'cast to long first.',
+  });
+}
+
+/** The canonical value of an exact integer, or null beyond the int64 range. */
+export function longFromBigInt(v: bigint): LongValue | null {
+  if (v < LONG_MIN || v > LONG_MAX) return null;
+  return v >= -9007199254740991n && v <= 9007199254740991n ? Number(v) : v;
+}
+
+function checked(v: bigint, what: string): LongValue {
+  const r = longFromBigInt(v);
+  if (r === null) throw overflow('long', what);
+  return r;
+}
+
+const big = (v: LongValue): bigint => (typeof v === 'bigint' ? v : BigInt(v));
+
+/** a + b, exact; ARITHMETIC_OVERFLOW past the int64 range. */
+export function addLong(a: LongValue, b: LongValue, what = 'addition'): LongValue {
+  if (typeof a === 'number' && typeof b === 'number') {
+    const r = a + b;
+    // A rounded sum is never a safe integer when the exact one is not (rounding is monotonic).
+    if (Number.isSafeInteger(r)) return r;
+  }
+  return checked(big(a) + big(b), what);
+}
+
+export function subtractLong(a: LongValue, b: LongValue): LongValue {
+  if (typeof a === 'number' && typeof b === 'number') {
+    const r = a - b;
+    if (Number.isSafeInteger(r)) return r;
+  }
+  return checked(big(a) - big(b), 'subtraction');
+}
+
+export function multiplyLong(a: LongValue, b: LongValue): LongValue {
+  if (typeof a === 'number' && typeof b === 'number') {
+    const r = a * b;
+    if (Number.isSafeInteger(r)) return r === 0 ? 0 : r; // no -0 among integers
+  }
+  return checked(big(a) * big(b), 'multiplication');
+}
+
+export function negateLong(a: LongValue): LongValue {
+  return typeof a === 'number' ? 0 - a : checked(-a, 'negation');
+}
+
+/** Java's `%` on longs (truncated), exact; NULL for a zero divisor is the caller's. */
+export function remainderLong(a: LongValue, b: LongValue): LongValue {
+  if (typeof a === 'number' && typeof b === 'number') return (a % b) + 0;
+  return longFromBigInt(big(a) % big(b))!;
+}
+
+/** 32-bit int arithmetic: the double result is exact whenever it is in range. */
+export function checkedInt(r: number, what: string): number {
+  if (r < INT_MIN || r > INT_MAX) throw overflow('int', what);
+  return r + 0;
+}
+
+/** Decimal digits (`-?\d+`, as JSON and CSV write integers) as a long, or null beyond int64. */
+export function parseLongDigits(text: string): LongValue | null {
+  if (text.length <= 15) return Number(text);
+  return longFromBigInt(BigInt(text));
+}
+
+/** Number() of a long, for double arithmetic (rounded, as Spark's long-to-double cast). */
+export function longToDouble(v: LongValue): number {
+  return typeof v === 'bigint' ? Number(v) : v;
+}
+
+/**
+ * JSON text of a value that may hold longs beyond 2^53 (bigints), written as bare digits, as
+ * Spark writes a long. JSON.stringify alone throws on a bigint; values without one take it as is.
+ */
+export function stringifyWithLongs(value: unknown): string {
+  try {
+    return JSON.stringify(value);
+  } catch (error) {
+    if (!(error instanceof TypeError)) throw error;
+    return writeJson(value) ?? 'null';
+  }
+}
+
+function writeJson(v: unknown): string | undefined {
+  if (typeof v === 'bigint') return String(v);
+  if (v === null || typeof v !== 'object') return JSON.stringify(v);
+  if (Array.isArray(v)) return `[${v.map((x) => writeJson(x) ?? 'null').join(',')}]`;
+  const toJson = (v as { toJSON?: () => unknown }).toJSON;
+  if (typeof toJson === 'function') return writeJson(toJson.call(v));
+  const parts: string[] = [];
+  for (const key of Object.keys(v)) {
+    const text = writeJson((v as Record<string, unknown>)[key]);
+    if (text !== undefined) parts.push(`${JSON.stringify(key)}:${text}`);
+  }
+  return `{${parts.join(',')}}`;
+}
+
+const LONG_TAG = '\u0000long';
+
+/** JSON.stringify replacer for engine values in transit (repartition records): a bigint as a tagged object. */
+export function longReplacer(_key: string, v: unknown): unknown {
+  return typeof v === 'bigint' ? { [LONG_TAG]: String(v) } : v;
+}
+
+/** JSON.parse reviver undoing `longReplacer`. */
+export function longReviver(_key: string, v: unknown): unknown {
+  if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+    const digits = (v as Record<string, unknown>)[LONG_TAG];
+    if (typeof digits === 'string' && Object.keys(v).length === 1) return BigInt(digits);
+  }
+  return v;
+}
