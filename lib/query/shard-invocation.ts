@@ -18,7 +18,7 @@
  * there (Lambda's batchItemFailures): nothing is lost, reordered or applied twice.
  */
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
-import { asKinesisOffset, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
+import { asKinesisOffset, KinesisShardSource, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
 import { systemClock } from '../runtime/clock.js';
 import type { StreamingQueryProgress } from '../runtime/progress.js';
 import { StreamExecution } from '../runtime/stream-execution.js';
@@ -27,6 +27,7 @@ import type { CompiledQuery } from './compiled-query.js';
 import type { PartitionBackends, ShardReader } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
+import { GuardedSink, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
 
 export interface ShardInvocationRequest {
   readonly shardId: string;
@@ -58,6 +59,9 @@ export async function runShardInvocation(
   const stage = request.stage ?? query.sourceStage;
   const binding = stage.bind(shardId, backends);
   const { source } = binding;
+  // Rows the sink cannot store are found before it writes (the query's onUnwritableRow policy).
+  const limits = backends.sinkRowLimits ?? backends.sink.rowLimits;
+  const guard = limits ? new GuardedSink(backends.sink, limits) : null;
   const execution = new StreamExecution({
     plan: stage.plan,
     sources: new Map([[stage.sourceId, source]]),
@@ -66,7 +70,7 @@ export async function runShardInvocation(
     columns: stage.columns,
     schema: stage.schema,
     outputMode: stage.outputMode,
-    sink: backends.sink,
+    sink: guard ?? backends.sink,
     trigger: Trigger.ProcessingTime(0),
     checkpoint: backends.checkpoint,
     conf: stage.conf,
@@ -92,8 +96,14 @@ export async function runShardInvocation(
     await ensurePendingBatchRecords(execution, source, shardId, backends.shardReader);
     const deadLetters = binding.deadLetters();
     if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
+    const runOneTrigger = guard && source instanceof KinesisShardSource
+      ? () => runTriggerWithholdingUnwritable({
+        execution, sink: guard, source, deadLetters: backends.deadLetters,
+        batchSequenceNumbers: () => pendingBatchSequenceNumbers(execution, source),
+      })
+      : () => execution.runOneTrigger();
     const maxBatches = request.maxBatches ?? 8;
-    for (let i = 0; i < maxBatches && (await execution.runOneTrigger()); i++) {
+    for (let i = 0; i < maxBatches && (await runOneTrigger()); i++) {
       // Each iteration ran one batch; the loop ends when no batch is due.
     }
     return { stage, progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted() };
@@ -126,6 +136,16 @@ async function ensurePendingBatchRecords(
   if (!source.covers(start, end)) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
   }
+}
+
+/** The sequence numbers of the planned, uncommitted batch's records. */
+function pendingBatchSequenceNumbers(execution: StreamExecution, source: KinesisShardSource): string[] {
+  const end = asKinesisOffset(execution.pendingBatch?.offsets.get(source.name) ?? null);
+  if (!end) return [];
+  const start = asKinesisOffset(execution.committedSourceOffsets.get(source.name) ?? null);
+  const from = start ? BigInt(start.sequenceNumber) : -1n;
+  const to = BigInt(end.sequenceNumber);
+  return source.pendingSequenceNumbers().filter((seq) => BigInt(seq) > from && BigInt(seq) <= to);
 }
 
 /** The shard position a partition's checkpoint has committed (null before its first commit). */
