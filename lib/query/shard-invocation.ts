@@ -14,6 +14,9 @@
  *   5. Write the undecodable records to the dead-letter location (idempotent), then run batches
  *      until none is due: the re-run, the new records, a no-data batch if the watermark moved.
  *
+ *   6. Stop between batches when the deadline is too close for another (the answer says where
+ *      to resume), and fail loudly when the state outgrows the function's memory.
+ *
  * Whatever fails, the answer says where the uncommitted records start, so the caller retries from
  * there (Lambda's batchItemFailures): nothing is lost, reordered or applied twice.
  */
@@ -28,6 +31,7 @@ import type { PartitionBackends, ShardReader } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
 import { GuardedSink, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
+import { checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
 
 export interface ShardInvocationRequest {
   readonly shardId: string;
@@ -39,6 +43,8 @@ export interface ShardInvocationRequest {
   readonly maxBatches?: number;
   /** Default: the query's source stage (the whole query, or stage 1 of a repartition stage). */
   readonly stage?: QueryStage;
+  /** The invocation's deadline and memory: no batch starts that may not finish in time. */
+  readonly limits?: InvocationLimits;
 }
 
 export interface ShardInvocationResult {
@@ -49,6 +55,8 @@ export interface ShardInvocationResult {
   readonly committed: KinesisOffset | null;
   /** The first delivered record not committed (retry from it), or null when all are committed. */
   readonly firstUncommittedSequenceNumber: string | null;
+  /** Set when batches were due but the deadline was too close to start one. */
+  readonly stoppedBy?: 'deadline';
   readonly error?: Error;
 }
 
@@ -103,10 +111,23 @@ export async function runShardInvocation(
       })
       : () => execution.runOneTrigger();
     const maxBatches = request.maxBatches ?? 8;
-    for (let i = 0; i < maxBatches && (await runOneTrigger()); i++) {
-      // Each iteration ran one batch; the loop ends when no batch is due.
+    const limits = request.limits ?? {};
+    let longestBatchMs = 0;
+    let stoppedBy: 'deadline' | undefined;
+    for (let i = 0; i < maxBatches; i++) {
+      if (!hasTimeForBatch(limits, longestBatchMs)) {
+        stoppedBy = 'deadline';
+        break;
+      }
+      const startedMs = Date.now();
+      if (!(await runOneTrigger())) break;
+      longestBatchMs = Math.max(longestBatchMs, Date.now() - startedMs);
+      checkMemoryHeadroom(limits, shardId, execution.lastProgress);
     }
-    return { stage, progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted() };
+    return {
+      stage, progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted(),
+      ...(stoppedBy ? { stoppedBy } : {}),
+    };
   } catch (error) {
     return {
       stage,
