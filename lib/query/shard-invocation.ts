@@ -30,7 +30,7 @@ import type { CompiledQuery } from './compiled-query.js';
 import type { PartitionBackends, ShardReader } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
-import { GuardedSink, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
+import { GuardedSink, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
 import { checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
 
 export interface ShardInvocationRequest {
@@ -69,7 +69,7 @@ export async function runShardInvocation(
   const { source } = binding;
   // Rows the sink cannot store are found before it writes (the query's onUnwritableRow policy).
   const limits = backends.sinkRowLimits ?? backends.sink.rowLimits;
-  const guard = limits ? new GuardedSink(backends.sink, limits) : null;
+  const guard = limits ? new GuardedSink(backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters)) : null;
   const execution = new StreamExecution({
     plan: stage.plan,
     sources: new Map([[stage.sourceId, source]]),
@@ -104,10 +104,11 @@ export async function runShardInvocation(
     await ensurePendingBatchRecords(execution, source, shardId, backends.shardReader);
     const deadLetters = binding.deadLetters();
     if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
-    const runOneTrigger = guard && source instanceof KinesisShardSource
+    const withholding = source instanceof KinesisShardSource ? source : null;
+    const runOneTrigger = guard
       ? () => runTriggerWithholdingUnwritable({
-        execution, sink: guard, source, deadLetters: backends.deadLetters,
-        batchSequenceNumbers: () => pendingBatchSequenceNumbers(execution, source),
+        execution, sink: guard, source: withholding, deadLetters: backends.deadLetters,
+        batchSequenceNumbers: () => (withholding ? pendingBatchSequenceNumbers(execution, withholding) : []),
       })
       : () => execution.runOneTrigger();
     const maxBatches = request.maxBatches ?? 8;

@@ -91,3 +91,35 @@ describe.each(['update', 'complete'] as const)('a row the sink refuses (%s mode)
     expect(Object.keys(latestNotes(sink)).sort()).toEqual(['k0', 'k1', 'k2', 'k3', 'k5', 'k6', 'k7', 'k8']);
   });
 });
+
+describe('a refused row that no record of its batch changes', () => {
+  it('append mode emits a group whose state grew in earlier batches: the row itself is dead-lettered and left out', async () => {
+    const query = compileQuery(defineQuery({
+      name: 'notes-append',
+      source: { schema: 'k string, note string, ts timestamp' },
+      transform: (events) => events.withWatermark('ts', '10 minutes').groupBy(window(col('ts'), '1 hour'), col('k')).agg(collect_list('note').as('notes')),
+      outputMode: 'append',
+      sink: { kind: 'dynamodb' },
+    }), { expectedShardCount: 1 });
+    const sink = new SmallRowSink();
+    const deadLetters = new MemoryDeadLetterWriter();
+    const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters };
+    const at = (k: string, note: string, hhmm: string): ShardRecord => ({
+      ...records([k, note])[0]!,
+      dataBase64: Buffer.from(JSON.stringify({ k, note, ts: `2024-05-01T${hhmm}:00Z` })).toString('base64'),
+    });
+    // Each record alone is storable; together they are not, and append mode writes nothing until the window closes.
+    for (const r of [at('a', 'p'.repeat(30), '14:10'), at('a', 'q'.repeat(30), '14:20'), at('b', 'b1', '14:30')]) {
+      expect((await runShardInvocation(query, { shardId: 's', records: [r] }, b)).error).toBeUndefined();
+    }
+    expect(sink.allRows()).toEqual([]);
+    const closing = await runShardInvocation(query, { shardId: 's', records: [at('z', 'z1', '16:00')] }, b);
+    expect(closing.error).toBeUndefined();
+    expect(closing.firstUncommittedSequenceNumber).toBeNull();
+    expect(latestNotes(sink)).toEqual({ b: ['b1'] });
+    expect(deadLetters.records).toHaveLength(1);
+    const letter = deadLetters.records[0]!;
+    expect(letter.reason).toMatch(/^SINK_ITEM_TOO_LARGE: .*a result row no record of batch \d+ changes: it is left out of the sink/);
+    expect(JSON.parse(Buffer.from(letter.dataBase64, 'base64').toString())).toMatchObject({ k: 'a', notes: ['p'.repeat(30), 'q'.repeat(30)] });
+  });
+});
