@@ -69,7 +69,9 @@ export async function runShardInvocation(
   const { source } = binding;
   // Rows the sink cannot store are found before it writes (the query's onUnwritableRow policy).
   const limits = backends.sinkRowLimits ?? backends.sink.rowLimits;
-  const guard = limits ? new GuardedSink(backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters)) : null;
+  const guard = limits
+    ? new GuardedSink(backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters, source instanceof KinesisShardSource))
+    : null;
   const execution = new StreamExecution({
     plan: stage.plan,
     sources: new Map([[stage.sourceId, source]]),

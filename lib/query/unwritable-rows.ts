@@ -187,7 +187,11 @@ async function runProbe(
  * Result rows left out of a batch as dead letters, one object per (batch, row key): a re-run
  * rewrites the same objects. The record fields name the batch instead of a Kinesis record.
  */
-export function resultDeadLetters(queryName: string, shardId: string, writer: DeadLetterWriter): ResultDeadLetterWriter {
+export function resultDeadLetters(queryName: string, shardId: string, writer: DeadLetterWriter, canWithhold: boolean): ResultDeadLetterWriter {
+  // Why the row itself, not its records: say which of the two cases it is.
+  const cause = canWithhold
+    ? 'no record of the batch changes it, its value comes from the state'
+    : 'this stage cannot withhold records (the repartition stream); the group\'s state keeps the value';
   return async (batch, rows) => {
     await writer.write(rows.map(({ row, refusal, rowKey }) => ({
       queryName,
@@ -196,7 +200,7 @@ export function resultDeadLetters(queryName: string, shardId: string, writer: De
       partitionKey: '',
       approximateArrivalTimestampMs: 0,
       dataBase64: Buffer.from(JSON.stringify(toExternalRow(row, batch.schema), (_, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).toString('base64'),
-      reason: `${describeRefusal(refusal)} (a result row no record of batch ${batch.batchId} changes: it is left out of the sink)`,
+      reason: `${describeRefusal(refusal)} (result row of batch ${batch.batchId} left out of the sink: ${cause})`,
     })));
   };
 }

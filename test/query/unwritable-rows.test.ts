@@ -119,7 +119,7 @@ describe('a refused row that no record of its batch changes', () => {
     expect(latestNotes(sink)).toEqual({ b: ['b1'] });
     expect(deadLetters.records).toHaveLength(1);
     const letter = deadLetters.records[0]!;
-    expect(letter.reason).toMatch(/^SINK_ITEM_TOO_LARGE: .*a result row no record of batch \d+ changes: it is left out of the sink/);
+    expect(letter.reason).toMatch(/^SINK_ITEM_TOO_LARGE: .*\(result row of batch \d+ left out of the sink: no record of the batch changes it/);
     expect(JSON.parse(Buffer.from(letter.dataBase64, 'base64').toString())).toMatchObject({ k: 'a', notes: ['p'.repeat(30), 'q'.repeat(30)] });
   });
 });
