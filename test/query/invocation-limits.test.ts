@@ -18,6 +18,7 @@ import type { PartitionBackends } from '../../lib/query/partition-backends.js';
 import { createKinesisTriggerHandler } from '../../lib/aws/kinesis-trigger-handler.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
 import { StreamingQueryError } from '../../lib/errors/sluice-error.js';
+import { readRuntimeConfig, runtimeConfigToEnv } from '../../lib/runtime/runtime-config.js';
 
 const definition = defineQuery({
   name: 'limits',
@@ -127,5 +128,15 @@ describe('memory', () => {
       shardId: 's', records: records(6), limits: { memory: { limitBytes: 1024, usedBytes: () => 512 } },
     }, b);
     expect(result.error).toBeUndefined();
+  });
+});
+
+describe('the function memory the handler checks against', () => {
+  const env = { SLUICE_CHECKPOINT_TABLE: 'c', SLUICE_STATE_TABLE: 's', SLUICE_DEAD_LETTER_BUCKET: 'd', SLUICE_STREAM_NAME: 'k' };
+  it('is Lambda\'s own AWS_LAMBDA_FUNCTION_MEMORY_SIZE, unset off Lambda, and never set by the construct', () => {
+    const onLambda = readRuntimeConfig({ ...env, AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '1024' });
+    expect(onLambda.functionMemoryMb).toBe(1024);
+    expect(readRuntimeConfig(env).functionMemoryMb).toBeUndefined();
+    expect(Object.keys(runtimeConfigToEnv(onLambda))).not.toContain('AWS_LAMBDA_FUNCTION_MEMORY_SIZE');
   });
 });
