@@ -49,7 +49,8 @@ export function createAwsQueryBackends(
   decorateSink: (sink: Sink) => Sink = (sink) => sink,
 ): AwsQueryBackends {
   const { definition, repartition } = query;
-  const sink = decorateSink(createSink(definition, query.keyColumns, config, clients, meter));
+  const resultSink = createSink(definition, query.keyColumns, config, clients, meter);
+  const sink = decorateSink(resultSink);
   const deadLetters = new S3DeadLetterWriter({
     client: clients.s3, bucket: config.deadLetterBucket, prefix: config.deadLetterPrefix, meter,
   });
@@ -91,6 +92,7 @@ export function createAwsQueryBackends(
           queryName: definition.name, partitionId: stage.checkpointPartition(shardId), meter, snapshotEvery: config.snapshotEveryBatches,
         }),
         sink: stage.writes === 'internal-stream' && repartitionSink ? repartitionSink : sink,
+        ...(stage.writes === 'internal-stream' ? {} : { sinkRowLimits: resultSink.rowLimits }),
         deadLetters,
         watermarks,
         shardReader: internal && repartitionShardReader ? repartitionShardReader : shardReader,

@@ -31,6 +31,12 @@
  * and must still be able to write, and for a stateless append whose key repeats across shards the
  * last write wins.
  *
+ * Before any PutItem, every row is checked against DynamoDB's limits (`rowLimits`, pure): a `pk`
+ * over 2048 bytes (SINK_KEY_TOO_LONG), an item over 400 KB by DynamoDB's size formula
+ * (SINK_ITEM_TOO_LARGE), values nested over 32 levels or that do not marshal
+ * (SINK_VALUE_NOT_ENCODABLE). Such a row fails every retry, so a batch holding one writes nothing
+ * and throws UnwritableRowsError; the shard invocation resolves it by the query's onUnwritableRow.
+ *
  * Rows of one batch with the same `pk` are written once, the last row winning (as if in order).
  * At most `concurrency` (16) PutItems are in flight. Throttling and transient failures are thrown
  * as retryable SluiceErrors (code SINK_THROTTLED / SINK_WRITE_FAILED) after the SDK's own retries;
@@ -44,6 +50,7 @@ import {
   type AttributeValue,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
+import { createHash } from 'node:crypto';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { OutputMode } from '../core/output-mode.js';
@@ -51,12 +58,17 @@ import type { DataType, StructField } from '../plan/data-types.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import { toExternalRow, toExternalValue } from '../sinks/external-row.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
+import { UnwritableRowsError, type RowRefusal, type SinkRowLimits, type UnwritableRow } from '../sinks/row-limits.js';
 import { mapWithConcurrency, toSinkError } from './s3-util.js';
 import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';
 
 export const DYNAMODB_SINK_RESERVED = ['pk', '_partition', '_batchId'] as const;
 /** DynamoDB's limit on a partition key value, in UTF-8 bytes. */
-const MAX_PK_BYTES = 2048;
+export const MAX_PK_BYTES = 2048;
+/** DynamoDB's item limit, 400 KB, counted by its size formula (names and values). */
+export const MAX_ITEM_BYTES = 400 * 1024;
+/** DynamoDB's limit on nested lists and maps. */
+const MAX_NESTING_DEPTH = 32;
 const NULL_TOKEN = '%00';
 
 export interface DynamoDbUpsertSinkOptions {
@@ -144,10 +156,22 @@ function attributeSize(v: AttributeValue): number {
   return 0;
 }
 
+/** An item's size by DynamoDB's formula: attribute names and values, in bytes. */
+export function itemBytes(item: Record<string, AttributeValue>): number {
+  return Object.entries(item).reduce((n, [k, v]) => n + utf8Bytes(k) + attributeSize(v), 0);
+}
+
 /** Write capacity units a standard PutItem of `item` costs: one per started KiB. */
 export function writeUnitsFor(item: Record<string, AttributeValue>): number {
-  const bytes = Object.entries(item).reduce((n, [k, v]) => n + utf8Bytes(k) + attributeSize(v), 0);
-  return Math.max(1, Math.ceil(bytes / 1024));
+  return Math.max(1, Math.ceil(itemBytes(item) / 1024));
+}
+
+/** How deep lists and maps nest (DynamoDB refuses more than 32 levels). */
+function nestingDepth(value: unknown): number {
+  if (value === null || typeof value !== 'object') return 0;
+  let deepest = 0;
+  for (const v of Array.isArray(value) ? value : Object.values(value)) deepest = Math.max(deepest, nestingDepth(v));
+  return deepest + 1;
 }
 
 export interface DynamoDbUpsertSinkStats {
@@ -180,29 +204,69 @@ export class DynamoDbUpsertSink implements Sink {
     this.description = `DynamoDbUpsertSink[${this.tableName}${this.keyColumns.length ? ` by ${this.keyColumns.join(', ')}` : ''}]`;
   }
 
+  /** Key length, item size and encodable values, checked on every row before a batch writes. */
+  readonly rowLimits: SinkRowLimits = {
+    rowKey: (batch, rowIndex) => {
+      const keyIndexes = this.validate(batch.schema, batch.outputMode);
+      if (keyIndexes.length > 0) return encodeDynamoDbKey(batch.rows[rowIndex]!, batch.schema, keyIndexes);
+      // A keyless item is named by its row index, which moves when a re-run leaves rows out: the
+      // row's content names it instead.
+      return `row:${createHash('sha256').update(JSON.stringify(toExternalRow(batch.rows[rowIndex]!, batch.schema))).digest('base64')}`;
+    },
+    check: (batch, rowIndex) => this.itemFor(batch, rowIndex, this.validate(batch.schema, batch.outputMode)).refusal,
+  };
+
   async addBatch(batch: SinkBatch): Promise<void> {
     const keyIndexes = this.validate(batch.schema, batch.outputMode);
     // Last row per pk wins, so the table's value does not depend on which PutItem finished last.
     const byPk = new Map<string, Record<string, AttributeValue>>();
-    batch.rows.forEach((row, rowIndex) => {
-      const pk = keyIndexes.length === 0
-        ? `${batch.partitionId}#${batch.batchId}#${rowIndex}`
-        : encodeDynamoDbKey(row, batch.schema, keyIndexes);
-      if (utf8Bytes(pk) > MAX_PK_BYTES) {
-        throw new IllegalArgumentError(`${this.description}: key of row ${rowIndex} is ${utf8Bytes(pk)} bytes, over DynamoDB's ${MAX_PK_BYTES}: ${pk.slice(0, 120)}...`, {
-          code: 'SINK_KEY_TOO_LONG', hint: 'key on fewer or shorter columns.',
-          logMessage: `${this.description}: key of row ${rowIndex} (columns ${this.keyColumns.join(', ')}) is ${utf8Bytes(pk)} bytes, over DynamoDB's ${MAX_PK_BYTES}`,
-        });
+    const refused: UnwritableRow[] = [];
+    for (let rowIndex = 0; rowIndex < batch.rows.length; rowIndex++) {
+      const { pk, item, refusal } = this.itemFor(batch, rowIndex, keyIndexes);
+      if (refusal) {
+        refused.push({ rowIndex, rowKey: pk, refusal });
+        continue;
       }
-      const attributes = toDynamoDbValue(toExternalRow(row, batch.schema)) as Record<string, unknown>;
-      const item = marshall(
+      byPk.delete(pk);
+      byPk.set(pk, item!);
+    }
+    // Nothing is written when any row would fail: a half-written batch would leave rows no commit holds.
+    if (refused.length > 0) throw new UnwritableRowsError(this.description, batch.batchId, refused);
+    await mapWithConcurrency([...byPk.values()], this.concurrency, (item) => this.put(item, batch));
+  }
+
+  /** The row's key and item, or why DynamoDB would refuse them (on every retry). */
+  private itemFor(batch: SinkBatch, rowIndex: number, keyIndexes: readonly number[]): {
+    pk: string; item: Record<string, AttributeValue> | null; refusal: RowRefusal | null;
+  } {
+    const row = batch.rows[rowIndex]!;
+    const pk = keyIndexes.length === 0
+      ? `${batch.partitionId}#${batch.batchId}#${rowIndex}`
+      : encodeDynamoDbKey(row, batch.schema, keyIndexes);
+    const pkBytes = utf8Bytes(pk);
+    if (pkBytes > MAX_PK_BYTES) {
+      return { pk, item: null, refusal: { code: 'SINK_KEY_TOO_LONG', reason: `the item key (pk, from ${this.keyColumns.join(', ')}) is ${pkBytes} bytes, over DynamoDB's partition-key limit of ${MAX_PK_BYTES} bytes` } };
+    }
+    const attributes = toDynamoDbValue(toExternalRow(row, batch.schema)) as Record<string, unknown>;
+    const depth = nestingDepth(attributes);
+    if (depth > MAX_NESTING_DEPTH) {
+      return { pk, item: null, refusal: { code: 'SINK_VALUE_NOT_ENCODABLE', reason: `values nest ${depth} levels deep, over DynamoDB's ${MAX_NESTING_DEPTH}` } };
+    }
+    let item: Record<string, AttributeValue>;
+    try {
+      item = marshall(
         { ...attributes, pk, _partition: batch.partitionId, _batchId: batch.batchId },
         { removeUndefinedValues: true, allowImpreciseNumbers: true },
       );
-      byPk.delete(pk);
-      byPk.set(pk, item);
-    });
-    await mapWithConcurrency([...byPk.values()], this.concurrency, (item) => this.put(item, batch));
+    } catch (error) {
+      // The marshaller's message may quote the value: only its class goes into the reason.
+      return { pk, item: null, refusal: { code: 'SINK_VALUE_NOT_ENCODABLE', reason: `the row's values cannot be marshalled to DynamoDB attributes (${(error as Error).name})` } };
+    }
+    const bytes = itemBytes(item);
+    if (bytes > MAX_ITEM_BYTES) {
+      return { pk, item: null, refusal: { code: 'SINK_ITEM_TOO_LARGE', reason: `the item is ${bytes} bytes by DynamoDB's size formula, over its 400 KB item limit (${MAX_ITEM_BYTES} bytes)` } };
+    }
+    return { pk, item, refusal: null };
   }
 
   private validate(schema: readonly StructField[], mode: OutputMode): number[] {

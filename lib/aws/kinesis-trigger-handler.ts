@@ -4,13 +4,16 @@
  * The query is compiled once per container, at cold start; an invocation only binds the shard.
  * It answers with `batchItemFailures` (ReportBatchItemFailures): on any failure, the first record
  * not committed, so Lambda retries from exactly there and nothing is lost or reordered; records
- * already committed in a redelivered batch are skipped by the shard invocation.
+ * already committed in a redelivered batch are skipped by the shard invocation. With the Lambda
+ * context, no batch starts that might not finish before the deadline (the answer then names the
+ * first record not committed), and a state that outgrows the function's memory fails loudly.
  */
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
 import { compileForDeployment, type DeployableQuery } from '../query/compiled-query.js';
 import type { PartitionBackends } from '../query/partition-backends.js';
 import type { QueryStage } from '../query/query-stage.js';
 import { runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
+import type { InvocationLimits } from '../query/invocation-limits.js';
 import { CostMeter } from '../core/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
@@ -87,7 +90,13 @@ function createShardHandler(
   const base = backendsFor;
   const forPartition = (shardId: string): PartitionBackends => (options.decorateBackends ?? ((b) => b))(base(shardId));
 
-  return async (event) => {
+  const memory = config.functionMemoryMb
+    ? { limitBytes: config.functionMemoryMb * 1024 * 1024, usedBytes: () => process.memoryUsage().rss }
+    : undefined;
+
+  return async (event, context) => {
+    const remaining = context?.getRemainingTimeInMillis?.bind(context);
+    const limits: InvocationLimits = { ...(remaining ? { remainingTimeMs: remaining } : {}), ...(memory ? { memory } : {}) };
     const byShard = new Map<string, KinesisStreamRecord[]>();
     for (const record of event.Records) {
       const shardId = shardIdOf(record);
@@ -99,7 +108,7 @@ function createShardHandler(
       let result: ShardInvocationResult;
       try {
         await reshardGuard?.check(shardId);
-        result = await runShardInvocation(query, { shardId, records: shardRecords, stage }, forPartition(shardId));
+        result = await runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId));
       } catch (error) {
         // Recovery itself failed (checkpoint unreachable, incompatible query): retry everything.
         observability.logger.error('invocation failed before running a batch', { shardId, error: error as Error });
@@ -113,6 +122,11 @@ function createShardHandler(
           shardId, retryFrom: result.firstUncommittedSequenceNumber, error: result.error,
         });
         observability.metrics.addMetric(METRIC.failedTriggers, MetricUnit.Count, 1);
+      }
+      if (result.stoppedBy === 'deadline' && result.firstUncommittedSequenceNumber !== null) {
+        observability.logger.warn('stopped before the deadline; Lambda resumes from the first uncommitted record', {
+          shardId, retryFrom: result.firstUncommittedSequenceNumber, batches: result.progress.length,
+        });
       }
       if (result.firstUncommittedSequenceNumber !== null) {
         batchItemFailures.push({ itemIdentifier: result.firstUncommittedSequenceNumber });

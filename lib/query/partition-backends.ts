@@ -7,6 +7,7 @@ import type { CostMeter } from '../core/cost-meter.js';
 import type { Clock } from '../runtime/clock.js';
 import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import type { Sink } from '../sinks/sink.js';
+import type { SinkRowLimits } from '../sinks/row-limits.js';
 import type { DeadLetterWriter } from '../sources/dead-letter.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 
@@ -18,6 +19,8 @@ export interface ShardReader {
 export interface PartitionBackends {
   readonly checkpoint: Checkpoint;
   readonly sink: Sink;
+  /** The row limits of the sink under any decorators (default: `sink.rowLimits`). */
+  readonly sinkRowLimits?: SinkRowLimits;
   readonly deadLetters: DeadLetterWriter;
   readonly watermarks?: WatermarkCoordinator;
   readonly shardReader?: ShardReader;

@@ -8,6 +8,7 @@ import type { OutputMode } from '../core/output-mode.js';
 import type { DataFrame } from '../api/data-frame.js';
 import type { SchemaLike, SluiceSession } from '../api/session.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
+import type { UnwritableRowPolicy } from '../sinks/row-limits.js';
 
 export interface KinesisSourceSpec {
   /** Record payload format: JSON objects (default), CSV lines in schema order, or raw UTF-8 strings. */
@@ -33,7 +34,18 @@ export type SinkSpec =
   /** The whole result table as one object per batch, replaced atomically through a pointer. */
   | { readonly kind: 's3-snapshot'; readonly prefix?: string }
   /** One item per result key, upserted with a version condition. */
-  | { readonly kind: 'dynamodb'; readonly keyColumns?: readonly string[] };
+  | {
+    readonly kind: 'dynamodb';
+    readonly keyColumns?: readonly string[];
+    /**
+     * A result row DynamoDB cannot store (key over 2048 bytes, item over 400 KB, a value it cannot
+     * encode) would fail every retry. 'dead-letter' (the default and, for now, the only policy):
+     * before anything is written, the batch's input records that produce the row go to the
+     * dead-letter location with the limit it broke, and the batch runs without them; the group
+     * keeps its last storable value.
+     */
+    readonly onUnwritableRow?: UnwritableRowPolicy;
+  };
 
 export interface StreamingQueryDefinition {
   /** Stable identity: the checkpoint and state are keyed by it. */
@@ -61,7 +73,9 @@ const definitionShape = z.object({
   sink: z.discriminatedUnion('kind', [
     z.object({ kind: z.literal('s3-files'), prefix: z.string().optional() }),
     z.object({ kind: z.literal('s3-snapshot'), prefix: z.string().optional() }),
-    z.object({ kind: z.literal('dynamodb'), keyColumns: z.array(z.string().min(1)).min(1).optional() }),
+    z.object({
+      kind: z.literal('dynamodb'), keyColumns: z.array(z.string().min(1)).min(1).optional(), onUnwritableRow: z.enum(['dead-letter']).optional(),
+    }),
   ]),
   conf: z.record(z.string(), z.string()).optional(),
 });

@@ -14,11 +14,14 @@
  *   5. Write the undecodable records to the dead-letter location (idempotent), then run batches
  *      until none is due: the re-run, the new records, a no-data batch if the watermark moved.
  *
+ *   6. Stop between batches when the deadline is too close for another (the answer says where
+ *      to resume), and fail loudly when the state outgrows the function's memory.
+ *
  * Whatever fails, the answer says where the uncommitted records start, so the caller retries from
  * there (Lambda's batchItemFailures): nothing is lost, reordered or applied twice.
  */
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
-import { asKinesisOffset, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
+import { asKinesisOffset, KinesisShardSource, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
 import { systemClock } from '../runtime/clock.js';
 import type { StreamingQueryProgress } from '../runtime/progress.js';
 import { StreamExecution } from '../runtime/stream-execution.js';
@@ -27,6 +30,8 @@ import type { CompiledQuery } from './compiled-query.js';
 import type { PartitionBackends, ShardReader } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
+import { GuardedSink, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
+import { checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
 
 export interface ShardInvocationRequest {
   readonly shardId: string;
@@ -38,6 +43,8 @@ export interface ShardInvocationRequest {
   readonly maxBatches?: number;
   /** Default: the query's source stage (the whole query, or stage 1 of a repartition stage). */
   readonly stage?: QueryStage;
+  /** The invocation's deadline and memory: no batch starts that may not finish in time. */
+  readonly limits?: InvocationLimits;
 }
 
 export interface ShardInvocationResult {
@@ -48,6 +55,8 @@ export interface ShardInvocationResult {
   readonly committed: KinesisOffset | null;
   /** The first delivered record not committed (retry from it), or null when all are committed. */
   readonly firstUncommittedSequenceNumber: string | null;
+  /** Set when batches were due but the deadline was too close to start one. */
+  readonly stoppedBy?: 'deadline';
   readonly error?: Error;
 }
 
@@ -58,6 +67,11 @@ export async function runShardInvocation(
   const stage = request.stage ?? query.sourceStage;
   const binding = stage.bind(shardId, backends);
   const { source } = binding;
+  // Rows the sink cannot store are found before it writes (the query's onUnwritableRow policy).
+  const limits = backends.sinkRowLimits ?? backends.sink.rowLimits;
+  const guard = limits
+    ? new GuardedSink(backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters, source instanceof KinesisShardSource))
+    : null;
   const execution = new StreamExecution({
     plan: stage.plan,
     sources: new Map([[stage.sourceId, source]]),
@@ -66,7 +80,7 @@ export async function runShardInvocation(
     columns: stage.columns,
     schema: stage.schema,
     outputMode: stage.outputMode,
-    sink: backends.sink,
+    sink: guard ?? backends.sink,
     trigger: Trigger.ProcessingTime(0),
     checkpoint: backends.checkpoint,
     conf: stage.conf,
@@ -92,11 +106,31 @@ export async function runShardInvocation(
     await ensurePendingBatchRecords(execution, source, shardId, backends.shardReader);
     const deadLetters = binding.deadLetters();
     if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
+    const withholding = source instanceof KinesisShardSource ? source : null;
+    const runOneTrigger = guard
+      ? () => runTriggerWithholdingUnwritable({
+        execution, sink: guard, source: withholding, deadLetters: backends.deadLetters,
+        batchSequenceNumbers: () => (withholding ? pendingBatchSequenceNumbers(execution, withholding) : []),
+      })
+      : () => execution.runOneTrigger();
     const maxBatches = request.maxBatches ?? 8;
-    for (let i = 0; i < maxBatches && (await execution.runOneTrigger()); i++) {
-      // Each iteration ran one batch; the loop ends when no batch is due.
+    const limits = request.limits ?? {};
+    let longestBatchMs = 0;
+    let stoppedBy: 'deadline' | undefined;
+    for (let i = 0; i < maxBatches; i++) {
+      if (!hasTimeForBatch(limits, longestBatchMs)) {
+        stoppedBy = 'deadline';
+        break;
+      }
+      const startedMs = Date.now();
+      if (!(await runOneTrigger())) break;
+      longestBatchMs = Math.max(longestBatchMs, Date.now() - startedMs);
+      checkMemoryHeadroom(limits, shardId, execution.lastProgress);
     }
-    return { stage, progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted() };
+    return {
+      stage, progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted(),
+      ...(stoppedBy ? { stoppedBy } : {}),
+    };
   } catch (error) {
     return {
       stage,
@@ -126,6 +160,16 @@ async function ensurePendingBatchRecords(
   if (!source.covers(start, end)) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
   }
+}
+
+/** The sequence numbers of the planned, uncommitted batch's records. */
+function pendingBatchSequenceNumbers(execution: StreamExecution, source: KinesisShardSource): string[] {
+  const end = asKinesisOffset(execution.pendingBatch?.offsets.get(source.name) ?? null);
+  if (!end) return [];
+  const start = asKinesisOffset(execution.committedSourceOffsets.get(source.name) ?? null);
+  const from = start ? BigInt(start.sequenceNumber) : -1n;
+  const to = BigInt(end.sequenceNumber);
+  return source.pendingSequenceNumbers().filter((seq) => BigInt(seq) > from && BigInt(seq) <= to);
 }
 
 /** The shard position a partition's checkpoint has committed (null before its first commit). */

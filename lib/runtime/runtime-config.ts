@@ -61,6 +61,8 @@ export interface RuntimeConfig {
   readonly snapshotEveryBatches: number;
   /** The internal stream of the repartition stage, for queries whose state keys the stream is not partitioned by. */
   readonly repartitionStreamName?: string;
+  /** The function's memory in MB (Lambda's AWS_LAMBDA_FUNCTION_MEMORY_SIZE; unset off Lambda): a state that outgrows it fails loudly. */
+  readonly functionMemoryMb?: number;
 }
 
 const optional = z.string().min(1).optional();
@@ -104,6 +106,8 @@ export function readRuntimeConfig(env: Readonly<Record<string, string | undefine
     expectedShardCount: e[RUNTIME_ENV.expectedShardCount],
     snapshotEveryBatches: e[RUNTIME_ENV.snapshotEveryBatches],
     repartitionStreamName: e[RUNTIME_ENV.repartitionStreamName],
+    // Set by Lambda itself, not by the construct: not in RUNTIME_ENV.
+    functionMemoryMb: Number(env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE) > 0 ? Number(env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE) : undefined,
   };
 }
 

@@ -22,4 +22,33 @@ export interface Sink {
   /** Which output modes this sink can honour, checked before the query starts. */
   readonly supportedOutputModes: readonly OutputMode[];
   addBatch(batch: SinkBatch): Promise<void>;
+  /**
+   * The sink's limits on one row (key length, item size, encodable values), checked before any
+   * write of a batch; absent when the sink takes any row.
+   */
+  readonly rowLimits?: SinkRowLimits;
+}
+
+/** A refusal that every retry would repeat. */
+export type RowRefusalCode =
+  | 'SINK_KEY_TOO_LONG'
+  | 'SINK_ITEM_TOO_LARGE'
+  | 'SINK_VALUE_NOT_ENCODABLE'
+  | 'SINK_ROW_REFUSED';
+
+export interface RowRefusal {
+  readonly code: RowRefusalCode;
+  /** Which limit and the sizes involved; never a data value (reasons reach logs and dead letters). */
+  readonly reason: string;
+}
+
+/** A sink's limits on one output row. */
+export interface SinkRowLimits {
+  /**
+   * The row's identity in the sink (the DynamoDB item key, say): two runs of one batch that output
+   * the same key produce the same result row. Kept in memory only; never logged.
+   */
+  rowKey(batch: SinkBatch, rowIndex: number): string;
+  /** Why the sink cannot store the row, or null when it can. Pure: same answer on every call. */
+  check(batch: SinkBatch, rowIndex: number): RowRefusal | null;
 }

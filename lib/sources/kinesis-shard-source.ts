@@ -68,6 +68,8 @@ export class KinesisShardSource implements MicroBatchStream {
   private decoder: RecordDecoder;
   /** The columns decoded (undefined: all), partition key excluded. */
   private columns: readonly string[] | undefined;
+  /** Records held out of their batch, by sequence number, with the reason (see `withhold`). */
+  private withheld: ReadonlyMap<string, string> = new Map();
 
   constructor(private readonly options: KinesisShardSourceOptions) {
     this.name = options.name;
@@ -178,24 +180,37 @@ export class KinesisShardSource implements MicroBatchStream {
       throw new Error(`records of ${this.options.shardId} in (${JSON.stringify(start)}, ${JSON.stringify(end)}] are not all available`);
     }
     const rows: unknown[][] = [];
-    for (const b of this.range(start, end)) if (b.row) rows.push([...b.row]);
+    for (const b of this.range(start, end)) if (b.row && !this.withheld.has(b.record.sequenceNumber)) rows.push([...b.row]);
     return rows;
   }
 
   numInvalidRecords(start: Offset | null, end: Offset): number {
-    return this.range(start, end).filter((b) => b.row === null).length;
+    return this.range(start, end).filter((b) => this.reasonOf(b) !== null).length;
   }
 
-  /** Records that cannot become rows, with their reasons, for the dead-letter writer. */
+  /**
+   * Holds these records out of every batch from now on (replacing the previous set): their
+   * result is one the sink cannot store, so they are dead letters with the given reason. Records
+   * that did not decode keep their own reason.
+   */
+  withhold(reasons: ReadonlyMap<string, string>): void {
+    this.withheld = new Map(reasons);
+  }
+
+  private reasonOf(b: Buffered): string | null {
+    return b.row === null ? b.reason : this.withheld.get(b.record.sequenceNumber) ?? null;
+  }
+
+  /** Records that cannot become rows or are withheld, with their reasons, for the dead-letter writer. */
   deadLetters(): DeadLetterRecord[] {
-    return this.buffer.filter((b) => b.row === null).map((b) => ({
+    return this.buffer.filter((b) => this.reasonOf(b) !== null).map((b) => ({
       queryName: this.options.queryName,
       shardId: this.options.shardId,
       sequenceNumber: b.record.sequenceNumber,
       partitionKey: b.record.partitionKey,
       approximateArrivalTimestampMs: b.record.approximateArrivalTimestampMs,
       dataBase64: b.record.dataBase64,
-      reason: b.reason!,
+      reason: this.reasonOf(b)!,
     }));
   }
 

@@ -1,0 +1,56 @@
+/**
+ * The two limits of one function invocation: its deadline and its memory. Both are checked
+ * between batches, where stopping costs nothing: the batches before are committed, and the
+ * answer (batchItemFailures) says where the next invocation starts.
+ */
+import { StreamingQueryError } from '../errors/sluice-error.js';
+import type { StreamingQueryProgress } from '../runtime/progress.js';
+
+export interface InvocationLimits {
+  /** Time left before the deadline (Lambda's `context.getRemainingTimeInMillis`). */
+  readonly remainingTimeMs?: () => number;
+  /** The function's memory and what the process uses of it (resident set size). */
+  readonly memory?: { readonly limitBytes: number; readonly usedBytes: () => number };
+}
+
+/** Kept for answering Lambda and publishing metrics after the last batch. */
+export const DEADLINE_RESERVE_MS = 2_000;
+/** Above this share of the function's memory, a batch more may not fit. */
+export const MEMORY_HIGH_WATER = 0.85;
+
+/**
+ * Whether another batch may start: only when it can finish before the deadline, taking the
+ * longest batch of this invocation twice (the next may load more state or records) plus the
+ * reserve. Before any batch ran, only the reserve is required.
+ */
+export function hasTimeForBatch(limits: InvocationLimits, longestBatchMs: number): boolean {
+  if (!limits.remainingTimeMs) return true;
+  return limits.remainingTimeMs() >= DEADLINE_RESERVE_MS + 2 * longestBatchMs;
+}
+
+const MB = 1024 * 1024;
+
+/**
+ * Throws STATE_EXCEEDS_MEMORY when the process uses more than MEMORY_HIGH_WATER of the function's
+ * memory after a batch: a state that keeps growing would end in an out-of-memory crash or a
+ * load that outlasts the timeout, retried forever. Failing here says what to change.
+ */
+export function checkMemoryHeadroom(limits: InvocationLimits, shardId: string, progress: StreamingQueryProgress | undefined): void {
+  const memory = limits.memory;
+  if (!memory) return;
+  const used = memory.usedBytes();
+  if (used <= memory.limitBytes * MEMORY_HIGH_WATER) return;
+  const stateRows = progress?.stateOperators.reduce((n, op) => n + op.numRowsTotal, 0) ?? 0;
+  const usedMb = Math.round(used / MB);
+  const limitMb = Math.round(memory.limitBytes / MB);
+  throw new StreamingQueryError(
+    `Shard ${shardId}: after batch ${progress?.batchId ?? '?'} the function uses ${usedMb} MB of its ${limitMb} MB `
+      + `with ${stateRows} state rows on this shard; a larger state would crash out of memory or time out loading.`,
+    {
+      code: 'STATE_EXCEEDS_MEMORY', retryable: false, context: { shardId, usedMb, limitMb, stateRows },
+      hint: 'raise the function\'s memory (SluiceQuery memorySize, up to 10240 MB), spread the keys over more shards '
+        + '(shardCount), or, with a repartition stage, over more internal shards (repartitionShardCount); a shorter watermark '
+        + 'delay or window also keeps less state. The batches before this one are committed.',
+    },
+  );
+}

@@ -1,0 +1,206 @@
+/**
+ * The `onUnwritableRow: 'dead-letter'` policy: a batch whose result holds a row the sink cannot
+ * store (key too long, item too large, a value it cannot encode) does not block its shard.
+ *
+ *   1. The sink's row limits are checked on every output row before the sink writes anything
+ *      (`GuardedSink`); a refusal fails the run with UnwritableRowsError and the state is aborted.
+ *   2. The records that produce each refused row are found by re-running the batch from the same
+ *      loaded state on parts of its records, writing nothing (`probe`): a part whose output row
+ *      for the refused row's key differs from the run on no record at all holds a record that
+ *      changes that row; halving finds each such record. (Comparing with the run on no record,
+ *      not only looking for the key, is what makes complete mode work: it outputs every group.)
+ *   3. Those records are written to the dead-letter location with the refusal's code and limit (no
+ *      data values), withheld from the batch, and the batch runs again: the group keeps its last
+ *      storable value, and state and sink stay consistent.
+ *   4. A refused row no record of the batch changes (it comes from the state alone), or one of a
+ *      stage whose source cannot withhold records, is itself dead-lettered (its values as JSON)
+ *      and left out of the batch's output.
+ *
+ * Everything is a pure function of the planned records, the state version and the sink's limits,
+ * so a crash anywhere re-derives the same dead letters (written idempotently) and the same output.
+ */
+import { createHash } from 'node:crypto';
+import type { StreamExecution } from '../runtime/stream-execution.js';
+import { describeRefusal, findUnwritableRows, unwritableRowsIn, UnwritableRowsError, type RowRefusal, type SinkRowLimits, type UnwritableRow } from '../sinks/row-limits.js';
+import type { Sink, SinkBatch } from '../sinks/sink.js';
+import { toExternalRow } from '../sinks/external-row.js';
+import type { DeadLetterRecord, DeadLetterWriter } from '../sources/dead-letter.js';
+
+/** A probe's output: each row's key and a digest of its values. Thrown to stop before any write. */
+class ProbeOutput extends Error {
+  constructor(readonly rows: ReadonlyMap<string, string>) {
+    super('probe run: nothing is written');
+  }
+}
+
+function rowDigest(row: readonly unknown[]): string {
+  const text = JSON.stringify(row, (_, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v));
+  return createHash('sha256').update(text).digest('base64');
+}
+
+/** Writes the result rows left out of a batch to the dead-letter location (before the batch is written). */
+export type ResultDeadLetterWriter = (batch: SinkBatch, rows: readonly { row: readonly unknown[]; refusal: RowRefusal; rowKey: string }[]) => Promise<void>;
+
+/** The partition's sink behind the row check; in probe mode it writes nothing. */
+export class GuardedSink implements Sink {
+  probing = false;
+  readonly description: string;
+  readonly supportedOutputModes: Sink['supportedOutputModes'];
+  /** Result rows of one batch to leave out, by row key: no record of the batch makes them storable. */
+  private skipped: { batchId: number; rows: Map<string, RowRefusal> } | null = null;
+
+  constructor(private readonly inner: Sink, readonly limits: SinkRowLimits, private readonly writeResultDeadLetters: ResultDeadLetterWriter) {
+    this.description = inner.description;
+    this.supportedOutputModes = inner.supportedOutputModes;
+  }
+
+  /** Leaves these rows out of batch `batchId` (and dead-letters them) from now on. */
+  skip(batchId: number, rows: readonly UnwritableRow[]): void {
+    if (this.skipped?.batchId !== batchId) this.skipped = { batchId, rows: new Map() };
+    for (const r of rows) this.skipped.rows.set(r.rowKey, r.refusal);
+  }
+
+  async addBatch(batch: SinkBatch): Promise<void> {
+    if (this.probing) throw new ProbeOutput(new Map(batch.rows.map((row, i) => [this.limits.rowKey(batch, i), rowDigest(row)])));
+    const skipped = this.skipped?.batchId === batch.batchId ? this.skipped.rows : null;
+    let written = batch;
+    if (skipped && skipped.size > 0) {
+      const keys = batch.rows.map((_, i) => this.limits.rowKey(batch, i));
+      const left = batch.rows.flatMap((row, i) => (skipped.has(keys[i]!) ? [{ row, refusal: skipped.get(keys[i]!)!, rowKey: keys[i]! }] : []));
+      await this.writeResultDeadLetters(batch, left);
+      written = { ...batch, rows: batch.rows.filter((_, i) => !skipped.has(keys[i]!)) };
+    }
+    const unwritable = findUnwritableRows(this.limits, written);
+    if (unwritable.length > 0) throw new UnwritableRowsError(this.description, batch.batchId, unwritable);
+    await this.inner.addBatch(written);
+  }
+}
+
+/** A source that can hold records out of their batch (the Kinesis shard source). */
+export interface WithholdingSource {
+  withhold(reasons: ReadonlyMap<string, string>): void;
+  deadLetters(): DeadLetterRecord[];
+}
+
+export interface UnwritableRowResolver {
+  readonly execution: StreamExecution;
+  readonly sink: GuardedSink;
+  /** Null when the stage's source cannot withhold records (stage 2): refused rows are then left out. */
+  readonly source: WithholdingSource | null;
+  /** The planned batch's records that became rows, in shard order. */
+  readonly batchSequenceNumbers: () => readonly string[];
+  readonly deadLetters: DeadLetterWriter;
+}
+
+/** Rounds of withholding per batch: each round removes every record a refused row came from. */
+const MAX_ROUNDS = 4;
+
+/**
+ * Runs one trigger; when its batch holds unwritable rows, dead-letters their records and runs the
+ * batch again without them. A refused row no record of the batch changes (append mode emitting a
+ * group whose state grew in earlier batches, say) is itself dead-lettered and left out of the batch.
+ * Other failures are thrown.
+ */
+export async function runTriggerWithholdingUnwritable(resolver: UnwritableRowResolver): Promise<boolean> {
+  const { source } = resolver;
+  const withheld = new Map<string, string>(source?.deadLetters().map((l) => [l.sequenceNumber, l.reason]) ?? []);
+  for (let round = 0; ; round++) {
+    try {
+      return await resolver.execution.runOneTrigger();
+    } catch (error) {
+      const unwritable = unwritableRowsIn(error);
+      const batchId = resolver.execution.pendingBatch?.batchId;
+      if (!unwritable || batchId === undefined || round >= MAX_ROUNDS) throw error;
+      const blamed = source ? await blameRecords(resolver, source, unwritable.rows, withheld) : new Map<string, string>();
+      if (blamed.size === 0) {
+        resolver.sink.skip(batchId, unwritable.rows);
+        continue;
+      }
+      for (const [seq, reason] of blamed) withheld.set(seq, reason);
+      source!.withhold(withheld);
+      const letters = source!.deadLetters().filter((l) => blamed.has(l.sequenceNumber));
+      await resolver.deadLetters.write(letters);
+    }
+  }
+}
+
+/** The batch's records that produce the refused rows, each with the refusal as its reason. */
+async function blameRecords(
+  resolver: UnwritableRowResolver, source: WithholdingSource, rows: readonly UnwritableRow[], withheld: ReadonlyMap<string, string>,
+): Promise<Map<string, string>> {
+  const refusals = new Map<string, RowRefusal>(rows.map((r) => [r.rowKey, r.refusal]));
+  const candidates = resolver.batchSequenceNumbers().filter((seq) => !withheld.has(seq));
+  const probe = async (included: readonly string[]): Promise<ReadonlyMap<string, string>> => {
+    const inSet = new Set(included);
+    const out = new Map(withheld);
+    for (const seq of candidates) if (!inSet.has(seq)) out.set(seq, 'probe');
+    return runProbe(resolver, source, out);
+  };
+  const blamed = new Map<string, string>();
+  let baseline: ReadonlyMap<string, string>;
+  try {
+    baseline = await probe([]);
+  } finally {
+    source.withhold(withheld);
+  }
+  const targets = [...refusals.keys()];
+  const search = async (part: readonly string[], known: boolean): Promise<void> => {
+    const output = known ? null : await probe(part);
+    const hits = output ? targets.filter((k) => output.get(k) !== baseline.get(k)) : targets;
+    if (hits.length === 0 || part.length === 0) return;
+    if (part.length === 1) {
+      blamed.set(part[0]!, describeRefusal(refusals.get(hits[0]!)!));
+      return;
+    }
+    const half = Math.ceil(part.length / 2);
+    await search(part.slice(0, half), false);
+    await search(part.slice(half), false);
+  };
+  try {
+    // The failed run was the probe of all candidates: every target was in its output.
+    await search(candidates, true);
+  } finally {
+    source.withhold(withheld);
+  }
+  return blamed;
+}
+
+async function runProbe(
+  resolver: UnwritableRowResolver, source: WithholdingSource, withheld: ReadonlyMap<string, string>,
+): Promise<ReadonlyMap<string, string>> {
+  source.withhold(withheld);
+  resolver.sink.probing = true;
+  try {
+    await resolver.execution.runOneTrigger();
+  } catch (error) {
+    for (let e: unknown = error, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+      if (e instanceof ProbeOutput) return e.rows;
+    }
+    throw error;
+  } finally {
+    resolver.sink.probing = false;
+  }
+  throw new Error('a probe run reached the commit: the guarded sink must stop it');
+}
+
+/**
+ * Result rows left out of a batch as dead letters, one object per (batch, row key): a re-run
+ * rewrites the same objects. The record fields name the batch instead of a Kinesis record.
+ */
+export function resultDeadLetters(queryName: string, shardId: string, writer: DeadLetterWriter, canWithhold: boolean): ResultDeadLetterWriter {
+  // Why the row itself, not its records: say which of the two cases it is.
+  const cause = canWithhold
+    ? 'no record of the batch changes it, its value comes from the state'
+    : 'this stage cannot withhold records (the repartition stream); the group\'s state keeps the value';
+  return async (batch, rows) => {
+    await writer.write(rows.map(({ row, refusal, rowKey }) => ({
+      queryName,
+      shardId,
+      sequenceNumber: `result-batch-${batch.batchId}-${createHash('sha256').update(rowKey).digest('hex').slice(0, 24)}`,
+      partitionKey: '',
+      approximateArrivalTimestampMs: 0,
+      dataBase64: Buffer.from(JSON.stringify(toExternalRow(row, batch.schema), (_, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).toString('base64'),
+      reason: `${describeRefusal(refusal)} (result row of batch ${batch.batchId} left out of the sink: ${cause})`,
+    })));
+  };
+}

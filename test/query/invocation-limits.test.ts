@@ -1,0 +1,142 @@
+/**
+ * Issue 11 part 6: an invocation stops between batches when the deadline is too close (and says
+ * where to resume), and a state that outgrows the function's memory fails loudly with what to
+ * change. The deadline and the memory reading are injected: that is the one fault each case needs.
+ */
+import { describe, expect, it } from 'vitest';
+import type { KinesisStreamEvent } from 'aws-lambda';
+import { defineQuery } from '../../lib/query/query-definition.js';
+import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
+import { col, count, sum, window } from '../../lib/plan/functions.js';
+import { MemoryDeadLetterWriter } from '../../lib/sources/dead-letter.js';
+import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
+import { MemorySink } from '../../lib/sinks/memory-sink.js';
+import type { Sink, SinkBatch } from '../../lib/sinks/sink.js';
+import { runShardInvocation } from '../../lib/query/shard-invocation.js';
+import { compileQuery } from '../../lib/query/compiled-query.js';
+import type { PartitionBackends } from '../../lib/query/partition-backends.js';
+import { createKinesisTriggerHandler } from '../../lib/aws/kinesis-trigger-handler.js';
+import { createQuietObservability } from '../../lib/aws/observability.js';
+import { StreamingQueryError } from '../../lib/errors/sluice-error.js';
+import { readRuntimeConfig, runtimeConfigToEnv } from '../../lib/runtime/runtime-config.js';
+
+const definition = defineQuery({
+  name: 'limits',
+  source: { schema: 'k string, amount long, ts timestamp' },
+  transform: (events) => events.withWatermark('ts', '15 minutes').groupBy(window(col('ts'), '1 hour'), col('k')).agg(sum('amount').as('total'), count('*').as('n')),
+  outputMode: 'update',
+  sink: { kind: 'dynamodb' },
+});
+const query = compileQuery(definition, { expectedShardCount: 1 });
+
+let sequence = 5000n;
+function records(n: number): ShardRecord[] {
+  return Array.from({ length: n }, (_, i) => ({
+    sequenceNumber: String(sequence++ * 1_000_000_000n),
+    partitionKey: 'p',
+    dataBase64: Buffer.from(JSON.stringify({ k: `k${i % 3}`, amount: i + 1, ts: '2024-05-01T14:10:00Z' })).toString('base64'),
+    approximateArrivalTimestampMs: 0,
+  }));
+}
+
+/** Fails its first write with a retryable error: the batch stays planned and uncommitted. */
+class FailOnceSink implements Sink {
+  readonly description = 'FailOnceSink';
+  readonly supportedOutputModes = new MemorySink().supportedOutputModes;
+  readonly inner = new MemorySink();
+  private failed = false;
+  async addBatch(batch: SinkBatch): Promise<void> {
+    if (!this.failed) {
+      this.failed = true;
+      throw new StreamingQueryError('throttled', { code: 'SINK_THROTTLED', retryable: true });
+    }
+    await this.inner.addBatch(batch);
+  }
+}
+
+describe('the deadline', () => {
+  it('a planned batch re-runs, then no batch starts that may not finish: the answer names the first record not run', async () => {
+    const sink = new FailOnceSink();
+    const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters: new MemoryDeadLetterWriter() };
+    const planned = records(3);
+    const failed = await runShardInvocation(query, { shardId: 's', records: planned }, b);
+    expect(failed.error).toBeDefined();
+    expect(failed.firstUncommittedSequenceNumber).toBe(planned[0]!.sequenceNumber);
+
+    // Redelivered with new records: batch 0 re-runs (plenty of time), then 1 s is left.
+    const more = records(2);
+    const left = [60_000, 1_000];
+    const result = await runShardInvocation(query, {
+      shardId: 's', records: [...planned, ...more], limits: { remainingTimeMs: () => left.shift() ?? 0 },
+    }, b);
+    expect(result.error).toBeUndefined();
+    expect(result.stoppedBy).toBe('deadline');
+    expect(result.progress.map((p) => p.batchId)).toEqual([0]);
+    expect(result.firstUncommittedSequenceNumber).toBe(more[0]!.sequenceNumber);
+  });
+
+  it('the Kinesis handler reads the Lambda context: with too little time left it runs nothing and answers the first record', async () => {
+    const b: PartitionBackends & { sink: MemorySink } = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
+    const handler = createKinesisTriggerHandler(definition, {
+      config: {
+        checkpointTable: 'unused', stateTable: 'unused', sinkPrefix: '', deadLetterBucket: 'unused', deadLetterPrefix: 'dl/',
+        streamName: 'unused', idleShardTimeoutMs: 0, snapshotEveryBatches: 20, expectedShardCount: 1,
+      },
+      backendsFor: () => b,
+      observability: createQuietObservability(definition.name),
+    });
+    const delivered = records(4);
+    const event: KinesisStreamEvent = {
+      Records: delivered.map((r) => ({
+        eventID: `shardId-000000000000:${r.sequenceNumber}`, eventName: 'aws:kinesis:record', eventSource: 'aws:kinesis', eventVersion: '1.0',
+        eventSourceARN: 'arn:aws:kinesis:us-east-1:000000000000:stream/s', awsRegion: 'us-east-1', invokeIdentityArn: 'arn',
+        kinesis: {
+          kinesisSchemaVersion: '1.0', partitionKey: r.partitionKey, sequenceNumber: r.sequenceNumber,
+          data: r.dataBase64, approximateArrivalTimestamp: 1_714_570_000,
+        },
+      })),
+    };
+    const response = await handler(event, { getRemainingTimeInMillis: () => 500 });
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: delivered[0]!.sequenceNumber }]);
+    expect(b.sink.allRows()).toEqual([]);
+    // With time, the same delivery runs.
+    const again = await handler(event, { getRemainingTimeInMillis: () => 60_000 });
+    expect(again.batchItemFailures).toEqual([]);
+    expect(b.sink.allRows().length).toBe(3);
+  });
+});
+
+describe('memory', () => {
+  it('a state that outgrows the function fails loudly after its batch commits, naming memory, shards and repartition count', async () => {
+    const b: PartitionBackends & { sink: MemorySink } = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
+    const MB = 1024 * 1024;
+    const delivered = records(6);
+    const result = await runShardInvocation(query, {
+      shardId: 's', records: delivered, limits: { memory: { limitBytes: 1024 * MB, usedBytes: () => 950 * MB } },
+    }, b);
+    expect(result.error).toMatchObject({ code: 'STATE_EXCEEDS_MEMORY', retryable: false });
+    expect(result.error!.message).toMatch(/uses 950 MB of its 1024 MB with 3 state rows/);
+    expect(result.error!.message).toMatch(/memorySize.*shardCount.*repartitionShardCount/s);
+    // The batch that ran is committed: nothing is retried twice, nothing lost.
+    expect(result.firstUncommittedSequenceNumber).toBeNull();
+    expect(b.sink.allRows().length).toBe(3);
+  });
+
+  it('below the high-water mark nothing changes', async () => {
+    const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
+    const result = await runShardInvocation(query, {
+      shardId: 's', records: records(6), limits: { memory: { limitBytes: 1024, usedBytes: () => 512 } },
+    }, b);
+    expect(result.error).toBeUndefined();
+  });
+});
+
+describe('the function memory the handler checks against', () => {
+  const env = { SLUICE_CHECKPOINT_TABLE: 'c', SLUICE_STATE_TABLE: 's', SLUICE_DEAD_LETTER_BUCKET: 'd', SLUICE_STREAM_NAME: 'k' };
+  it('is Lambda\'s own AWS_LAMBDA_FUNCTION_MEMORY_SIZE, unset off Lambda, and never set by the construct', () => {
+    const onLambda = readRuntimeConfig({ ...env, AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '1024' });
+    expect(onLambda.functionMemoryMb).toBe(1024);
+    expect(readRuntimeConfig(env).functionMemoryMb).toBeUndefined();
+    expect(Object.keys(runtimeConfigToEnv(onLambda))).not.toContain('AWS_LAMBDA_FUNCTION_MEMORY_SIZE');
+  });
+});

@@ -1,0 +1,125 @@
+/**
+ * Issue 11 part 1 in memory: a result row the sink refuses (here a memory sink with a size limit)
+ * dead-letters exactly the batch's records that change that row, the batch runs without them, and
+ * the group keeps its last storable value; every other row is written, nothing is retried.
+ */
+import { describe, expect, it } from 'vitest';
+import { defineQuery } from '../../lib/query/query-definition.js';
+import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
+import { col, collect_list, window } from '../../lib/plan/functions.js';
+import { MemoryDeadLetterWriter } from '../../lib/sources/dead-letter.js';
+import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
+import { MemorySink } from '../../lib/sinks/memory-sink.js';
+import type { SinkRowLimits } from '../../lib/sinks/sink.js';
+import { runShardInvocation } from '../../lib/query/shard-invocation.js';
+import { compileQuery } from '../../lib/query/compiled-query.js';
+import type { PartitionBackends } from '../../lib/query/partition-backends.js';
+
+/** A memory sink that refuses rows whose values print longer than 60 characters. */
+class SmallRowSink extends MemorySink {
+  writes = 0;
+  readonly rowLimits: SinkRowLimits = {
+    rowKey: (batch, i) => JSON.stringify(batch.rows[i]!.slice(0, 2)),
+    check: (batch, i) => {
+      const size = JSON.stringify(batch.rows[i]![2]).length;
+      return size > 60 ? { code: 'SINK_ITEM_TOO_LARGE', reason: `the row is ${size} characters, over the sink's 60` } : null;
+    },
+  };
+
+  override async addBatch(batch: Parameters<MemorySink['addBatch']>[0]): Promise<void> {
+    this.writes++;
+    await super.addBatch(batch);
+  }
+}
+
+const notes = (outputMode: 'update' | 'complete') => compileQuery(defineQuery({
+  name: `notes-${outputMode}`,
+  source: { schema: 'k string, note string, ts timestamp' },
+  transform: (events) => events.withWatermark('ts', '1 hour').groupBy(window(col('ts'), '1 hour'), col('k')).agg(collect_list('note').as('notes')),
+  outputMode,
+  sink: { kind: 'dynamodb' },
+}), { expectedShardCount: 1 });
+
+let sequence = 7000n;
+function records(...events: [string, string][]): ShardRecord[] {
+  return events.map(([k, note]) => ({
+    sequenceNumber: String(sequence++ * 1_000_000_000n),
+    partitionKey: k,
+    dataBase64: Buffer.from(JSON.stringify({ k, note, ts: '2024-05-01T14:10:00Z' })).toString('base64'),
+    approximateArrivalTimestampMs: 0,
+  }));
+}
+
+const latestNotes = (sink: MemorySink): Record<string, unknown> =>
+  Object.fromEntries(sink.allRows().map((r) => [r[1] as string, r[2]]));
+
+describe.each(['update', 'complete'] as const)('a row the sink refuses (%s mode)', (mode) => {
+  it('dead-letters the records that change it, runs the batch without them, and writes everything else', async () => {
+    const query = notes(mode);
+    const sink = new SmallRowSink();
+    const deadLetters = new MemoryDeadLetterWriter();
+    const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters };
+    const first = await runShardInvocation(query, { shardId: 's', records: records(['a', 'a1'], ['b', 'b1']) }, b);
+    expect(first.error).toBeUndefined();
+
+    const big = 'x'.repeat(50);
+    const second = records(['b', 'b2'], ['a', big], ['c', 'c1'], ['a', 'a2'], ['b', 'b3']);
+    const writesBefore = sink.writes;
+    const result = await runShardInvocation(query, { shardId: 's', records: second }, b);
+    expect(result.error).toBeUndefined();
+    expect(result.firstUncommittedSequenceNumber).toBeNull();
+    // Both of this batch's records for 'a' change its row (a collect_list): both are dead letters.
+    expect(deadLetters.records.map((l) => l.sequenceNumber)).toEqual([second[1]!.sequenceNumber, second[3]!.sequenceNumber]);
+    expect(deadLetters.records.map((l) => l.reason)).toEqual(Array(2).fill(expect.stringMatching(/^SINK_ITEM_TOO_LARGE: the row is \d+ characters, over the sink's 60$/)));
+    // 'a' keeps its last storable value; the other groups have all their records.
+    expect(latestNotes(sink)).toEqual({ a: ['a1'], b: ['b1', 'b2', 'b3'], c: ['c1'] });
+    // Probes never reach the sink: one write per committed batch.
+    expect(sink.writes - writesBefore).toBe(result.progress.length);
+    expect(result.progress[0]).toMatchObject({ numInputRows: 3, numDeadLetteredRows: 2 });
+  });
+
+  it('a refused row a record changes only in part: only the records that change it are blamed', async () => {
+    const query = notes(mode);
+    const sink = new SmallRowSink();
+    const deadLetters = new MemoryDeadLetterWriter();
+    const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters };
+    const batch = records(...Array.from({ length: 9 }, (_, i): [string, string] => [`k${i}`, `n${i}`]), ['k4', 'y'.repeat(70)]);
+    const result = await runShardInvocation(query, { shardId: 's', records: batch }, b);
+    expect(result.error).toBeUndefined();
+    // k4's small record alone made a storable row, but the batch is judged whole: both k4 records go.
+    expect(deadLetters.records.map((l) => l.sequenceNumber)).toEqual([batch[4]!.sequenceNumber, batch[9]!.sequenceNumber]);
+    expect(Object.keys(latestNotes(sink)).sort()).toEqual(['k0', 'k1', 'k2', 'k3', 'k5', 'k6', 'k7', 'k8']);
+  });
+});
+
+describe('a refused row that no record of its batch changes', () => {
+  it('append mode emits a group whose state grew in earlier batches: the row itself is dead-lettered and left out', async () => {
+    const query = compileQuery(defineQuery({
+      name: 'notes-append',
+      source: { schema: 'k string, note string, ts timestamp' },
+      transform: (events) => events.withWatermark('ts', '10 minutes').groupBy(window(col('ts'), '1 hour'), col('k')).agg(collect_list('note').as('notes')),
+      outputMode: 'append',
+      sink: { kind: 'dynamodb' },
+    }), { expectedShardCount: 1 });
+    const sink = new SmallRowSink();
+    const deadLetters = new MemoryDeadLetterWriter();
+    const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters };
+    const at = (k: string, note: string, hhmm: string): ShardRecord => ({
+      ...records([k, note])[0]!,
+      dataBase64: Buffer.from(JSON.stringify({ k, note, ts: `2024-05-01T${hhmm}:00Z` })).toString('base64'),
+    });
+    // Each record alone is storable; together they are not, and append mode writes nothing until the window closes.
+    for (const r of [at('a', 'p'.repeat(30), '14:10'), at('a', 'q'.repeat(30), '14:20'), at('b', 'b1', '14:30')]) {
+      expect((await runShardInvocation(query, { shardId: 's', records: [r] }, b)).error).toBeUndefined();
+    }
+    expect(sink.allRows()).toEqual([]);
+    const closing = await runShardInvocation(query, { shardId: 's', records: [at('z', 'z1', '16:00')] }, b);
+    expect(closing.error).toBeUndefined();
+    expect(closing.firstUncommittedSequenceNumber).toBeNull();
+    expect(latestNotes(sink)).toEqual({ b: ['b1'] });
+    expect(deadLetters.records).toHaveLength(1);
+    const letter = deadLetters.records[0]!;
+    expect(letter.reason).toMatch(/^SINK_ITEM_TOO_LARGE: .*\(result row of batch \d+ left out of the sink: no record of the batch changes it/);
+    expect(JSON.parse(Buffer.from(letter.dataBase64, 'base64').toString())).toMatchObject({ k: 'a', notes: ['p'.repeat(30), 'q'.repeat(30)] });
+  });
+});
