@@ -11,7 +11,7 @@ log() { echo "localstack: $*" >&2; }
 prepared="$("$repo/scripts/localstack/prepare.sh")"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 endpoint="http://127.0.0.1:$port"
-logfile="$home/localstack.log"
+logfile="$home/localstack-$port.log"
 
 # The settings the suite needs (docs/localstack.md says why, one by one).
 settings=(
