@@ -31,7 +31,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (clients) await deleteResourcesNamed(clients, `sink-${process.pid}-`);
+  if (clients) await deleteResourcesNamed(clients, 'tables', `sink-${process.pid}-`);
   clients?.destroy();
   await emulators?.stop();
 });

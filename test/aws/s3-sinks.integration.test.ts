@@ -29,7 +29,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (clients) await deleteResourcesNamed(clients, `sinks-${process.pid}-`);
+  if (clients) await deleteResourcesNamed(clients, 'buckets', `sinks-${process.pid}-`);
   clients?.destroy();
   await emulators?.stop();
 });

@@ -26,7 +26,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  if (clients) await deleteResourcesNamed(clients, `esm-test-${process.pid}-`);
+  if (clients) await deleteResourcesNamed(clients, 'streams', `esm-test-${process.pid}-`);
   clients?.destroy();
   await emulators?.stop();
 });

@@ -23,17 +23,21 @@ export async function deleteResources(clients: AwsClients, created: CreatedResou
   ]);
 }
 
-/** Deletes every stream, table and bucket whose name starts with `prefix` (names made from a counter). */
-export async function deleteResourcesNamed(clients: AwsClients, prefix: string): Promise<void> {
-  const streams: string[] = [];
-  for await (const page of paginateListStreams({ client: clients.kinesis }, {})) streams.push(...(page.StreamNames ?? []));
-  const tables: string[] = [];
-  for await (const page of paginateListTables({ client: clients.dynamodb }, {})) tables.push(...(page.TableNames ?? []));
-  const { Buckets } = await clients.s3.send(new ListBucketsCommand({}));
-  const mine = (names: readonly string[]): string[] => names.filter((n) => n.startsWith(prefix));
-  await deleteResources(clients, {
-    streams: mine(streams), tables: mine(tables), buckets: mine((Buckets ?? []).map((b) => b.Name!)),
-  });
+/**
+ * Deletes every stream, table or bucket (`kind`) whose name starts with `prefix` (names made from
+ * a counter). One kind: a test file starts only the emulators it needs, and the others have no endpoint.
+ */
+export async function deleteResourcesNamed(clients: AwsClients, kind: 'streams' | 'tables' | 'buckets', prefix: string): Promise<void> {
+  const names: string[] = [];
+  if (kind === 'streams') {
+    for await (const page of paginateListStreams({ client: clients.kinesis }, {})) names.push(...(page.StreamNames ?? []));
+  } else if (kind === 'tables') {
+    for await (const page of paginateListTables({ client: clients.dynamodb }, {})) names.push(...(page.TableNames ?? []));
+  } else {
+    const { Buckets } = await clients.s3.send(new ListBucketsCommand({}));
+    names.push(...(Buckets ?? []).map((b) => b.Name!));
+  }
+  await deleteResources(clients, { [kind]: names.filter((n) => n.startsWith(prefix)) });
 }
 
 async function deleteStream(clients: AwsClients, name: string): Promise<void> {
