@@ -35,8 +35,10 @@ started=$(date +%s)
 env "${settings[@]}" setsid "$home/venv/bin/python" -m localstack.runtime.main > "$logfile" 2>&1 &
 pid=$!
 
+command_pid=""
 stop() {
   local status=$?
+  if [ -n "$command_pid" ] && kill -0 "$command_pid" 2>/dev/null; then kill -TERM "$command_pid" 2>/dev/null || true; fi
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM -- "-$pid" 2>/dev/null || true
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
@@ -60,4 +62,8 @@ log "healthy after $(( $(date +%s) - started )) s"
 
 export AWS_ENDPOINT_URL="$endpoint" AWS_ENDPOINT_URL_S3="$endpoint"
 export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
-"$@"
+# In the background and waited for: bash runs a trap only once the foreground command returns,
+# while `wait` returns at once on a signal, so TERM stops LocalStack (and the command) right away.
+"$@" &
+command_pid=$!
+wait "$command_pid"
