@@ -16,6 +16,7 @@ import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
 import type { OutputMode } from '../../lib/core/output-mode.js';
 import { parseTimestamp } from '../../lib/core/timestamps.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
+import { deleteResources } from '../support/cleanup.js';
 import { col, count, sum, window } from '../../lib/plan/functions.js';
 import { CostMeter } from '../../lib/core/cost-meter.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
@@ -34,6 +35,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  if (aws) await deleteResources(aws, { tables: [CP, STATE] });
   aws?.destroy();
   await emu?.stop();
 });

@@ -5,6 +5,7 @@ import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { DynamoDbCheckpoint, type DynamoDbCheckpointOptions } from '../../lib/aws/dynamodb-checkpoint.js';
 import { CHECKPOINT_TABLE_KEYS, ensureTables, tableDefinition } from '../../lib/aws/tables.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
+import { deleteResources } from '../support/cleanup.js';
 import { CHECKPOINT_FORMAT_VERSION, type CommitEntry, type OffsetSeq, type QueryMetadata } from '../../lib/checkpoint/checkpoint.js';
 import { CheckpointError } from '../../lib/errors/sluice-error.js';
 import { CostMeter } from '../../lib/core/cost-meter.js';
@@ -23,6 +24,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  if (aws) await deleteResources(aws, { tables: [CP, STATE, 'sluice-checkpoint-test-sink', 'sluice-wrong-keys'] });
   aws?.destroy();
   await emu?.stop();
 });

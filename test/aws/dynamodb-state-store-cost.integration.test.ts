@@ -18,6 +18,7 @@ import { DynamoDbStateStoreProvider, StateCache } from '../../lib/aws/dynamodb-s
 import { ensureTables } from '../../lib/aws/tables.js';
 import type { Checkpoint } from '../../lib/checkpoint/checkpoint.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
+import { deleteResources } from '../support/cleanup.js';
 import { count, sum } from '../../lib/plan/functions.js';
 import { CostMeter } from '../../lib/core/cost-meter.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
@@ -63,6 +64,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  if (clients[0]) await deleteResources(clients[0], { tables: [CP, STATE, PER_KEY] });
   for (const c of clients) c.destroy();
   await emu?.stop();
 });

@@ -7,6 +7,7 @@ import {
 } from '../../lib/aws/dynamodb-state-store.js';
 import { ensureTables } from '../../lib/aws/tables.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
+import { deleteResources } from '../support/cleanup.js';
 import { CostMeter } from '../../lib/core/cost-meter.js';
 import type { StateStore } from '../../lib/state/state-store.js';
 import { CheckpointError } from '../../lib/errors/sluice-error.js';
@@ -25,6 +26,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  if (aws) await deleteResources(aws, { tables: ['sluice-state-test-cp', TABLE] });
   aws?.destroy();
   await emu?.stop();
 });

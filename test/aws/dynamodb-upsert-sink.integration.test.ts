@@ -13,6 +13,7 @@ import { DynamoDbUpsertSink, encodeDynamoDbKey, writeUnitsFor } from '../../lib/
 import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
+import { deleteResourcesNamed } from '../support/cleanup.js';
 import { WINDOW_STRUCT, type StructField } from '../../lib/plan/data-types.js';
 import { CostMeter } from '../../lib/core/cost-meter.js';
 import type { OutputMode } from '../../lib/core/output-mode.js';
@@ -30,6 +31,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  if (clients) await deleteResourcesNamed(clients, 'tables', `sink-${process.pid}-`);
   clients?.destroy();
   await emulators?.stop();
 });

@@ -5,6 +5,7 @@ import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { DynamoDbWatermarkCoordinator } from '../../lib/aws/dynamodb-watermarks.js';
 import { ensureTables } from '../../lib/aws/tables.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
+import { deleteResources } from '../support/cleanup.js';
 import { CostMeter } from '../../lib/core/cost-meter.js';
 
 let emu: EmulatorSet;
@@ -20,6 +21,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  if (aws) await deleteResources(aws, { tables: [CP] });
   aws?.destroy();
   await emu?.stop();
 });

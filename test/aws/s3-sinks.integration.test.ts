@@ -10,6 +10,7 @@ import { readS3FileBatches, readS3Files, readS3SnapshotPartitions, readS3Snapsho
 import { getObjectText } from '../../lib/aws/s3-util.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
+import { deleteResourcesNamed } from '../support/cleanup.js';
 import { WINDOW_STRUCT, type StructField } from '../../lib/plan/data-types.js';
 import { CostMeter } from '../../lib/core/cost-meter.js';
 import type { OutputMode } from '../../lib/core/output-mode.js';
@@ -28,6 +29,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  if (clients) await deleteResourcesNamed(clients, 'buckets', `sinks-${process.pid}-`);
   clients?.destroy();
   await emulators?.stop();
 });

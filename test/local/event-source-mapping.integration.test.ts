@@ -7,6 +7,7 @@ import type { Shard } from '@aws-sdk/client-kinesis';
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
+import { deleteResourcesNamed } from '../support/cleanup.js';
 import {
   createStreamAndWait, hashKeyForShard, listAllShards, mergeShards, putRecordsBatched, splitShardEvenly,
   type PutRecordResult,
@@ -25,6 +26,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  if (clients) await deleteResourcesNamed(clients, 'streams', `esm-test-${process.pid}-`);
   clients?.destroy();
   await emulators?.stop();
 });
@@ -36,7 +38,7 @@ const seqs = (e: KinesisStreamEvent): string[] => e.Records.map((r) => r.kinesis
 const big = (s: string): bigint => BigInt(s);
 
 async function newStream(shards = 1): Promise<{ name: string; shards: Shard[] }> {
-  const name = `esm-test-${++streamCounter}-${Date.now()}`;
+  const name = `esm-test-${process.pid}-${++streamCounter}-${Date.now()}`;
   await createStreamAndWait(clients.kinesis, name, shards);
   const listed = await listAllShards(clients.kinesis, name);
   return { name, shards: listed };

@@ -3,6 +3,7 @@
  * the real Kinesis-trigger handler driven by the local event source mapping.
  */
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import { onTestFinished } from 'vitest';
 import type { StreamingQueryDefinition } from '../../lib/query/query-definition.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { createKinesisTriggerHandler, createRepartitionTriggerHandler, type KinesisTriggerOptions } from '../../lib/aws/kinesis-trigger-handler.js';
@@ -14,6 +15,7 @@ import { LocalEventSourceMapping, type LocalEventSourceMappingOptions } from '..
 import type { EmulatorSet } from '../../lib/local/emulators.js';
 import type { RuntimeConfig } from '../../lib/runtime/runtime-config.js';
 import type { ShardInvocationResult } from '../../lib/query/shard-invocation.js';
+import { deleteResources } from './cleanup.js';
 
 let deployments = 0;
 
@@ -47,6 +49,15 @@ export async function deploy(
     snapshotEveryBatches: 3,
     ...(options.repartitionShards ? { repartitionStreamName: `sluice-repartition-${id}` } : {}),
   };
+  // Called inside a test: what it creates is deleted when the test ends, passed or failed.
+  onTestFinished(async () => {
+    await deleteResources(clients, {
+      streams: [config.streamName, ...(config.repartitionStreamName ? [config.repartitionStreamName] : [])],
+      tables: [config.checkpointTable, config.stateTable, config.sinkTable!],
+      buckets: [config.sinkBucket!, config.deadLetterBucket],
+    });
+    clients.destroy();
+  });
   await createStreamAndWait(clients.kinesis, config.streamName, shards);
   if (config.repartitionStreamName) await createStreamAndWait(clients.kinesis, config.repartitionStreamName, options.repartitionShards);
   await ensureTables(clients.dynamodb, { checkpointTable: config.checkpointTable, stateTable: config.stateTable, sinkTable: config.sinkTable });
