@@ -15,7 +15,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     projects: [
-      { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/**/*.integration.test.ts'] } },
+      { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/**/*.integration.test.ts', 'test/localstack/**'] } },
       { extends: true, test: { name: 'integration', include: ['test/**/*.integration.test.ts'] } },
     ],
   },
