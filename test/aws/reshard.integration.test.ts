@@ -116,7 +116,7 @@ async function expectSameAsWithoutReshard(scenario: Scenario): Promise<void> {
   expect([...children].some((s) => s !== 'shardId-000000000000' && s !== 'shardId-000000000001')).toBe(true);
 }
 
-const TIMEOUT = 240_000;
+const TIMEOUT = Number(globalThis.process.env.RESHARD_TEST_TIMEOUT_MS ?? 240_000);
 let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });
 afterAll(async () => { await emulators?.stop(); });
