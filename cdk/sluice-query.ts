@@ -98,11 +98,23 @@ export interface SluiceQueryProps {
   readonly stream?: kinesis.IStream;
 
   /**
-   * Shards of the stream the construct creates. Not allowed with `stream`.
+   * Shards of the stream the construct creates. Not allowed with `stream`, nor with an on-demand
+   * `streamMode`.
    *
    * @default 1
    */
   readonly shardCount?: number;
+
+  /**
+   * Capacity mode of the stream the construct creates. An on-demand stream splits and merges its
+   * shards by itself; stateful queries follow (a child shard starts from its parents' state, see
+   * docs/architecture.md, Resharding). Its shard count is not known at synth, so a stateful query
+   * runs in one stage only when its declared `source.partitionKey` is a state key, else with a
+   * repartition stage. Not allowed with `stream` (a given stream has its own mode).
+   *
+   * @default kinesis.StreamMode.PROVISIONED
+   */
+  readonly streamMode?: kinesis.StreamMode;
 
   /**
    * Retention of the stream: set on a created stream; for a given `stream`, say what it has.
@@ -135,9 +147,8 @@ export interface SluiceQueryProps {
 
   /**
    * Shards of the internal repartition stream: the number of state partitions of stage 2. Only
-   * used when the query has a repartition stage. Choose it before the first deployment: state
-   * lives per internal shard, and resharding the internal stream later would move keys to shards
-   * that do not hold their state.
+   * used when the query has a repartition stage. The internal stream may be resharded later
+   * (SplitShard, MergeShards, UpdateShardCount): each child shard starts from its parents' state.
    *
    * @default - the source stream's shard count when known, else 2
    */
@@ -670,6 +681,9 @@ export class SluiceQuery extends Construct {
     }
     duration('idleShardTimeout', 'the scheduled handler gets it in milliseconds');
     duration('iteratorAgeAlarmThreshold', 'the alarm threshold is written in milliseconds');
+    if (props.streamMode !== undefined && props.stream) {
+      throw this.propError('streamMode applies only to a stream the construct creates; a stream was given.');
+    }
     if (props.shardCount !== undefined && props.stream) {
       throw this.propError(`shardCount (${props.shardCount}) applies only to a stream the construct creates; a stream was given.`);
     }
@@ -700,6 +714,18 @@ export class SluiceQuery extends Construct {
   } {
     const streamRetention = props.streamRetention ?? Duration.hours(24);
     if (props.stream) return { stream: props.stream, expectedShardCount: props.expectedShardCount, streamRetention };
+    if (props.streamMode === kinesis.StreamMode.ON_DEMAND) {
+      if (props.shardCount !== undefined || props.expectedShardCount !== undefined) {
+        throw this.propError('shardCount and expectedShardCount do not apply to an on-demand stream: Kinesis changes its shard count by itself.');
+      }
+      const onDemand = new kinesis.Stream(this, 'Stream', {
+        streamMode: kinesis.StreamMode.ON_DEMAND,
+        retentionPeriod: streamRetention,
+        encryption: kinesis.StreamEncryption.MANAGED,
+        removalPolicy,
+      });
+      return { stream: onDemand, expectedShardCount: undefined, streamRetention };
+    }
     const shardCount = props.shardCount ?? 1;
     if (props.expectedShardCount !== undefined && props.expectedShardCount !== shardCount) {
       throw this.propError(`expectedShardCount (${props.expectedShardCount}) differs from the shardCount of the stream this construct creates (${shardCount}).`);

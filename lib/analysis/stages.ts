@@ -22,6 +22,8 @@ export interface RepartitionPlan {
   /** Cut-output ordinals of the columns that route a row to its state partition ([] = one partition). */
   readonly routingOrdinals: readonly number[];
   readonly routingColumns: readonly string[];
+  /** Where each routing column sits among the stateful operator's keys (a reshard routes state by them). */
+  readonly routingKeyPositions: readonly number[];
   /** The event-time column (cut-output ordinal) and delay: source watermarks travel with the rows. */
   readonly eventTime: { readonly ordinal: number; readonly delayMs: number } | null;
   /** The stateful operator's kind and keys, for explain. */
@@ -88,11 +90,14 @@ function traceToCut(node: LogicalPlan, attribute: Attribute, cut: LogicalPlan): 
   return child ? traceToCut(child, attribute, cut) : -1;
 }
 
-function keyAttributes(stateful: LogicalPlan): { child: LogicalPlan; keys: Attribute[]; names: string[] } {
-  if (stateful.kind === 'Deduplicate') return { child: stateful.child, keys: [...stateful.keys], names: stateful.keys.map((k) => k.name) };
+function keyAttributes(stateful: LogicalPlan): { child: LogicalPlan; keys: Attribute[]; names: string[]; positions: number[] } {
+  if (stateful.kind === 'Deduplicate') {
+    return { child: stateful.child, keys: [...stateful.keys], names: stateful.keys.map((k) => k.name), positions: stateful.keys.map((_, i) => i) };
+  }
   if (stateful.kind !== 'Aggregate') throw refuse('stream-stream joins are not repartitioned yet');
   const keys: Attribute[] = [];
   const names: string[] = [];
+  const positions: number[] = [];
   for (const g of stateful.groupingExprs) {
     let e: Expr = g;
     while (e.kind === 'alias') e = e.child;
@@ -101,12 +106,15 @@ function keyAttributes(stateful: LogicalPlan): { child: LogicalPlan; keys: Attri
     if (e.kind !== 'column') continue;
     try {
       const resolved = resolveName(e.name, stateful.child.output);
-      if (resolved.path.length === 0) keys.push(resolved.attribute);
+      if (resolved.path.length === 0) {
+        keys.push(resolved.attribute);
+        positions.push(names.length - 1);
+      }
     } catch {
       // A computed key cannot route; the other keys (or one partition) still give a correct answer.
     }
   }
-  return { child: stateful.child, keys, names };
+  return { child: stateful.child, keys, names, positions };
 }
 
 /** Splits a streaming plan with one stateful operator over one source into the two stages. */
@@ -116,7 +124,7 @@ export function planRepartition(plan: LogicalPlan): RepartitionPlan {
     throw refuse(statefulNodes.length === 0 ? 'it has no stateful operator' : `it has ${statefulNodes.length} stateful operators; one is supported`);
   }
   const stateful = statefulNodes[0]!;
-  const { child, keys, names } = keyAttributes(stateful);
+  const { child, keys, names, positions } = keyAttributes(stateful);
   const sources = collect(stateful, (n) => n.kind === 'StreamingRelation');
   if (sources.length !== 1) throw refuse('the stateful operator reads more than one stream');
   // Cut below the lowest event-time watermark, so that stage 2 applies it to the rows it owns.
@@ -127,7 +135,7 @@ export function planRepartition(plan: LogicalPlan): RepartitionPlan {
   if (collect(cut, (n) => n.kind === 'LocalRelation' || n.kind === 'Join' || n.kind === 'Union').length > 0) {
     throw refuse('the part below the stateful operator joins or unions other data');
   }
-  const routing = keys.map((k) => ({ name: k.name, ordinal: traceToCut(child, k, cut) })).filter((r) => r.ordinal >= 0);
+  const routing = keys.map((k, i) => ({ name: k.name, ordinal: traceToCut(child, k, cut), position: positions[i]! })).filter((r) => r.ordinal >= 0);
   const eventTime = watermark
     ? { ordinal: cut.output.findIndex((a) => a.id === watermark.eventTime.id), delayMs: watermark.delayMs }
     : null;
@@ -137,6 +145,7 @@ export function planRepartition(plan: LogicalPlan): RepartitionPlan {
     cutOutput: cut.output,
     routingOrdinals: routing.map((r) => r.ordinal),
     routingColumns: routing.map((r) => r.name),
+    routingKeyPositions: routing.map((r) => r.position),
     eventTime,
     statefulOperator: { kind: stateful.kind, keys: names },
     stage2: (sourceId) => {

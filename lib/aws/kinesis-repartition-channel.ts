@@ -28,7 +28,14 @@ export class KinesisRepartitionChannel implements RepartitionChannel {
     return shards;
   }
 
-  async put(records: readonly RepartitionRecordOut[]): Promise<void> {
+  refresh(): void {
+    this.cached = null;
+  }
+
+  /** Writes every record; answers the shard each one went to, in order. */
+  async put(records: readonly RepartitionRecordOut[]): Promise<string[]> {
+    const landed: string[] = [];
+    const indexOf = new Map(records.map((r, i) => [r, i]));
     for (const chunk of chunks(records)) {
       let pending = chunk;
       for (let attempt = 0; pending.length > 0; attempt++) {
@@ -40,9 +47,11 @@ export class KinesisRepartitionChannel implements RepartitionChannel {
         }));
         this.meter?.add('kinesisPutRecords', 1);
         const results = response.Records ?? [];
+        pending.forEach((r, i) => { if (results[i]?.ShardId && !results[i]?.ErrorCode) landed[indexOf.get(r)!] = results[i]!.ShardId!; });
         pending = pending.filter((_, i) => results[i]?.ErrorCode !== undefined);
       }
     }
+    return landed;
   }
 }
 

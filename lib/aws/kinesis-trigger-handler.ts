@@ -84,7 +84,13 @@ function createShardHandler(
     backendsFor = (shardId) => backends.forPartition(shardId, stage);
     if (stage.isStateful) {
       const streamName = stage.reads === 'internal-stream' ? config.repartitionStreamName! : config.streamName;
-      reshardGuard = new ReshardGuard(clients.kinesis, streamName, (shardId) => backends.forPartition(shardId, stage).checkpoint);
+      const internal = stage.reads === 'internal-stream';
+      reshardGuard = new ReshardGuard({
+        kinesis: clients.kinesis, streamName, query, stage,
+        checkpointOf: (shardId) => backends.forPartition(shardId, stage).checkpoint,
+        reader: internal ? backends.repartitionShardReader! : backends.shardReader,
+        ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(shardId) }),
+      });
     }
   }
   const base = backendsFor;

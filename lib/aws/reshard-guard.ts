@@ -1,47 +1,181 @@
 /**
- * State partitions are shards. When a stream is resharded, a child shard's keys had their state in
- * the parent's partition; starting the child with empty state would give a silently wrong answer.
- * Until state can be split and merged across partitions, a stateful partition whose shard has a
- * parent with committed state is refused, loudly, before it runs a batch.
+ * State partitions are shards, and a reshard replaces shards by children (a split gives two, a
+ * merge one). Before a child shard's partition runs anything, on every path (the Kinesis handler,
+ * the scheduled tick, drain, stage 2):
+ *
+ * 1. every ancestor is finished: its shard is closed and its checkpoint has committed its last
+ *    record (an ancestor that never ran, e.g. a short-lived child split again, is seeded and
+ *    checked the same way, recursively). Until then the child waits (RESHARD_PARENT_PENDING,
+ *    retryable: Lambda retries the child's records; the scheduled function skips it this time);
+ * 2. a stateful child is seeded from its parents' final state (lib/checkpoint/reshard-seed.ts):
+ *    the entries whose routing key hashes into its range after a split, the union after a merge,
+ *    with the parents' watermarks and, for stage 2, what they applied per source shard;
+ * 3. the parents' watermark rows are marked closed, so they no longer hold the minimum back.
+ *
+ * A finished parent runs nothing again: its keys belong to its children (`prepare` says so to
+ * the scheduled function, which would otherwise run a no-data batch on it).
  */
-import type { KinesisClient } from '@aws-sdk/client-kinesis';
+import type { KinesisClient, Shard } from '@aws-sdk/client-kinesis';
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
+import { seedFromParents } from '../checkpoint/reshard-seed.js';
 import { CheckpointError } from '../errors/sluice-error.js';
+import type { CompiledQuery } from '../query/compiled-query.js';
+import type { QueryStage } from '../query/query-stage.js';
+import { committedShardOffset } from '../query/shard-invocation.js';
+import { readAfterPosition, seedRepartitionOffset } from '../sources/repartition-shard-source.js';
+import { repartitionStateRouting, sourceStreamStateRouting, type HashKeyRange, type StoreRouting } from '../state/state-routing.js';
+import type { ShardPosition } from './kinesis-shard-reader.js';
 import { listStreamShards } from './kinesis-shard-reader.js';
 
+export type ShardReadiness =
+  | { readonly state: 'ready' }
+  /** Closed and fully committed: its children own its keys now. */
+  | { readonly state: 'finished' }
+  | { readonly state: 'waiting'; readonly reason: string };
+
+export interface ReshardGuardOptions {
+  readonly kinesis: KinesisClient;
+  /** The stream whose shards run `stage` (the source stream, or the internal one for stage 2). */
+  readonly streamName: string;
+  readonly query: CompiledQuery;
+  readonly stage: QueryStage;
+  readonly checkpointOf: (shardId: string) => Checkpoint;
+  readonly reader: { readAfter(shardId: string, after: string | null, limit?: number): Promise<ShardPosition> };
+  /** Takes a finished shard out of the watermark minimum (the source stream's partitions). */
+  readonly markClosed?: (shardId: string) => Promise<void>;
+}
+
+/** How a stage's state entries follow their keys to child shards. */
+export function stateRoutingOf(query: CompiledQuery, stage: QueryStage): StoreRouting[] {
+  if (!stage.isStateful) return [];
+  if (stage.reads === 'internal-stream') return repartitionStateRouting(stage.plan, query.repartition?.routingKeyPositions ?? []);
+  return sourceStreamStateRouting(stage.plan, query.definition.source.partitionKey);
+}
+
+function rangeOf(shard: Shard): HashKeyRange {
+  return { start: BigInt(shard.HashKeyRange?.StartingHashKey ?? '0'), end: BigInt(shard.HashKeyRange?.EndingHashKey ?? '0') };
+}
+
+/** A parent no longer listed: its range is unknown, so its state is filtered by key. */
+const UNKNOWN_RANGE: HashKeyRange = { start: 0n, end: (1n << 128n) - 1n };
+
+function parentsOf(shard: Shard): string[] {
+  return [shard.ParentShardId, shard.AdjacentParentShardId].filter((p): p is string => p !== undefined && p !== null);
+}
+
+/** The shards in an order where every parent comes before its children. */
+export function parentsFirst(shards: readonly Shard[]): Shard[] {
+  const byId = new Map(shards.map((s) => [s.ShardId!, s]));
+  const done = new Set<string>();
+  const out: Shard[] = [];
+  const visit = (shard: Shard): void => {
+    if (done.has(shard.ShardId!)) return;
+    done.add(shard.ShardId!);
+    for (const parent of parentsOf(shard)) {
+      const p = byId.get(parent);
+      if (p) visit(p);
+    }
+    out.push(shard);
+  };
+  shards.forEach(visit);
+  return out;
+}
+
 export class ReshardGuard {
-  private readonly checked = new Set<string>();
+  /** Partitions that committed or were seeded: nothing to check again in this container. */
+  private readonly ready = new Set<string>();
+  private readonly finished = new Set<string>();
+  private readonly stores: StoreRouting[];
 
-  constructor(
-    private readonly kinesis: KinesisClient,
-    private readonly streamName: string,
-    private readonly checkpointOf: (shardId: string) => Checkpoint,
-  ) {}
-
-  async check(shardId: string): Promise<void> {
-    if (this.checked.has(shardId)) return;
-    // A partition that has committed before was checked when it started.
-    if (await this.checkpointOf(shardId).commitLog.getLatest()) {
-      this.checked.add(shardId);
-      return;
-    }
-    const shard = (await listStreamShards(this.kinesis, this.streamName)).find((s) => s.ShardId === shardId);
-    const parents = [shard?.ParentShardId, shard?.AdjacentParentShardId].filter((p): p is string => p !== undefined);
-    for (const parent of parents) {
-      if (await this.checkpointOf(parent).commitLog.getLatest()) {
-        throw new CheckpointError(
-          `Shard ${shardId} of ${this.streamName} was created by a reshard of ${parents.join(' and ')}, whose state partition holds `
-          + 'state for its keys; running it with empty state would give wrong results.',
-          {
-            code: 'RESHARD_WITH_STATE',
-            retryable: false,
-            hint: 'resharding a stream under a stateful query is not supported yet: restore the previous shard count, '
-              + 'or start the query under a new name (a fresh checkpoint) on the resharded stream.',
-            context: { shardId, parents },
-          },
-        );
-      }
-    }
-    this.checked.add(shardId);
+  constructor(private readonly options: ReshardGuardOptions) {
+    this.stores = stateRoutingOf(options.query, options.stage);
   }
+
+  /** Throws RESHARD_PARENT_PENDING (retryable) while an ancestor is not finished. */
+  async check(shardId: string): Promise<void> {
+    const readiness = await this.prepare(shardId);
+    if (readiness.state === 'waiting') throw pending(shardId, readiness.reason);
+  }
+
+  /**
+   * Whether `shardId` may run now, seeding its state from its parents when it is a child that has
+   * not run yet. With `detectFinished`, a closed and fully committed shard is reported finished
+   * (one GetRecords), which the scheduled function uses to leave it alone.
+   */
+  async prepare(shardId: string, options: { detectFinished?: boolean; shards?: readonly Shard[] } = {}): Promise<ShardReadiness> {
+    if (this.finished.has(shardId)) return { state: 'finished' };
+    if (!options.detectFinished && this.ready.has(shardId)) return { state: 'ready' };
+    const shards = options.shards ?? await listStreamShards(this.options.kinesis, this.options.streamName);
+    const readiness = await this.prepareIn(shardId, shards, new Set());
+    if (readiness.state !== 'ready' || !options.detectFinished) return readiness;
+    const shard = shards.find((s) => s.ShardId === shardId);
+    return shard && await this.isFinished(shard) ? { state: 'finished' } : readiness;
+  }
+
+  private async prepareIn(shardId: string, shards: readonly Shard[], visiting: Set<string>): Promise<ShardReadiness> {
+    if (this.ready.has(shardId)) return { state: 'ready' };
+    const checkpoint = this.options.checkpointOf(shardId);
+    if (await checkpoint.commitLog.getLatest()) {
+      this.ready.add(shardId);
+      return { state: 'ready' };
+    }
+    const shard = shards.find((s) => s.ShardId === shardId);
+    const parentIds = shard ? parentsOf(shard) : [];
+    if (visiting.has(shardId)) throw new Error(`shard lineage of ${shardId} is cyclic`);
+    visiting.add(shardId);
+    const parents: { partitionId: string; checkpoint: Checkpoint; range: HashKeyRange }[] = [];
+    for (const parentId of parentIds) {
+      const parent = shards.find((s) => s.ShardId === parentId);
+      // A parent past the stream's retention is no longer listed: what it held was read or is gone.
+      if (!parent) {
+        parents.push({ partitionId: this.partition(parentId), checkpoint: this.options.checkpointOf(parentId), range: UNKNOWN_RANGE });
+        continue;
+      }
+      const upstream = await this.prepareIn(parentId, shards, visiting);
+      if (upstream.state === 'waiting') return upstream;
+      if (!(await this.isFinished(parent))) {
+        return { state: 'waiting', reason: `its parent ${parentId} has records not committed yet` };
+      }
+      parents.push({ partitionId: this.partition(parentId), checkpoint: this.options.checkpointOf(parentId), range: rangeOf(parent) });
+    }
+    if (shard && parents.length > 0 && this.options.stage.isStateful) {
+      await seedFromParents({
+        childPartitionId: this.partition(shardId),
+        child: checkpoint,
+        childRange: rangeOf(shard),
+        parents,
+        stores: this.stores,
+        sourceName: this.options.stage.sourceId,
+        startOffset: (offsets) => (this.options.stage.reads === 'internal-stream' ? seedRepartitionOffset(shardId, offsets) : null),
+      });
+    }
+    this.ready.add(shardId);
+    return { state: 'ready' };
+  }
+
+  /** Closed, and nothing after its committed position. */
+  private async isFinished(shard: Shard): Promise<boolean> {
+    const shardId = shard.ShardId!;
+    if (this.finished.has(shardId)) return true;
+    if (shard.SequenceNumberRange?.EndingSequenceNumber === undefined) return false;
+    const committed = await committedShardOffset(this.options.checkpointOf(shardId), this.options.stage.sourceId);
+    const position = await this.options.reader.readAfter(shardId, readAfterPosition(committed?.sequenceNumber), 1);
+    if (position.records.length > 0 || !position.closed) return false;
+    this.finished.add(shardId);
+    await this.options.markClosed?.(shardId);
+    return true;
+  }
+
+  private partition(shardId: string): string {
+    return this.options.stage.checkpointPartition(shardId);
+  }
+}
+
+function pending(shardId: string, reason: string): CheckpointError {
+  return new CheckpointError(`Shard ${shardId} waits for its parents after a reshard: ${reason}.`, {
+    code: 'RESHARD_PARENT_PENDING',
+    retryable: true,
+    hint: 'nothing to do: the child runs once its parents\' last records are committed (Lambda retries it; the scheduled function runs it next time).',
+    context: { shardId },
+  });
 }

@@ -10,7 +10,9 @@
  * queries that run only on a schedule.
  *
  * It never races the Kinesis handler's invocation of the same shard into a wrong result: both
- * plan batch N with a conditional put, and the loser stops.
+ * plan batch N with a conditional put, and the loser stops. After a reshard, shards run parents
+ * first, a child only once its ancestors are finished (seeded from their state), and a finished
+ * parent not at all (lib/aws/reshard-guard.ts).
  */
 import { compileForDeployment, type CompiledQuery, type DeployableQuery } from '../query/compiled-query.js';
 import type { QueryStage, StageKind } from '../query/query-stage.js';
@@ -21,7 +23,10 @@ import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
 import { createAwsQueryBackends, type AwsQueryBackends } from './aws-backends.js';
+import type { Shard } from '@aws-sdk/client-kinesis';
 import { listStreamShards } from './kinesis-shard-reader.js';
+import { parentsFirst, ReshardGuard, type ShardReadiness } from './reshard-guard.js';
+import { readAfterPosition } from '../sources/repartition-shard-source.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
 
 export interface ScheduledTriggerOptions {
@@ -67,9 +72,25 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
   const context: Context = { query, config, backends, observability, options };
   const { sourceStage, stateStage } = query;
 
+  const guards = new Map<QueryStage, ReshardGuard>();
+  const guardOf = (stage: QueryStage): ReshardGuard => {
+    let guard = guards.get(stage);
+    if (!guard) {
+      const internal = stage.reads === 'internal-stream';
+      guard = new ReshardGuard({
+        kinesis: clients.kinesis, streamName: internal ? config.repartitionStreamName! : config.streamName, query, stage,
+        checkpointOf: (shardId) => backends.forPartition(shardId, stage).checkpoint,
+        reader: internal ? backends.repartitionShardReader! : backends.shardReader,
+        ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(shardId) }),
+      });
+      guards.set(stage, guard);
+    }
+    return guard;
+  };
+
   return async (event = {}) => {
     const drain = (event as ScheduledTriggerEvent).mode === 'drain';
-    const shards = await listStreamShards(clients.kinesis, config.streamName);
+    const shards = parentsFirst(await listStreamShards(clients.kinesis, config.streamName));
     // First every shard's idle state, so that each no-data batch below sees all of them.
     const caughtUp = new Map<string, boolean>();
     for (const shard of shards) {
@@ -84,20 +105,39 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
     const summary: ScheduledTriggerSummary['shards'][number][] = [];
     for (const shard of shards) {
       const shardId = shard.ShardId!;
-      const entry = drain ? await drainShard(context, shardId, sourceStage) : await tickShard(context, shardId, sourceStage);
+      const entry = await runGuarded(context, guardOf(sourceStage), shards, shardId, sourceStage, drain);
       summary.push({ ...entry, stage: sourceStage.kind, caughtUp: caughtUp.get(shardId) ?? false });
     }
     if (stateStage) {
       // Stage 2: the internal stream's shards, with whatever stage 1 just sent.
-      for (const shard of await listStreamShards(clients.kinesis, config.repartitionStreamName!)) {
-        const shardId = shard.ShardId!;
-        const entry = await drainShard(context, shardId, stateStage);
+      const internalShards = parentsFirst(await listStreamShards(clients.kinesis, config.repartitionStreamName!));
+      for (const shard of internalShards) {
+        const entry = await runGuarded(context, guardOf(stateStage), internalShards, shard.ShardId!, stateStage, true);
         summary.push({ ...entry, stage: stateStage.kind, caughtUp: entry.error === undefined });
       }
     }
     observability.metrics.publishStoredMetrics();
     return { shards: summary };
   };
+}
+
+/**
+ * Runs a shard once its ancestors are finished (a child seeded from them first); a finished shard
+ * (closed, fully committed) runs nothing more: its keys belong to its children.
+ */
+async function runGuarded(
+  context: Context, guard: ReshardGuard, shards: readonly Shard[], shardId: string, stage: QueryStage, drain: boolean,
+): Promise<{ shardId: string; batches: number; error?: string }> {
+  let readiness: ShardReadiness;
+  try {
+    readiness = await guard.prepare(shardId, { detectFinished: true, shards });
+  } catch (error) {
+    context.observability.logger.error('scheduled invocation could not start', { shardId, stage: stage.kind, error: error as Error });
+    return { shardId, batches: 0, error: (error as Error).message };
+  }
+  if (readiness.state === 'finished') return { shardId, batches: 0 };
+  if (readiness.state === 'waiting') return { shardId, batches: 0, error: `waiting for its parents: ${readiness.reason}` };
+  return drain ? drainShard(context, shardId, stage) : tickShard(context, shardId, stage);
 }
 
 async function confirmIdle(backends: AwsQueryBackends, stage: QueryStage, shardId: string, nowMs: number): Promise<boolean> {
@@ -137,7 +177,7 @@ async function drainShard(context: Context, shardId: string, stage: QueryStage):
   try {
     for (;;) {
       const committed = await committedShardOffset(backends.forPartition(shardId, stage).checkpoint, stage.sourceId);
-      const position = await reader.readAfter(shardId, committed?.sequenceNumber ?? null, options.drainBatchSize ?? 1000);
+      const position = await reader.readAfter(shardId, readAfterPosition(committed?.sequenceNumber), options.drainBatchSize ?? 1000);
       const result = await runAndReport(context, shardId, stage, position.records);
       batches += result.progress.length;
       if (result.error) return { shardId, batches, error: result.error.message };

@@ -200,3 +200,45 @@ function compareBig(a: string, b: string): number {
 export function hashKeyForShard(shard: Shard): string {
   return shard.HashKeyRange?.StartingHashKey ?? '0';
 }
+
+/**
+ * One reshard step: split a shard at its midpoint, or merge two adjacent open shards. `first-open`
+ * and `first-adjacent` pick the open shard(s) lowest in the hash-key space.
+ */
+export type ReshardStep =
+  | { readonly split: 'first-open' | string }
+  | { readonly merge: 'first-adjacent' | readonly [string, string] };
+
+/** The open shards, lowest hash key first. */
+export async function openShards(kinesis: KinesisClient, streamName: string): Promise<Shard[]> {
+  return (await listAllShards(kinesis, streamName))
+    .filter((s) => !isShardClosed(s))
+    .sort((a, b) => compareBig(a.HashKeyRange?.StartingHashKey ?? '0', b.HashKeyRange?.StartingHashKey ?? '0'));
+}
+
+/**
+ * Reshards a stream step by step, each step waiting until the stream is ACTIVE again; returns the
+ * shards each step created. Tests and fault injection (a reshard mid-run) call it.
+ */
+export async function reshardStream(
+  kinesis: KinesisClient, streamName: string, steps: readonly ReshardStep[], options: WaitOptions = {},
+): Promise<string[][]> {
+  const created: string[][] = [];
+  for (const step of steps) {
+    const open = await openShards(kinesis, streamName);
+    if ('split' in step) {
+      const shardId = step.split === 'first-open' ? open[0]?.ShardId : step.split;
+      if (!shardId) throw new Error(`stream ${streamName} has no open shard to split`);
+      created.push(await splitShardEvenly(kinesis, streamName, shardId, options));
+    } else {
+      let pair = step.merge === 'first-adjacent' ? undefined : step.merge;
+      for (let i = 0; pair === undefined && i + 1 < open.length; i++) {
+        const end = BigInt(open[i]!.HashKeyRange!.EndingHashKey!);
+        if (end + 1n === BigInt(open[i + 1]!.HashKeyRange!.StartingHashKey!)) pair = [open[i]!.ShardId!, open[i + 1]!.ShardId!];
+      }
+      if (!pair) throw new Error(`stream ${streamName} has no two adjacent open shards to merge`);
+      created.push([await mergeShards(kinesis, streamName, pair[0], pair[1], options)]);
+    }
+  }
+  return created;
+}

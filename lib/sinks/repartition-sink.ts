@@ -5,9 +5,10 @@
  * sends the same records, and stage 2 applies each (source, batch, part) once.
  */
 import { stringifyWithLongs } from '../core/long.js';
-import { createHash } from 'node:crypto';
 import type { CostMeter } from '../core/cost-meter.js';
 import { encodeRepartitionRecord, REPARTITION_RECORD_VERSION, type RepartitionRecord } from '../sources/repartition-records.js';
+import { StreamingQueryError } from '../errors/sluice-error.js';
+import { kinesisHashKey, repartitionRoutingKey } from '../state/state-routing.js';
 import type { Sink, SinkBatch } from './sink.js';
 
 export interface RepartitionTarget {
@@ -21,14 +22,31 @@ export interface RepartitionRecordOut {
   readonly partitionKey: string;
   /** Routes the record to exactly this shard (its starting hash key). */
   readonly explicitHashKey: string;
+  /** The shard it is meant for. */
+  readonly shardId?: string;
 }
 
 /** The internal stream, as stage 1 sees it (Kinesis on AWS). */
 export interface RepartitionChannel {
   /** The open shards, ordered by hash range. */
   shards(): Promise<readonly RepartitionTarget[]>;
-  /** Writes every record (retrying rejected ones); resolves when all are written. */
-  put(records: readonly RepartitionRecordOut[]): Promise<void>;
+  /**
+   * Writes every record (retrying rejected ones); resolves when all are written, with the shard
+   * each record went to when the channel knows it.
+   */
+  put(records: readonly RepartitionRecordOut[]): Promise<readonly string[] | void>;
+  /** Forgets a cached shard list (the stream was resharded). */
+  refresh?(): void;
+}
+
+/** Stage 1 routed by a shard list the internal stream no longer has: the batch must be sent again. */
+export class RepartitionResharded extends StreamingQueryError {
+  constructor(misrouted: number) {
+    super(`${misrouted} repartition record(s) landed on a shard other than the one they were built for: the internal stream was resharded.`, {
+      code: 'REPARTITION_RESHARDED', retryable: true,
+      hint: 'nothing to do: the batch is sent again by the new shard list, and the misrouted records are ignored by the shard that got them.',
+    });
+  }
 }
 
 export interface RepartitionSinkOptions {
@@ -43,9 +61,7 @@ export interface RepartitionSinkOptions {
 }
 
 /** Kinesis's own routing: the MD5 of the partition key as a 128-bit number. */
-export function hashKeyOf(routingKey: string): bigint {
-  return BigInt(`0x${createHash('md5').update(routingKey).digest('hex')}`);
-}
+export const hashKeyOf = kinesisHashKey;
 
 export function targetFor(targets: readonly RepartitionTarget[], hash: bigint): RepartitionTarget {
   const found = targets.find((t) => hash >= t.startingHashKey && hash <= t.endingHashKey);
@@ -65,7 +81,7 @@ export class RepartitionSink implements Sink {
     const { routingOrdinals, eventTimeOrdinal } = this.options;
     let maxEventTimeMicros: number | null = null;
     for (const row of batch.rows) {
-      const key = stringifyWithLongs(routingOrdinals.map((i) => row[i] ?? null));
+      const key = repartitionRoutingKey(routingOrdinals.map((i) => row[i]));
       byTarget.get(targetFor(targets, hashKeyOf(key)).shardId)!.push(row);
       if (eventTimeOrdinal !== null) {
         const t = row[eventTimeOrdinal];
@@ -93,13 +109,23 @@ export class RepartitionSink implements Sink {
   }
 
   private record(target: RepartitionTarget, record: RepartitionRecord): RepartitionRecordOut {
-    return { data: encodeRepartitionRecord(record), partitionKey: `${record.src}#${record.batch}`, explicitHashKey: target.startingHashKey.toString() };
+    return {
+      data: encodeRepartitionRecord({ ...record, to: target.shardId }),
+      partitionKey: `${record.src}#${record.batch}`,
+      explicitHashKey: target.startingHashKey.toString(),
+      shardId: target.shardId,
+    };
   }
 
   private async send(records: readonly RepartitionRecordOut[]): Promise<void> {
     this.options.meter?.add('repartitionRecords', records.length);
     this.options.meter?.add('repartitionBytes', records.reduce((n, r) => n + r.data.length, 0));
-    await this.options.channel.put(records);
+    const landed = await this.options.channel.put(records);
+    const misrouted = landed ? records.filter((r, i) => landed[i] !== undefined && landed[i] !== r.shardId).length : 0;
+    if (misrouted > 0) {
+      this.options.channel.refresh?.();
+      throw new RepartitionResharded(misrouted);
+    }
   }
 
   /** Splits rows into parts that encode below the record size limit (at least one part). */

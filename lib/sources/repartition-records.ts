@@ -24,6 +24,12 @@ export interface RepartitionRecord {
   readonly maxEventTimeMs: number | null;
   /** Rows in stage-1 output order, engine values (timestamps in epoch micros). */
   readonly rows: readonly (readonly unknown[])[];
+  /**
+   * The internal shard the record was built for. A record that lands elsewhere (stage 1 routed by a
+   * shard list from before a reshard, and Kinesis put it in a child) is ignored there; stage 1
+   * notices, and sends the batch again by the new shard list.
+   */
+  readonly to?: string;
 }
 
 /** What a state partition has applied from one source shard. */
@@ -97,4 +103,23 @@ export function sourcesWatermarkMs(progress: SourceProgressMap, delayMs: number,
   const watermark = (p: SourceProgress): number => (p.maxEventTimeMs === null ? 0 : Math.max(0, p.maxEventTimeMs - delayMs));
   const live = entries.filter((p) => !p.idle);
   return live.length === 0 ? Math.max(...entries.map(watermark)) : Math.min(...live.map(watermark));
+}
+
+/**
+ * What a child shard of the internal stream starts from after a reshard: its parents' applied
+ * progress, per source shard. After a split, each child has seen what its parent saw. After a
+ * merge, the parents agree on every source batch stage 1 committed (it sends a batch to every
+ * shard before committing it); where they differ, stage 1 was re-sending an uncommitted batch, and
+ * the parent that had it decides (see docs/architecture.md, Resharding: the one case not covered).
+ */
+export function mergeSourceProgress(parents: readonly (SourceProgressMap | null)[]): Record<string, SourceProgress> {
+  const merged: Record<string, SourceProgress> = {};
+  for (const progress of parents) {
+    for (const [src, p] of Object.entries(progress ?? {})) {
+      const current = merged[src];
+      if (!current || p.batch > current.batch || (p.batch === current.batch && p.complete && !current.complete)) merged[src] = p;
+      else if (p.batch === current.batch && !p.idle && current.idle) merged[src] = { ...current, idle: false };
+    }
+  }
+  return merged;
 }

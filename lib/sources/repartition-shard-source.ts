@@ -6,7 +6,9 @@
  */
 import type { StructField } from '../plan/data-types.js';
 import type { KinesisOffset, ShardRecord } from './kinesis-shard-source.js';
-import { applyRepartitionRecord, decodeRepartitionRecord, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap } from './repartition-records.js';
+import {
+  applyRepartitionRecord, decodeRepartitionRecord, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap,
+} from './repartition-records.js';
 import type { MicroBatchStream, Offset } from './source.js';
 
 export interface RepartitionOffset extends KinesisOffset {
@@ -76,11 +78,15 @@ export class RepartitionShardSource implements MicroBatchStream {
     const sources: Record<string, SourceProgress> = { ...(start?.sources ?? {}) };
     const records = this.recordsIn(start, end);
     for (const b of records) {
-      if (!b.decoded) continue;
+      if (!b.decoded || !this.isForThisShard(b.decoded)) continue;
       const applied = applyRepartitionRecord(sources, b.decoded);
       if (applied && rows) for (const r of applied) rows.push([...r]);
     }
     return { sources, records };
+  }
+
+  private isForThisShard(record: RepartitionRecord): boolean {
+    return record.to === undefined || record.to === this.shardId;
   }
 
   latestOffset(): Offset | null {
@@ -121,4 +127,26 @@ export class RepartitionShardSource implements MicroBatchStream {
   commit(end: Offset): void {
     this.setCommitted(end);
   }
+}
+
+/**
+ * A sequence number no Kinesis record has: a seeded child's offset names no record of its own
+ * shard yet (it reads from the start), while carrying what its parents applied.
+ */
+export const SEED_SEQUENCE_NUMBER = '0';
+
+/** The starting offset of a child shard of the internal stream, from its parents' last ones. */
+export function seedRepartitionOffset(shardId: string, parentOffsets: readonly (Offset | null)[]): Offset {
+  const offset: RepartitionOffset = {
+    shardId,
+    sequenceNumber: SEED_SEQUENCE_NUMBER,
+    recordCount: 0,
+    sources: mergeSourceProgress(parentOffsets.map((o) => asOffset(o)?.sources ?? null)),
+  };
+  return offset as unknown as Offset;
+}
+
+/** Where to read a shard after `sequenceNumber`: null (from the start) for a seeded child's offset. */
+export function readAfterPosition(sequenceNumber: string | null | undefined): string | null {
+  return sequenceNumber === undefined || sequenceNumber === null || sequenceNumber === SEED_SEQUENCE_NUMBER ? null : sequenceNumber;
 }

@@ -190,8 +190,9 @@ describe('Kinesis → Lambda handler → DynamoDB state → sinks (emulators)', 
     expect(progress.reduce((n, p) => n + p.numInputRows, 0)).toBe(sales.length);
   });
 
-  it('a reshard under a stateful query is refused loudly, not answered from empty state', async () => {
-    const d = await deploy(emulators, query('update', { kind: 'dynamodb' }), 1);
+  it('splitting a stream under a state that cannot be divided by key is refused loudly, not answered from part of it', async () => {
+    // No partition key declared: allowed in one stage only because the stream had one shard.
+    const d = await deploy(emulators, { ...query('update', { kind: 'dynamodb' }), source: { schema: 'store_id string, amount long, ts timestamp' } }, 1);
     await d.put(asRecords(sales.slice(0, 10)));
     await d.drain();
     const [parent] = await listAllShards(d.clients.kinesis, d.config.streamName);
@@ -203,7 +204,7 @@ describe('Kinesis → Lambda handler → DynamoDB state → sinks (emulators)', 
     const observability = { ...quiet, logger: { ...quiet.logger, error: (_m: string, extra: { error?: Error }) => { errors.push(extra.error?.message ?? ''); }, info: () => {} } };
     const failed: unknown[] = [];
     await d.drain({ maximumRetryAttempts: 1, onFailure: (info) => { failed.push(info); } }, { observability: observability as never });
-    expect(errors.some((e) => /created by a reshard of shardId-000000000000[\s\S]*How to fix/.test(e))).toBe(true);
+    expect(errors.some((e) => /Shard shardId-000000000000 was split[\s\S]*cannot be divided[\s\S]*How to fix/.test(e))).toBe(true);
     expect(failed.length).toBeGreaterThan(0);
     // Nothing from the children reached the sink: the answer is the parent's alone, not a wrong one.
     const inputs = d.results.flatMap((r) => r.result.progress).reduce((n, p) => n + p.numInputRows, 0);

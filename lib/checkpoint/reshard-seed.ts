@@ -1,0 +1,138 @@
+/**
+ * A child shard's state partition starts where its parents' ended. After a split each child takes
+ * its parent's final committed state restricted to the entries whose routing key hashes into the
+ * child's range; after a merge the child takes the union of both parents' states. The seed is the
+ * child's batch 0, written through the same protocol as any batch (docs/state-layout.md):
+ *
+ *   1. state version 1 of every store (the filtered or merged entries, sorted: identical bytes when
+ *      written again);
+ *   2. `offset#0` (put if absent): the source's starting offset (stage 2 carries what its parents
+ *      applied per source shard) and the parents' watermarks;
+ *   3. `commit#0` (conditional, as every commit): from here on the child runs as usual, batch 1
+ *      opening state version 1.
+ *
+ * A crash anywhere before step 3 leaves the child uncommitted, and the next attempt writes the same
+ * items again: the parents are finished (their shards closed and fully committed) before a child is
+ * seeded, so their final state no longer changes. Two seeders racing write the same bytes; exactly
+ * one commit succeeds.
+ */
+import { CheckpointError } from '../errors/sluice-error.js';
+import type { Offset } from '../sources/source.js';
+import { inHashKeyRange, kinesisHashKey, type HashKeyRange, type StoreRouting } from '../state/state-routing.js';
+import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type OffsetSeq } from './checkpoint.js';
+
+export interface SeedParent {
+  readonly partitionId: string;
+  readonly checkpoint: Checkpoint;
+  readonly range: HashKeyRange;
+}
+
+export interface SeedRequest {
+  readonly childPartitionId: string;
+  readonly child: Checkpoint;
+  readonly childRange: HashKeyRange;
+  readonly parents: readonly SeedParent[];
+  /** Every state store of the stage and how its entries route. */
+  readonly stores: readonly StoreRouting[];
+  readonly sourceName: string;
+  /** The child's starting offset from its parents' last committed ones (null: read from the start). */
+  readonly startOffset: (parentOffsets: readonly (Offset | null)[]) => Offset | null;
+}
+
+export type SeedOutcome = 'committed-before' | 'nothing-to-carry' | 'seeded';
+
+interface ParentEnd {
+  readonly parent: SeedParent;
+  readonly stateVersion: number;
+  readonly offsets: OffsetSeq;
+  readonly nextBatchWatermarkMs: number;
+}
+
+async function endOf(parent: SeedParent): Promise<ParentEnd | null> {
+  const commit = await parent.checkpoint.commitLog.getLatest();
+  if (!commit) return null;
+  const [batchId, entry] = commit;
+  const offsets = await parent.checkpoint.offsetLog.get(batchId);
+  if (!offsets) {
+    throw new CheckpointError(`Offset log entry ${batchId} of ${parent.partitionId} is missing; its state cannot be carried to its child shards.`, {
+      code: 'OFFSET_LOG_GAP', hint: 'the checkpoint is damaged; start the query with a new checkpoint.',
+    });
+  }
+  return { parent, stateVersion: batchId + 1, offsets, nextBatchWatermarkMs: entry.nextBatchWatermarkMs };
+}
+
+const contains = (outer: HashKeyRange, inner: HashKeyRange): boolean => inner.start >= outer.start && inner.end <= outer.end;
+
+/** The child's entries of one store: each parent's, filtered to the child's range when it split. */
+async function carriedEntries(request: SeedRequest, ends: readonly ParentEnd[], store: StoreRouting): Promise<Map<string, unknown>> {
+  const carried = new Map<string, unknown>();
+  for (const end of ends) {
+    const state = await end.parent.checkpoint.stateStore.open(store.id, end.stateVersion);
+    const whole = contains(request.childRange, end.parent.range);
+    for (const [key, value] of state.entries()) {
+      if (!whole) {
+        const routingKey = store.routingKey?.(key, value) ?? null;
+        if (routingKey === null) throw unsplittable(request, end.parent, store);
+        if (!inHashKeyRange(kinesisHashKey(routingKey), request.childRange)) continue;
+      }
+      if (carried.has(key)) {
+        throw new CheckpointError(
+          `State key ${store.id.operatorId}/${store.id.storeName} of ${request.childPartitionId} is held by both of its merged parents; `
+          + 'a merge can only union states whose keys are disjoint.',
+          { code: 'RESHARD_STATE_CONFLICT', context: { child: request.childPartitionId, parents: request.parents.map((p) => p.partitionId) } },
+        );
+      }
+      carried.set(key, value);
+    }
+    state.abort();
+  }
+  return carried;
+}
+
+function unsplittable(request: SeedRequest, parent: SeedParent, store: StoreRouting): CheckpointError {
+  return new CheckpointError(
+    `Shard ${parent.partitionId} was split, and the state of stateful operator ${store.id.operatorId} cannot be divided between `
+    + `its children: ${store.unroutable ?? 'an entry has no routing key'}. Running ${request.childPartitionId} with part of it would give wrong results.`,
+    {
+      code: 'RESHARD_WITH_STATE',
+      hint: 'a state that is not keyed by the stream\'s partition key must live in one partition: let the query run with a repartition '
+        + 'stage (repartitionShardCount: 1 for a global aggregation) instead of on the source shards, or merge the shards back.',
+      context: { child: request.childPartitionId, parent: parent.partitionId, operatorId: store.id.operatorId },
+    },
+  );
+}
+
+/** Seeds the child from its finished parents, unless it has committed already. */
+export async function seedFromParents(request: SeedRequest): Promise<SeedOutcome> {
+  const { child } = request;
+  if (await child.commitLog.getLatest()) return 'committed-before';
+  const ends = (await Promise.all(request.parents.map(endOf))).filter((e): e is ParentEnd => e !== null);
+  if (ends.length === 0) return 'nothing-to-carry';
+
+  const metadata = await ends[0]!.parent.checkpoint.readQueryMetadata();
+  if (metadata && !(await child.readQueryMetadata())) await child.writeQueryMetadata(metadata);
+
+  for (const store of request.stores) {
+    const entries = await carriedEntries(request, ends, store);
+    const seeded = await child.stateStore.open(store.id, 0);
+    for (const key of [...entries.keys()].sort()) seeded.put(key, entries.get(key));
+    await seeded.commit();
+  }
+
+  const parentOffsets = request.parents.map((p) => ends.find((e) => e.parent === p)?.offsets.offsets[request.sourceName] ?? null);
+  const first = ends[0]!.offsets;
+  // The child resumes as after a batch that ran with the lowest parent watermark, and runs the next
+  // with the highest: windows a parent had not closed yet close in the child's next batch, once.
+  await child.offsetLog.add(0, {
+    formatVersion: CHECKPOINT_FORMAT_VERSION,
+    batchId: 0,
+    offsets: { [request.sourceName]: request.startOffset(parentOffsets) },
+    batchWatermarkMs: Math.min(...ends.map((e) => e.offsets.batchWatermarkMs)),
+    batchTimestampMs: Math.max(...ends.map((e) => e.offsets.batchTimestampMs)),
+    conf: first.conf,
+  });
+  await child.commitLog.add(0, {
+    formatVersion: CHECKPOINT_FORMAT_VERSION, batchId: 0, nextBatchWatermarkMs: Math.max(...ends.map((e) => e.nextBatchWatermarkMs)),
+  });
+  return 'seeded';
+}
