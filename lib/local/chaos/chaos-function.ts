@@ -265,7 +265,8 @@ export class ChaosFunction {
       description: sink.description,
       supportedOutputModes: sink.supportedOutputModes,
       addBatch: async (batch: SinkBatch) => {
-        const freeze = controller.hit('sink-attempt', () => `${batch.partitionId} batch ${batch.batchId}, ${batch.rows.length} rows`);
+        // Only batches with rows: a zombie writing nothing shows nothing.
+        const freeze = batch.rows.length > 0 ? controller.hit('sink-attempt', () => `${batch.partitionId} batch ${batch.batchId}, ${batch.rows.length} rows`) : undefined;
         if (freeze?.kind === 'zombie-wakes-late' && container.freeze) {
           await this.sleepUntilNewerCommits(container);
           this.options.trace?.(`zombie container ${container.id} wakes: writes ${batch.partitionId} batch ${batch.batchId}`);
