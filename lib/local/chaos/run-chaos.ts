@@ -91,7 +91,10 @@ export interface QueryOutcome {
   readonly stats: EventSourceMappingStats;
   /** Simulated process deaths (each invocation after one starts in a cold container). */
   readonly processesKilled: number;
-  readonly history: HistoryFigures;
+  readonly history: HistoryFigures & {
+    /** What the history and the on-failure destination showed (also counted in `diff`). */
+    readonly diff: Diff;
+  };
   /** Poison records the on-failure destination got (of those planned), and other records it got. */
   readonly poison: { readonly planned: number; readonly deadLettered: number; readonly others: number };
 }
@@ -376,7 +379,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         const want = baseline.get(q.name)!;
         const diff = addDiff(compareRows(want.rows, got.rows, keyColumns.get(q.name)!), compareDeadLetters(want.deadLetters, got.deadLetters));
         const judged = judgeRun(got, poison);
-        addDiff(diff, judged.diff);
+        addDiff(diff, { ...judged.diff, examples: [...judged.diff.examples] });
         const injected = got.functions.flatMap((f) => f.controller.injected.map((i) => ({ ...i, fn: f.id })));
         const missed = got.functions.flatMap((f) => f.controller.missed.map((m) => ({ ...m, fn: f.id })));
         for (const f of injected) byKind[f.kind] = (byKind[f.kind] ?? 0) + 1;
@@ -386,7 +389,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           stats: sumStats(got.functions.map((f) => f.stats)),
           processesKilled: got.functions.reduce((n, f) => n + f.processesKilled, 0),
           functions: got.functions.map((f) => f.id),
-          history: got.history.figures(), poison: judged.poison,
+          history: { ...got.history.figures(), diff: judged.diff }, poison: judged.poison,
         };
       });
       const outcome: RunOutcome = {
