@@ -1,7 +1,8 @@
 /**
  * `npm run chaos -- --seed S --runs R`: the exactly-once chaos harness (lib/local/chaos/run-chaos.ts).
  * Prints one line per run and ends with `runs=R lost=L duplicated=D mismatched=M`; the exit code
- * is non-zero when any of them is, or when the in-memory engine disagrees with the fault-free run.
+ * is non-zero when any of them is, when a planned fault never happened, or when the in-memory
+ * engine disagrees with the fault-free run. `--large` runs thousands of rows.
  */
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
@@ -28,17 +29,32 @@ const program = new Command()
   .option('--trace', 'print every batch\'s progress')
   .option('--no-repartition', 'leave out the query with a repartition stage (hourly sales per product)')
   .option('--late-rows <n>', 'late rows put in wave 2, after every shard went idle', int(0), 3)
+  .option('--events-per-store-hour <n>', 'average events per store and hour', int(1), 4)
+  .option('--large', 'thousands of rows: 11 stores, 8 hours, 30 events per store and hour, batch size 100')
+  .option('--max-retries <n>', 'retries before the event source mapping gives a batch up (-1: forever)', (v: string) => (v === '-1' ? -1 : int(0)(v)), 4)
+  .option('--poison <n>', 'records that crash the function every time (dead-lettered by the on-failure destination)', int(0), 2)
+  .option('--no-scheduled-faults', 'run the scheduled function without faults')
   .parse(process.argv);
 
-const opts = program.opts<{ seed: number; runs: number; shards: number; batchSize: number; stores: number; hours: number; extraFaults: number; verbose?: boolean; trace?: boolean; lateRows: number; repartition: boolean }>();
+const opts = program.opts<{
+  seed: number; runs: number; shards: number; batchSize: number; stores: number; hours: number; extraFaults: number; verbose?: boolean; trace?: boolean;
+  lateRows: number; repartition: boolean; eventsPerStoreHour: number; large?: boolean; maxRetries: number; poison: number; scheduledFaults: boolean;
+}>();
+const large = opts.large === true;
+const given = (name: string): boolean => program.getOptionValueSource(name) === 'cli';
 
 try {
   const report = await runChaos({
-    seed: opts.seed, runs: opts.runs, shards: opts.shards, batchSize: opts.batchSize, stores: Math.min(opts.stores, 11), hours: opts.hours,
+    seed: opts.seed, runs: opts.runs, shards: opts.shards,
+    batchSize: large && !given('batchSize') ? 100 : opts.batchSize,
+    stores: large && !given('stores') ? 11 : Math.min(opts.stores, 11),
+    hours: large && !given('hours') ? 8 : opts.hours,
+    eventsPerStoreHour: large && !given('eventsPerStoreHour') ? 30 : opts.eventsPerStoreHour,
     extraFaults: opts.extraFaults, verbose: opts.verbose === true, trace: opts.trace === true, lateRows: opts.lateRows, repartition: opts.repartition,
+    maxRetries: opts.maxRetries, poisonRecords: opts.poison, scheduledFaults: opts.scheduledFaults,
   });
-  const ok = report.lost + report.duplicated + report.mismatched === 0 && report.memory.matches;
-  process.exit(ok ? 0 : 1);
+  // Loss, duplicates, mismatches, a planned fault that never happened, or memory disagreeing.
+  process.exit(report.ok ? 0 : 1);
 } catch (error) {
   process.stderr.write(`chaos: ${(error as Error)?.stack ?? String(error)}\n`);
   process.exit(2);

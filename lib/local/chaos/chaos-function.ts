@@ -13,11 +13,6 @@
  * - around the handler: a duplicate delivery, a crash before running (a function error, which
  *   the event source mapping answers by bisecting the batch), a lost response (afterInvoke hook).
  */
-import {
-  ProvisionedThroughputExceededException, RequestLimitExceeded, ThrottlingException,
-} from '@aws-sdk/client-dynamodb';
-import { ProvisionedThroughputExceededException as KinesisThroughputExceeded } from '@aws-sdk/client-kinesis';
-import { S3ServiceException } from '@aws-sdk/client-s3';
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import type { StreamingQueryDefinition } from '../../query/query-definition.js';
 import { compileForDeployment } from '../../query/compiled-query.js';
@@ -34,6 +29,8 @@ import type { ShardInvocationResult } from '../../query/shard-invocation.js';
 import type { Sink, SinkBatch } from '../../sinks/sink.js';
 import type { EventSourceMappingHooks, HandlerResult } from '../event-source-mapping.js';
 import { ChaosKill, type FaultController } from './faults.js';
+import type { SinkHistory } from './history.js';
+import { instrumentClients, killContainer } from './instrument.js';
 
 interface Container {
   readonly id: number;
@@ -44,9 +41,9 @@ interface Container {
   readonly handler: KinesisTriggerHandler;
   dead: boolean;
   killedBy?: string;
+  /** Set while an invocation runs: freezing it makes Lambda time it out (see 'zombie-wakes-late'). */
+  freeze?: () => void;
 }
-
-type Input = Record<string, unknown> & { TableName?: string; Key?: string; Item?: Record<string, { S?: string }>; TransactItems?: unknown[] };
 
 export interface ChaosFunctionOptions {
   readonly definition: StreamingQueryDefinition;
@@ -62,6 +59,12 @@ export interface ChaosFunctionOptions {
   readonly onInvocation?: (shardId: string, result: ShardInvocationResult) => void;
   /** Notes on what the harness did (with --trace). */
   readonly trace?: (line: string) => void;
+  /** Records every sink write a reader could see. */
+  readonly history?: SinkHistory;
+  /** Payloads (UTF-8) that crash the function whenever an event holds one (poison records). */
+  readonly poison?: ReadonlySet<string>;
+  /** Test hook: what the sink does (a planted bug), under the harness's recording. */
+  readonly decorateSink?: (sink: Sink) => Sink;
 }
 
 export class ChaosFunction {
@@ -69,6 +72,12 @@ export class ChaosFunction {
   private readonly current = new Map<string, Container>();
   private containerCount = 0;
   private crashes = 0;
+  /** Successful invocations per shard: a frozen invocation wakes once newer batches committed. */
+  private readonly successes = new Map<string, number>();
+  private readonly sleepers: { shardId: string; after: number; wake: () => void }[] = [];
+  private readonly zombies = new Set<Promise<unknown>>();
+  /** Poison-record invocations (each a function error). */
+  poisonCrashes = 0;
   /** Containers started (one per shard + one per simulated crash). */
   get containers(): number { return this.containerCount; }
   /** Simulated process deaths (kills and crashes), each followed by a cold container. */
@@ -86,11 +95,26 @@ export class ChaosFunction {
   readonly handler = async (event: KinesisStreamEvent, context: Context): Promise<KinesisStreamBatchResponse | void> => {
     const { controller } = this.options;
     const shardId = event.Records[0] ? shardIdOf(event.Records[0]) : '?';
-    const container = this.containerFor(shardId);
+    let container = this.containerFor(shardId);
+    const poison = this.options.poison;
+    if (poison && event.Records.some((r) => poison.has(Buffer.from(r.kinesis.data, 'base64').toString('utf8')))) {
+      // A record that kills the runtime whenever it is in the event (it fails every time).
+      this.poisonCrashes++;
+      this.replace(container, 'poison record');
+      throw new Error('Runtime exited with error: signal: killed (chaos: a poison record in the event)');
+    }
     const fault = controller.hit('invocation', () => `${shardId}, ${event.Records.length} records from ${event.Records[0]?.kinesis.sequenceNumber.slice(-6)}`);
     if (fault?.kind === 'crash-before-run') {
       this.replace(container, 'crash before run');
       throw new Error('chaos: the runtime crashed before running the handler');
+    }
+    if (fault?.kind === 'clock-skew') {
+      // This container's clock is off from now on (hours, either way); the others' are right.
+      const hours = 1 + Math.floor(controller.random() * 3);
+      const skewMs = (controller.random() < 0.5 ? -1 : 1) * hours * 3_600_000;
+      this.replace(container, 'replaced by a container with a skewed clock');
+      this.current.set(shardId, (container = this.newContainer(shardId, skewMs)));
+      this.options.trace?.(`container ${container.id} on ${shardId}: clock off by ${skewMs / 3_600_000} h`);
     }
     if (fault?.kind === 'concurrent-duplicate') {
       // A second container runs the same event at the same time (an invocation Lambda gave up on
@@ -104,16 +128,70 @@ export class ChaosFunction {
       this.checkAlive(container);
       if (theirs.status === 'rejected' && !(theirs.reason instanceof ChaosKill)) throw theirs.reason;
       if (mine.status === 'rejected') throw mine.reason;
-      return mine.value;
+      return this.succeeded(shardId, mine.value);
     }
-    let result = await container.handler(event, context);
+    let result = await this.runFreezable(container, event, context);
     this.checkAlive(container);
     if (fault?.kind === 'duplicate-delivery') {
-      result = await container.handler(structuredClone(event), context);
+      result = await this.runFreezable(container, structuredClone(event), context);
       this.checkAlive(container);
     }
-    return result;
+    return this.succeeded(shardId, result);
   };
+
+  /** Wakes every frozen invocation and waits until they are done (before the sinks are read). */
+  async wakeZombies(): Promise<void> {
+    for (const s of this.sleepers.splice(0)) s.wake();
+    await Promise.allSettled([...this.zombies]);
+  }
+
+  private succeeded<T>(shardId: string, result: T): T {
+    const n = (this.successes.get(shardId) ?? 0) + 1;
+    this.successes.set(shardId, n);
+    for (const s of this.sleepers.filter((z) => z.shardId === shardId && n >= z.after)) {
+      this.sleepers.splice(this.sleepers.indexOf(s), 1);
+      s.wake();
+    }
+    return result;
+  }
+
+  /**
+   * Runs the handler; if it freezes (a 'zombie-wakes-late' fault), Lambda's timeout answers the
+   * mapping while the frozen invocation stays in its container, which no new invocation uses.
+   */
+  private async runFreezable(container: Container, event: KinesisStreamEvent, context: Context): Promise<KinesisStreamBatchResponse | void> {
+    let timedOut!: (error: Error) => void;
+    let frozen = false;
+    const timeout = new Promise<never>((_, reject) => { timedOut = reject; });
+    container.freeze = () => {
+      container.freeze = undefined;
+      frozen = true;
+      if (this.current.get(container.shardId) === container) this.current.delete(container.shardId);
+      timedOut(new Error('Task timed out after 900.00 seconds (chaos: the invocation froze)'));
+    };
+    const run = container.handler(event, context);
+    try {
+      return await Promise.race([run, timeout]);
+    } catch (error) {
+      if (frozen) {
+        // The frozen invocation carries on in the background; its clients go with it.
+        const done = run.then((r) => this.options.trace?.(`zombie container ${container.id} finished: ${JSON.stringify(r ?? null)}`),
+          (e: unknown) => this.options.trace?.(`zombie container ${container.id} failed: ${(e as Error).message}`))
+          .finally(() => { this.zombies.delete(done); container.clients.destroy(); });
+        this.zombies.add(done);
+      }
+      throw error;
+    } finally {
+      container.freeze = undefined;
+    }
+  }
+
+  /** Called by the sink wrapper of a container whose invocation freezes: resolves when it wakes. */
+  private sleepUntilNewerCommits(container: Container): Promise<void> {
+    const after = (this.successes.get(container.shardId) ?? 0) + 2;
+    container.freeze?.();
+    return new Promise((wake) => this.sleepers.push({ shardId: container.shardId, after, wake }));
+  }
 
   /** The event source mapping's afterInvoke hook: lost responses and deaths before the response. */
   readonly hooks: EventSourceMappingHooks = {
@@ -152,13 +230,13 @@ export class ChaosFunction {
     }
   }
 
-  private newContainer(shardId: string): Container {
+  private newContainer(shardId: string, clockSkewMs = 0): Container {
     const { definition, config, clientOptions, observability } = this.options;
     const clients = createAwsClients(clientOptions);
     const container: Container = {
       id: ++this.containerCount, shardId, clients, cache: new StateCache(), dead: false, handler: undefined as unknown as KinesisTriggerHandler,
     };
-    this.instrument(container, clients);
+    instrumentClients(container, clients, { controller: this.options.controller, config, ...(this.options.history ? { history: this.options.history } : {}) });
     const kind = this.options.kind ?? 'source';
     // A cold container compiles the query once; its handler reuses the compiled query.
     const query = compileForDeployment(definition, config);
@@ -168,7 +246,10 @@ export class ChaosFunction {
     // of the module-level one: simulated containers share this process, Lambda's do not.
     const backendsFor = (id: string): PartitionBackends => {
       const b = backends.forPartition(id, stage);
-      return { ...b, checkpoint: new DynamoDbCheckpoint({ ...(b.checkpoint as DynamoDbCheckpoint).options, stateCache: container.cache }) };
+      return {
+        ...b, checkpoint: new DynamoDbCheckpoint({ ...(b.checkpoint as DynamoDbCheckpoint).options, stateCache: container.cache }),
+        ...(clockSkewMs !== 0 ? { clock: { nowMs: () => Date.now() + clockSkewMs } } : {}),
+      };
     };
     const create = kind === 'repartition' ? createRepartitionTriggerHandler : createKinesisTriggerHandler;
     (container as { handler: KinesisTriggerHandler }).handler = create(query, {
@@ -177,115 +258,24 @@ export class ChaosFunction {
     return container;
   }
 
-  private kill(container: Container, why: string): never {
-    container.dead = true;
-    container.killedBy = why;
-    throw new ChaosKill(`chaos: process killed ${why}`);
-  }
-
-  private wrapSink(container: Container, sink: Sink): Sink {
+  private wrapSink(container: Container, real: Sink): Sink {
     const controller = this.options.controller;
+    const sink = this.options.decorateSink ? this.options.decorateSink(real) : real;
     return {
       description: sink.description,
       supportedOutputModes: sink.supportedOutputModes,
       addBatch: async (batch: SinkBatch) => {
+        // Only batches with rows: a zombie writing nothing shows nothing.
+        const freeze = batch.rows.length > 0 ? controller.hit('sink-attempt', () => `${batch.partitionId} batch ${batch.batchId}, ${batch.rows.length} rows`) : undefined;
+        if (freeze?.kind === 'zombie-wakes-late' && container.freeze) {
+          await this.sleepUntilNewerCommits(container);
+          this.options.trace?.(`zombie container ${container.id} wakes: writes ${batch.partitionId} batch ${batch.batchId}`);
+        }
+        this.options.history?.attempt(batch);
         await sink.addBatch(batch);
         const fault = controller.hit('sink-write', () => `${batch.partitionId} batch ${batch.batchId}, ${batch.rows.length} rows`);
-        if (fault?.kind === 'kill-after-sink-write') this.kill(container, `after the sink wrote ${batch.partitionId} batch ${batch.batchId}`);
+        if (fault?.kind === 'kill-after-sink-write') killContainer(container, `after the sink wrote ${batch.partitionId} batch ${batch.batchId}`);
       },
     };
   }
-
-  /** The fault middleware on the container's DynamoDB and S3 clients (outside the SDK's retries). */
-  private instrument(container: Container, clients: AwsClients): void {
-    const { controller, config } = this.options;
-    const deadCheck = (): void => {
-      if (container.dead) throw new ChaosKill(`chaos: container ${container.id} is dead (${container.killedBy})`);
-    };
-
-    clients.dynamodb.middlewareStack.add((next, context) => async (args) => {
-      deadCheck();
-      const command = (context as { commandName?: string }).commandName ?? '?';
-      const input = args.input as Input;
-      const table = input.TableName ?? '';
-      const sk = input.Item?.sk?.S ?? '';
-      const throttle = controller.hit('dynamodb-request', () => `${command} ${table} ${sk}`.trim());
-      if (throttle) throw dynamoDbThrottle(controller.random());
-      const output = await next(args);
-      deadCheck();
-      // Which write just succeeded: a kill planned for it strikes now, before the next step.
-      if (command === 'PutItemCommand' && table === config.stateTable) {
-        if (sk.startsWith('s#')) {
-          const fault = controller.hit('state-snapshot-chunk-write', () => `${input.Item?.pk?.S} ${sk}`);
-          if (fault?.kind === 'kill-between-state-writes') this.kill(container, `between state writes (after ${sk}, before its marker)`);
-        } else if (sk.startsWith('d#') || sk.startsWith('m#')) {
-          const fault = controller.hit('state-version-write', () => `${input.Item?.pk?.S} ${sk}`);
-          if (fault?.kind === 'kill-after-state-commit') this.kill(container, `after state write ${sk}, before the commit`);
-        }
-      } else if (command === 'PutItemCommand' && table === config.checkpointTable && sk.startsWith('offset#')) {
-        const fault = controller.hit('offset-write', () => `${input.Item?.pk?.S} ${sk}`);
-        if (fault?.kind === 'kill-after-plan') this.kill(container, `after planning ${sk}`);
-      } else if (command === 'TransactWriteItemsCommand') {
-        const fault = controller.hit('commit-write', () => 'commit transaction');
-        if (fault?.kind === 'kill-after-commit') this.kill(container, 'after the commit-log transaction');
-      } else if (command === 'PutItemCommand' && table === config.sinkTable) {
-        const fault = controller.hit('sink-partial-write', () => `sink item ${(input.Item as Record<string, { S?: string }> | undefined)?.pk?.S ?? ''}`);
-        if (fault?.kind === 'kill-mid-sink-write') this.kill(container, 'in the middle of the DynamoDB sink upserts');
-      }
-      return output;
-    }, { step: 'initialize', name: 'sluiceChaosDynamoDb' });
-
-    clients.s3.middlewareStack.add((next, context) => async (args) => {
-      deadCheck();
-      const command = (context as { commandName?: string }).commandName ?? '?';
-      const key = String((args.input as { Key?: string }).Key ?? '');
-      const throttle = controller.hit('s3-request', () => `${command} ${key}`);
-      if (throttle) throw s3SlowDown();
-      const output = await next(args);
-      deadCheck();
-      if (command === 'PutObjectCommand' && /\/data\/partition=/.test(key)) {
-        const fault = controller.hit('sink-partial-write', () => key);
-        if (fault?.kind === 'kill-mid-sink-write') this.kill(container, `between the S3 data object ${key} and its manifest entry`);
-      }
-      return output;
-    }, { step: 'initialize', name: 'sluiceChaosS3' });
-
-    // The function's own Kinesis calls: the repartition stage's PutRecords to the internal stream
-    // (stage 1's sink) and the shard reader's GetRecords.
-    clients.kinesis.middlewareStack.add((next, context) => async (args) => {
-      deadCheck();
-      const command = (context as { commandName?: string }).commandName ?? '?';
-      const stream = String((args.input as { StreamName?: string }).StreamName ?? '');
-      const throttle = controller.hit('kinesis-request', () => `${command} ${stream}`.trim());
-      if (throttle) throw kinesisThrottle();
-      const output = await next(args);
-      deadCheck();
-      if (command === 'PutRecordsCommand') {
-        const fault = controller.hit('sink-write', () => `PutRecords to ${stream}`);
-        if (fault?.kind === 'kill-after-sink-write') this.kill(container, `after PutRecords to the internal stream ${stream}`);
-      }
-      return output;
-    }, { step: 'initialize', name: 'sluiceChaosKinesis' });
-  }
-}
-
-function dynamoDbThrottle(r: number): Error {
-  const $metadata = { httpStatusCode: 400, requestId: 'chaos' };
-  if (r < 0.5) return new ProvisionedThroughputExceededException({ $metadata, message: 'The level of configured provisioned throughput for the table was exceeded (chaos).' });
-  if (r < 0.8) return new ThrottlingException({ $metadata, message: 'Rate of requests exceeds the allowed throughput (chaos).' });
-  return new RequestLimitExceeded({ $metadata, message: 'Throughput exceeds the current throughput limit for your account (chaos).' });
-}
-
-function kinesisThrottle(): Error {
-  return new KinesisThroughputExceeded({
-    $metadata: { httpStatusCode: 400, requestId: 'chaos' },
-    message: 'Rate exceeded for shard in stream (chaos).',
-  });
-}
-
-function s3SlowDown(): Error {
-  return new S3ServiceException({
-    name: 'SlowDown', $fault: 'server', $metadata: { httpStatusCode: 503, requestId: 'chaos' },
-    message: 'Please reduce your request rate (chaos).',
-  });
 }

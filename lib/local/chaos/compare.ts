@@ -3,7 +3,9 @@
  *
  * - lost:        an expected row whose key is missing (or fewer copies than expected);
  * - duplicated:  more copies of a key than expected;
- * - mismatched:  a key present with other values, or a key that should not be there at all.
+ * - mismatched:  a copy whose value no expected copy of its key has (each expected copy matches
+ *                one actual copy at most: per key the values are compared as multisets), or a
+ *                key that should not be there at all.
  *
  * Batch boundaries differ between runs (faults split and retry batches), so rows are compared as
  * multisets by key, never by position.
@@ -56,12 +58,20 @@ export function compareRows(
   const note = (text: string): void => { if (diff.examples.length < 6) diff.examples.push(text); };
   for (const [key, rows] of want) {
     const have = got.get(key) ?? [];
-    if (have.length < rows.length) { diff.lost += rows.length - have.length; note(`lost ${key}`); }
-    if (have.length > rows.length) { diff.duplicated += have.length - rows.length; note(`duplicated ${key} ×${have.length}`); }
-    // Values: every copy present must be one of the expected values.
-    const expectedValues = new Set(rows);
-    const wrong = have.filter((v) => !expectedValues.has(v));
-    if (wrong.length > 0) { diff.mismatched += Math.min(wrong.length, rows.length); note(`mismatched ${key}: expected ${rows[0]} got ${wrong[0]}`); }
+    // Multisets: each expected copy is matched by one equal copy at most, so an expected [A, B]
+    // never passes as [A, A].
+    const counts = new Map<string, number>();
+    for (const v of rows) counts.set(v, (counts.get(v) ?? 0) + 1);
+    const extra: string[] = [];
+    for (const v of have) {
+      const n = counts.get(v) ?? 0;
+      if (n > 0) counts.set(v, n - 1); else extra.push(v);
+    }
+    const missing = [...counts].flatMap(([v, n]) => Array<string>(n).fill(v));
+    const wrong = Math.min(missing.length, extra.length);
+    if (wrong > 0) { diff.mismatched += wrong; note(`mismatched ${key}: expected ${missing[0]} got ${extra[0]}`); }
+    if (missing.length > wrong) { diff.lost += missing.length - wrong; note(`lost ${key}${have.length > 0 ? ` (${have.length} of ${rows.length} copies)` : ''}`); }
+    if (extra.length > wrong) { diff.duplicated += extra.length - wrong; note(`duplicated ${key} ×${have.length}`); }
   }
   for (const [key, rows] of got) {
     if (!want.has(key)) { diff.mismatched += rows.length; note(`unexpected ${rows[0]}`); }

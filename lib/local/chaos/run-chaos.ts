@@ -21,12 +21,14 @@
 import type { StreamingQueryDefinition } from '../../query/query-definition.js';
 import { createAwsClients, type AwsClients } from '../../aws/clients.js';
 import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
+import { ScanCommand } from '@aws-sdk/client-dynamodb';
+import { sinkPrefixOf } from '../../aws/aws-backends.js';
 import { ensureTables } from '../../aws/tables.js';
 import type { DeadLetterRecord } from '../../sources/dead-letter.js';
 import { startEmulators, type EmulatorSet } from '../emulators.js';
-import { LocalEventSourceMapping, type EventSourceMappingStats } from '../event-source-mapping.js';
+import { LocalEventSourceMapping, type BatchFailureInfo, type EventSourceMappingStats } from '../event-source-mapping.js';
 import { createStreamAndWait } from '../kinesis-admin.js';
-import { createPrng, generateSalesEvents, DEFAULT_STORES } from '../sample-events.js';
+import { createPrng, generateSalesEvents, pick, DEFAULT_STORES } from '../sample-events.js';
 import { hourlySalesPerProductQuery, hourlySalesQuery } from '../dev/default-query.js';
 import {
   ensureBucket, localDeployment, localRuntimeConfig, putSampleRecords, quietObservability, readDeadLetterContents, readSinkContents,
@@ -37,7 +39,10 @@ import { compileQuery } from '../../query/compiled-query.js';
 import { formatProgressLine } from '../dev/report.js';
 import { addDiff, compareDeadLetters, compareRows, emptyDiff, type Diff } from './compare.js';
 import { ChaosFunction } from './chaos-function.js';
-import { FaultController, planFaults, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault } from './faults.js';
+import { ChaosKill, FaultController, planFaults, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault } from './faults.js';
+import { SinkHistory, type HistoryFigures } from './history.js';
+import { instrumentClients, type ContainerHandle } from './instrument.js';
+import type { Sink, SinkBatch } from '../../sinks/sink.js';
 import { keyColumnsOf, runInMemory, type PlacedRecord } from './memory-reference.js';
 
 export interface ChaosOptions {
@@ -59,6 +64,19 @@ export interface ChaosOptions {
   readonly lateRows?: number;
   /** Also run hourly sales per product, which needs a repartition stage (default true). */
   readonly repartition?: boolean;
+  /**
+   * Retries of a failed batch before the event source mapping gives up and sends it to the
+   * on-failure destination (default 4; Lambda's maximumRetryAttempts). -1 retries forever.
+   */
+  readonly maxRetries?: number;
+  /** Records that crash the function every time they are in an event (default 2). */
+  readonly poisonRecords?: number;
+  /** Inject faults into the scheduled function too (default true). */
+  readonly scheduledFaults?: boolean;
+  /** Test hook: changes the sink every function of a run writes through (e.g. a sink that writes twice); run 0 is fault-free. */
+  readonly decorateSink?: (sink: Sink, run: number) => Sink;
+  /** Test hook: changes each run's fault plans before the run (e.g. a fault that cannot happen). */
+  readonly alterPlan?: (run: number, fn: string, plan: PlannedFault[]) => PlannedFault[];
 }
 
 export interface QueryOutcome {
@@ -73,6 +91,12 @@ export interface QueryOutcome {
   readonly stats: EventSourceMappingStats;
   /** Simulated process deaths (each invocation after one starts in a cold container). */
   readonly processesKilled: number;
+  readonly history: HistoryFigures & {
+    /** What the history and the on-failure destination showed (also counted in `diff`). */
+    readonly diff: Diff;
+  };
+  /** Poison records the on-failure destination got (of those planned), and other records it got. */
+  readonly poison: { readonly planned: number; readonly deadLettered: number; readonly others: number };
 }
 
 export interface RunOutcome {
@@ -82,6 +106,8 @@ export interface RunOutcome {
   readonly lost: number;
   readonly duplicated: number;
   readonly mismatched: number;
+  /** Planned faults that never happened: the run did not test what it claims. */
+  readonly missed: number;
 }
 
 export interface ChaosReport {
@@ -92,6 +118,10 @@ export interface ChaosReport {
   readonly mismatched: number;
   readonly faultsInjected: number;
   readonly faultsByKind: Readonly<Partial<Record<FaultKind, number>>>;
+  readonly faultsPlannedByKind: Readonly<Partial<Record<FaultKind, number>>>;
+  readonly missed: number;
+  /** Whether the harness found nothing wrong (no loss, duplicate, mismatch or missed fault; memory agrees). */
+  readonly ok: boolean;
   /** The fault-free emulator run against the in-memory engine. */
   readonly memory: { readonly matches: boolean; readonly diff: Diff; readonly rows: Record<string, number> };
   readonly records: number;
@@ -110,6 +140,10 @@ interface QueryRun {
   readonly rows: Record<string, unknown>[];
   readonly deadLetters: DeadLetterRecord[];
   readonly functions: readonly FunctionRun[];
+  readonly history: SinkHistory;
+  readonly committed: ReadonlySet<string>;
+  /** Payloads (UTF-8) of the records the on-failure destination got. */
+  readonly discarded: string[];
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
@@ -127,6 +161,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     ...(options.repartition === false ? [] : [hourlySalesPerProductQuery('chaos-per-product')]),
   ];
   const keyColumns = new Map(queries.map((q) => [q.name, keyColumnsOf(q)]));
+  const maxRetries = options.maxRetries ?? 4;
+  // Poison records: on-time events of wave 1 with a payload no other record has, from the seed.
+  const poisonRnd = createPrng(seed * 31 + 17);
+  const unique = records.filter((r) => r.kind === 'event' && r.wave === 1 && records.filter((o) => o.data === r.data).length === 1);
+  const poison = new Set<string>();
+  while (poison.size < Math.min(options.poisonRecords ?? 2, unique.length)) poison.add(pick(poisonRnd, unique).data);
 
   let emulators: EmulatorSet | undefined;
   let clients: AwsClients | undefined;
@@ -136,9 +176,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     clients = createAwsClients(emulators.clientOptions);
     const base = localDeployment(`chaos-${seed}-${Date.now().toString(36)}`);
     await Promise.all([ensureBucket(clients.s3, base.sinkBucket), ensureBucket(clients.s3, base.deadLetterBucket)]);
-    print(`chaos: seed ${seed}, ${records.length} records (${records.filter((r) => r.kind === 'malformed').length} malformed, `
+    print(`chaos: seed ${seed}, ${records.length} records (${records.filter((r) => r.kind === 'malformed').length} malformed, ${poison.size} poison, `
       + `${records.filter((r) => r.kind === 'late').length} late in wave 2) on ${shards} shards, `
-      + `batch size ${batchSize}; queries ${queries.map((q) => `${q.name} (${q.outputMode} → ${q.sink.kind}${
+      + `batch size ${batchSize}, ${maxRetries < 0 ? 'unlimited' : maxRetries} retries; queries ${queries.map((q) => `${q.name} (${q.outputMode} → ${q.sink.kind}${
         compileQuery(q, { expectedShardCount: shards, allowRepartition: true }).needsRepartition ? ', via a repartition stage' : ''})`).join(', ')}; `
       + `emulators ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
@@ -173,6 +213,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           ),
           ...(needsRepartition ? { repartitionStreamName: `${d.streamName}-${definition.name}-internal` } : {}),
         };
+        const history = new SinkHistory(keyColumns.get(definition.name)!, definition.sink.kind === 'dynamodb' ? '' : sinkPrefixOf(definition, config));
+        const discarded: string[] = [];
+        const onFailure = (info: BatchFailureInfo): void => {
+          for (const r of info.records) discarded.push(Buffer.from(r.kinesis.data, 'base64').toString('utf8'));
+          trace(`r${run} ${definition.name} gave up on ${info.shardId} ${info.startSequenceNumber.slice(-6)}..${info.endSequenceNumber.slice(-6)} (${info.batchSize} records): ${info.reason}`);
+        };
         await Promise.all([
           // Each query has its own sink table, as each deployment has.
           definition.sink.kind === 'dynamodb' ? ensureTables(clients!.dynamodb, { checkpointTable: d.checkpointTable, stateTable: d.stateTable, sinkTable: config.sinkTable, maxWaitSeconds: 60 }) : undefined,
@@ -191,26 +237,45 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           const controller = new FaultController(plans.get(f.id) ?? [], rnd);
           const fn = new ChaosFunction({
             definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onInvocation,
-            trace: (line) => trace(`r${run} ${f.id} ${line}`),
+            trace: (line) => trace(`r${run} ${f.id} ${line}`), history, poison,
+            ...(options.decorateSink ? { decorateSink: (sink: Sink) => options.decorateSink!(sink, run) } : {}),
           });
           const esm = new LocalEventSourceMapping({
             kinesis: clients!.kinesis, streamName: f.streamName, handler: fn.handler, hooks: fn.hooks, batchSize,
-            bisectBatchOnFunctionError: true, maximumRetryAttempts: -1, pollIntervalMs: 25, shardDiscoveryIntervalMs: 200, retryBackoffMs: 5,
+            bisectBatchOnFunctionError: true, maximumRetryAttempts: maxRetries, onFailure, pollIntervalMs: 25, shardDiscoveryIntervalMs: 200, retryBackoffMs: 5,
             functionName: f.id.replace(/[^A-Za-z0-9-]/g, '-'),
           });
           return { ...f, controller, fn, esm };
         });
-        // The scheduled handler runs fault-free: pending batches re-run, caught-up shards go idle.
-        const scheduled = createScheduledTriggerHandler(definition, { config, clients: clients!, observability, onInvocation });
+        // The scheduled function, under its own fault plan: each attempt in a fresh container (a
+        // kill leaves the rest of that attempt failing); EventBridge's next tick is the retry.
+        const scheduledId = `${definition.name}/scheduled`;
+        const scheduledController = new FaultController(options.scheduledFaults === false ? [] : plans.get(scheduledId) ?? [], rnd);
+        let scheduledContainers = 0;
+        const decorate = (sink: Sink): Sink => recordingSink(options.decorateSink ? options.decorateSink(sink, run) : sink, history);
         const tick = async (): Promise<void> => {
           for (let attempt = 1; ; attempt++) {
-            const summary = await scheduled({ mode: 'tick' });
-            trace(`r${run} ${definition.name} tick: ${summary.shards.map((s) => `${s.stage} ${s.shardId} ${s.caughtUp ? 'idle' : 'busy'} ${s.batches} batches${s.error ? ` error ${s.error}` : ''}`).join('; ')}`);
-            if (!summary.shards.some((s) => s.error)) return;
-            if (attempt === 3) throw new Error(`the scheduled handler of ${definition.name} keeps failing: ${summary.shards.map((s) => s.error).filter(Boolean).join('; ')}`);
+            const container: ContainerHandle = { id: ++scheduledContainers, dead: false };
+            const own = createAwsClients(emulators!.clientOptions);
+            instrumentClients(container, own, { controller: scheduledController, config, history });
+            const scheduled = createScheduledTriggerHandler(definition, { config, clients: own, observability, onInvocation, decorateSink: decorate });
+            let failure: string | undefined;
+            try {
+              const summary = await scheduled({ mode: 'tick' });
+              trace(`r${run} ${definition.name} tick: ${summary.shards.map((x) => `${x.stage} ${x.shardId} ${x.caughtUp ? 'idle' : 'busy'} ${x.batches} batches${x.error ? ` error ${x.error}` : ''}`).join('; ')}`);
+              failure = summary.shards.map((x) => x.error).filter(Boolean).join('; ') || undefined;
+            } catch (error) {
+              if (!(error instanceof ChaosKill) && !(error instanceof Error)) throw error;
+              failure = error.message;
+            } finally {
+              own.destroy();
+            }
+            if (failure === undefined && !container.dead) return;
+            trace(`r${run} ${definition.name} tick ${attempt} failed: ${failure ?? container.killedBy}`);
+            if (attempt === 8) throw new Error(`the scheduled handler of ${definition.name} keeps failing: ${failure ?? container.killedBy}`);
           }
         };
-        return { definition, config, functions, tick };
+        return { definition, config, functions, tick, history, discarded, scheduledController };
       }));
       const mappings = parts.flatMap((p) => p.functions.map((f) => f.esm));
       const drain = async (): Promise<void> => {
@@ -225,6 +290,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       // Everything the scheduled handler does once the shards are drained (stage 1 of a
       // repartitioned query may send more to stage 2, which is drained again).
       const settle = async (): Promise<void> => {
+        await drain();
+        // Frozen invocations wake now at the latest (most woke once newer batches committed).
+        await Promise.all(parts.flatMap((p) => p.functions.map((f) => f.fn.wakeZombies())));
         await drain();
         for (const p of parts) await p.tick();
         await drain();
@@ -245,13 +313,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         for (const p of parts) {
           const [contents, deadLetters] = await Promise.all([readSinkContents(clients!, p.definition, p.config), readDeadLetterContents(clients!, p.config)]);
           out.set(p.definition.name, {
-            rows: contents.rows, deadLetters,
-            functions: p.functions.map((f) => ({ id: f.id, controller: f.controller, stats: f.esm.stats, processesKilled: f.fn.processesKilled })),
+            rows: contents.rows, deadLetters, history: p.history, discarded: p.discarded,
+            committed: await committedBatches(clients!, d.checkpointTable, p.definition.name, p.config.repartitionStreamName ? 'state' : 'source'),
+            functions: [
+              ...p.functions.map((f) => ({ id: f.id, controller: f.controller, stats: f.esm.stats, processesKilled: f.fn.processesKilled })),
+              { id: `${p.definition.name}/scheduled`, controller: p.scheduledController, stats: sumStats([]), processesKilled: 0 },
+            ],
           });
         }
         return { queries: out, placed };
       } finally {
         await Promise.allSettled(mappings.map((m) => m.stop()));
+        await Promise.allSettled(parts.flatMap((p) => p.functions.map((f) => f.fn.wakeZombies())));
         for (const p of parts) for (const f of p.functions) f.fn.destroy();
       }
     };
@@ -262,7 +335,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     // The reference: the same records, in the order they were put, through the engine in memory.
     const reference = new Map<string, { rows: Record<string, unknown>[]; deadLetters: DeadLetterRecord[] }>();
-    for (const q of queries) reference.set(q.name, await runInMemory(q, placed, { batchSize }));
+    // Poison records never reach a sink: they end in the on-failure destination.
+    const clean = placed.filter((r) => !poison.has(r.data));
+    for (const q of queries) reference.set(q.name, await runInMemory(q, clean, { batchSize }));
     const memoryDiff = emptyDiff();
     const memoryRows: Record<string, number> = {};
     for (const q of queries) {
@@ -271,6 +346,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       memoryRows[q.name] = r.rows.length;
       addDiff(memoryDiff, compareRows(r.rows, b.rows, keyColumns.get(q.name)!));
       addDiff(memoryDiff, compareDeadLetters(r.deadLetters, b.deadLetters, { ignoreShard: true }));
+      // The fault-free run's own history and on-failure destination too.
+      addDiff(memoryDiff, judgeRun(b, poison).diff);
     }
     const memoryMatches = memoryDiff.lost + memoryDiff.duplicated + memoryDiff.mismatched === 0;
     print(`run 0 (fault-free, ${((Date.now() - t1) / 1000).toFixed(1)} s): ${queries.map((q) => {
@@ -288,23 +365,31 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     );
     const outcomes: RunOutcome[] = [];
     const byKind: Partial<Record<FaultKind, number>> = {};
+    const plannedByKind: Partial<Record<FaultKind, number>> = {};
     for (let run = 1; run <= options.runs; run++) {
       const planRnd = createPrng(seed * 104_729 + run);
-      const plans = new Map([...counts].map(([id, c]) => [id, planFaults(planRnd, c, options.extraFaults ?? 2)]));
+      const plans = new Map([...counts].map(([id, c]) => {
+        const plan = planFaults(planRnd, c, options.extraFaults ?? 2);
+        return [id, options.alterPlan ? options.alterPlan(run, id, plan) : plan] as const;
+      }));
       const started = Date.now();
       const result = (await runOnce(run, plans)).queries;
       const qs: QueryOutcome[] = queries.map((q) => {
         const got = result.get(q.name)!;
         const want = baseline.get(q.name)!;
         const diff = addDiff(compareRows(want.rows, got.rows, keyColumns.get(q.name)!), compareDeadLetters(want.deadLetters, got.deadLetters));
+        const judged = judgeRun(got, poison);
+        addDiff(diff, { ...judged.diff, examples: [...judged.diff.examples] });
         const injected = got.functions.flatMap((f) => f.controller.injected.map((i) => ({ ...i, fn: f.id })));
+        const missed = got.functions.flatMap((f) => f.controller.missed.map((m) => ({ ...m, fn: f.id })));
         for (const f of injected) byKind[f.kind] = (byKind[f.kind] ?? 0) + 1;
+        for (const f of [...injected, ...missed]) plannedByKind[f.kind] = (plannedByKind[f.kind] ?? 0) + 1;
         return {
-          query: q.name, sink: q.sink.kind, rows: got.rows.length, diff, injected,
-          missed: got.functions.flatMap((f) => f.controller.missed.map((m) => ({ ...m, fn: f.id }))),
+          query: q.name, sink: q.sink.kind, rows: got.rows.length, diff, injected, missed,
           stats: sumStats(got.functions.map((f) => f.stats)),
           processesKilled: got.functions.reduce((n, f) => n + f.processesKilled, 0),
           functions: got.functions.map((f) => f.id),
+          history: { ...got.history.figures(), diff: judged.diff }, poison: judged.poison,
         };
       });
       const outcome: RunOutcome = {
@@ -312,31 +397,92 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         lost: qs.reduce((n, q) => n + q.diff.lost, 0),
         duplicated: qs.reduce((n, q) => n + q.diff.duplicated, 0),
         mismatched: qs.reduce((n, q) => n + q.diff.mismatched, 0),
+        missed: qs.reduce((n, q) => n + q.missed.length, 0),
       };
       outcomes.push(outcome);
       print(formatRun(outcome, options.runs));
       for (const q of qs) {
         for (const e of q.diff.examples) print(`    ${q.query}: ${e}`);
-        if (options.verbose) {
-          for (const f of q.injected) print(`    ${f.fn}: ${f.kind} @${f.at}: ${f.detail}`);
-          for (const f of q.missed) print(`    ${f.fn}: ${f.kind} @${f.at}: not reached`);
-        }
+        // A planned fault that never happened is a failure of the run: always shown.
+        for (const f of q.missed) print(`    ${f.fn}: planned ${f.kind} @${f.at} never happened`);
+        if (options.verbose) for (const f of q.injected) print(`    ${f.fn}: ${f.kind} @${f.at}: ${f.detail}`);
       }
+      print(`    faults planned/happened: ${formatKinds(qs)}`);
     }
-    const total = (k: 'lost' | 'duplicated' | 'mismatched'): number => outcomes.reduce((n, o) => n + o[k], 0);
+    const total = (k: 'lost' | 'duplicated' | 'mismatched' | 'missed'): number => outcomes.reduce((n, o) => n + o[k], 0);
     const faultsInjected = Object.values(byKind).reduce((n, c) => n + (c ?? 0), 0);
-    print(`faults injected: ${faultsInjected} (${Object.entries(byKind).map(([k, n]) => `${k} ${n}`).join(', ')})`);
+    const faultsPlanned = Object.values(plannedByKind).reduce((n, c) => n + (c ?? 0), 0);
+    print(`faults: ${faultsPlanned} planned, ${faultsInjected} happened, ${total('missed')} never happened (${
+      Object.entries(plannedByKind).map(([k, n]) => `${k} ${byKind[k as FaultKind] ?? 0}/${n}`).join(', ')})`);
+    if (total('missed') > 0) print(`FAILED: ${total('missed')} planned faults never happened: those runs did not test what they claim`);
     const summaryLine = `runs=${options.runs} lost=${total('lost')} duplicated=${total('duplicated')} mismatched=${total('mismatched')}`;
     print(summaryLine);
+    const ok = total('lost') + total('duplicated') + total('mismatched') + total('missed') === 0 && memoryMatches;
     return {
-      seed, runs: outcomes, lost: total('lost'), duplicated: total('duplicated'), mismatched: total('mismatched'),
-      faultsInjected, faultsByKind: byKind, memory: { matches: memoryMatches, diff: memoryDiff, rows: memoryRows },
+      seed, runs: outcomes, lost: total('lost'), duplicated: total('duplicated'), mismatched: total('mismatched'), missed: total('missed'), ok,
+      faultsInjected, faultsByKind: byKind, faultsPlannedByKind: plannedByKind, memory: { matches: memoryMatches, diff: memoryDiff, rows: memoryRows },
       records: records.length, summaryLine,
     };
   } finally {
     clients?.destroy();
     await emulators?.stop();
   }
+}
+
+/**
+ * What a run's own records say, beyond its final contents: the history of its sink against its
+ * commit log, and the on-failure destination (it must hold every poison record, each once per
+ * query, and nothing else that the sink lacks).
+ */
+function judgeRun(got: QueryRun, poison: ReadonlySet<string>): { diff: Diff; poison: QueryOutcome['poison'] } {
+  const diff = got.history.check(got.committed);
+  const deadLettered = new Set(got.discarded.filter((d) => poison.has(d)));
+  const missing = [...poison].filter((p) => !deadLettered.has(p));
+  if (missing.length > 0) { diff.lost += missing.length; diff.examples.push(`poison record not in the on-failure destination: ${missing[0]}`); }
+  return { diff, poison: { planned: poison.size, deadLettered: deadLettered.size, others: got.discarded.filter((d) => !poison.has(d)).length } };
+}
+
+/**
+ * Every (partition, batch id) in the commit log of the stage that writes the query's sink:
+ * `${partitionId}#${batchId}`. With a repartition stage that is stage 2, whose checkpoint
+ * partitions are `state.<internal shard>` while its sink batches name the internal shard.
+ */
+async function committedBatches(clients: AwsClients, table: string, queryName: string, sinkStage: 'source' | 'state'): Promise<Set<string>> {
+  const out = new Set<string>();
+  let start: Record<string, import('@aws-sdk/client-dynamodb').AttributeValue> | undefined;
+  do {
+    const page = await clients.dynamodb.send(new ScanCommand({ TableName: table, ConsistentRead: true, ExclusiveStartKey: start, ProjectionExpression: 'pk, sk' }));
+    for (const item of page.Items ?? []) {
+      const pk = item.pk?.S ?? '';
+      const sk = item.sk?.S ?? '';
+      if (!pk.startsWith(`${queryName}#`) || !sk.startsWith('commit#')) continue;
+      const partition = pk.slice(queryName.length + 1);
+      if ((sinkStage === 'state') !== partition.startsWith('state.')) continue;
+      out.add(`${sinkStage === 'state' ? partition.slice('state.'.length) : partition}#${Number(sk.slice('commit#'.length))}`);
+    }
+    start = page.LastEvaluatedKey;
+  } while (start);
+  return out;
+}
+
+/** The sink the scheduled function writes through, recording each attempt. */
+function recordingSink(sink: Sink, history: SinkHistory): Sink {
+  return {
+    description: sink.description, supportedOutputModes: sink.supportedOutputModes,
+    addBatch: async (batch: SinkBatch) => { history.attempt(batch); await sink.addBatch(batch); },
+  };
+}
+
+function formatKinds(qs: readonly QueryOutcome[]): string {
+  const planned = new Map<string, number>();
+  const happened = new Map<string, number>();
+  for (const q of qs) {
+    for (const f of q.injected) { happened.set(f.kind, (happened.get(f.kind) ?? 0) + 1); planned.set(f.kind, (planned.get(f.kind) ?? 0) + 1); }
+    for (const f of q.missed) planned.set(f.kind, (planned.get(f.kind) ?? 0) + 1);
+  }
+  const poisonPlanned = qs.reduce((n, q) => n + q.poison.planned, 0);
+  const poisonDone = qs.reduce((n, q) => n + q.poison.deadLettered, 0);
+  return [...[...planned].map(([k, n]) => `${k} ${happened.get(k) ?? 0}/${n}`), `poison-record ${poisonDone}/${poisonPlanned}`].join(', ');
 }
 
 function sumStats(all: readonly EventSourceMappingStats[]): EventSourceMappingStats {
@@ -352,7 +498,9 @@ function formatRun(o: RunOutcome, runs: number): string {
   const retries = o.queries.reduce((n, q) => n + q.stats.retries, 0);
   const bisects = o.queries.reduce((n, q) => n + q.stats.bisects, 0);
   const crashes = o.queries.reduce((n, q) => n + q.processesKilled, 0);
-  const perQuery = o.queries.map((q) => `${q.query}: ${q.rows} rows lost=${q.diff.lost} dup=${q.diff.duplicated} mismatch=${q.diff.mismatched}`).join('; ');
-  return `run ${o.run}/${runs}: faults ${injected}/${planned} injected, ${crashes} processes killed, ${inv} invocations, ${retries} retries, ${bisects} bisects | ${perQuery} | `
-    + `lost=${o.lost} duplicated=${o.duplicated} mismatched=${o.mismatched} (${o.seconds.toFixed(1)} s)`;
+  const gaveUp = o.queries.reduce((n, q) => n + q.stats.failedBatches, 0);
+  const perQuery = o.queries.map((q) => `${q.query}: ${q.rows} rows, ${q.history.writes} writes (${q.history.orphans} orphan files), `
+    + `lost=${q.diff.lost} dup=${q.diff.duplicated} mismatch=${q.diff.mismatched}`).join('; ');
+  return `run ${o.run}/${runs}: faults ${injected}/${planned} happened, ${crashes} processes killed, ${inv} invocations, ${retries} retries, ${bisects} bisects, `
+    + `${gaveUp} batches given up | ${perQuery} | lost=${o.lost} duplicated=${o.duplicated} mismatched=${o.mismatched} missed=${o.missed} (${o.seconds.toFixed(1)} s)`;
 }

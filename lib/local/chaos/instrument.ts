@@ -1,0 +1,222 @@
+/**
+ * The fault middleware on one simulated container's SDK clients: it counts the fault points,
+ * injects the faults planned for them, and tells the sink history every write a reader could see.
+ *
+ * Two places in the SDK's middleware stack:
+ * - `initialize` (outside the SDK's retries): throttles, 5xx, conflicts and partial results reach
+ *   the engine as they would once the SDK gave up; kills strike right after a write succeeded;
+ * - `deserialize` (inside the retry loop, once per HTTP attempt): an ambiguous write is applied,
+ *   then its response is lost with a network error, so the SDK itself sends it again.
+ */
+import {
+  ProvisionedThroughputExceededException, RequestLimitExceeded, ThrottlingException, TransactionCanceledException,
+  type WriteRequest,
+} from '@aws-sdk/client-dynamodb';
+import { ProvisionedThroughputExceededException as KinesisThroughputExceeded, type PutRecordsResultEntry } from '@aws-sdk/client-kinesis';
+import { S3ServiceException } from '@aws-sdk/client-s3';
+import type { AwsClients } from '../../aws/clients.js';
+import type { RuntimeConfig } from '../../runtime/runtime-config.js';
+import { randomInt } from '../sample-events.js';
+import { ChaosKill, type FaultController } from './faults.js';
+import type { SinkHistory } from './history.js';
+
+/** What the middleware needs to know of its container. */
+export interface ContainerHandle {
+  readonly id: number;
+  dead: boolean;
+  killedBy?: string;
+}
+
+export interface InstrumentOptions {
+  readonly controller: FaultController;
+  readonly config: RuntimeConfig;
+  readonly history?: SinkHistory;
+}
+
+type Input = Record<string, unknown> & {
+  TableName?: string; Key?: string; Item?: Record<string, { S?: string }>; ConditionExpression?: string;
+  RequestItems?: Record<string, WriteRequest[]>; Records?: unknown[]; Limit?: number; Body?: unknown;
+};
+
+export function killContainer(container: ContainerHandle, why: string): never {
+  container.dead = true;
+  container.killedBy = why;
+  throw new ChaosKill(`chaos: process killed ${why}`);
+}
+
+export function instrumentClients(container: ContainerHandle, clients: AwsClients, options: InstrumentOptions): void {
+  const { controller, config, history } = options;
+  const deadCheck = (): void => {
+    if (container.dead) throw new ChaosKill(`chaos: container ${container.id} is dead (${container.killedBy})`);
+  };
+  const killKind = (kind: string | undefined, expected: string[], why: string): void => {
+    if (kind && expected.includes(kind)) {
+      const how = kind === 'timeout-mid-write' ? 'Task timed out' : kind === 'out-of-memory-mid-write' ? 'Runtime exited: out of memory' : 'killed';
+      killContainer(container, `${why} (${how})`);
+    }
+  };
+
+  clients.dynamodb.middlewareStack.add((next, context) => async (args) => {
+    deadCheck();
+    const command = (context as { commandName?: string }).commandName ?? '?';
+    const input = args.input as Input;
+    const table = input.TableName ?? '';
+    const sk = input.Item?.sk?.S ?? '';
+    const throttle = controller.hit('dynamodb-request', () => `${command} ${table} ${sk}`.trim());
+    if (throttle) throw dynamoDbThrottle(controller.random());
+    if (command === 'TransactWriteItemsCommand') {
+      const conflict = controller.hit('transaction', () => 'commit transaction');
+      if (conflict?.kind === 'transaction-conflict') throw transactionConflict((input.TransactItems as unknown[] | undefined)?.length ?? 1);
+    }
+    if (command === 'BatchWriteItemCommand') {
+      const [batchTable, requests] = Object.entries(input.RequestItems ?? {})[0] ?? ['', []];
+      const fault = controller.hit('batch-write', () => `BatchWriteItem ${batchTable}, ${requests.length} requests`);
+      if (fault?.kind === 'batch-write-unprocessed' && requests.length > 0) {
+        // Part applied, the rest handed back: the caller must send it again.
+        const applied = requests.slice(0, Math.floor(requests.length / 2));
+        const rest = requests.slice(applied.length);
+        const out = applied.length > 0
+          ? await next({ ...args, input: { ...input, RequestItems: { [batchTable]: applied } } })
+          : { output: { $metadata: {} }, response: {} };
+        deadCheck();
+        (out.output as { UnprocessedItems?: Record<string, WriteRequest[]> }).UnprocessedItems = { [batchTable]: rest };
+        return out;
+      }
+    }
+    const output = await next(args);
+    deadCheck();
+    // Which write just succeeded: a kill planned for it strikes now, before the next step.
+    if (command === 'PutItemCommand' && table === config.stateTable) {
+      if (sk.startsWith('s#')) {
+        const fault = controller.hit('state-snapshot-chunk-write', () => `${input.Item?.pk?.S} ${sk}`);
+        if (fault?.kind === 'kill-between-state-writes') killContainer(container, `between state writes (after ${sk}, before its marker)`);
+      } else if (sk.startsWith('d#') || sk.startsWith('m#')) {
+        const fault = controller.hit('state-version-write', () => `${input.Item?.pk?.S} ${sk}`);
+        if (fault?.kind === 'kill-after-state-commit') killContainer(container, `after state write ${sk}, before the commit`);
+      }
+    } else if (command === 'PutItemCommand' && table === config.checkpointTable && sk.startsWith('offset#')) {
+      const fault = controller.hit('offset-write', () => `${input.Item?.pk?.S} ${sk}`);
+      if (fault?.kind === 'kill-after-plan') killContainer(container, `after planning ${sk}`);
+    } else if (command === 'TransactWriteItemsCommand') {
+      const fault = controller.hit('commit-write', () => 'commit transaction');
+      if (fault?.kind === 'kill-after-commit') killContainer(container, 'after the commit-log transaction');
+    } else if (command === 'PutItemCommand' && table === config.sinkTable) {
+      history?.dynamoDbWrite(input.Item as never);
+      const fault = controller.hit('sink-partial-write', () => `sink item ${input.Item?.pk?.S ?? ''}`);
+      killKind(fault?.kind, ['kill-mid-sink-write', 'timeout-mid-write', 'out-of-memory-mid-write'], 'in the middle of the DynamoDB sink upserts');
+    }
+    return output;
+  }, { step: 'initialize', name: 'sluiceChaosDynamoDb' });
+
+  // Inside the SDK's retry loop: one HTTP attempt per call of this middleware.
+  const firstAttempt = new WeakSet<object>();
+  clients.dynamodb.middlewareStack.add((next, context) => async (args) => {
+    const command = (context as { commandName?: string }).commandName ?? '?';
+    const input = args.input as Input;
+    const conditional = command === 'TransactWriteItemsCommand'
+      || ((command === 'PutItemCommand' || command === 'UpdateItemCommand') && input.ConditionExpression !== undefined);
+    const counted = firstAttempt.has(input);
+    firstAttempt.add(input);
+    const fault = conditional && !counted ? controller.hit('conditional-write', () => `${command} ${input.TableName ?? ''} ${input.Item?.sk?.S ?? input.Item?.pk?.S ?? ''}`.trim()) : undefined;
+    const output = await next(args);
+    deadCheck();
+    if (fault?.kind === 'ambiguous-write') throw connectionReset();
+    return output;
+  }, { step: 'deserialize', name: 'sluiceChaosAmbiguousWrite' });
+
+  clients.s3.middlewareStack.add((next, context) => async (args) => {
+    deadCheck();
+    const command = (context as { commandName?: string }).commandName ?? '?';
+    const input = args.input as Input;
+    const key = String(input.Key ?? '');
+    const fault = controller.hit('s3-request', () => `${command} ${key}`);
+    if (fault?.kind === 'throttle-s3') throw s3Error('SlowDown', 503, 'Please reduce your request rate (chaos).');
+    if (fault?.kind === 's3-5xx') throw s3Error('InternalError', 500, 'We encountered an internal error. Please try again (chaos).');
+    const output = await next(args);
+    deadCheck();
+    if (command === 'PutObjectCommand') history?.s3Put(key, typeof input.Body === 'string' ? input.Body : Buffer.from(input.Body as Uint8Array).toString('utf8'));
+    if (command === 'PutObjectCommand' && /\/data\/partition=/.test(key)) {
+      const kill = controller.hit('sink-partial-write', () => key);
+      killKind(kill?.kind, ['kill-mid-sink-write', 'timeout-mid-write', 'out-of-memory-mid-write'], `between the S3 data object ${key} and its manifest entry`);
+    }
+    return output;
+  }, { step: 'initialize', name: 'sluiceChaosS3' });
+
+  // The function's own Kinesis calls: the repartition stage's PutRecords to the internal stream
+  // (stage 1's sink) and the shard reader's GetRecords.
+  clients.kinesis.middlewareStack.add((next, context) => async (args) => {
+    deadCheck();
+    const command = (context as { commandName?: string }).commandName ?? '?';
+    const input = args.input as Input;
+    const stream = String((input as { StreamName?: string }).StreamName ?? '');
+    const throttle = controller.hit('kinesis-request', () => `${command} ${stream}`.trim());
+    if (throttle) throw kinesisThrottle();
+    if (command === 'GetRecordsCommand') {
+      const fault = controller.hit('get-records', () => `GetRecords limit ${input.Limit ?? '-'}`);
+      if (fault?.kind === 'short-get-records') args = { ...args, input: { ...input, Limit: randomInt(() => controller.random(), 1, 3) } };
+    }
+    let output;
+    const partial = command === 'PutRecordsCommand' ? controller.hit('put-records', () => `PutRecords to ${stream}, ${input.Records?.length ?? 0} records`) : undefined;
+    if (partial?.kind === 'put-records-partial' && (input.Records?.length ?? 0) > 0) {
+      output = await putRecordsPartially(next as never, args, input.Records!, () => controller.random()) as Awaited<ReturnType<typeof next>>;
+    } else {
+      output = await next(args);
+    }
+    deadCheck();
+    if (command === 'PutRecordsCommand') {
+      const fault = controller.hit('sink-write', () => `PutRecords to ${stream}`);
+      if (fault?.kind === 'kill-after-sink-write') killContainer(container, `after PutRecords to the internal stream ${stream}`);
+    }
+    return output;
+  }, { step: 'initialize', name: 'sluiceChaosKinesis' });
+}
+
+/** Sends a random part of the records, answers the rest as throttled (Kinesis's partial failure). */
+async function putRecordsPartially(
+  next: (args: never) => Promise<{ output: unknown; response: unknown }>, args: { input: unknown }, records: unknown[], rnd: () => number,
+): Promise<{ output: unknown; response: unknown }> {
+  const failed = new Set<number>();
+  // At least one fails; with several, at least one goes through (so the retry lands after it).
+  const target = records.length === 1 ? 1 : randomInt(rnd, 1, records.length - 1);
+  while (failed.size < target) failed.add(randomInt(rnd, 0, records.length - 1));
+  const sent = records.filter((_, i) => !failed.has(i));
+  let results: PutRecordsResultEntry[] = [];
+  let response: unknown = {};
+  if (sent.length > 0) {
+    const out = await next({ ...args, input: { ...(args.input as object), Records: sent } } as never);
+    results = [...((out.output as { Records?: PutRecordsResultEntry[] }).Records ?? [])];
+    response = out.response;
+  }
+  const merged = records.map((_, i) => (failed.has(i)
+    ? { ErrorCode: 'ProvisionedThroughputExceededException', ErrorMessage: 'Rate exceeded for shard (chaos).' }
+    : results.shift()!));
+  return { output: { $metadata: {}, FailedRecordCount: failed.size, Records: merged }, response };
+}
+
+function dynamoDbThrottle(r: number): Error {
+  const $metadata = { httpStatusCode: 400, requestId: 'chaos' };
+  if (r < 0.5) return new ProvisionedThroughputExceededException({ $metadata, message: 'The level of configured provisioned throughput for the table was exceeded (chaos).' });
+  if (r < 0.8) return new ThrottlingException({ $metadata, message: 'Rate of requests exceeds the allowed throughput (chaos).' });
+  return new RequestLimitExceeded({ $metadata, message: 'Throughput exceeds the current throughput limit for your account (chaos).' });
+}
+
+function transactionConflict(items: number): Error {
+  return new TransactionCanceledException({
+    $metadata: { httpStatusCode: 400, requestId: 'chaos' },
+    message: 'Transaction cancelled, please refer cancellation reasons for specific reasons [TransactionConflict] (chaos)',
+    CancellationReasons: Array.from({ length: items }, (_, i) => ({ Code: i === items - 1 ? 'TransactionConflict' : 'None' })),
+  });
+}
+
+/** The response of an applied request never arrives: the SDK sees a reset connection and retries. */
+function connectionReset(): Error {
+  return Object.assign(new Error('socket hang up (chaos: the write was applied, its response lost)'), { code: 'ECONNRESET' });
+}
+
+function kinesisThrottle(): Error {
+  return new KinesisThroughputExceeded({ $metadata: { httpStatusCode: 400, requestId: 'chaos' }, message: 'Rate exceeded for shard in stream (chaos).' });
+}
+
+function s3Error(name: string, status: number, message: string): Error {
+  return new S3ServiceException({ name, $fault: 'server', $metadata: { httpStatusCode: status, requestId: 'chaos' }, message });
+}
