@@ -18,6 +18,8 @@ type Conf = ReadonlyMap<string, string>;
 
 export const CHECK_CORRECTNESS_CONF = 'spark.sql.streaming.statefulOperator.checkCorrectness.enabled';
 export const ALLOW_MULTIPLE_CONF = 'spark.sql.streaming.statefulOperator.allowMultiple';
+/** The call DataFrame.sample() filters with: a Sample node that no engine path runs. */
+export const SAMPLE_MARKER = '__sample';
 
 // ---------------------------------------------------------------------------------------------
 // Messages. Spark 4.0 raises most of these through a legacy error class whose message has no
@@ -143,6 +145,17 @@ export const errors = {
     'DEDUP_WITHIN_WATERMARK_WITHOUT_WATERMARK',
     'call withWatermark(eventTimeColumn, delay) before dropDuplicatesWithinWatermark.',
   ),
+  sampleOnStream: () => refusal(
+    'Sampling is not supported on streaming DataFrames/Datasets',
+    'SAMPLE_ON_STREAM',
+    'sample inside foreachBatch (a static batch), or keep a deterministic subset with filter(), e.g. on a hash of a key.',
+  ),
+  sampleInBatch: () => refusal(
+    'sample() is not supported by Sluice on a static DataFrame',
+    'SAMPLE_IN_BATCH',
+    'keep a deterministic subset with filter() instead, e.g. on a hash of a key.',
+    'SLUICE_UNSUPPORTED_OPERATION',
+  ),
   unsupportedExpression: (sql: string) => refusal(
     `Expression(s): ${sql} is not supported with streaming DataFrames/Datasets`,
     'UNSUPPORTED_STREAMING_EXPRESSION',
@@ -214,7 +227,8 @@ export function streamingAggregates(plan: LogicalPlan): Extract<LogicalPlan, { k
   return preOrder(plan).filter((n): n is Extract<LogicalPlan, { kind: 'Aggregate' }> => n.kind === 'Aggregate' && isStreaming(n));
 }
 
-function nodeExpressions(n: LogicalPlan): readonly Expr[] {
+/** The expressions a plan node holds itself (not its children's). */
+export function nodeExpressions(n: LogicalPlan): readonly Expr[] {
   switch (n.kind) {
     case 'Project': return n.exprs;
     case 'Filter': return [n.condition];
@@ -363,6 +377,9 @@ function checkNode(n: LogicalPlan, outputMode: OutputMode): void {
         throw errors.dedupWithinWatermarkWithoutWatermark();
       }
       break;
+    case 'Filter':
+      if (isStreaming(n) && isSample(n)) throw errors.sampleOnStream();
+      break;
     case 'Union':
       if (new Set(n.children.map(isStreaming)).size === 2) throw errors.unionStreamWithBatch();
       break;
@@ -408,7 +425,12 @@ export function checkBatchQuery(plan: LogicalPlan): void {
   foreachUp(plan, (n) => {
     if (isStreaming(n)) throw errors.streamingSourceInBatch();
     if (n.kind === 'Deduplicate' && n.withinWatermark) throw errors.dedupWithinWatermarkInBatch();
+    if (isSample(n)) throw errors.sampleInBatch();
   });
+}
+
+function isSample(n: LogicalPlan): boolean {
+  return n.kind === 'Filter' && n.condition.kind === 'call' && n.condition.fn === SAMPLE_MARKER;
 }
 
 function hasWatermarkBelow(n: LogicalPlan): boolean {

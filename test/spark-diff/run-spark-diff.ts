@@ -4,7 +4,8 @@
  * prints a summary per shape. Exits non-zero on a mismatch or a harness error.
  *
  * Options: `--long` (more random cases and steps), `--seeds N` (random cases per shape),
- * `--seed S` (first seed), `--only <substring>` (case ids), `--no-shrink`, `--report <file>`.
+ * `--seed S` (first seed), `--only <substring>` (case ids), `--no-shrink`, `--report <file>`,
+ * `--pyspark <version>` (compare against another PySpark, in its own venv; the pin is python-env.ts).
  * The bounded default (CI) runs the hand-written cases, the refusals and one random case per shape.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -29,10 +30,11 @@ interface Options {
   only: string | null;
   shrink: boolean;
   report: string;
+  pyspark: string | undefined;
 }
 
 function parseArgs(argv: readonly string[]): Options {
-  const o: Options = { seeds: 1, seed: 1, maxSteps: 4, only: null, shrink: true, report: join(root, '.spark-diff', 'last-report.json') };
+  const o: Options = { seeds: 1, seed: 1, maxSteps: 4, only: null, shrink: true, report: join(root, '.spark-diff', 'last-report.json'), pyspark: undefined };
   const args = argv.filter((a) => a !== '--');
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
@@ -44,7 +46,8 @@ function parseArgs(argv: readonly string[]): Options {
     else if (a === '--only') o.only = args[++i]!;
     else if (a === '--no-shrink') o.shrink = false;
     else if (a === '--report') o.report = args[++i]!;
-    else throw new Error(`unknown option ${a} (--long, --seeds N, --seed S, --only <id part>, --no-shrink, --report <file>)`);
+    else if (a === '--pyspark') o.pyspark = args[++i]!;
+    else throw new Error(`unknown option ${a} (--long, --seeds N, --seed S, --only <id part>, --no-shrink, --report <file>, --pyspark <version>)`);
   }
   return o;
 }
@@ -83,7 +86,7 @@ interface Outcome {
 async function main(): Promise<void> {
   const o = parseArgs(process.argv.slice(2));
   const cases = loadCases(o);
-  const python = ensurePython(root);
+  const python = ensurePython(root, o.pyspark);
   const started = performance.now();
   const { spark, startupSeconds, version } = await SparkProcess.start(python, join(here, 'spark_runner.py'));
   console.log(`spark-diff: PySpark ${version} ready in ${startupSeconds} s (JVM start + SparkSession); ${cases.length} cases`);
