@@ -177,6 +177,13 @@ export const errors = {
     'REDEFINING_WATERMARK',
     'call withWatermark once per input, before the first stateful operator; later operators inherit it.',
   ),
+  multipleEventTimeColumns: (columns: readonly string[]) => refusal(
+    'More than one event time columns are available. Please ensure there is at most one event time column per stream. ' +
+      `event time columns: (${columns.join(',')})`,
+    'MULTIPLE_EVENT_TIME_COLUMNS',
+    'keep one event-time column in the stateful operator\'s key (drop or cast the other to long/string first), or set ' +
+      `'${ALLOW_MULTIPLE_CONF}' to 'false' to use the first one.`,
+  ),
   streamStreamJoinWithoutEquality: () => refusal(
     'Stream-stream join without equality predicate is not supported',
     'STREAM_STREAM_JOIN_WITHOUT_EQUALITY',
@@ -438,6 +445,22 @@ function hasWatermarkBelow(n: LogicalPlan): boolean {
 }
 
 /**
+ * The event-time columns among a stateful operator's keys (aggregation grouping keys, dedup keys):
+ * Spark's physical operator looks for exactly one to evict state by.
+ */
+function eventTimeKeyNames(n: LogicalPlan): string[] {
+  // Spark prints `name#id-T<delay>ms`; Sluice has no expression ids.
+  if (n.kind === 'Deduplicate') return n.keys.filter((k) => k.eventTimeDelayMs !== null).map((k) => `${k.name}-T${k.eventTimeDelayMs}ms`);
+  if (n.kind === 'Aggregate') {
+    return n.groupingExprs.flatMap((k) => {
+      const delay = groupingKeyWatermarkDelay(k, n.child.output);
+      return delay === null ? [] : [`${describe(unalias(k))}-T${delay}ms`];
+    });
+  }
+  return [];
+}
+
+/**
  * Checks Spark makes only when it plans the first batch (watermark propagation and physical
  * planning), so they surface as a failed query rather than at start().
  */
@@ -445,6 +468,10 @@ export function checkRuntimeRestrictions(plan: LogicalPlan, conf: Conf): void {
   const allowMultiple = (conf.get(ALLOW_MULTIPLE_CONF) ?? 'true').trim().toLowerCase() !== 'false';
   foreachUp(plan, (n) => {
     if (n.kind === 'EventTimeWatermark' && allowMultiple && hasWatermarkBelow(n)) throw errors.redefiningWatermark();
+    if (allowMultiple && isStreaming(n)) {
+      const eventTimeKeys = eventTimeKeyNames(n);
+      if (eventTimeKeys.length > 1) throw errors.multipleEventTimeColumns(eventTimeKeys);
+    }
     if (n.kind === 'Join' && isStreaming(n.left) && isStreaming(n.right) && streamStreamJoinBounds(n).split.keys.length === 0) {
       throw errors.streamStreamJoinWithoutEquality();
     }

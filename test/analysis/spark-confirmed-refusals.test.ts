@@ -9,6 +9,7 @@ import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { col, count, session_window, window } from '../../lib/plan/functions.js';
 import { AnalysisError, IllegalArgumentError } from '../../lib/errors/sluice-error.js';
+import { checkRuntimeRestrictions } from '../../lib/analysis/unsupported-operation-checker.js';
 
 const stream = (): DataFrame => new SluiceSession().memoryStream('k string, ts timestamp, v long').df;
 
@@ -64,5 +65,33 @@ describe('refusals as PySpark 4.0.1 raises them', () => {
     const e = await startError(deduped);
     expect(e.message).toContain('dropDuplicatesWithinWatermark is not supported on streaming DataFrames/DataSets without watermark');
     expect(e.errorClass).toBe('_LEGACY_ERROR_TEMP_3102');
+  });
+});
+
+describe('a stateful operator keyed by two event-time columns (Spark fails the first batch)', () => {
+  const joined = (): DataFrame => {
+    const session = new SluiceSession();
+    const l = session.memoryStream('lk string, lts timestamp').df.withWatermark('lts', '10 seconds');
+    const r = session.memoryStream('rk string, rts timestamp').df.withWatermark('rts', '10 seconds');
+    return l.join(r, col('lk').eq(col('rk')).and(col('rts').eq(col('lts'))), 'inner').select(col('lk'), col('lts'), col('rts'));
+  };
+
+  it('dropDuplicates() over a join keeping both event times fails at run time with Spark\'s message', () => {
+    const e = (() => {
+      try {
+        checkRuntimeRestrictions(joined().dropDuplicates().plan, new Map());
+      } catch (error) {
+        return error as AnalysisError;
+      }
+      throw new Error('expected a refusal');
+    })();
+    expect(e.message).toContain('More than one event time columns are available. Please ensure there is at most one event time column per stream.');
+    expect(e.message).toContain('(lts-T10000ms,rts-T10000ms)');
+  });
+
+  it('one event-time key is fine, and the compatibility conf (allowMultiple=false) does not refuse it', () => {
+    expect(() => checkRuntimeRestrictions(joined().dropDuplicates(['lk', 'lts']).plan, new Map())).not.toThrow();
+    const conf = new Map([['spark.sql.streaming.statefulOperator.allowMultiple', 'false']]);
+    expect(() => checkRuntimeRestrictions(joined().dropDuplicates().plan, conf)).not.toThrow();
   });
 });

@@ -37,6 +37,8 @@ export interface Refusal {
   readonly phase: 'definition' | 'start' | 'runtime';
   readonly errorClass: string | null;
   readonly message: string;
+  /** Spark's whole message: a batch failure arrives wrapped (e.g. in foreachBatch's error), the cause inside. */
+  readonly detail?: string;
 }
 
 /** What one engine did with a case: per step, the batches it ran; or where it refused. */

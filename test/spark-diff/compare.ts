@@ -32,7 +32,10 @@ function refusalMatches(spark: Refusal, sluice: Refusal): boolean {
   if (spark.phase !== sluice.phase) return false;
   if (spark.errorClass && sluice.errorClass === spark.errorClass) return true;
   const core = coreMessage(spark.message).toLowerCase();
-  return core.length > 0 && sluice.message.toLowerCase().includes(core);
+  if (core.length > 0 && sluice.message.toLowerCase().includes(core)) return true;
+  // A failed batch: Spark wraps the cause; Sluice's sentence must appear in Spark's whole text.
+  const ours = coreMessage(sluice.message).toLowerCase();
+  return spark.phase === 'runtime' && ours.length > 0 && (spark.detail ?? '').toLowerCase().includes(ours);
 }
 
 export function compare(c: DiffCase, spark: EngineResult, sluice: EngineResult, columns: readonly string[]): Difference[] {

@@ -86,6 +86,8 @@ function outputColumns(c: DiffCase): string[] {
 interface KnownDivergence {
   readonly id: string;
   readonly shapes: readonly string[];
+  /** Only these case ids, when given. */
+  readonly ids?: readonly string[];
   readonly where: string;
   readonly reason: string;
 }
@@ -94,7 +96,8 @@ const KNOWN: readonly KnownDivergence[] = JSON.parse(readFileSync(join(here, 'ca
 
 /** The known divergence that explains every difference of a case, if one does. */
 function knownDivergence(c: DiffCase, differences: readonly Difference[]): KnownDivergence | undefined {
-  return KNOWN.find((k) => k.shapes.includes(c.shape) && differences.every((d) => new RegExp(`: (${k.where})$`).test(d.where)));
+  return KNOWN.find((k) => k.shapes.includes(c.shape) && (!k.ids || k.ids.includes(c.id))
+    && differences.every((d) => new RegExp(`(^|: )(${k.where})$`).test(d.where)));
 }
 
 interface Outcome {

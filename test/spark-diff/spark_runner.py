@@ -127,6 +127,22 @@ def call(e):
     raise ValueError(f"function {fn} is not mapped to PySpark")
 
 
+def new_memory_stream():
+    """MemoryStream moved to ...streaming.runtime in Spark 4.1."""
+    encoder = jvm.org.apache.spark.sql.Encoders.STRING()
+    for pkg in ("org.apache.spark.sql.execution.streaming.runtime", "org.apache.spark.sql.execution.streaming"):
+        cls = jvm
+        for part in (pkg + ".MemoryStream").split("."):
+            cls = getattr(cls, part)
+        try:
+            return cls.apply(encoder, spark._jsparkSession.sqlContext())
+        except TypeError:
+            continue  # a JavaPackage: not in this version
+        except Exception:  # noqa: BLE001
+            return cls.apply(encoder, spark._jsparkSession)
+    raise RuntimeError("no MemoryStream class in this Spark")
+
+
 # ---- queries ----------------------------------------------------------------------------------
 class Inputs:
     def __init__(self, case):
@@ -134,8 +150,7 @@ class Inputs:
         for inp in case["inputs"]:
             self.schemas[inp["name"]] = inp["schema"]
             if inp["kind"] == "stream":
-                ms = jvm.org.apache.spark.sql.execution.streaming.MemoryStream.apply(
-                    jvm.org.apache.spark.sql.Encoders.STRING(), spark._jsparkSession.sqlContext())
+                ms = new_memory_stream()
                 raw = DataFrame(ms.toDF(), spark)
                 parsed = raw.select(F.from_json("value", ddl(inp["schema"]),
                                                 {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}).alias("r"))
@@ -221,8 +236,9 @@ def refusal(phase, err):
                 cls = None
             if cls:
                 break
-    msg = str(err).strip().split("\n")[0]
-    return {"phase": phase, "errorClass": cls, "message": msg[:600], "type": type(err).__name__}
+    text = str(err).strip()
+    return {"phase": phase, "errorClass": cls, "message": text.split("\n")[0][:600], "type": type(err).__name__,
+            "detail": text[:6000]}
 
 
 def watermark_ms(p):
@@ -281,8 +297,7 @@ def run_case(case):
                     }})
                 result["steps"].append(out)
         except Exception as err:  # noqa: BLE001
-            result["refusal"] = refusal("runtime", getattr(err, "cause", None) or err)
-            result["refusal"]["message"] = str(err).strip().split("\n")[0][:600]
+            result["refusal"] = refusal("runtime", err)
         finally:
             try:
                 q.stop()
