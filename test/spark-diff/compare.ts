@@ -25,7 +25,7 @@ function rowKeys(rows: unknown[][], unordered: readonly number[]): string[] {
 
 /** Spark's messages start with `[ERROR_CLASS] ` and end with ` SQLSTATE: ...`; the sentence is what both can share. */
 export function coreMessage(message: string): string {
-  return message.replace(/^\[[A-Z0-9_.]+\]\s*/, '').replace(/\s*SQLSTATE:.*$/, '').split(/(?<=[.;:])\s/)[0]!.trim();
+  return message.replace(/^\[[A-Z0-9_.]+\]\s*/, '').replace(/\s*SQLSTATE:.*$/, '').split(/(?<=[.;])\s/)[0]!.trim().replace(/[.;]$/, '');
 }
 
 function refusalMatches(spark: Refusal, sluice: Refusal): boolean {
