@@ -25,13 +25,14 @@ export interface GeneratorOptions {
 }
 
 export function generateCase(shapeName: string, shape: Json, seed: number, options: GeneratorOptions): DiffCase {
-  const random = rng(seed);
+  // The shape's name is mixed in so one seed gives each shape its own data (and step count).
+  const random = rng([...shapeName].reduce((h, ch) => Math.imul(h ^ ch.charCodeAt(0), 16777619) >>> 0, seed ^ 2166136261));
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
   const chance = (p: number): boolean => random() < p;
   const streams = (shape.inputs as Json[]).filter((i) => i.kind === 'stream').map((i) => i.name as string);
   const steps: Record<string, unknown[][]>[] = [];
   let clock = Math.floor(random() * 20);
-  const nSteps = 1 + Math.floor(random() * options.maxSteps);
+  const nSteps = 2 + Math.floor(random() * Math.max(1, options.maxSteps - 1));
   for (let s = 0; s < nSteps; s++) {
     const step: Record<string, unknown[][]> = {};
     for (const name of streams) {
