@@ -105,6 +105,7 @@ function callType(fn: string, args: readonly BoundExpr[]): DataType {
       return 'double';
     case '=': case '!=': case '<': case '<=': case '>': case '>=': case '<=>':
     case 'and': case 'or': case 'not': case 'between': case 'isnull': case 'isnotnull':
+    case '__sample': // DataFrame.sample()'s row filter, refused before it runs (unsupported-operation-checker.ts)
       return 'boolean';
     case 'timestamp_seconds':
     case 'current_timestamp':

@@ -18,6 +18,8 @@ type Conf = ReadonlyMap<string, string>;
 
 export const CHECK_CORRECTNESS_CONF = 'spark.sql.streaming.statefulOperator.checkCorrectness.enabled';
 export const ALLOW_MULTIPLE_CONF = 'spark.sql.streaming.statefulOperator.allowMultiple';
+/** The call DataFrame.sample() filters with: a Sample node that no engine path runs. */
+export const SAMPLE_MARKER = '__sample';
 
 // ---------------------------------------------------------------------------------------------
 // Messages. Spark 4.0 raises most of these through a legacy error class whose message has no
@@ -143,6 +145,17 @@ export const errors = {
     'DEDUP_WITHIN_WATERMARK_WITHOUT_WATERMARK',
     'call withWatermark(eventTimeColumn, delay) before dropDuplicatesWithinWatermark.',
   ),
+  sampleOnStream: () => refusal(
+    'Sampling is not supported on streaming DataFrames/Datasets',
+    'SAMPLE_ON_STREAM',
+    'sample inside foreachBatch (a static batch), or keep a deterministic subset with filter(), e.g. on a hash of a key.',
+  ),
+  sampleInBatch: () => refusal(
+    'sample() is not supported by Sluice on a static DataFrame',
+    'SAMPLE_IN_BATCH',
+    'keep a deterministic subset with filter() instead, e.g. on a hash of a key.',
+    'SLUICE_UNSUPPORTED_OPERATION',
+  ),
   unsupportedExpression: (sql: string) => refusal(
     `Expression(s): ${sql} is not supported with streaming DataFrames/Datasets`,
     'UNSUPPORTED_STREAMING_EXPRESSION',
@@ -163,6 +176,13 @@ export const errors = {
       'behavior. Note that multiple stateful operators will be disallowed.',
     'REDEFINING_WATERMARK',
     'call withWatermark once per input, before the first stateful operator; later operators inherit it.',
+  ),
+  multipleEventTimeColumns: (columns: readonly string[]) => refusal(
+    'More than one event time columns are available. Please ensure there is at most one event time column per stream. ' +
+      `event time columns: (${columns.join(',')})`,
+    'MULTIPLE_EVENT_TIME_COLUMNS',
+    'keep one event-time column in the stateful operator\'s key (drop or cast the other to long/string first), or set ' +
+      `'${ALLOW_MULTIPLE_CONF}' to 'false' to use the first one.`,
   ),
   streamStreamJoinWithoutEquality: () => refusal(
     'Stream-stream join without equality predicate is not supported',
@@ -214,7 +234,8 @@ export function streamingAggregates(plan: LogicalPlan): Extract<LogicalPlan, { k
   return preOrder(plan).filter((n): n is Extract<LogicalPlan, { kind: 'Aggregate' }> => n.kind === 'Aggregate' && isStreaming(n));
 }
 
-function nodeExpressions(n: LogicalPlan): readonly Expr[] {
+/** The expressions a plan node holds itself (not its children's). */
+export function nodeExpressions(n: LogicalPlan): readonly Expr[] {
   switch (n.kind) {
     case 'Project': return n.exprs;
     case 'Filter': return [n.condition];
@@ -363,6 +384,9 @@ function checkNode(n: LogicalPlan, outputMode: OutputMode): void {
         throw errors.dedupWithinWatermarkWithoutWatermark();
       }
       break;
+    case 'Filter':
+      if (isStreaming(n) && isSample(n)) throw errors.sampleOnStream();
+      break;
     case 'Union':
       if (new Set(n.children.map(isStreaming)).size === 2) throw errors.unionStreamWithBatch();
       break;
@@ -408,11 +432,32 @@ export function checkBatchQuery(plan: LogicalPlan): void {
   foreachUp(plan, (n) => {
     if (isStreaming(n)) throw errors.streamingSourceInBatch();
     if (n.kind === 'Deduplicate' && n.withinWatermark) throw errors.dedupWithinWatermarkInBatch();
+    if (isSample(n)) throw errors.sampleInBatch();
   });
+}
+
+function isSample(n: LogicalPlan): boolean {
+  return n.kind === 'Filter' && n.condition.kind === 'call' && n.condition.fn === SAMPLE_MARKER;
 }
 
 function hasWatermarkBelow(n: LogicalPlan): boolean {
   return planChildren(n).some((c) => c.kind === 'EventTimeWatermark' || hasWatermarkBelow(c));
+}
+
+/**
+ * The event-time columns among a stateful operator's keys (aggregation grouping keys, dedup keys):
+ * Spark's physical operator looks for exactly one to evict state by.
+ */
+function eventTimeKeyNames(n: LogicalPlan): string[] {
+  // Spark prints `name#id-T<delay>ms`; Sluice has no expression ids.
+  if (n.kind === 'Deduplicate') return n.keys.filter((k) => k.eventTimeDelayMs !== null).map((k) => `${k.name}-T${k.eventTimeDelayMs}ms`);
+  if (n.kind === 'Aggregate') {
+    return n.groupingExprs.flatMap((k) => {
+      const delay = groupingKeyWatermarkDelay(k, n.child.output);
+      return delay === null ? [] : [`${describe(unalias(k))}-T${delay}ms`];
+    });
+  }
+  return [];
 }
 
 /**
@@ -423,6 +468,10 @@ export function checkRuntimeRestrictions(plan: LogicalPlan, conf: Conf): void {
   const allowMultiple = (conf.get(ALLOW_MULTIPLE_CONF) ?? 'true').trim().toLowerCase() !== 'false';
   foreachUp(plan, (n) => {
     if (n.kind === 'EventTimeWatermark' && allowMultiple && hasWatermarkBelow(n)) throw errors.redefiningWatermark();
+    if (allowMultiple && isStreaming(n)) {
+      const eventTimeKeys = eventTimeKeyNames(n);
+      if (eventTimeKeys.length > 1) throw errors.multipleEventTimeColumns(eventTimeKeys);
+    }
     if (n.kind === 'Join' && isStreaming(n.left) && isStreaming(n.right) && streamStreamJoinBounds(n).split.keys.length === 0) {
       throw errors.streamStreamJoinWithoutEquality();
     }

@@ -1,5 +1,5 @@
 import { newAttribute, withQualifier, type Attribute } from '../plan/attribute.js';
-import { Column, toColumn, type ColumnLike, type SortOrder } from '../plan/column.js';
+import { Column, literalExpr, toColumn, type ColumnLike, type SortOrder } from '../plan/column.js';
 import { defaultName, unalias, type Expr } from '../plan/expressions.js';
 import { intervalToDelayMs, parseInterval } from '../plan/intervals.js';
 import { isStruct, typeToString } from '../plan/data-types.js';
@@ -7,6 +7,8 @@ import { collectNodes, isStreaming, type JoinType, type LogicalPlan } from '../p
 import { bind, inheritedEventTimeDelay, resolveName } from '../analysis/binder.js';
 import { isGenerator } from '../analysis/bound-expr.js';
 import { explainPlan } from '../analysis/explain.js';
+import { checkSingleWindowExpression } from '../analysis/time-windowing.js';
+import { errors as unsupportedErrors, nodeExpressions, SAMPLE_MARKER } from '../analysis/unsupported-operation-checker.js';
 import { AnalysisError, IllegalArgumentError } from '../errors/sluice-error.js';
 import type { SourceRegistry } from '../sources/source.js';
 import { runBatchQuery } from '../runtime/batch-runner.js';
@@ -135,6 +137,7 @@ export class DataFrame {
   }
 
   private with(plan: LogicalPlan, other?: DataFrame): DataFrame {
+    checkSingleWindowExpression(nodeExpressions(plan));
     return new DataFrame(this.session, plan, other ? mergeSources(this.sources, other.sources) : this.sources);
   }
 
@@ -248,14 +251,25 @@ export class DataFrame {
     return this.deduplicate(columns, false);
   }
 
-  /** Drops a row whose key was seen within the watermark delay; state expires with the watermark. */
+  /**
+   * Drops a row whose key was seen within the watermark delay; state expires with the watermark.
+   * Without a watermark the query is refused at start(), where Spark refuses it.
+   */
   dropDuplicatesWithinWatermark(columns?: readonly string[]): DataFrame {
-    if (!this.plan.output.some((a) => a.eventTimeDelayMs !== null)) {
-      throw new AnalysisError('dropDuplicatesWithinWatermark is not supported on a streaming DataFrame without watermark.', {
-        code: 'DEDUP_WITHIN_WATERMARK_WITHOUT_WATERMARK', hint: 'call withWatermark(eventTimeColumn, delay) before it.',
-      });
-    }
     return this.deduplicate(columns, true);
+  }
+
+  /**
+   * Spark's `sample(fraction, seed)`. A stream cannot be sampled: start() refuses it with Spark's
+   * message. Sluice has no batch sampler, so a static DataFrame refuses it here.
+   */
+  sample(fraction: number, seed?: number): DataFrame {
+    if (!isStreaming(this.plan)) throw unsupportedErrors.sampleInBatch();
+    if (!(fraction >= 0 && fraction <= 1)) {
+      throw new IllegalArgumentError(`requirement failed: Sampling fraction (${fraction}) must be on interval [0, 1] without replacement`, { code: 'SAMPLE_FRACTION' });
+    }
+    const condition: Expr = { kind: 'call', fn: SAMPLE_MARKER, args: [literalExpr(fraction), literalExpr(seed ?? null)] };
+    return this.with({ kind: 'Filter', child: this.plan, condition, output: this.plan.output });
   }
 
   private deduplicate(columns: readonly string[] | undefined, withinWatermark: boolean): DataFrame {
@@ -402,6 +416,7 @@ export class GroupedData {
       aggregateExprs: [...this.keys, ...aggExprs],
       output: [...keyOutput, ...aggOutput],
     };
+    checkSingleWindowExpression(plan.aggregateExprs);
     return new DataFrame(this.df.session, plan, this.df.sources);
   }
 

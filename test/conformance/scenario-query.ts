@@ -173,6 +173,9 @@ export function buildQuery(ops: Json[], inputs: ScenarioInputs): DataFrame {
           (op.orderBy ?? []).map((k: Json) => ('expr' in k && !('as' in k) ? (k.desc ? expr(k.expr).desc() : expr(k.expr).asc()) : expr(k))),
         );
         break;
+      case 'sample':
+        df = current().sample(op.fraction, op.seed);
+        break;
       case 'failOnce':
         df = current().failOnce(expr(op.condition), op.message ?? 'injected failure');
         break;

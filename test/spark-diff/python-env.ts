@@ -1,0 +1,37 @@
+/**
+ * The pinned PySpark, installed on first use into .spark-diff/venv (git-ignored). PySpark 4.0.1:
+ * the 4.0 line's maintenance release (4.0.0's streaming fixes included) and the line the conformance
+ * scenarios' "Spark 4.x" expectations were written against; 4.1+ adds new streaming behaviour
+ * (real-time mode, state store changes) that Sluice does not claim. `SPARK_DIFF_FIND_LINKS=<dir>`
+ * lets pip take an already downloaded sdist (434 MB) instead of fetching it again.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+export const PYSPARK_VERSION = '4.0.1';
+
+function run(cmd: string, args: string[]): void {
+  execFileSync(cmd, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+}
+
+/**
+ * Returns the venv's python, creating the venv and installing PySpark if needed. Another version
+ * (`--pyspark 4.3.0`) gets its own venv, so the pinned one is never disturbed.
+ */
+export function ensurePython(root: string, version = PYSPARK_VERSION): string {
+  const envDir = version === PYSPARK_VERSION ? '.spark-diff/venv' : `.spark-diff/venv-${version}`;
+  const dir = join(root, envDir);
+  const python = join(dir, 'bin', 'python');
+  const marker = join(dir, `pyspark-${version}.installed`);
+  if (existsSync(marker)) return python;
+  const started = performance.now();
+  console.log(`spark-diff: installing pyspark==${version} into ${envDir} (first use; about 450 MB)`);
+  if (!existsSync(python)) run(process.env.SPARK_DIFF_PYTHON ?? 'python3', ['-m', 'venv', dir]);
+  const links = process.env.SPARK_DIFF_FIND_LINKS ? ['--find-links', process.env.SPARK_DIFF_FIND_LINKS] : [];
+  run(python, ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', ...links, `pyspark==${version}`]);
+  run(python, ['-c', `import pyspark; assert pyspark.__version__ == '${version}', pyspark.__version__`]);
+  execFileSync('touch', [marker]);
+  console.log(`spark-diff: installed in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+  return python;
+}
