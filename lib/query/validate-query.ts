@@ -15,6 +15,7 @@ import { renderTree } from '../analysis/explain.js';
 import type { DataFrame } from '../api/data-frame.js';
 import { SluiceSession, toSchema } from '../api/session.js';
 import { checkSinkOutputMode } from '../sinks/sink-output-modes.js';
+import { checkFilesSink } from './files-sink-check.js';
 import { defineQuery, type KinesisSourceSpec, type StreamingQueryDefinition } from './query-definition.js';
 
 /** The source id of the Kinesis stream in a deployed query's plan (and its offsets). */
@@ -61,6 +62,7 @@ export function validateQuery(definition: StreamingQueryDefinition, options: Val
   }
   checkStreamingQuery(df.plan, definition.outputMode, session.conf);
   checkSinkOutputMode(definition.sink.kind, definition.outputMode);
+  checkFilesSink(definition, df.plan.output.map((a) => ({ name: a.name, type: a.type })));
   const { isStateful, coPartitioned } = checkCoPartitioning(definition, df.plan, options.expectedShardCount, options.allowRepartition === true);
   const repartition = coPartitioned ? null : planRepartition(df.plan);
   return {

@@ -22,4 +22,11 @@ export interface Sink {
   /** Which output modes this sink can honour, checked before the query starts. */
   readonly supportedOutputModes: readonly OutputMode[];
   addBatch(batch: SinkBatch): Promise<void>;
+  /**
+   * Batch `batchId` of `partitionId` is committed in the checkpoint. Called after the commit and,
+   * at start, for the last committed batch (the run that committed it may have stopped before
+   * calling this): a sink that stages its output until the commit makes it visible here,
+   * idempotently.
+   */
+  onCommitted?(partitionId: string, batchId: number): Promise<void>;
 }
