@@ -4,7 +4,7 @@
  * column (Spark refuses void and interval columns in Parquet, too).
  */
 import { AnalysisError } from '../errors/sluice-error.js';
-import type { StructField } from '../plan/data-types.js';
+import type { DataType, StructField } from '../plan/data-types.js';
 import { resolvePartitionColumns } from '../sinks/partition-path.js';
 import { unwritableParquetType } from '../sinks/parquet-format.js';
 import type { StreamingQueryDefinition } from './query-definition.js';
@@ -24,4 +24,40 @@ export function checkFilesSink(definition: StreamingQueryDefinition, schema: rea
       });
     }
   }
+}
+
+/** A Hive/Glue column: the name and the Hive type string Athena reads the data as. */
+export interface LakeColumn {
+  readonly name: string;
+  readonly type: string;
+}
+
+/** What a catalog table over the files sink's location needs: the format, data and partition columns. */
+export interface LakeTableShape {
+  readonly format: 'jsonl' | 'parquet';
+  readonly columns: readonly LakeColumn[];
+  readonly partitionKeys: readonly LakeColumn[];
+}
+
+/** The Hive type Glue and Athena use for an engine type (as Spark's HiveExternalCatalog maps it). */
+export function hiveTypeOf(type: DataType): string {
+  if (typeof type === 'object' && type.kind === 'array') return `array<${hiveTypeOf(type.element)}>`;
+  if (typeof type === 'object' && type.kind === 'struct') return `struct<${type.fields.map((f) => `${f.name}:${hiveTypeOf(f.type)}`).join(',')}>`;
+  switch (type) {
+    case 'long': return 'bigint';
+    case 'int': case 'double': case 'string': case 'boolean': case 'timestamp': return type;
+    default: throw new AnalysisError(`type ${type} has no catalog column type`, { code: 'UNSUPPORTED_PARQUET_TYPE' });
+  }
+}
+
+/** The catalog shape of an s3-files sink's output, or null for other sinks. */
+export function lakeTableShapeOf(definition: StreamingQueryDefinition, schema: readonly StructField[]): LakeTableShape | null {
+  const sink = definition.sink;
+  if (sink.kind !== 's3-files') return null;
+  const partitionFields = resolvePartitionColumns(sink.partitionBy ?? [], schema);
+  return {
+    format: sink.format ?? 'jsonl',
+    columns: schema.filter((f) => !partitionFields.includes(f)).map((f) => ({ name: f.name, type: hiveTypeOf(f.type) })),
+    partitionKeys: partitionFields.map((f) => ({ name: f.name, type: hiveTypeOf(f.type) })),
+  };
 }

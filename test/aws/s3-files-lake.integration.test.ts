@@ -182,8 +182,8 @@ describe('Parquet files sink read by DuckDB (emulators)', () => {
     expect(commitFaults).toBeGreaterThan(1);
     expect(written!.rows.length).toBeGreaterThan(0);
     // At the crash the batch's files existed, staged; DuckDB saw only the batches before it.
-    expect(seenAtCrash!.keys.some((k) => k.includes('_sluice_staging/') && k.endsWith('.parquet.staged'))).toBe(true);
     expect(seenAtCrash!.rows).toEqual(expected.slice(0, 8));
+    expect(seenAtCrash!.keys.some((k) => k.includes('_sluice_staging/') && k.endsWith('.parquet.staged'))).toBe(true);
     expect((await readWithDuckDb(d)).rows).toEqual(expected.slice(0, 16));
 
     // The commit succeeds but the run stops before revealing: the next start reveals the batch.
