@@ -12,6 +12,7 @@ import { S3_FILES_METADATA_DIR, type S3FilesManifestEntry, type S3FilesManifestF
 import { S3_LATEST_DIR, parseSnapshotPointer } from './s3-snapshot-sink.js';
 import { decodeKeySegment, getObjectBytes, getObjectText, listKeys, mapWithConcurrency, normalizePrefix } from './s3-util.js';
 import { parquetRowsAsJson } from './parquet-reader.js';
+import { readCompactionLog } from './s3-compaction.js';
 
 export interface ReaderOptions {
   readonly meter?: CostMeter;
@@ -71,6 +72,26 @@ async function readManifestFile(
 /** The rows a compacted file holds for one small file it replaced, or undefined. */
 export type CompactedLookup = (smallFileKey: string) => Promise<Record<string, unknown>[] | undefined>;
 
+/** Follows the compaction log (read once, on the first file not found where the manifest says). */
+function compactedFilesOf(client: S3Client, bucket: string, prefix: string, options: ReaderOptions): CompactedLookup {
+  let log: ReturnType<typeof readCompactionLog> | undefined;
+  const outputs = new Map<string, Promise<Record<string, unknown>[]>>();
+  return async (key) => {
+    log ??= readCompactionLog(client, bucket, prefix, options.meter);
+    const place = (await log).get(key);
+    if (!place) return undefined;
+    let rows = outputs.get(place.output);
+    if (!rows) {
+      rows = getObjectBytes(client, bucket, place.output, options.meter).then((bytes) => {
+        if (bytes === undefined) throw new Error(`compacted file ${place.output} does not exist`);
+        return place.output.endsWith('.parquet') ? parquetRowsAsJson(bytes) : parseJsonLines(Buffer.from(bytes).toString('utf-8'), place.output);
+      });
+      outputs.set(place.output, rows);
+    }
+    return (await rows).slice(place.offset, place.offset + place.rows);
+  };
+}
+
 /**
  * Every committed S3FilesSink batch, ordered by partition id then batch id. Only batches with a
  * manifest entry are read; data objects without one (a write that crashed before committing) are
@@ -87,13 +108,14 @@ export async function readS3FileBatches(
   }
   entries.sort((a, b) => compareStrings(a.partitionId, b.partitionId) || a.batchId - b.batchId);
   const concurrency = options.concurrency ?? 16;
+  const compacted = options.compacted ?? compactedFilesOf(client, bucket, prefix, options);
   return mapWithConcurrency(entries, concurrency, async ({ partitionId, batchId, key }) => {
     const text = await getObjectText(client, bucket, key, options.meter);
     if (text === undefined) throw new Error(`manifest entry ${key} disappeared while reading`);
     const entry = JSON.parse(text) as S3FilesManifestEntry;
     const rows: Record<string, unknown>[] = [];
     for (const file of entry.files) {
-      const fileRows = await readManifestFile(client, bucket, file, entry.format ?? 'jsonl', options, options.compacted);
+      const fileRows = await readManifestFile(client, bucket, file, entry.format ?? 'jsonl', options, compacted);
       if (fileRows === undefined) throw new Error(`manifest entry ${key} names ${file.key}, which does not exist`);
       rows.push(...fileRows);
     }
