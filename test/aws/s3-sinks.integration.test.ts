@@ -209,6 +209,27 @@ describe('S3FilesSink', () => {
     }
   });
 
+  it('Parquet: a row whose value its type cannot hold, or whose key would pass 1,024 bytes, is rejected with the reason; the rest is written', async () => {
+    const bucket = await newBucket();
+    const sink = new S3FilesSink({ client: s3, bucket, prefix: 'pq/', format: 'parquet', partitionBy: ['store'] });
+    const longName = 'x'.repeat(1100);
+    await sink.addBatch(batch('s', 0, [['north', 1, 0], ['north', 1.5, 0], [longName, 2, 0], ['south', 3, micros('2024-05-01T00:00:00Z')]]));
+    await sink.onCommitted('s', 0);
+    const rejected = (await getObjectText(s3, bucket, 'pq/_sluice_rejected/partition=s/000000000000.jsonl'))!.trim().split('\n').map((l) => JSON.parse(l));
+    expect(rejected.map((r) => r.reason)).toEqual([
+      'amount: 1.5 is not an exact 64-bit integer (Parquet INT64)',
+      expect.stringMatching(/^the row's file key is \d+ bytes; S3 allows 1024/),
+    ]);
+    expect(rejected[0].row).toEqual({ store: 'north', amount: 1.5, ts: '1970-01-01T00:00:00Z' });
+    expect((await allKeys(bucket)).filter((k) => k.endsWith('.parquet'))).toEqual([
+      'pq/store=north/part-s-000000000000.parquet', 'pq/store=south/part-s-000000000000.parquet',
+    ]);
+    expect(await readS3Files(s3, bucket, 'pq/')).toEqual([
+      { store: 'north', amount: 1, ts: '1970-01-01T00:00:00Z' },
+      { store: 'south', amount: 3, ts: '2024-05-01T00:00:00Z' },
+    ]);
+  });
+
   it('refuses update and complete batches', async () => {
     const sink = new S3FilesSink({ client: s3, bucket: 'unused', prefix: '' });
     await expect(sink.addBatch(batch('s', 0, [], eventSchema, 'update'))).rejects.toMatchObject({ code: 'SINK_OUTPUT_MODE_UNSUPPORTED' });
