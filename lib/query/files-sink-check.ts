@@ -62,3 +62,19 @@ export function lakeTableShapeOf(definition: StreamingQueryDefinition, schema: r
     partitionKeys: partitionFields.map((f) => ({ name: f.name, type: hiveTypeOf(f.type) })),
   };
 }
+
+/** `explain`'s sink section: where the files go and the SQL that reads them (Athena, through the construct's lakeTable). */
+export function explainLakeTable(definition: StreamingQueryDefinition, shape: LakeTableShape): string[] {
+  const prefix = definition.sink.kind === 's3-files' && definition.sink.prefix !== undefined ? definition.sink.prefix : `${definition.name}/`;
+  const folders = shape.partitionKeys.map((k) => `${k.name}=<value>/`).join('');
+  const table = definition.name.toLowerCase().replace(/[^a-z0-9_]/g, '_');
+  const where = shape.partitionKeys.length > 0 ? ` WHERE ${shape.partitionKeys.map((k) => `${k.name} = '...'`).join(' AND ')}` : '';
+  return [
+    '== Sink ==',
+    `${shape.format === 'parquet' ? 'Parquet (snappy)' : 'JSON Lines'} files, append only: s3://<sink bucket>/${prefix}${folders}part-<shard>-<batch>.${shape.format}`,
+    '(files of a batch appear when its checkpoint commit does; _sluice_* folders hold the manifest, staged files and rejected rows)',
+    `columns: ${shape.columns.map((c) => `${c.name} ${c.type}`).join(', ')}${shape.partitionKeys.length > 0 ? `; partitioned by ${shape.partitionKeys.map((k) => `${k.name} ${k.type}`).join(', ')}` : ''}`,
+    `Athena (SluiceQuery with lakeTable: true): SELECT * FROM "${table}"."${table}"${where} LIMIT 10;`,
+    `DuckDB: SELECT * FROM read_${shape.format === 'parquet' ? 'parquet' : 'json'}('s3://<sink bucket>/${prefix}**/*.${shape.format}'${shape.partitionKeys.length > 0 ? ', hive_partitioning = true' : ''});`,
+  ];
+}

@@ -15,7 +15,7 @@ import { renderTree } from '../analysis/explain.js';
 import type { DataFrame } from '../api/data-frame.js';
 import { SluiceSession, toSchema } from '../api/session.js';
 import { checkSinkOutputMode } from '../sinks/sink-output-modes.js';
-import { checkFilesSink, lakeTableShapeOf, type LakeTableShape } from './files-sink-check.js';
+import { checkFilesSink, explainLakeTable, lakeTableShapeOf, type LakeTableShape } from './files-sink-check.js';
 
 export type { LakeColumn, LakeTableShape } from './files-sink-check.js';
 import { defineQuery, type KinesisSourceSpec, type StreamingQueryDefinition } from './query-definition.js';
@@ -151,6 +151,7 @@ function resultKeyColumns(definition: StreamingQueryDefinition, df: DataFrame): 
 export function explainQuery(definition: StreamingQueryDefinition, options: ValidateOptions = {}): string {
   const validated = validateQuery(definition, options);
   const lines = [validated.df.explain(definition.outputMode)];
+  if (validated.lakeTable) lines.push(...explainLakeTable(definition, validated.lakeTable));
   const split = validated.repartition;
   if (!split) {
     lines.push('== Stages ==', 'one stage: the state is co-partitioned with the stream (or the query is stateless); no repartition hop.');

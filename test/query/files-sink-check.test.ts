@@ -26,3 +26,13 @@ describe('s3-files sink options at definition', () => {
     expect(validateQuery(query({ kind: 'dynamodb', keyColumns: ['dt'] })).lakeTable).toBeNull();
   });
 });
+
+describe('explain of an s3-files query', () => {
+  it('says where the files go and how to query them', async () => {
+    const { explainQuery } = await import('../../lib/query/validate-query.js');
+    const text = explainQuery(query({ kind: 's3-files', format: 'parquet', partitionBy: ['dt'], prefix: 'lake/' }));
+    expect(text).toContain('Parquet (snappy) files, append only: s3://<sink bucket>/lake/dt=<value>/part-<shard>-<batch>.parquet');
+    expect(text).toContain(`Athena (SluiceQuery with lakeTable: true): SELECT * FROM "lake"."lake" WHERE dt = '...' LIMIT 10;`);
+    expect(text).toContain("read_parquet('s3://<sink bucket>/lake/**/*.parquet', hive_partitioning = true)");
+  });
+});
