@@ -28,6 +28,7 @@ import type { Sink } from '../../sinks/sink.js';
 import type { DeadLetterRecord } from '../../sources/dead-letter.js';
 import { startEmulators, type EmulatorSet } from '../emulators.js';
 import { copyCommittedSinkFiles } from './sink-files.js';
+import { sinkPrefixOf } from '../../aws/aws-backends.js';
 import { createStreamAndWait } from '../kinesis-admin.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
 import { LocalEventSourceMapping, type BatchFailureInfo } from '../event-source-mapping.js';
@@ -259,7 +260,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
       }))));
       print(`wrote ${resolve(dir, sinkFile)} (${plural(sink.rows.length, 'row')}) and ${resolve(dir, 'dead-letters.jsonl')} (${deadLetters.length})`);
       if (definition.sink.kind === 's3-files') {
-        const files = await copyCommittedSinkFiles(clients.s3, config.sinkBucket!, config.sinkPrefix, dir);
+        const files = await copyCommittedSinkFiles(clients.s3, config.sinkBucket!, sinkPrefixOf(definition, config), dir);
         print(`copied ${plural(files.length, 'committed sink file')} to ${resolve(dir, 'sink-files')}`);
       }
     }
