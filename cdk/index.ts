@@ -1,2 +1,3 @@
 /** `sluice/cdk`: the SluiceQuery construct, one query deployed as a serverless pipeline. */
 export { SluiceQuery, type SluiceQueryProps, type SluiceQueryAlarms } from './sluice-query.js';
+export { SluiceLakeTable, type LakeTableOptions, type LakeProjection } from './lake-table.js';

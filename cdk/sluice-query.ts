@@ -45,6 +45,8 @@ import { SOURCE_CONDITIONS, entriesDirFor, findProject, type ProjectPaths } from
 import { checkIntegerProp, checkSynthTimeDurationProp } from './props.js';
 import { resolveQueryModulePath } from '../lib/query/query-module.js';
 import { loadQueryModule } from './query-module.js';
+import { createLakeTable, type LakeTableOptions, type SluiceLakeTable } from './lake-table.js';
+import type { LakeTableShape } from '../lib/query/validate-query.js';
 
 /**
  * The `service` dimension Powertools Metrics adds next to `query` (lib/aws/observability.ts
@@ -168,6 +170,14 @@ export interface SluiceQueryProps {
    * @default - the definition's `sink.prefix`, else `<query name>/`
    */
   readonly sinkPrefix?: string;
+
+  /**
+   * A Glue Data Catalog table over an `s3-files` sink's location (columns from the result schema,
+   * partition projection for `partitionBy`), for Athena; see cdk/lake-table.ts. `true` for defaults.
+   *
+   * @default - no table
+   */
+  readonly lakeTable?: boolean | LakeTableOptions;
 
   /**
    * Table of a `dynamodb` sink: partition key `pk` (string), no sort key. Not allowed for S3 sinks.
@@ -458,6 +468,8 @@ export class SluiceQuery extends Construct {
   public readonly sinkPrefix: string | undefined;
   /** The DynamoDB sink's table (DynamoDB sink only). */
   public readonly sinkTable: dynamodb.ITable | undefined;
+  /** The Glue table over the s3-files sink (with `lakeTable` only); `grantRead` it to readers. */
+  public readonly lakeTable: SluiceLakeTable | undefined;
   public readonly deadLetterBucket: s3.IBucket;
   public readonly deadLetterPrefix: string;
   /** Where the event source mappings send batches they give up (stream, shard and sequence range). */
@@ -506,10 +518,13 @@ export class SluiceQuery extends Construct {
     this.stream = stream;
     this.expectedShardCount = expectedShardCount;
     const allowRepartition = props.repartition !== false;
+    let lakeShape: LakeTableShape | null = null;
     try {
       // The functions validate again at cold start, allowing a repartition stage exactly when
       // SLUICE_REPARTITION_STREAM is set: it is set below exactly when this says one is needed.
-      this.needsRepartition = loaded.validate({ expectedShardCount, allowRepartition }).needsRepartition;
+      const validated = loaded.validate({ expectedShardCount, allowRepartition });
+      this.needsRepartition = validated.needsRepartition;
+      lakeShape = validated.lakeTable;
     } catch (error) {
       throw this.withContext(error, `query '${this.queryName}' (${this.queryModulePath})${allowRepartition ? '' : ' with repartition: false'}`);
     }
@@ -525,6 +540,7 @@ export class SluiceQuery extends Construct {
       this.sinkBucket = props.sinkBucket ?? this.bucket('SinkBucket', props.accessLogsBucket, removalPolicy, props.sinkEncryptionKey);
       this.sinkPrefix = sinkPrefixFor(this.queryName, sink.prefix, props.sinkPrefix);
     }
+    this.lakeTable = createLakeTable(this, props.lakeTable, lakeShape, this.queryName, this.sinkBucket, this.sinkPrefix, (m) => this.propError(m));
     this.deadLetterPrefix = props.deadLetterPrefix ?? DEPLOYMENT_DEFAULTS.deadLetterPrefix;
     this.deadLetterBucket = props.deadLetterBucket ?? this.bucket('DeadLetterBucket', props.accessLogsBucket, removalPolicy,
       props.deadLetterEncryptionKey, { prefix: this.deadLetterPrefix, expiration: props.deadLetterRetention ?? DEFAULT_DEAD_LETTER_RETENTION });

@@ -113,7 +113,7 @@ function createSink(
   }
   if (!config.sinkBucket) throw missing('SLUICE_SINK_BUCKET', 'the S3 sink bucket');
   const options = { client: clients.s3, bucket: config.sinkBucket, prefix: sinkPrefixOf(definition, config), meter };
-  return spec.kind === 's3-files' ? new S3FilesSink(options) : new S3SnapshotSink(options);
+  return spec.kind === 's3-files' ? new S3FilesSink({ ...options, format: spec.format, partitionBy: spec.partitionBy }) : new S3SnapshotSink(options);
 }
 
 function missing(variable: string, what: string): IllegalArgumentError {

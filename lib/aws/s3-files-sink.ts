@@ -1,38 +1,54 @@
 /**
- * S3FilesSink: Spark's FileStreamSink for S3, append mode only. Every batch of every partition
- * becomes at most one JSON Lines object, and a batch is visible only once its manifest entry exists
- * (Spark's `_spark_metadata` log, one object per entry instead of one compacted log file, so
- * partitions never write to a shared object):
+ * S3FilesSink: Spark's FileStreamSink for S3, append mode only, JSON Lines or Parquet, optionally
+ * partitioned by result columns into Hive-style folders (Spark's `partitionBy`). The prefix is a
+ * table location: a reader that lists it (Athena, Spark, DuckDB `read_parquet('.../**')`) sees only
+ * the data of committed batches, because everything else lives under names such readers skip
+ * (`_`-prefixed folders; staged files do not end in `.parquet`/`.jsonl` either, for glob readers):
  *
- *   ${prefix}data/partition=${partitionId}/batch=${batchId:012}.jsonl         one row per line
- *   ${prefix}_sluice_metadata/partition=${partitionId}/${batchId:012}.json    the manifest entry
+ *   ${prefix}${col}=${value}/.../part-${shard}-${batchId:012}.${ext}       visible data, one per folder and batch
+ *   ${prefix}_sluice_staging/partition=${shard}/${batchId:012}/${i}.${ext}.staged   written before the commit
+ *   ${prefix}_sluice_metadata/partition=${shard}/${batchId:012}.json       the manifest entry (the sink's commit)
+ *   ${prefix}_sluice_rejected/partition=${shard}/${batchId:012}.jsonl      rows that cannot be written, with the reason
  *
- * A manifest entry is `{ formatVersion: 1, partitionId, batchId, files: [{ key, rows, bytes }] }`.
- * The data object is written first and the entry second, so an entry never names a missing file;
- * a crash in between leaves a data object no reader sees (readers list manifests, not data). A
- * re-run batch finds its entry already present and writes nothing, so it never shows twice; a
- * re-run after a crash between the two writes rewrites the same data key, then writes the entry.
+ * Per batch: the data files are written to staging, then the manifest entry, which names each
+ * staged file and the visible key it becomes (`addBatch`). After the checkpoint commits the batch,
+ * `onCommitted` copies each staged file to its visible key (S3 makes an object appear whole) and
+ * deletes the staged ones. A crash before the commit leaves nothing visible; the re-run (same
+ * input, same output) finds the manifest entry and writes nothing. A crash after the commit and
+ * before the reveal is repaired at the next start, which calls `onCommitted` for the last
+ * committed batch. Names are deterministic per (shard, batch, folder), so a repeated reveal
+ * rewrites the same key and a row never shows twice; a stale run cannot reveal anything, since its
+ * checkpoint commit fails first.
  *
- * An empty batch writes an entry with `files: []` (as Spark logs every batch): the manifest then
- * records that the batch committed, and the next batch's existence check stays one HEAD.
+ * An empty batch writes an entry with `files: []` (as Spark logs every batch).
  *
- * Rows are `toExternalRow` objects (column order; timestamps as ISO-8601 strings), one JSON object
- * per line. Parquet is out of scope for now (it would need a Parquet writer dependency; the layout
- * and manifest would stay the same with `.parquet` data keys).
- *
- * `partitionId` goes into keys percent-encoded (Kinesis shard ids are unchanged by that).
+ * A row that cannot be written (a value its Parquet type cannot hold, a key over S3's 1,024 bytes)
+ * goes to `_sluice_rejected` with the reason instead of failing the batch: `rejectedRowReason` is
+ * the per-row check, usable by a general pre-write policy.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
-import { stringifyExternalRow } from '../sinks/external-row.js';
+import type { StructField } from '../plan/data-types.js';
+import { stringifyWithLongs } from '../core/long.js';
+import { stringifyExternalRow, toExternalRow, toExternalValue } from '../sinks/external-row.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
-import { encodeKeySegment, normalizePrefix, objectExists, padBatchId, putObject, toSinkError } from './s3-util.js';
+import { dataRowProblem, encodeDataFile, FILE_CONTENT_TYPES, FILE_EXTENSIONS, type FileFormat } from '../sinks/file-format.js';
+import { keyBytes, partitionPath, resolvePartitionColumns, S3_MAX_KEY_BYTES } from '../sinks/partition-path.js';
+import {
+  copyObject, deleteKeys, encodeKeySegment, getObjectText, listKeys, mapWithConcurrency, normalizePrefix, objectExists,
+  padBatchId, putObject, putObjectBytes, toSinkError,
+} from './s3-util.js';
 import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';
 
-export const S3_FILES_FORMAT_VERSION = 1;
+export const S3_FILES_FORMAT_VERSION = 2;
 export const S3_FILES_METADATA_DIR = '_sluice_metadata/';
-export const S3_FILES_DATA_DIR = 'data/';
+export const S3_FILES_STAGING_DIR = '_sluice_staging/';
+export const S3_FILES_REJECTED_DIR = '_sluice_rejected/';
+/** Where format version 1 (before partitioned, staged files) wrote its JSON Lines; read only. */
+export const S3_FILES_V1_DATA_DIR = 'data/';
+
+const WRITE_CONCURRENCY = 8;
 
 export interface S3FilesSinkOptions {
   readonly client: S3Client;
@@ -40,21 +56,52 @@ export interface S3FilesSinkOptions {
   /** Key prefix; a trailing `/` is added when missing (`''` writes at the bucket root). */
   readonly prefix: string;
   readonly meter?: CostMeter;
+  /** Data file format (default JSON Lines). */
+  readonly format?: FileFormat;
+  /** Result columns whose values name the Hive-style folders, outermost first. */
+  readonly partitionBy?: readonly string[];
+}
+
+export interface S3FilesManifestFile {
+  /** The visible key. */
+  readonly key: string;
+  /** Where the file waits until its batch commits (absent in format version 1). */
+  readonly stagedKey?: string;
+  readonly rows: number;
+  readonly bytes: number;
+  /** The partition columns' values of every row in the file (JSON values, as JSON Lines has them). */
+  readonly partition?: Readonly<Record<string, unknown>>;
 }
 
 export interface S3FilesManifestEntry {
   readonly formatVersion: number;
   readonly partitionId: string;
   readonly batchId: number;
-  readonly files: readonly { readonly key: string; readonly rows: number; readonly bytes: number }[];
+  readonly format?: FileFormat;
+  readonly files: readonly S3FilesManifestFile[];
+  readonly rejected?: { readonly key: string; readonly rows: number };
 }
 
-export function s3FilesDataKey(prefix: string, partitionId: string, batchId: number): string {
-  return `${normalizePrefix(prefix)}${S3_FILES_DATA_DIR}partition=${encodeKeySegment(partitionId)}/batch=${padBatchId(batchId)}.jsonl`;
+export function s3FilesDataKey(
+  prefix: string, folder: string, partitionId: string, batchId: number, format: FileFormat = 'jsonl',
+): string {
+  return `${normalizePrefix(prefix)}${folder}part-${encodeKeySegment(partitionId)}-${padBatchId(batchId)}.${FILE_EXTENSIONS[format]}`;
+}
+
+export function s3FilesStagedKey(prefix: string, partitionId: string, batchId: number, index: number, format: FileFormat): string {
+  return `${s3FilesStagingFolder(prefix, partitionId, batchId)}${index}.${FILE_EXTENSIONS[format]}.staged`;
+}
+
+export function s3FilesStagingFolder(prefix: string, partitionId: string, batchId: number): string {
+  return `${normalizePrefix(prefix)}${S3_FILES_STAGING_DIR}partition=${encodeKeySegment(partitionId)}/${padBatchId(batchId)}/`;
 }
 
 export function s3FilesManifestKey(prefix: string, partitionId: string, batchId: number): string {
   return `${normalizePrefix(prefix)}${S3_FILES_METADATA_DIR}partition=${encodeKeySegment(partitionId)}/${padBatchId(batchId)}.json`;
+}
+
+export function s3FilesRejectedKey(prefix: string, partitionId: string, batchId: number): string {
+  return `${normalizePrefix(prefix)}${S3_FILES_REJECTED_DIR}partition=${encodeKeySegment(partitionId)}/${padBatchId(batchId)}.jsonl`;
 }
 
 /** Rows as JSON Lines (each line ends with `\n`); `''` for no rows. */
@@ -64,20 +111,62 @@ export function toJsonLines(batch: Pick<SinkBatch, 'rows' | 'schema'>): string {
   return out;
 }
 
+/** The sink's view of a result schema: partition columns, data columns, and their ordinals. */
+interface FileLayout {
+  readonly partitionFields: readonly StructField[];
+  readonly partitionOrdinals: readonly number[];
+  readonly dataFields: readonly StructField[];
+  readonly dataOrdinals: readonly number[];
+}
+
+function fileLayout(schema: readonly StructField[], partitionBy: readonly string[]): FileLayout {
+  const partitionFields = resolvePartitionColumns(partitionBy, schema);
+  const partitionOrdinals = partitionFields.map((f) => schema.indexOf(f));
+  const dataOrdinals = schema.map((_, i) => i).filter((i) => !partitionOrdinals.includes(i));
+  return { partitionFields, partitionOrdinals, dataFields: dataOrdinals.map((i) => schema[i]!), dataOrdinals };
+}
+
 export class S3FilesSink implements Sink {
   readonly supportedOutputModes = SINK_OUTPUT_MODES['s3-files'];
   readonly description: string;
+  readonly format: FileFormat;
   private readonly client: S3Client;
   private readonly bucket: string;
   private readonly prefix: string;
   private readonly meter: CostMeter | undefined;
+  private readonly partitionBy: readonly string[];
+  private layout: { schema: readonly StructField[]; layout: FileLayout } | undefined;
+  /** Entries this container wrote and has not revealed yet, by `${partitionId}/${batchId}`. */
+  private readonly unrevealed = new Map<string, S3FilesManifestEntry>();
+  /** The last batch this container revealed (or found revealed), per partition. */
+  private readonly revealed = new Map<string, number>();
 
   constructor(options: S3FilesSinkOptions) {
     this.client = options.client;
     this.bucket = options.bucket;
     this.prefix = normalizePrefix(options.prefix);
     this.meter = options.meter;
-    this.description = `S3FilesSink[s3://${this.bucket}/${this.prefix}]`;
+    this.format = options.format ?? 'jsonl';
+    this.partitionBy = options.partitionBy ?? [];
+    this.description = `S3FilesSink[s3://${this.bucket}/${this.prefix}, ${this.format}${this.partitionBy.length > 0 ? `, partitionBy ${this.partitionBy.join(', ')}` : ''}]`;
+  }
+
+  private layoutOf(schema: readonly StructField[]): FileLayout {
+    if (this.layout?.schema !== schema) this.layout = { schema, layout: fileLayout(schema, this.partitionBy) };
+    return this.layout.layout;
+  }
+
+  /**
+   * Why this row of a batch with `schema`, written by shard `partitionId` in batch `batchId`, cannot
+   * be written (its value does not fit its Parquet type, or its key is longer than S3 allows), or null.
+   */
+  rejectedRowReason(row: readonly unknown[], schema: readonly StructField[], partitionId: string, batchId: number): string | null {
+    const layout = this.layoutOf(schema);
+    const problem = dataRowProblem(this.format, row, layout.dataFields, layout.dataOrdinals);
+    if (problem) return problem;
+    const key = s3FilesDataKey(this.prefix, partitionPath(row, layout.partitionFields, layout.partitionOrdinals), partitionId, batchId, this.format);
+    const bytes = keyBytes(key);
+    return bytes > S3_MAX_KEY_BYTES ? `the row's file key is ${bytes} bytes; S3 allows ${S3_MAX_KEY_BYTES} (shorten the partition values)` : null;
   }
 
   async addBatch(batch: SinkBatch): Promise<void> {
@@ -87,23 +176,85 @@ export class S3FilesSink implements Sink {
         hint: 'use S3SnapshotSink for complete mode or DynamoDbUpsertSink for update/complete mode.',
       });
     }
-    const manifestKey = s3FilesManifestKey(this.prefix, batch.partitionId, batch.batchId);
+    const { partitionId, batchId } = batch;
+    const manifestKey = s3FilesManifestKey(this.prefix, partitionId, batchId);
     let action = `checking ${manifestKey}`;
     try {
-      if (await objectExists(this.client, this.bucket, manifestKey, this.meter)) return; // already committed
-      const files: { key: string; rows: number; bytes: number }[] = [];
-      if (batch.rows.length > 0) {
-        const key = s3FilesDataKey(this.prefix, batch.partitionId, batch.batchId);
-        const body = toJsonLines(batch);
+      if (await objectExists(this.client, this.bucket, manifestKey, this.meter)) return; // already written
+      const layout = this.layoutOf(batch.schema);
+      const folders = new Map<string, (readonly unknown[])[]>();
+      const rejected: string[] = [];
+      for (const row of batch.rows) {
+        const reason = this.rejectedRowReason(row, batch.schema, partitionId, batchId);
+        if (reason) {
+          rejected.push(stringifyWithLongs({ reason, row: toExternalRow(row, batch.schema) }));
+          continue;
+        }
+        const folder = partitionPath(row, layout.partitionFields, layout.partitionOrdinals);
+        let rows = folders.get(folder);
+        if (!rows) folders.set(folder, rows = []);
+        rows.push(row);
+      }
+      const ordered = [...folders.keys()].sort();
+      const files = await mapWithConcurrency(ordered, WRITE_CONCURRENCY, async (folder, index) => {
+        const rows = folders.get(folder)!;
+        const stagedKey = s3FilesStagedKey(this.prefix, partitionId, batchId, index, this.format);
+        const body = encodeDataFile(this.format, rows, layout.dataFields, layout.dataOrdinals);
+        action = `writing ${stagedKey}`;
+        await putObjectBytes(this.client, this.bucket, stagedKey, body, FILE_CONTENT_TYPES[this.format], this.meter);
+        const partition: Record<string, unknown> = {};
+        layout.partitionFields.forEach((f, i) => { partition[f.name] = toExternalValue(rows[0]![layout.partitionOrdinals[i]!], f.type); });
+        return {
+          key: s3FilesDataKey(this.prefix, folder, partitionId, batchId, this.format), stagedKey, rows: rows.length, bytes: body.byteLength, partition,
+        };
+      });
+      let rejectedFile: S3FilesManifestEntry['rejected'];
+      if (rejected.length > 0) {
+        const key = s3FilesRejectedKey(this.prefix, partitionId, batchId);
         action = `writing ${key}`;
-        await putObject(this.client, this.bucket, key, body, 'application/x-ndjson', this.meter);
-        files.push({ key, rows: batch.rows.length, bytes: Buffer.byteLength(body, 'utf-8') });
+        await putObject(this.client, this.bucket, key, `${rejected.join('\n')}\n`, 'application/x-ndjson', this.meter);
+        rejectedFile = { key, rows: rejected.length };
       }
       const entry: S3FilesManifestEntry = {
-        formatVersion: S3_FILES_FORMAT_VERSION, partitionId: batch.partitionId, batchId: batch.batchId, files,
+        formatVersion: S3_FILES_FORMAT_VERSION, partitionId, batchId, format: this.format, files, ...(rejectedFile ? { rejected: rejectedFile } : {}),
       };
       action = `writing ${manifestKey}`;
       await putObject(this.client, this.bucket, manifestKey, JSON.stringify(entry), 'application/json', this.meter);
+      this.unrevealed.set(`${partitionId}/${batchId}`, entry);
+    } catch (error) {
+      throw toSinkError(error, this.description, action);
+    }
+  }
+
+  /** Makes the committed batch's staged files visible (see the header); safe to repeat. */
+  async onCommitted(partitionId: string, batchId: number): Promise<void> {
+    const id = `${partitionId}/${batchId}`;
+    if ((this.revealed.get(partitionId) ?? -1) >= batchId) return;
+    let action = `revealing batch ${batchId} of ${partitionId}`;
+    try {
+      let entry = this.unrevealed.get(id);
+      if (!entry) {
+        // Not written by this container: reveal only what is still staged (one LIST when nothing is).
+        const staged = await listKeys(this.client, this.bucket, s3FilesStagingFolder(this.prefix, partitionId, batchId), this.meter);
+        if (staged.length > 0) {
+          const manifestKey = s3FilesManifestKey(this.prefix, partitionId, batchId);
+          action = `reading ${manifestKey}`;
+          const text = await getObjectText(this.client, this.bucket, manifestKey, this.meter);
+          if (text !== undefined) entry = JSON.parse(text) as S3FilesManifestEntry;
+        }
+      }
+      const files = (entry?.files ?? []).filter((f) => f.stagedKey !== undefined);
+      await mapWithConcurrency(files, WRITE_CONCURRENCY, async (file) => {
+        action = `revealing ${file.key}`;
+        // A missing staged file was revealed (and deleted) by an earlier call.
+        await copyObject(this.client, this.bucket, file.stagedKey!, file.key, this.meter);
+      });
+      if (files.length > 0) {
+        action = `deleting the staged files of batch ${batchId} of ${partitionId}`;
+        await deleteKeys(this.client, this.bucket, files.map((f) => f.stagedKey!));
+      }
+      this.unrevealed.delete(id);
+      this.revealed.set(partitionId, batchId);
     } catch (error) {
       throw toSinkError(error, this.description, action);
     }

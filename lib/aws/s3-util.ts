@@ -4,6 +4,7 @@
  * errors into SluiceErrors whose `retryable` flag tells the runtime whether to retry the batch.
  */
 import {
+  CopyObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
   HeadObjectCommand,
@@ -56,6 +57,49 @@ export async function putObject(
   }));
 }
 
+export async function putObjectBytes(
+  client: S3Client, bucket: string, key: string, body: Uint8Array, contentType: string, meter?: CostMeter,
+): Promise<void> {
+  meter?.add('s3Puts', 1);
+  await client.send(new PutObjectCommand({
+    Bucket: bucket, Key: key, Body: body, ContentLength: body.byteLength, ContentType: contentType,
+  }));
+}
+
+/** URL-encoded as S3 requires; `/` and `=` kept (s3rver decodes with decodeURI, which leaves `%3D`). */
+function copySourceOf(bucket: string, key: string): string {
+  return `${bucket}/${encodeURIComponent(key).replace(/%2F/g, '/').replace(/%3D/g, '=')}`;
+}
+
+/**
+ * Copies `from` to `to` in one bucket (S3 makes `to` appear whole, never partly). False when `from`
+ * does not exist. COPY is priced as a PUT, so it is counted as one.
+ */
+export async function copyObject(client: S3Client, bucket: string, from: string, to: string, meter?: CostMeter): Promise<boolean> {
+  meter?.add('s3Puts', 1);
+  try {
+    await client.send(new CopyObjectCommand({ Bucket: bucket, Key: to, CopySource: copySourceOf(bucket, from) }));
+    return true;
+  } catch (error) {
+    if (isNotFound(error)) return false;
+    throw error;
+  }
+}
+
+/** The object's bytes, or undefined when it does not exist. */
+export async function getObjectBytes(
+  client: S3Client, bucket: string, key: string, meter?: CostMeter,
+): Promise<Uint8Array | undefined> {
+  meter?.add('s3Gets', 1);
+  try {
+    const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    return (await response.Body?.transformToByteArray()) ?? new Uint8Array();
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
 /** A missing key (GET: NoSuchKey; HEAD has no body, so NotFound). A missing bucket is not this. */
 function isNotFound(error: unknown): boolean {
   const name = (error as { name?: string })?.name;
@@ -86,6 +130,27 @@ export async function objectExists(client: S3Client, bucket: string, key: string
     if (isNotFound(error) || await absentWhenDenied(client, bucket, key, error)) return false;
     throw error;
   }
+}
+
+export interface ListedObject {
+  readonly key: string;
+  readonly bytes: number;
+  readonly lastModified: Date;
+}
+
+/** Every object under `prefix` with its size and time, in S3's order; one counted LIST per page. */
+export async function listObjects(client: S3Client, bucket: string, prefix: string, meter?: CostMeter): Promise<ListedObject[]> {
+  const objects: ListedObject[] = [];
+  let token: string | undefined;
+  do {
+    meter?.add('s3Lists', 1);
+    const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
+    for (const o of page.Contents ?? []) {
+      if (o.Key !== undefined) objects.push({ key: o.Key, bytes: o.Size ?? 0, lastModified: o.LastModified ?? new Date(0) });
+    }
+    token = page.IsTruncated ? page.NextContinuationToken : undefined;
+  } while (token);
+  return objects;
 }
 
 /** Every key under `prefix`, in S3's (lexicographic) order; one counted LIST per page. */

@@ -8,14 +8,18 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { CostMeter } from '../core/cost-meter.js';
 import { DYNAMODB_SINK_RESERVED } from './dynamodb-upsert-sink.js';
-import { S3_FILES_METADATA_DIR, type S3FilesManifestEntry } from './s3-files-sink.js';
+import { S3_FILES_METADATA_DIR, type S3FilesManifestEntry, type S3FilesManifestFile } from './s3-files-sink.js';
 import { S3_LATEST_DIR, parseSnapshotPointer } from './s3-snapshot-sink.js';
-import { decodeKeySegment, getObjectText, listKeys, mapWithConcurrency, normalizePrefix } from './s3-util.js';
+import { decodeKeySegment, getObjectBytes, getObjectText, listKeys, mapWithConcurrency, normalizePrefix } from './s3-util.js';
+import { parquetRowsAsJson } from './parquet-reader.js';
+import { readCompactionLog } from './s3-compaction.js';
 
 export interface ReaderOptions {
   readonly meter?: CostMeter;
   /** GETs in flight at once (default 16). */
   readonly concurrency?: number;
+  /** Finds files that compaction merged (see lib/aws/s3-compaction.ts). */
+  readonly compacted?: CompactedLookup;
 }
 
 export interface CommittedBatch {
@@ -44,6 +48,51 @@ function compareStrings(a: string, b: string): number {
 }
 
 /**
+ * A file a manifest entry names: at its visible key, else still staged (its batch has not been
+ * revealed yet), else inside a compacted file (`compacted` maps the small file's key to the rows
+ * it became). Undefined when none holds it.
+ */
+async function readManifestFile(
+  client: S3Client, bucket: string, file: S3FilesManifestFile, format: string, options: ReaderOptions, compacted?: CompactedLookup,
+): Promise<Record<string, unknown>[] | undefined> {
+  let rows: Record<string, unknown>[] | undefined;
+  for (const key of [file.key, file.stagedKey]) {
+    if (key === undefined) continue;
+    const bytes = await getObjectBytes(client, bucket, key, options.meter);
+    if (bytes === undefined) continue;
+    rows = format === 'parquet' ? await parquetRowsAsJson(bytes) : parseJsonLines(Buffer.from(bytes).toString('utf-8'), key);
+    break;
+  }
+  rows ??= await compacted?.(file.key);
+  if (rows === undefined) return undefined;
+  if (rows.length !== file.rows) throw new Error(`${file.key} has ${rows.length} rows; its manifest entry says ${file.rows}`);
+  return file.partition ? rows.map((r) => ({ ...r, ...file.partition })) : rows;
+}
+
+/** The rows a compacted file holds for one small file it replaced, or undefined. */
+export type CompactedLookup = (smallFileKey: string) => Promise<Record<string, unknown>[] | undefined>;
+
+/** Follows the compaction log (read once, on the first file not found where the manifest says). */
+function compactedFilesOf(client: S3Client, bucket: string, prefix: string, options: ReaderOptions): CompactedLookup {
+  let log: ReturnType<typeof readCompactionLog> | undefined;
+  const outputs = new Map<string, Promise<Record<string, unknown>[]>>();
+  return async (key) => {
+    log ??= readCompactionLog(client, bucket, prefix, options.meter);
+    const place = (await log).get(key);
+    if (!place) return undefined;
+    let rows = outputs.get(place.output);
+    if (!rows) {
+      rows = getObjectBytes(client, bucket, place.output, options.meter).then((bytes) => {
+        if (bytes === undefined) throw new Error(`compacted file ${place.output} does not exist`);
+        return place.output.endsWith('.parquet') ? parquetRowsAsJson(bytes) : parseJsonLines(Buffer.from(bytes).toString('utf-8'), place.output);
+      });
+      outputs.set(place.output, rows);
+    }
+    return (await rows).slice(place.offset, place.offset + place.rows);
+  };
+}
+
+/**
  * Every committed S3FilesSink batch, ordered by partition id then batch id. Only batches with a
  * manifest entry are read; data objects without one (a write that crashed before committing) are
  * ignored. A manifest entry naming a missing or differently sized file is an error.
@@ -59,18 +108,15 @@ export async function readS3FileBatches(
   }
   entries.sort((a, b) => compareStrings(a.partitionId, b.partitionId) || a.batchId - b.batchId);
   const concurrency = options.concurrency ?? 16;
+  const compacted = options.compacted ?? compactedFilesOf(client, bucket, prefix, options);
   return mapWithConcurrency(entries, concurrency, async ({ partitionId, batchId, key }) => {
     const text = await getObjectText(client, bucket, key, options.meter);
     if (text === undefined) throw new Error(`manifest entry ${key} disappeared while reading`);
     const entry = JSON.parse(text) as S3FilesManifestEntry;
     const rows: Record<string, unknown>[] = [];
     for (const file of entry.files) {
-      const data = await getObjectText(client, bucket, file.key, options.meter);
-      if (data === undefined) throw new Error(`manifest entry ${key} names ${file.key}, which does not exist`);
-      const fileRows = parseJsonLines(data, file.key);
-      if (fileRows.length !== file.rows) {
-        throw new Error(`${file.key} has ${fileRows.length} rows; its manifest entry ${key} says ${file.rows}`);
-      }
+      const fileRows = await readManifestFile(client, bucket, file, entry.format ?? 'jsonl', options, compacted);
+      if (fileRows === undefined) throw new Error(`manifest entry ${key} names ${file.key}, which does not exist`);
       rows.push(...fileRows);
     }
     return { partitionId, batchId, rows };

@@ -29,8 +29,15 @@ export interface KinesisSourceSpec {
 
 /** Where results go; bucket and table names come from the deployment (environment). */
 export type SinkSpec =
-  /** Append-only JSON Lines files under a prefix, with a manifest of committed files. */
-  | { readonly kind: 's3-files'; readonly prefix?: string }
+  /**
+   * Append-only files under a prefix (a table location: readers listing it see committed batches
+   * only), JSON Lines (default) or Parquet, in Hive-style folders of the `partitionBy` columns.
+   */
+  | {
+    readonly kind: 's3-files'; readonly prefix?: string; readonly format?: 'jsonl' | 'parquet';
+    /** Result columns whose values name the folders (`dt=2026-12-01/`), outermost first: Spark's partitionBy. */
+    readonly partitionBy?: readonly string[];
+  }
   /** The whole result table as one object per batch, replaced atomically through a pointer. */
   | { readonly kind: 's3-snapshot'; readonly prefix?: string }
   /** One item per result key, upserted with a version condition. */
@@ -71,7 +78,10 @@ const definitionShape = z.object({
   transform: z.function(),
   outputMode: z.enum(['append', 'update', 'complete']),
   sink: z.discriminatedUnion('kind', [
-    z.object({ kind: z.literal('s3-files'), prefix: z.string().optional() }),
+    z.object({
+      kind: z.literal('s3-files'), prefix: z.string().optional(), format: z.enum(['jsonl', 'parquet']).optional(),
+      partitionBy: z.array(z.string().min(1)).optional(),
+    }),
     z.object({ kind: z.literal('s3-snapshot'), prefix: z.string().optional() }),
     z.object({
       kind: z.literal('dynamodb'), keyColumns: z.array(z.string().min(1)).min(1).optional(), onUnwritableRow: z.enum(['dead-letter']).optional(),

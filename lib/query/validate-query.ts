@@ -15,6 +15,9 @@ import { renderTree } from '../analysis/explain.js';
 import type { DataFrame } from '../api/data-frame.js';
 import { SluiceSession, toSchema } from '../api/session.js';
 import { checkSinkOutputMode } from '../sinks/sink-output-modes.js';
+import { checkFilesSink, explainLakeTable, lakeTableShapeOf, type LakeTableShape } from './files-sink-check.js';
+
+export type { LakeColumn, LakeTableShape } from './files-sink-check.js';
 import { defineQuery, type KinesisSourceSpec, type StreamingQueryDefinition } from './query-definition.js';
 
 /** The source id of the Kinesis stream in a deployed query's plan (and its offsets). */
@@ -37,6 +40,8 @@ export interface ValidatedQuery {
   readonly needsRepartition: boolean;
   /** The two stages, when `needsRepartition`. */
   readonly repartition: RepartitionPlan | null;
+  /** The files sink's output as a catalog table (columns, partition keys), or null for other sinks. */
+  readonly lakeTable: LakeTableShape | null;
 }
 
 export interface ValidateOptions {
@@ -61,6 +66,8 @@ export function validateQuery(definition: StreamingQueryDefinition, options: Val
   }
   checkStreamingQuery(df.plan, definition.outputMode, session.conf);
   checkSinkOutputMode(definition.sink.kind, definition.outputMode);
+  const schema = df.plan.output.map((a) => ({ name: a.name, type: a.type }));
+  checkFilesSink(definition, schema);
   const { isStateful, coPartitioned } = checkCoPartitioning(definition, df.plan, options.expectedShardCount, options.allowRepartition === true);
   const repartition = coPartitioned ? null : planRepartition(df.plan);
   return {
@@ -68,11 +75,12 @@ export function validateQuery(definition: StreamingQueryDefinition, options: Val
     session,
     df,
     columns: df.columns,
-    schema: df.plan.output.map((a) => ({ name: a.name, type: a.type })),
+    schema,
     keyColumns: resultKeyColumns(definition, df),
     isStateful,
     needsRepartition: repartition !== null,
     repartition,
+    lakeTable: lakeTableShapeOf(definition, schema),
   };
 }
 
@@ -143,6 +151,7 @@ function resultKeyColumns(definition: StreamingQueryDefinition, df: DataFrame): 
 export function explainQuery(definition: StreamingQueryDefinition, options: ValidateOptions = {}): string {
   const validated = validateQuery(definition, options);
   const lines = [validated.df.explain(definition.outputMode)];
+  if (validated.lakeTable) lines.push(...explainLakeTable(definition, validated.lakeTable));
   const split = validated.repartition;
   if (!split) {
     lines.push('== Stages ==', 'one stage: the state is co-partitioned with the stream (or the query is stateless); no repartition hop.');

@@ -224,6 +224,7 @@ export class StreamExecution {
       this.committedOffsets = new Map(this.availableOffsets);
       this.tracker.setWatermark(commit[1].nextBatchWatermarkMs);
       this.metadata = { ...this.metadata, batchWatermarkMs: this.tracker.currentWatermarkMs };
+      await this.options.sink.onCommitted?.(this.partitionId, latestBatchId);
       if (this.options.noDataBatchAfterRecovery) {
         this.hasLastExecution = true;
         this.resumeOperatorsAfter(offsets.batchWatermarkMs);
@@ -401,6 +402,7 @@ export class StreamExecution {
         code: 'CONCURRENT_QUERY', hint: 'only one run of a query may use a checkpoint at a time.',
       });
     }
+    await sink.onCommitted?.(this.partitionId, batchId);
     await this.options.watermarkCoordinator?.publish(this.partitionId, this.tracker.currentWatermarkMs, batchId, numInputRows > 0);
     for (const s of this.sources) {
       const end = this.availableOffsets.get(s.name);

@@ -27,6 +27,13 @@ export interface Sink {
    * write of a batch; absent when the sink takes any row.
    */
   readonly rowLimits?: SinkRowLimits;
+  /**
+   * Batch `batchId` of `partitionId` is committed in the checkpoint. Called after the commit and,
+   * at start, for the last committed batch (the run that committed it may have stopped before
+   * calling this): a sink that stages its output until the commit makes it visible here,
+   * idempotently.
+   */
+  onCommitted?(partitionId: string, batchId: number): Promise<void>;
 }
 
 /** A refusal that every retry would repeat. */

@@ -70,34 +70,41 @@ function win(startIso: string, endIso: string): { start: number; end: number } {
 }
 
 describe('S3FilesSink', () => {
-  it('writes one JSON Lines object and one manifest entry per batch at deterministic keys', async () => {
+  it('stages one JSON Lines object and writes one manifest entry per batch at deterministic keys; the commit reveals it', async () => {
     const bucket = await newBucket();
     const meter = new CostMeter();
     const sink = new S3FilesSink({ client: s3, bucket, prefix: 'out/revenue', meter });
-    expect(sink.description).toBe(`S3FilesSink[s3://${bucket}/out/revenue/]`);
+    expect(sink.description).toBe(`S3FilesSink[s3://${bucket}/out/revenue/, jsonl]`);
     expect(sink.supportedOutputModes).toEqual(['append']);
 
     await sink.addBatch(batch('shardId-000000000000', 0, [
       ['north', 15, micros('2024-05-01T14:40:00Z')],
       ['south', 7, micros('2024-05-01T14:41:00Z') + 123],
     ]));
+    const stagedKey = 'out/revenue/_sluice_staging/partition=shardId-000000000000/000000000000/0.jsonl.staged';
     expect(await allKeys(bucket)).toEqual([
       'out/revenue/_sluice_metadata/partition=shardId-000000000000/000000000000.json',
-      'out/revenue/data/partition=shardId-000000000000/batch=000000000000.jsonl',
+      stagedKey,
     ]);
-    const dataKey = s3FilesDataKey('out/revenue/', 'shardId-000000000000', 0);
-    const body = await getObjectText(s3, bucket, dataKey);
+    const dataKey = s3FilesDataKey('out/revenue/', '', 'shardId-000000000000', 0);
+    expect(dataKey).toBe('out/revenue/part-shardId-000000000000-000000000000.jsonl');
+    const body = await getObjectText(s3, bucket, stagedKey);
     expect(body).toBe(
       '{"store":"north","amount":15,"ts":"2024-05-01T14:40:00Z"}\n'
       + '{"store":"south","amount":7,"ts":"2024-05-01T14:41:00.000123Z"}\n',
     );
     const manifest = JSON.parse((await getObjectText(s3, bucket, s3FilesManifestKey('out/revenue/', 'shardId-000000000000', 0)))!);
     expect(manifest).toEqual({
-      formatVersion: 1, partitionId: 'shardId-000000000000', batchId: 0,
-      files: [{ key: dataKey, rows: 2, bytes: Buffer.byteLength(body!) }],
+      formatVersion: 2, partitionId: 'shardId-000000000000', batchId: 0, format: 'jsonl',
+      files: [{ key: dataKey, stagedKey, rows: 2, bytes: Buffer.byteLength(body!), partition: {} }],
     });
     // One HEAD (is the batch committed?) and two PUTs (data, then manifest entry).
     expect(meter.snapshot()).toEqual({ s3Gets: 1, s3Puts: 2 });
+    // The checkpoint commit reveals it: one COPY (priced as a PUT); the staged object is deleted.
+    await sink.onCommitted('shardId-000000000000', 0);
+    expect(await allKeys(bucket)).toEqual(['out/revenue/_sluice_metadata/partition=shardId-000000000000/000000000000.json', dataKey]);
+    expect(await getObjectText(s3, bucket, dataKey)).toBe(body);
+    expect(meter.snapshot()).toEqual({ s3Gets: 1, s3Puts: 3 });
   });
 
   it('writes a batch written twice once, and the re-run costs one HEAD', async () => {
@@ -124,7 +131,7 @@ describe('S3FilesSink', () => {
     await sink.addBatch(batch('shard-b', 0, [row('b0', 0)]));
     // A crash between the data PUT and the manifest PUT leaves an uncommitted data object.
     await s3.send(new PutObjectCommand({
-      Bucket: bucket, Key: s3FilesDataKey('q/', 'shard-a', 11),
+      Bucket: bucket, Key: 'q/_sluice_staging/partition=shard-a/000000000011/0.jsonl.staged',
       Body: `${JSON.stringify({ store: 'uncommitted', amount: 99, ts: '2024-05-01T12:00:00Z' })}\n`,
     }));
     const rows = await readS3Files(s3, bucket, 'q');
@@ -143,7 +150,7 @@ describe('S3FilesSink', () => {
     await sink.addBatch(batch('shardId-1', 0, []));
     expect(await allKeys(bucket)).toEqual(['_sluice_metadata/partition=shardId-1/000000000000.json']);
     expect(JSON.parse((await getObjectText(s3, bucket, '_sluice_metadata/partition=shardId-1/000000000000.json'))!))
-      .toEqual({ formatVersion: 1, partitionId: 'shardId-1', batchId: 0, files: [] });
+      .toEqual({ formatVersion: 2, partitionId: 'shardId-1', batchId: 0, format: 'jsonl', files: [] });
     expect(await readS3FileBatches(s3, bucket, '')).toEqual([{ partitionId: 'shardId-1', batchId: 0, rows: [] }]);
   });
 
@@ -169,7 +176,8 @@ describe('S3FilesSink', () => {
     const bucket = await newBucket();
     const sink = new S3FilesSink({ client: s3, bucket, prefix: 'enc/' });
     await sink.addBatch(batch('a/b c', 0, [['x', 1, 0]]));
-    expect(await allKeys(bucket)).toContain('enc/data/partition=a%2Fb%20c/batch=000000000000.jsonl');
+    await sink.onCommitted('a/b c', 0);
+    expect(await allKeys(bucket)).toContain('enc/part-a%2Fb%20c-000000000000.jsonl');
     expect((await readS3FileBatches(s3, bucket, 'enc/'))[0]!.partitionId).toBe('a/b c');
   });
 
@@ -193,7 +201,7 @@ describe('S3FilesSink', () => {
       const sink = new S3FilesSink({ client, bucket, prefix: 'c/' });
       const b = batch('p', 0, [['north', 1, 0], ['south', 2, 0]]);
       await expect(sink.addBatch(b)).rejects.toMatchObject({ code: 'SINK_THROTTLED', retryable: true });
-      expect(await allKeys(bucket)).toEqual(['c/data/partition=p/batch=000000000000.jsonl']);
+      expect(await allKeys(bucket)).toEqual(['c/_sluice_staging/partition=p/000000000000/0.jsonl.staged']);
       expect(await readS3Files(s3, bucket, 'c/')).toEqual([]);
       await sink.addBatch(b);
       await sink.addBatch(b);
@@ -201,6 +209,27 @@ describe('S3FilesSink', () => {
     } finally {
       client.destroy();
     }
+  });
+
+  it('Parquet: a row whose value its type cannot hold, or whose key would pass 1,024 bytes, is rejected with the reason; the rest is written', async () => {
+    const bucket = await newBucket();
+    const sink = new S3FilesSink({ client: s3, bucket, prefix: 'pq/', format: 'parquet', partitionBy: ['store'] });
+    const longName = 'x'.repeat(1100);
+    await sink.addBatch(batch('s', 0, [['north', 1, 0], ['north', 1.5, 0], [longName, 2, 0], ['south', 3, micros('2024-05-01T00:00:00Z')]]));
+    await sink.onCommitted('s', 0);
+    const rejected = (await getObjectText(s3, bucket, 'pq/_sluice_rejected/partition=s/000000000000.jsonl'))!.trim().split('\n').map((l) => JSON.parse(l));
+    expect(rejected.map((r) => r.reason)).toEqual([
+      'amount: 1.5 is not an exact 64-bit integer (Parquet INT64)',
+      expect.stringMatching(/^the row's file key is \d+ bytes; S3 allows 1024/),
+    ]);
+    expect(rejected[0].row).toEqual({ store: 'north', amount: 1.5, ts: '1970-01-01T00:00:00Z' });
+    expect((await allKeys(bucket)).filter((k) => k.endsWith('.parquet'))).toEqual([
+      'pq/store=north/part-s-000000000000.parquet', 'pq/store=south/part-s-000000000000.parquet',
+    ]);
+    expect(await readS3Files(s3, bucket, 'pq/')).toEqual([
+      { store: 'north', amount: 1, ts: '1970-01-01T00:00:00Z' },
+      { store: 'south', amount: 3, ts: '2024-05-01T00:00:00Z' },
+    ]);
   });
 
   it('refuses update and complete batches', async () => {

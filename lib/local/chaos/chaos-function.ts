@@ -276,6 +276,7 @@ export class ChaosFunction {
         const fault = controller.hit('sink-write', () => `${batch.partitionId} batch ${batch.batchId}, ${batch.rows.length} rows`);
         if (fault?.kind === 'kill-after-sink-write') killContainer(container, `after the sink wrote ${batch.partitionId} batch ${batch.batchId}`);
       },
+      onCommitted: async (partitionId: string, batchId: number) => sink.onCommitted?.(partitionId, batchId),
     };
   }
 }

@@ -69,6 +69,10 @@ export class CapturingSink implements Sink {
     this.tables.set(`${batch.partitionId}#${batch.batchId}`, formatOutputTable(batch));
   }
 
+  async onCommitted(partitionId: string, batchId: number): Promise<void> {
+    await this.inner.onCommitted?.(partitionId, batchId);
+  }
+
   take(partitionId: string, batchId: number): string | undefined {
     const key = `${partitionId}#${batchId}`;
     const table = this.tables.get(key);

@@ -27,6 +27,8 @@ import { sinkSupportsMode } from '../../sinks/sink-output-modes.js';
 import type { Sink } from '../../sinks/sink.js';
 import type { DeadLetterRecord } from '../../sources/dead-letter.js';
 import { startEmulators, type EmulatorSet } from '../emulators.js';
+import { copyCommittedSinkFiles } from './sink-files.js';
+import { sinkPrefixOf } from '../../aws/aws-backends.js';
 import { createStreamAndWait } from '../kinesis-admin.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
 import { LocalEventSourceMapping, type BatchFailureInfo } from '../event-source-mapping.js';
@@ -271,6 +273,10 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
         ...d, data: Buffer.from(d.dataBase64, 'base64').toString('utf8'),
       }))));
       print(`wrote ${resolve(dir, sinkFile)} (${plural(sink.rows.length, 'row')}) and ${resolve(dir, 'dead-letters.jsonl')} (${deadLetters.length})`);
+      if (definition.sink.kind === 's3-files') {
+        const files = await copyCommittedSinkFiles(clients.s3, config.sinkBucket!, sinkPrefixOf(definition, config), dir);
+        print(`copied ${plural(files.length, 'committed sink file')} to ${resolve(dir, 'sink-files')}`);
+      }
     }
     print(`done in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
     return {
