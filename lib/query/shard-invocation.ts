@@ -30,7 +30,7 @@ import type { CompiledQuery } from './compiled-query.js';
 import type { PartitionBackends, ShardReader } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
-import { GuardedSink, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
+import { ANY_ROW, GuardedSink, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
 import { checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
 
 export interface ShardInvocationRequest {
@@ -67,11 +67,10 @@ export async function runShardInvocation(
   const stage = request.stage ?? query.sourceStage;
   const binding = stage.bind(shardId, backends);
   const { source } = binding;
-  // Rows the sink cannot store are found before it writes (the query's onUnwritableRow policy).
-  const limits = backends.sinkRowLimits ?? backends.sink.rowLimits;
-  const guard = limits
-    ? new GuardedSink(backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters, source instanceof KinesisShardSource))
-    : null;
+  // Rows the sink cannot store are found before it writes (the query's onUnwritableRow policy); the
+  // guard also runs the probes that find a record whose values fail the batch (an overflow).
+  const limits = backends.sinkRowLimits ?? backends.sink.rowLimits ?? ANY_ROW;
+  const guard = new GuardedSink(backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters, source instanceof KinesisShardSource));
   const execution = new StreamExecution({
     plan: stage.plan,
     sources: new Map([[stage.sourceId, source]]),
@@ -80,7 +79,7 @@ export async function runShardInvocation(
     columns: stage.columns,
     schema: stage.schema,
     outputMode: stage.outputMode,
-    sink: guard ?? backends.sink,
+    sink: guard,
     trigger: Trigger.ProcessingTime(0),
     checkpoint: backends.checkpoint,
     conf: stage.conf,
@@ -107,12 +106,10 @@ export async function runShardInvocation(
     const deadLetters = binding.deadLetters();
     if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
     const withholding = source instanceof KinesisShardSource ? source : null;
-    const runOneTrigger = guard
-      ? () => runTriggerWithholdingUnwritable({
-        execution, sink: guard, source: withholding, deadLetters: backends.deadLetters,
-        batchSequenceNumbers: () => (withholding ? pendingBatchSequenceNumbers(execution, withholding) : []),
-      })
-      : () => execution.runOneTrigger();
+    const runOneTrigger = () => runTriggerWithholdingUnwritable({
+      execution, sink: guard, source: withholding, deadLetters: backends.deadLetters,
+      batchSequenceNumbers: () => (withholding ? pendingBatchSequenceNumbers(execution, withholding) : []),
+    });
     const maxBatches = request.maxBatches ?? 8;
     const limits = request.limits ?? {};
     let longestBatchMs = 0;

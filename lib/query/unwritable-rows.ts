@@ -20,6 +20,7 @@
  * so a crash anywhere re-derives the same dead letters (written idempotently) and the same output.
  */
 import { createHash } from 'node:crypto';
+import { ArithmeticOverflowError } from '../core/long.js';
 import type { StreamExecution } from '../runtime/stream-execution.js';
 import { describeRefusal, findUnwritableRows, unwritableRowsIn, UnwritableRowsError, type RowRefusal, type SinkRowLimits, type UnwritableRow } from '../sinks/row-limits.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
@@ -49,9 +50,13 @@ export class GuardedSink implements Sink {
   /** Result rows of one batch to leave out, by row key: no record of the batch makes them storable. */
   private skipped: { batchId: number; rows: Map<string, RowRefusal> } | null = null;
 
+  /** Forwarded: a sink that stages its output until the commit must still hear of the commit. */
+  readonly onCommitted?: (partitionId: string, batchId: number) => Promise<void>;
+
   constructor(private readonly inner: Sink, readonly limits: SinkRowLimits, private readonly writeResultDeadLetters: ResultDeadLetterWriter) {
     this.description = inner.description;
     this.supportedOutputModes = inner.supportedOutputModes;
+    if (inner.onCommitted) this.onCommitted = (partitionId, batchId) => inner.onCommitted!(partitionId, batchId);
   }
 
   /** Leaves these rows out of batch `batchId` (and dead-letters them) from now on. */
@@ -76,6 +81,9 @@ export class GuardedSink implements Sink {
   }
 }
 
+/** The limits of a sink that takes any row: the guard then only serves probes for failing records. */
+export const ANY_ROW: SinkRowLimits = { rowKey: (_batch, rowIndex) => String(rowIndex), check: () => null };
+
 /** A source that can hold records out of their batch (the Kinesis shard source). */
 export interface WithholdingSource {
   withhold(reasons: ReadonlyMap<string, string>): void;
@@ -94,6 +102,56 @@ export interface UnwritableRowResolver {
 
 /** Rounds of withholding per batch: each round removes every record a refused row came from. */
 const MAX_ROUNDS = 4;
+/** Records one batch may lose to data errors (an overflow) before the batch fails as Spark's would. */
+const MAX_DATA_ERROR_ROUNDS = 16;
+
+/**
+ * An error raised by a record's values under ANSI rules (a long sum past int64, a cast that
+ * overflows): every retry of the batch would raise it again. Spark fails the query; Sluice
+ * dead-letters the record that raised it, so one bad value does not block the shard.
+ */
+function recordDataErrorIn(error: unknown): ArithmeticOverflowError | null {
+  for (let e: unknown = error, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof ArithmeticOverflowError) return e;
+  }
+  return null;
+}
+
+/**
+ * The record whose inclusion makes the batch fail: the batch's records in shard order, the
+ * shortest prefix that fails ends with it (binary search over prefixes, probes write nothing).
+ * Null when the batch fails with no record at all (nothing to blame).
+ */
+async function blameFirstFailingRecord(
+  resolver: UnwritableRowResolver, source: WithholdingSource, withheld: ReadonlyMap<string, string>,
+): Promise<string | null> {
+  const candidates = resolver.batchSequenceNumbers().filter((seq) => !withheld.has(seq));
+  const failsWithPrefix = async (length: number): Promise<boolean> => {
+    const out = new Map(withheld);
+    for (const seq of candidates.slice(length)) out.set(seq, 'probe');
+    try {
+      await runProbe(resolver, source, out);
+      return false;
+    } catch (error) {
+      if (recordDataErrorIn(error)) return true;
+      throw error;
+    }
+  };
+  try {
+    if (candidates.length === 0 || await failsWithPrefix(0)) return null;
+    // The failed run was the probe of the whole batch.
+    let passes = 0;
+    let fails = candidates.length;
+    while (fails - passes > 1) {
+      const mid = (passes + fails) >> 1;
+      if (await failsWithPrefix(mid)) fails = mid;
+      else passes = mid;
+    }
+    return candidates[fails - 1]!;
+  } finally {
+    source.withhold(withheld);
+  }
+}
 
 /**
  * Runs one trigger; when its batch holds unwritable rows, dead-letters their records and runs the
@@ -108,8 +166,17 @@ export async function runTriggerWithholdingUnwritable(resolver: UnwritableRowRes
     try {
       return await resolver.execution.runOneTrigger();
     } catch (error) {
-      const unwritable = unwritableRowsIn(error);
       const batchId = resolver.execution.pendingBatch?.batchId;
+      const dataError = recordDataErrorIn(error);
+      if (dataError && source && batchId !== undefined && round < MAX_DATA_ERROR_ROUNDS) {
+        const culprit = await blameFirstFailingRecord(resolver, source, withheld);
+        if (culprit === null) throw error;
+        withheld.set(culprit, `${dataError.code}: ${dataError.message}`);
+        source.withhold(withheld);
+        await resolver.deadLetters.write(source.deadLetters().filter((l) => l.sequenceNumber === culprit));
+        continue;
+      }
+      const unwritable = unwritableRowsIn(error);
       if (!unwritable || batchId === undefined || round >= MAX_ROUNDS) throw error;
       const blamed = source ? await blameRecords(resolver, source, unwritable.rows, withheld) : new Map<string, string>();
       if (blamed.size === 0) {

@@ -30,7 +30,7 @@ const totals = (format: 'json' | 'csv' = 'json', schema = 'k string, amount long
 
 let sequence = 7000n;
 const records = (...lines: string[]): ShardRecord[] => lines.map((line) => ({
-  sequenceNumber: String(sequence++ * 1_000_000_000n), partitionKey: 'a',
+  sequenceNumber: String(sequence++ * 1_000_000_000n), partitionKey: line.startsWith('{') ? String(JSON.parse(line).k) : line.split(',')[0]!,
   dataBase64: Buffer.from(line).toString('base64'), approximateArrivalTimestampMs: 0,
 }));
 
@@ -64,12 +64,18 @@ describe('longs are exact 64-bit values end to end', () => {
     expect(csv.lastRow).toEqual(['a', -9223372036854775808n, 2]);
   });
 
-  it('sum of long past the int64 range fails the batch with ARITHMETIC_OVERFLOW (Spark 4, ANSI on)', async () => {
-    const r = await run(totals(), [records('{"k":"a","amount":9223372036854775807}', '{"k":"a","amount":1}')]);
-    const error = r.results[0]!.error as (Error & { errorClass?: string }) | undefined;
-    expect(error?.errorClass).toBe('ARITHMETIC_OVERFLOW');
-    expect(error?.message).toMatch(/ARITHMETIC_OVERFLOW.*long overflow in sum/);
-    expect(r.sink.allRows()).toEqual([]);
+  it('sum of long past the int64 range raises ARITHMETIC_OVERFLOW (Spark 4, ANSI on); the record that overflows is dead-lettered and the shard moves on', async () => {
+    const lines = ['{"k":"a","amount":9223372036854775807}', '{"k":"b","amount":5}', '{"k":"a","amount":1}', '{"k":"b","amount":6}', '{"k":"a","amount":-7}'];
+    const r = await run(totals(), [records(...lines), records('{"k":"a","amount":8}', '{"k":"b","amount":1}')]);
+    expect(r.results.map((x) => x.error)).toEqual([undefined, undefined]);
+    expect(r.deadLetters.records.map((d) => [Buffer.from(d.dataBase64, 'base64').toString(), d.reason])).toEqual([
+      [lines[2], expect.stringMatching(/^ARITHMETIC_OVERFLOW: .*long overflow in sum/)],
+      ['{"k":"a","amount":8}', expect.stringMatching(/^ARITHMETIC_OVERFLOW/)],
+    ]);
+    // a keeps every record but the two that overflowed; b is untouched by a's overflow.
+    const byKey = Object.fromEntries(r.sink.allRows().map((row) => [row[0], row.slice(1)]));
+    expect(byKey).toEqual({ a: [9223372036854775800n, 2], b: [12, 3] });
+    expect(r.results.every((x) => x.firstUncommittedSequenceNumber === null)).toBe(true);
   });
 
   it('a long beyond int64 is a dead letter, in JSON and in CSV', async () => {
