@@ -134,9 +134,10 @@ function sumOfIntegers(arg: Evaluator): AggregateFunction {
     initial: () => null,
     update: (b, row) => {
       const v = arg(row);
-      return v === null ? b : b === null ? v : add(b, v);
+      // `== null`: a row read without the column (a memory stream's short row) holds undefined.
+      return v == null ? b : b == null ? v : add(b, v);
     },
-    merge: (s, p) => (p === null ? s : s === null ? p : add(s, p)),
+    merge: (s, p) => (p == null ? s : s == null ? p : add(s, p)),
     evaluate: (b) => b,
   };
 }
