@@ -122,8 +122,8 @@ const sale = (i: number, extra: Record<string, unknown> = {}) => ({
 });
 /**
  * Sales over two hours with one undecodable record (a dead letter); then a split of each stream
- * (the reshard guard, the children seeded from their parents) and more sales; then late ticks
- * that close the windows.
+ * (the reshard guard, the children seeded from their parents) and more sales, some two hours
+ * later so the watermark passes the first windows; then ticks, whose no-data batches emit them.
  */
 async function run(deployment: Deployment): Promise<void> {
   const { clients, config } = deployment;
@@ -131,7 +131,7 @@ async function run(deployment: Deployment): Promise<void> {
   await deployment.drain();
   await reshardStream(clients.kinesis, config.streamName, [{ split: 'first-open' }]);
   if (config.repartitionStreamName) await reshardStream(clients.kinesis, config.repartitionStreamName, [{ split: 'first-open' }]);
-  await deployment.put(Array.from({ length: 12 }, (_, i) => sale(i + 60)));
+  await deployment.put([...Array.from({ length: 12 }, (_, i) => sale(i + 60)), ...Array.from({ length: 3 }, (_, i) => sale(i + 180))]);
   await deployment.drain();
   await deployment.tick(Date.UTC(2026, 11, 1, 13));
   await deployment.tick(Date.UTC(2026, 11, 1, 14), 'drain');
@@ -162,7 +162,7 @@ describe('every SDK call a function sends is allowed by its synthesized policy',
     expect(await checkGrants(example('hourly-sales-per-product.ts'), 2, { repartitionShards: 2 })).toEqual({ kinesisTrigger: [], scheduled: [], repartition: [] });
   }, 180_000);
 
-  it('append → Parquet files (staged, copied, cleaned up; rejected rows)', async () => {
+  it('append → Parquet files (staged, copied into place, the staged copies deleted)', async () => {
     expect(await checkGrants(fixture('lake-parquet.ts'), 1)).toEqual({ kinesisTrigger: [], scheduled: [] });
   }, 120_000);
 });
