@@ -9,10 +9,18 @@
  *   repartition         stage 2 (state and sink)       checkpoint, state            yes     own prefix     internal: the mapping's reads; source: ListShards
  *
  * Table actions are per table: the checkpoint table takes the logs (GetItem, conditional PutItem,
- * Query, the commit transaction's Put and ConditionCheck, BatchWriteItem purges) and the watermark
- * rows (UpdateItem); the state table takes Query, PutItem and BatchWriteItem; the DynamoDB sink
+ * Query, the commit transaction's Put and ConditionCheck, BatchWriteItem purges) and, for the
+ * functions that run a source-stream stage, the watermark rows (UpdateItem: publish, mark a
+ * reshard's parent closed); stage 2 takes its watermark from the internal records and never
+ * writes a row, so the repartition function has no UpdateItem. The state table takes Query, PutItem and BatchWriteItem; the DynamoDB sink
  * only PutItem. Nothing calls DeleteItem, Scan or DescribeTable at run time. A new SDK call in
- * lib/aws needs its action added here (the template tests list every action per function).
+ * lib/aws needs its action added here: test/aws/least-privilege.integration.test.ts runs each
+ * function on the emulators and fails on a call its synthesized policy does not allow, and the
+ * template tests (test/cdk/least-privilege.test.ts) list every action per function.
+ *
+ * The Kinesis trigger and the repartition function also read their own stream with
+ * GetShardIterator/GetRecords (the reshard guard checks a parent shard is fully committed): the
+ * mapping's reads already include both.
  *
  * Customer-managed keys: reading an SSE-KMS object or stream record needs kms:Decrypt, writing one
  * kms:GenerateDataKey; DynamoDB needs kms:Decrypt and kms:DescribeKey to use a table's key and
@@ -27,8 +35,10 @@ import type * as s3 from 'aws-cdk-lib/aws-s3';
 import { acknowledge, iamResourceFinding } from './nag-acknowledgments.js';
 
 export const CHECKPOINT_TABLE_ACTIONS = [
-  'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem', 'dynamodb:BatchWriteItem',
+  'dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem', 'dynamodb:BatchWriteItem',
 ];
+/** The source-stream partitions' watermark rows (lib/aws/dynamodb-watermarks.ts), in the checkpoint table. */
+export const WATERMARK_ROW_ACTIONS = ['dynamodb:UpdateItem'];
 export const STATE_TABLE_ACTIONS = ['dynamodb:Query', 'dynamodb:PutItem', 'dynamodb:BatchWriteItem'];
 export const SINK_TABLE_ACTIONS = ['dynamodb:PutItem'];
 /** The S3 sinks read their manifest/pointer, write data objects, and delete superseded ones. */
@@ -69,6 +79,8 @@ export interface QueryResources {
 export interface FunctionAccess {
   readonly state: boolean;
   readonly sink: boolean;
+  /** Writes the source-stream partitions' watermark rows (every function but stage 2's). */
+  readonly watermarkRows: boolean;
   /** Source stream: read by its event source mapping, by the function itself, or only listed. */
   readonly source: 'event-source' | 'read' | 'list';
   /** Internal stream: read by its mapping (stage 2), written (stage 1), written and read (scheduled), or untouched. */
@@ -81,9 +93,11 @@ export function accessOf(options: { isStateful: boolean; needsRepartition: boole
 } {
   const { isStateful, needsRepartition } = options;
   return {
-    kinesisTrigger: { state: isStateful && !needsRepartition, sink: !needsRepartition, source: 'event-source', internal: needsRepartition ? 'write' : 'none' },
-    scheduled: { state: isStateful, sink: true, source: 'read', internal: needsRepartition ? 'read-write' : 'none' },
-    repartition: { state: true, sink: true, source: 'list', internal: 'event-source' },
+    kinesisTrigger: {
+      state: isStateful && !needsRepartition, sink: !needsRepartition, watermarkRows: true, source: 'event-source', internal: needsRepartition ? 'write' : 'none',
+    },
+    scheduled: { state: isStateful, sink: true, watermarkRows: true, source: 'read', internal: needsRepartition ? 'read-write' : 'none' },
+    repartition: { state: true, sink: true, watermarkRows: false, source: 'list', internal: 'event-source' },
   };
 }
 
@@ -94,7 +108,7 @@ export function deadLetterObjectPrefix(deadLetterPrefix: string, queryName: stri
 }
 
 export function grantFunctionAccess(fn: lambda.Function, access: FunctionAccess, resources: QueryResources): void {
-  grantTable(fn, resources.checkpointTable, CHECKPOINT_TABLE_ACTIONS);
+  grantTable(fn, resources.checkpointTable, access.watermarkRows ? [...CHECKPOINT_TABLE_ACTIONS, ...WATERMARK_ROW_ACTIONS] : CHECKPOINT_TABLE_ACTIONS);
   if (access.state) grantTable(fn, resources.stateTable, STATE_TABLE_ACTIONS);
   const findings: string[] = [];
   if (access.sink) {

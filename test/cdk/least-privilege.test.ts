@@ -11,6 +11,8 @@ import { asArray, example, fixture, nagViolations, statementsOfRole, testStack }
 type Fn = SluiceQuery['kinesisTriggerFunction'];
 
 const CHECKPOINT = ['dynamodb:BatchWriteItem', 'dynamodb:ConditionCheckItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:Query', 'dynamodb:UpdateItem'];
+/** Stage 2 never writes a watermark row: its watermark comes with the internal records. */
+const CHECKPOINT_WITHOUT_WATERMARK_ROWS = CHECKPOINT.filter((a) => a !== 'dynamodb:UpdateItem');
 const STATE = ['dynamodb:BatchWriteItem', 'dynamodb:PutItem', 'dynamodb:Query'];
 const MAPPING_READS = ['kinesis:DescribeStream', 'kinesis:DescribeStreamSummary', 'kinesis:GetRecords', 'kinesis:GetShardIterator', 'kinesis:ListShards'];
 const OWN_READS = ['kinesis:GetRecords', 'kinesis:GetShardIterator', 'kinesis:ListShards'];
@@ -87,7 +89,7 @@ describe('least privilege per function', () => {
       internal: [...OWN_READS, 'kinesis:PutRecords'].sort(),
     });
     expect(accessOf(stack, template, query, query.repartitionFunction!)).toEqual({
-      checkpoint: CHECKPOINT, state: STATE, ...sink, 'dead-letters': ['s3:PutObject'], logs: LOGS, queue: QUEUE,
+      checkpoint: CHECKPOINT_WITHOUT_WATERMARK_ROWS, state: STATE, ...sink, 'dead-letters': ['s3:PutObject'], logs: LOGS, queue: QUEUE,
       stream: ['kinesis:ListShards'], internal: MAPPING_READS,
     });
     expect(nagViolations(stack)).toEqual([]);

@@ -30,9 +30,15 @@ export interface Deployment {
   tick(nowMs: number, mode?: 'tick' | 'drain'): Promise<unknown>;
 }
 
+/** The deployed function an invocation runs as (its role), for tests that watch what each one sends. */
+export type FunctionRole = 'kinesisTrigger' | 'scheduled' | 'repartition';
+export type InvocationWrapper = <T>(role: FunctionRole, invoke: () => Promise<T>) => Promise<T>;
+
 export async function deploy(
-  emulators: EmulatorSet, definition: StreamingQueryDefinition, shards: number, options: { repartitionShards?: number; expectedShardCount?: number } = {},
+  emulators: EmulatorSet, definition: StreamingQueryDefinition, shards: number,
+  options: { repartitionShards?: number; expectedShardCount?: number; asFunction?: InvocationWrapper } = {},
 ): Promise<Deployment> {
+  const asFunction: InvocationWrapper = options.asFunction ?? ((_role, invoke) => invoke());
   const clients = createAwsClients(emulators.clientOptions);
   const id = `${process.pid}-${++deployments}-${Date.now() % 100_000}`;
   const config: RuntimeConfig = {
@@ -64,6 +70,8 @@ export async function deploy(
   await clients.s3.send(new CreateBucketCommand({ Bucket: config.sinkBucket }));
   await clients.s3.send(new CreateBucketCommand({ Bucket: config.deadLetterBucket }));
   const results: Deployment['results'] = [];
+  const asHandler = <A extends unknown[], R>(role: FunctionRole, handler: (...args: A) => Promise<R>) =>
+    (...args: A) => asFunction(role, () => handler(...args));
   const observability = createQuietObservability(definition.name);
   return {
     clients,
@@ -79,12 +87,12 @@ export async function deploy(
         ...handlerOptions,
       };
       const mappings = [new LocalEventSourceMapping({
-        kinesis: clients.kinesis, streamName: config.streamName, handler: createKinesisTriggerHandler(definition, handlerOptions_),
+        kinesis: clients.kinesis, streamName: config.streamName, handler: asHandler('kinesisTrigger', createKinesisTriggerHandler(definition, handlerOptions_)),
         batchSize: 4, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
       })];
       if (config.repartitionStreamName) {
         mappings.push(new LocalEventSourceMapping({
-          kinesis: clients.kinesis, streamName: config.repartitionStreamName, handler: createRepartitionTriggerHandler(definition, handlerOptions_),
+          kinesis: clients.kinesis, streamName: config.repartitionStreamName, handler: asHandler('repartition', createRepartitionTriggerHandler(definition, handlerOptions_)),
           batchSize: 10, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
         }));
       }
@@ -98,7 +106,7 @@ export async function deploy(
         config, clients, observability, now: () => nowMs,
         onInvocation: (shardId, result) => { results.push({ shardId, result }); },
       });
-      return handler({ mode });
+      return asFunction('scheduled', () => handler({ mode }));
     },
   };
 }
