@@ -12,7 +12,10 @@ import { pick, randomInt } from '../sample-events.js';
 export const FAULT_KINDS = [
   /** The process dies right after the sink's write returned (stage 1: PutRecords to the internal stream), before state and commit. */
   'kill-after-sink-write',
-  /** The process dies inside the sink write: S3 data object written but not its manifest; some DynamoDB upserts done. */
+  /**
+   * The process dies inside a sink write: S3 files staged but not their manifest entry, or some of a
+   * committed batch's files revealed but not all; some DynamoDB upserts done.
+   */
   'kill-mid-sink-write',
   /** The process dies between two state writes: a snapshot chunk written, not its marker (nor the commit). */
   'kill-between-state-writes',

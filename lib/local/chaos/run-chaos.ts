@@ -347,7 +347,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       addDiff(memoryDiff, compareRows(r.rows, b.rows, keyColumns.get(q.name)!));
       addDiff(memoryDiff, compareDeadLetters(r.deadLetters, b.deadLetters, { ignoreShard: true }));
       // The fault-free run's own history and on-failure destination too.
-      addDiff(memoryDiff, judgeRun(b, poison).diff);
+      addDiff(memoryDiff, (await judgeRun(b, poison)).diff);
     }
     const memoryMatches = memoryDiff.lost + memoryDiff.duplicated + memoryDiff.mismatched === 0;
     print(`run 0 (fault-free, ${((Date.now() - t1) / 1000).toFixed(1)} s): ${queries.map((q) => {
@@ -374,11 +374,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }));
       const started = Date.now();
       const result = (await runOnce(run, plans)).queries;
-      const qs: QueryOutcome[] = queries.map((q) => {
+      const qs: QueryOutcome[] = await Promise.all(queries.map(async (q) => {
         const got = result.get(q.name)!;
         const want = baseline.get(q.name)!;
         const diff = addDiff(compareRows(want.rows, got.rows, keyColumns.get(q.name)!), compareDeadLetters(want.deadLetters, got.deadLetters));
-        const judged = judgeRun(got, poison);
+        const judged = await judgeRun(got, poison);
         addDiff(diff, { ...judged.diff, examples: [...judged.diff.examples] });
         const injected = got.functions.flatMap((f) => f.controller.injected.map((i) => ({ ...i, fn: f.id })));
         const missed = got.functions.flatMap((f) => f.controller.missed.map((m) => ({ ...m, fn: f.id })));
@@ -389,9 +389,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           stats: sumStats(got.functions.map((f) => f.stats)),
           processesKilled: got.functions.reduce((n, f) => n + f.processesKilled, 0),
           functions: got.functions.map((f) => f.id),
-          history: { ...got.history.figures(), diff: judged.diff }, poison: judged.poison,
+          history: { ...got.history.figures(got.committed), diff: judged.diff }, poison: judged.poison,
         };
-      });
+      }));
       const outcome: RunOutcome = {
         run, seconds: (Date.now() - started) / 1000, queries: qs,
         lost: qs.reduce((n, q) => n + q.diff.lost, 0),
@@ -434,8 +434,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
  * commit log, and the on-failure destination (it must hold every poison record, each once per
  * query, and nothing else that the sink lacks).
  */
-function judgeRun(got: QueryRun, poison: ReadonlySet<string>): { diff: Diff; poison: QueryOutcome['poison'] } {
-  const diff = got.history.check(got.committed);
+async function judgeRun(got: QueryRun, poison: ReadonlySet<string>): Promise<{ diff: Diff; poison: QueryOutcome['poison'] }> {
+  const diff = await got.history.check(got.committed);
   const deadLettered = new Set(got.discarded.filter((d) => poison.has(d)));
   const missing = [...poison].filter((p) => !deadLettered.has(p));
   if (missing.length > 0) { diff.lost += missing.length; diff.examples.push(`poison record not in the on-failure destination: ${missing[0]}`); }
@@ -469,7 +469,10 @@ async function committedBatches(clients: AwsClients, table: string, queryName: s
 function recordingSink(sink: Sink, history: SinkHistory): Sink {
   return {
     description: sink.description, supportedOutputModes: sink.supportedOutputModes,
+    ...(sink.rowLimits ? { rowLimits: sink.rowLimits } : {}),
     addBatch: async (batch: SinkBatch) => { history.attempt(batch); await sink.addBatch(batch); },
+    // The files sink reveals a committed batch here: a wrapper without it leaves the batch hidden.
+    onCommitted: async (partitionId: string, batchId: number) => sink.onCommitted?.(partitionId, batchId),
   };
 }
 
@@ -499,7 +502,7 @@ function formatRun(o: RunOutcome, runs: number): string {
   const bisects = o.queries.reduce((n, q) => n + q.stats.bisects, 0);
   const crashes = o.queries.reduce((n, q) => n + q.processesKilled, 0);
   const gaveUp = o.queries.reduce((n, q) => n + q.stats.failedBatches, 0);
-  const perQuery = o.queries.map((q) => `${q.query}: ${q.rows} rows, ${q.history.writes} writes (${q.history.orphans} orphan files), `
+  const perQuery = o.queries.map((q) => `${q.query}: ${q.rows} rows, ${q.history.writes} writes (${q.history.orphans} staged files left hidden), `
     + `lost=${q.diff.lost} dup=${q.diff.duplicated} mismatch=${q.diff.mismatched}`).join('; ');
   return `run ${o.run}/${runs}: faults ${injected}/${planned} happened, ${crashes} processes killed, ${inv} invocations, ${retries} retries, ${bisects} bisects, `
     + `${gaveUp} batches given up | ${perQuery} | lost=${o.lost} duplicated=${o.duplicated} mismatched=${o.mismatched} missed=${o.missed} (${o.seconds.toFixed(1)} s)`;
