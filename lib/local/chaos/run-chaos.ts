@@ -27,7 +27,7 @@ import { ensureTables } from '../../aws/tables.js';
 import type { DeadLetterRecord } from '../../sources/dead-letter.js';
 import { startEmulators, type EmulatorSet } from '../emulators.js';
 import { LocalEventSourceMapping, type BatchFailureInfo, type EventSourceMappingStats } from '../event-source-mapping.js';
-import { createStreamAndWait } from '../kinesis-admin.js';
+import { createStreamAndWait, openShards, reshardStream } from '../kinesis-admin.js';
 import { createPrng, generateSalesEvents, pick, DEFAULT_STORES } from '../sample-events.js';
 import { hourlySalesPerProductQuery, hourlySalesQuery } from '../dev/default-query.js';
 import {
@@ -73,6 +73,8 @@ export interface ChaosOptions {
   readonly poisonRecords?: number;
   /** Inject faults into the scheduled function too (default true). */
   readonly scheduledFaults?: boolean;
+  /** Also plan 'reshard-mid-run' (split or merge the stream a function reads, mid-run; default false). */
+  readonly reshard?: boolean;
   /** Test hook: changes the sink every function of a run writes through (e.g. a sink that writes twice); run 0 is fault-free. */
   readonly decorateSink?: (sink: Sink, run: number) => Sink;
   /** Test hook: changes each run's fault plans before the run (e.g. a fault that cannot happen). */
@@ -235,8 +237,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           ...(config.repartitionStreamName ? [{ id: `${definition.name}/stage-2`, kind: 'repartition' as const, streamName: config.repartitionStreamName }] : []),
         ].map((f) => {
           const controller = new FaultController(plans.get(f.id) ?? [], rnd);
+          // A split while the stream has its first shard count or fewer open shards, else a merge.
+          const reshard = async (): Promise<string> => {
+            const open = (await openShards(clients!.kinesis, f.streamName)).length;
+            const step = open <= shards ? { split: 'first-open' as const } : { merge: 'first-adjacent' as const };
+            const created = await reshardStream(clients!.kinesis, f.streamName, [step], { timeoutMs: 60_000 });
+            return `${'split' in step ? 'split' : 'merge'} of ${f.streamName} → ${created.flat().join(', ')}`;
+          };
           const fn = new ChaosFunction({
-            definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onInvocation,
+            definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onInvocation, reshard,
             trace: (line) => trace(`r${run} ${f.id} ${line}`), history, poison,
             ...(options.decorateSink ? { decorateSink: (sink: Sink) => options.decorateSink!(sink, run) } : {}),
           });
@@ -369,7 +378,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     for (let run = 1; run <= options.runs; run++) {
       const planRnd = createPrng(seed * 104_729 + run);
       const plans = new Map([...counts].map(([id, c]) => {
-        const plan = planFaults(planRnd, c, options.extraFaults ?? 2);
+        const plan = planFaults(planRnd, c, options.extraFaults ?? 2, options.reshard ? ['reshard-mid-run'] : []);
         return [id, options.alterPlan ? options.alterPlan(run, id, plan) : plan] as const;
       }));
       const started = Date.now();

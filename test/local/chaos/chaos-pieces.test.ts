@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { compareRows } from '../../../lib/local/chaos/compare.js';
-import { FAULT_KINDS, FAULT_POINT, FaultController, planFaults } from '../../../lib/local/chaos/faults.js';
+import { FAULT_KINDS, FAULT_POINT, FaultController, OPT_IN_KINDS, planFaults } from '../../../lib/local/chaos/faults.js';
 import { SinkHistory } from '../../../lib/local/chaos/history.js';
 import { createPrng } from '../../../lib/local/sample-events.js';
 import type { SinkBatch } from '../../../lib/sinks/sink.js';
@@ -193,7 +193,10 @@ describe('fault plans', () => {
     const a = planFaults(createPrng(5), counts, 2);
     expect(planFaults(createPrng(5), counts, 2)).toEqual(a);
     expect(planFaults(createPrng(6), counts, 2)).not.toEqual(a);
-    const usable = FAULT_KINDS.filter((k) => ((counts as Record<string, number>)[FAULT_POINT[k]] ?? 0) >= 3);
+    const usable = FAULT_KINDS.filter((k) => ((counts as Record<string, number>)[FAULT_POINT[k]] ?? 0) >= 3 && !OPT_IN_KINDS.includes(k));
+    // A reshard changes the stream for every query reading it: planned only when asked for.
+    expect(a.some((f) => f.kind === 'reshard-mid-run')).toBe(false);
+    expect(planFaults(createPrng(5), counts, 2, ['reshard-mid-run']).some((f) => f.kind === 'reshard-mid-run')).toBe(true);
     for (const kind of usable) expect(a.some((f) => f.kind === kind), kind).toBe(true);
     expect(a.length).toBeGreaterThanOrEqual(usable.length);
     // A point met twice only is left alone: its occurrence may not come in a run with faults.
