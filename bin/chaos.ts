@@ -34,11 +34,12 @@ const program = new Command()
   .option('--max-retries <n>', 'retries before the event source mapping gives a batch up (-1: forever)', (v: string) => (v === '-1' ? -1 : int(0)(v)), 4)
   .option('--poison <n>', 'records that crash the function every time (dead-lettered by the on-failure destination)', int(0), 2)
   .option('--no-scheduled-faults', 'run the scheduled function without faults')
+  .option('--reshard', 'also plan reshard-mid-run: split or merge the stream a function reads, mid-run')
   .parse(process.argv);
 
 const opts = program.opts<{
   seed: number; runs: number; shards: number; batchSize: number; stores: number; hours: number; extraFaults: number; verbose?: boolean; trace?: boolean;
-  lateRows: number; repartition: boolean; eventsPerStoreHour: number; large?: boolean; maxRetries: number; poison: number; scheduledFaults: boolean;
+  lateRows: number; repartition: boolean; eventsPerStoreHour: number; large?: boolean; maxRetries: number; poison: number; scheduledFaults: boolean; reshard?: boolean;
 }>();
 const large = opts.large === true;
 const given = (name: string): boolean => program.getOptionValueSource(name) === 'cli';
@@ -51,7 +52,7 @@ try {
     hours: large && !given('hours') ? 8 : opts.hours,
     eventsPerStoreHour: large && !given('eventsPerStoreHour') ? 30 : opts.eventsPerStoreHour,
     extraFaults: opts.extraFaults, verbose: opts.verbose === true, trace: opts.trace === true, lateRows: opts.lateRows, repartition: opts.repartition,
-    maxRetries: opts.maxRetries, poisonRecords: opts.poison, scheduledFaults: opts.scheduledFaults,
+    maxRetries: opts.maxRetries, poisonRecords: opts.poison, scheduledFaults: opts.scheduledFaults, reshard: opts.reshard === true,
   });
   // Loss, duplicates, mismatches, a planned fault that never happened, or memory disagreeing.
   process.exit(report.ok ? 0 : 1);

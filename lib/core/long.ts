@@ -134,3 +134,37 @@ export function longReviver(_key: string, v: unknown): unknown {
   }
   return v;
 }
+
+const LONG_TEXT_TAG = '\u0000long:';
+
+/**
+ * JSON.parse that keeps integers beyond 2^53 exact (as canonical longs: a bigint within int64, a
+ * rounded number past it), where JSON.parse alone rounds them; the reverse of `stringifyWithLongs`.
+ * Text without a run of 16 digits takes JSON.parse as is.
+ */
+export function parseJsonWithLongs(text: string): unknown {
+  if (!/\d{16}/.test(text)) return JSON.parse(text);
+  let out = '';
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (inString) {
+      out += c;
+      if (c === '\\') out += text[++i] ?? '';
+      else if (c === '"') inString = false;
+      continue;
+    }
+    if (c === '"') { inString = true; out += c; continue; }
+    const number = c === '-' || (c >= '0' && c <= '9') ? /^-?\d+(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(i, i + 400)) : null;
+    if (!number) { out += c; continue; }
+    const token = number[0];
+    const isLongInteger = number[1] === undefined && number[2] === undefined && token.replace('-', '').length > 15;
+    out += isLongInteger ? JSON.stringify(`${LONG_TEXT_TAG}${token}`) : token;
+    i += token.length - 1;
+  }
+  return JSON.parse(out, (_key, v: unknown) => {
+    if (typeof v !== 'string' || !v.startsWith(LONG_TEXT_TAG)) return v;
+    const digits = v.slice(LONG_TEXT_TAG.length);
+    return parseLongDigits(digits) ?? Number(digits);
+  });
+}

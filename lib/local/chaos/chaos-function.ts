@@ -63,6 +63,8 @@ export interface ChaosFunctionOptions {
   readonly history?: SinkHistory;
   /** Payloads (UTF-8) that crash the function whenever an event holds one (poison records). */
   readonly poison?: ReadonlySet<string>;
+  /** Reshards the stream this function reads ('reshard-mid-run'); says what it did. */
+  readonly reshard?: () => Promise<string>;
   /** Test hook: what the sink does (a planted bug), under the harness's recording. */
   readonly decorateSink?: (sink: Sink) => Sink;
 }
@@ -115,6 +117,10 @@ export class ChaosFunction {
       this.replace(container, 'replaced by a container with a skewed clock');
       this.current.set(shardId, (container = this.newContainer(shardId, skewMs)));
       this.options.trace?.(`container ${container.id} on ${shardId}: clock off by ${skewMs / 3_600_000} h`);
+    }
+    if (fault?.kind === 'reshard-mid-run' && this.options.reshard) {
+      // This invocation's event is the parent's; the mapping starts the children once it finished.
+      this.options.trace?.(`reshard before ${shardId}'s invocation: ${await this.options.reshard()}`);
     }
     if (fault?.kind === 'concurrent-duplicate') {
       // A second container runs the same event at the same time (an invocation Lambda gave up on

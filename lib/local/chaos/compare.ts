@@ -30,8 +30,13 @@ export function addDiff(into: Diff, d: Diff): Diff {
   return into;
 }
 
-/** JSON with object keys sorted (DynamoDB and S3 return attributes in different orders). */
+/**
+ * JSON with object keys sorted (DynamoDB and S3 return attributes in different orders). A long
+ * beyond 2^53 (a bigint) is its digits, as a sink writes it: equal longs give equal text whichever
+ * side read them (canonical longs: a safe integer is never a bigint).
+ */
 export function canonicalJson(value: unknown): string {
+  if (typeof value === 'bigint') return String(value);
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'undefined';
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));

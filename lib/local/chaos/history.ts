@@ -5,8 +5,9 @@
  * Recorded during a run (by the fault middleware and the sink wrapper, in every container,
  * zombies and the scheduled function included):
  * - attempts: each `addBatch` call, with its (partition, batch id) and rows;
- * - physical writes that succeeded: DynamoDB sink items (they carry `_partition` and `_batchId`),
- *   S3 data objects (orphans too: a data object whose manifest never came) and manifest entries;
+ * - physical writes that succeeded: DynamoDB sink items (they carry `_partition` and `_batchId`);
+ *   for the S3 files sink (format version 2) staged files, manifest entries, rejected-row files,
+ *   and every visible data file: a copy of a staged file (the reveal) or a direct PUT;
  * - at the end, the commit log: which (partition, batch id) committed.
  *
  * What the committed batches allow:
@@ -14,36 +15,73 @@
  * 2. every value written to a DynamoDB item is the row its committed batch holds for that key, and
  *    per key and partition the batch ids of the values a reader sees never go back (a zombie's
  *    older value over a newer one is a rollback);
- * 3. every S3 data object holds exactly its committed batch's rows (orphans included: a reader that
- *    lists data objects would see them); a manifest entry names a committed batch only.
- * Orphan data objects (no manifest entry at the end) are counted apart: readers of the manifest,
- * Spark's contract for a file sink, never see them.
+ * 3. S3: every VISIBLE data file (`<prefix><col>=<v>/…/part-<shard>-<batch>.<ext>`, what a table
+ *    reader lists) belongs to a committed batch and holds exactly that batch's rows of its folder
+ *    (less the rows the sink rejected); every file a committed batch's manifest entry names became
+ *    visible (a reveal that never happened loses its rows for a table reader); at the end a manifest
+ *    entry names a committed batch only (the manifest reader in lib/aws/sink-readers.ts serves it).
+ * Staged files of a batch that never committed are hidden (`_sluice_staging/`, `.staged`): they are
+ * counted apart, not errors.
  */
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { DYNAMODB_SINK_RESERVED } from '../../aws/dynamodb-upsert-sink.js';
+import { parquetRowsAsJson } from '../../aws/parquet-reader.js';
+import type { S3FilesManifestEntry } from '../../aws/s3-files-sink.js';
+import { parseJsonWithLongs, parseLongDigits } from '../../core/long.js';
 import { toExternalRow } from '../../sinks/external-row.js';
 import type { SinkBatch } from '../../sinks/sink.js';
 import { canonicalJson, emptyDiff, type Diff } from './compare.js';
 
 interface Attempt { readonly partitionId: string; readonly batchId: number; readonly rows: readonly string[] }
 interface ItemWrite { readonly seq: number; readonly partitionId: string; readonly batchId: number; readonly key: string; readonly row: string }
-interface ObjectWrite { readonly seq: number; readonly key: string; readonly partitionId: string; readonly batchId: number; readonly rows: readonly string[] }
+interface StagedFile { readonly partitionId: string; readonly batchId: number; readonly bytes: Uint8Array; readonly format: string }
+/** A visible data file as it appeared (copied from a staged file, or put directly). */
+interface VisibleWrite {
+  readonly seq: number;
+  readonly key: string;
+  readonly partitionId: string;
+  readonly batchId: number;
+  /** The staged file it was copied from (undefined: put directly, or copied from a file never recorded). */
+  readonly source?: StagedFile;
+  readonly bytes?: Uint8Array;
+  readonly format: string;
+}
+interface ManifestWrite { readonly seq: number; readonly partitionId: string; readonly batchId: number; readonly entry?: S3FilesManifestEntry }
 
 export interface HistoryFigures {
-  /** Physical sink writes recorded (items, data objects, manifest entries). */
+  /** Physical sink writes recorded (items, staged and visible data files, manifest entries). */
   readonly writes: number;
   readonly attempts: number;
-  /** S3 data objects no manifest names at the end (invisible to manifest readers). */
+  /** Staged S3 files of batches that never committed (hidden from every reader). */
   readonly orphans: number;
+}
+
+const STAGED = /_sluice_staging\/partition=([^/]+)\/(\d+)\/\d+\.(jsonl|parquet)\.staged$/;
+const MANIFEST = /_sluice_metadata\/partition=([^/]+)\/(\d+)\.json$/;
+const REJECTED = /_sluice_rejected\/partition=([^/]+)\/(\d+)\.jsonl$/;
+/** A visible data file, relative to the sink's prefix: Hive folders (none under `_`), then the file. */
+const VISIBLE = /^(?!_)(?:[^/]+=[^/]*\/)*part-(.+)-(\d{12})\.(jsonl|parquet)$/;
+
+/** The JSON value of a DynamoDB number: longs beyond 2^53 exact (as the sink wrote them). */
+const dynamoDbNumber = (n: string): unknown => (/^-?\d+$/.test(n) ? parseLongDigits(n) ?? Number(n) : Number(n));
+
+async function rowsOf(bytes: Uint8Array, format: string): Promise<Record<string, unknown>[]> {
+  if (format === 'parquet') return parquetRowsAsJson(bytes);
+  return Buffer.from(bytes).toString('utf8').split('\n').filter((l) => l.length > 0).map((l) => parseJsonWithLongs(l) as Record<string, unknown>);
 }
 
 export class SinkHistory {
   private seq = 0;
   readonly attempts: Attempt[] = [];
   readonly items: ItemWrite[] = [];
-  readonly dataObjects: ObjectWrite[] = [];
-  readonly manifests: { readonly seq: number; readonly partitionId: string; readonly batchId: number }[] = [];
+  /** The last content put at each staged key (a re-run puts the same key again). */
+  readonly staged = new Map<string, StagedFile>();
+  private stagedPuts = 0;
+  readonly visible: VisibleWrite[] = [];
+  readonly manifests: ManifestWrite[] = [];
+  /** Rows the sink rejected, per `${partitionId}#${batchId}` (the last file written). */
+  readonly rejected = new Map<string, readonly string[]>();
 
   /**
    * @param keyColumns the columns identifying a result row
@@ -64,36 +102,74 @@ export class SinkHistory {
 
   dynamoDbWrite(item: Record<string, AttributeValue> | undefined): void {
     if (!item) return;
-    const native = unmarshall(item, { wrapNumbers: (n: string) => Number(n) }) as Record<string, unknown>;
+    const native = unmarshall(item, { wrapNumbers: dynamoDbNumber as (n: string) => number }) as Record<string, unknown>;
     const partitionId = String(native._partition);
     const batchId = Number(native._batchId);
     for (const name of DYNAMODB_SINK_RESERVED) delete native[name];
     this.items.push({ seq: this.seq++, partitionId, batchId, key: this.keyOf(native), row: canonicalJson(native) });
   }
 
-  s3Put(key: string, body: string): void {
+  /** A PutObject that succeeded. */
+  s3Put(key: string, body: string | Uint8Array): void {
     if (!this.sinkPrefix || !key.startsWith(this.sinkPrefix)) return;
-    const data = /\/?data\/partition=([^/]+)\/batch=(\d+)\.jsonl$/.exec(key);
-    if (data) {
-      const rows = body.split('\n').filter((l) => l.length > 0).map((l) => canonicalJson(JSON.parse(l)));
-      this.dataObjects.push({ seq: this.seq++, key, partitionId: decodeURIComponent(data[1]!), batchId: Number(data[2]), rows });
+    const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
+    const relative = key.slice(this.sinkPrefix.length);
+    const staged = STAGED.exec(relative);
+    if (staged) {
+      this.stagedPuts++;
+      this.staged.set(key, { partitionId: decodeURIComponent(staged[1]!), batchId: Number(staged[2]), bytes, format: staged[3]! });
       return;
     }
-    const manifest = /_sluice_metadata\/partition=([^/]+)\/(\d+)\.json$/.exec(key);
-    if (manifest) this.manifests.push({ seq: this.seq++, partitionId: decodeURIComponent(manifest[1]!), batchId: Number(manifest[2]) });
+    const manifest = MANIFEST.exec(relative);
+    if (manifest) {
+      let entry: S3FilesManifestEntry | undefined;
+      try { entry = JSON.parse(Buffer.from(bytes).toString('utf8')) as S3FilesManifestEntry; } catch { entry = undefined; }
+      this.manifests.push({ seq: this.seq++, partitionId: decodeURIComponent(manifest[1]!), batchId: Number(manifest[2]), ...(entry ? { entry } : {}) });
+      return;
+    }
+    const rejected = REJECTED.exec(relative);
+    if (rejected) {
+      const rows = Buffer.from(bytes).toString('utf8').split('\n').filter((l) => l.length > 0)
+        .map((l) => canonicalJson((parseJsonWithLongs(l) as { row?: unknown }).row ?? null));
+      this.rejected.set(`${decodeURIComponent(rejected[1]!)}#${Number(rejected[2])}`, rows);
+      return;
+    }
+    const visible = VISIBLE.exec(relative);
+    if (visible) {
+      this.visible.push({ seq: this.seq++, key, partitionId: decodeURIComponent(visible[1]!), batchId: Number(visible[2]), bytes, format: visible[3]! });
+    }
   }
 
-  figures(): HistoryFigures {
-    const named = new Set(this.manifests.map((m) => `${m.partitionId}#${m.batchId}`));
-    const orphans = new Set(this.dataObjects.filter((d) => !named.has(`${d.partitionId}#${d.batchId}`)).map((d) => d.key)).size;
-    return { writes: this.items.length + this.dataObjects.length + this.manifests.length, attempts: this.attempts.length, orphans };
+  /** A CopyObject that succeeded (the files sink's reveal of a staged file). */
+  s3Copy(from: string, to: string): void {
+    if (!this.sinkPrefix || !to.startsWith(this.sinkPrefix)) return;
+    const visible = VISIBLE.exec(to.slice(this.sinkPrefix.length));
+    if (!visible) return;
+    const source = this.staged.get(from);
+    this.visible.push({
+      seq: this.seq++, key: to, partitionId: decodeURIComponent(visible[1]!), batchId: Number(visible[2]), format: visible[3]!, ...(source ? { source } : {}),
+    });
+  }
+
+  /** The last manifest entry recorded per batch. */
+  private lastManifests(): Map<string, ManifestWrite> {
+    const out = new Map<string, ManifestWrite>();
+    for (const m of this.manifests) out.set(`${m.partitionId}#${m.batchId}`, m);
+    return out;
+  }
+
+  figures(committed: ReadonlySet<string> = new Set()): HistoryFigures {
+    const hidden = [...this.staged.values()].filter((f) => !committed.has(`${f.partitionId}#${f.batchId}`)).length;
+    return {
+      writes: this.items.length + this.stagedPuts + this.visible.length + this.manifests.length, attempts: this.attempts.length, orphans: hidden,
+    };
   }
 
   /**
    * Every recorded write against the committed batches.
    * @param committed `${partitionId}#${batchId}` of every batch in the commit log at the end
    */
-  check(committed: ReadonlySet<string>): Diff {
+  async check(committed: ReadonlySet<string>): Promise<Diff> {
     const diff = emptyDiff();
     const note = (text: string): void => { if (diff.examples.length < 6) diff.examples.push(`history: ${text}`); };
     const id = (p: string, b: number): string => `${p}#${b}`;
@@ -109,7 +185,7 @@ export class SinkHistory {
     const rowOf = new Map<string, string[]>();
     for (const [batch, rows] of answer) {
       for (const row of rows) {
-        const k = `${batch}|${this.keyOf(JSON.parse(row) as Record<string, unknown>)}`;
+        const k = `${batch}|${this.keyOf(parseJsonWithLongs(row) as Record<string, unknown>)}`;
         const list = rowOf.get(k) ?? [];
         list.push(row);
         rowOf.set(k, list);
@@ -132,19 +208,51 @@ export class SinkHistory {
       newest.set(at, Math.max(before, w.batchId));
     }
 
-    // 3. S3: data objects (orphans included) and manifest entries.
-    for (const o of this.dataObjects) {
-      const batch = id(o.partitionId, o.batchId);
+    // 3. S3: every visible data file, every committed batch's reveal, the manifest at the end.
+    const manifests = this.lastManifests();
+    const partitionOf = new Map<string, Readonly<Record<string, unknown>>>();
+    for (const m of manifests.values()) for (const f of m.entry?.files ?? []) partitionOf.set(f.key, f.partition ?? {});
+    for (const v of this.visible) {
+      const batch = id(v.partitionId, v.batchId);
+      const bytes = v.bytes ?? v.source?.bytes;
+      if (!bytes) { diff.mismatched++; note(`visible file ${v.key} copied from a staged file never written`); continue; }
+      const folder = partitionOf.get(v.key) ?? {};
+      const got = (await rowsOf(bytes, v.format)).map((r) => canonicalJson({ ...r, ...folder }));
+      if (!committed.has(batch)) { diff.mismatched += got.length; note(`visible file ${v.key} of uncommitted batch ${v.partitionId}/${v.batchId}`); continue; }
+      if (v.source && id(v.source.partitionId, v.source.batchId) !== batch) {
+        diff.mismatched += got.length;
+        note(`visible file ${v.key} was copied from batch ${v.source.partitionId}/${v.source.batchId}'s staged file`);
+        continue;
+      }
       const want = answer.get(batch);
-      if (!want) { diff.mismatched += o.rows.length; note(`data object ${o.key} written by no sink attempt`); continue; }
-      const d = multisetDifference(want, o.rows);
-      if (d > 0) { diff.mismatched += d; note(`data object ${o.key} differs from batch ${o.partitionId}/${o.batchId} in ${d} rows`); }
+      if (!want) { diff.mismatched += got.length; note(`visible file ${v.key} written by no sink attempt`); continue; }
+      const d = multisetDifference(rowsInFolder(want, folder, this.rejected.get(batch) ?? []), got);
+      if (d > 0) { diff.mismatched += d; note(`visible file ${v.key} differs from batch ${v.partitionId}/${v.batchId} in ${d} rows`); }
     }
-    for (const m of this.manifests) {
-      if (!committed.has(id(m.partitionId, m.batchId))) { diff.mismatched++; note(`manifest entry of uncommitted batch ${m.partitionId}/${m.batchId}`); }
+    const revealed = new Set(this.visible.map((v) => v.key));
+    for (const [batch, m] of manifests) {
+      if (!committed.has(batch)) { diff.mismatched++; note(`manifest entry of uncommitted batch ${m.partitionId}/${m.batchId}`); continue; }
+      for (const f of m.entry?.files ?? []) {
+        if (!revealed.has(f.key)) { diff.lost += f.rows; note(`committed batch ${m.partitionId}/${m.batchId}: ${f.key} never became visible (${f.rows} rows)`); }
+      }
     }
     return diff;
   }
+}
+
+/** The rows of `batchRows` whose partition columns hold the folder's values, less the rejected ones. */
+function rowsInFolder(batchRows: readonly string[], folder: Readonly<Record<string, unknown>>, rejected: readonly string[]): string[] {
+  const columns = Object.entries(folder).map(([c, v]) => [c, canonicalJson(v)] as const);
+  const out = batchRows.filter((text) => {
+    if (columns.length === 0) return true;
+    const row = parseJsonWithLongs(text) as Record<string, unknown>;
+    return columns.every(([c, v]) => canonicalJson(row[c] ?? null) === v);
+  });
+  for (const r of rejected) {
+    const at = out.indexOf(r);
+    if (at >= 0) out.splice(at, 1);
+  }
+  return out;
 }
 
 /** How many rows of the larger side the other side has no equal copy for. */

@@ -34,7 +34,7 @@ export interface InstrumentOptions {
 }
 
 type Input = Record<string, unknown> & {
-  TableName?: string; Key?: string; Item?: Record<string, { S?: string }>; ConditionExpression?: string;
+  TableName?: string; Key?: string; CopySource?: string; Item?: Record<string, { S?: string }>; ConditionExpression?: string;
   RequestItems?: Record<string, WriteRequest[]>; Records?: unknown[]; Limit?: number; Body?: unknown;
 };
 
@@ -134,10 +134,17 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     if (fault?.kind === 's3-5xx') throw s3Error('InternalError', 500, 'We encountered an internal error. Please try again (chaos).');
     const output = await next(args);
     deadCheck();
-    if (command === 'PutObjectCommand') history?.s3Put(key, typeof input.Body === 'string' ? input.Body : Buffer.from(input.Body as Uint8Array).toString('utf8'));
-    if (command === 'PutObjectCommand' && /\/data\/partition=/.test(key)) {
+    if (command === 'PutObjectCommand') history?.s3Put(key, typeof input.Body === 'string' ? input.Body : input.Body as Uint8Array);
+    if (command === 'CopyObjectCommand') history?.s3Copy(copySourceKey(String(input.CopySource ?? '')), key);
+    // The files sink's two multi-object steps: staging a batch's files before its manifest entry,
+    // and revealing them (one copy per file) after the checkpoint commit.
+    if (command === 'PutObjectCommand' && /\/_sluice_staging\//.test(key)) {
       const kill = controller.hit('sink-partial-write', () => key);
-      killKind(kill?.kind, ['kill-mid-sink-write', 'timeout-mid-write', 'out-of-memory-mid-write'], `between the S3 data object ${key} and its manifest entry`);
+      killKind(kill?.kind, ['kill-mid-sink-write', 'timeout-mid-write', 'out-of-memory-mid-write'], `between the staged S3 file ${key} and its manifest entry`);
+    }
+    if (command === 'CopyObjectCommand') {
+      const kill = controller.hit('sink-partial-write', () => `reveal ${key}`);
+      killKind(kill?.kind, ['kill-mid-sink-write', 'timeout-mid-write', 'out-of-memory-mid-write'], `after revealing ${key}, before the rest of its batch's reveal`);
     }
     return output;
   }, { step: 'initialize', name: 'sluiceChaosS3' });
@@ -169,6 +176,12 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     }
     return output;
   }, { step: 'initialize', name: 'sluiceChaosKinesis' });
+}
+
+/** The key of a CopyObject's `bucket/key` source (URL-encoded, as S3 requires). */
+function copySourceKey(copySource: string): string {
+  const slash = copySource.indexOf('/');
+  return decodeURIComponent(copySource.slice(slash + 1));
 }
 
 /** Sends a random part of the records, answers the rest as throttled (Kinesis's partial failure). */

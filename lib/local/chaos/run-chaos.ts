@@ -27,7 +27,7 @@ import { ensureTables } from '../../aws/tables.js';
 import type { DeadLetterRecord } from '../../sources/dead-letter.js';
 import { startEmulators, type EmulatorSet } from '../emulators.js';
 import { LocalEventSourceMapping, type BatchFailureInfo, type EventSourceMappingStats } from '../event-source-mapping.js';
-import { createStreamAndWait } from '../kinesis-admin.js';
+import { createStreamAndWait, openShards, reshardStream } from '../kinesis-admin.js';
 import { createPrng, generateSalesEvents, pick, DEFAULT_STORES } from '../sample-events.js';
 import { hourlySalesPerProductQuery, hourlySalesQuery } from '../dev/default-query.js';
 import {
@@ -73,6 +73,8 @@ export interface ChaosOptions {
   readonly poisonRecords?: number;
   /** Inject faults into the scheduled function too (default true). */
   readonly scheduledFaults?: boolean;
+  /** Also plan 'reshard-mid-run' (split or merge the stream a function reads, mid-run; default false). */
+  readonly reshard?: boolean;
   /** Test hook: changes the sink every function of a run writes through (e.g. a sink that writes twice); run 0 is fault-free. */
   readonly decorateSink?: (sink: Sink, run: number) => Sink;
   /** Test hook: changes each run's fault plans before the run (e.g. a fault that cannot happen). */
@@ -235,8 +237,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           ...(config.repartitionStreamName ? [{ id: `${definition.name}/stage-2`, kind: 'repartition' as const, streamName: config.repartitionStreamName }] : []),
         ].map((f) => {
           const controller = new FaultController(plans.get(f.id) ?? [], rnd);
+          // A split while the stream has its first shard count or fewer open shards, else a merge.
+          const reshard = async (): Promise<string> => {
+            const open = (await openShards(clients!.kinesis, f.streamName)).length;
+            const step = open <= shards ? { split: 'first-open' as const } : { merge: 'first-adjacent' as const };
+            const created = await reshardStream(clients!.kinesis, f.streamName, [step], { timeoutMs: 60_000 });
+            return `${'split' in step ? 'split' : 'merge'} of ${f.streamName} → ${created.flat().join(', ')}`;
+          };
           const fn = new ChaosFunction({
-            definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onInvocation,
+            definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onInvocation, reshard,
             trace: (line) => trace(`r${run} ${f.id} ${line}`), history, poison,
             ...(options.decorateSink ? { decorateSink: (sink: Sink) => options.decorateSink!(sink, run) } : {}),
           });
@@ -347,7 +356,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       addDiff(memoryDiff, compareRows(r.rows, b.rows, keyColumns.get(q.name)!));
       addDiff(memoryDiff, compareDeadLetters(r.deadLetters, b.deadLetters, { ignoreShard: true }));
       // The fault-free run's own history and on-failure destination too.
-      addDiff(memoryDiff, judgeRun(b, poison).diff);
+      addDiff(memoryDiff, (await judgeRun(b, poison)).diff);
     }
     const memoryMatches = memoryDiff.lost + memoryDiff.duplicated + memoryDiff.mismatched === 0;
     print(`run 0 (fault-free, ${((Date.now() - t1) / 1000).toFixed(1)} s): ${queries.map((q) => {
@@ -369,16 +378,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     for (let run = 1; run <= options.runs; run++) {
       const planRnd = createPrng(seed * 104_729 + run);
       const plans = new Map([...counts].map(([id, c]) => {
-        const plan = planFaults(planRnd, c, options.extraFaults ?? 2);
+        const plan = planFaults(planRnd, c, options.extraFaults ?? 2, options.reshard ? ['reshard-mid-run'] : []);
         return [id, options.alterPlan ? options.alterPlan(run, id, plan) : plan] as const;
       }));
       const started = Date.now();
       const result = (await runOnce(run, plans)).queries;
-      const qs: QueryOutcome[] = queries.map((q) => {
+      const qs: QueryOutcome[] = await Promise.all(queries.map(async (q) => {
         const got = result.get(q.name)!;
         const want = baseline.get(q.name)!;
         const diff = addDiff(compareRows(want.rows, got.rows, keyColumns.get(q.name)!), compareDeadLetters(want.deadLetters, got.deadLetters));
-        const judged = judgeRun(got, poison);
+        const judged = await judgeRun(got, poison);
         addDiff(diff, { ...judged.diff, examples: [...judged.diff.examples] });
         const injected = got.functions.flatMap((f) => f.controller.injected.map((i) => ({ ...i, fn: f.id })));
         const missed = got.functions.flatMap((f) => f.controller.missed.map((m) => ({ ...m, fn: f.id })));
@@ -389,9 +398,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           stats: sumStats(got.functions.map((f) => f.stats)),
           processesKilled: got.functions.reduce((n, f) => n + f.processesKilled, 0),
           functions: got.functions.map((f) => f.id),
-          history: { ...got.history.figures(), diff: judged.diff }, poison: judged.poison,
+          history: { ...got.history.figures(got.committed), diff: judged.diff }, poison: judged.poison,
         };
-      });
+      }));
       const outcome: RunOutcome = {
         run, seconds: (Date.now() - started) / 1000, queries: qs,
         lost: qs.reduce((n, q) => n + q.diff.lost, 0),
@@ -434,8 +443,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
  * commit log, and the on-failure destination (it must hold every poison record, each once per
  * query, and nothing else that the sink lacks).
  */
-function judgeRun(got: QueryRun, poison: ReadonlySet<string>): { diff: Diff; poison: QueryOutcome['poison'] } {
-  const diff = got.history.check(got.committed);
+async function judgeRun(got: QueryRun, poison: ReadonlySet<string>): Promise<{ diff: Diff; poison: QueryOutcome['poison'] }> {
+  const diff = await got.history.check(got.committed);
   const deadLettered = new Set(got.discarded.filter((d) => poison.has(d)));
   const missing = [...poison].filter((p) => !deadLettered.has(p));
   if (missing.length > 0) { diff.lost += missing.length; diff.examples.push(`poison record not in the on-failure destination: ${missing[0]}`); }
@@ -469,7 +478,10 @@ async function committedBatches(clients: AwsClients, table: string, queryName: s
 function recordingSink(sink: Sink, history: SinkHistory): Sink {
   return {
     description: sink.description, supportedOutputModes: sink.supportedOutputModes,
+    ...(sink.rowLimits ? { rowLimits: sink.rowLimits } : {}),
     addBatch: async (batch: SinkBatch) => { history.attempt(batch); await sink.addBatch(batch); },
+    // The files sink reveals a committed batch here: a wrapper without it leaves the batch hidden.
+    onCommitted: async (partitionId: string, batchId: number) => sink.onCommitted?.(partitionId, batchId),
   };
 }
 
@@ -499,7 +511,7 @@ function formatRun(o: RunOutcome, runs: number): string {
   const bisects = o.queries.reduce((n, q) => n + q.stats.bisects, 0);
   const crashes = o.queries.reduce((n, q) => n + q.processesKilled, 0);
   const gaveUp = o.queries.reduce((n, q) => n + q.stats.failedBatches, 0);
-  const perQuery = o.queries.map((q) => `${q.query}: ${q.rows} rows, ${q.history.writes} writes (${q.history.orphans} orphan files), `
+  const perQuery = o.queries.map((q) => `${q.query}: ${q.rows} rows, ${q.history.writes} writes (${q.history.orphans} staged files left hidden), `
     + `lost=${q.diff.lost} dup=${q.diff.duplicated} mismatch=${q.diff.mismatched}`).join('; ');
   return `run ${o.run}/${runs}: faults ${injected}/${planned} happened, ${crashes} processes killed, ${inv} invocations, ${retries} retries, ${bisects} bisects, `
     + `${gaveUp} batches given up | ${perQuery} | lost=${o.lost} duplicated=${o.duplicated} mismatched=${o.mismatched} missed=${o.missed} (${o.seconds.toFixed(1)} s)`;
