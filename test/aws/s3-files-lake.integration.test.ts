@@ -25,6 +25,7 @@ import { deploy } from '../support/aws-pipeline.js';
 import { createScheduledTriggerHandler } from '../../lib/aws/scheduled-trigger-handler.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
 import { COMPACTION_SAFETY_MARGIN_MS } from '../../lib/aws/scheduled-compaction.js';
+import { readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
 import { mirrorPrefix, parquetTable, queryWithDuckDb } from '../support/duckdb-reader.js';
 
 const SOURCE_SCHEMA = 'seq long, store string, price double, ok boolean, ts timestamp, note string';
@@ -291,5 +292,19 @@ describe('Parquet files sink read by DuckDB (emulators)', { timeout: 300_000 }, 
     expect(dataFiles.some((k) => k.split('/').at(-1)!.startsWith('compacted-'))).toBe(true);
     const fromManifest = await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix);
     expect(fromManifest.map((r) => r.seq).sort((a, b) => Number(a) - Number(b))).toEqual(expected.map((r) => r.seq));
+  });
+
+  it('a row the sink cannot write (its folder key over S3\'s 1,024 bytes) dead-letters its input record with the code; the other rows are written', async () => {
+    const d = await deploy(emulators, lakeQuery('lake-unwritable'), 1);
+    const tooLong = { ...events[1]!, store: 'z'.repeat(1100) };
+    await d.put([events[0]!, tooLong, events[2]!].map((e) => ({ data: JSON.stringify(e), partitionKey: 'k' })));
+    await d.drain();
+    const letters = await readDeadLetters(d.clients.s3, d.config.deadLetterBucket, d.config.deadLetterPrefix);
+    expect(letters).toHaveLength(1);
+    expect(JSON.parse(Buffer.from(letters[0]!.dataBase64, 'base64').toString('utf-8'))).toEqual(tooLong);
+    expect(letters[0]!.reason).toMatch(/SINK_KEY_TOO_LONG/);
+    expect(letters[0]!.reason).not.toContain('zzz');
+    expect((await readWithDuckDb(d)).rows).toEqual([expected[0], expected[2]]);
+    expect(await listKeys(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).not.toContainEqual(expect.stringContaining('_sluice_rejected'));
   });
 });
