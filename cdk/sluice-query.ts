@@ -43,6 +43,7 @@ import { accessOf, deadLetterObjectPrefix, grantFunctionAccess, type QueryResour
 import { acknowledge } from './nag-acknowledgments.js';
 import { SOURCE_CONDITIONS, entriesDirFor, findProject, type ProjectPaths } from './project.js';
 import { checkIntegerProp, checkSynthTimeDurationProp } from './props.js';
+import { compactionConfig, type SinkCompactionOptions } from './compaction.js';
 import { resolveQueryModulePath } from '../lib/query/query-module.js';
 import { loadQueryModule } from './query-module.js';
 import { createLakeTable, type LakeTableOptions, type SluiceLakeTable } from './lake-table.js';
@@ -178,6 +179,16 @@ export interface SluiceQueryProps {
    * @default - no table
    */
   readonly lakeTable?: boolean | LakeTableOptions;
+
+  /**
+   * Compaction of an `s3-files` sink: after each tick, the scheduled function merges each partition
+   * folder's small per-batch files, once older than `minAge`, into files of up to `targetSize`,
+   * within the time the invocation has left (the rest waits for the next tick). `false` leaves the
+   * small files. Not allowed for other sinks.
+   *
+   * @default - on for an s3-files sink: files of up to 128 MiB, after one hour
+   */
+  readonly compaction?: SinkCompactionOptions | false;
 
   /**
    * Table of a `dynamodb` sink: partition key `pk` (string), no sort key. Not allowed for S3 sinks.
@@ -578,6 +589,7 @@ export class SluiceQuery extends Construct {
       expectedShardCount,
       snapshotEveryBatches: props.snapshotEveryBatches ?? DEPLOYMENT_DEFAULTS.snapshotEveryBatches,
       repartitionStreamName: this.repartitionStream?.streamName,
+      ...compactionConfig(props.compaction, sink.kind, props.timeout ?? Duration.minutes(1), (m) => this.propError(m)),
     };
     this.environment = {
       ...runtimeConfigToEnv(config), NODE_OPTIONS: `--enable-source-maps --max-semi-space-size=${semiSpaceMb(props.memorySize ?? 1024)}`,

@@ -29,6 +29,7 @@ import { parquetMetadata } from 'hyparquet';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import type { CostMeter } from '../core/cost-meter.js';
 import { FILE_CONTENT_TYPES, FILE_EXTENSIONS, type FileFormat } from '../sinks/file-format.js';
+import { DEPLOYMENT_DEFAULTS } from '../runtime/runtime-config.js';
 import { parquetRowsRaw } from './parquet-reader.js';
 import { S3_FILES_STAGING_DIR } from './s3-files-sink.js';
 import {
@@ -37,8 +38,8 @@ import {
 } from './s3-util.js';
 
 export const S3_COMPACTION_DIR = '_sluice_compaction/';
-export const DEFAULT_COMPACTION_TARGET_BYTES = 128 * 1024 * 1024;
-export const DEFAULT_COMPACTION_MIN_AGE_MS = 60 * 60 * 1000;
+export const DEFAULT_COMPACTION_TARGET_BYTES = DEPLOYMENT_DEFAULTS.compactionTargetBytes;
+export const DEFAULT_COMPACTION_MIN_AGE_MS = DEPLOYMENT_DEFAULTS.compactionMinAgeMs;
 
 export interface CompactionOptions {
   readonly client: S3Client;
@@ -49,6 +50,11 @@ export interface CompactionOptions {
   readonly minAgeMs?: number;
   readonly now?: () => number;
   readonly meter?: CostMeter;
+  /**
+   * Asked before each merge: true stops the run there (what is merged stays merged, the rest waits
+   * for the next run), so a caller bounds the work to the time it has.
+   */
+  readonly shouldStop?: () => boolean;
 }
 
 export interface CompactionRecord {
@@ -62,6 +68,8 @@ export interface CompactionReport {
   readonly filesWritten: number;
   readonly bytesWritten: number;
   readonly recordsFinished: number;
+  /** False when `shouldStop` ended the run with merges left to do. */
+  readonly complete: boolean;
 }
 
 const PART_FILE = /(^|\/)part-([^/]+)-(\d{12})\.[a-z]+$/;
@@ -136,7 +144,9 @@ export async function compactFiles(options: CompactionOptions): Promise<Compacti
   let filesMerged = 0;
   let filesWritten = 0;
   let bytesWritten = 0;
+  let complete = true;
   for (const [folder, objects] of folders) {
+    if (!complete) break;
     objects.sort((a, b) => (a.key < b.key ? -1 : 1));
     const groups: ListedObject[][] = [];
     let group: ListedObject[] = [];
@@ -148,6 +158,7 @@ export async function compactFiles(options: CompactionOptions): Promise<Compacti
     }
     groups.push(group);
     for (const inputs of groups.filter((g) => g.length > 1)) {
+      if (options.shouldStop?.()) { complete = false; break; }
       const keys = inputs.map((o) => o.key);
       const bodies = await Promise.all(keys.map(async (k) => (await getObjectBytes(client, bucket, k, meter))!));
       const { body, rows } = await mergeFiles(format, bodies);
@@ -166,7 +177,7 @@ export async function compactFiles(options: CompactionOptions): Promise<Compacti
       bytesWritten += body.byteLength;
     }
   }
-  return { filesMerged, filesWritten, bytesWritten, recordsFinished };
+  return { filesMerged, filesWritten, bytesWritten, recordsFinished, complete };
 }
 
 /** Small file key → where its rows now are (the compacted file, the offset and count of its rows). */

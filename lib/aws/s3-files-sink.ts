@@ -8,7 +8,6 @@
  *   ${prefix}${col}=${value}/.../part-${shard}-${batchId:012}.${ext}       visible data, one per folder and batch
  *   ${prefix}_sluice_staging/partition=${shard}/${batchId:012}/${i}.${ext}.staged   written before the commit
  *   ${prefix}_sluice_metadata/partition=${shard}/${batchId:012}.json       the manifest entry (the sink's commit)
- *   ${prefix}_sluice_rejected/partition=${shard}/${batchId:012}.jsonl      rows that cannot be written, with the reason
  *
  * Per batch: the data files are written to staging, then the manifest entry, which names each
  * staged file and the visible key it becomes (`addBatch`). After the checkpoint commits the batch,
@@ -22,17 +21,20 @@
  *
  * An empty batch writes an entry with `files: []` (as Spark logs every batch).
  *
- * A row that cannot be written (a value its Parquet type cannot hold, a key over S3's 1,024 bytes)
- * goes to `_sluice_rejected` with the reason instead of failing the batch: `rejectedRowReason` is
- * the per-row check, usable by a general pre-write policy.
+ * A row that cannot be written (a value its Parquet type cannot hold: SINK_VALUE_NOT_ENCODABLE; a
+ * file key over S3's 1,024 bytes: SINK_KEY_TOO_LONG) is declared through `rowLimits`, so the
+ * query's onUnwritableRow policy dead-letters the input records behind it (lib/query/unwritable-rows.ts);
+ * a batch that still holds one writes nothing and throws UnwritableRowsError.
  */
+import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import type { StructField } from '../plan/data-types.js';
 import { stringifyWithLongs } from '../core/long.js';
 import { stringifyExternalRow, toExternalRow, toExternalValue } from '../sinks/external-row.js';
-import type { Sink, SinkBatch } from '../sinks/sink.js';
+import type { RowRefusal, Sink, SinkBatch, SinkRowLimits } from '../sinks/sink.js';
+import { UnwritableRowsError, type UnwritableRow } from '../sinks/row-limits.js';
 import { dataRowProblem, encodeDataFile, FILE_CONTENT_TYPES, FILE_EXTENSIONS, type FileFormat } from '../sinks/file-format.js';
 import { keyBytes, partitionPath, resolvePartitionColumns, S3_MAX_KEY_BYTES } from '../sinks/partition-path.js';
 import {
@@ -44,7 +46,6 @@ import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';
 export const S3_FILES_FORMAT_VERSION = 2;
 export const S3_FILES_METADATA_DIR = '_sluice_metadata/';
 export const S3_FILES_STAGING_DIR = '_sluice_staging/';
-export const S3_FILES_REJECTED_DIR = '_sluice_rejected/';
 /** Where format version 1 (before partitioned, staged files) wrote its JSON Lines; read only. */
 export const S3_FILES_V1_DATA_DIR = 'data/';
 
@@ -79,7 +80,6 @@ export interface S3FilesManifestEntry {
   readonly batchId: number;
   readonly format?: FileFormat;
   readonly files: readonly S3FilesManifestFile[];
-  readonly rejected?: { readonly key: string; readonly rows: number };
 }
 
 export function s3FilesDataKey(
@@ -98,10 +98,6 @@ export function s3FilesStagingFolder(prefix: string, partitionId: string, batchI
 
 export function s3FilesManifestKey(prefix: string, partitionId: string, batchId: number): string {
   return `${normalizePrefix(prefix)}${S3_FILES_METADATA_DIR}partition=${encodeKeySegment(partitionId)}/${padBatchId(batchId)}.json`;
-}
-
-export function s3FilesRejectedKey(prefix: string, partitionId: string, batchId: number): string {
-  return `${normalizePrefix(prefix)}${S3_FILES_REJECTED_DIR}partition=${encodeKeySegment(partitionId)}/${padBatchId(batchId)}.jsonl`;
 }
 
 /** Rows as JSON Lines (each line ends with `\n`); `''` for no rows. */
@@ -158,16 +154,26 @@ export class S3FilesSink implements Sink {
 
   /**
    * Why this row of a batch with `schema`, written by shard `partitionId` in batch `batchId`, cannot
-   * be written (its value does not fit its Parquet type, or its key is longer than S3 allows), or null.
+   * be written (its value does not fit its Parquet type, or its key is longer than S3 allows), or
+   * null. The reason names the column and the limit, never the value.
    */
-  rejectedRowReason(row: readonly unknown[], schema: readonly StructField[], partitionId: string, batchId: number): string | null {
+  rowRefusal(row: readonly unknown[], schema: readonly StructField[], partitionId: string, batchId: number): RowRefusal | null {
     const layout = this.layoutOf(schema);
     const problem = dataRowProblem(this.format, row, layout.dataFields, layout.dataOrdinals);
-    if (problem) return problem;
+    if (problem) return { code: 'SINK_VALUE_NOT_ENCODABLE', reason: problem };
     const key = s3FilesDataKey(this.prefix, partitionPath(row, layout.partitionFields, layout.partitionOrdinals), partitionId, batchId, this.format);
     const bytes = keyBytes(key);
-    return bytes > S3_MAX_KEY_BYTES ? `the row's file key is ${bytes} bytes; S3 allows ${S3_MAX_KEY_BYTES} (shorten the partition values)` : null;
+    return bytes > S3_MAX_KEY_BYTES
+      ? { code: 'SINK_KEY_TOO_LONG', reason: `the row's file key is ${bytes} bytes; S3 allows ${S3_MAX_KEY_BYTES} (shorten the partition values)` }
+      : null;
   }
+
+  readonly rowLimits: SinkRowLimits = {
+    // Appended rows have no key: the row's content names it, so a re-run that leaves rows out names it the same.
+    rowKey: (batch, rowIndex) =>
+      `row:${createHash('sha256').update(stringifyWithLongs(toExternalRow(batch.rows[rowIndex]!, batch.schema))).digest('base64')}`,
+    check: (batch, rowIndex) => this.rowRefusal(batch.rows[rowIndex]!, batch.schema, batch.partitionId, batch.batchId),
+  };
 
   async addBatch(batch: SinkBatch): Promise<void> {
     if (!this.supportedOutputModes.includes(batch.outputMode)) {
@@ -183,13 +189,14 @@ export class S3FilesSink implements Sink {
       if (await objectExists(this.client, this.bucket, manifestKey, this.meter)) return; // already written
       const layout = this.layoutOf(batch.schema);
       const folders = new Map<string, (readonly unknown[])[]>();
-      const rejected: string[] = [];
+      const refused: UnwritableRow[] = [];
+      batch.rows.forEach((row, rowIndex) => {
+        const refusal = this.rowRefusal(row, batch.schema, partitionId, batchId);
+        if (refusal) refused.push({ rowIndex, rowKey: this.rowLimits.rowKey(batch, rowIndex), refusal });
+      });
+      // Nothing is written when any row would fail: the query's onUnwritableRow policy resolves it.
+      if (refused.length > 0) throw new UnwritableRowsError(this.description, batchId, refused);
       for (const row of batch.rows) {
-        const reason = this.rejectedRowReason(row, batch.schema, partitionId, batchId);
-        if (reason) {
-          rejected.push(stringifyWithLongs({ reason, row: toExternalRow(row, batch.schema) }));
-          continue;
-        }
         const folder = partitionPath(row, layout.partitionFields, layout.partitionOrdinals);
         let rows = folders.get(folder);
         if (!rows) folders.set(folder, rows = []);
@@ -208,16 +215,7 @@ export class S3FilesSink implements Sink {
           key: s3FilesDataKey(this.prefix, folder, partitionId, batchId, this.format), stagedKey, rows: rows.length, bytes: body.byteLength, partition,
         };
       });
-      let rejectedFile: S3FilesManifestEntry['rejected'];
-      if (rejected.length > 0) {
-        const key = s3FilesRejectedKey(this.prefix, partitionId, batchId);
-        action = `writing ${key}`;
-        await putObject(this.client, this.bucket, key, `${rejected.join('\n')}\n`, 'application/x-ndjson', this.meter);
-        rejectedFile = { key, rows: rejected.length };
-      }
-      const entry: S3FilesManifestEntry = {
-        formatVersion: S3_FILES_FORMAT_VERSION, partitionId, batchId, format: this.format, files, ...(rejectedFile ? { rejected: rejectedFile } : {}),
-      };
+      const entry: S3FilesManifestEntry = { formatVersion: S3_FILES_FORMAT_VERSION, partitionId, batchId, format: this.format, files };
       action = `writing ${manifestKey}`;
       await putObject(this.client, this.bucket, manifestKey, JSON.stringify(entry), 'application/json', this.meter);
       this.unrevealed.set(`${partitionId}/${batchId}`, entry);

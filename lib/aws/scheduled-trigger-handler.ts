@@ -13,6 +13,10 @@
  * plan batch N with a conditional put, and the loser stops. After a reshard, shards run parents
  * first, a child only once its ancestors are finished (seeded from their state), and a finished
  * parent not at all (lib/aws/reshard-guard.ts).
+ *
+ * After the batches, an s3-files sink's quiet small files are compacted, bounded by the time the
+ * invocation has left (lib/aws/scheduled-compaction.ts); a compaction failure is logged and
+ * reported, never fails the tick (the next tick finishes it).
  */
 import { compileForDeployment, type CompiledQuery, type DeployableQuery } from '../query/compiled-query.js';
 import type { QueryStage, StageKind } from '../query/query-stage.js';
@@ -28,6 +32,8 @@ import { listStreamShards } from './kinesis-shard-reader.js';
 import { parentsFirst, ReshardGuard, type ShardReadiness } from './reshard-guard.js';
 import { readAfterPosition } from '../sources/repartition-shard-source.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
+import { compactSinkIfDue } from './scheduled-compaction.js';
+import type { CompactionReport } from './s3-compaction.js';
 
 export interface ScheduledTriggerOptions {
   readonly config?: RuntimeConfig;
@@ -47,9 +53,18 @@ export interface ScheduledTriggerEvent {
 
 export interface ScheduledTriggerSummary {
   readonly shards: readonly { shardId: string; stage: StageKind; caughtUp: boolean; batches: number; error?: string }[];
+  /** The s3-files sink's compaction after the batches (absent for other sinks or when turned off). */
+  readonly compaction?: CompactionReport | { readonly error: string };
 }
 
-export type ScheduledTriggerHandler = (event?: ScheduledTriggerEvent | Record<string, unknown>) => Promise<ScheduledTriggerSummary>;
+/** The part of Lambda's context the handler uses: the time left before the function's timeout. */
+export interface ScheduledInvocationContext {
+  getRemainingTimeInMillis(): number;
+}
+
+export type ScheduledTriggerHandler = (
+  event?: ScheduledTriggerEvent | Record<string, unknown>, context?: ScheduledInvocationContext,
+) => Promise<ScheduledTriggerSummary>;
 
 
 interface Context {
@@ -88,7 +103,7 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
     return guard;
   };
 
-  return async (event = {}) => {
+  return async (event = {}, lambdaContext) => {
     const drain = (event as ScheduledTriggerEvent).mode === 'drain';
     const shards = parentsFirst(await listStreamShards(clients.kinesis, config.streamName));
     // First every shard's idle state, so that each no-data batch below sees all of them.
@@ -116,9 +131,24 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
         summary.push({ ...entry, stage: stateStage.kind, caughtUp: entry.error === undefined });
       }
     }
+    const compaction = await compactAfterTick(context, clients, meter, lambdaContext);
     observability.metrics.publishStoredMetrics();
-    return { shards: summary };
+    return { shards: summary, ...(compaction ? { compaction } : {}) };
   };
+}
+
+async function compactAfterTick(
+  context: Context, clients: AwsClients, meter: CostMeter, lambdaContext: ScheduledInvocationContext | undefined,
+): Promise<ScheduledTriggerSummary['compaction'] | null> {
+  try {
+    return await compactSinkIfDue({
+      query: context.query, config: context.config, clients, meter,
+      ...(lambdaContext ? { remainingMs: () => lambdaContext.getRemainingTimeInMillis() } : {}),
+    });
+  } catch (error) {
+    context.observability.logger.error('compaction failed; the next tick retries it', { error: error as Error });
+    return { error: (error as Error).message };
+  }
 }
 
 /**

@@ -79,6 +79,11 @@ export class GuardedSink implements Sink {
     if (unwritable.length > 0) throw new UnwritableRowsError(this.description, batch.batchId, unwritable);
     await this.inner.addBatch(written);
   }
+
+  // A staging sink (s3-files) reveals a batch only here: the guard must pass it on.
+  async onCommitted(partitionId: string, batchId: number): Promise<void> {
+    await this.inner.onCommitted?.(partitionId, batchId);
+  }
 }
 
 /** The limits of a sink that takes any row: the guard then only serves probes for failing records. */

@@ -20,6 +20,9 @@ export const RUNTIME_ENV = {
   expectedShardCount: 'SLUICE_EXPECTED_SHARD_COUNT',
   snapshotEveryBatches: 'SLUICE_STATE_SNAPSHOT_EVERY',
   repartitionStreamName: 'SLUICE_REPARTITION_STREAM',
+  compaction: 'SLUICE_COMPACTION',
+  compactionTargetBytes: 'SLUICE_COMPACTION_TARGET_BYTES',
+  compactionMinAgeMs: 'SLUICE_COMPACTION_MIN_AGE_MS',
 } as const;
 
 /** Defaults the construct deploys with and the runtime falls back to. */
@@ -29,6 +32,10 @@ export const DEPLOYMENT_DEFAULTS = {
   idleShardTimeoutMs: 300_000,
   /** A full state snapshot every 20 batches, deltas in between. */
   snapshotEveryBatches: 20,
+  /** The scheduled function merges an s3-files sink's small files into files of up to 128 MiB... */
+  compactionTargetBytes: 128 * 1024 * 1024,
+  /** ...once they are an hour old (longer than any function run that could still reveal a batch). */
+  compactionMinAgeMs: 3_600_000,
 } as const;
 
 /** Key attribute names of the checkpoint, state and sink tables (all strings). */
@@ -63,6 +70,12 @@ export interface RuntimeConfig {
   readonly repartitionStreamName?: string;
   /** The function's memory in MB (Lambda's AWS_LAMBDA_FUNCTION_MEMORY_SIZE; unset off Lambda): a state that outgrows it fails loudly. */
   readonly functionMemoryMb?: number;
+  /** Whether the scheduled function compacts an s3-files sink (default true; other sinks ignore it). */
+  readonly compaction?: boolean;
+  /** Compacted files grow up to this many bytes. */
+  readonly compactionTargetBytes?: number;
+  /** Only files older than this are compacted (must exceed the function timeout). */
+  readonly compactionMinAgeMs?: number;
 }
 
 const optional = z.string().min(1).optional();
@@ -80,6 +93,9 @@ const envShape = z.object({
   [RUNTIME_ENV.expectedShardCount]: z.coerce.number().int().positive().optional(),
   [RUNTIME_ENV.snapshotEveryBatches]: z.coerce.number().int().positive().default(DEPLOYMENT_DEFAULTS.snapshotEveryBatches),
   [RUNTIME_ENV.repartitionStreamName]: optional,
+  [RUNTIME_ENV.compaction]: z.enum(['true', 'false']).default('true'),
+  [RUNTIME_ENV.compactionTargetBytes]: z.coerce.number().int().positive().default(DEPLOYMENT_DEFAULTS.compactionTargetBytes),
+  [RUNTIME_ENV.compactionMinAgeMs]: z.coerce.number().int().nonnegative().default(DEPLOYMENT_DEFAULTS.compactionMinAgeMs),
 });
 
 export function readRuntimeConfig(env: Readonly<Record<string, string | undefined>> = process.env): RuntimeConfig {
@@ -106,6 +122,9 @@ export function readRuntimeConfig(env: Readonly<Record<string, string | undefine
     expectedShardCount: e[RUNTIME_ENV.expectedShardCount],
     snapshotEveryBatches: e[RUNTIME_ENV.snapshotEveryBatches],
     repartitionStreamName: e[RUNTIME_ENV.repartitionStreamName],
+    compaction: e[RUNTIME_ENV.compaction] === 'true',
+    compactionTargetBytes: e[RUNTIME_ENV.compactionTargetBytes],
+    compactionMinAgeMs: e[RUNTIME_ENV.compactionMinAgeMs],
     // Set by Lambda itself, not by the construct: not in RUNTIME_ENV.
     functionMemoryMb: Number(env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE) > 0 ? Number(env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE) : undefined,
   };

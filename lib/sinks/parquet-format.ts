@@ -96,11 +96,11 @@ export function parquetValueProblem(value: unknown, type: DataType, path: string
   switch (type) {
     case 'int':
       return typeof value === 'number' && Number.isInteger(value) && value >= INT32_MIN && value <= INT32_MAX
-        ? null : `${path}: ${String(value)} is not a 32-bit integer (Parquet INT32)`;
+        ? null : `${path}: the value is not a 32-bit integer (Parquet INT32)`;
     case 'long':
-      return isInt64(value) ? null : `${path}: ${String(value)} is not an exact 64-bit integer (Parquet INT64)`;
+      return isInt64(value) ? null : `${path}: the value is not an exact 64-bit integer (Parquet INT64)`;
     case 'timestamp':
-      return isInt64(value) ? null : `${path}: ${String(value)} is not a timestamp in whole microseconds (Parquet INT64 TIMESTAMP_MICROS)`;
+      return isInt64(value) ? null : `${path}: the value is not a timestamp in whole microseconds (Parquet INT64 TIMESTAMP_MICROS)`;
     case 'double':
       return typeof value === 'number' ? null : `${path}: ${typeof value} is not a double`;
     case 'boolean':

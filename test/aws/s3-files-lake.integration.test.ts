@@ -22,6 +22,10 @@ import { listKeys } from '../../lib/aws/s3-util.js';
 import { compactFiles } from '../../lib/aws/s3-compaction.js';
 import { S3Client } from '@aws-sdk/client-s3';
 import { deploy } from '../support/aws-pipeline.js';
+import { createScheduledTriggerHandler } from '../../lib/aws/scheduled-trigger-handler.js';
+import { createQuietObservability } from '../../lib/aws/observability.js';
+import { COMPACTION_SAFETY_MARGIN_MS } from '../../lib/aws/scheduled-compaction.js';
+import { readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
 import { mirrorPrefix, parquetTable, queryWithDuckDb } from '../support/duckdb-reader.js';
 
 const SOURCE_SCHEMA = 'seq long, store string, price double, ok boolean, ts timestamp, note string';
@@ -252,5 +256,55 @@ describe('Parquet files sink read by DuckDB (emulators)', { timeout: 300_000 }, 
     await d.put(asRecords(events.slice(0, 6).map((e) => ({ ...e, seq: e.seq + 1000 }))));
     await d.drain();
     expect((await readWithDuckDb(d)).rows.length).toBe(events.length + 6);
+  });
+
+  it('the scheduled function compacts after its tick: the same rows from fewer objects, nothing before minAge, nothing past its time budget', async () => {
+    const definition = lakeQuery('lake-tick-compact');
+    const d = await deploy(emulators, definition, 1);
+    for (let i = 0; i < 48; i += 12) {
+      await d.put(asRecords(events.slice(i, i + 12)));
+      await d.drain();
+    }
+    const before = await readWithDuckDb(d);
+    expect(before.rows).toEqual(expected);
+    const smallFiles = before.keys.filter((k) => k.endsWith('.parquet'));
+    const scheduled = (overrides: Partial<typeof d.config>) => createScheduledTriggerHandler(definition, {
+      config: { ...d.config, ...overrides }, clients: d.clients, observability: createQuietObservability(definition.name),
+    });
+
+    // The deployed defaults: an hour-old minimum, so this tick's fresh files stay as they are.
+    expect((await scheduled({})({ mode: 'tick' })).compaction).toMatchObject({ filesMerged: 0, complete: true });
+    // Turned off (the construct's `compaction: false`): no compaction step at all.
+    expect((await scheduled({ compaction: false })({ mode: 'tick' })).compaction).toBeUndefined();
+    // No time left before the function's timeout: the tick merges nothing and says so.
+    const noTime = { getRemainingTimeInMillis: () => COMPACTION_SAFETY_MARGIN_MS };
+    expect((await scheduled({ compactionMinAgeMs: 0 })({ mode: 'tick' }, noTime)).compaction).toMatchObject({ filesMerged: 0, complete: false });
+    expect((await readWithDuckDb(d)).keys.filter((k) => k.endsWith('.parquet'))).toEqual(smallFiles);
+
+    const summary = await scheduled({ compactionMinAgeMs: 0 })({ mode: 'tick' }, { getRemainingTimeInMillis: () => 60_000 });
+    expect(summary.shards.every((s) => s.error === undefined)).toBe(true);
+    expect(summary.compaction).toMatchObject({ complete: true });
+    const after = await readWithDuckDb(d);
+    expect(after.rows).toEqual(expected);
+    const dataFiles = after.keys.filter((k) => k.endsWith('.parquet'));
+    expect(dataFiles.length).toBeLessThan(smallFiles.length);
+    expect((summary.compaction as { filesMerged: number }).filesMerged).toBe(smallFiles.length - (dataFiles.length - (summary.compaction as { filesWritten: number }).filesWritten));
+    expect(dataFiles.some((k) => k.split('/').at(-1)!.startsWith('compacted-'))).toBe(true);
+    const fromManifest = await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix);
+    expect(fromManifest.map((r) => r.seq).sort((a, b) => Number(a) - Number(b))).toEqual(expected.map((r) => r.seq));
+  });
+
+  it('a row the sink cannot write (its folder key over S3\'s 1,024 bytes) dead-letters its input record with the code; the other rows are written', async () => {
+    const d = await deploy(emulators, lakeQuery('lake-unwritable'), 1);
+    const tooLong = { ...events[1]!, store: 'z'.repeat(1100) };
+    await d.put([events[0]!, tooLong, events[2]!].map((e) => ({ data: JSON.stringify(e), partitionKey: 'k' })));
+    await d.drain();
+    const letters = await readDeadLetters(d.clients.s3, d.config.deadLetterBucket, d.config.deadLetterPrefix);
+    expect(letters).toHaveLength(1);
+    expect(JSON.parse(Buffer.from(letters[0]!.dataBase64, 'base64').toString('utf-8'))).toEqual(tooLong);
+    expect(letters[0]!.reason).toMatch(/SINK_KEY_TOO_LONG/);
+    expect(letters[0]!.reason).not.toContain('zzz');
+    expect((await readWithDuckDb(d)).rows).toEqual([expected[0], expected[2]]);
+    expect(await listKeys(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).not.toContainEqual(expect.stringContaining('_sluice_rejected'));
   });
 });

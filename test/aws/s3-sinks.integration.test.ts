@@ -211,21 +211,32 @@ describe('S3FilesSink', () => {
     }
   });
 
-  it('Parquet: a row whose value its type cannot hold, or whose key would pass 1,024 bytes, is rejected with the reason; the rest is written', async () => {
+  it('Parquet: a row whose value its type cannot hold, or whose key would pass 1,024 bytes, is declared through rowLimits (no data values); a batch holding one writes nothing', async () => {
     const bucket = await newBucket();
     const sink = new S3FilesSink({ client: s3, bucket, prefix: 'pq/', format: 'parquet', partitionBy: ['store'] });
     const longName = 'x'.repeat(1100);
-    await sink.addBatch(batch('s', 0, [['north', 1, 0], ['north', 1.5, 0], [longName, 2, 0], ['south', 3, micros('2024-05-01T00:00:00Z')]]));
-    await sink.onCommitted('s', 0);
-    const rejected = (await getObjectText(s3, bucket, 'pq/_sluice_rejected/partition=s/000000000000.jsonl'))!.trim().split('\n').map((l) => JSON.parse(l));
-    expect(rejected.map((r) => r.reason)).toEqual([
-      'amount: 1.5 is not an exact 64-bit integer (Parquet INT64)',
-      expect.stringMatching(/^the row's file key is \d+ bytes; S3 allows 1024/),
+    const mixed = batch('s', 0, [['north', 1, 0], ['north', 1.5, 0], [longName, 2, 0], ['south', 3, micros('2024-05-01T00:00:00Z')]]);
+    const refusals = mixed.rows.map((_, i) => sink.rowLimits.check(mixed, i));
+    expect(refusals).toEqual([
+      null,
+      { code: 'SINK_VALUE_NOT_ENCODABLE', reason: 'amount: the value is not an exact 64-bit integer (Parquet INT64)' },
+      { code: 'SINK_KEY_TOO_LONG', reason: expect.stringMatching(/^the row's file key is \d+ bytes; S3 allows 1024/) },
+      null,
     ]);
-    expect(rejected[0].row).toEqual({ store: 'north', amount: 1.5, ts: '1970-01-01T00:00:00Z' });
+    expect(JSON.stringify(refusals)).not.toContain('1.5');
+    // A row's key is its content: the same in a re-run that leaves other rows out.
+    expect(sink.rowLimits.rowKey(mixed, 1)).toBe(sink.rowLimits.rowKey(batch('s', 0, [['north', 1.5, 0]]), 0));
+    expect(sink.rowLimits.rowKey(mixed, 0)).not.toBe(sink.rowLimits.rowKey(mixed, 1));
+
+    await expect(sink.addBatch(mixed)).rejects.toMatchObject({ code: 'SINK_ROWS_UNWRITABLE', retryable: false });
+    expect(await allKeys(bucket)).toEqual([]);
+    // The batch without the refused rows (what the dead-letter policy re-runs) is written.
+    await sink.addBatch(batch('s', 0, [mixed.rows[0]!, mixed.rows[3]!] as unknown[][]));
+    await sink.onCommitted('s', 0);
     expect((await allKeys(bucket)).filter((k) => k.endsWith('.parquet'))).toEqual([
       'pq/store=north/part-s-000000000000.parquet', 'pq/store=south/part-s-000000000000.parquet',
     ]);
+    expect((await allKeys(bucket)).some((k) => k.includes('_sluice_rejected'))).toBe(false);
     expect(await readS3Files(s3, bucket, 'pq/')).toEqual([
       { store: 'north', amount: 1, ts: '1970-01-01T00:00:00Z' },
       { store: 'south', amount: 3, ts: '2024-05-01T00:00:00Z' },
