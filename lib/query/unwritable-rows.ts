@@ -50,13 +50,9 @@ export class GuardedSink implements Sink {
   /** Result rows of one batch to leave out, by row key: no record of the batch makes them storable. */
   private skipped: { batchId: number; rows: Map<string, RowRefusal> } | null = null;
 
-  /** Forwarded: a sink that stages its output until the commit must still hear of the commit. */
-  readonly onCommitted?: (partitionId: string, batchId: number) => Promise<void>;
-
   constructor(private readonly inner: Sink, readonly limits: SinkRowLimits, private readonly writeResultDeadLetters: ResultDeadLetterWriter) {
     this.description = inner.description;
     this.supportedOutputModes = inner.supportedOutputModes;
-    if (inner.onCommitted) this.onCommitted = (partitionId, batchId) => inner.onCommitted!(partitionId, batchId);
   }
 
   /** Leaves these rows out of batch `batchId` (and dead-letters them) from now on. */
