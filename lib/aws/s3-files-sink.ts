@@ -28,7 +28,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { IllegalArgumentError } from '../errors/sluice-error.js';
+import { IllegalArgumentError, StreamingQueryError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import type { StructField } from '../plan/data-types.js';
 import { stringifyWithLongs } from '../core/long.js';
@@ -50,6 +50,8 @@ export const S3_FILES_STAGING_DIR = '_sluice_staging/';
 export const S3_FILES_V1_DATA_DIR = 'data/';
 
 const WRITE_CONCURRENCY = 8;
+/** Copies of one staged file tried before the reveal fails (retryably). */
+const REVEAL_ATTEMPTS = 5;
 
 export interface S3FilesSinkOptions {
   readonly client: S3Client;
@@ -244,8 +246,7 @@ export class S3FilesSink implements Sink {
       const files = (entry?.files ?? []).filter((f) => f.stagedKey !== undefined);
       await mapWithConcurrency(files, WRITE_CONCURRENCY, async (file) => {
         action = `revealing ${file.key}`;
-        // A missing staged file was revealed (and deleted) by an earlier call.
-        await copyObject(this.client, this.bucket, file.stagedKey!, file.key, this.meter);
+        await this.revealFile(file.stagedKey!, file.key);
       });
       if (files.length > 0) {
         action = `deleting the staged files of batch ${batchId} of ${partitionId}`;
@@ -254,7 +255,26 @@ export class S3FilesSink implements Sink {
       this.unrevealed.delete(id);
       this.revealed.set(partitionId, batchId);
     } catch (error) {
+      // The next call (the retry, or the start of the next run) finds what is still staged by listing.
+      this.unrevealed.delete(id);
       throw toSinkError(error, this.description, action);
     }
+  }
+
+  /**
+   * Copies a staged file to its visible key. A missing staged file usually means an earlier call
+   * revealed (and deleted) it, which the visible key confirms; if neither exists, a concurrent
+   * re-run of the batch may be re-writing the staged file (a store without atomic PUTs shows no
+   * object meanwhile), so the copy is retried before the staged copy is ever deleted.
+   */
+  private async revealFile(stagedKey: string, visibleKey: string): Promise<void> {
+    for (let attempt = 0; attempt < REVEAL_ATTEMPTS; attempt++) {
+      if (await copyObject(this.client, this.bucket, stagedKey, visibleKey, this.meter)) return;
+      if (await objectExists(this.client, this.bucket, visibleKey, this.meter)) return;
+      await new Promise((resolve) => setTimeout(resolve, 50 * 2 ** attempt));
+    }
+    throw new StreamingQueryError(`${this.description}: neither the staged file nor the visible file of a committed batch exists (${visibleKey}); the reveal is retried`, {
+      code: 'S3_FILES_REVEAL_MISSING', retryable: true,
+    });
   }
 }
