@@ -3,19 +3,8 @@
  * that moves forward with a chosen out-of-order spread, some rows far behind the watermark, NULL
  * values and event times, empty steps and inputs missing from a step.
  */
+import { createPrng } from '../../lib/local/sample-events.js';
 import type { DiffCase, Json } from './case-format.js';
-
-/** mulberry32: small, seedable, the same sequence on every machine. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export interface GeneratorOptions {
   readonly maxSteps: number;
@@ -26,7 +15,7 @@ export interface GeneratorOptions {
 
 export function generateCase(shapeName: string, shape: Json, seed: number, options: GeneratorOptions): DiffCase {
   // The shape's name is mixed in so one seed gives each shape its own data (and step count).
-  const random = rng([...shapeName].reduce((h, ch) => Math.imul(h ^ ch.charCodeAt(0), 16777619) >>> 0, seed ^ 2166136261));
+  const random = createPrng([...shapeName].reduce((h, ch) => Math.imul(h ^ ch.charCodeAt(0), 16777619) >>> 0, seed ^ 2166136261));
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
   const chance = (p: number): boolean => random() < p;
   const streams = (shape.inputs as Json[]).filter((i) => i.kind === 'stream').map((i) => i.name as string);
