@@ -1,6 +1,7 @@
 /**
  * The `onUnwritableRow: 'dead-letter'` policy: a batch whose result holds a row the sink cannot
- * store (key too long, item too large, a value it cannot encode) does not block its shard.
+ * store (key too long, item too large, a value it cannot encode) does not block its shard. (With
+ * 'spill' the DynamoDB sink stores an oversized item itself, so only its other refusals get here.)
  *
  *   1. The sink's row limits are checked on every output row before the sink writes anything
  *      (`GuardedSink`); a refusal fails the run with UnwritableRowsError and the state is aborted.
@@ -259,7 +260,8 @@ export function resultDeadLetters(queryName: string, shardId: string, writer: De
   // Why the row itself, not its records: say which of the two cases it is.
   const cause = canWithhold
     ? 'no record of the batch changes it, its value comes from the state'
-    : 'this stage cannot withhold records (the repartition stream); the group\'s state keeps the value';
+    : 'this stage cannot withhold records (the repartition stream): the group\'s state keeps the value, so its sink item stays at its '
+      + 'last storable value and each later change of the group is dead-lettered the same way; the DynamoDB sink\'s onUnwritableRow: \'spill\' stores it instead';
   return async (batch, rows) => {
     await writer.write(rows.map(({ row, refusal, rowKey }) => ({
       queryName,
