@@ -21,7 +21,7 @@
  * so a crash anywhere re-derives the same dead letters (written idempotently) and the same output.
  */
 import { createHash } from 'node:crypto';
-import { ArithmeticOverflowError } from '../core/long.js';
+import { AnsiDataError } from '../core/ansi-errors.js';
 import type { StreamExecution } from '../runtime/stream-execution.js';
 import { describeRefusal, findUnwritableRows, unwritableRowsIn, UnwritableRowsError, type RowRefusal, type SinkRowLimits, type UnwritableRow } from '../sinks/row-limits.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
@@ -109,12 +109,13 @@ const MAX_DATA_ERROR_ROUNDS = 16;
 
 /**
  * An error raised by a record's values under ANSI rules (a long sum past int64, a cast that
- * overflows): every retry of the batch would raise it again. Spark fails the query; Sluice
- * dead-letters the record that raised it, so one bad value does not block the shard.
+ * overflows, a division by zero, a malformed string cast to a number): every retry of the batch
+ * would raise it again. Spark fails the query; Sluice dead-letters the record that raised it, so
+ * one bad value does not block the shard.
  */
-function recordDataErrorIn(error: unknown): ArithmeticOverflowError | null {
+function recordDataErrorIn(error: unknown): AnsiDataError | null {
   for (let e: unknown = error, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-    if (e instanceof ArithmeticOverflowError) return e;
+    if (e instanceof AnsiDataError) return e;
   }
   return null;
 }
