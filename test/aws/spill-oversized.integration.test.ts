@@ -117,6 +117,20 @@ describe("onUnwritableRow: 'spill' (DynamoDB Local + s3rver)", () => {
     expect((table.find((r) => r.k === 'grow')!.notes as string[]).length).toBe(10);
   });
 
+  it('through a repartition stage (stage 2 cannot withhold records): the oversized group is spilled, not left out of the sink', async () => {
+    const d = await deploy(emulators, query('spill-stage2'), 2, { repartitionShards: 2, expectedShardCount: undefined });
+    const chunk = (i: number): Event => ({ k: 'grow', amount: i, note: `${i}:${'z'.repeat(60 * 1024)}`, ts: at(10 + i) });
+    const events = [...Array.from({ length: 8 }, (_, i) => chunk(i)), small(1), small(2), small(3)];
+    await d.put(records(events.slice(0, 4)));
+    await d.drain({ maximumRetryAttempts: 3 });
+    await d.put(records(events.slice(4)));
+    await d.drain({ maximumRetryAttempts: 3 });
+    expect(await readDeadLetters(d.clients.s3, d.config.deadLetterBucket, d.config.deadLetterPrefix)).toEqual([]);
+    const table = await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!, { s3: d.clients.s3 });
+    expect(canonical(table)).toEqual(await answerOver(events));
+    expect(d.results.every((r) => r.result.error === undefined)).toBe(true);
+  });
+
   it('a key over 2048 bytes cannot be spilled: its record is still dead-lettered, the rest reaches the sink', async () => {
     const d = await deploy(emulators, query('spill-key'), 1);
     const longKey = 'x'.repeat(3000);
