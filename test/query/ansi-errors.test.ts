@@ -91,6 +91,16 @@ describe('on the streaming runtime, the record that raises is dead-lettered and 
     expect(r.result.firstUncommittedSequenceNumber).toBeNull();
   });
 
+  it('many zero divisors in one batch (20 of 60 records, over the old cap of 16): each is dead-lettered, the rest is summed', async () => {
+    const q = perUnit((df) => df.groupBy(col('k')).agg(sum(col('amount').divide(col('qty'))).as('unit'), count('*').as('n')));
+    const events = Array.from({ length: 60 }, (_, i) => ({ k: 'a', amount: 6, qty: i % 3 === 1 ? 0 : 2, code: '1' }));
+    const delivered = records(...events);
+    const r = await run(q, delivered);
+    expect(r.result.error).toBeUndefined();
+    expect(r.deadLetters.records.map((d) => d.sequenceNumber)).toEqual(delivered.filter((_, i) => i % 3 === 1).map((d) => d.sequenceNumber));
+    expect(r.sink.allRows()).toEqual([['a', 120, 40]]);
+  });
+
   it('code cast to bigint with code "x7": CAST_INVALID_INPUT dead-letters that record only; try_cast keeps it as NULL', async () => {
     const delivered = records({ k: 'a', amount: 1, qty: 1, code: '7' }, { k: 'a', amount: 1, qty: 1, code: 'x7' }, { k: 'a', amount: 1, qty: 1, code: ' 8 ' });
     const strict = await run(perUnit((df) => df.groupBy(col('k')).agg(sum(col('code').cast('long')).as('codes'), count('*').as('n'))), delivered);
