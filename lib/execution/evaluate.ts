@@ -425,7 +425,7 @@ function castFunction(from: DataType, to: DataType): (v: unknown) => unknown {
       if (from === 'double') return (v) => inTimestampRange(Math.trunc((v as number) * 1_000_000));
       return (v) => inTimestampRange(longToDouble(v as LongValue) * 1_000_000);
     case 'boolean':
-      if (from === 'string') return (v) => { const s = (v as string).trim().toLowerCase(); return s === 'true' ? true : s === 'false' ? false : null; };
+      if (from === 'string') return (v) => stringToBoolean(v as string);
       return (v) => v !== 0;
     default:
       return (v) => v;
@@ -443,6 +443,15 @@ function stringToDouble(text: string): number {
   if (special !== undefined) return special;
   if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[dDfF]?$/.test(trimmed)) throw castInvalidInput(text, 'string', 'double');
   return Number(trimmed.replace(/[dDfF]$/, ''));
+}
+
+/** Spark's boolean spellings (StringUtils.isTrueString / isFalseString), trimmed, any case. */
+const BOOLEAN_STRINGS: Readonly<Record<string, boolean>> = { t: true, true: true, y: true, yes: true, 1: true, f: false, false: false, n: false, no: false, 0: false };
+
+function stringToBoolean(text: string): boolean {
+  const value = BOOLEAN_STRINGS[text.trim().toLowerCase()];
+  if (value === undefined) throw castInvalidInput(text, 'string', 'boolean');
+  return value;
 }
 
 const SPECIAL_DOUBLES: Readonly<Record<string, number>> = {

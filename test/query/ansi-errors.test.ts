@@ -58,6 +58,12 @@ describe('CAST_INVALID_INPUT', () => {
     await expect(evaluate('s string', [['1,5']], castAs('double'))).rejects.toThrow(/CAST_INVALID_INPUT.*"DOUBLE"/);
   });
 
+  it("strings to boolean: Spark's spellings (t/true/y/yes/1, f/false/n/no/0), anything else refused", async () => {
+    await evaluate('s string', [[' Yes '], ['0'], ['F']], castAs('boolean'), [[true], [false], [false]]);
+    await expect(evaluate('s string', [['maybe']], castAs('boolean'))).rejects.toThrow(/CAST_INVALID_INPUT.*"BOOLEAN"/);
+    await evaluate('s string', [['maybe']], (df) => df.select(col('s').try_cast('boolean')), [[null]]);
+  });
+
   it('try_cast gives NULL for malformed input and for overflow (CAST_OVERFLOW)', async () => {
     await evaluate('s string, d double', [['abc', 1e20], ['12', 3.7]], (df) => df.select(col('s').try_cast('long'), col('s').try_cast('int'), col('d').try_cast('long')),
       [[null, null, null], [12, 12, 3]]);
