@@ -1,0 +1,7 @@
+/** The commands that work on a deployed query or a query module before deploying it. */
+import type { Command } from 'commander';
+import { registerInspectCommands } from './inspect.js';
+
+export function registerDeployedQueryCommands(program: Command): void {
+  registerInspectCommands(program);
+}
