@@ -1,7 +1,9 @@
 /** The commands that work on a deployed query or a query module before deploying it. */
 import type { Command } from 'commander';
+import { registerDiffCommand } from './diff.js';
 import { registerInspectCommands } from './inspect.js';
 
 export function registerDeployedQueryCommands(program: Command): void {
   registerInspectCommands(program);
+  registerDiffCommand(program);
 }

@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { type Command, Option } from 'commander';
 import { checkpointOf, inspectQuery, label, listPartitions, readCommittedState, type StateRow } from '../../lib/aws/query-inspection.js';
 import type { StreamingQueryProgress } from '../../lib/runtime/progress.js';
+import { stringifyWithLongs } from '../../lib/core/long.js';
 import { addAwsOptions, connect, EXIT, formatTime, positiveInt, print, table, type AwsOptions } from './common.js';
 
 export function registerInspectCommands(program: Command): void {
@@ -95,11 +96,11 @@ export function registerInspectCommands(program: Command): void {
         for await (const row of readCommittedState(c.clients, c.deployment, { operatorId: opts.operator })) {
           if (opts.key && !keyMatches(row, opts.key)) continue;
           rows++;
-          const line = JSON.stringify(row);
+          const line = stringifyWithLongs(row);
           if (out) {
             if (!out.write(`${line}\n`)) await once(out, 'drain');
           } else {
-            process.stdout.write(opts.json ? `${line}\n` : `${row.partitionId}  op ${row.operatorId}/${row.storeName}  ${JSON.stringify(row.key)} → ${JSON.stringify(row.value)}\n`);
+            process.stdout.write(opts.json ? `${line}\n` : `${row.partitionId}  op ${row.operatorId}/${row.storeName}  ${stringifyWithLongs(row.key)} → ${stringifyWithLongs(row.value)}\n`);
           }
         }
       } finally {
@@ -112,7 +113,7 @@ export function registerInspectCommands(program: Command): void {
 
 function keyMatches(row: StateRow, wanted: readonly string[]): boolean {
   const parts = Array.isArray(row.key) ? row.key : [row.key];
-  const texts = [JSON.stringify(row.key), ...parts.map((p) => (typeof p === 'string' ? p : JSON.stringify(p)))];
+  const texts = [stringifyWithLongs(row.key), ...parts.map((p) => (typeof p === 'string' ? p : stringifyWithLongs(p)))];
   return wanted.some((w) => texts.includes(w));
 }
 

@@ -14,6 +14,7 @@ import type { DeploymentDescriptor } from '../runtime/runtime-config.js';
 import type { StreamingQueryProgress } from '../runtime/progress.js';
 import type { StateStoreId } from '../state/state-store.js';
 import { asKinesisOffset } from '../sources/kinesis-shard-source.js';
+import { decodeKey as decodeStateKey } from '../state/state-routing.js';
 import type { AwsClients } from './clients.js';
 import { DynamoDbCheckpoint } from './dynamodb-checkpoint.js';
 import { DynamoDbWatermarkCoordinator, type PartitionWatermarkRow } from './dynamodb-watermarks.js';
@@ -184,7 +185,7 @@ export async function* readCommittedState(
       for (const id of stateStoresOf(op.operatorId, op.kind)) {
         const store = await checkpoint.stateStore.open(id, commit[0] + 1);
         for (const [key, value] of store.entries()) {
-          yield { partitionId, operatorId: id.operatorId, storeName: id.storeName, key: decodeKey(key), value };
+          yield { partitionId, operatorId: id.operatorId, storeName: id.storeName, ...asRow(key, value) };
         }
         store.abort();
       }
@@ -192,11 +193,12 @@ export async function* readCommittedState(
   }
 }
 
-/** State keys are JSON-encoded grouping values where they parse; otherwise the raw string. */
-function decodeKey(key: string): unknown {
-  try {
-    return JSON.parse(key);
-  } catch {
-    return key;
-  }
+/**
+ * An entry as a row: aggregations and session windows keep `[keyValues, ...buffers]` as the value
+ * (the key values come from there, a window as `{ start, end }` in microseconds); other stores
+ * are read back from their encoded key (execution/values.ts encodeKey), else kept as stored.
+ */
+function asRow(key: string, value: unknown): { key: unknown; value: unknown } {
+  if (Array.isArray(value) && Array.isArray(value[0])) return { key: value[0], value: value.slice(1) };
+  return { key: decodeStateKey(key) ?? key, value };
 }
