@@ -59,7 +59,7 @@ afterAll(async () => {
 });
 
 describe('sluice status / progress / state on a query run through the real handlers', () => {
-  it('report the committed batches, progress, dead letters, lag and state rows the run produced', async () => {
+  it('report the committed batches, progress, dead letters, lag and state rows the run produced; diff checks resumability', async () => {
     deployment = await deploy(emulators, hourlySalesQuery('update', QUERY), 2);
     const descriptor: DeploymentDescriptor = { ...deployment.config, sluiceQuery: QUERY };
     descriptorFile = join(dir, 'deployment.json');
@@ -129,6 +129,17 @@ describe('sluice status / progress / state on a query run through the real handl
     const northRows = readFileSync(exported, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as StateRow);
     expect(northRows.length).toBeGreaterThan(0);
     expect(northRows).toEqual(rows.filter((r) => (r.key as unknown[])[1] === 'north'));
+
+    // diff: a stateless change can resume (exit 0); a changed aggregation cannot (exit 1, the start-time refusal)
+    const ok = await cli(['diff', 'test/bin/fixtures/ops-sales-filtered.ts', '--against', QUERY]);
+    expect(ok.code, ok.stderr + ok.stdout).toBe(0);
+    expect(ok.stdout).toMatch(/can resume query 'ops-hourly-sales' from its checkpoint \(2 partition\(s\) with a checkpoint checked/);
+    const bad = await cli(['diff', 'test/bin/fixtures/ops-sales-per-day.ts', '--against', QUERY, '--json']);
+    expect(bad.code, bad.stderr).toBe(1);
+    const verdict = JSON.parse(bad.stdout) as { compatible: boolean; problems: string[] };
+    expect(verdict.compatible).toBe(false);
+    expect(verdict.problems).toHaveLength(2);
+    expect(verdict.problems.join('\n')).toMatch(/not compatible with its checkpoint: operator 0 \(.*\): aggregates changed from/);
 
     // records put and not processed: lag in records, and unhealthy once older than --max-lag
     const more = sales.slice(0, 6).map((e) => ({ data: JSON.stringify(e), partitionKey: e.store_id }));
