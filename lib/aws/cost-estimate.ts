@@ -10,16 +10,18 @@
  * item, commit and progress in one transaction, watermark row), and priced.
  *
  * What it models per shard: the event source mapping invokes once a batch is full (`batchSize`) or
- * once per batching window (1 s) with what arrived; each invocation runs one batch. Per invocation:
- * the recovery reads of the checkpoint (query metadata, latest offset, latest commit, previous
- * offset: 4 strongly consistent reads) and the watermark Query (1), the offset put, the state
- * delta (a full snapshot every `snapshotEvery` versions), one sink item per output row, the commit
- * transaction (condition check, commit, progress record) and the watermark update. The scheduled
- * function runs once a minute; warm containers keep state cached, so state is not re-read.
+ * once per batching window (1 s) with what arrived. Each invocation runs what the real shard
+ * invocation runs (in memory): recovery, the data batch and a no-data batch when the watermark
+ * moved. Its log reads and writes are counted as they happen (one strongly consistent read unit
+ * per GetItem or Query page, these items being small); per batch the watermark Query and update,
+ * the state delta (a snapshot every `snapshotEvery` versions, and the deletes it makes), one sink
+ * item per output row, and the commit transaction (condition check, commit, progress record).
+ * The scheduled function runs once a minute; warm containers keep state cached, so state is not
+ * re-read.
  */
 import { gzipSync } from 'node:zlib';
 import { MemoryCheckpoint } from '../checkpoint/memory-checkpoint.js';
-import type { Checkpoint } from '../checkpoint/checkpoint.js';
+import type { Checkpoint, MetadataLog } from '../checkpoint/checkpoint.js';
 import type { StructField } from '../plan/data-types.js';
 import { compileQuery, type CompiledQuery } from '../query/compiled-query.js';
 import type { StreamingQueryDefinition } from '../query/query-definition.js';
@@ -30,9 +32,8 @@ import { MemoryDeadLetterWriter } from '../sources/dead-letter.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import { MemoryStateStoreProvider } from '../state/memory-state-store.js';
 import type { StateStore, StateStoreId, StateStoreProvider } from '../state/state-store.js';
-import type { StreamingQueryProgress } from '../runtime/progress.js';
 import { encodeStateJson } from './dynamodb-state-store.js';
-import { itemSize, readUnitsFor, writeUnitsFor, type Item } from './dynamodb-cost.js';
+import { itemSize, writeUnitsFor, type Item } from './dynamodb-cost.js';
 
 /** Prices in USD, us-east-1, on-demand; `sluice cost --prices file.json` overrides any of them. */
 export interface PriceTable {
@@ -77,9 +78,11 @@ export interface CostEstimateInput {
   readonly prices?: PriceTable;
 }
 
-/** What one steady-state batch of one shard costs, in requests and units. */
+/** What one steady-state invocation of one shard costs, in requests and units. */
 export interface BatchUnits {
   readonly records: number;
+  /** The data batch and, when the watermark moved, a no-data batch. */
+  readonly batchesPerInvocation: number;
   readonly outputRows: number;
   readonly checkpointWriteUnits: number;
   readonly checkpointReadUnits: number;
@@ -127,7 +130,7 @@ export function syntheticRecords(
       : definition.source.format === 'raw' ? `event ${i} key ${key}`
         : JSON.stringify(Object.fromEntries(schema.map((f, j) => [f.name, values[j]])));
     records.push({
-      sequenceNumber: String(10n ** 20n + BigInt(i)), partitionKey: key,
+      sequenceNumber: `4968${String(i).padStart(52, '0')}`, partitionKey: key,
       dataBase64: Buffer.from(data).toString('base64'), approximateArrivalTimestampMs: eventMs,
     });
   }
@@ -152,7 +155,8 @@ function syntheticValue(field: StructField, i: number, keys: number, eventMs: nu
  */
 class SizingStateStoreProvider implements StateStoreProvider {
   readonly memory = new MemoryStateStoreProvider();
-  readonly lastDeltaWriteUnits = new Map<string, number>();
+  /** Write units of each committed delta, in commit order. */
+  readonly deltaUnits: number[] = [];
   readonly openStores = new Map<string, StateStore<unknown>>();
 
   constructor(private readonly pkPrefix: string) {}
@@ -174,12 +178,20 @@ class SizingStateStoreProvider implements StateStoreProvider {
       async commit() {
         const entries = [...puts].sort((a, b) => (a[0] < b[0] ? -1 : 1));
         const payload = gzipSync(encodeStateJson({ p: entries, r: [...removes].sort() }, entries.map((e) => e[1])));
-        provider.lastDeltaWriteUnits.set(name, chunkWriteUnits(`${provider.pkPrefix}#${name}`, 'd#', payload.byteLength));
+        provider.deltaUnits.push(chunkWriteUnits(`${provider.pkPrefix}#${name}`, 'd#', payload.byteLength));
         return inner.commit();
       },
     };
     this.openStores.set(name, store as StateStore<unknown>);
     return store;
+  }
+
+  get versionsCommitted(): number {
+    return this.deltaUnits.length;
+  }
+
+  deltaUnitsSince(index: number): number {
+    return this.deltaUnits.slice(index).reduce((a, b) => a + b, 0);
   }
 
   /** Write units of a full snapshot of every store as it stands, marker included. */
@@ -216,53 +228,99 @@ function checkpointItem(pk: string, sk: string, batchId: number, entry: unknown)
   return { pk: { S: pk }, sk: { S: sk }, fmt: { N: '1' }, batchId: { N: String(batchId) }, entry: { S: JSON.stringify(entry) } };
 }
 
-/** Runs `batches` batches of `recordsPerBatch` records on one shard in memory and sizes the last one. */
-export async function measureBatch(
+/** A metadata log that counts its requests: each read is one strongly consistent GetItem or Query page. */
+class CountingLog<T> implements MetadataLog<T> {
+  reads = 0;
+  writes = 0;
+  readonly added: [number, T][] = [];
+  constructor(private readonly inner: MetadataLog<T>) {}
+  add(batchId: number, entry: T): Promise<boolean> { this.writes++; this.added.push([batchId, entry]); return this.inner.add(batchId, entry); }
+  get(batchId: number): Promise<T | undefined> { this.reads++; return this.inner.get(batchId); }
+  getLatest(): Promise<[number, T] | undefined> { this.reads++; return this.inner.getLatest(); }
+  purge(beforeBatchId: number): Promise<void> { return this.inner.purge(beforeBatchId); }
+}
+
+/**
+ * Runs `invocations` invocations of `recordsPerBatch` records on one shard in memory (each runs
+ * its data batch and the no-data batch a moved watermark calls for, as on Lambda) and sizes the
+ * requests of the last `measured` of them, averaged per invocation.
+ */
+export async function measureInvocation(
   definition: StreamingQueryDefinition, query: CompiledQuery,
-  options: { recordsPerBatch: number; keys: number; perShardRate: number; snapshotEvery: number; batches?: number },
+  options: { recordsPerBatch: number; keys: number; perShardRate: number; snapshotEvery: number; invocations?: number; measured?: number },
 ): Promise<BatchUnits> {
   const shardId = 'shardId-000000000000';
   const pk = `${definition.name}#${shardId}`;
   const memory = new MemoryCheckpoint();
   const state = new SizingStateStoreProvider(pk);
+  const offsetLog = new CountingLog(memory.offsetLog);
+  const commitLog = new CountingLog(memory.commitLog);
+  let metadataReads = 0;
   const checkpoint: Checkpoint = {
-    offsetLog: memory.offsetLog, commitLog: memory.commitLog, stateStore: state,
-    readQueryMetadata: () => memory.readQueryMetadata(), writeQueryMetadata: (m) => memory.writeQueryMetadata(m),
+    offsetLog, commitLog, stateStore: state,
+    readQueryMetadata: () => { metadataReads++; return memory.readQueryMetadata(); },
+    writeQueryMetadata: (m) => memory.writeQueryMetadata(m),
   };
   const sink = new MemorySink();
   const startMs = Date.UTC(2026, 0, 1);
-  let last: StreamingQueryProgress | undefined;
-  const batches = options.batches ?? 12;
-  for (let b = 0; b < batches; b++) {
+  const total = options.invocations ?? 12;
+  const measured = options.measured ?? 4;
+  const mark = { reads: 0, offsets: 0, commits: 0, batches: 0, outputRows: 0, deltaUnits: 0, progressUnits: 0, commitUnits: 0 };
+  let batches = 0;
+  let outputRows = 0;
+  let deltaUnits = 0;
+  let progressUnits = 0;
+  let commitUnits = 0;
+  const keyColumns = query.keyColumns.join(', ');
+  for (let inv = 0; inv < total; inv++) {
+    if (inv === total - measured) {
+      Object.assign(mark, { reads: offsetLog.reads + commitLog.reads + metadataReads, offsets: offsetLog.writes, commits: commitLog.writes, batches, outputRows, deltaUnits, progressUnits, commitUnits });
+    }
     const records = syntheticRecords(definition, options.recordsPerBatch, {
-      keys: options.keys, recordsPerSecond: options.perShardRate, startMs, firstIndex: b * options.recordsPerBatch,
+      keys: options.keys, recordsPerSecond: options.perShardRate, startMs, firstIndex: inv * options.recordsPerBatch,
     });
-    const result = await runShardInvocation(query, { shardId, records, maxBatches: 1 }, { checkpoint, sink, deadLetters: new MemoryDeadLetterWriter() });
+    const before = state.versionsCommitted;
+    const result = await runShardInvocation(query, { shardId, records }, { checkpoint, sink, deadLetters: new MemoryDeadLetterWriter() });
     if (result.error) throw result.error;
-    last = result.progress.at(-1) ?? last;
+    deltaUnits += state.deltaUnitsSince(before);
+    for (const p of result.progress) {
+      batches++;
+      outputRows += p.sink.numOutputRows;
+      // Sized as the deployed record is: Kinesis offsets, the sink's name, a cost map.
+      const deployed = { ...p, sink: { ...p.sink, description: `DynamoDbUpsertSink[${definition.name}-sink-table by ${keyColumns}]` },
+        cost: { dynamoDbReadUnits: 10, dynamoDbWriteUnits: 56, stateBytesWritten: 1022 } };
+      progressUnits += 2 * writeUnitsFor(itemSize({ ...checkpointItem(pk, 'progress#01', p.batchId, deployed), expiresAt: { N: '1800000000' } }));
+      const commit = await memory.commitLog.get(p.batchId);
+      commitUnits += 2 * writeUnitsFor(itemSize(checkpointItem(pk, 'commit#000000000001', p.batchId, commit))) + (p.batchId > 0 ? 2 : 0);
+    }
   }
-  if (!last) throw new Error('the sample run committed no batch');
-  const offsets = await memory.offsetLog.get(last.batchId);
-  const commit = await memory.commitLog.get(last.batchId);
-  const offsetUnits = writeUnitsFor(itemSize(checkpointItem(pk, 'offset#000000000001', last.batchId, offsets)));
-  const commitUnits = 2 * writeUnitsFor(itemSize(checkpointItem(pk, 'commit#000000000001', last.batchId, commit))) + 2;
-  const progressUnits = 2 * writeUnitsFor(itemSize({ ...checkpointItem(pk, 'progress#01', last.batchId, last), expiresAt: { N: '1800000000' } }));
-  const watermarkUnits = 1;
+  const n = measured;
+  const perInvocation = (now: number, then: number): number => (now - then) / n;
+  const lastOffsets = offsetLog.added.at(-1);
+  const offsetUnits = lastOffsets ? writeUnitsFor(itemSize(checkpointItem(pk, 'offset#000000000001', lastOffsets[0], lastOffsets[1]))) : 1;
+  const batchesPerInvocation = perInvocation(batches, mark.batches);
   const snapshot = state.snapshotWriteUnits();
-  const deltaUnits = [...state.lastDeltaWriteUnits.values()].reduce((a, b) => a + b, 0);
-  const stateWriteUnits = ((options.snapshotEvery - 1) * deltaUnits + snapshot.units) / options.snapshotEvery;
-  const outputRows = last.sink.numOutputRows;
+  // A snapshot every `snapshotEvery` versions replaces a delta; it then deletes the previous
+  // snapshot (about as many items as it wrote) and the deltas since (one unit each).
+  const deltaPerVersion = perInvocation(deltaUnits, mark.deltaUnits) / Math.max(batchesPerInvocation, 1e-9);
+  const stateUnitsPerVersion = ((options.snapshotEvery - 1) * deltaPerVersion + snapshot.units + snapshot.units + (options.snapshotEvery - 1)) / options.snapshotEvery;
   const sinkKind = definition.sink.kind;
+  const rows = perInvocation(outputRows, mark.outputRows);
   return {
     records: options.recordsPerBatch,
-    outputRows,
-    checkpointWriteUnits: offsetUnits + commitUnits + progressUnits + watermarkUnits,
-    checkpointReadUnits: 5 * readUnitsFor(1024),
-    stateWriteUnits,
+    batchesPerInvocation,
+    outputRows: rows,
+    checkpointWriteUnits: perInvocation(offsetLog.writes, mark.offsets) * offsetUnits
+      + perInvocation(commitUnits, mark.commitUnits) + perInvocation(progressUnits, mark.progressUnits)
+      // The watermark row: one update per batch.
+      + batchesPerInvocation,
+    // The logs' reads, plus the watermark rows' Query per batch (combine).
+    checkpointReadUnits: perInvocation(offsetLog.reads + commitLog.reads + metadataReads, mark.reads) + batchesPerInvocation,
+    stateWriteUnits: stateUnitsPerVersion * batchesPerInvocation,
     // One conditional PutItem per result row; result items stay under 1 KB for these shapes.
-    sinkWriteUnits: sinkKind === 'dynamodb' ? outputRows : 0,
+    sinkWriteUnits: sinkKind === 'dynamodb' ? rows : 0,
     // s3-files: the staged file and its copy once committed; s3-snapshot: the object and the pointer.
-    s3Puts: sinkKind === 'dynamodb' ? 0 : outputRows > 0 || sinkKind === 's3-snapshot' ? 2 : 0,
+    s3Puts: sinkKind === 'dynamodb' ? 0 : rows > 0 || sinkKind === 's3-snapshot' ? 2 * batchesPerInvocation : 0,
     stateBytes: snapshot.bytes,
   };
 }
@@ -280,7 +338,7 @@ export async function estimateMonthlyCost(definition: StreamingQueryDefinition, 
   // The mapping invokes when a batch is full, else once per 1 s batching window with what came.
   const invocationsPerShardSecond = perShardRate >= batchSize ? perShardRate / batchSize : Math.min(1, perShardRate);
   const recordsPerBatch = Math.max(1, Math.round(perShardRate / Math.max(invocationsPerShardSecond, 1e-9)));
-  const perBatch = await measureBatch(definition, query, { recordsPerBatch, keys: Math.max(1, Math.round(keys / shards)), perShardRate, snapshotEvery });
+  const perBatch = await measureInvocation(definition, query, { recordsPerBatch, keys: Math.max(1, Math.round(keys / shards)), perShardRate, snapshotEvery });
   const invocations = invocationsPerShardSecond * shards * SECONDS_PER_MONTH;
   const ticks = MINUTES_PER_MONTH;
   const records = input.recordsPerSecond * SECONDS_PER_MONTH;
