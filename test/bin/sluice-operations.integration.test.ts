@@ -1,5 +1,5 @@
 /**
- * `sluice status`, `progress` and `state` against a query that ran through the real Kinesis-trigger
+ * `sluice status`, `progress`, `state`, `diff` and `redrive` against a query that ran through the real Kinesis-trigger
  * handler on the emulators: what they print must equal what the handler's invocations reported
  * (progress records, state rows) and what the emulators hold (dead letters, records not yet read).
  */
@@ -59,7 +59,7 @@ afterAll(async () => {
 });
 
 describe('sluice status / progress / state on a query run through the real handlers', () => {
-  it('report the committed batches, progress, dead letters, lag and state rows the run produced; diff checks resumability', async () => {
+  it('report the committed batches, progress, dead letters, lag and state rows the run produced; diff checks resumability; redrive re-drives once', async () => {
     deployment = await deploy(emulators, hourlySalesQuery('update', QUERY), 2);
     const descriptor: DeploymentDescriptor = { ...deployment.config, sluiceQuery: QUERY };
     descriptorFile = join(dir, 'deployment.json');
@@ -140,6 +140,22 @@ describe('sluice status / progress / state on a query run through the real handl
     expect(verdict.compatible).toBe(false);
     expect(verdict.problems).toHaveLength(2);
     expect(verdict.problems.join('\n')).toMatch(/not compatible with its checkpoint: operator 0 \(.*\): aggregates changed from/);
+
+    // redrive: the dead letter goes back into the stream once; the query (not fixed) dead-letters it
+    // again under its new sequence number, and a second redrive reports it instead of looping.
+    const first = await cli(['redrive', QUERY, '--json']);
+    expect(first.code, first.stderr).toBe(0);
+    const r1 = JSON.parse(first.stdout) as { redriven: { newSequenceNumber: string }[]; alreadyRedriven: number; failedAgain: { sequenceNumber: string }[] };
+    expect(r1.redriven).toHaveLength(1);
+    await deployment.drain();
+    const afterDrain = JSON.parse((await cli(['status', QUERY, '--json'])).stdout) as QueryStatus;
+    expect(afterDrain.deadLetters).toBe(2);
+    const second = await cli(['redrive', QUERY, '--json']);
+    expect(second.code).toBe(1);
+    const r2 = JSON.parse(second.stdout) as typeof r1;
+    expect(r2.redriven).toHaveLength(0);
+    expect(r2.alreadyRedriven).toBe(1);
+    expect(r2.failedAgain.map((f) => f.sequenceNumber)).toEqual([r1.redriven[0]!.newSequenceNumber]);
 
     // records put and not processed: lag in records, and unhealthy once older than --max-lag
     const more = sales.slice(0, 6).map((e) => ({ data: JSON.stringify(e), partitionKey: e.store_id }));
