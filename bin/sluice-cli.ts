@@ -4,9 +4,16 @@
  *   sluice dev [query-module] [--input events.jsonl] [--shards N] [--out DIR] [--batch-size N]
  *              [--mode append|update|complete] [--seed S]
  *   sluice explain [query-module] [--shards N] [--no-repartition]
+ *   sluice status|progress|state <query> ...   a deployed query (bin/commands/)
+ *   sluice diff <query-module> --against <query>, sluice cost <query-module> --rate N/s
+ *
+ * Exit codes: 0 healthy or done, 1 unhealthy or failed, 2 usage error (bad option, unknown query).
  */
 
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { registerDeployedQueryCommands } from './commands/index.js';
+import { EXIT } from './commands/common.js';
+import { DeploymentNotFoundError } from '../lib/aws/deployment-lookup.js';
 import { runDev } from '../lib/local/dev/run-dev.js';
 import { hourlySalesQuery } from '../lib/local/dev/default-query.js';
 import { importQueryModule } from '../lib/query/query-module.js';
@@ -25,7 +32,9 @@ function positiveInt(name: string) {
 const program = new Command()
   .name('sluice')
   .description('Sluice: Spark Structured Streaming\'s model as a serverless pipeline (Kinesis → Lambda → DynamoDB/S3)')
-  .showHelpAfterError();
+  .showHelpAfterError()
+  // Usage errors reach the catch below (exit code 2) instead of commander's own exit(1).
+  .exitOverride();
 
 program
   .command('dev')
@@ -58,11 +67,21 @@ program
     process.stdout.write(`${explainQuery(definition, { expectedShardCount: opts.shards, allowRepartition: opts.repartition })}\n`);
   });
 
+registerDeployedQueryCommands(program);
+
 try {
   await program.parseAsync(process.argv);
   // Emulator children and SDK sockets are gone; exit at once rather than wait for stray timers.
-  process.exit(0);
+  process.exit(process.exitCode ?? EXIT.ok);
 } catch (error) {
+  if (error instanceof CommanderError) {
+    // commander printed the problem (or the help/version, exit code 0) already.
+    process.exit(error.exitCode === 0 ? EXIT.ok : EXIT.usage);
+  }
+  if (error instanceof DeploymentNotFoundError) {
+    process.stderr.write(`${error.message}\n`);
+    process.exit(EXIT.usage);
+  }
   if (error instanceof SluiceError) {
     process.stderr.write(`${error.message}\n`);
   } else {

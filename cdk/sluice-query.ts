@@ -17,7 +17,7 @@
  * output mode, a sink that cannot take the mode, a query that cannot be split into stages, or,
  * with `repartition: false`, state not co-partitioned with the stream).
  */
-import { Duration, RemovalPolicy, Stage, Token } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy, Stack, Stage, Token } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -35,7 +35,8 @@ import { Construct } from 'constructs';
 import type { StreamingQueryDefinition } from '../lib/query/query-definition.js';
 import { METRIC, METRIC_DIMENSION_QUERY, METRICS_NAMESPACE } from '../lib/runtime/metric-names.js';
 import {
-  DEPLOYMENT_DEFAULTS, TABLE_KEYS, runtimeConfigToEnv, sinkPrefixFor, type RuntimeConfig,
+  DEPLOYMENT_DEFAULTS, DEPLOYMENT_OUTPUT_DESCRIPTION, PROGRESS_RECORDS, TABLE_KEYS, runtimeConfigToEnv, sinkPrefixFor,
+  type DeploymentDescriptor, type RuntimeConfig,
 } from '../lib/runtime/runtime-config.js';
 import { writeHandlerEntry, type HandlerKind } from './generated-entry.js';
 import { addKinesisEventSource } from './event-sources.js';
@@ -544,7 +545,7 @@ export class SluiceQuery extends Construct {
 
     // ── State, sink and dead letters ────────────────────────────────────────────────────────
     const protectTables = props.tableDeletionProtection ?? removalPolicy !== RemovalPolicy.DESTROY;
-    this.checkpointTable = this.table('CheckpointTable', true, removalPolicy, props.stateEncryptionKey, protectTables);
+    this.checkpointTable = this.table('CheckpointTable', true, removalPolicy, props.stateEncryptionKey, protectTables, PROGRESS_RECORDS.ttlAttribute);
     this.stateTable = this.table('StateTable', true, removalPolicy, props.stateEncryptionKey, protectTables);
     const sink = this.definition.sink;
     if (sink.kind === 'dynamodb') {
@@ -654,6 +655,16 @@ export class SluiceQuery extends Construct {
         // The next tick is the retry: a failed tick is not worth queueing behind it.
         retryAttempts: 0,
       })],
+    });
+
+    // ── What the sluice CLI reads to find this query's tables, streams and queue ─────────────
+    const descriptor: DeploymentDescriptor = {
+      ...config, sluiceQuery: this.queryName, checkpointTable: this.checkpointTable.tableName, stateTable: this.stateTable.tableName,
+      streamName: this.stream.streamName, deadLetterBucket: this.deadLetterBucket.bucketName, onFailureQueueUrl: this.onFailureQueue.queueUrl,
+    };
+    new CfnOutput(this, 'SluiceDeployment', {
+      description: `${DEPLOYMENT_OUTPUT_DESCRIPTION}${this.queryName}`,
+      value: Stack.of(this).toJsonString(descriptor),
     });
 
     // ── Alarms ──────────────────────────────────────────────────────────────────────────────
@@ -791,8 +802,10 @@ export class SluiceQuery extends Construct {
 
   private table(
     id: string, withSortKey: boolean, removalPolicy: RemovalPolicy, encryptionKey: kms.IKey | undefined, deletionProtection?: boolean,
+    timeToLiveAttribute?: string,
   ): dynamodb.Table {
     return new dynamodb.Table(this, id, {
+      ...(timeToLiveAttribute ? { timeToLiveAttribute } : {}),
       // The checkpoint and state tables have the same keys; the sink table only a partition key.
       partitionKey: { name: TABLE_KEYS.state.partitionKey, type: dynamodb.AttributeType.STRING },
       ...(withSortKey ? { sortKey: { name: TABLE_KEYS.state.sortKey, type: dynamodb.AttributeType.STRING } } : {}),

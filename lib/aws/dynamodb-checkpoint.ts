@@ -32,7 +32,7 @@
  * batch's input is fixed by its offset entry and execution is deterministic.
  *
  * Items (checkpoint table, pk = `${queryName}#${partitionId}`): `meta`, `offset#<12-digit id>`,
- * `commit#<12-digit id>`, each with the entry as a JSON string attribute `entry`, the format
+ * `commit#<12-digit id>`, the ring of recent progress `progress#<2 digits>` (TTL), each with the entry as a JSON string attribute `entry`, the format
  * version `fmt` and the `batchId`. All reads are strongly consistent; every request's consumed
  * capacity goes to the CostMeter.
  */
@@ -51,6 +51,7 @@ import type { CostMeter } from '../core/cost-meter.js';
 import { batchWriteAll, itemSize, meterUnits, queryAll, readUnitsFor, sleep, writeUnitsFor, type Item } from './dynamodb-cost.js';
 import { DynamoDbStateStoreProvider, type StateCache } from './dynamodb-state-store.js';
 import { CHECKPOINT_ITEMS, padId } from './tables.js';
+import { PROGRESS_RECORDS } from '../runtime/runtime-config.js';
 
 export interface DynamoDbCheckpointOptions {
   readonly client: DynamoDBClient;
@@ -178,16 +179,31 @@ class DynamoDbMetadataLog<T> implements MetadataLog<T> {
   }
 }
 
-/** The commit log: commit N is written only after commit N-1, in one transaction. */
+/** The sort key of batch N's slot in the partition's ring of recent progress records. */
+export const progressSortKey = (batchId: number): string =>
+  `${CHECKPOINT_ITEMS.progressPrefix}${String(batchId % PROGRESS_RECORDS.keep).padStart(2, '0')}`;
+
+/**
+ * The commit log: commit N is written only after commit N-1, in one transaction. Batch N's
+ * progress record, when staged, rides in the same transaction (unconditional: its slot in the
+ * ring is overwritten every `keep` batches, and a refused commit writes nothing).
+ */
 class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> {
+  staged: { batchId: number; progress: object } | null = null;
+
   override async add(batchId: number, entry: CommitEntry): Promise<boolean> {
     const item = entryItem(this.items, this.sk(batchId), batchId, entry);
     const transactItems: TransactWriteItem[] = [];
     if (batchId > 0) {
       transactItems.push({ ConditionCheck: { TableName: this.items.table, Key: this.items.key(this.sk(batchId - 1)), ConditionExpression: 'attribute_exists(pk)' } });
     }
-    transactItems.push({ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } });
-    const units = (): number => writeUnitsFor(itemSize(item), true) + (batchId > 0 ? 2 : 0);
+    const commitIndex = transactItems.push({ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } }) - 1;
+    const staged = this.staged?.batchId === batchId ? this.staged.progress : null;
+    this.staged = null;
+    const progressItem = staged ? this.progressItem(batchId, staged) : null;
+    if (progressItem) transactItems.push({ Put: { TableName: this.items.table, Item: progressItem } });
+    const units = (): number => writeUnitsFor(itemSize(item), true) + (batchId > 0 ? 2 : 0)
+      + (progressItem ? writeUnitsFor(itemSize(progressItem), true) : 0);
     for (let attempt = 0; ; attempt++) {
       try {
         const out = await this.items.client.send(new TransactWriteItemsCommand({ TransactItems: transactItems, ReturnConsumedCapacity: 'TOTAL' }));
@@ -197,7 +213,7 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> {
         if (!(error instanceof TransactionCanceledException)) throw wrap(error, `commit batch ${batchId}`);
         meterUnits(this.items.meter, 'write', undefined, units);
         const reasons = (error.CancellationReasons ?? []).map((r) => r.Code ?? 'None');
-        const putReason = reasons[transactItems.length - 1];
+        const putReason = reasons[commitIndex];
         const checkReason = batchId > 0 ? reasons[0] : 'None';
         if (putReason === 'ConditionalCheckFailed') return false;
         if (checkReason === 'ConditionalCheckFailed') {
@@ -222,12 +238,23 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> {
       }
     }
   }
+
+  private progressItem(batchId: number, progress: object): Item {
+    return {
+      ...this.items.key(progressSortKey(batchId)),
+      fmt: { N: String(CHECKPOINT_FORMAT_VERSION) },
+      batchId: { N: String(batchId) },
+      entry: { S: JSON.stringify(progress) },
+      [PROGRESS_RECORDS.ttlAttribute]: { N: String(Math.floor(Date.now() / 1000) + PROGRESS_RECORDS.ttlSeconds) },
+    };
+  }
 }
 
 export class DynamoDbCheckpoint implements Checkpoint {
   readonly offsetLog: MetadataLog<OffsetSeq>;
   readonly commitLog: MetadataLog<CommitEntry>;
   readonly stateStore: DynamoDbStateStoreProvider;
+  private readonly commits: DynamoDbCommitLog;
   /** The partition key of this partition's checkpoint items. */
   readonly pk: string;
   private readonly items: CheckpointItems;
@@ -238,7 +265,8 @@ export class DynamoDbCheckpoint implements Checkpoint {
     this.pk = `${options.queryName}#${options.partitionId}`;
     this.items = new CheckpointItems(options.client, options.checkpointTable, this.pk, options.meter);
     this.offsetLog = new DynamoDbMetadataLog<OffsetSeq>(this.items, CHECKPOINT_ITEMS.offsetPrefix);
-    this.commitLog = new DynamoDbCommitLog(this.items, CHECKPOINT_ITEMS.commitPrefix);
+    this.commits = new DynamoDbCommitLog(this.items, CHECKPOINT_ITEMS.commitPrefix);
+    this.commitLog = this.commits;
     this.stateStore = new DynamoDbStateStoreProvider({
       client: options.client, table: options.stateTable, queryName: options.queryName, partitionId: options.partitionId,
       ...(options.meter ? { meter: options.meter } : {}),
@@ -246,6 +274,24 @@ export class DynamoDbCheckpoint implements Checkpoint {
       ...(options.stateCache !== undefined ? { cache: options.stateCache } : {}),
       ...(options.stateChunkBytes !== undefined ? { chunkBytes: options.stateChunkBytes } : {}),
     });
+  }
+
+  stageProgress(batchId: number, progress: object): void {
+    this.commits.staged = { batchId, progress };
+  }
+
+  /** The partition's recent progress records (the ring), oldest first; read-only. */
+  async readRecentProgress<T = unknown>(): Promise<T[]> {
+    const items = await queryAll(this.items.client, {
+      TableName: this.items.table,
+      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)',
+      ExpressionAttributeValues: { ':pk': { S: this.items.pk }, ':p': { S: CHECKPOINT_ITEMS.progressPrefix } },
+      ConsistentRead: true,
+    }, this.items.meter).catch((e: unknown) => { throw wrap(e, 'read recent progress'); });
+    return items
+      .map((item) => ({ batchId: Number(item.batchId?.N ?? -1), entry: parseEntry<T>(item, this.items.pk) }))
+      .sort((a, b) => a.batchId - b.batchId)
+      .map((p) => p.entry);
   }
 
   async readQueryMetadata(): Promise<QueryMetadata | undefined> {

@@ -7,6 +7,7 @@
  *   pk = `${queryName}#${partitionId}`  sk = `meta`                     QueryMetadata
  *                                        sk = `offset#<batchId, 12 digits>`  OffsetSeq
  *                                        sk = `commit#<batchId, 12 digits>`  CommitEntry
+ *                                        sk = `progress#<batchId mod 20, 2 digits>`  recent progress (TTL `expiresAt`)
  *   pk = `${queryName}#watermarks`      sk = `<partitionId>`           the partition's watermark row
  *
  * State table (pk S, sk S), one item collection per (partition, operator, store name):
@@ -48,6 +49,8 @@ export const CHECKPOINT_ITEMS = {
   metadata: 'meta',
   offsetPrefix: 'offset#',
   commitPrefix: 'commit#',
+  /** `progress#<batchId mod PROGRESS_RECORDS.keep, 2 digits>`: the last batches' progress, with a TTL. */
+  progressPrefix: 'progress#',
   /** Partition key suffix of the watermark rows: `${queryName}#watermarks`. */
   watermarksSuffix: '#watermarks',
 } as const;

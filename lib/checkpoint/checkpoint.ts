@@ -43,6 +43,12 @@ export interface Checkpoint {
   /** The query's identity and plan fingerprint, written at first start. */
   readQueryMetadata(): Promise<QueryMetadata | undefined>;
   writeQueryMetadata(metadata: QueryMetadata): Promise<void>;
+  /**
+   * Hands over batch N's progress record just before `commitLog.add(N)`: a checkpoint that keeps
+   * recent progress (DynamoDB: a ring of items with a TTL) writes it with the commit, in the same
+   * request, so `sluice status` needs no logs and the batch pays no extra round trip.
+   */
+  stageProgress?(batchId: number, progress: object): void;
 }
 
 export interface QueryMetadata {

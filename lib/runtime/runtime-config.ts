@@ -38,6 +38,18 @@ export const DEPLOYMENT_DEFAULTS = {
   compactionMinAgeMs: 3_600_000,
 } as const;
 
+/**
+ * Recent progress kept in the checkpoint table (items `progress#<batchId mod keep>` per state
+ * partition, written with each commit), for `sluice status` and `sluice progress`. The ring bounds
+ * them per partition; the TTL removes the rings of partitions that stopped (a resharded stream's
+ * parents, a renamed query). The construct enables TTL on `ttlAttribute`.
+ */
+export const PROGRESS_RECORDS = {
+  keep: 20,
+  ttlAttribute: 'expiresAt',
+  ttlSeconds: 7 * 24 * 3600,
+} as const;
+
 /** Key attribute names of the checkpoint, state and sink tables (all strings). */
 export const TABLE_KEYS = {
   checkpoint: { partitionKey: 'pk', sortKey: 'sk' },
@@ -129,6 +141,24 @@ export function readRuntimeConfig(env: Readonly<Record<string, string | undefine
     functionMemoryMb: Number(env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE) > 0 ? Number(env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE) : undefined,
   };
 }
+
+/**
+ * How the `sluice` CLI finds a deployed query: the construct writes one CloudFormation output per
+ * query whose value is this JSON (the functions' configuration plus the on-failure queue), and
+ * whose description starts with `DEPLOYMENT_OUTPUT_DESCRIPTION`. `sluice dev` and tests write the
+ * same JSON to a file (`--deployment file.json`).
+ */
+export interface DeploymentDescriptor extends Partial<RuntimeConfig> {
+  readonly sluiceQuery: string;
+  readonly checkpointTable: string;
+  readonly stateTable: string;
+  readonly streamName: string;
+  readonly deadLetterBucket: string;
+  readonly onFailureQueueUrl?: string;
+  readonly stack?: string;
+}
+
+export const DEPLOYMENT_OUTPUT_DESCRIPTION = 'Sluice query deployment (read by the sluice CLI): ';
 
 /** The inverse, for the CDK construct and `sluice dev`: config → environment variables. */
 export function runtimeConfigToEnv(config: Partial<RuntimeConfig>): Record<string, string> {

@@ -104,6 +104,12 @@ function bindSources(plan: LogicalPlan, live: ReadonlyMap<string, MicroBatchStre
   return [...bound.values()];
 }
 
+/** What a batch's progress record is built from. */
+interface BatchFigures {
+  batchId: number; triggerStartMs: number; addBatchMs: number; numInputRows: number; numOutputRows: number;
+  sources: StreamingQueryProgress['sources']; watermarkMs: number; numDeadLetteredRows: number; cost: Record<string, number>;
+}
+
 interface BatchMetadata {
   batchWatermarkMs: number;
   batchTimestampMs: number;
@@ -141,6 +147,11 @@ export class StreamExecution {
     const cost = meter.since(this.costMark);
     this.costMark = meter.snapshot();
     return cost;
+  }
+
+  /** The cost since the last batch's, without moving the mark. */
+  private peekCost(): Record<string, number> {
+    return this.options.costMeter?.since(this.costMark) ?? {};
   }
 
   constructor(private readonly options: StreamExecutionOptions) {
@@ -397,6 +408,12 @@ export class StreamExecution {
     for (const s of stores.values()) await s.commit();
 
     this.tracker.update(physical.watermarkOperators.map((w) => ({ stats: w.stats, delayMs: w.delayMs })));
+    // The durable copy goes with the commit (no extra round trip), so it is the batch as of its
+    // commit: its cost and duration leave out the commit itself, which the next record counts.
+    checkpoint.stageProgress?.(batchId, this.buildProgress({
+      batchId, triggerStartMs, addBatchMs, numInputRows, numOutputRows: output.length, sources: sourceProgress, watermarkMs,
+      numDeadLetteredRows, cost: this.peekCost(),
+    }));
     if (!(await checkpoint.commitLog.add(batchId, { formatVersion: CHECKPOINT_FORMAT_VERSION, batchId, nextBatchWatermarkMs: this.tracker.currentWatermarkMs }))) {
       throw new CheckpointError(`Batch ${batchId} was already committed by another writer of this checkpoint.`, {
         code: 'CONCURRENT_QUERY', hint: 'only one run of a query may use a checkpoint at a time.',
@@ -428,10 +445,13 @@ export class StreamExecution {
     await this.options.checkpoint.commitLog.purge(batchId - retain);
   }
 
-  private recordProgress(batch: {
-    batchId: number; triggerStartMs: number; addBatchMs: number; numInputRows: number; numOutputRows: number;
-    sources: StreamingQueryProgress['sources']; watermarkMs: number; numDeadLetteredRows: number; cost: Record<string, number>;
-  }): void {
+  private recordProgress(batch: BatchFigures): void {
+    this.recentProgress.push(this.buildProgress(batch));
+    const keep = this.options.progressRetention ?? 100;
+    if (this.recentProgress.length > keep) this.recentProgress.splice(0, this.recentProgress.length - keep);
+  }
+
+  private buildProgress(batch: BatchFigures): StreamingQueryProgress {
     const { batchId, triggerStartMs, addBatchMs, numInputRows, numOutputRows, sources, watermarkMs } = batch;
     const physical = this.physical!;
     const durationMs = Math.max(Date.now() - triggerStartMs, 0);
@@ -469,8 +489,6 @@ export class StreamExecution {
       numRowsNullEventTime: physical.watermarkOperators.reduce((n, w) => n + w.nullEventTimeRows, 0),
       cost: batch.cost,
     };
-    this.recentProgress.push(progress);
-    const keep = this.options.progressRetention ?? 100;
-    if (this.recentProgress.length > keep) this.recentProgress.splice(0, this.recentProgress.length - keep);
+    return progress;
   }
 }

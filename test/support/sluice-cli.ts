@@ -11,10 +11,10 @@ export interface CliResult {
 }
 
 /** Its exit code and output; fails (and interrupts it) if it runs longer than `timeoutMs`. */
-export function runSluice(args: string[], timeoutMs: number): Promise<CliResult> {
+export function runSluice(args: string[], timeoutMs: number, env: Readonly<Record<string, string>> = {}): Promise<CliResult> {
   return new Promise((done, fail) => {
     // From the TypeScript sources, as `npm run dev` does (`sluice` resolves to them: the sluice-source condition).
-    const child = spawn(process.execPath, ['--conditions=sluice-source', '--import', 'tsx', join(PROJECT_ROOT, 'bin/sluice.ts'), ...args], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--conditions=sluice-source', '--import', 'tsx', join(PROJECT_ROOT, 'bin/sluice.ts'), ...args], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => { stdout += c.toString(); });

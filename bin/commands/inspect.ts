@@ -1,0 +1,125 @@
+/** `sluice status`, `sluice progress` and `sluice state`: read-only views of a deployed query. */
+import { createWriteStream } from 'node:fs';
+import { once } from 'node:events';
+import { type Command, Option } from 'commander';
+import { checkpointOf, inspectQuery, label, listPartitions, readCommittedState, type StateRow } from '../../lib/aws/query-inspection.js';
+import type { StreamingQueryProgress } from '../../lib/runtime/progress.js';
+import { stringifyWithLongs } from '../../lib/core/long.js';
+import { addAwsOptions, connect, EXIT, formatTime, positiveInt, print, table, type AwsOptions } from './common.js';
+
+export function registerInspectCommands(program: Command): void {
+  addAwsOptions(program
+    .command('status')
+    .description('how a deployed query is doing, per shard and stage: last committed batch, watermark, idle, lag, last batch, '
+      + 'dead letters, skipped batches; exit code 1 when unhealthy')
+    .argument('<query>', 'the query\'s name (its definition\'s `name`)')
+    .option('--max-lag <seconds>', 'a shard further behind than this is unhealthy', positiveInt('--max-lag'), 600))
+    .action(async (query: string, opts: AwsOptions & { maxLag: number }) => {
+      const c = await connect(query, opts);
+      try {
+        const status = await inspectQuery(c.clients, c.deployment, { sqs: c.sqs, maxLagMs: opts.maxLag * 1000 });
+        print(opts, status, () => [
+          `query ${status.query}: ${status.healthy ? 'healthy' : 'UNHEALTHY'}`,
+          ...status.problems.map((p) => `  - ${p}`),
+          table(['shard', 'committed', 'pending', 'watermark', 'idle', 'lag (records)', 'lag (s)', 'last batch', 'dead letters'],
+            status.partitions.map((p) => [
+              label(p), p.lastCommittedBatch === null ? '-' : String(p.lastCommittedBatch), p.pendingBatch === null ? '-' : String(p.pendingBatch),
+              formatTime(p.watermarkMs), p.closed ? 'closed' : p.idle ? 'yes' : 'no',
+              p.lag ? `${p.lag.records}${p.lag.capped ? '+' : ''}` : '-', p.lag ? (p.lag.ms / 1000).toFixed(1) : '-',
+              p.lastProgress ? describeProgress(p.lastProgress) : '-', String(p.deadLetters),
+            ])),
+          `dead letters: ${status.deadLetters} (s3://${c.deployment.deadLetterBucket}/${c.deployment.deadLetterPrefix ?? 'dead-letter/'}${status.query}/)`,
+          `skipped batches in the on-failure queue: ${status.skippedBatches ?? 'unknown (no queue in the deployment)'}`,
+        ].join('\n'));
+        process.exitCode = status.healthy ? EXIT.ok : EXIT.unhealthy;
+      } finally {
+        c.close();
+      }
+    });
+
+  addAwsOptions(program
+    .command('progress')
+    .description('the recent progress records of a deployed query (Spark\'s StreamingQueryProgress), oldest first, from the checkpoint table')
+    .argument('<query>', 'the query\'s name')
+    .option('--shard <id>', 'only this shard (a stage-2 partition is state.<shard>)')
+    .option('--follow', 'keep printing new records as batches commit (Ctrl-C stops)')
+    .option('--interval <seconds>', 'how often --follow polls', positiveInt('--interval'), 2))
+    .action(async (query: string, opts: AwsOptions & { shard?: string; follow?: boolean; interval: number }) => {
+      const c = await connect(query, opts);
+      const seen = new Set<string>();
+      const stop = { now: false };
+      const onSignal = (): void => { stop.now = true; };
+      process.once('SIGINT', onSignal);
+      try {
+        for (;;) {
+          const { ids } = await listPartitions(c.clients, c.deployment);
+          const records: { partitionId: string; progress: StreamingQueryProgress }[] = [];
+          for (const partitionId of ids.filter((id) => !opts.shard || id === opts.shard)) {
+            for (const progress of await checkpointOf(c.clients, c.deployment, partitionId).readRecentProgress<StreamingQueryProgress>()) {
+              const key = `${partitionId}/${progress.batchId}/${progress.runId}`;
+              if (seen.has(key)) continue;
+              seen.add(key);
+              records.push({ partitionId, progress });
+            }
+          }
+          records.sort((a, b) => a.progress.timestamp.localeCompare(b.progress.timestamp));
+          for (const r of records) {
+            process.stdout.write(opts.json
+              ? `${JSON.stringify({ partitionId: r.partitionId, ...r.progress })}\n`
+              : `${r.partitionId}  ${describeProgress(r.progress)}\n`);
+          }
+          if (!opts.follow || stop.now) break;
+          await new Promise((r) => setTimeout(r, opts.interval * 1000));
+          if (stop.now) break;
+        }
+      } finally {
+        process.off('SIGINT', onSignal);
+        c.close();
+      }
+    });
+
+  addAwsOptions(program
+    .command('state')
+    .description('the operator state of a deployed query at its committed version, as rows (read-only)')
+    .argument('<query>', 'the query\'s name')
+    .addOption(new Option('--operator <id>', 'only this stateful operator').argParser((v) => {
+      if (!/^\d+$/.test(v)) throw new Error('--operator must be an operator id (a number; `sluice explain` shows them).');
+      return Number(v);
+    }))
+    .option('--key <value...>', 'only rows whose key (or a value of its key columns) equals one of these')
+    .option('--export <file>', 'write every row as JSON Lines to this file instead of printing it'))
+    .action(async (query: string, opts: AwsOptions & { operator?: number; key?: string[]; export?: string }) => {
+      const c = await connect(query, opts);
+      const out = opts.export ? createWriteStream(opts.export) : null;
+      let rows = 0;
+      try {
+        for await (const row of readCommittedState(c.clients, c.deployment, { operatorId: opts.operator })) {
+          if (opts.key && !keyMatches(row, opts.key)) continue;
+          rows++;
+          const line = stringifyWithLongs(row);
+          if (out) {
+            if (!out.write(`${line}\n`)) await once(out, 'drain');
+          } else {
+            process.stdout.write(opts.json ? `${line}\n` : `${row.partitionId}  op ${row.operatorId}/${row.storeName}  ${stringifyWithLongs(row.key)} → ${stringifyWithLongs(row.value)}\n`);
+          }
+        }
+      } finally {
+        if (out) { out.end(); await once(out, 'finish'); }
+        c.close();
+      }
+      if (out) process.stderr.write(`${rows} state rows written to ${opts.export}\n`);
+    });
+}
+
+function keyMatches(row: StateRow, wanted: readonly string[]): boolean {
+  const parts = Array.isArray(row.key) ? row.key : [row.key];
+  const texts = [stringifyWithLongs(row.key), ...parts.map((p) => (typeof p === 'string' ? p : stringifyWithLongs(p)))];
+  return wanted.some((w) => texts.includes(w));
+}
+
+export function describeProgress(p: StreamingQueryProgress): string {
+  const state = p.stateOperators.map((s) => `${s.numRowsTotal} state rows`).join(', ');
+  return `batch ${p.batchId} at ${p.timestamp}: ${p.numInputRows} in, ${p.sink.numOutputRows} out, ${p.batchDuration} ms`
+    + `${p.eventTime.watermark ? `, watermark ${p.eventTime.watermark}` : ''}${state ? `, ${state}` : ''}`
+    + `${p.numDeadLetteredRows ? `, ${p.numDeadLetteredRows} dead-lettered` : ''}`;
+}

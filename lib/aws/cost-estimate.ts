@@ -1,0 +1,365 @@
+/**
+ * A query's monthly cost before it is deployed (`sluice cost`), from its plan and the per-request
+ * formulas the cost meter uses (dynamodb-cost.ts: write units per started KB, x2 in a transaction;
+ * read units per started 4 KB).
+ *
+ * The per-batch figures come from running the compiled query for real, in memory, on synthetic
+ * records shaped by its source schema (`keys` distinct partition keys, event time advancing with
+ * the rate): the engine's own output rows, state updates and progress record. Each DynamoDB item a
+ * batch writes is then sized the way the adapters build it (offset entry, state delta chunk, sink
+ * item, commit and progress in one transaction, watermark row), and priced.
+ *
+ * What it models per shard: the event source mapping invokes once a batch is full (`batchSize`) or
+ * once per batching window (1 s) with what arrived. Each invocation runs what the real shard
+ * invocation runs (in memory): recovery, the data batch and a no-data batch when the watermark
+ * moved. Its log reads and writes are counted as they happen (one strongly consistent read unit
+ * per GetItem or Query page, these items being small); per batch the watermark Query and update,
+ * the state delta (a snapshot every `snapshotEvery` versions, and the deletes it makes), one sink
+ * item per output row, and the commit transaction (condition check, commit, progress record).
+ * The scheduled function runs once a minute; warm containers keep state cached, so state is not
+ * re-read.
+ */
+import { gzipSync } from 'node:zlib';
+import { MemoryCheckpoint } from '../checkpoint/memory-checkpoint.js';
+import type { Checkpoint, MetadataLog } from '../checkpoint/checkpoint.js';
+import type { StructField } from '../plan/data-types.js';
+import { compileQuery, type CompiledQuery } from '../query/compiled-query.js';
+import type { StreamingQueryDefinition } from '../query/query-definition.js';
+import { runShardInvocation } from '../query/shard-invocation.js';
+import { sourceSchemaOf } from '../query/validate-query.js';
+import { MemorySink } from '../sinks/memory-sink.js';
+import { MemoryDeadLetterWriter } from '../sources/dead-letter.js';
+import type { ShardRecord } from '../sources/kinesis-shard-source.js';
+import { MemoryStateStoreProvider } from '../state/memory-state-store.js';
+import type { StateStore, StateStoreId, StateStoreProvider } from '../state/state-store.js';
+import { encodeStateJson } from './dynamodb-state-store.js';
+import { itemSize, writeUnitsFor, type Item } from './dynamodb-cost.js';
+
+/** Prices in USD, us-east-1, on-demand; `sluice cost --prices file.json` overrides any of them. */
+export interface PriceTable {
+  readonly version: string;
+  readonly lambdaPerMillionRequests: number;
+  readonly lambdaPerGbSecond: number;
+  readonly dynamoDbPerMillionWriteUnits: number;
+  readonly dynamoDbPerMillionReadUnits: number;
+  readonly dynamoDbPerGbMonth: number;
+  readonly s3PerThousandPuts: number;
+  readonly s3PerThousandGets: number;
+  readonly kinesisPerShardHour: number;
+  readonly kinesisPerMillionPutPayloadUnits: number;
+  readonly eventBridgePerMillionEvents: number;
+}
+
+export const PRICES_2026_12_US_EAST_1: PriceTable = {
+  version: '2026-12 us-east-1 on-demand',
+  lambdaPerMillionRequests: 0.20,
+  lambdaPerGbSecond: 0.0000166667,
+  dynamoDbPerMillionWriteUnits: 0.625,
+  dynamoDbPerMillionReadUnits: 0.125,
+  dynamoDbPerGbMonth: 0.25,
+  s3PerThousandPuts: 0.005,
+  s3PerThousandGets: 0.0004,
+  kinesisPerShardHour: 0.015,
+  kinesisPerMillionPutPayloadUnits: 0.014,
+  eventBridgePerMillionEvents: 1.00,
+};
+
+export interface CostEstimateInput {
+  readonly recordsPerSecond: number;
+  /** Distinct partition-key values (default 100). */
+  readonly keys?: number;
+  readonly shards?: number;
+  /** The event source mapping's batch size (default 100, the construct's). */
+  readonly batchSize?: number;
+  readonly memoryMb?: number;
+  /** Average Kinesis-trigger invocation duration (default 200 ms). */
+  readonly invocationMs?: number;
+  readonly snapshotEvery?: number;
+  readonly prices?: PriceTable;
+}
+
+/** What one steady-state invocation of one shard costs, in requests and units. */
+export interface BatchUnits {
+  readonly records: number;
+  /** The data batch and, when the watermark moved, a no-data batch. */
+  readonly batchesPerInvocation: number;
+  readonly outputRows: number;
+  readonly checkpointWriteUnits: number;
+  readonly checkpointReadUnits: number;
+  readonly stateWriteUnits: number;
+  readonly sinkWriteUnits: number;
+  readonly s3Puts: number;
+  readonly stateBytes: number;
+}
+
+export interface CostLine {
+  readonly component: string;
+  readonly quantity: number;
+  readonly unit: string;
+  readonly usd: number;
+}
+
+export interface CostEstimate {
+  readonly query: string;
+  readonly prices: string;
+  readonly shards: number;
+  readonly recordsPerSecond: number;
+  readonly invocationsPerMonth: number;
+  readonly perBatch: BatchUnits;
+  readonly lines: readonly CostLine[];
+  readonly totalUsd: number;
+}
+
+const SECONDS_PER_MONTH = 730 * 3600;
+const MINUTES_PER_MONTH = 730 * 60;
+
+/** Records shaped by the source schema: `keys` partition keys in turn, event time advancing with the rate. */
+export function syntheticRecords(
+  definition: StreamingQueryDefinition, count: number, options: { keys: number; recordsPerSecond: number; startMs: number; firstIndex?: number },
+): ShardRecord[] {
+  const schema = sourceSchemaOf(definition.source);
+  const partitionKey = definition.source.partitionKey?.toLowerCase();
+  const records: ShardRecord[] = [];
+  for (let n = 0; n < count; n++) {
+    const i = (options.firstIndex ?? 0) + n;
+    const eventMs = options.startMs + Math.floor((i * 1000) / options.recordsPerSecond);
+    const values = schema.map((f) => syntheticValue(f, i, options.keys, eventMs, f.name.toLowerCase() === partitionKey));
+    const key = partitionKey ? String(values[schema.findIndex((f) => f.name.toLowerCase() === partitionKey)]) : `k${i % options.keys}`;
+    const data = definition.source.format === 'csv'
+      ? values.map((v) => String(v)).join(',')
+      : definition.source.format === 'raw' ? `event ${i} key ${key}`
+        : JSON.stringify(Object.fromEntries(schema.map((f, j) => [f.name, values[j]])));
+    records.push({
+      sequenceNumber: `4968${String(i).padStart(52, '0')}`, partitionKey: key,
+      dataBase64: Buffer.from(data).toString('base64'), approximateArrivalTimestampMs: eventMs,
+    });
+  }
+  return records;
+}
+
+function syntheticValue(field: StructField, i: number, keys: number, eventMs: number, isKey: boolean): unknown {
+  switch (field.type) {
+    case 'timestamp': return new Date(eventMs).toISOString();
+    case 'string': return isKey ? `key-${i % keys}` : `value-${i % 50}`;
+    case 'int': case 'long': return isKey ? i % keys : i % 1000;
+    case 'double': return isKey ? i % keys : ((i * 37) % 10_000) / 100;
+    case 'boolean': return i % 2 === 0;
+    default: return null;
+  }
+}
+
+/**
+ * A state store provider that keeps state in memory and sizes what the DynamoDB store would write
+ * for each committed version: its delta (gzip'd `{ p, r }` JSON in chunks of 350 KB) and, at the
+ * end, a full snapshot. No `ownTable`, so operators write through put/remove as on DynamoDB.
+ */
+class SizingStateStoreProvider implements StateStoreProvider {
+  readonly memory = new MemoryStateStoreProvider();
+  /** Write units of each committed delta, in commit order. */
+  readonly deltaUnits: number[] = [];
+  readonly openStores = new Map<string, StateStore<unknown>>();
+
+  constructor(private readonly pkPrefix: string) {}
+
+  async open<V>(id: StateStoreId, version: number): Promise<StateStore<V>> {
+    const inner = await this.memory.open<V>(id, version);
+    const name = `${id.operatorId}/${id.storeName}`;
+    const puts = new Map<string, V>();
+    const removes = new Set<string>();
+    const provider = this;
+    const store: StateStore<V> = {
+      get version() { return inner.version; },
+      get size() { return inner.size; },
+      get: (k) => inner.get(k),
+      put: (k, v) => { puts.set(k, v); removes.delete(k); inner.put(k, v); },
+      remove: (k) => { if (inner.get(k) !== undefined) { removes.add(k); puts.delete(k); } inner.remove(k); },
+      entries: () => inner.entries(),
+      abort: () => { puts.clear(); removes.clear(); inner.abort(); },
+      async commit() {
+        const entries = [...puts].sort((a, b) => (a[0] < b[0] ? -1 : 1));
+        const payload = gzipSync(encodeStateJson({ p: entries, r: [...removes].sort() }, entries.map((e) => e[1])));
+        provider.deltaUnits.push(chunkWriteUnits(`${provider.pkPrefix}#${name}`, 'd#', payload.byteLength));
+        return inner.commit();
+      },
+    };
+    this.openStores.set(name, store as StateStore<unknown>);
+    return store;
+  }
+
+  get versionsCommitted(): number {
+    return this.deltaUnits.length;
+  }
+
+  deltaUnitsSince(index: number): number {
+    return this.deltaUnits.slice(index).reduce((a, b) => a + b, 0);
+  }
+
+  /** Write units of a full snapshot of every store as it stands, marker included. */
+  snapshotWriteUnits(): { units: number; bytes: number } {
+    let units = 0;
+    let bytes = 0;
+    for (const [name, store] of this.openStores) {
+      const entries = [...store.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1));
+      const payload = gzipSync(encodeStateJson({ e: entries }, entries.map((e) => e[1])));
+      bytes += payload.byteLength;
+      units += chunkWriteUnits(`${this.pkPrefix}#${name}`, 's#', payload.byteLength) + 1;
+    }
+    return { units, bytes };
+  }
+}
+
+const CHUNK_BYTES = 350 * 1024;
+
+/** The state store's chunk items for a payload of `bytes`, as dynamodb-state-store.ts builds them. */
+function chunkWriteUnits(pk: string, prefix: string, bytes: number): number {
+  let units = 0;
+  const count = Math.max(1, Math.ceil(bytes / CHUNK_BYTES));
+  for (let c = 0; c < count; c++) {
+    const item: Item = {
+      pk: { S: pk }, sk: { S: `${prefix}000000000001#0000` }, fmt: { N: '1' }, v: { N: '1' }, c: { N: String(c) }, n: { N: String(count) },
+      h: { S: '0'.repeat(32) }, z: { B: new Uint8Array(Math.min(CHUNK_BYTES, bytes - c * CHUNK_BYTES)) },
+    };
+    units += writeUnitsFor(itemSize(item));
+  }
+  return units;
+}
+
+function checkpointItem(pk: string, sk: string, batchId: number, entry: unknown): Item {
+  return { pk: { S: pk }, sk: { S: sk }, fmt: { N: '1' }, batchId: { N: String(batchId) }, entry: { S: JSON.stringify(entry) } };
+}
+
+/** A metadata log that counts its requests: each read is one strongly consistent GetItem or Query page. */
+class CountingLog<T> implements MetadataLog<T> {
+  reads = 0;
+  writes = 0;
+  readonly added: [number, T][] = [];
+  constructor(private readonly inner: MetadataLog<T>) {}
+  add(batchId: number, entry: T): Promise<boolean> { this.writes++; this.added.push([batchId, entry]); return this.inner.add(batchId, entry); }
+  get(batchId: number): Promise<T | undefined> { this.reads++; return this.inner.get(batchId); }
+  getLatest(): Promise<[number, T] | undefined> { this.reads++; return this.inner.getLatest(); }
+  purge(beforeBatchId: number): Promise<void> { return this.inner.purge(beforeBatchId); }
+}
+
+/**
+ * Runs `invocations` invocations of `recordsPerBatch` records on one shard in memory (each runs
+ * its data batch and the no-data batch a moved watermark calls for, as on Lambda) and sizes the
+ * requests of the last `measured` of them, averaged per invocation.
+ */
+export async function measureInvocation(
+  definition: StreamingQueryDefinition, query: CompiledQuery,
+  options: { recordsPerBatch: number; keys: number; perShardRate: number; snapshotEvery: number; invocations?: number; measured?: number },
+): Promise<BatchUnits> {
+  const shardId = 'shardId-000000000000';
+  const pk = `${definition.name}#${shardId}`;
+  const memory = new MemoryCheckpoint();
+  const state = new SizingStateStoreProvider(pk);
+  const offsetLog = new CountingLog(memory.offsetLog);
+  const commitLog = new CountingLog(memory.commitLog);
+  let metadataReads = 0;
+  const checkpoint: Checkpoint = {
+    offsetLog, commitLog, stateStore: state,
+    readQueryMetadata: () => { metadataReads++; return memory.readQueryMetadata(); },
+    writeQueryMetadata: (m) => memory.writeQueryMetadata(m),
+  };
+  const sink = new MemorySink();
+  const startMs = Date.UTC(2026, 0, 1);
+  const total = options.invocations ?? 12;
+  const measured = options.measured ?? 4;
+  const mark = { reads: 0, offsets: 0, commits: 0, batches: 0, outputRows: 0, deltaUnits: 0, progressUnits: 0, commitUnits: 0 };
+  let batches = 0;
+  let outputRows = 0;
+  let deltaUnits = 0;
+  let progressUnits = 0;
+  let commitUnits = 0;
+  const keyColumns = query.keyColumns.join(', ');
+  for (let inv = 0; inv < total; inv++) {
+    if (inv === total - measured) {
+      Object.assign(mark, { reads: offsetLog.reads + commitLog.reads + metadataReads, offsets: offsetLog.writes, commits: commitLog.writes, batches, outputRows, deltaUnits, progressUnits, commitUnits });
+    }
+    const records = syntheticRecords(definition, options.recordsPerBatch, {
+      keys: options.keys, recordsPerSecond: options.perShardRate, startMs, firstIndex: inv * options.recordsPerBatch,
+    });
+    const before = state.versionsCommitted;
+    const result = await runShardInvocation(query, { shardId, records }, { checkpoint, sink, deadLetters: new MemoryDeadLetterWriter() });
+    if (result.error) throw result.error;
+    deltaUnits += state.deltaUnitsSince(before);
+    for (const p of result.progress) {
+      batches++;
+      outputRows += p.sink.numOutputRows;
+      // Sized as the deployed record is: Kinesis offsets, the sink's name, a cost map.
+      const deployed = { ...p, sink: { ...p.sink, description: `DynamoDbUpsertSink[${definition.name}-sink-table by ${keyColumns}]` },
+        cost: { dynamoDbReadUnits: 10, dynamoDbWriteUnits: 56, stateBytesWritten: 1022 } };
+      progressUnits += 2 * writeUnitsFor(itemSize({ ...checkpointItem(pk, 'progress#01', p.batchId, deployed), expiresAt: { N: '1800000000' } }));
+      const commit = await memory.commitLog.get(p.batchId);
+      commitUnits += 2 * writeUnitsFor(itemSize(checkpointItem(pk, 'commit#000000000001', p.batchId, commit))) + (p.batchId > 0 ? 2 : 0);
+    }
+  }
+  const n = measured;
+  const perInvocation = (now: number, then: number): number => (now - then) / n;
+  const lastOffsets = offsetLog.added.at(-1);
+  const offsetUnits = lastOffsets ? writeUnitsFor(itemSize(checkpointItem(pk, 'offset#000000000001', lastOffsets[0], lastOffsets[1]))) : 1;
+  const batchesPerInvocation = perInvocation(batches, mark.batches);
+  const snapshot = state.snapshotWriteUnits();
+  // A snapshot every `snapshotEvery` versions replaces a delta; it then deletes the previous
+  // snapshot (about as many items as it wrote) and the deltas since (one unit each).
+  const deltaPerVersion = perInvocation(deltaUnits, mark.deltaUnits) / Math.max(batchesPerInvocation, 1e-9);
+  const stateUnitsPerVersion = ((options.snapshotEvery - 1) * deltaPerVersion + snapshot.units + snapshot.units + (options.snapshotEvery - 1)) / options.snapshotEvery;
+  const sinkKind = definition.sink.kind;
+  const rows = perInvocation(outputRows, mark.outputRows);
+  return {
+    records: options.recordsPerBatch,
+    batchesPerInvocation,
+    outputRows: rows,
+    checkpointWriteUnits: perInvocation(offsetLog.writes, mark.offsets) * offsetUnits
+      + perInvocation(commitUnits, mark.commitUnits) + perInvocation(progressUnits, mark.progressUnits)
+      // The watermark row: one update per batch.
+      + batchesPerInvocation,
+    // The logs' reads, plus the watermark rows' Query per batch (combine).
+    checkpointReadUnits: perInvocation(offsetLog.reads + commitLog.reads + metadataReads, mark.reads) + batchesPerInvocation,
+    stateWriteUnits: stateUnitsPerVersion * batchesPerInvocation,
+    // One conditional PutItem per result row; result items stay under 1 KB for these shapes.
+    sinkWriteUnits: sinkKind === 'dynamodb' ? rows : 0,
+    // s3-files: the staged file and its copy once committed; s3-snapshot: the object and the pointer.
+    s3Puts: sinkKind === 'dynamodb' ? 0 : rows > 0 || sinkKind === 's3-snapshot' ? 2 * batchesPerInvocation : 0,
+    stateBytes: snapshot.bytes,
+  };
+}
+
+export async function estimateMonthlyCost(definition: StreamingQueryDefinition, input: CostEstimateInput): Promise<CostEstimate> {
+  const prices = input.prices ?? PRICES_2026_12_US_EAST_1;
+  const shards = input.shards ?? 1;
+  const keys = input.keys ?? 100;
+  const batchSize = input.batchSize ?? 100;
+  const memoryMb = input.memoryMb ?? 1024;
+  const invocationMs = input.invocationMs ?? 200;
+  const snapshotEvery = input.snapshotEvery ?? 20;
+  const query = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true });
+  const perShardRate = input.recordsPerSecond / shards;
+  // The mapping invokes when a batch is full, else once per 1 s batching window with what came.
+  const invocationsPerShardSecond = perShardRate >= batchSize ? perShardRate / batchSize : Math.min(1, perShardRate);
+  const recordsPerBatch = Math.max(1, Math.round(perShardRate / Math.max(invocationsPerShardSecond, 1e-9)));
+  const perBatch = await measureInvocation(definition, query, { recordsPerBatch, keys: Math.max(1, Math.round(keys / shards)), perShardRate, snapshotEvery });
+  const invocations = invocationsPerShardSecond * shards * SECONDS_PER_MONTH;
+  const ticks = MINUTES_PER_MONTH;
+  const records = input.recordsPerSecond * SECONDS_PER_MONTH;
+  const tickReadUnits = ticks * (1 + 4 * shards);
+  const tickWriteUnits = ticks * shards;
+  const line = (component: string, quantity: number, unit: string, usdPerUnit: number): CostLine => ({ component, quantity, unit, usd: quantity * usdPerUnit });
+  const lines: CostLine[] = [
+    line('Lambda requests', invocations + ticks, 'requests', prices.lambdaPerMillionRequests / 1e6),
+    line('Lambda compute', (invocations * invocationMs + ticks * 500) / 1000 * (memoryMb / 1024), 'GB-seconds', prices.lambdaPerGbSecond),
+    line('DynamoDB state writes', invocations * perBatch.stateWriteUnits, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
+    line('DynamoDB checkpoint writes', invocations * perBatch.checkpointWriteUnits + tickWriteUnits, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
+    line('DynamoDB checkpoint reads', invocations * perBatch.checkpointReadUnits + tickReadUnits, 'read units', prices.dynamoDbPerMillionReadUnits / 1e6),
+    line('DynamoDB sink writes', invocations * perBatch.sinkWriteUnits, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
+    line('DynamoDB storage (state)', (perBatch.stateBytes * shards) / 1024 ** 3, 'GB-months', prices.dynamoDbPerGbMonth),
+    line('S3 requests', invocations * perBatch.s3Puts, 'PUTs', prices.s3PerThousandPuts / 1000),
+    line('Kinesis shard-hours', shards * 730, 'shard-hours', prices.kinesisPerShardHour),
+    line('Kinesis PUT payload units', records, '25 KB units', prices.kinesisPerMillionPutPayloadUnits / 1e6),
+    line('EventBridge schedule', ticks, 'events', prices.eventBridgePerMillionEvents / 1e6),
+  ];
+  return {
+    query: definition.name, prices: prices.version, shards, recordsPerSecond: input.recordsPerSecond,
+    invocationsPerMonth: invocations, perBatch, lines, totalUsd: lines.reduce((a, l) => a + l.usd, 0),
+  };
+}

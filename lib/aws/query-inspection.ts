@@ -1,0 +1,204 @@
+/**
+ * Read-only views of a deployed query for the `sluice` CLI: per state partition (a shard of a
+ * stage) its last commit, watermark row, recent progress (the ring the commit writes), lag behind
+ * its stream; the dead letters in S3; the batches the event source mappings gave up (SQS); and the
+ * operator state at the committed version. Nothing here writes.
+ *
+ * Partitions are found from the watermark rows (every partition that committed a batch) and the
+ * streams' shards (those that have not yet): stage 1 reads the source stream, stage 2 (a
+ * repartition stage's `state.<shard>` partitions) the internal stream.
+ */
+import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import type { OffsetSeq, QueryMetadata } from '../checkpoint/checkpoint.js';
+import type { DeploymentDescriptor } from '../runtime/runtime-config.js';
+import type { StreamingQueryProgress } from '../runtime/progress.js';
+import type { StateStoreId } from '../state/state-store.js';
+import { asKinesisOffset } from '../sources/kinesis-shard-source.js';
+import { decodeKey as decodeStateKey } from '../state/state-routing.js';
+import type { AwsClients } from './clients.js';
+import { DynamoDbCheckpoint } from './dynamodb-checkpoint.js';
+import { DynamoDbWatermarkCoordinator, type PartitionWatermarkRow } from './dynamodb-watermarks.js';
+import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js';
+import { encodeKeySegment, listKeys, normalizePrefix } from './s3-util.js';
+
+/** Stage-2 partitions of a repartition stage are named `state.<internal shard id>`. */
+const STAGE2_PREFIX = 'state.';
+
+export interface PartitionStatus {
+  readonly partitionId: string;
+  readonly stage: 1 | 2;
+  readonly shardId: string;
+  readonly lastCommittedBatch: number | null;
+  /** A batch planned and not committed (running now, or failed and to be retried). */
+  readonly pendingBatch: number | null;
+  readonly watermarkMs: number | null;
+  readonly idle: boolean;
+  readonly closed: boolean;
+  /** Records after the committed position (up to the cap) and how old the oldest of them is. */
+  readonly lag: { readonly records: number; readonly capped: boolean; readonly ms: number } | null;
+  readonly lastProgress: StreamingQueryProgress | null;
+  readonly deadLetters: number;
+}
+
+export interface QueryStatus {
+  readonly query: string;
+  readonly partitions: readonly PartitionStatus[];
+  readonly deadLetters: number;
+  /** Messages in the on-failure queue (null: no queue known). */
+  readonly skippedBatches: number | null;
+  readonly healthy: boolean;
+  readonly problems: readonly string[];
+}
+
+export interface InspectOptions {
+  readonly sqs?: SQSClient;
+  /** A partition further behind than this is unhealthy (default 10 minutes, the iterator-age alarm's). */
+  readonly maxLagMs?: number;
+  /** Records counted behind the committed position at most (default 10,000). */
+  readonly lagCap?: number;
+  readonly nowMs?: number;
+}
+
+export function checkpointOf(clients: AwsClients, deployment: DeploymentDescriptor, partitionId: string): DynamoDbCheckpoint {
+  return new DynamoDbCheckpoint({
+    client: clients.dynamodb, checkpointTable: deployment.checkpointTable, stateTable: deployment.stateTable,
+    queryName: deployment.sluiceQuery, partitionId, stateCache: null,
+  });
+}
+
+/** Every partition of the query: committed ones (watermark rows) and the streams' shards. */
+export async function listPartitions(clients: AwsClients, deployment: DeploymentDescriptor): Promise<{ rows: PartitionWatermarkRow[]; ids: string[] }> {
+  const rows = await new DynamoDbWatermarkCoordinator({
+    client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: deployment.sluiceQuery, idleTimeoutMs: 0,
+  }).list();
+  const ids = new Set(rows.map((r) => r.partitionId));
+  for (const shard of await listStreamShards(clients.kinesis, deployment.streamName)) ids.add(shard.ShardId!);
+  if (deployment.repartitionStreamName) {
+    for (const shard of await listStreamShards(clients.kinesis, deployment.repartitionStreamName)) ids.add(`${STAGE2_PREFIX}${shard.ShardId!}`);
+  }
+  return { rows, ids: [...ids].sort() };
+}
+
+export async function inspectQuery(clients: AwsClients, deployment: DeploymentDescriptor, options: InspectOptions = {}): Promise<QueryStatus> {
+  const nowMs = options.nowMs ?? Date.now();
+  const maxLagMs = options.maxLagMs ?? 600_000;
+  const { rows, ids } = await listPartitions(clients, deployment);
+  const deadLetterKeys = await listKeys(clients.s3, deployment.deadLetterBucket,
+    `${normalizePrefix(deployment.deadLetterPrefix ?? 'dead-letter/')}${encodeKeySegment(deployment.sluiceQuery)}/`);
+  const deadLettersByShard = new Map<string, number>();
+  for (const key of deadLetterKeys) {
+    const shard = decodeURIComponent(key.split('/').at(-2) ?? '');
+    deadLettersByShard.set(shard, (deadLettersByShard.get(shard) ?? 0) + 1);
+  }
+  const partitions = await Promise.all(ids.map(async (partitionId): Promise<PartitionStatus> => {
+    const stage = partitionId.startsWith(STAGE2_PREFIX) ? 2 : 1;
+    const shardId = stage === 2 ? partitionId.slice(STAGE2_PREFIX.length) : partitionId;
+    const checkpoint = checkpointOf(clients, deployment, partitionId);
+    const [commit, planned, progress] = await Promise.all([
+      checkpoint.commitLog.getLatest(), checkpoint.offsetLog.getLatest(), checkpoint.readRecentProgress<StreamingQueryProgress>(),
+    ]);
+    const committedOffsets = commit ? (await checkpoint.offsetLog.get(commit[0])) : undefined;
+    const row = rows.find((r) => r.partitionId === partitionId);
+    const streamName = stage === 2 ? deployment.repartitionStreamName : deployment.streamName;
+    const lag = streamName && !row?.closed
+      ? await lagOf(new KinesisShardReader(clients.kinesis, streamName), shardId, committedSequenceNumber(committedOffsets), options.lagCap ?? 10_000, nowMs)
+      : null;
+    return {
+      partitionId, stage, shardId,
+      lastCommittedBatch: commit ? commit[0] : null,
+      pendingBatch: planned && (!commit || planned[0] > commit[0]) ? planned[0] : null,
+      watermarkMs: commit ? commit[1].nextBatchWatermarkMs : null,
+      idle: row?.idle ?? false,
+      closed: row?.closed ?? false,
+      lag,
+      lastProgress: progress.at(-1) ?? null,
+      deadLetters: stage === 1 ? deadLettersByShard.get(shardId) ?? 0 : 0,
+    };
+  }));
+  const skippedBatches = deployment.onFailureQueueUrl && options.sqs ? await queueDepth(options.sqs, deployment.onFailureQueueUrl) : null;
+  const problems: string[] = [];
+  if (skippedBatches) problems.push(`${skippedBatches} skipped batch(es) wait in the on-failure queue: their records were not processed`);
+  for (const p of partitions) {
+    if (p.lag && p.lag.ms > maxLagMs) problems.push(`${label(p)} is ${Math.round(p.lag.ms / 1000)} s behind its stream (over ${Math.round(maxLagMs / 1000)} s)`);
+  }
+  return { query: deployment.sluiceQuery, partitions, deadLetters: deadLetterKeys.length, skippedBatches, healthy: problems.length === 0, problems };
+}
+
+export const label = (p: Pick<PartitionStatus, 'stage' | 'shardId'>): string => (p.stage === 2 ? `stage 2 ${p.shardId}` : p.shardId);
+
+function committedSequenceNumber(offsets: OffsetSeq | undefined): string | null {
+  if (!offsets) return null;
+  const first = Object.values(offsets.offsets).find((o) => o !== null) ?? null;
+  return asKinesisOffset(first)?.sequenceNumber ?? null;
+}
+
+async function lagOf(reader: KinesisShardReader, shardId: string, after: string | null, cap: number, nowMs: number): Promise<PartitionStatus['lag']> {
+  const position = await reader.readAfter(shardId, after, cap);
+  const oldest = position.records[0];
+  return {
+    records: position.records.length,
+    capped: position.records.length >= cap,
+    // The oldest unprocessed record's age; caught up means 0.
+    ms: oldest ? Math.max(0, nowMs - oldest.approximateArrivalTimestampMs) : 0,
+  };
+}
+
+async function queueDepth(sqs: SQSClient, queueUrl: string): Promise<number> {
+  const out = await sqs.send(new GetQueueAttributesCommand({
+    QueueUrl: queueUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+  }));
+  return Number(out.Attributes?.ApproximateNumberOfMessages ?? 0) + Number(out.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0);
+}
+
+/** The state stores of a stateful operator, by its kind (as the fingerprint names it). */
+export function stateStoresOf(operatorId: number, kind: string): StateStoreId[] {
+  if (/join/i.test(kind)) {
+    return ['left', 'right'].flatMap((side) => [
+      { operatorId, storeName: `${side}-keyToNumValues` }, { operatorId, storeName: `${side}-keyWithIndexToValue` },
+    ]);
+  }
+  return [{ operatorId, storeName: 'default' }];
+}
+
+export interface StateRow {
+  readonly partitionId: string;
+  readonly operatorId: number;
+  readonly storeName: string;
+  readonly key: unknown;
+  readonly value: unknown;
+}
+
+/**
+ * The operator state of every partition at its committed version (batch N's commit means state
+ * version N+1), read with the state store's own loader (snapshot plus deltas), never written.
+ */
+export async function* readCommittedState(
+  clients: AwsClients, deployment: DeploymentDescriptor, filter: { operatorId?: number } = {},
+): AsyncGenerator<StateRow> {
+  const { ids } = await listPartitions(clients, deployment);
+  for (const partitionId of ids) {
+    const checkpoint = checkpointOf(clients, deployment, partitionId);
+    const [metadata, commit] = await Promise.all([checkpoint.readQueryMetadata(), checkpoint.commitLog.getLatest()]);
+    if (!metadata || !commit) continue;
+    for (const op of (metadata as QueryMetadata).fingerprint.statefulOperators) {
+      if (filter.operatorId !== undefined && op.operatorId !== filter.operatorId) continue;
+      for (const id of stateStoresOf(op.operatorId, op.kind)) {
+        const store = await checkpoint.stateStore.open(id, commit[0] + 1);
+        for (const [key, value] of store.entries()) {
+          yield { partitionId, operatorId: id.operatorId, storeName: id.storeName, ...asRow(key, value) };
+        }
+        store.abort();
+      }
+    }
+  }
+}
+
+/**
+ * An entry as a row: aggregations and session windows keep `[keyValues, ...buffers]` as the value
+ * (the key values come from there, a window as `{ start, end }` in microseconds); other stores
+ * are read back from their encoded key (execution/values.ts encodeKey), else kept as stored.
+ */
+function asRow(key: string, value: unknown): { key: unknown; value: unknown } {
+  if (Array.isArray(value) && Array.isArray(value[0])) return { key: value[0], value: value.slice(1) };
+  return { key: decodeStateKey(key) ?? key, value };
+}
