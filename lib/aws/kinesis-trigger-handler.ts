@@ -18,10 +18,11 @@ import { CostMeter } from '../core/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
-import { createAwsClients, type AwsClientOptions } from './clients.js';
+import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
 import { createAwsQueryBackends } from './aws-backends.js';
 import { ReshardGuard } from './reshard-guard.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
+import { inSubsegment, tracerForClients } from './tracing.js';
 import { METRIC } from '../runtime/metric-names.js';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 
@@ -78,8 +79,9 @@ function createShardHandler(
   const observability = options.observability ?? createObservability(definition.name);
   let backendsFor = options.backendsFor;
   let reshardGuard: ReshardGuard | null = null;
+  let clients: AwsClients | undefined;
   if (!backendsFor) {
-    const clients = createAwsClients(options.clientOptions);
+    clients = createAwsClients(options.clientOptions);
     const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink);
     backendsFor = (shardId) => backends.forPartition(shardId, stage);
     if (stage.isStateful) {
@@ -100,7 +102,10 @@ function createShardHandler(
     ? { limitBytes: config.functionMemoryMb * 1024 * 1024, usedBytes: () => process.memoryUsage().rss }
     : undefined;
 
+  const tracing = tracerForClients(clients);
+
   return async (event, context) => {
+    const tracer = await tracing;
     const remaining = context?.getRemainingTimeInMillis?.bind(context);
     const limits: InvocationLimits = { ...(remaining ? { remainingTimeMs: remaining } : {}), ...(memory ? { memory } : {}) };
     const byShard = new Map<string, KinesisStreamRecord[]>();
@@ -114,7 +119,8 @@ function createShardHandler(
       let result: ShardInvocationResult;
       try {
         await reshardGuard?.check(shardId);
-        result = await runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId));
+        result = await inSubsegment(tracer, 'sluice batch', { query: definition.name, shard: shardId, stage: stage.kind },
+          () => runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId)));
       } catch (error) {
         // Recovery itself failed (checkpoint unreachable, incompatible query): retry everything.
         observability.logger.error('invocation failed before running a batch', { shardId, error: error as Error });
