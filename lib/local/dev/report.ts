@@ -31,6 +31,17 @@ export function formatOutputTable(batch: SinkBatch): string {
   return formatBatchTable(batch, batch.schema.map((f) => formatValue(f.type)));
 }
 
+/** The batch's cells as the table prints them (for the --ui page). */
+export function formatOutputCells(batch: SinkBatch): CapturedOutput['output'] {
+  const formatters = batch.schema.map((f) => formatValue(f.type));
+  return { columns: [...batch.columns], rows: batch.rows.map((r) => r.map((v, i) => (formatters[i] ?? String)(v))) };
+}
+
+export interface CapturedOutput {
+  readonly table: string;
+  readonly output: { readonly columns: readonly string[]; readonly rows: readonly (readonly string[])[] };
+}
+
 const round = (n: number): string => (Number.isInteger(n) ? String(n) : n.toFixed(1));
 
 export function formatCost(cost: Readonly<Record<string, number>>): string {
@@ -57,7 +68,7 @@ export function formatProgressLine(shardId: string, p: StreamingQueryProgress): 
  * printed: `take` returns the table of the last write of (partition, batch).
  */
 export class CapturingSink implements Sink {
-  private readonly tables = new Map<string, string>();
+  private readonly tables = new Map<string, CapturedOutput>();
 
   constructor(private readonly inner: Sink) {}
 
@@ -66,14 +77,14 @@ export class CapturingSink implements Sink {
 
   async addBatch(batch: SinkBatch): Promise<void> {
     await this.inner.addBatch(batch);
-    this.tables.set(`${batch.partitionId}#${batch.batchId}`, formatOutputTable(batch));
+    this.tables.set(`${batch.partitionId}#${batch.batchId}`, { table: formatOutputTable(batch), output: formatOutputCells(batch) });
   }
 
   async onCommitted(partitionId: string, batchId: number): Promise<void> {
     await this.inner.onCommitted?.(partitionId, batchId);
   }
 
-  take(partitionId: string, batchId: number): string | undefined {
+  take(partitionId: string, batchId: number): CapturedOutput | undefined {
     const key = `${partitionId}#${batchId}`;
     const table = this.tables.get(key);
     this.tables.delete(key);
