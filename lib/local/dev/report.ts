@@ -7,6 +7,7 @@ import { formatTimestamp } from '../../core/timestamps.js';
 import type { DataType } from '../../plan/data-types.js';
 import type { StreamingQueryProgress } from '../../runtime/progress.js';
 import { formatBatchTable } from '../../sinks/console-sink.js';
+import { showValue } from '../../sinks/show-string.js';
 import type { Sink, SinkBatch } from '../../sinks/sink.js';
 
 export function formatWatermark(ms: number): string {
@@ -14,16 +15,7 @@ export function formatWatermark(ms: number): string {
 }
 
 function formatValue(type: DataType): (v: unknown) => string {
-  return (v) => {
-    if (v === null || v === undefined) return 'null';
-    if (type === 'timestamp' && typeof v === 'number') return formatTimestamp(v);
-    if (typeof type === 'object' && type.kind === 'struct' && typeof v === 'object') {
-      const struct = v as Record<string, unknown>;
-      return `{${type.fields.map((f) => formatValue(f.type)(struct[f.name])).join(', ')}}`;
-    }
-    if (typeof v === 'object') return JSON.stringify(v);
-    return String(v);
-  };
+  return (v) => showValue(v, type);
 }
 
 /** The batch as Spark's console sink prints it, timestamps (also inside windows) readable. */
