@@ -70,8 +70,8 @@ export interface DevOptions {
 
 export interface DevSummary {
   readonly batches: number;
-  /** Batches that read no row: the scheduled tick's no-data batches, or all records dead-lettered. */
-  readonly batchesWithoutInput: number;
+  /** Spark's no-data batches (run because the watermark moved; they read nothing). */
+  readonly noDataBatches: number;
   /** Records put on the stream. */
   readonly recordsPut: number;
   readonly inputRows: number;
@@ -180,7 +180,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     say(`created: stream ${deployment.streamName} (${plural(shards, 'shard')})${config.repartitionStreamName ? `, internal repartition stream ${config.repartitionStreamName} (${plural(shards, 'shard')})` : ''}, tables ${deployment.checkpointTable} / ${deployment.stateTable} / ${deployment.sinkTable}, buckets ${deployment.sinkBucket} / ${deployment.deadLetterBucket}`);
 
     const totals = {
-      batches: 0, withoutInput: 0, byTick: 0, tickWithoutInput: 0, stage1: 0, inputRows: 0, routed: 0, outputRows: 0, late: 0,
+      batches: 0, noData: 0, deadLetterOnly: 0, byTick: 0, stage1: 0, inputRows: 0, routed: 0, outputRows: 0, late: 0,
       deadLettered: 0, writeUnits: 0, readUnits: 0, s3Puts: 0,
     };
     // One per handler (the Kinesis one, then the scheduled one): each keeps its batches' tables.
@@ -197,8 +197,9 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
         board?.publish(boardBatch(label, result.stage, p, captured?.output));
         options.onProgress?.(label, result.stage, p);
         totals.batches++;
-        if (p.numInputRows === 0) totals.withoutInput++;
-        if (via === 'tick') { totals.byTick++; if (p.numInputRows === 0) totals.tickWithoutInput++; }
+        // Spark's no-data batch reads nothing; a batch of only undecodable records dead-letters them all.
+        if (p.numInputRows === 0) { if (p.numDeadLetteredRows > 0) totals.deadLetterOnly++; else totals.noData++; }
+        if (via === 'tick') totals.byTick++;
         totals.deadLettered += p.numDeadLetteredRows;
         if (!routes) count(p);
         else { totals.stage1++; totals.inputRows += p.numInputRows; totals.routed += p.sink.numOutputRows; }
@@ -320,7 +321,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     print(`done in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
     status(`done in ${((Date.now() - startedAt) / 1000).toFixed(1)} s: ${plural(totals.batches, 'batch', 'batches')}, ${totals.inputRows} input rows, ${deadLetters.length} dead letters`, true);
     return {
-      batches: totals.batches, batchesWithoutInput: totals.withoutInput, recordsPut: records.length, inputRows: totals.inputRows, outputRows: totals.outputRows, lateRowsDropped: totals.late,
+      batches: totals.batches, noDataBatches: totals.noData, recordsPut: records.length, inputRows: totals.inputRows, outputRows: totals.outputRows, lateRowsDropped: totals.late,
       deadLetters, sink, invocations: stats.invocations, skippedInput,
     };
   } finally {
@@ -331,7 +332,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
 
 interface SummaryFigures {
   readonly totals: {
-    readonly batches: number; readonly withoutInput: number; readonly byTick: number; readonly tickWithoutInput: number; readonly stage1: number;
+    readonly batches: number; readonly noData: number; readonly deadLetterOnly: number; readonly byTick: number; readonly stage1: number;
     readonly inputRows: number; readonly routed: number; readonly outputRows: number; readonly late: number; readonly deadLettered: number;
   };
   readonly records: number;
@@ -352,12 +353,15 @@ export function summaryLines(f: SummaryFigures): string[] {
   lines.push(`records put: ${f.records}${f.waves > 1 ? ` in ${f.waves} waves` : ''} = ${t.inputRows} read as input rows + ${t.deadLettered} dead-lettered`
     + (accounted !== f.records ? ` (${f.records - accounted} not read: ${f.givenUp ? `in ${plural(f.givenUp, 'batch', 'batches')} given up after retries` : 'see the messages above'})` : ''));
   const byMapping = t.batches - t.byTick;
-  const mappingWithoutInput = t.withoutInput - t.tickWithoutInput;
+  const withInput = t.batches - t.noData - t.deadLetterOnly;
   const idle = f.invocations - byMapping;
-  lines.push(`batches: ${t.batches} committed = ${byMapping} run by ${plural(f.invocations, 'Lambda invocation')} of the event source mapping`
-    + ` (${plural(f.retries, 'retry', 'retries')}, ${plural(f.bisects, 'bisect')}${idle > 0 ? `; ${idle} invocation${idle === 1 ? '' : 's'} committed no batch: a failed attempt or records already committed` : ''}`
-    + `${mappingWithoutInput > 0 ? `; ${mappingWithoutInput} of these read no row: all their records were dead-lettered` : ''})`
-    + ` + ${t.byTick} run by the scheduled tick (${t.tickWithoutInput} no-data batch${t.tickWithoutInput === 1 ? '' : 'es'}: they move the watermark and close what it passed)`);
+  lines.push(`batches: ${t.batches} committed = ${withInput} with input rows`
+    + `${t.deadLetterOnly > 0 ? ` + ${t.deadLetterOnly} whose records were all dead-lettered` : ''}`
+    + ` + ${t.noData} no-data batch${t.noData === 1 ? '' : 'es'} (run because the watermark moved: they close windows and drop expired state)`);
+  lines.push(`  run by: ${byMapping} in ${plural(f.invocations, 'Lambda invocation')} of the event source mapping`
+    + ` (an invocation runs its records' batch, then a no-data batch if the watermark moved; ${plural(f.retries, 'retry', 'retries')}, ${plural(f.bisects, 'bisect')}`
+    + `${idle > 0 ? `; ${idle} invocation${idle === 1 ? '' : 's'} committed no batch: a failed attempt or records already committed` : ''})`
+    + ` + ${t.byTick} by the scheduled tick`);
   if (f.needsRepartition) {
     lines.push(`  stages: ${t.stage1} batches of stage 1 (decode, route rows by state key: ${t.routed} rows routed) + ${t.batches - t.stage1} of stage 2 (state and sink)`);
   }

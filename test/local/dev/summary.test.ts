@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { summaryLines } from '../../../lib/local/dev/run-dev.js';
 
 const totals = {
-  batches: 20, withoutInput: 5, byTick: 4, tickWithoutInput: 4, stage1: 0, inputRows: 130, routed: 0, outputRows: 32, late: 3, deadLettered: 2,
+  batches: 20, noData: 7, deadLetterOnly: 1, byTick: 4, stage1: 0, inputRows: 130, routed: 0, outputRows: 32, late: 3, deadLettered: 2,
 };
 
 describe('summaryLines', () => {
@@ -11,9 +11,9 @@ describe('summaryLines', () => {
     const lines = summaryLines({ totals, records: 132, waves: 2, invocations: 18, retries: 1, bisects: 0, givenUp: 0, needsRepartition: false, outputMode: 'update' });
     expect(lines).toEqual([
       'records put: 132 in 2 waves = 130 read as input rows + 2 dead-lettered',
-      'batches: 20 committed = 16 run by 18 Lambda invocations of the event source mapping (1 retry, 0 bisects; 2 invocations committed no batch: '
-        + 'a failed attempt or records already committed; 1 of these read no row: all their records were dead-lettered) + 4 run by the scheduled tick '
-        + '(4 no-data batches: they move the watermark and close what it passed)',
+      'batches: 20 committed = 12 with input rows + 1 whose records were all dead-lettered + 7 no-data batches (run because the watermark moved: they close windows and drop expired state)',
+      '  run by: 16 in 18 Lambda invocations of the event source mapping (an invocation runs its records\' batch, then a no-data batch if the watermark moved; '
+        + '1 retry, 0 bisects; 2 invocations committed no batch: a failed attempt or records already committed) + 4 by the scheduled tick',
       'rows: 130 in, 32 out, 3 late rows dropped by the watermark (out: rows the batches wrote to the sink, a key again in every batch that changed it)',
     ]);
   });
@@ -24,7 +24,7 @@ describe('summaryLines', () => {
       needsRepartition: true, outputMode: 'append',
     });
     expect(lines[0]).toBe('records put: 132 = 120 read as input rows + 2 dead-lettered (10 not read: in 2 batches given up after retries)');
-    expect(lines[2]).toBe('  stages: 9 batches of stage 1 (decode, route rows by state key: 120 rows routed) + 11 of stage 2 (state and sink)');
-    expect(lines[3]).toMatch(/out: rows the batches wrote to the sink, each row once, when final\)$/);
+    expect(lines[3]).toBe('  stages: 9 batches of stage 1 (decode, route rows by state key: 120 rows routed) + 11 of stage 2 (state and sink)');
+    expect(lines[4]).toMatch(/out: rows the batches wrote to the sink, each row once, when final\)$/);
   });
 });
