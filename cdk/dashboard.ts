@@ -144,14 +144,20 @@ function dollarsPerHour(
   const usingMetrics: Record<string, cloudwatch.IMetric> = {
     wcu: m(METRIC.dynamoDbWriteUnits), rcu: m(METRIC.dynamoDbReadUnits), puts: m(METRIC.s3Puts),
   };
-  const terms = [`FILL(wcu, 0) * ${p.dynamoDbWriteUnit}`, `FILL(rcu, 0) * ${p.dynamoDbReadUnit}`, `FILL(puts, 0) * ${p.s3Put}`];
+  const terms = [`FILL(wcu, 0) * ${decimal(p.dynamoDbWriteUnit)}`, `FILL(rcu, 0) * ${decimal(p.dynamoDbReadUnit)}`, `FILL(puts, 0) * ${decimal(p.s3Put)}`];
   parts.functions.forEach(({ fn, memoryMb }, i) => {
     usingMetrics[`ms${i}`] = fn.metricDuration({ statistic: cloudwatch.Stats.SUM, period: PERIOD });
     usingMetrics[`calls${i}`] = fn.metricInvocations({ statistic: cloudwatch.Stats.SUM, period: PERIOD });
-    terms.push(`FILL(ms${i}, 0) / 1000 * ${memoryMb / 1024} * ${p.lambdaGbSecond}`, `FILL(calls${i}, 0) * ${p.lambdaRequest}`);
+    terms.push(`FILL(ms${i}, 0) / 1000 * ${decimal(memoryMb / 1024)} * ${decimal(p.lambdaGbSecond)}`, `FILL(calls${i}, 0) * ${decimal(p.lambdaRequest)}`);
   });
   return new cloudwatch.MathExpression({
     expression: `(${terms.join(' + ')}) * 3600 / PERIOD(wcu)`,
     usingMetrics, label: '$ per hour (DynamoDB, S3 PUTs, Lambda)', period: PERIOD,
   });
+}
+
+/** Metric math has no exponent notation (`6.25e-7` would read as identifiers): plain decimals. */
+function decimal(n: number): string {
+  if (!Number.isFinite(n) || n < 0) throw new Error(`dashboard prices must be non-negative numbers, got ${n}`);
+  return n.toFixed(15).replace(/0+$/, '').replace(/\.$/, '');
 }

@@ -4,7 +4,7 @@
  * here), the alarms are on it, the dollars come from units × price, and X-Ray tracing is a prop.
  */
 import type { Stack } from 'aws-cdk-lib';
-import { Match, Template } from 'aws-cdk-lib/assertions';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SluiceQuery } from '../../cdk/sluice-query.js';
 import { DEFAULT_DASHBOARD_PRICES } from '../../cdk/dashboard.js';
@@ -53,9 +53,20 @@ describe('the query dashboard', () => {
     widgets = dashboardBody(stack, template).widgets;
   });
 
-  it('is one dashboard per query', () => {
+  it('is one dashboard per query, with no synth warning (metric math ids all defined)', () => {
     template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
     expect(query.dashboard).toBeDefined();
+    expect(Annotations.fromStack(stack).findWarning('*', Match.anyValue()).map((w) => w.entry.data)).toEqual([]);
+  });
+
+  it('adds the repartition function\'s iterator age and Lambda cost with a repartition stage', () => {
+    const staged = testStack();
+    const q = new SluiceQuery(staged, 'Staged', { queryModule: example('hourly-sales-per-product.ts'), shardCount: 2 });
+    expect(q.repartitionFunction).toBeDefined();
+    expect(Annotations.fromStack(staged).findWarning('*', Match.anyValue()).map((w) => w.entry.data)).toEqual([]);
+    const body = dashboardBody(staged, Template.fromStack(staged)).widgets;
+    expect(titled(body, 'Iterator age').properties.metrics!.filter((l) => l[1] === 'IteratorAge')).toHaveLength(2);
+    expect((titled(body, 'Estimated $ per hour').properties.metrics![0]!.at(-1) as { expression: string }).expression).toContain('FILL(ms2, 0)');
   });
 
   it('charts every metric a committed batch publishes, and only metrics the runtime publishes', () => {
@@ -83,11 +94,12 @@ describe('the query dashboard', () => {
   it('estimates dollars per hour as units × price, DynamoDB, S3 and each function\'s Lambda time', () => {
     const [line] = titled(widgets, 'Estimated $ per hour').properties.metrics!;
     const expression = (line!.at(-1) as { expression: string }).expression;
-    expect(expression).toContain(`FILL(wcu, 0) * ${DEFAULT_DASHBOARD_PRICES.dynamoDbWriteUnit}`);
-    expect(expression).toContain(`FILL(rcu, 0) * ${DEFAULT_DASHBOARD_PRICES.dynamoDbReadUnit}`);
-    expect(expression).toContain(`FILL(puts, 0) * ${DEFAULT_DASHBOARD_PRICES.s3Put}`);
-    // Two functions (Kinesis trigger, scheduled) of 1024 MB: GB-seconds and requests each.
-    expect(expression).toContain(`FILL(ms1, 0) / 1000 * 1 * ${DEFAULT_DASHBOARD_PRICES.lambdaGbSecond}`);
+    // $0.625 and $0.125 per million request units, $0.005 per 1000 PUTs, in plain decimals (no 6.25e-7:
+    // metric math has no exponent notation).
+    expect(DEFAULT_DASHBOARD_PRICES.dynamoDbWriteUnit).toBeCloseTo(6.25e-7, 15);
+    expect(expression).toContain('FILL(wcu, 0) * 0.000000625 + FILL(rcu, 0) * 0.000000125 + FILL(puts, 0) * 0.000005');
+    // Two functions (Kinesis trigger, scheduled) of 1024 MB: GB-seconds (arm64 price) and requests each.
+    expect(expression).toContain('FILL(ms1, 0) / 1000 * 1 * 0.0000133334 + FILL(calls1, 0) * 0.0000002');
     expect(expression).not.toContain('ms2');
     expect(expression).toMatch(/\* 3600 \/ PERIOD\(wcu\)$/);
     const ids = titled(widgets, 'Estimated $ per hour').properties.metrics!.map((l) => (l.at(-1) as { id?: string }).id);
