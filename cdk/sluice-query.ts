@@ -912,6 +912,11 @@ export class SluiceQuery extends Construct {
         ...(SOURCE_CONDITIONS.length ? { esbuildArgs: { '--conditions': SOURCE_CONDITIONS.join(',') } } : {}),
       },
     });
+    if (props.tracing) {
+      acknowledge(role, 'AwsSolutions-IAM5[Resource::*]',
+        'X-Ray active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords take no resource-level permissions '
+        + '(the X-Ray service authorizes them only on *), as Lambda\'s own AWSXRayDaemonWriteAccess policy grants them.');
+    }
     acknowledge(fn, 'AwsSolutions-L1',
       'Sluice is built and tested on Node.js 22 (nodejs22.x), the runtime the engine and its bundles target; '
       + 'moving to a newer runtime is a tested upgrade, not a synth-time default.');

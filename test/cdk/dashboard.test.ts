@@ -11,7 +11,7 @@ import { DEFAULT_DASHBOARD_PRICES } from '../../cdk/dashboard.js';
 import { METRIC, METRICS_NAMESPACE } from '../../lib/runtime/metric-names.js';
 import { TRACING_ENV } from '../../lib/runtime/runtime-config.js';
 import { emittedMetricNames } from '../support/emitted-metrics.js';
-import { example, testStack } from './support.js';
+import { example, nagViolations, testStack } from './support.js';
 
 interface Widget { type: string; properties: { title?: string; metrics?: unknown[][]; alarms?: string[]; markdown?: string } }
 
@@ -131,5 +131,6 @@ describe('the query dashboard', () => {
     t.hasResourceProperties('AWS::IAM::Policy', {
       PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Action: ['xray:PutTraceSegments', 'xray:PutTelemetryRecords'] })]) },
     });
+    expect(nagViolations(traced)).toEqual([]);
   });
 });
