@@ -36,12 +36,15 @@ export function emitBatchMetrics(progress: StreamingQueryProgress = sampleProgre
   process.env.POWERTOOLS_METRICS_DISABLED = 'false';
   const lines: string[] = [];
   const spy = vi.spyOn(console, 'log').mockImplementation((text: unknown) => { lines.push(String(text)); });
+  // The logger's 'batch committed' line (pretty-printed in dev mode) is not under test here.
+  const quiet = vi.spyOn(console, 'info').mockImplementation(() => {});
   try {
     const observability = createObservability(queryName);
     recordBatchProgress(observability, 'shardId-000000000000', progress);
     observability.metrics.publishStoredMetrics();
   } finally {
     spy.mockRestore();
+    quiet.mockRestore();
     if (saved.dev === undefined) delete process.env.POWERTOOLS_DEV; else process.env.POWERTOOLS_DEV = saved.dev;
     if (saved.disabled === undefined) delete process.env.POWERTOOLS_METRICS_DISABLED; else process.env.POWERTOOLS_METRICS_DISABLED = saved.disabled;
   }
