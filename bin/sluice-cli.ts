@@ -2,7 +2,7 @@
  * The `sluice` command line (bin/sluice.ts registers the TypeScript loader, then imports this).
  *
  *   sluice dev [query-module] [--input events.jsonl] [--shards N] [--out DIR] [--batch-size N]
- *              [--mode append|update|complete] [--seed S]
+ *              [--mode append|update|complete] [--seed S] [--quiet] [--rate N/s] [--ui [port]]
  *   sluice explain [query-module] [--shards N] [--no-repartition]
  *   sluice status|progress|state <query> ...   a deployed query (bin/commands/)
  *   sluice diff <query-module> --against <query>, sluice cost <query-module> --rate N/s
@@ -20,6 +20,9 @@ import { importQueryModule } from '../lib/query/query-module.js';
 import { explainQuery } from '../lib/query/validate-query.js';
 import type { OutputMode } from '../lib/core/output-mode.js';
 import { SluiceError } from '../lib/errors/sluice-error.js';
+import { parseRate } from '../lib/local/dev/put-at-rate.js';
+import { ProgressBoard } from '../lib/local/dev/ui/progress-board.js';
+import { startUiServer } from '../lib/local/dev/ui/ui-server.js';
 
 function positiveInt(name: string) {
   return (value: string): number => {
@@ -48,11 +51,27 @@ program
   .addOption(new Option('--mode <mode>', 'output mode (the default query: update → DynamoDB, append → S3 files, complete → S3 snapshot)')
     .choices(['append', 'update', 'complete']))
   .option('--seed <n>', 'seed of the generated sample events', positiveInt('--seed'))
-  .action(async (queryModule: string | undefined, opts: { input?: string; shards: number; out?: string; batchSize: number; mode?: OutputMode; seed?: number }) => {
+  .option('--quiet', 'print only the summary, not every batch')
+  .option('--rate <n/s>', 'put the records at this rate (e.g. 200/s, 30/min) instead of each wave at once', (v: string) => {
+    try { return parseRate(v); } catch (error) { throw new InvalidArgumentError((error as Error).message); }
+  })
+  .option('--ui [port]', 'serve a live progress page (Spark UI\'s streaming tab) on 127.0.0.1 (default: a free port); it stays up after the run until Ctrl-C')
+  .action(async (queryModule: string | undefined, opts: {
+    input?: string; shards: number; out?: string; batchSize: number; mode?: OutputMode; seed?: number; quiet?: boolean; rate?: number; ui?: string | boolean;
+  }) => {
+    const board = opts.ui ? new ProgressBoard() : undefined;
+    const port = typeof opts.ui === 'string' ? positiveInt('--ui')(opts.ui) : 0;
+    const server = board ? await startUiServer(board, { port }) : undefined;
+    if (server) process.stdout.write(`progress page: ${server.url}\n`);
     await runDev({
       queryModule, input: opts.input, shards: opts.shards, out: opts.out, batchSize: opts.batchSize, mode: opts.mode,
-      seed: opts.seed, handleSignals: true,
+      seed: opts.seed, handleSignals: true, quiet: opts.quiet, ratePerSecond: opts.rate, board,
     });
+    if (server) {
+      process.stdout.write(`progress page: ${server.url} (stays up; Ctrl-C to stop)\n`);
+      await new Promise<void>((resolve) => { process.once('SIGINT', () => resolve()); process.once('SIGTERM', () => resolve()); });
+      await server.close();
+    }
   });
 
 program

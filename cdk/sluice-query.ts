@@ -49,6 +49,8 @@ import { resolveQueryModulePath } from '../lib/query/query-module.js';
 import { loadQueryModule } from './query-module.js';
 import { createLakeTable, type LakeTableOptions, type SluiceLakeTable } from './lake-table.js';
 import type { LakeTableShape } from '../lib/query/validate-query.js';
+import { DEFAULT_DASHBOARD_PRICES, createQueryDashboard, type DashboardPrices } from './dashboard.js';
+import { TRACING_ENV } from '../lib/runtime/runtime-config.js';
 
 /**
  * The `service` dimension Powertools Metrics adds next to `query` (lib/aws/observability.ts
@@ -438,6 +440,34 @@ export interface SluiceQueryProps {
    * @default false
    */
   readonly debugLogging?: boolean;
+
+  /**
+   * A CloudWatch dashboard for the query: input and processing rate, batch duration, iterator
+   * age, watermark and event-time lag, state rows per operator, late rows, dead letters, units and
+   * estimated dollars per hour, and the alarms' states (each linking to its alarm).
+   *
+   * @default true
+   */
+  readonly dashboard?: boolean;
+
+  /** @default - a name CloudFormation generates */
+  readonly dashboardName?: string;
+
+  /**
+   * Prices the dashboard's dollars-per-hour widget multiplies the units by.
+   *
+   * @default DEFAULT_DASHBOARD_PRICES (us-east-1 on-demand list prices)
+   */
+  readonly dashboardPrices?: DashboardPrices;
+
+  /**
+   * AWS X-Ray tracing (active tracing on the functions, and Powertools Tracer in them): a segment
+   * per invocation with a subsegment per shard batch run (annotated with query, shard and stage)
+   * and the AWS SDK calls (DynamoDB, S3, Kinesis) under it. X-Ray is billed per trace.
+   *
+   * @default false
+   */
+  readonly tracing?: boolean;
 }
 
 /** The alarms, for adding actions or dashboards. */
@@ -503,6 +533,8 @@ export class SluiceQuery extends Construct {
   public readonly repartitionEventSource: lambda.EventSourceMapping | undefined;
   public readonly scheduleRule: events.Rule;
   public readonly alarms: SluiceQueryAlarms;
+  /** The query's dashboard (undefined with `dashboard: false`). */
+  public readonly dashboard: cloudwatch.Dashboard | undefined;
   /** The functions' environment (RUNTIME_ENV variables). */
   public readonly environment: Readonly<Record<string, string>>;
 
@@ -602,6 +634,7 @@ export class SluiceQuery extends Construct {
     this.environment = {
       ...runtimeConfigToEnv(config), NODE_OPTIONS: `--enable-source-maps --max-semi-space-size=${semiSpaceMb(props.memorySize ?? 1024)}`,
       ...(props.debugLogging ? { POWERTOOLS_LOG_LEVEL: 'DEBUG' } : {}),
+      ...(props.tracing ? { [TRACING_ENV]: 'true', POWERTOOLS_SERVICE_NAME: METRIC_SERVICE_DIMENSION.value } : {}),
     };
 
     this.kinesisTriggerFunction = this.handlerFunction('KinesisTrigger', 'kinesis', props, removalPolicy,
@@ -672,6 +705,18 @@ export class SluiceQuery extends Construct {
     if (props.alarmAction) {
       for (const alarm of Object.values(this.alarms) as (cloudwatch.Alarm | undefined)[]) alarm?.addAlarmAction(props.alarmAction);
     }
+    this.dashboard = props.dashboard === false ? undefined : createQueryDashboard(this, 'Dashboard', {
+      queryName: this.queryName,
+      metric: (name, options) => this.metric(name, options),
+      dimensions: { [METRIC_SERVICE_DIMENSION.name]: METRIC_SERVICE_DIMENSION.value, [METRIC_DIMENSION_QUERY]: this.queryName },
+      kinesisTrigger: this.kinesisTriggerFunction,
+      repartitionTrigger: this.repartitionFunction,
+      functions: this.functions().map((fn) => ({ fn, memoryMb: props.memorySize ?? 1024 })),
+      onFailureQueue: this.onFailureQueue,
+      alarms: (Object.values(this.alarms) as (cloudwatch.Alarm | undefined)[]).filter((a): a is cloudwatch.Alarm => a !== undefined),
+      prices: props.dashboardPrices ?? DEFAULT_DASHBOARD_PRICES,
+      dashboardName: props.dashboardName,
+    });
   }
 
   /** The query's functions: the Kinesis-trigger function, the scheduled function, and the repartition function if any. */
@@ -870,6 +915,7 @@ export class SluiceQuery extends Construct {
       role,
       logGroup,
       ...(props.reservedConcurrentExecutions !== undefined ? { reservedConcurrentExecutions: props.reservedConcurrentExecutions } : {}),
+      ...(props.tracing ? { tracing: lambda.Tracing.ACTIVE } : {}),
       // Scheduled invocations are asynchronous; the next tick is the retry.
       ...(kind === 'scheduled' ? { retryAttempts: 0 } : {}),
       bundling: {
@@ -886,6 +932,11 @@ export class SluiceQuery extends Construct {
         ...(SOURCE_CONDITIONS.length ? { esbuildArgs: { '--conditions': SOURCE_CONDITIONS.join(',') } } : {}),
       },
     });
+    if (props.tracing) {
+      acknowledge(role, 'AwsSolutions-IAM5[Resource::*]',
+        'X-Ray active tracing: xray:PutTraceSegments and xray:PutTelemetryRecords take no resource-level permissions '
+        + '(the X-Ray service authorizes them only on *), as Lambda\'s own AWSXRayDaemonWriteAccess policy grants them.');
+    }
     acknowledge(fn, 'AwsSolutions-L1',
       'Sluice is built and tested on Node.js 22 (nodejs22.x), the runtime the engine and its bundles target; '
       + 'moving to a newer runtime is a tested upgrade, not a synth-time default.');

@@ -102,7 +102,15 @@ export class DataStreamWriter {
 
   private resolveSink(): Sink {
     if (this.sinkChoice) return this.sinkChoice;
-    if (this.formatName === 'console') return new ConsoleSink();
+    if (this.formatName === 'console') {
+      // Spark's console sink options, set with option(): numRows (20) and truncate (true).
+      const numRows = Number(this.extraConf.get('numRows') ?? 20);
+      const truncate = (this.extraConf.get('truncate') ?? 'true').toLowerCase() !== 'false';
+      if (!Number.isSafeInteger(numRows) || numRows < 0) {
+        throw new IllegalArgumentError(`numRows must be a non-negative integer, got '${this.extraConf.get('numRows')}'.`, { code: 'INVALID_CONSOLE_OPTION', hint: "e.g. option('numRows', '50')." });
+      }
+      return new ConsoleSink(undefined, [], { numRows, truncate: truncate ? 20 : 0 });
+    }
     if (this.formatName === 'memory') {
       if (!this.name) {
         throw new AnalysisError('queryName must be specified for memory sink', { code: 'MEMORY_SINK_NEEDS_NAME', hint: 'call .queryName("name") before start().' });

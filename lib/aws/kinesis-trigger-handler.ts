@@ -18,10 +18,11 @@ import { CostMeter } from '../core/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
-import { createAwsClients, type AwsClientOptions } from './clients.js';
+import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
 import { createAwsQueryBackends } from './aws-backends.js';
 import { ReshardGuard } from './reshard-guard.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
+import { inSubsegment, tracerForClients } from './tracing.js';
 import { METRIC } from '../runtime/metric-names.js';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 
@@ -78,8 +79,9 @@ function createShardHandler(
   const observability = options.observability ?? createObservability(definition.name);
   let backendsFor = options.backendsFor;
   let reshardGuard: ReshardGuard | null = null;
+  let clients: AwsClients | undefined;
   if (!backendsFor) {
-    const clients = createAwsClients(options.clientOptions);
+    clients = createAwsClients(options.clientOptions);
     const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink);
     backendsFor = (shardId) => backends.forPartition(shardId, stage);
     if (stage.isStateful) {
@@ -96,7 +98,10 @@ function createShardHandler(
   const base = backendsFor;
   const forPartition = (shardId: string): PartitionBackends => (options.decorateBackends ?? ((b) => b))(base(shardId));
 
+  const tracing = tracerForClients(clients);
+
   return async (event, context) => {
+    const tracer = await tracing;
     const limits: InvocationLimits = invocationLimitsOf(config.functionMemoryMb, context?.getRemainingTimeInMillis?.bind(context));
     const byShard = new Map<string, KinesisStreamRecord[]>();
     for (const record of event.Records) {
@@ -109,7 +114,8 @@ function createShardHandler(
       let result: ShardInvocationResult;
       try {
         await reshardGuard?.check(shardId);
-        result = await runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId));
+        result = await inSubsegment(tracer, 'sluice batch', { query: definition.name, shard: shardId, stage: stage.kind },
+          () => runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId)));
       } catch (error) {
         // Recovery itself failed (checkpoint unreachable, incompatible query): retry everything.
         observability.logger.error('invocation failed before running a batch', { shardId, error: error as Error });

@@ -8,7 +8,8 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { StreamingQueryProgress } from '../runtime/progress.js';
-import { METRIC, METRIC_DIMENSION_QUERY, METRICS_NAMESPACE } from '../runtime/metric-names.js';
+import { METRIC, METRIC_DIMENSION_OPERATOR, METRIC_DIMENSION_QUERY, METRICS_NAMESPACE, OPERATOR_METRIC } from '../runtime/metric-names.js';
+import { operatorLabel, progressLags, totalRowsDroppedByWatermark, totalStateRows } from '../runtime/progress-figures.js';
 import { dataRedactingReplacer } from './log-redaction.js';
 
 export interface Observability {
@@ -34,8 +35,8 @@ export function logsDataValues(logger: Logger): boolean {
 
 export function recordBatchProgress(observability: Observability, shardId: string, progress: StreamingQueryProgress, stage = 'single'): void {
   const { logger, metrics } = observability;
-  const dropped = progress.stateOperators.reduce((n, op) => n + op.numRowsDroppedByWatermark, 0);
-  const stateRows = progress.stateOperators.reduce((n, op) => n + op.numRowsTotal, 0);
+  const dropped = totalRowsDroppedByWatermark(progress);
+  const stateRows = totalStateRows(progress);
   logger.info('batch committed', { shardId, stage, progress });
   metrics.addMetric(METRIC.batches, MetricUnit.Count, 1);
   metrics.addMetric(METRIC.inputRows, MetricUnit.Count, progress.numInputRows);
@@ -47,6 +48,17 @@ export function recordBatchProgress(observability: Observability, shardId: strin
   metrics.addMetric(METRIC.dynamoDbWriteUnits, MetricUnit.Count, progress.cost.dynamoDbWriteUnits ?? 0);
   metrics.addMetric(METRIC.dynamoDbReadUnits, MetricUnit.Count, progress.cost.dynamoDbReadUnits ?? 0);
   metrics.addMetric(METRIC.s3Puts, MetricUnit.Count, progress.cost.s3Puts ?? 0);
+  metrics.addMetric(METRIC.stateBytesWritten, MetricUnit.Bytes, progress.cost.stateBytesWritten ?? 0);
+  const lags = progressLags(progress);
+  if (lags.watermarkLagMs !== undefined) metrics.addMetric(METRIC.watermarkLagMs, MetricUnit.Milliseconds, lags.watermarkLagMs);
+  if (lags.eventTimeLagMs !== undefined) metrics.addMetric(METRIC.eventTimeLagMs, MetricUnit.Milliseconds, lags.eventTimeLagMs);
+  // A second dimension needs its own EMF document (a single metric publishes at once): one line
+  // per operator and batch, so only the figure the dashboard charts per operator.
+  progress.stateOperators.forEach((op, index) => {
+    const perOperator = metrics.singleMetric();
+    perOperator.addDimension(METRIC_DIMENSION_OPERATOR, operatorLabel(index, op.operatorName));
+    perOperator.addMetric(OPERATOR_METRIC.stateRows, MetricUnit.Count, op.numRowsTotal);
+  });
 }
 
 /** No log lines and no EMF output: local runs and tests, which show progress their own way. */

@@ -38,6 +38,8 @@ import { listStreamShards } from './kinesis-shard-reader.js';
 import { parentsFirst, ReshardGuard, type ShardReadiness } from './reshard-guard.js';
 import { readAfterPosition } from '../sources/repartition-shard-source.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
+import type { Tracer } from '@aws-lambda-powertools/tracer';
+import { inSubsegment, tracerForClients } from './tracing.js';
 import { compactSinkIfDue } from './scheduled-compaction.js';
 import { hasTimeForBatch, invocationLimitsOf, type InvocationLimits } from '../query/invocation-limits.js';
 import type { CompactionReport } from './s3-compaction.js';
@@ -92,6 +94,8 @@ interface Context {
   readonly backends: AwsQueryBackends;
   readonly observability: Observability;
   readonly options: ScheduledTriggerOptions;
+  /** The tracer when tracing is on (lib/aws/tracing.ts). */
+  readonly tracing: Promise<Tracer | undefined>;
 }
 
 /** One tick's limits and what it learnt of batch durations (shared by every shard it runs). */
@@ -110,7 +114,7 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
   const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink);
   const observability = options.observability ?? createObservability(query.name);
   const now = options.now ?? Date.now;
-  const context: Context = { query, config, backends, observability, options };
+  const context: Context = { query, config, backends, observability, options, tracing: tracerForClients(clients) };
   const { sourceStage, stateStage } = query;
 
   const guards = new Map<QueryStage, ReshardGuard>();
@@ -214,7 +218,8 @@ async function confirmIdle(backends: AwsQueryBackends, stage: QueryStage, shardI
 
 async function runAndReport(context: Context, tick: Tick, shardId: string, stage: QueryStage, records: readonly ShardRecord[]): Promise<ShardInvocationResult> {
   const { query, backends, observability, options } = context;
-  const result = await runShardInvocation(query, { shardId, records, scheduled: true, stage, limits: tick.limits }, backends.forPartition(shardId, stage));
+  const result = await inSubsegment(await context.tracing, 'sluice scheduled batch', { query: query.name, shard: shardId, stage: stage.kind },
+    () => runShardInvocation(query, { shardId, records, scheduled: true, stage, limits: tick.limits }, backends.forPartition(shardId, stage)));
   for (const p of result.progress) tick.longestBatchMs = Math.max(tick.longestBatchMs, p.durationMs.triggerExecution ?? 0);
   if (result.stoppedBy === 'deadline') tick.stoppedBy = 'deadline';
   for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, stage.kind);

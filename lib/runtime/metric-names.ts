@@ -4,6 +4,8 @@
  */
 export const METRICS_NAMESPACE = 'Sluice';
 export const METRIC_DIMENSION_QUERY = 'query';
+/** Second dimension of the per-operator metrics: the operator's index and name (`0:stateStoreSave`). */
+export const METRIC_DIMENSION_OPERATOR = 'operator';
 
 export const METRIC = {
   inputRows: 'InputRows',
@@ -17,4 +19,15 @@ export const METRIC = {
   dynamoDbWriteUnits: 'DynamoDbWriteUnits',
   dynamoDbReadUnits: 'DynamoDbReadUnits',
   s3Puts: 'S3Puts',
+  /** Bytes of state the batch wrote (snapshot and delta items): what the state table grows by. */
+  stateBytesWritten: 'StateBytesWritten',
+  /** Batch start (wall clock) minus the watermark the batch ran with; only when there is one. */
+  watermarkLagMs: 'WatermarkLagMs',
+  /** Batch start (wall clock) minus the newest event time the batch read; only when it read rows. */
+  eventTimeLagMs: 'EventTimeLagMs',
+} as const;
+
+/** Per stateful operator, dimensions query + operator (see METRIC_DIMENSION_OPERATOR). */
+export const OPERATOR_METRIC = {
+  stateRows: 'OperatorStateRows',
 } as const;

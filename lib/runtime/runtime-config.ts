@@ -25,6 +25,9 @@ export const RUNTIME_ENV = {
   compactionMinAgeMs: 'SLUICE_COMPACTION_MIN_AGE_MS',
 } as const;
 
+/** 'true': the functions trace through Powertools Tracer (the construct's `tracing` prop, with X-Ray active tracing). */
+export const TRACING_ENV = 'SLUICE_TRACING';
+
 /** Defaults the construct deploys with and the runtime falls back to. */
 export const DEPLOYMENT_DEFAULTS = {
   deadLetterPrefix: 'dead-letter/',

@@ -1,5 +1,6 @@
 import type { Sink, SinkBatch } from './sink.js';
 import { ANY_OUTPUT_MODE } from './sink-output-modes.js';
+import { toExternalRow } from './external-row.js';
 
 /**
  * Spark's MemorySink: keeps every batch by id and ignores a batch id it already holds, so a
@@ -24,6 +25,22 @@ export class MemorySink implements Sink {
     const last = this.lastBatch();
     if (last?.outputMode === 'complete') return last.rows.map((r) => [...r]);
     return this.order.flatMap((id) => this.batches.get(id)!.rows.map((r) => [...r]));
+  }
+
+  /**
+   * The rows as objects keyed by column name (Spark's `collect()` of the memory table, as
+   * `Row.asDict`), values as the deployed sinks write them: timestamps ISO-8601 UTC strings with
+   * microseconds, windows `{ start, end }`, longs beyond 2^53 as bigint. `allRows()` keeps arrays.
+   */
+  collect(): Record<string, unknown>[] {
+    const schema = this.lastBatch()?.schema ?? [];
+    return this.allRows().map((row) => toExternalRow(row, schema));
+  }
+
+  /** `collect()` of the batches with id > `afterBatchId`. */
+  collectAfter(afterBatchId: number): Record<string, unknown>[] {
+    const schema = this.lastBatch()?.schema ?? [];
+    return this.rowsAfter(afterBatchId).map((row) => toExternalRow(row, schema));
   }
 
   /** Rows of batches with id > `afterBatchId`. */

@@ -6,6 +6,14 @@
  * and the CR of CR LF line ends are removed and reported; blank lines are skipped and counted; a
  * record Kinesis would refuse (over 1 MiB with its partition key, or a key over 256 characters) is
  * reported with its line number and skipped, and the run goes on.
+ *
+ * Two things a file can say besides its records:
+ * - `#wave` alone on a line: the records after it are put only once those before it are processed
+ *   (committed, the watermark moved on), so a file can hold late data (Spark's late rows).
+ * - `key<TAB>record` (JSON sources): the record's own partition key, as a producer would give it.
+ *   Without one, the key is the value of the source's declared `partitionKey` column, else a
+ *   random key (seeded). A key prefix that contradicts the declared column is refused: the
+ *   query's state relies on the producer keying by that column.
  */
 import type { KinesisSourceSpec } from '../../query/query-definition.js';
 import { createPrng, partitionKeyReader, randomPartitionKey } from '../sample-events.js';
@@ -19,12 +27,17 @@ const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 const LF = 0x0a;
 const CR = 0x0d;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+const WAVE_MARKER = /^#\s*wave\s*$/i;
+/** A key before a TAB, then a JSON record: a JSON record never starts with a key and a TAB. */
+const KEY_PREFIX = /^([^\t{["\s][^\t]*)\t(?=\s*[{[])/;
 
 export interface InputRecord {
   readonly data: Buffer;
   readonly partitionKey: string;
   /** 1-based line of the file. */
   readonly line: number;
+  /** 1 + the `#wave` markers before the line. */
+  readonly wave: number;
 }
 
 export interface InputFile {
@@ -49,6 +62,9 @@ export function recordsFromInputBytes(bytes: Buffer, source: KinesisSourceSpec, 
   let blank = 0;
   let invalidUtf8 = 0;
   let line = 0;
+  let wave = 1;
+  let ownKeys = 0;
+  const json = (source.format ?? 'json') === 'json';
   for (let start = 0; start <= body.length;) {
     const end = body.indexOf(LF, start);
     const stop = end === -1 ? body.length : end;
@@ -70,7 +86,24 @@ export function recordsFromInputBytes(bytes: Buffer, source: KinesisSourceSpec, 
       blank++;
       continue;
     }
-    const declaredKey = text === undefined ? undefined : keyOf(text);
+    if (text !== undefined && WAVE_MARKER.test(text.trim())) {
+      wave++;
+      continue;
+    }
+    const prefix = json && text !== undefined ? KEY_PREFIX.exec(text) : null;
+    let ownKey: string | undefined;
+    if (prefix) {
+      ownKey = prefix[1]!;
+      data = data.subarray(Buffer.byteLength(prefix[0], 'utf8'));
+      text = text!.slice(prefix[0].length);
+    }
+    const columnKey = text === undefined ? undefined : keyOf(text);
+    if (ownKey !== undefined && columnKey !== undefined && ownKey !== columnKey) {
+      skipped.push({ line, reason: `its key prefix '${ownKey}' differs from its ${source.partitionKey} '${columnKey}' (the query relies on records being keyed by ${source.partitionKey})` });
+      continue;
+    }
+    if (ownKey !== undefined) ownKeys++;
+    const declaredKey = ownKey ?? columnKey;
     if (declaredKey !== undefined && [...declaredKey].length > KINESIS_MAX_PARTITION_KEY_CHARS) {
       skipped.push({ line, reason: `its partition key (${source.partitionKey}) has ${[...declaredKey].length} characters, over Kinesis's ${KINESIS_MAX_PARTITION_KEY_CHARS}` });
       continue;
@@ -81,11 +114,13 @@ export function recordsFromInputBytes(bytes: Buffer, source: KinesisSourceSpec, 
       skipped.push({ line, reason: `${size} bytes with its partition key, over Kinesis's ${KINESIS_MAX_RECORD_BYTES}-byte (1 MiB) record limit` });
       continue;
     }
-    records.push({ data: Buffer.from(data), partitionKey, line });
+    records.push({ data: Buffer.from(data), partitionKey, line, wave });
   }
   if (crlf > 0) notes.push(`${crlf} line${crlf === 1 ? '' : 's'} ended in CR LF; the CR was removed`);
   if (blank > 0) notes.push(`${blank} blank line${blank === 1 ? ' was' : 's were'} skipped`);
   if (invalidUtf8 > 0) notes.push(`${invalidUtf8} line${invalidUtf8 === 1 ? ' is' : 's are'} not valid UTF-8; put as they are (the decoder dead-letters them)`);
+  if (ownKeys > 0) notes.push(`${ownKeys} line${ownKeys === 1 ? ' gives its' : 's give their'} own partition key (key TAB record)`);
+  if (wave > 1) notes.push(`${wave - 1} #wave marker${wave === 2 ? '' : 's'}: ${wave} waves, each put once the one before is processed`);
   for (const s of skipped) notes.push(`line ${s.line} skipped: ${s.reason}`);
   return { records, notes, skipped };
 }

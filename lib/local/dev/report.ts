@@ -3,11 +3,11 @@
  * watermark, state rows, late rows dropped, dead letters, cost), the batch's output as a Spark
  * console-sink table with readable timestamps, and the final summary.
  */
-import { stringifyWithLongs } from '../../core/long.js';
 import { formatTimestamp } from '../../core/timestamps.js';
 import type { DataType } from '../../plan/data-types.js';
 import type { StreamingQueryProgress } from '../../runtime/progress.js';
 import { formatBatchTable } from '../../sinks/console-sink.js';
+import { showValue } from '../../sinks/show-string.js';
 import type { Sink, SinkBatch } from '../../sinks/sink.js';
 
 export function formatWatermark(ms: number): string {
@@ -15,21 +15,23 @@ export function formatWatermark(ms: number): string {
 }
 
 function formatValue(type: DataType): (v: unknown) => string {
-  return (v) => {
-    if (v === null || v === undefined) return 'null';
-    if (type === 'timestamp' && typeof v === 'number') return formatTimestamp(v);
-    if (typeof type === 'object' && type.kind === 'struct' && typeof v === 'object') {
-      const struct = v as Record<string, unknown>;
-      return `{${type.fields.map((f) => formatValue(f.type)(struct[f.name])).join(', ')}}`;
-    }
-    if (typeof v === 'object') return stringifyWithLongs(v);
-    return String(v);
-  };
+  return (v) => showValue(v, type);
 }
 
 /** The batch as Spark's console sink prints it, timestamps (also inside windows) readable. */
 export function formatOutputTable(batch: SinkBatch): string {
   return formatBatchTable(batch, batch.schema.map((f) => formatValue(f.type)));
+}
+
+/** The batch's cells as the table prints them (for the --ui page). */
+export function formatOutputCells(batch: SinkBatch): CapturedOutput['output'] {
+  const formatters = batch.schema.map((f) => formatValue(f.type));
+  return { columns: [...batch.columns], rows: batch.rows.map((r) => r.map((v, i) => (formatters[i] ?? String)(v))) };
+}
+
+export interface CapturedOutput {
+  readonly table: string;
+  readonly output: { readonly columns: readonly string[]; readonly rows: readonly (readonly string[])[] };
 }
 
 const round = (n: number): string => (Number.isInteger(n) ? String(n) : n.toFixed(1));
@@ -58,7 +60,7 @@ export function formatProgressLine(shardId: string, p: StreamingQueryProgress): 
  * printed: `take` returns the table of the last write of (partition, batch).
  */
 export class CapturingSink implements Sink {
-  private readonly tables = new Map<string, string>();
+  private readonly tables = new Map<string, CapturedOutput>();
 
   constructor(private readonly inner: Sink) {}
 
@@ -67,14 +69,14 @@ export class CapturingSink implements Sink {
 
   async addBatch(batch: SinkBatch): Promise<void> {
     await this.inner.addBatch(batch);
-    this.tables.set(`${batch.partitionId}#${batch.batchId}`, formatOutputTable(batch));
+    this.tables.set(`${batch.partitionId}#${batch.batchId}`, { table: formatOutputTable(batch), output: formatOutputCells(batch) });
   }
 
   async onCommitted(partitionId: string, batchId: number): Promise<void> {
     await this.inner.onCommitted?.(partitionId, batchId);
   }
 
-  take(partitionId: string, batchId: number): string | undefined {
+  take(partitionId: string, batchId: number): CapturedOutput | undefined {
     const key = `${partitionId}#${batchId}`;
     const table = this.tables.get(key);
     this.tables.delete(key);

@@ -41,6 +41,8 @@ import {
   readSinkContents, type SinkContents,
 } from './local-stack.js';
 import { CapturingSink, formatCost, formatProgressLine } from './report.js';
+import { boardBatch, type ProgressBoard } from './ui/progress-board.js';
+import { putAtRate } from './put-at-rate.js';
 
 export interface DevOptions {
   /** A module whose default export is a StreamingQueryDefinition; default: hourly sales per store. */
@@ -57,10 +59,22 @@ export interface DevOptions {
   readonly print?: (line: string) => void;
   /** Register SIGINT/SIGTERM handlers that stop the emulators (the CLI does). */
   readonly handleSignals?: boolean;
+  /** Print only the summary (not every batch). */
+  readonly quiet?: boolean;
+  /** Put the records at this many per second (default: each wave at once). */
+  readonly ratePerSecond?: number;
+  /** `--ui`: every batch, the dead letters and the run's status are published here. */
+  readonly board?: ProgressBoard;
+  /** Hears every committed batch's progress record (as the board and the report see it). */
+  readonly onProgress?: (shard: string, stage: QueryStage, progress: StreamingQueryProgress) => void;
 }
 
 export interface DevSummary {
   readonly batches: number;
+  /** Spark's no-data batches (run because the watermark moved; they read nothing). */
+  readonly noDataBatches: number;
+  /** Records put on the stream. */
+  readonly recordsPut: number;
   readonly inputRows: number;
   readonly outputRows: number;
   readonly lateRowsDropped: number;
@@ -82,10 +96,17 @@ function withMode(definition: StreamingQueryDefinition, mode: OutputMode | undef
   return { ...definition, outputMode: mode, sink };
 }
 
-const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
+const plural = (n: number, word: string, many = `${word}s`): string => `${n} ${n === 1 ? word : many}`;
 
 export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
   const print = options.print ?? ((line: string) => process.stdout.write(`${line}\n`));
+  // The run's narrative; --quiet keeps only the summary (and errors).
+  const say = options.quiet ? (_line: string): void => {} : print;
+  const board = options.board;
+  const status = (text: string, done = false): void => board?.publish({ type: 'status', text, done });
+  if (options.ratePerSecond !== undefined && !(options.ratePerSecond > 0 && Number.isFinite(options.ratePerSecond))) {
+    throw new Error(`--rate must be a positive number of records per second, got ${options.ratePerSecond}`);
+  }
   const shards = options.shards ?? 2;
   const batchSize = options.batchSize ?? 25;
   if (!Number.isInteger(shards) || shards < 1 || shards > 50) throw new Error(`--shards must be an integer from 1 to 50, got ${options.shards}`);
@@ -108,7 +129,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     if (!existsSync(options.input)) throw new Error(`input file ${options.input} not found`);
     // Bytes, not text: invalid UTF-8 must reach the decoder (and its dead letters) unchanged.
     const input = recordsFromInputBytes(readFileSync(options.input), definition.source, options.seed ?? 1);
-    records = input.records.map((r) => ({ ...r, wave: 1, kind: 'event' as const }));
+    records = input.records.map((r) => ({ ...r, kind: 'event' as const }));
     inputNotes = input.notes;
     skippedInput = input.skipped;
     origin = `${options.input} (${plural(records.length, 'record')}${skippedInput.length ? `, ${skippedInput.length} skipped` : ''})`;
@@ -119,9 +140,11 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     origin = `generated sample sales (${plural(records.length, 'record')}: ${late} late, ${bad} malformed; seed ${options.seed ?? 3})`;
   }
 
-  print(`sluice dev: query '${definition.name}' (${definition.outputMode} mode → ${definition.sink.kind} sink), ${plural(shards, 'shard')}, batch size ${batchSize}`);
-  print(`events: ${origin}`);
-  for (const note of inputNotes) print(`  note: ${note}`);
+  say(`sluice dev: query '${definition.name}' (${definition.outputMode} mode → ${definition.sink.kind} sink), ${plural(shards, 'shard')}, batch size ${batchSize}`);
+  say(`events: ${origin}${options.ratePerSecond ? `, put at ${options.ratePerSecond} records/s` : ''}`);
+  for (const note of inputNotes) say(`  note: ${note}`);
+  board?.publish({ type: 'query', name: definition.name, outputMode: definition.outputMode, sink: definition.sink.kind, shards });
+  status('starting the emulators');
   const startedAt = Date.now();
   let emulators: EmulatorSet | undefined;
   let clients: AwsClients | undefined;
@@ -143,7 +166,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
 
   try {
     emulators = await startEmulators();
-    print(emulators.external
+    say(emulators.external
       ? `emulators: using ${emulators.endpoints.kinesis} (AWS_ENDPOINT_URL)`
       : `emulators: kinesis-mock ${emulators.endpoints.kinesis}, DynamoDB Local ${emulators.endpoints.dynamodb}, s3rver ${emulators.endpoints.s3} (${Date.now() - startedAt} ms)`);
     clients = createAwsClients(emulators.clientOptions);
@@ -155,31 +178,39 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     };
     await provisionLocal(clients, deployment, shards);
     if (config.repartitionStreamName) await createStreamAndWait(clients.kinesis, config.repartitionStreamName, shards);
-    print(`created: stream ${deployment.streamName} (${plural(shards, 'shard')})${config.repartitionStreamName ? `, internal repartition stream ${config.repartitionStreamName} (${plural(shards, 'shard')})` : ''}, tables ${deployment.checkpointTable} / ${deployment.stateTable} / ${deployment.sinkTable}, buckets ${deployment.sinkBucket} / ${deployment.deadLetterBucket}`);
+    say(`created: stream ${deployment.streamName} (${plural(shards, 'shard')})${config.repartitionStreamName ? `, internal repartition stream ${config.repartitionStreamName} (${plural(shards, 'shard')})` : ''}, tables ${deployment.checkpointTable} / ${deployment.stateTable} / ${deployment.sinkTable}, buckets ${deployment.sinkBucket} / ${deployment.deadLetterBucket}`);
 
-    const totals = { batches: 0, inputRows: 0, routed: 0, outputRows: 0, late: 0, deadLettered: 0, writeUnits: 0, readUnits: 0, s3Puts: 0 };
+    const totals = {
+      batches: 0, noData: 0, deadLetterOnly: 0, byTick: 0, stage1: 0, inputRows: 0, routed: 0, outputRows: 0, late: 0,
+      deadLettered: 0, writeUnits: 0, readUnits: 0, s3Puts: 0,
+    };
     // One per handler (the Kinesis one, then the scheduled one): each keeps its batches' tables.
     const capturers: CapturingSink[] = [];
     const decorateSink = (sink: Sink): Sink => { const c = new CapturingSink(sink); capturers.push(c); return c; };
-    const report = (shardId: string, result: ShardInvocationResult): void => {
+    const reportFrom = (via: 'mapping' | 'tick') => (shardId: string, result: ShardInvocationResult): void => {
       const label = result.stage.label(shardId);
       const routes = result.stage.writes === 'internal-stream';
       for (const p of result.progress) {
-        print('');
-        print(`${formatProgressLine(label, p)}${routes ? ' (routed by state key to the internal stream)' : ''}`);
-        const table = routes ? undefined : capturers.map((c) => c.take(shardId, p.batchId)).find((t) => t !== undefined);
-        if (table) print(table);
+        say('');
+        say(`${formatProgressLine(label, p)}${routes ? ' (routed by state key to the internal stream)' : ''}`);
+        const captured = routes ? undefined : capturers.map((c) => c.take(shardId, p.batchId)).find((t) => t !== undefined);
+        if (captured) say(captured.table);
+        board?.publish(boardBatch(label, result.stage, p, captured?.output));
+        options.onProgress?.(label, result.stage, p);
+        totals.batches++;
+        // Spark's no-data batch reads nothing; a batch of only undecodable records dead-letters them all.
+        if (p.numInputRows === 0) { if (p.numDeadLetteredRows > 0) totals.deadLetterOnly++; else totals.noData++; }
+        if (via === 'tick') totals.byTick++;
+        totals.deadLettered += p.numDeadLetteredRows;
         if (!routes) count(p);
-        else { totals.inputRows += p.numInputRows; totals.routed += p.sink.numOutputRows; totals.batches++; }
+        else { totals.stage1++; totals.inputRows += p.numInputRows; totals.routed += p.sink.numOutputRows; }
       }
       if (result.error) print(`[${label}] batch failed, will be retried from ${result.firstUncommittedSequenceNumber ?? 'the pending batch'}: ${result.error.message}`);
     };
     const count = (p: StreamingQueryProgress): void => {
-      totals.batches++;
       if (!needsRepartition) totals.inputRows += p.numInputRows;
       totals.outputRows += p.sink.numOutputRows;
       totals.late += p.stateOperators.reduce((n, op) => n + op.numRowsDroppedByWatermark, 0);
-      totals.deadLettered += p.numDeadLetteredRows;
       totals.writeUnits += p.cost.dynamoDbWriteUnits ?? 0;
       totals.readUnits += p.cost.dynamoDbReadUnits ?? 0;
       totals.s3Puts += p.cost.s3Puts ?? 0;
@@ -197,7 +228,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
       const handlers = new Map<string, KinesisTriggerHandler>();
       const handlerFor = (shardId: string): KinesisTriggerHandler => {
         let h = handlers.get(shardId);
-        if (!h) handlers.set(shardId, (h = create(query, { config, clientOptions: emulators!.clientOptions, observability, onInvocation: report, decorateSink })));
+        if (!h) handlers.set(shardId, (h = create(query, { config, clientOptions: emulators!.clientOptions, observability, onInvocation: reportFrom('mapping'), decorateSink })));
         return h;
       };
       return new LocalEventSourceMapping({
@@ -229,42 +260,51 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
       }
     };
     const waves = [...new Set(records.map((r) => r.wave))].sort((a, b) => a - b);
+    const showDeadLetters = async (): Promise<void> => { if (board) board.publishDeadLetters(await readDeadLetterContents(clients!, config)); };
     for (const wave of waves) {
       const batch = records.filter((r) => r.wave === wave);
-      await putSampleRecords(clients, deployment.streamName, batch);
-      print('');
-      print(`== wave ${wave}: put ${plural(batch.length, 'record')}${wave > 1 ? ' (late rows, after the watermark moved on)' : ''}; `
+      say('');
+      say(`== wave ${wave}: put ${plural(batch.length, 'record')}${wave > 1 ? ' (after the records before it were processed: late rows, if the watermark moved past them)' : ''}; `
         + `the event source mapping invokes the Kinesis handler${needsRepartition ? ', and the repartition handler on the internal stream' : ''} ==`);
+      status(`wave ${wave} of ${waves.length}: putting ${plural(batch.length, 'record')}`);
+      if (options.ratePerSecond) await putAtRate((chunk) => putSampleRecords(clients!, deployment.streamName, chunk), batch, options.ratePerSecond);
+      else await putSampleRecords(clients, deployment.streamName, batch);
+      status(`wave ${wave} of ${waves.length}: processing`);
       await drainAll();
+      await showDeadLetters();
     }
     const stats = mappings.map((m) => m.stats).reduce((a, b) => ({
       ...a, invocations: a.invocations + b.invocations, retries: a.retries + b.retries, bisects: a.bisects + b.bisects,
     }));
     await Promise.all(mappings.map((m) => m.stop()));
 
-    print('');
-    print('== scheduled handler (tick): caught-up shards go idle; no-data batches close what the watermark passed ==');
-    const tick = createScheduledTriggerHandler(query, { config, clients, observability, onInvocation: report, decorateSink });
+    say('');
+    say('== scheduled handler (tick): caught-up shards go idle; no-data batches close what the watermark passed ==');
+    status('scheduled tick: no-data batches');
+    const tick = createScheduledTriggerHandler(query, { config, clients, observability, onInvocation: reportFrom('tick'), decorateSink });
     const tickSummary = await tick({ mode: 'tick' });
     for (const s of tickSummary.shards) {
-      print(`[${stages.get(s.stage)?.label(s.shardId) ?? s.shardId}] tick: ${s.caughtUp ? 'caught up (idle)' : 'not caught up'}, ${s.batches} ${s.batches === 1 ? 'batch' : 'batches'}${s.batches === 0 ? ' (nothing to close)' : ''}${s.error ? `, error: ${s.error}` : ''}`);
+      say(`[${stages.get(s.stage)?.label(s.shardId) ?? s.shardId}] tick: ${s.caughtUp ? 'caught up (idle)' : 'not caught up'}, ${s.batches} ${s.batches === 1 ? 'batch' : 'batches'}${s.batches === 0 ? ' (nothing to close)' : ''}${s.error ? `, error: ${s.error}` : ''}`);
     }
 
     const [read, deadLetters] = await Promise.all([readSinkContents(clients, definition, config), readDeadLetterContents(clients, config)]);
     // DynamoDB items come back with their attributes in no particular order: use the query's.
     const sink = { ...read, rows: read.rows.map((row) => inColumnOrder(row, columns)) };
-    print('');
+    say('');
     print('== summary ==');
-    print(`batches: ${totals.batches} (${stats.invocations} Lambda invocations, ${stats.retries} retries, ${stats.bisects} bisects${failures.length ? `, ${failures.length} batches given up` : ''})`);
-    print(`rows: ${totals.inputRows} in, ${needsRepartition ? `${totals.routed} routed through the internal stream, ` : ''}${totals.outputRows} out, ${totals.late} late rows dropped by the watermark`);
+    for (const line of summaryLines({
+      totals, records: records.length, waves: waves.length, invocations: stats.invocations, retries: stats.retries, bisects: stats.bisects,
+      givenUp: failures.length, needsRepartition, outputMode: definition.outputMode,
+    })) print(line);
     print(`cost (sum of the batches' progress): ${formatCost({ dynamoDbWriteUnits: totals.writeUnits, dynamoDbReadUnits: totals.readUnits, s3Puts: totals.s3Puts })}`);
-    if (skippedInput.length) print(`input lines skipped (Kinesis would refuse them): ${skippedInput.map((s) => `line ${s.line}`).join(', ')}`);
+    if (skippedInput.length) print(`input lines not put: ${skippedInput.map((s) => `line ${s.line} (${s.reason})`).join('; ')}`);
     print(`dead letters: ${deadLetters.length} (s3://${config.deadLetterBucket}/${config.deadLetterPrefix})`);
     for (const d of deadLetters) {
       print(`  ${d.shardId} #${d.sequenceNumber} key=${d.partitionKey}: ${d.reason}`);
       print(`    data: ${truncate(Buffer.from(d.dataBase64, 'base64').toString('utf8'), 100)}`);
     }
-    print(`sink: ${sink.location} holds ${plural(sink.rows.length, 'row')}`);
+    print(`sink: ${sink.location} holds ${plural(sink.rows.length, 'row')}${sinkNote(definition.outputMode, sink.kind, totals.outputRows, sink.rows.length)}`);
+    await showDeadLetters();
     if (options.out) {
       const dir = resolve(options.out);
       mkdirSync(dir, { recursive: true });
@@ -280,14 +320,61 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
       }
     }
     print(`done in ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
+    status(`done in ${((Date.now() - startedAt) / 1000).toFixed(1)} s: ${plural(totals.batches, 'batch', 'batches')}, ${totals.inputRows} input rows, ${deadLetters.length} dead letters`, true);
     return {
-      batches: totals.batches, inputRows: totals.inputRows, outputRows: totals.outputRows, lateRowsDropped: totals.late,
+      batches: totals.batches, noDataBatches: totals.noData, recordsPut: records.length, inputRows: totals.inputRows, outputRows: totals.outputRows, lateRowsDropped: totals.late,
       deadLetters, sink, invocations: stats.invocations, skippedInput,
     };
   } finally {
     if (options.handleSignals) { process.removeListener('SIGINT', onSignal); process.removeListener('SIGTERM', onSignal); }
     await stopAll();
   }
+}
+
+interface SummaryFigures {
+  readonly totals: {
+    readonly batches: number; readonly noData: number; readonly deadLetterOnly: number; readonly byTick: number; readonly stage1: number;
+    readonly inputRows: number; readonly routed: number; readonly outputRows: number; readonly late: number; readonly deadLettered: number;
+  };
+  readonly records: number;
+  readonly waves: number;
+  readonly invocations: number;
+  readonly retries: number;
+  readonly bisects: number;
+  readonly givenUp: number;
+  readonly needsRepartition: boolean;
+  readonly outputMode: OutputMode;
+}
+
+/** The summary's counts, each with what it is made of, so that every number adds up on the page. */
+export function summaryLines(f: SummaryFigures): string[] {
+  const t = f.totals;
+  const lines: string[] = [];
+  const accounted = t.inputRows + t.deadLettered;
+  lines.push(`records put: ${f.records}${f.waves > 1 ? ` in ${f.waves} waves` : ''} = ${t.inputRows} read as input rows + ${t.deadLettered} dead-lettered`
+    + (accounted !== f.records ? ` (${f.records - accounted} not read: ${f.givenUp ? `in ${plural(f.givenUp, 'batch', 'batches')} given up after retries` : 'see the messages above'})` : ''));
+  const byMapping = t.batches - t.byTick;
+  const withInput = t.batches - t.noData - t.deadLetterOnly;
+  const idle = f.invocations - byMapping;
+  lines.push(`batches: ${t.batches} committed = ${withInput} with input rows`
+    + `${t.deadLetterOnly > 0 ? ` + ${t.deadLetterOnly} whose records were all dead-lettered` : ''}`
+    + ` + ${t.noData} no-data batch${t.noData === 1 ? '' : 'es'} (run because the watermark moved: they close windows and drop expired state)`);
+  lines.push(`  run by: ${byMapping} in ${plural(f.invocations, 'Lambda invocation')} of the event source mapping`
+    + ` (an invocation runs its records' batch, then a no-data batch if the watermark moved; ${plural(f.retries, 'retry', 'retries')}, ${plural(f.bisects, 'bisect')}`
+    + `${idle > 0 ? `; ${idle} invocation${idle === 1 ? '' : 's'} committed no batch: a failed attempt or records already committed` : ''})`
+    + ` + ${t.byTick} by the scheduled tick`);
+  if (f.needsRepartition) {
+    lines.push(`  stages: ${t.stage1} batches of stage 1 (decode, route rows by state key: ${t.routed} rows routed) + ${t.batches - t.stage1} of stage 2 (state and sink)`);
+  }
+  lines.push(`rows: ${t.inputRows} in, ${t.outputRows} out, ${t.late} late rows dropped by the watermark`
+    + ` (out: rows the batches wrote to the sink, ${f.outputMode === 'update' ? 'a key again in every batch that changed it' : f.outputMode === 'complete' ? 'the whole result in every batch' : 'each row once, when final'})`);
+  return lines;
+}
+
+function sinkNote(mode: OutputMode, kind: SinkContents['kind'], outputRows: number, held: number): string {
+  if (mode === 'update' && outputRows !== held) return ` (the latest of ${outputRows} upserts, one row per key)`;
+  if (mode === 'complete' && kind === 's3-snapshot') return ' (the last batch\'s complete result)';
+  return '';
 }
 
 function inColumnOrder(row: Record<string, unknown>, columns: readonly string[]): Record<string, unknown> {

@@ -48,4 +48,31 @@ describe('recordsFromInputBytes', () => {
     expect(records).toHaveLength(1);
     expect(records[0]!.data.length + Buffer.byteLength(records[0]!.partitionKey)).toBeLessThanOrEqual(KINESIS_MAX_RECORD_BYTES);
   });
+
+  it('puts the records after a #wave marker in the next wave, and says how many waves there are', () => {
+    const { records, notes } = recordsFromInputBytes(Buffer.from([event('a'), '#wave', event('b'), event('c'), '  # Wave ', event('d')].join('\n')), source);
+    expect(records.map((r) => [r.line, r.wave])).toEqual([[1, 1], [3, 2], [4, 2], [6, 3]]);
+    expect(notes).toEqual(['2 #wave markers: 3 waves, each put once the one before is processed']);
+  });
+
+  it('takes a line\'s own partition key from a key TAB record prefix, and refuses one that contradicts the declared column', () => {
+    const unkeyed: KinesisSourceSpec = { format: 'json', schema: 'store_id string, amount double' };
+    const file = Buffer.from([`k1\t${event('a')}`, event('b'), `north\t${event('north')}`].join('\n'));
+    const own = recordsFromInputBytes(file, unkeyed, 7);
+    expect(own.records.map((r) => r.data.toString('utf8'))).toEqual([event('a'), event('b'), event('north')]);
+    expect(own.records[0]!.partitionKey).toBe('k1');
+    expect(own.records[1]!.partitionKey).toMatch(/^pk-[0-9a-f]{8}$/);
+    expect(own.records[2]!.partitionKey).toBe('north');
+    expect(own.notes).toEqual(['2 lines give their own partition key (key TAB record)']);
+
+    const declared = recordsFromInputBytes(file, source);
+    expect(declared.records.map((r) => [r.line, r.partitionKey])).toEqual([[2, 'b'], [3, 'north']]);
+    expect(declared.skipped).toEqual([{ line: 1, reason: "its key prefix 'k1' differs from its store_id 'a' (the query relies on records being keyed by store_id)" }]);
+  });
+
+  it('reads no key prefix in a CSV source (a TAB may be data there)', () => {
+    const csv: KinesisSourceSpec = { format: 'csv', schema: 'store_id string, amount double' };
+    const { records } = recordsFromInputBytes(Buffer.from('k1\t{"x":1}\n'), csv);
+    expect(records[0]!.data.toString('utf8')).toBe('k1\t{"x":1}');
+  });
 });
