@@ -18,7 +18,7 @@ import { CostMeter } from '../core/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
-import { createAwsClients, type AwsClientOptions } from './clients.js';
+import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
 import { createAwsQueryBackends } from './aws-backends.js';
 import { ReshardGuard } from './reshard-guard.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
@@ -28,6 +28,8 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 export interface KinesisTriggerOptions {
   readonly config?: RuntimeConfig;
   readonly clientOptions?: AwsClientOptions;
+  /** Ready-made clients (the cost benchmark traces their calls); default: made from clientOptions. */
+  readonly clients?: AwsClients;
   /** Replace the AWS backends (tests); default: DynamoDB/S3 adapters from the config. */
   readonly backendsFor?: (shardId: string) => PartitionBackends;
   readonly observability?: Observability;
@@ -79,7 +81,7 @@ function createShardHandler(
   let backendsFor = options.backendsFor;
   let reshardGuard: ReshardGuard | null = null;
   if (!backendsFor) {
-    const clients = createAwsClients(options.clientOptions);
+    const clients = options.clients ?? createAwsClients(options.clientOptions);
     const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink);
     backendsFor = (shardId) => backends.forPartition(shardId, stage);
     if (stage.isStateful) {
