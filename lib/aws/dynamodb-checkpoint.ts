@@ -62,8 +62,10 @@ export interface DynamoDbCheckpointOptions {
   readonly queryName: string;
   readonly partitionId: string;
   readonly meter?: CostMeter;
-  /** A full state snapshot every this many versions (default 20). */
+  /** A full state snapshot every this many versions (default 20); with snapshotByBytes, at most. */
   readonly snapshotEvery?: number;
+  /** Snapshot once the deltas since the last snapshot outweigh it (DynamoDbStateStoreOptions). */
+  readonly snapshotByBytes?: boolean;
   /** The state cache (default: the process-wide one; null: no cache). */
   readonly stateCache?: StateCache | null;
   /** State payload bytes per item before chunking (default 350 KB). */
@@ -290,6 +292,7 @@ export class DynamoDbCheckpoint implements Checkpoint {
       client: options.client, table: options.stateTable, queryName: options.queryName, partitionId: options.partitionId,
       ...(options.meter ? { meter: options.meter } : {}),
       ...(options.snapshotEvery !== undefined ? { snapshotEvery: options.snapshotEvery } : {}),
+      ...(options.snapshotByBytes !== undefined ? { snapshotByBytes: options.snapshotByBytes } : {}),
       ...(options.stateCache !== undefined ? { cache: options.stateCache } : {}),
       ...(options.stateChunkBytes !== undefined ? { chunkBytes: options.stateChunkBytes } : {}),
     });
