@@ -3,21 +3,29 @@
  * repartition hop's cost. `--json` prints one object: `engineEventsPerSec`, `baselineEventsPerSec`,
  * `ratio`, `repartitionHop` (per 1,000 input events, for a few batch sizes and shard counts), and
  * `lakeFiles` (the files sink's PUTs and bytes per 1M events, JSON Lines and Parquet, with and
- * without compaction).
+ * without compaction), and `e2e` (the end-to-end cost benchmark's summary: dollars per 1M events
+ * for the three queries, round trips per steady-state invocation besides the sink, state write
+ * units per event at 100,000 keys; `BENCH_E2E=0` skips it, `BENCH_E2E_BATCHES` sizes it).
  */
 import { measureWindowedAggregation, printWindowedAggregation } from './windowed-aggregation.bench.js';
 import { measureRepartitionHop, printRepartitionHop } from './repartition-hop.bench.js';
 import { measureLakeFiles, printLakeFiles } from './lake-files.bench.js';
+import { measureEndToEndCost, printEndToEndCost } from './e2e-cost.bench.js';
 
 const engine = await measureWindowedAggregation();
 const repartitionHop = await measureRepartitionHop();
 const lakeFiles = await measureLakeFiles();
+const e2e = process.env.BENCH_E2E === '0' ? null : await measureEndToEndCost();
 if (process.argv.includes('--json')) {
-  console.log(JSON.stringify({ ...engine, repartitionHop, lakeFiles }));
+  console.log(JSON.stringify({ ...engine, repartitionHop, lakeFiles, ...(e2e ? { e2e: e2e.summary } : {}) }));
 } else {
   printWindowedAggregation(engine);
   console.log('');
   printRepartitionHop(repartitionHop);
   console.log('');
   printLakeFiles(lakeFiles);
+  if (e2e) {
+    console.log('');
+    printEndToEndCost(e2e);
+  }
 }

@@ -334,7 +334,8 @@ export interface SluiceQueryProps {
   readonly logRetention?: logs.RetentionDays;
 
   /**
-   * A full state snapshot every this many batches (deltas in between).
+   * At most one full state snapshot every this many batches (deltas in between): one is written
+   * once the deltas since the last snapshot outweigh a new one in bytes.
    *
    * @default 20 (DEPLOYMENT_DEFAULTS.snapshotEveryBatches, the runtime's default)
    */

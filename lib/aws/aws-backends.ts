@@ -90,7 +90,8 @@ export function createAwsQueryBackends(
       return {
         checkpoint: new DynamoDbCheckpoint({
           client: clients.dynamodb, checkpointTable: config.checkpointTable, stateTable: config.stateTable,
-          queryName: definition.name, partitionId: stage.checkpointPartition(shardId), meter, snapshotEvery: config.snapshotEveryBatches,
+          queryName: definition.name, partitionId: stage.checkpointPartition(shardId), meter,
+          snapshotEvery: config.snapshotEveryBatches, snapshotByBytes: true,
         }),
         sink: stage.writes === 'internal-stream' && repartitionSink ? repartitionSink : sink,
         ...(stage.writes === 'internal-stream' ? {} : { sinkRowLimits: resultSink.rowLimits }),

@@ -19,7 +19,8 @@
  *              re-run replaces items with identical ones; state version N+1 is written the same
  *              way (same keys, same bytes). Both can happen any number of times.
  *   4. Commit. `commit#N` is written in a transaction that also checks that `commit#N-1` exists,
- *              on the condition that `commit#N` does not. Exactly one attempt can succeed; it is the
+ *              on the condition that `commit#N` does not (and that carries the partition's
+ *              watermark row, so planning, state, commit and watermark take one request each). Exactly one attempt can succeed; it is the
  *              point after which the input is acknowledged (the shard's position moves on). An
  *              attempt that finds `commit#N` already there gets `false` and must not acknowledge
  *              anything; a missing `commit#N-1` means batches are being committed out of order,
@@ -45,7 +46,9 @@ import {
   type DynamoDBClient,
   type TransactWriteItem,
 } from '@aws-sdk/client-dynamodb';
-import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type CommitEntry, type MetadataLog, type OffsetSeq, type QueryMetadata } from '../checkpoint/checkpoint.js';
+import {
+  CHECKPOINT_FORMAT_VERSION, type Checkpoint, type CommitEntry, type CommitLog, type CommitSideWrite, type MetadataLog, type OffsetSeq, type QueryMetadata,
+} from '../checkpoint/checkpoint.js';
 import { CheckpointError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import { batchWriteAll, itemSize, meterUnits, queryAll, readUnitsFor, sleep, writeUnitsFor, type Item } from './dynamodb-cost.js';
@@ -60,8 +63,10 @@ export interface DynamoDbCheckpointOptions {
   readonly queryName: string;
   readonly partitionId: string;
   readonly meter?: CostMeter;
-  /** A full state snapshot every this many versions (default 20). */
+  /** A full state snapshot every this many versions (default 20); with snapshotByBytes, at most. */
   readonly snapshotEvery?: number;
+  /** Snapshot once the deltas since the last snapshot outweigh it (DynamoDbStateStoreOptions). */
+  readonly snapshotByBytes?: boolean;
   /** The state cache (default: the process-wide one; null: no cache). */
   readonly stateCache?: StateCache | null;
   /** State payload bytes per item before chunking (default 350 KB). */
@@ -184,39 +189,71 @@ export const progressSortKey = (batchId: number): string =>
   `${CHECKPOINT_ITEMS.progressPrefix}${String(batchId % PROGRESS_RECORDS.keep).padStart(2, '0')}`;
 
 /**
- * The commit log: commit N is written only after commit N-1, in one transaction. Batch N's
- * progress record, when staged, rides in the same transaction (unconditional: its slot in the
- * ring is overwritten every `keep` batches, and a refused commit writes nothing).
+ * A side write of a batch's commit on DynamoDB: one more item of the commit transaction (same
+ * account and region; any table). `optional`: its own condition failing drops it (the commit is
+ * retried without it) instead of failing the commit.
  */
-class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> {
+export interface DynamoDbCommitSideWrite extends CommitSideWrite {
+  readonly item: TransactWriteItem;
+  readonly optional: boolean;
+  /** Called once the commit transaction wrote it. */
+  readonly onWritten?: () => void;
+}
+
+function isDynamoDbSideWrite(write: CommitSideWrite): write is DynamoDbCommitSideWrite {
+  return typeof (write as Partial<DynamoDbCommitSideWrite>).item === 'object' && typeof (write as Partial<DynamoDbCommitSideWrite>).optional === 'boolean';
+}
+
+/**
+ * The commit log: commit N is written only after commit N-1, in one transaction:
+ *   [ConditionCheck commit N-1 exists]   (N > 0)
+ *   Put commit N if absent
+ *   Put batch N's progress record into its slot of the ring   (when staged; unconditional, and a
+ *     refused commit writes nothing)
+ *   ...side writes (the watermark row; whatever else belongs to the commit)
+ */
+class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements CommitLog {
+  /** Batch N's progress record, staged by the engine to ride in commit N's transaction. */
   staged: { batchId: number; progress: object } | null = null;
 
   override async add(batchId: number, entry: CommitEntry): Promise<boolean> {
+    return this.addWithSideWrites(batchId, entry, []);
+  }
+
+  async addWithSideWrites(batchId: number, entry: CommitEntry, sideWrites: readonly CommitSideWrite[]): Promise<boolean> {
+    const writes = sideWrites.map((w) => {
+      if (!isDynamoDbSideWrite(w)) throw new CheckpointError(`The DynamoDB commit log cannot write ${w.description} in its commit.`, { code: 'CHECKPOINT_IO' });
+      return w;
+    });
     const item = entryItem(this.items, this.sk(batchId), batchId, entry);
-    const transactItems: TransactWriteItem[] = [];
+    const commitItems: TransactWriteItem[] = [];
     if (batchId > 0) {
-      transactItems.push({ ConditionCheck: { TableName: this.items.table, Key: this.items.key(this.sk(batchId - 1)), ConditionExpression: 'attribute_exists(pk)' } });
+      commitItems.push({ ConditionCheck: { TableName: this.items.table, Key: this.items.key(this.sk(batchId - 1)), ConditionExpression: 'attribute_exists(pk)' } });
     }
-    const commitIndex = transactItems.push({ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } }) - 1;
+    commitItems.push({ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } });
+    const checkIndex = batchId > 0 ? 0 : -1;
+    const putIndex = commitItems.length - 1;
     const staged = this.staged?.batchId === batchId ? this.staged.progress : null;
     this.staged = null;
     const progressItem = staged ? this.progressItem(batchId, staged) : null;
-    if (progressItem) transactItems.push({ Put: { TableName: this.items.table, Item: progressItem } });
-    const units = (): number => writeUnitsFor(itemSize(item), true) + (batchId > 0 ? 2 : 0)
-      + (progressItem ? writeUnitsFor(itemSize(progressItem), true) : 0);
+    if (progressItem) commitItems.push({ Put: { TableName: this.items.table, Item: progressItem } });
+    const progressUnits = progressItem ? writeUnitsFor(itemSize(progressItem), true) : 0;
+    let included = writes;
     for (let attempt = 0; ; attempt++) {
+      const transactItems = [...commitItems, ...included.map((w) => w.item)];
+      const units = (): number => writeUnitsFor(itemSize(item), true) + (batchId > 0 ? 2 : 0) + progressUnits + included.length * 2;
       try {
         const out = await this.items.client.send(new TransactWriteItemsCommand({ TransactItems: transactItems, ReturnConsumedCapacity: 'TOTAL' }));
         meterUnits(this.items.meter, 'write', out.ConsumedCapacity, units);
+        for (const w of included) w.onWritten?.();
         return true;
       } catch (error) {
         if (!(error instanceof TransactionCanceledException)) throw wrap(error, `commit batch ${batchId}`);
         meterUnits(this.items.meter, 'write', undefined, units);
         const reasons = (error.CancellationReasons ?? []).map((r) => r.Code ?? 'None');
-        const putReason = reasons[commitIndex];
-        const checkReason = batchId > 0 ? reasons[0] : 'None';
-        if (putReason === 'ConditionalCheckFailed') return false;
-        if (checkReason === 'ConditionalCheckFailed') {
+        const failed = (i: number): boolean => reasons[i] === 'ConditionalCheckFailed';
+        if (failed(putIndex)) return false;
+        if (checkIndex >= 0 && failed(checkIndex)) {
           // DynamoDB may stop at the first failed condition: see whether commit N is there after all.
           if (await this.items.get(this.sk(batchId))) return false;
           throw new CheckpointError(
@@ -226,6 +263,17 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> {
               hint: 'another writer rewound or damaged this checkpoint, or the commit log was purged up to its latest entry; stop other runs of the query and restart it.',
             },
           );
+        }
+        const refused = included.filter((w, i) => failed(commitItems.length + i));
+        if (refused.length > 0 && refused.every((w) => w.optional)) {
+          // Only side writes whose own condition failed: the commit goes ahead without them.
+          included = included.filter((w) => !refused.includes(w));
+          continue;
+        }
+        if (refused.length > 0) {
+          throw new CheckpointError(`Could not commit batch ${batchId} of ${this.items.pk}: ${refused.map((w) => w.description).join(', ')} refused.`, {
+            code: 'CHECKPOINT_IO', retryable: true, cause: error,
+          });
         }
         if (reasons.includes('TransactionConflict') && attempt < 5) {
           // A concurrent transaction on the same items: the retry will see its outcome.
@@ -252,7 +300,7 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> {
 
 export class DynamoDbCheckpoint implements Checkpoint {
   readonly offsetLog: MetadataLog<OffsetSeq>;
-  readonly commitLog: MetadataLog<CommitEntry>;
+  readonly commitLog: CommitLog;
   readonly stateStore: DynamoDbStateStoreProvider;
   private readonly commits: DynamoDbCommitLog;
   /** The partition key of this partition's checkpoint items. */
@@ -271,6 +319,7 @@ export class DynamoDbCheckpoint implements Checkpoint {
       client: options.client, table: options.stateTable, queryName: options.queryName, partitionId: options.partitionId,
       ...(options.meter ? { meter: options.meter } : {}),
       ...(options.snapshotEvery !== undefined ? { snapshotEvery: options.snapshotEvery } : {}),
+      ...(options.snapshotByBytes !== undefined ? { snapshotByBytes: options.snapshotByBytes } : {}),
       ...(options.stateCache !== undefined ? { cache: options.stateCache } : {}),
       ...(options.stateChunkBytes !== undefined ? { chunkBytes: options.stateChunkBytes } : {}),
     });

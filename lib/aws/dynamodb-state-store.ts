@@ -8,7 +8,9 @@
  *
  *   d#<version>#<chunk>   the delta that made `version`: the puts and the removals of that batch
  *   s#<version>#<chunk>   the whole state at `version`, written instead of a delta every
- *                         `snapshotEvery` versions (version % snapshotEvery == 0)
+ *                         `snapshotEvery` versions (version % snapshotEvery == 0), or, with
+ *                         `snapshotByBytes` (the deployed runtime), once the deltas since the last
+ *                         snapshot outweigh a new one and `snapshotEvery` versions have passed
  *   m#<version>           the snapshot's marker, written after all its chunks: a snapshot without
  *                         a marker is an unfinished write and is never read
  *
@@ -119,6 +121,9 @@ export function decodeStateJson(text: string): unknown {
 interface SnapshotInfo {
   readonly version: number;
   readonly chunks: number;
+  /** Its gzip'd payload bytes and entry count (to tell when the deltas since it outweigh a new one). */
+  readonly bytes: number;
+  readonly entries: number;
   /** Sort keys that become deletable once a snapshot after this one exists. */
   readonly obsolete: readonly string[];
 }
@@ -131,6 +136,9 @@ interface LoadedState {
   base: SnapshotInfo | null;
   /** The deltas after `base` up to `version`: [version, chunk count]. */
   deltas: [number, number][];
+  /** Their gzip'd payload bytes and entries (puts and removals), summed. */
+  deltaBytes: number;
+  deltaEntries: number;
 }
 
 /** Latest committed state per store, least recently used evicted beyond `maxEntries`. */
@@ -254,8 +262,17 @@ export interface DynamoDbStateStoreOptions {
   readonly queryName: string;
   readonly partitionId: string;
   readonly meter?: CostMeter;
-  /** A full snapshot instead of a delta every this many versions (default 20). */
+  /**
+   * A full snapshot instead of a delta every this many versions (default 20); with
+   * `snapshotByBytes`, the fewest versions between two snapshots.
+   */
   readonly snapshotEvery?: number;
+  /**
+   * Snapshot once the deltas since the last snapshot outweigh a new one in bytes (and at least
+   * `snapshotEvery` versions passed), so the state's write cost follows its change, not its size:
+   * a delta costs what changed, and the snapshots add at most as much again.
+   */
+  readonly snapshotByBytes?: boolean;
   /** Payload bytes per item before splitting into chunks (default 350 KB). */
   readonly chunkBytes?: number;
   /** The latest-state cache (default: the process-wide one; null: none). */
@@ -275,6 +292,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
   private readonly table: string;
   private readonly meter: CostMeter | undefined;
   private readonly snapshotEvery: number;
+  private readonly snapshotByBytes: boolean;
   private readonly chunkBytes: number;
   private readonly cache: StateCache | null;
   /** The last failure to delete obsolete items (purging never fails a commit). */
@@ -285,6 +303,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     this.table = options.table;
     this.meter = options.meter;
     this.snapshotEvery = options.snapshotEvery ?? DEFAULT_SNAPSHOT_EVERY;
+    this.snapshotByBytes = options.snapshotByBytes ?? false;
     this.chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
     this.cache = options.cache === undefined ? sharedStateCache : options.cache;
     if (!Number.isInteger(this.snapshotEvery) || this.snapshotEvery < 1) throw new RangeError(`snapshotEvery must be a positive integer, got ${this.snapshotEvery}`);
@@ -304,7 +323,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
   async open<V>(id: StateStoreId, version: number): Promise<StateStore<V>> {
     if (!Number.isInteger(version) || version < 0) throw new RangeError(`state version must be a non-negative integer, got ${version}`);
     const pk = this.storeKey(id);
-    if (version === 0) return new DynamoDbStateStore<V>(this, pk, { map: new Map(), version: 0, base: null, deltas: [] }, 0);
+    if (version === 0) return new DynamoDbStateStore<V>(this, pk, { map: new Map(), version: 0, base: null, deltas: [], deltaBytes: 0, deltaEntries: 0 }, 0);
     const cached = this.cache?.get(`${this.table}|${pk}`);
     if (cached && cached.version === version) return new DynamoDbStateStore<V>(this, pk, cached, version);
     return new DynamoDbStateStore<V>(this, pk, await this.load(pk, version), version);
@@ -355,7 +374,10 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       const payload = assemble(pk, `snapshot ${snapshotVersion}`, snapshotItems.map(toChunk), count, hash);
       const decoded = decodePayload(payload) as { e: [string, unknown][] };
       for (const [k, v] of decoded.e) map.set(k, v);
-      base = { version: snapshotVersion, chunks: count, obsolete: JSON.parse(marker.o?.S ?? '[]') as string[] };
+      base = {
+        version: snapshotVersion, chunks: count, obsolete: JSON.parse(marker.o?.S ?? '[]') as string[],
+        bytes: Number(marker.bytes?.N ?? payload.byteLength), entries: Number(marker.entries?.N ?? decoded.e.length),
+      };
     }
 
     const byVersion = new Map<number, ChunkItem[]>();
@@ -367,6 +389,8 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       list.push(c);
     }
     const deltas: [number, number][] = [];
+    let deltaBytes = 0;
+    let deltaEntries = 0;
     for (let v = snapshotVersion + 1; v <= version; v++) {
       const chunks = byVersion.get(v);
       const head = chunks?.find((c) => c.chunk === 0);
@@ -376,8 +400,10 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       for (const [k, val] of d.p) map.set(k, val);
       for (const k of d.r) map.delete(k);
       deltas.push([v, head.count]);
+      deltaBytes += payload.byteLength;
+      deltaEntries += d.p.length + d.r.length;
     }
-    return { map, version, base, deltas };
+    return { map, version, base, deltas, deltaBytes, deltaEntries };
   }
 
   // -------------------------------------------------------------------------------------------
@@ -391,10 +417,14 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       });
     }
     const version = fromVersion + 1;
-    const snapshot = version % this.snapshotEvery === 0;
     try {
-      if (snapshot) await this.writeSnapshot(pk, state, version, delta);
-      else state.deltas.push([version, await this.writeDelta(pk, state, version, delta)]);
+      const encoded = this.encodeDelta(state, delta);
+      if (this.snapshotDue(state, version, delta, encoded)) await this.writeSnapshot(pk, state, version, delta);
+      else {
+        state.deltas.push([version, await this.writeChunks(pk, STATE_ITEMS.deltaPrefix, version, encoded.payload, true)]);
+        state.deltaBytes += encoded.payload.byteLength;
+        state.deltaEntries += encoded.entries;
+      }
     } catch (error) {
       if (error instanceof CheckpointError) throw error;
       throw new CheckpointError(`Could not write state ${pk} version ${version}: ${(error as Error).message}`, {
@@ -410,7 +440,26 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     return version;
   }
 
-  private async writeDelta(pk: string, state: LoadedState, version: number, delta: Delta): Promise<number> {
+  /**
+   * Every `snapshotEvery` versions; with `snapshotByBytes`, once the deltas since the last snapshot
+   * (this one included) weigh at least what a snapshot of the new state would, estimated from the
+   * bytes per entry of the last snapshot (or of the deltas, before the first).
+   */
+  private snapshotDue(state: LoadedState, version: number, delta: Delta, encoded: { payload: Buffer; entries: number }): boolean {
+    if (!this.snapshotByBytes) return version % this.snapshotEvery === 0;
+    if (version - (state.base?.version ?? 0) < this.snapshotEvery) return false;
+    let entries = state.map.size;
+    for (const [k, v] of delta) {
+      if (v === TOMBSTONE) { if (state.map.has(k)) entries--; } else if (!state.map.has(k)) entries++;
+    }
+    const deltaBytes = state.deltaBytes + encoded.payload.byteLength;
+    const bytesPerEntry = state.base && state.base.entries > 0
+      ? state.base.bytes / state.base.entries
+      : deltaBytes / Math.max(1, state.deltaEntries + encoded.entries);
+    return deltaBytes >= entries * bytesPerEntry;
+  }
+
+  private encodeDelta(state: LoadedState, delta: Delta): { payload: Buffer; entries: number } {
     const puts: [string, unknown][] = [];
     const removes: string[] = [];
     for (const [k, v] of delta) {
@@ -421,7 +470,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     puts.sort(byKey);
     removes.sort();
     const text = encodeStateJson({ p: puts, r: removes }, puts.map((e) => e[1]));
-    return this.writeChunks(pk, STATE_ITEMS.deltaPrefix, version, gzipSync(text), true);
+    return { payload: gzipSync(text), entries: puts.length + removes.length };
   }
 
   private async writeSnapshot(pk: string, state: LoadedState, version: number, delta: Delta): Promise<void> {
@@ -445,8 +494,10 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     };
     await this.put(marker);
     const toPurge = state.base?.obsolete ?? [];
-    state.base = { version, chunks: count, obsolete };
+    state.base = { version, chunks: count, obsolete, bytes: payload.byteLength, entries: entries.length };
     state.deltas = [];
+    state.deltaBytes = 0;
+    state.deltaEntries = 0;
     if (toPurge.length > 0) {
       try {
         await batchWriteAll(this.client, this.table, toPurge.map((sk) => ({ DeleteRequest: { Key: { pk: { S: pk }, sk: { S: sk } } } })), this.meter);

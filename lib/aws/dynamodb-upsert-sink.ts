@@ -42,9 +42,11 @@
  * whose key columns alone pass 400 KB is still refused.
  *
  * Rows of one batch with the same `pk` are written once, the last row winning (as if in order).
- * At most `concurrency` (16) PutItems are in flight. Throttling and transient failures are thrown
- * as retryable SluiceErrors (code SINK_THROTTLED / SINK_WRITE_FAILED) after the SDK's own retries;
- * re-running the batch is safe. Write capacity is counted from ReturnConsumedCapacity TOTAL, or,
+ * Up to `concurrency` (64 to start) PutItems are in flight, fewer after throttling (halved on a
+ * throttle, the item retried after a back-off; one more after as many successes: see
+ * adaptive-concurrency.ts). A write still throttled after a few tries, and any transient failure,
+ * is thrown as a retryable SluiceError (code SINK_THROTTLED / SINK_WRITE_FAILED) after the SDK's
+ * own retries; re-running the batch is safe. Write capacity is counted from ReturnConsumedCapacity TOTAL, or,
  * when the response omits it and for writes skipped by the condition (which AWS also charges),
  * from DynamoDB's item-size formula.
  */
@@ -64,10 +66,13 @@ import { toExternalRow, toExternalValue } from '../sinks/external-row.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { UnwritableRowsError, type RowRefusal, type SinkRowLimits, type UnwritableRow } from '../sinks/row-limits.js';
 import { mapWithConcurrency, putObject, toSinkError } from './s3-util.js';
+import { AdaptiveConcurrency, runAdaptive } from './adaptive-concurrency.js';
 import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';
 import { SPILL_ATTRIBUTE, spillLargestAttributes, type SpilledObject, type SpillLocation } from './dynamodb-spill.js';
 
 export const DYNAMODB_SINK_RESERVED = ['pk', '_partition', '_batchId', SPILL_ATTRIBUTE] as const;
+/** S3 PUTs of spilled values in flight (objects are few and large). */
+const SPILL_PUTS_IN_FLIGHT = 8;
 /** DynamoDB's limit on a partition key value, in UTF-8 bytes. */
 export const MAX_PK_BYTES = 2048;
 /** DynamoDB's item limit, 400 KB, counted by its size formula (names and values). */
@@ -82,7 +87,7 @@ export interface DynamoDbUpsertSinkOptions {
   /** Result columns that identify a row (the grouping columns); empty for a stateless append. */
   readonly keyColumns: readonly string[];
   readonly meter?: CostMeter;
-  /** PutItems in flight at once (default 16). */
+  /** PutItems in flight at first (default 64; it adapts to throttling). */
   readonly concurrency?: number;
   /** The 'spill' policy: where values of items over 400 KB go (absent: such rows are refused). */
   readonly spill?: SpillLocation;
@@ -195,16 +200,18 @@ export class DynamoDbUpsertSink implements Sink {
   private readonly tableName: string;
   private readonly keyColumns: readonly string[];
   private readonly meter: CostMeter | undefined;
-  private readonly concurrency: number;
   private readonly spill: SpillLocation | undefined;
+  /** PutItems in flight: kept between batches (and invocations of a warm container). */
+  readonly inFlight: AdaptiveConcurrency;
 
   constructor(options: DynamoDbUpsertSinkOptions) {
     this.client = options.client;
     this.tableName = options.tableName;
     this.keyColumns = [...options.keyColumns];
     this.meter = options.meter;
-    this.concurrency = Math.max(1, options.concurrency ?? 16);
     this.spill = options.spill;
+    const initial = Math.max(1, options.concurrency ?? 64);
+    this.inFlight = new AdaptiveConcurrency(initial, Math.min(4, initial), Math.max(256, initial));
     if (new Set(this.keyColumns).size !== this.keyColumns.length) {
       throw new IllegalArgumentError(`DynamoDbUpsertSink key columns repeat: ${this.keyColumns.join(', ')}`, {
         code: 'SINK_KEY_COLUMNS_INVALID',
@@ -243,8 +250,10 @@ export class DynamoDbUpsertSink implements Sink {
     if (refused.length > 0) throw new UnwritableRowsError(this.description, batch.batchId, refused);
     const objects = new Map([...byPk.values()].flatMap((w) => w.spilled.map((o) => [o.key, o] as const)));
     // Every object before any item: a visible item never points to an object not yet written.
-    if (objects.size > 0) await mapWithConcurrency([...objects.values()], this.concurrency, (o) => this.putSpilled(o));
-    await mapWithConcurrency([...byPk.values()], this.concurrency, ({ item }) => this.put(item, batch));
+    if (objects.size > 0) await mapWithConcurrency([...objects.values()], SPILL_PUTS_IN_FLIGHT, (o) => this.putSpilled(o));
+    await runAdaptive([...byPk.values()], this.inFlight, ({ item }) => this.put(item, batch), {
+      isThrottle: (error) => (error as { code?: string }).code === 'SINK_THROTTLED',
+    });
   }
 
   /** The row's key and item, or why DynamoDB would refuse them (on every retry). */

@@ -13,7 +13,10 @@
  *   makes the partition idle only if it has had no data for idleTimeoutMs; the condition is
  *   evaluated by DynamoDB against the row itself, so a publish with data racing it wins.
  * - markClosed (a reshard closed the shard) takes the partition out of the minimum for good.
- * - combine is one strongly consistent Query over the rows and the shared min rule.
+ * - combine is one strongly consistent Query over the rows and the shared min rule; `prefetch`
+ *   starts that Query beside the checkpoint's recovery reads, and the invocation's later combines
+ *   reuse its rows (with this partition's own publications applied).
+ * - publishWithCommit is publish as an Update in the batch's commit transaction (same table).
  */
 import {
   ConditionalCheckFailedException,
@@ -22,6 +25,7 @@ import {
   type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { CheckpointError } from '../errors/sluice-error.js';
+import type { DynamoDbCommitSideWrite } from './dynamodb-checkpoint.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import { combineWatermarks, type PartitionWatermark, type WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import { meterUnits, queryAll, writeUnitsFor } from './dynamodb-cost.js';
@@ -47,6 +51,8 @@ export interface PartitionWatermarkRow extends PartitionWatermark {
 export class DynamoDbWatermarkCoordinator implements WatermarkCoordinator {
   readonly pk: string;
   private readonly now: () => number;
+  /** The rows `prefetch` read for the current invocation, with this container's publications applied. */
+  private prefetched: { partitionId: string; rows: Promise<PartitionWatermarkRow[]> } | null = null;
 
   constructor(private readonly options: DynamoDbWatermarkCoordinatorOptions) {
     this.pk = `${options.queryName}${CHECKPOINT_ITEMS.watermarksSuffix}`;
@@ -76,14 +82,37 @@ export class DynamoDbWatermarkCoordinator implements WatermarkCoordinator {
     });
   }
 
+  prefetch(partitionId: string): void {
+    const rows = this.list();
+    rows.catch(() => {}); // surfaces in combine, which awaits it
+    this.prefetched = { partitionId, rows };
+  }
+
   async combine(partitionId: string, localWatermarkMs: number, hasNewData = true): Promise<number> {
-    const rows = await this.list();
+    const rows = this.prefetched?.partitionId === partitionId ? await this.prefetched.rows : await this.list();
     // Planning a batch with rows makes this partition live; a no-data batch keeps its stored state.
     const selfIdle = !hasNewData && (rows.find((r) => r.partitionId === partitionId)?.idle ?? false);
     return combineWatermarks(rows, { partitionId, watermarkMs: localWatermarkMs, idle: selfIdle });
   }
 
   async publish(partitionId: string, localWatermarkMs: number, batchId: number, hadData: boolean): Promise<void> {
+    const input = this.publication(partitionId, localWatermarkMs, batchId, hadData);
+    if (await this.update(input, `publish the watermark of ${partitionId}`)) this.published(partitionId, localWatermarkMs, batchId, hadData);
+  }
+
+  publishWithCommit(partitionId: string, localWatermarkMs: number, batchId: number, hadData: boolean): DynamoDbCommitSideWrite {
+    const { TableName, Key, UpdateExpression, ConditionExpression, ExpressionAttributeValues } = this.publication(partitionId, localWatermarkMs, batchId, hadData);
+    return {
+      description: `the watermark row of ${partitionId}`,
+      item: { Update: { TableName: TableName!, Key: Key!, UpdateExpression: UpdateExpression!, ConditionExpression, ExpressionAttributeValues } },
+      // A refused publish (the row is at a later batch) changes nothing, as publish's own would.
+      optional: true,
+      onWritten: () => this.published(partitionId, localWatermarkMs, batchId, hadData),
+    };
+  }
+
+  /** The UpdateItem that publishes a partition's watermark after `batchId`; never moves it back. */
+  private publication(partitionId: string, localWatermarkMs: number, batchId: number, hadData: boolean): UpdateItemCommandInput {
     const now = this.now();
     const values: Record<string, { N: string } | { BOOL: boolean }> = {
       ':w': { N: String(localWatermarkMs) }, ':b': { N: String(batchId) }, ':now': { N: String(now) }, ':false': { BOOL: false },
@@ -92,13 +121,29 @@ export class DynamoDbWatermarkCoordinator implements WatermarkCoordinator {
       ? 'SET watermarkMs = :w, batchId = :b, lastDataAtMs = :now, idle = :false REMOVE caughtUpAtMs'
       // No data: the partition keeps its idle state; a first publish starts the idle clock now.
       : 'SET watermarkMs = :w, batchId = :b, lastDataAtMs = if_not_exists(lastDataAtMs, :now), idle = if_not_exists(idle, :false)';
-    await this.update({
+    return {
       TableName: this.options.checkpointTable,
       Key: this.key(partitionId),
       UpdateExpression: update,
       ConditionExpression: 'attribute_not_exists(batchId) OR batchId <= :b',
       ExpressionAttributeValues: values,
-    }, `publish the watermark of ${partitionId}`);
+    };
+  }
+
+  /** Applies a publication to the prefetched rows, so the invocation's next combine sees it. */
+  private published(partitionId: string, watermarkMs: number, batchId: number, hadData: boolean): void {
+    const prefetched = this.prefetched;
+    if (!prefetched) return;
+    const now = this.now();
+    const rows = prefetched.rows.then((list) => {
+      const own = list.find((r) => r.partitionId === partitionId);
+      const row: PartitionWatermarkRow = own
+        ? { ...own, watermarkMs, batchId, ...(hadData ? { idle: own.closed, lastDataAtMs: now } : {}) }
+        : { partitionId, watermarkMs, batchId, lastDataAtMs: now, idle: false, closed: false };
+      return [...list.filter((r) => r.partitionId !== partitionId), row];
+    });
+    rows.catch(() => {});
+    this.prefetched = { partitionId: prefetched.partitionId, rows };
   }
 
   /**
@@ -106,6 +151,7 @@ export class DynamoDbWatermarkCoordinator implements WatermarkCoordinator {
    * idleTimeoutMs. Returns whether it is idle now. A partition that never published is left out.
    */
   async confirmCaughtUp(partitionId: string, nowMs: number = this.now()): Promise<boolean> {
+    this.prefetched = null;
     const base = { TableName: this.options.checkpointTable, Key: this.key(partitionId) };
     const idle = await this.update({
       ...base,
@@ -125,6 +171,7 @@ export class DynamoDbWatermarkCoordinator implements WatermarkCoordinator {
 
   /** The partition's shard was closed by a reshard: it no longer counts in the minimum. */
   async markClosed(partitionId: string): Promise<void> {
+    this.prefetched = null;
     await this.update({
       TableName: this.options.checkpointTable,
       Key: this.key(partitionId),

@@ -29,6 +29,8 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 export interface KinesisTriggerOptions {
   readonly config?: RuntimeConfig;
   readonly clientOptions?: AwsClientOptions;
+  /** Ready-made clients (the cost benchmark traces their calls); default: made from clientOptions. */
+  readonly clients?: AwsClients;
   /** Replace the AWS backends (tests); default: DynamoDB/S3 adapters from the config. */
   readonly backendsFor?: (shardId: string) => PartitionBackends;
   readonly observability?: Observability;
@@ -81,7 +83,7 @@ function createShardHandler(
   let reshardGuard: ReshardGuard | null = null;
   let clients: AwsClients | undefined;
   if (!backendsFor) {
-    clients = createAwsClients(options.clientOptions);
+    clients = options.clients ?? createAwsClients(options.clientOptions);
     const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink);
     backendsFor = (shardId) => backends.forPartition(shardId, stage);
     if (stage.isStateful) {

@@ -35,10 +35,30 @@ export interface MetadataLog<T> {
   purge(beforeBatchId: number): Promise<void>;
 }
 
+/**
+ * A write that belongs to a batch's commit (the partition's watermark row; a progress record):
+ * made atomically with the commit entry by a commit log that can (`addWithSideWrites`), so the
+ * commit costs one request. Opaque to the engine: the adapter that made it knows its shape.
+ */
+export interface CommitSideWrite {
+  /** For error messages: what the write is. */
+  readonly description: string;
+}
+
+/** The commit log; one that can fold side writes into its commit says so with `addWithSideWrites`. */
+export interface CommitLog extends MetadataLog<CommitEntry> {
+  /**
+   * As `add`, with `sideWrites` in the same atomic write. Returns false, writing nothing, when
+   * the commit entry exists. A side write whose own condition fails (a stale update) is dropped,
+   * as its separate write would have been refused, without failing the commit.
+   */
+  addWithSideWrites?(batchId: number, entry: CommitEntry, sideWrites: readonly CommitSideWrite[]): Promise<boolean>;
+}
+
 /** What a query persists between batches and across restarts. */
 export interface Checkpoint {
   readonly offsetLog: MetadataLog<OffsetSeq>;
-  readonly commitLog: MetadataLog<CommitEntry>;
+  readonly commitLog: CommitLog;
   readonly stateStore: StateStoreProvider;
   /** The query's identity and plan fingerprint, written at first start. */
   readQueryMetadata(): Promise<QueryMetadata | undefined>;

@@ -102,6 +102,14 @@ export class AggregationTable implements VersionedTable {
     }
   }
 
+  /** The earliest event time of a group held (Infinity: none), or null without a time index. */
+  earliestEventTimeMs(): number | null {
+    if (this.byTime === null) return null;
+    let earliest = Infinity;
+    for (const time of this.byTime.keys()) if (time < earliest) earliest = time;
+    return earliest;
+  }
+
   forEach(visit: (entry: GroupEntry) => void): void {
     this.index.forEach(visit);
   }

@@ -71,6 +71,12 @@ export interface StatefulExec extends Exec {
   /** Whether a no-data batch with this new input watermark would emit or evict something. */
   shouldRunAnotherBatch(newInputWatermarkMs: number): boolean;
   /**
+   * Sharper than `shouldRunAnotherBatch` (which is Spark's: any watermark movement): whether this
+   * watermark would really emit or evict a group the operator holds now. Undefined when the
+   * operator does not know (it has not run in this process): the runtime then asks Spark's question.
+   */
+  hasStateDueAt?(newInputWatermarkMs: number): boolean | undefined;
+  /**
    * Records the eviction watermark a batch ran with. `execute` calls it; after a recovery that may
    * run a no-data batch at once (a scheduled trigger), the runtime calls it for the last committed
    * batch, as if that batch had run in this process (Spark's `lastExecution`).

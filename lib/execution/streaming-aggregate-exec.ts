@@ -40,6 +40,8 @@ export class StreamingAggregateExec implements StatefulExec {
   private readonly keyEventTimeMs: ((k: readonly unknown[]) => number) | null;
   private progress: StateOperatorProgress = emptyOperatorProgress('stateStoreSave');
   private lastEvictionWatermarkMs: number | null = null;
+  /** After a batch ran here: the earliest event time of a group still held (Infinity: none). */
+  private earliestHeldMs: number | null = null;
   /** The cache of a key-value store's groups (unused when the store keeps the table). */
   private cache: AggregationTable | null = null;
   private readonly keyTypes: readonly DataType[];
@@ -124,6 +126,7 @@ export class StreamingAggregateExec implements StatefulExec {
       });
     }
     if (!table.versioned) table.forVersion = store.version + 1;
+    this.earliestHeldMs = ctx.outputMode === 'complete' ? null : table.earliestEventTimeMs();
     this.recordEvictionWatermark(ctx);
     progress.numRowsTotal = table.size;
     progress.numOutputRows = output.length;
@@ -181,6 +184,12 @@ export class StreamingAggregateExec implements StatefulExec {
     // As Spark: any watermark movement re-runs append/update aggregations, keyed by time or not.
     return this.lastEvictionWatermarkMs !== null
       && newInputWatermarkMs > this.lastEvictionWatermarkMs;
+  }
+
+  hasStateDueAt(newInputWatermarkMs: number): boolean | undefined {
+    if (!this.shouldRunAnotherBatch(newInputWatermarkMs)) return false;
+    // Groups leave (append: and are emitted) when the watermark reaches their event time.
+    return this.earliestHeldMs === null ? undefined : this.earliestHeldMs <= newInputWatermarkMs;
   }
 
   produceOutputWatermark(inputWatermarkMs: number): number | null {

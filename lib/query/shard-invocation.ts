@@ -12,7 +12,8 @@
  *   4. A pending batch re-runs with exactly its planned records: when the delivery does not hold
  *      them all (a bisected retry), they are read from the shard.
  *   5. Write the undecodable records to the dead-letter location (idempotent), then run batches
- *      until none is due: the re-run, the new records, a no-data batch if the watermark moved.
+ *      until none is due: the re-run, the new records, a no-data batch if the watermark moved far
+ *      enough to emit or evict a group (not on every movement, as Spark: each batch costs writes).
  *
  *   6. Stop between batches when the deadline is too close for another (the answer says where
  *      to resume), and fail loudly when the state outgrows the function's memory.
@@ -89,6 +90,7 @@ export async function runShardInvocation(
     watermarkCoordinator: binding.watermarks,
     costMeter: backends.costMeter,
     noDataBatchAfterRecovery: request.scheduled === true,
+    noDataBatchOnlyWhenDue: true,
   });
   await execution.start();
 

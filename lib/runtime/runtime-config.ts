@@ -33,7 +33,11 @@ export const DEPLOYMENT_DEFAULTS = {
   deadLetterPrefix: 'dead-letter/',
   /** A shard quiet this long, confirmed caught up, leaves the watermark minimum (5 minutes). */
   idleShardTimeoutMs: 300_000,
-  /** A full state snapshot every 20 batches, deltas in between. */
+  /**
+   * A full state snapshot at most every 20 batches, deltas in between: written once the deltas
+   * since the last snapshot outweigh a new one (bytes), so a large, slowly changing state is not
+   * rewritten every 20 batches.
+   */
   snapshotEveryBatches: 20,
   /** The scheduled function merges an s3-files sink's small files into files of up to 128 MiB... */
   compactionTargetBytes: 128 * 1024 * 1024,
@@ -79,7 +83,7 @@ export interface RuntimeConfig {
   readonly idleShardTimeoutMs: number;
   /** Known shard count (1 lets any stateful query run without a declared partition key). */
   readonly expectedShardCount?: number;
-  /** A full state snapshot every N batches (deltas in between). */
+  /** At most one full state snapshot every N batches (deltas in between; see DEPLOYMENT_DEFAULTS). */
   readonly snapshotEveryBatches: number;
   /** The internal stream of the repartition stage, for queries whose state keys the stream is not partitioned by. */
   readonly repartitionStreamName?: string;

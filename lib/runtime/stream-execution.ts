@@ -31,7 +31,7 @@ import type { Offset, MicroBatchStream } from '../sources/source.js';
 import { requiredSourceColumns } from '../analysis/required-columns.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
 import type { Sink } from '../sinks/sink.js';
-import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type OffsetSeq, type QueryFingerprint } from '../checkpoint/checkpoint.js';
+import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type CommitEntry, type OffsetSeq, type QueryFingerprint } from '../checkpoint/checkpoint.js';
 import { CheckpointError, IllegalArgumentError, StreamingQueryError } from '../errors/sluice-error.js';
 import { checkRuntimeRestrictions } from '../analysis/unsupported-operation-checker.js';
 import type { Clock } from './clock.js';
@@ -82,6 +82,12 @@ export interface StreamExecutionOptions {
    * job), instead of only after a batch ran in this process as Spark does.
    */
   readonly noDataBatchAfterRecovery?: boolean;
+  /**
+   * Run a no-data batch only when an operator would really emit or evict a group it holds, not on
+   * every watermark movement as Spark does (its output is the same: a batch that emits and evicts
+   * nothing writes only a new state version). The deployed runtime sets it: each batch costs writes.
+   */
+  readonly noDataBatchOnlyWhenDue?: boolean;
 }
 
 /** The live sources of the plan's source ids, in plan order; every id must be bound. */
@@ -108,6 +114,11 @@ function bindSources(plan: LogicalPlan, live: ReadonlyMap<string, MicroBatchStre
 interface BatchFigures {
   batchId: number; triggerStartMs: number; addBatchMs: number; numInputRows: number; numOutputRows: number;
   sources: StreamingQueryProgress['sources']; watermarkMs: number; numDeadLetteredRows: number; cost: Record<string, number>;
+}
+
+interface StartPosition {
+  readonly latest: [number, OffsetSeq] | undefined;
+  readonly commit: [number, CommitEntry] | undefined;
 }
 
 interface BatchMetadata {
@@ -183,12 +194,17 @@ export class StreamExecution {
     return this.tracker?.currentWatermarkMs ?? 0;
   }
 
-  /** Plans the query and recovers its position from the checkpoint. */
+  /**
+   * Plans the query and recovers its position from the checkpoint. The recovery reads (metadata,
+   * latest offset entry, latest commit, the other partitions' watermarks) go out together: one
+   * round trip; the previous offset entry is read only when a planned batch must re-run.
+   */
   async start(): Promise<void> {
     const { checkpoint } = this.options;
     this.physical = planQuery(this.options.plan, this.evalContext);
     const fingerprint: QueryFingerprint = fingerprintOf(this.options, this.physical, this.sources);
-    const existing = await checkpoint.readQueryMetadata();
+    this.options.watermarkCoordinator?.prefetch?.(this.partitionId);
+    const [existing, position] = await Promise.all([checkpoint.readQueryMetadata(), this.readStartPosition()]);
     if (existing) {
       checkFingerprint(existing.fingerprint, fingerprint);
       this.id = existing.queryId;
@@ -196,13 +212,29 @@ export class StreamExecution {
       this.id = randomUUID();
       await checkpoint.writeQueryMetadata({ formatVersion: CHECKPOINT_FORMAT_VERSION, queryId: this.id, fingerprint });
     }
-    await this.populateStartOffsets();
+    await this.populateStartOffsets(position);
     this.started = true;
   }
 
-  private async populateStartOffsets(): Promise<void> {
+  /** The latest offset entry and the latest commit, read together. */
+  private async readStartPosition(): Promise<StartPosition> {
+    const { checkpoint } = this.options;
+    let [latest, commit] = await Promise.all([checkpoint.offsetLog.getLatest(), checkpoint.commitLog.getLatest()]);
+    // Read side by side, the commit may be newer than the offset entry read a moment before it (a
+    // writer planned and committed in between): the offset log, read again, has it.
+    while (commit && (!latest || commit[0] > latest[0])) {
+      latest = await checkpoint.offsetLog.getLatest();
+      if (!latest || commit[0] > latest[0]) {
+        throw new CheckpointError(`Commit ${commit[0]} has no offset log entry; the checkpoint is damaged.`, {
+          code: 'OFFSET_LOG_GAP', hint: 'the checkpoint is damaged; start the query with a new checkpoint.',
+        });
+      }
+    }
+    return { latest, commit };
+  }
+
+  private async populateStartOffsets({ latest, commit }: StartPosition): Promise<void> {
     const { checkpoint, conf } = this.options;
-    const latest = await checkpoint.offsetLog.getLatest();
     let policyConf = conf.get(WATERMARK_POLICY_CONF);
     if (!latest) {
       this.currentBatchId = 0;
@@ -217,6 +249,24 @@ export class StreamExecution {
     this.currentBatchId = latestBatchId;
     this.isCurrentBatchConstructed = true;
     this.availableOffsets = new Map(Object.entries(offsets.offsets));
+    this.metadata = { batchWatermarkMs: offsets.batchWatermarkMs, batchTimestampMs: offsets.batchTimestampMs };
+    this.tracker = new WatermarkTracker(parseWatermarkPolicy(policyConf), offsets.batchWatermarkMs);
+    if (commit && commit[0] === latestBatchId) {
+      this.currentBatchId = latestBatchId + 1;
+      this.isCurrentBatchConstructed = false;
+      this.committedOffsets = new Map(this.availableOffsets);
+      // The next batch's lower bound on the watermark is this entry's: no need to read it again.
+      this.previousWatermarkCache = { batchId: latestBatchId + 1, watermarkMs: offsets.batchWatermarkMs };
+      this.tracker.setWatermark(commit[1].nextBatchWatermarkMs);
+      this.metadata = { ...this.metadata, batchWatermarkMs: this.tracker.currentWatermarkMs };
+      await this.options.sink.onCommitted?.(this.partitionId, latestBatchId);
+      if (this.options.noDataBatchAfterRecovery) {
+        this.hasLastExecution = true;
+        this.resumeOperatorsAfter(offsets.batchWatermarkMs);
+      }
+      return;
+    }
+    // Batch N is planned, not committed: it re-runs from where batch N-1 ended.
     if (latestBatchId > 0) {
       const previous = await checkpoint.offsetLog.get(latestBatchId - 1);
       if (!previous) {
@@ -225,21 +275,7 @@ export class StreamExecution {
         });
       }
       this.committedOffsets = new Map(Object.entries(previous.offsets));
-    }
-    this.metadata = { batchWatermarkMs: offsets.batchWatermarkMs, batchTimestampMs: offsets.batchTimestampMs };
-    this.tracker = new WatermarkTracker(parseWatermarkPolicy(policyConf), offsets.batchWatermarkMs);
-    const commit = await checkpoint.commitLog.getLatest();
-    if (commit && commit[0] === latestBatchId) {
-      this.currentBatchId = latestBatchId + 1;
-      this.isCurrentBatchConstructed = false;
-      this.committedOffsets = new Map(this.availableOffsets);
-      this.tracker.setWatermark(commit[1].nextBatchWatermarkMs);
-      this.metadata = { ...this.metadata, batchWatermarkMs: this.tracker.currentWatermarkMs };
-      await this.options.sink.onCommitted?.(this.partitionId, latestBatchId);
-      if (this.options.noDataBatchAfterRecovery) {
-        this.hasLastExecution = true;
-        this.resumeOperatorsAfter(offsets.batchWatermarkMs);
-      }
+      this.previousWatermarkCache = { batchId: latestBatchId, watermarkMs: previous.batchWatermarkMs };
     }
   }
 
@@ -315,7 +351,10 @@ export class StreamExecution {
   private wouldEmitOrEvict(newWatermarkMs: number): boolean {
     const physical = this.physical!;
     const inputs = propagateWatermark(physical.root, newWatermarkMs);
-    return physical.statefulOperators.some((op) => op.shouldRunAnotherBatch(inputs.get(op.operatorId) ?? 0));
+    const due = (op: (typeof physical.statefulOperators)[number], watermarkMs: number): boolean => (this.options.noDataBatchOnlyWhenDue
+      ? op.hasStateDueAt?.(watermarkMs) ?? op.shouldRunAnotherBatch(watermarkMs)
+      : op.shouldRunAnotherBatch(watermarkMs));
+    return physical.statefulOperators.some((op) => due(op, inputs.get(op.operatorId) ?? 0));
   }
 
   /** One trigger: constructs and runs at most one batch. Returns whether a batch ran. */
@@ -414,13 +453,24 @@ export class StreamExecution {
       batchId, triggerStartMs, addBatchMs, numInputRows, numOutputRows: output.length, sources: sourceProgress, watermarkMs,
       numDeadLetteredRows, cost: this.peekCost(),
     }));
-    if (!(await checkpoint.commitLog.add(batchId, { formatVersion: CHECKPOINT_FORMAT_VERSION, batchId, nextBatchWatermarkMs: this.tracker.currentWatermarkMs }))) {
+    const nextWatermarkMs = this.tracker.currentWatermarkMs;
+    const commitEntry = { formatVersion: CHECKPOINT_FORMAT_VERSION, batchId, nextBatchWatermarkMs: nextWatermarkMs };
+    const coordinator = this.options.watermarkCoordinator;
+    const hadData = numInputRows > 0;
+    // The watermark row goes in the commit's own write when the checkpoint and coordinator allow it.
+    const folded = checkpoint.commitLog.addWithSideWrites
+      ? coordinator?.publishWithCommit?.(this.partitionId, nextWatermarkMs, batchId, hadData)
+      : undefined;
+    const committed = folded
+      ? await checkpoint.commitLog.addWithSideWrites!(batchId, commitEntry, [folded])
+      : await checkpoint.commitLog.add(batchId, commitEntry);
+    if (!committed) {
       throw new CheckpointError(`Batch ${batchId} was already committed by another writer of this checkpoint.`, {
         code: 'CONCURRENT_QUERY', hint: 'only one run of a query may use a checkpoint at a time.',
       });
     }
     await sink.onCommitted?.(this.partitionId, batchId);
-    await this.options.watermarkCoordinator?.publish(this.partitionId, this.tracker.currentWatermarkMs, batchId, numInputRows > 0);
+    if (!folded) await coordinator?.publish(this.partitionId, nextWatermarkMs, batchId, hadData);
     for (const s of this.sources) {
       const end = this.availableOffsets.get(s.name);
       if (end !== undefined && end !== null) s.commit(end);

@@ -7,6 +7,7 @@
  * partition is idle, the watermark is the maximum, Spark's own rule for one query (max event
  * time minus the delay). With one partition this is exactly Spark's watermark.
  */
+import type { CommitSideWrite } from '../checkpoint/checkpoint.js';
 export interface WatermarkCoordinator {
   /**
    * The watermark the next batch of `partitionId` runs with, given that partition's own and
@@ -15,6 +16,18 @@ export interface WatermarkCoordinator {
   combine(partitionId: string, localWatermarkMs: number, hasNewData?: boolean): Promise<number>;
   /** Records `partitionId`'s own watermark after it committed `batchId`. */
   publish(partitionId: string, localWatermarkMs: number, batchId: number, hadData: boolean): Promise<void>;
+  /**
+   * `publish` as a write the commit log makes in the batch's commit (one request fewer), when this
+   * coordinator and the commit log share a store; undefined when it cannot be folded.
+   */
+  publishWithCommit?(partitionId: string, localWatermarkMs: number, batchId: number, hadData: boolean): CommitSideWrite | undefined;
+  /**
+   * Starts reading the other partitions' watermarks now, beside the checkpoint's recovery reads;
+   * `combine` in this invocation uses what it read (with this partition's own publications applied)
+   * instead of reading again: a reading made a moment earlier, which any read is by the time the
+   * batch is planned (the other partitions' watermarks only move forward).
+   */
+  prefetch?(partitionId: string): void;
 }
 
 /** One partition alone: its own watermark is the query's. */

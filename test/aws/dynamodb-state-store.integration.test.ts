@@ -176,6 +176,40 @@ describe('DynamoDbStateStoreProvider', () => {
     expect(contents(await provider({ queryName: name }).open<number>(ID, 17))).toEqual(expectedAt(17));
   });
 
+  it('snapshotByBytes: a large state changed a little is not snapshotted; once the deltas outweigh it, it is, and reloads exactly', async () => {
+    const p = provider({ snapshotEvery: 2, snapshotByBytes: true });
+    const name = nameOf(p);
+    const pk = p.storeKey(ID);
+    const key = (i: number): string => `user-${String(i).padStart(6, '0')}`;
+    // Version 1: 2,000 keys (one delta). Then 10 versions changing 20 keys each. Before the first
+    // snapshot the deltas hold the whole state, so they outweigh it as soon as snapshotEvery (2)
+    // allows; after it, 20-key deltas stay far lighter than the state: no snapshot.
+    const s0 = await p.open<number>(ID, 0);
+    for (let i = 0; i < 2_000; i++) s0.put(key(i), i);
+    await s0.commit();
+    for (let v = 1; v <= 10; v++) {
+      const s = await p.open<number>(ID, v);
+      for (let i = 0; i < 20; i++) s.put(key(v * 20 + i), -v);
+      await s.commit();
+    }
+    expect((await items(pk)).filter((sk) => sk.startsWith('m#'))).toEqual(['m#000000000002']);
+    // Rewriting every key outweighs the state: a snapshot follows.
+    for (let v = 11; v <= 12; v++) {
+      const s = await p.open<number>(ID, v);
+      for (let i = 0; i < 2_000; i++) s.put(key(i), v * 10_000 + i);
+      await s.commit();
+    }
+    const markers = (await items(pk)).filter((sk) => sk.startsWith('m#'));
+    expect(markers).toHaveLength(2);
+    expect(Number(markers[1]!.slice(2))).toBeGreaterThanOrEqual(11);
+    const reloaded = await provider({ queryName: name, snapshotByBytes: true }).open<number>(ID, 13);
+    expect(reloaded.size).toBe(2_000);
+    expect(reloaded.get(key(7))).toBe(120_007);
+    const at11 = await provider({ queryName: name }).open<number>(ID, 11);
+    expect(at11.get(key(200))).toBe(-10);
+    expect(at11.get(key(7))).toBe(7);
+  });
+
   it('splits a large state into chunks and reads it back (default 350 KB chunks)', async () => {
     const p = provider({ snapshotEvery: 2 });
     const big: Record<string, string> = {};

@@ -163,28 +163,39 @@ describe('DynamoDbUpsertSink', () => {
     expect(items[149]).toMatchObject({ store: 'store-149', revenue: 149 });
   });
 
-  it('surfaces throttling as a retryable error, and the retried batch lands once', async () => {
+  it('absorbs a throttle with fewer writes in flight; surfaces a lasting one as a retryable error, and the retried batch lands once', async () => {
     const tableName = await newTable();
-    // A real client with SDK retries off, so the injected throttle reaches the sink.
+    // A real client with SDK retries off, so the injected throttles reach the sink.
     const client = new DynamoDBClient({
       region: emulators.clientOptions.region, endpoint: emulators.endpoints.dynamodb,
       credentials: emulators.clientOptions.credentials, maxAttempts: 1,
     });
-    let injected = 0;
+    let throttles = 0;
+    let throttleFrom = 0;
     client.middlewareStack.add((next, context) => async (args) => {
-      if (context.commandName === 'PutItemCommand' && injected === 0) {
-        injected++;
+      if (context.commandName === 'PutItemCommand' && throttles < throttleFrom) {
+        throttles++;
         throw new ProvisionedThroughputExceededException({ message: 'Rate of requests exceeds the allowed throughput (injected)', $metadata: { httpStatusCode: 400 } });
       }
       return next(args);
-    }, { step: 'initialize', name: 'injectOneThrottle' });
+    }, { step: 'initialize', name: 'injectThrottles' });
     try {
       const sink = new DynamoDbUpsertSink({ client, tableName, keyColumns: ['window', 'store'] });
+      // One throttle: the item is retried after a back-off, with half as many writes in flight.
+      throttleFrom = 1;
+      await sink.addBatch(batch('p', 0, [[w14, 'north', 1, 0], [w14, 'south', 2, 0]]));
+      expect(throttles).toBe(1);
+      expect(sink.inFlight.limit).toBe(32);
+      expect((await scanDynamoDbSink(ddb, tableName)).map((i) => i.revenue).sort()).toEqual([1, 2]);
+      // Throttled on every try: the batch fails, retryably, and the runtime's retry lands once.
+      throttles = 0;
+      throttleFrom = 1_000;
       const b = batch('p', 1, [[w14, 'north', 10, 0], [w14, 'south', 20, 0], [w15, 'north', 30, 0]]);
       const failure = await sink.addBatch(b).then(() => undefined, (e: unknown) => e);
       expect(failure).toMatchObject({ code: 'SINK_THROTTLED', retryable: true });
       expect((failure as Error).cause).toBeInstanceOf(ProvisionedThroughputExceededException);
-      await sink.addBatch(b); // the runtime's retry
+      throttleFrom = 0;
+      await sink.addBatch(b);
       expect((await scanDynamoDbSink(ddb, tableName)).map((i) => i.revenue).sort()).toEqual([10, 20, 30]);
     } finally {
       client.destroy();

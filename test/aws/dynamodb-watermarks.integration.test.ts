@@ -7,6 +7,8 @@ import { ensureTables } from '../../lib/aws/tables.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { deleteResources } from '../support/cleanup.js';
 import { CostMeter } from '../../lib/core/cost-meter.js';
+import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
+import { CHECKPOINT_FORMAT_VERSION } from '../../lib/checkpoint/checkpoint.js';
 
 let emu: EmulatorSet;
 let aws: AwsClients;
@@ -109,5 +111,58 @@ describe('DynamoDbWatermarkCoordinator', () => {
     await wm.publish('parent', 20, 10, true);
     expect(await wm.combine('child', 500)).toBe(500);
     expect((await wm.list()).find((r) => r.partitionId === 'parent')).toMatchObject({ closed: true, idle: true, watermarkMs: 20 });
+  });
+
+  describe('published in the commit transaction', () => {
+    const commitEntry = (batchId: number) => ({ formatVersion: CHECKPOINT_FORMAT_VERSION, batchId, nextBatchWatermarkMs: batchId * 100 });
+    function pair(clock: { now: number }) {
+      const wm = coordinator(clock);
+      const queryName = wm.pk.replace(/#watermarks$/, '');
+      const cp = new DynamoDbCheckpoint({ client, checkpointTable: CP, stateTable: CP, queryName, partitionId: 'p0', stateCache: null });
+      return { wm, cp };
+    }
+
+    it('writes the row with the commit, and not at all when the commit is refused', async () => {
+      const clock = { now: 1_000_000 };
+      const { wm, cp } = pair(clock);
+      expect(await cp.commitLog.addWithSideWrites!(0, commitEntry(0), [wm.publishWithCommit('p0', 100, 0, true)])).toBe(true);
+      expect(await wm.list()).toMatchObject([{ partitionId: 'p0', watermarkMs: 100, batchId: 0, idle: false }]);
+      // Commit 0 exists: the whole transaction is refused, the row keeps batch 0's watermark.
+      expect(await cp.commitLog.addWithSideWrites!(0, commitEntry(0), [wm.publishWithCommit('p0', 999, 0, true)])).toBe(false);
+      expect((await wm.list())[0]).toMatchObject({ watermarkMs: 100, batchId: 0 });
+      // A gap in the commit log is refused as before, and writes no row either.
+      await expect(cp.commitLog.addWithSideWrites!(2, commitEntry(2), [wm.publishWithCommit('p0', 300, 2, true)])).rejects.toMatchObject({ code: 'COMMIT_LOG_GAP' });
+      expect((await wm.list())[0]).toMatchObject({ watermarkMs: 100, batchId: 0 });
+    });
+
+    it('a row already at a later batch is left alone and the commit still succeeds (a stale publish is dropped)', async () => {
+      const clock = { now: 1_000_000 };
+      const { wm, cp } = pair(clock);
+      await wm.publish('p0', 500, 7, true);
+      expect(await cp.commitLog.addWithSideWrites!(0, commitEntry(0), [wm.publishWithCommit('p0', 100, 0, true)])).toBe(true);
+      expect(await cp.commitLog.getLatest()).toEqual([0, commitEntry(0)]);
+      expect((await wm.list())[0]).toMatchObject({ watermarkMs: 500, batchId: 7 });
+    });
+
+    it('combine after prefetch reads once and sees this partition\'s own commits', async () => {
+      const clock = { now: 1_000_000 };
+      const meter = new CostMeter();
+      const queryName = `q-${randomUUID().slice(0, 8)}`;
+      const wm = new DynamoDbWatermarkCoordinator({ client, checkpointTable: CP, queryName, idleTimeoutMs: IDLE_MS, now: () => clock.now, meter });
+      await wm.publish('p0', 100, 0, true);
+      await wm.publish('p1', 400, 0, true);
+      const cp = new DynamoDbCheckpoint({ client, checkpointTable: CP, stateTable: CP, queryName, partitionId: 'p1', stateCache: null });
+      wm.prefetch('p1');
+      const readsBefore = meter.snapshot().dynamoDbReadUnits ?? 0;
+      expect(await wm.combine('p1', 400)).toBe(100);
+      // Another partition (another container) moves on after the prefetch.
+      await coordinator(clock, undefined, queryName).publish('p0', 300, 1, true);
+      expect(await cp.commitLog.addWithSideWrites!(0, commitEntry(0), [wm.publishWithCommit('p1', 450, 0, true)])).toBe(true);
+      // The prefetched reading (p0 at 100) with p1's own commit applied; one Query in all.
+      expect(await wm.combine('p1', 450)).toBe(100);
+      expect((meter.snapshot().dynamoDbReadUnits ?? 0) - readsBefore).toBeLessThanOrEqual(1);
+      // Without a prefetch for this partition, combine reads afresh.
+      expect(await wm.combine('p0', 300)).toBe(300);
+    });
   });
 });

@@ -62,13 +62,29 @@ describe('runShardInvocation (memory backends)', () => {
     expect(r2.progress.map((p) => p.numInputRows)).toEqual([1, 0]);
   });
 
+  it('runs a no-data batch only when the watermark reaches a group held (not on every movement)', async () => {
+    const b = backends();
+    const run = async (...events: { amount: number; ts: string }[]) => (await invoke({ definition: revenue('append'), shardId: 's', records: records(...events), expectedShardCount: 1 }, b)).progress.map((p) => p.numInputRows);
+    expect(await run(ev(1, '14:10'))).toEqual([1]);
+    // Watermark 13:55 → 14:15 → 14:40: the 14:00–15:00 window is not due, no no-data batch.
+    expect(await run(ev(2, '14:30'))).toEqual([1]);
+    expect(await run(ev(3, '14:55'))).toEqual([1]);
+    expect(show(b.sink.allRows())).toEqual([]);
+    // Watermark 15:05: the window is due, the no-data batch emits it, and nothing more is held
+    // before 16:00, so the next movement (15:25) runs none.
+    expect(await run(ev(4, '15:20'))).toEqual([1, 0]);
+    expect(show(b.sink.allRows())).toEqual(['2024-05-01 14:00:00-15:00:00=6']);
+    expect(await run(ev(5, '15:40'))).toEqual([1]);
+  });
+
   it('drops redelivered records that are already committed', async () => {
     const b = backends();
     const batch = records(ev(15, '14:40'), ev(10, '14:30'));
     await invoke({ definition: revenue('update'), shardId: 's', records: batch, expectedShardCount: 1 }, b);
     const again = await invoke({ definition: revenue('update'), shardId: 's', records: [...batch, ...records(ev(5, '14:50'))], expectedShardCount: 1 }, b);
-    // The watermark moved (14:25 → 14:35), so Spark's rule adds a no-data batch after the data batch.
-    expect(again.progress.map((p) => p.numInputRows)).toEqual([1, 0]);
+    // The watermark moved (14:25 → 14:35) but no group ends by then: Spark's rule would add a
+    // no-data batch; the deployed runtime runs one only when something is due.
+    expect(again.progress.map((p) => p.numInputRows)).toEqual([1]);
     expect(show(b.sink.rowsAfter(0))).toEqual(['2024-05-01 14:00:00-15:00:00=30']);
   });
 
