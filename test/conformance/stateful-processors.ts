@@ -169,24 +169,29 @@ const countWithProcessingTimeTimeout: FlatMapGroupsWithStateFunction<number> = (
   return [{ key: key[0], count }];
 };
 
-/** FlatMapGroupsWithStateSuite's event-time timeout: max event time + 5 s; emits (key, max seen) on timeout. */
+/**
+ * FlatMapGroupsWithStateSuite's event-time timeout function: emits the key's max event time (s) and
+ * times out 5 s after it; emits (key, -1) on timeout.
+ */
 const maxEventTimeWithTimeout: FlatMapGroupsWithStateFunction<number> = (key, rows, state) => {
   if (state.hasTimedOut()) {
-    const max = state.get();
     state.remove();
-    return [{ key: key[0], maxEventTimeSec: max }];
+    return [{ key: key[0], maxEventTimeSec: -1 }];
   }
   const maxSec = Math.max(state.getOption() ?? 0, ...rows.map((r) => Math.floor((r.eventTime as number) / 1_000_000)));
   state.update(maxSec);
-  state.setTimeoutTimestamp(maxSec * 1000, '5 seconds');
-  return [];
+  state.setTimeoutTimestamp((maxSec + 5) * 1000);
+  return [{ key: key[0], maxEventTimeSec: maxSec }];
 };
 
-/** mapGroupsWithState running count (FlatMapGroupsWithStateSuite "mapGroupsWithState - streaming"). */
+/** mapGroupsWithState running count ("mapGroupsWithState - streaming"): a count of 3 removes the state and emits -1. */
 const mapRunningCount: FlatMapGroupsWithStateFunction<number> = (key, rows, state) => {
   const count = (state.getOption() ?? 0) + rows.length;
-  if (count === 3) state.remove();
-  else state.update(count);
+  if (count === 3) {
+    state.remove();
+    return [{ key: key[0], count: '-1' }];
+  }
+  state.update(count);
   return [{ key: key[0], count: String(count) }];
 };
 
