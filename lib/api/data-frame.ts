@@ -84,9 +84,10 @@ function newInstance(plan: LogicalPlan): LogicalPlan {
         const child = visit(p.child);
         return { ...p, child, eventTime: fresh(p.eventTime), output };
       }
-      case 'Deduplicate': {
+      case 'Deduplicate':
+      case 'StatefulProcessing': {
         const child = visit(p.child);
-        return { ...p, child, keys: p.keys.map(fresh), output };
+        return { ...p, child, keys: p.keys.map(fresh), output } as LogicalPlan;
       }
       default:
         return { ...p, child: visit(p.child), output } as LogicalPlan;
