@@ -82,7 +82,7 @@ export interface StatefulProcessorHandle {
   deleteTimer(expiryTimestampMs: number): void;
   /** The current key's timers, ascending (including one firing now). */
   listTimers(): number[];
-  /** Removes a state variable's values for the current key. */
+  /** Removes every value of a state variable, for all keys (Spark drops its column family); call it in init() to retire a variable. */
   deleteIfExists(name: string): void;
   getQueryInfo(): QueryInfo;
 }

@@ -34,10 +34,14 @@ function notJsonLike(v: unknown, path: string): string | null {
   return null;
 }
 
+function showValue(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? `${x}n` : x)) ?? String(v);
+}
+
 /** Why `v` does not fit `t` (NULL fits every type), or null. */
 export function notOfType(v: unknown, t: DataType, path: string): string | null {
   if (v === null || v === undefined) return null;
-  const bad = `${path} = ${typeof v === 'bigint' ? `${v}n` : JSON.stringify(v)} is not a ${typeToString(t)}`;
+  const bad = `${path} = ${showValue(v)} is not a ${typeToString(t)}`;
   if (typeof t === 'string') {
     switch (t) {
       case 'long':
