@@ -177,3 +177,22 @@ describe('GroupState rules (Spark GroupStateImpl)', () => {
       .toContain("'null' is not a valid state value");
   });
 });
+
+describe('deployed queries', () => {
+  it('refuse an initial state on several shards (each shard would apply all of it)', async () => {
+    const { validateQuery } = await import('../../../lib/query/validate-query.js');
+    const { defineQuery } = await import('../../../lib/query/query-definition.js');
+    const definition = defineQuery({
+      name: 'with-initial-state',
+      source: { schema: 'key string, n long', partitionKey: 'key' },
+      transform: (events, session) => events.groupByKey('key').transformWithState(storing(() => 1), {
+        outputSchema: 'key string, previous string', outputMode: 'append',
+        initialState: session.createDataFrame([['a', 1]], 'key string, n long').groupByKey('key'),
+      }),
+      outputMode: 'append',
+      sink: { kind: 's3-files' },
+    });
+    expect(() => validateQuery(definition, { expectedShardCount: 2 })).toThrow(/INITIAL_STATE_NOT_PARTITIONED|not supported by a deployed query on several shards/);
+    expect(() => validateQuery(definition, { expectedShardCount: 1 })).not.toThrow();
+  });
+});
