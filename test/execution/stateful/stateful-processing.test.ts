@@ -196,3 +196,27 @@ describe('deployed queries', () => {
     expect(() => validateQuery(definition, { expectedShardCount: 1 })).not.toThrow();
   });
 });
+
+describe('state routing (resharding) and the repartition stage', () => {
+  const keyed = () => {
+    const { df } = new SluiceSession().memoryStream('user string, n long', 'events');
+    return df.groupByKey('user').transformWithState(storing(() => 1), { outputSchema: 'key string, previous string', timeMode: 'processingTime' });
+  };
+
+  it('routes every entry of a key (value, list, map entry, timer) by the key column', async () => {
+    const { sourceStreamStateRouting } = await import('../../../lib/state/state-routing.js');
+    const [routing] = sourceStreamStateRouting(keyed().plan, 'user');
+    const route = routing!.routingKey!;
+    expect(route('v|v|su1', [['u1'], 1, null])).toBe('u1');
+    expect(route('l|l|su1', [['u1'], [[1, null]]])).toBe('u1');
+    expect(route('m|m|["su1","sk"]', [['u1'], 'k', 1, null])).toBe('u1');
+    expect(route('t|["su1",5000]', [['u1'], 5000])).toBe('u1');
+  });
+
+  it('cuts a repartition stage routed by the groupByKey columns', async () => {
+    const { planRepartition } = await import('../../../lib/analysis/stages.js');
+    const cut = planRepartition(keyed().plan);
+    expect(cut.routingColumns).toEqual(['user']);
+    expect(cut.statefulOperator.kind).toBe('StatefulProcessing');
+  });
+});
