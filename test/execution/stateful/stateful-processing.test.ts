@@ -220,3 +220,12 @@ describe('state routing (resharding) and the repartition stage', () => {
     expect(cut.statefulOperator.kind).toBe('StatefulProcessing');
   });
 });
+
+describe('explain', () => {
+  it('shows the operator, its keys and its timers', () => {
+    const { df } = new SluiceSession().memoryStream('user string, n long', 'events');
+    const text = tws(df.withColumnRenamed('user', 'key'), storing(() => 1), 'processingTime').explain('update');
+    expect(text).toContain('TransformWithState keys [key], timeMode processingTime, update');
+    expect(text).toMatch(/transformWithState by \[key\]: .*timers fire when the batch timestamp passes them/);
+  });
+});
