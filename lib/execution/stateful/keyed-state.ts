@@ -169,10 +169,4 @@ export class KeyedState {
     }
     return removed;
   }
-
-  get timerCount(): number {
-    let n = 0;
-    for (const { times } of this.timers.values()) n += times.size;
-    return n;
-  }
 }
