@@ -84,6 +84,30 @@ class EventTimeSessions implements StatefulProcessor {
   }
 }
 
+/** Session detection on processing time: a session closes 10 s after its last event (the timer moves with each batch); emits (key, events). */
+class ProcessingTimeSessions implements StatefulProcessor {
+  private events!: ValueState<number>;
+  private handle!: StatefulProcessorHandle;
+
+  init(handle: StatefulProcessorHandle): void {
+    this.handle = handle;
+    this.events = handle.getValueState<number>('events', { schema: 'long' });
+  }
+
+  handleInputRows(_key: GroupingKey, rows: readonly Row[], timerValues: TimerValues): Row[] {
+    for (const t of this.handle.listTimers()) this.handle.deleteTimer(t);
+    this.handle.registerTimer(timerValues.getCurrentProcessingTimeInMs() + 10 * SECOND);
+    this.events.update((this.events.get() ?? 0) + rows.length);
+    return [];
+  }
+
+  handleExpiredTimer(key: GroupingKey): Row[] {
+    const events = this.events.get() ?? 0;
+    this.events.clear();
+    return [{ key: key[0], events }];
+  }
+}
+
 /** TransformWithListStateTTLSuite-like: each row's value appended with a TTL; emits the live list. */
 class ListWithTtl implements StatefulProcessor {
   private values!: ListState<string>;
@@ -199,6 +223,7 @@ export const PROCESSORS: Record<string, () => StatefulProcessor> = {
   RunningCount: () => new RunningCount(),
   RunningCountWithProcessingTimeTimer: () => new RunningCountWithProcessingTimeTimer(),
   EventTimeSessions: () => new EventTimeSessions(),
+  ProcessingTimeSessions: () => new ProcessingTimeSessions(),
   ListWithTtl: () => new ListWithTtl(),
   MapCommands: () => new MapCommands(),
   RunningCountWithInitialState: () => new RunningCountWithInitialState(),
