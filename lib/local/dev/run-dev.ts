@@ -13,6 +13,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { stringifyWithLongs } from '../../core/long.js';
 import type { StreamingQueryDefinition } from '../../query/query-definition.js';
 import { compileQuery } from '../../query/compiled-query.js';
 import type { QueryStage } from '../../query/query-stage.js';
@@ -297,7 +298,7 @@ function inColumnOrder(row: Record<string, unknown>, columns: readonly string[])
 }
 
 function jsonLines(rows: readonly unknown[]): string {
-  return rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length > 0 ? '\n' : '');
+  return rows.map((r) => stringifyWithLongs(r)).join('\n') + (rows.length > 0 ? '\n' : '');
 }
 
 function truncate(text: string, n: number): string {
