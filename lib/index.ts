@@ -7,6 +7,10 @@
  */
 export { SluiceSession, toSchema, type SchemaLike } from './api/session.js';
 export { DataFrame, GroupedData } from './api/data-frame.js';
+export {
+  KeyValueGroupedDataFrame, type FlatMapGroupsWithStateOptions, type MapGroupsWithStateOptions, type TransformWithStateOptions,
+} from './api/key-value-grouped.js';
+export type * from './plan/stateful-processor.js';
 export { DataStreamWriter } from './api/data-stream-writer.js';
 export { Column, interval, type SortOrder } from './plan/column.js';
 export * from './plan/functions.js';

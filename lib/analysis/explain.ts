@@ -92,6 +92,7 @@ function header(n: LogicalPlan): string {
     case 'Intersect': return `${n.kind}${n.all ? ' ALL' : ''}`;
     case 'WindowFunction': return `Window ${n.fn}() AS ${n.output[n.output.length - 1]?.name ?? n.fn}`;
     case 'SubqueryAlias': return `SubqueryAlias ${n.alias}`;
+    case 'StatefulProcessing': return `${n.api === 'transformWithState' ? 'TransformWithState' : n.api === 'mapGroupsWithState' ? 'MapGroupsWithState' : 'FlatMapGroupsWithState'} keys [${n.keys.map((k) => k.name).join(', ')}], ${n.api === 'transformWithState' ? 'timeMode' : 'timeout'} ${n.timeMode}, ${n.operatorOutputMode}`;
     case 'FailOnce': return `FailOnce ${show(n.condition)} (test fault injection)`;
     default: return (n as LogicalPlan).kind;
   }
@@ -212,6 +213,10 @@ function operatorNote(n: LogicalPlan, mode: OutputMode): OperatorNote {
   if (n.kind === 'Aggregate') return aggregateNote(n, mode);
   if (n.kind === 'Deduplicate') return dedupNote(n);
   if (n.kind === 'Join') return joinNote(n);
+  if (n.kind === 'StatefulProcessing') {
+    const timers = n.timeMode === 'none' ? 'no timers' : n.timeMode === 'processingTime' ? 'timers fire when the batch timestamp passes them (scheduled no-data batches too)' : 'timers fire when the watermark passes them';
+    return { text: `${n.api} by [${n.keys.map((k) => k.name).join(', ')}]: the user's code decides the output; ${timers}; state kept until the code clears it or its TTL ends`, warnings: [] };
+  }
   return { text: n.kind, warnings: [] };
 }
 

@@ -84,6 +84,12 @@ export function statefulKeyReport(plan: LogicalPlan, partitionKey: string | unde
         keys: node.groupingExprs.map(describeExpr),
         coPartitioned: node.groupingExprs.some((g) => isKey(columnOfExpr(node.child, g))),
       });
+    } else if (node.kind === 'StatefulProcessing' && stateful) {
+      reports.push({
+        operator: node.api,
+        keys: node.keys.map((k) => k.name),
+        coPartitioned: node.keys.some((k) => isKey(sourceColumnOf(node.child, k))),
+      });
     } else if (node.kind === 'Deduplicate' && stateful) {
       reports.push({
         operator: 'Deduplicate',

@@ -56,6 +56,10 @@ export function requiredSourceColumns(plan: LogicalPlan): Map<string, Set<string
       case 'Aggregate':
         [...p.groupingExprs, ...p.aggregateExprs].forEach((e) => useExpr(e, p.child.output));
         break;
+      case 'StatefulProcessing':
+        // The user's code sees every column.
+        useAll(p.child.output);
+        break;
       case 'Deduplicate':
         useAll(p.keys);
         usePositional(p.output, p.child.output);

@@ -91,7 +91,7 @@ function traceToCut(node: LogicalPlan, attribute: Attribute, cut: LogicalPlan): 
 }
 
 function keyAttributes(stateful: LogicalPlan): { child: LogicalPlan; keys: Attribute[]; names: string[]; positions: number[] } {
-  if (stateful.kind === 'Deduplicate') {
+  if (stateful.kind === 'Deduplicate' || stateful.kind === 'StatefulProcessing') {
     return { child: stateful.child, keys: [...stateful.keys], names: stateful.keys.map((k) => k.name), positions: stateful.keys.map((_, i) => i) };
   }
   if (stateful.kind !== 'Aggregate') throw refuse('stream-stream joins are not repartitioned yet');

@@ -7,7 +7,7 @@
 import type { OutputMode } from '../core/output-mode.js';
 import type { Attribute } from '../plan/attribute.js';
 import { describe, exists, unalias, type Expr } from '../plan/expressions.js';
-import { planChildren, isStreaming, type JoinNode, type JoinType, type LogicalPlan } from '../plan/logical-plan.js';
+import { planChildren, isStreaming, type JoinNode, type JoinType, type LogicalPlan, type StatefulProcessingNode } from '../plan/logical-plan.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import { bind, inheritedEventTimeDelay } from './binder.js';
 import type { BoundExpr } from './bound-expr.js';
@@ -189,6 +189,44 @@ export const errors = {
     'STREAM_STREAM_JOIN_WITHOUT_EQUALITY',
     'add at least one equality between the two sides (a key, or equal window() structs) so rows can be matched by key.',
   ),
+  multipleMapGroupsWithState: () => refusal(
+    'Multiple mapGroupsWithStates are not supported on a streaming DataFrames/Datasets',
+    'MULTIPLE_MAP_GROUPS_WITH_STATE',
+    'keep one mapGroupsWithState per query; several stateful steps can run in one function, or use flatMapGroupsWithState in append mode.',
+  ),
+  mixedMapAndFlatMapGroupsWithState: () => refusal(
+    'Mixing mapGroupsWithStates and flatMapGroupsWithStates are not supported on a streaming DataFrames/Datasets',
+    'MIXED_MAP_FLATMAP_GROUPS_WITH_STATE',
+    'use flatMapGroupsWithState (append mode) for every stateful step.',
+  ),
+  multipleFlatMapGroupsWithStateNotAppend: () => refusal(
+    'Multiple flatMapGroupsWithStates are not supported when they are not all in append mode or the output mode is not append on a ' +
+      'streaming DataFrames/Datasets',
+    'MULTIPLE_FLATMAP_GROUPS_WITH_STATE',
+    "give every flatMapGroupsWithState outputMode 'append' and run the query in append mode.",
+  ),
+  mapGroupsWithStateOutputMode: (mode: OutputMode) => refusal(
+    `mapGroupsWithState is not supported with ${title(mode)} output mode on a streaming DataFrame/Dataset`,
+    'MAP_GROUPS_WITH_STATE_OUTPUT_MODE',
+    'mapGroupsWithState updates a row per key: run the query in update mode (e.g. into the DynamoDB upsert sink), or use ' +
+      "flatMapGroupsWithState with outputMode 'append' for append mode.",
+  ),
+  flatMapGroupsWithStateOutputMode: (operatorMode: OutputMode, mode: OutputMode) => refusal(
+    `flatMapGroupsWithState in ${operatorMode} mode is not supported with ${title(mode)} output mode on a streaming DataFrame/Dataset`,
+    'FLATMAP_GROUPS_WITH_STATE_OUTPUT_MODE',
+    "the operator's outputMode option must match the query's output mode when no aggregation follows it.",
+  ),
+  flatMapGroupsWithStateUpdateWithAggregation: () => refusal(
+    'flatMapGroupsWithState in update mode is not supported with aggregation on a streaming DataFrame/Dataset',
+    'FLATMAP_GROUPS_WITH_STATE_UPDATE_WITH_AGGREGATION',
+    "use outputMode 'append' for a flatMapGroupsWithState whose rows are aggregated.",
+  ),
+  eventTimeTimeoutWithoutWatermark: (operator: string) => refusal(
+    "Watermark must be specified in the query using '[Dataset/DataFrame].withWatermark()' for using event-time timeout in a " +
+      `${operator}. Event-time timeout not supported without watermark.`,
+    'EVENT_TIME_TIMEOUT_WITHOUT_WATERMARK',
+    'call withWatermark(eventTimeColumn, delay) before groupByKey: event-time timers fire when the watermark passes them.',
+  ),
   globalSessionWindow: () => refusal(
     'Global aggregation with session window in streaming query is not supported.',
     'GLOBAL_SESSION_WINDOW',
@@ -310,6 +348,7 @@ function dropsLateRows(n: LogicalPlan): boolean {
 
 /** Operators whose output can be older than the watermark: an aggregation that re-emits updated groups. */
 function emitsRowsBehindWatermark(n: LogicalPlan, outputMode: OutputMode): boolean {
+  if (n.kind === 'StatefulProcessing') return isStreaming(n) && n.api !== 'transformWithState' && n.timeMode === 'eventTime';
   return n.kind === 'Aggregate' && isStreaming(n) && outputMode !== 'append';
 }
 
@@ -369,7 +408,7 @@ function windowSpec(n: Extract<LogicalPlan, { kind: 'WindowFunction' }>): string
   return `(${parts.join(' ')})`;
 }
 
-function checkNode(n: LogicalPlan, outputMode: OutputMode): void {
+function checkNode(n: LogicalPlan, outputMode: OutputMode, plan: LogicalPlan): void {
   switch (n.kind) {
     case 'Aggregate': {
       const distinct = n.aggregateExprs.some((e) => exists(e, (x) => x.kind === 'aggregate' && x.distinct));
@@ -383,6 +422,9 @@ function checkNode(n: LogicalPlan, outputMode: OutputMode): void {
       if (n.withinWatermark && isStreaming(n) && !n.child.output.some((a) => a.eventTimeDelayMs !== null)) {
         throw errors.dedupWithinWatermarkWithoutWatermark();
       }
+      break;
+    case 'StatefulProcessing':
+      if (isStreaming(n)) checkStatefulProcessing(n, plan, outputMode);
       break;
     case 'Filter':
       if (isStreaming(n) && isSample(n)) throw errors.sampleOnStream();
@@ -416,6 +458,42 @@ function checkNode(n: LogicalPlan, outputMode: OutputMode): void {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Arbitrary stateful processing (Spark's FlatMapGroupsWithState and TransformWithState cases)
+// ---------------------------------------------------------------------------------------------
+
+function statefulProcessingNodes(plan: LogicalPlan): StatefulProcessingNode[] {
+  return preOrder(plan).filter((n): n is StatefulProcessingNode => n.kind === 'StatefulProcessing' && isStreaming(n));
+}
+
+function checkStatefulProcessingCount(plan: LogicalPlan, outputMode: OutputMode): void {
+  const nodes = statefulProcessingNodes(plan);
+  const maps = nodes.filter((n) => n.api === 'mapGroupsWithState');
+  const flatMaps = nodes.filter((n) => n.api === 'flatMapGroupsWithState');
+  if (maps.length >= 2) throw errors.multipleMapGroupsWithState();
+  if (maps.length > 0 && flatMaps.length > 0) throw errors.mixedMapAndFlatMapGroupsWithState();
+  if (flatMaps.length >= 2 && (outputMode !== 'append' || flatMaps.some((n) => n.operatorOutputMode !== 'append'))) {
+    throw errors.multipleFlatMapGroupsWithStateNotAppend();
+  }
+}
+
+function checkStatefulProcessing(n: StatefulProcessingNode, plan: LogicalPlan, outputMode: OutputMode): void {
+  if (n.api === 'mapGroupsWithState') {
+    if (outputMode !== 'update') throw errors.mapGroupsWithStateOutputMode(outputMode);
+  } else if (n.api === 'flatMapGroupsWithState') {
+    if (streamingAggregates(plan).length === 0) {
+      if (n.operatorOutputMode !== outputMode) throw errors.flatMapGroupsWithStateOutputMode(n.operatorOutputMode, outputMode);
+    } else if (n.operatorOutputMode === 'update') {
+      throw errors.flatMapGroupsWithStateUpdateWithAggregation();
+    }
+  }
+  // Spark checks this for [flat]mapGroupsWithState; Sluice applies it to transformWithState too, whose
+  // event-time timers would otherwise never fire.
+  if (n.timeMode === 'eventTime' && !n.child.output.some((a) => a.eventTimeDelayMs !== null)) {
+    throw errors.eventTimeTimeoutWithoutWatermark(n.api === 'transformWithState' ? 'transformWithState' : '[map|flatMap]GroupsWithState');
+  }
+}
+
 /**
  * Throws the AnalysisError Spark raises at `writeStream.start()` for this plan and output mode.
  * Run before any state, checkpoint or data is touched.
@@ -423,7 +501,8 @@ function checkNode(n: LogicalPlan, outputMode: OutputMode): void {
 export function checkStreamingQuery(plan: LogicalPlan, outputMode: OutputMode, conf: Conf): void {
   if (!isStreaming(plan)) throw errors.noStreamingSource();
   checkOutputMode(plan, outputMode);
-  foreachUp(plan, (n) => checkNode(n, outputMode));
+  checkStatefulProcessingCount(plan, outputMode);
+  foreachUp(plan, (n) => checkNode(n, outputMode, plan));
   checkStreamingQueryGlobalWatermarkLimit(plan, outputMode, conf);
 }
 

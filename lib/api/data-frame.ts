@@ -13,6 +13,7 @@ import { AnalysisError, IllegalArgumentError } from '../errors/sluice-error.js';
 import type { SourceRegistry } from '../sources/source.js';
 import { runBatchQuery } from '../runtime/batch-runner.js';
 import { DataStreamWriter } from './data-stream-writer.js';
+import { KeyValueGroupedDataFrame } from './key-value-grouped.js';
 
 /**
  * What a DataFrame needs of the session that created it: the SQL conf. Structural, so that the
@@ -83,9 +84,10 @@ function newInstance(plan: LogicalPlan): LogicalPlan {
         const child = visit(p.child);
         return { ...p, child, eventTime: fresh(p.eventTime), output };
       }
-      case 'Deduplicate': {
+      case 'Deduplicate':
+      case 'StatefulProcessing': {
         const child = visit(p.child);
-        return { ...p, child, keys: p.keys.map(fresh), output };
+        return { ...p, child, keys: p.keys.map(fresh), output } as LogicalPlan;
       }
       default:
         return { ...p, child: visit(p.child), output } as LogicalPlan;
@@ -240,6 +242,14 @@ export class DataFrame {
 
   groupBy(...cols: ColumnLike[]): GroupedData {
     return new GroupedData(this, cols.map((c) => toColumn(c).expr));
+  }
+
+  /**
+   * Groups rows by the key columns for arbitrary stateful processing (Spark's groupByKey):
+   * `transformWithState`, `flatMapGroupsWithState`, `mapGroupsWithState`.
+   */
+  groupByKey(...keyColumns: string[]): KeyValueGroupedDataFrame<DataFrame> {
+    return new KeyValueGroupedDataFrame(this.plan, keyColumns, (plan) => this.with(plan));
   }
 
   /** Aggregation over the whole stream (no grouping keys). */

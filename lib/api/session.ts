@@ -1,38 +1,12 @@
-import { parseDataType, type StructField } from '../plan/data-types.js';
+import type { StructField } from '../plan/data-types.js';
+import { toSchema, type SchemaLike } from './schema.js';
 import { newAttribute } from '../plan/attribute.js';
 import { MemoryStream } from '../sources/memory-stream.js';
 import { JsonMemoryStream, type JsonMemoryStreamOptions } from '../sources/json-memory-stream.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { DataFrame } from './data-frame.js';
 
-export type SchemaLike = readonly StructField[] | readonly { name: string; type: string }[] | string;
-
-/** `"user string, amount double, ts timestamp"` or a field list. */
-export function toSchema(schema: SchemaLike): StructField[] {
-  if (typeof schema === 'string') {
-    return splitFields(schema).map((part) => {
-      const [name, ...type] = part.trim().split(/\s+/);
-      return { name: name!, type: parseDataType(type.join(' ')) };
-    });
-  }
-  return schema.map((f) => ({ name: f.name, type: typeof f.type === 'string' ? parseDataType(f.type) : f.type }));
-}
-
-function splitFields(s: string): string[] {
-  const out: string[] = [];
-  let depth = 0;
-  let start = 0;
-  for (let i = 0; i < s.length; i++) {
-    if (s[i] === '<') depth++;
-    else if (s[i] === '>') depth--;
-    else if (s[i] === ',' && depth === 0) {
-      out.push(s.slice(start, i));
-      start = i + 1;
-    }
-  }
-  out.push(s.slice(start));
-  return out.filter((x) => x.trim());
-}
+export { toSchema, type SchemaLike } from './schema.js';
 
 /**
  * The entry point, like SparkSession: holds the SQL conf (`spark.sql.*` keys keep Spark's names)

@@ -4,7 +4,9 @@
  *   1. checks with GetRecords whether the shard is caught up (nothing after its committed
  *      position); a caught-up shard quiet for the idle timeout leaves the watermark minimum;
  *   2. runs the shard's invocation without new records: a pending batch re-runs, and a no-data batch
- *      runs when the watermark moved (closing windows in append mode, evicting state).
+ *      runs when the watermark moved (closing windows in append mode, evicting state) or a
+ *      processing-time timer is due (the last commit records the earliest one: no state is read
+ *      to decide), so a timer fires even when its key gets no more data.
  * With `{ "mode": "drain" }` it instead reads every shard from its checkpointed position with
  * GetRecords and runs batches until caught up (Spark's availableNow), for backfills and for
  * queries that run only on a schedule.
@@ -218,8 +220,13 @@ async function confirmIdle(backends: AwsQueryBackends, stage: QueryStage, shardI
 
 async function runAndReport(context: Context, tick: Tick, shardId: string, stage: QueryStage, records: readonly ShardRecord[]): Promise<ShardInvocationResult> {
   const { query, backends, observability, options } = context;
+  // The invocation's time (EventBridge's, or the test's) is also its batches' processing time: a
+  // processing-time timer fires in the tick whose time has passed it.
+  const now = options.now ?? Date.now;
   const result = await inSubsegment(await context.tracing, 'sluice scheduled batch', { query: query.name, shard: shardId, stage: stage.kind },
-    () => runShardInvocation(query, { shardId, records, scheduled: true, stage, limits: tick.limits }, backends.forPartition(shardId, stage)));
+    () => runShardInvocation(
+      query, { shardId, records, scheduled: true, stage, limits: tick.limits }, { ...backends.forPartition(shardId, stage), clock: { nowMs: now } },
+    ));
   for (const p of result.progress) tick.longestBatchMs = Math.max(tick.longestBatchMs, p.durationMs.triggerExecution ?? 0);
   if (result.stoppedBy === 'deadline') tick.stoppedBy = 'deadline';
   for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, stage.kind);

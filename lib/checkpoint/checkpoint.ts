@@ -21,6 +21,12 @@ export interface CommitEntry {
   readonly batchId: number;
   /** The watermark after this batch: the next batch runs with it. */
   readonly nextBatchWatermarkMs: number;
+  /**
+   * The earliest processing-time timer of the stateful operators after this batch (null: none), so
+   * that a recovered query (a scheduled invocation) knows whether a no-data batch is due without
+   * reading state. Absent in entries written before timers existed, or by reshard seeding: unknown.
+   */
+  readonly nextTimerMs?: number | null;
 }
 
 /**

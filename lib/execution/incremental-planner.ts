@@ -13,6 +13,8 @@ import { SessionWindowAggregateExec } from './session-window-aggregate-exec.js';
 import { StreamingAggregateExec } from './streaming-aggregate-exec.js';
 import { StreamingDeduplicateExec } from './streaming-deduplicate-exec.js';
 import { StreamingSymmetricHashJoinExec } from './streaming-symmetric-hash-join-exec.js';
+import { FlatMapGroupsWithStateExec } from './stateful/flat-map-groups-with-state-exec.js';
+import { TransformWithStateExec } from './stateful/transform-with-state-exec.js';
 
 /** The executable form of a query: built once per run, re-executed every batch. */
 export interface PhysicalQuery {
@@ -90,6 +92,12 @@ export function planQuery(logical: LogicalPlan, evalContext: EvalContext): Physi
         return new WindowFunctionExec(build(p.child), p.fn, p.partitionBy, p.orderBy, p.output, evalContext);
       case 'SubqueryAlias':
         return new PassThroughExec(build(p.child), p.output);
+      case 'StatefulProcessing': {
+        const child = build(p.child);
+        if (!streaming) throw new Error(`${p.api} on a static DataFrame is not supported by Sluice`);
+        const operatorId = ids.get(p)!;
+        return p.api === 'transformWithState' ? new TransformWithStateExec(operatorId, child, p) : new FlatMapGroupsWithStateExec(operatorId, child, p);
+      }
       case 'FailOnce':
         return new FailOnceExec(build(p.child), p.condition, p.message, p.token, evalContext);
       default:

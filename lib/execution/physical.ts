@@ -77,6 +77,12 @@ export interface StatefulExec extends Exec {
    */
   hasStateDueAt?(newInputWatermarkMs: number): boolean | undefined;
   /**
+   * Operators with processing-time timers: the earliest one after the last execute() (it fires in
+   * a batch whose timestamp is past it), null when there is none, undefined when not known (the
+   * operator has not run in this process). Lets a no-data batch run only when a timer is due.
+   */
+  nextTimerMs?(): number | null | undefined;
+  /**
    * Records the eviction watermark a batch ran with. `execute` calls it; after a recovery that may
    * run a no-data batch at once (a scheduled trigger), the runtime calls it for the last committed
    * batch, as if that batch had run in this process (Spark's `lastExecution`).

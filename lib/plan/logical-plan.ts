@@ -2,6 +2,9 @@ import type { Attribute } from './attribute.js';
 import type { Expr } from './expressions.js';
 import type { SortOrder } from './column.js';
 import type { StructField } from './data-types.js';
+import type {
+  FlatMapGroupsWithStateFunction, GroupingKey, OperatorOutputMode, Row, StatefulProcessor, TimeMode,
+} from './stateful-processor.js';
 
 /**
  * The logical plan: a query as data. Each node records its output attributes, computed when the
@@ -22,6 +25,7 @@ export type LogicalPlan =
   | SetOperationNode
   | WindowFunctionNode
   | SubqueryAliasNode
+  | StatefulProcessingNode
   | FailOnceNode;
 
 /**
@@ -135,6 +139,28 @@ export interface SubqueryAliasNode {
   readonly output: readonly Attribute[];
 }
 
+/**
+ * Arbitrary stateful processing over `groupByKey(keys)`: Spark's TransformWithState (a processor)
+ * or FlatMapGroupsWithState (a function with a GroupState; mapGroupsWithState is its one-row form).
+ * The user's code is held by the plan, as Spark's logical node holds the function.
+ */
+export interface StatefulProcessingNode {
+  readonly kind: 'StatefulProcessing';
+  readonly child: LogicalPlan;
+  readonly api: 'transformWithState' | 'flatMapGroupsWithState' | 'mapGroupsWithState';
+  readonly keys: readonly Attribute[];
+  /** transformWithState's time mode, or [flat]mapGroupsWithState's timeout. */
+  readonly timeMode: TimeMode;
+  readonly operatorOutputMode: OperatorOutputMode;
+  readonly processor: (() => StatefulProcessor) | null;
+  readonly fn: FlatMapGroupsWithStateFunction<unknown> | null;
+  /** [flat]mapGroupsWithState's declared state type (Spark type string), if any. */
+  readonly stateType: string | null;
+  /** transformWithState's initial state: one row per key, handed to handleInitialState in batch 0. */
+  readonly initialState: readonly { readonly key: GroupingKey; readonly row: Row }[] | null;
+  readonly output: readonly Attribute[];
+}
+
 /** Test-only fault injection: raises once, the first time a row satisfies the condition. */
 export interface FailOnceNode {
   readonly kind: 'FailOnce';
@@ -158,6 +184,7 @@ export function planChildren(p: LogicalPlan): readonly LogicalPlan[] {
     case 'Sort':
     case 'WindowFunction':
     case 'SubqueryAlias':
+    case 'StatefulProcessing':
     case 'FailOnce':
       return [p.child];
     case 'Join':

@@ -144,6 +144,8 @@ export class StreamExecution {
   private hasLastExecution = false;
   private started = false;
   private previousWatermarkCache: { batchId: number; watermarkMs: number } | null = null;
+  /** The earliest processing-time timer after the last committed batch (null: none; undefined: unknown). */
+  private nextTimerMs: number | null | undefined = undefined;
 
   /**
    * The cost meter's reading when the last batch's cost was taken. Everything spent since (the
@@ -258,6 +260,7 @@ export class StreamExecution {
       // The next batch's lower bound on the watermark is this entry's: no need to read it again.
       this.previousWatermarkCache = { batchId: latestBatchId + 1, watermarkMs: offsets.batchWatermarkMs };
       this.tracker.setWatermark(commit[1].nextBatchWatermarkMs);
+      this.nextTimerMs = commit[1].nextTimerMs;
       this.metadata = { ...this.metadata, batchWatermarkMs: this.tracker.currentWatermarkMs };
       await this.options.sink.onCommitted?.(this.partitionId, latestBatchId);
       if (this.options.noDataBatchAfterRecovery) {
@@ -313,10 +316,12 @@ export class StreamExecution {
     const latest = this.latestOffsets();
     const newData = this.hasNewData(latest);
     const watermarkMs = await this.nextBatchWatermarkMs(newData);
-    const noDataBatch = !newData && this.noDataBatchesEnabled && this.hasLastExecution && this.wouldEmitOrEvict(watermarkMs);
+    const nowMs = this.options.clock.nowMs();
+    const noDataBatch = !newData && this.noDataBatchesEnabled && this.hasLastExecution
+      && (this.wouldEmitOrEvict(watermarkMs) || this.timerDue(nowMs));
     if (!newData && !noDataBatch) return false;
     for (const [name, off] of latest) if (off !== null) this.availableOffsets.set(name, off);
-    this.metadata = { batchWatermarkMs: watermarkMs, batchTimestampMs: this.options.clock.nowMs() };
+    this.metadata = { batchWatermarkMs: watermarkMs, batchTimestampMs: nowMs };
     const entry: OffsetSeq = {
       formatVersion: CHECKPOINT_FORMAT_VERSION,
       batchId: this.currentBatchId,
@@ -355,6 +360,27 @@ export class StreamExecution {
       ? op.hasStateDueAt?.(watermarkMs) ?? op.shouldRunAnotherBatch(watermarkMs)
       : op.shouldRunAnotherBatch(watermarkMs));
     return physical.statefulOperators.some((op) => due(op, inputs.get(op.operatorId) ?? 0));
+  }
+
+  /**
+   * Whether a processing-time timer fires in a batch with timestamp `nowMs` (Spark fires a timer
+   * earlier than the batch timestamp). Spark runs a no-data batch on every trigger of a
+   * processing-time query; Sluice only when one is due, so idle shards cost no batches. Unknown
+   * (an old or seeded commit entry): run, as Spark does.
+   */
+  private timerDue(nowMs: number): boolean {
+    const timed = this.physical!.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
+    if (timed.length === 0) return false;
+    const known = timed.map((op) => op.nextTimerMs!());
+    const next = known.every((t) => t !== undefined) ? minTimer(known) : this.nextTimerMs;
+    if (next === undefined) return true;
+    return next !== null && nowMs > next;
+  }
+
+  /** After a batch ran: the operators' earliest timer (null: none), undefined if no operator has timers. */
+  private operatorsNextTimerMs(): number | null | undefined {
+    const timed = this.physical!.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
+    return timed.length === 0 ? undefined : minTimer(timed.map((op) => op.nextTimerMs!()));
   }
 
   /** One trigger: constructs and runs at most one batch. Returns whether a batch ran. */
@@ -454,7 +480,10 @@ export class StreamExecution {
       numDeadLetteredRows, cost: this.peekCost(),
     }));
     const nextWatermarkMs = this.tracker.currentWatermarkMs;
-    const commitEntry = { formatVersion: CHECKPOINT_FORMAT_VERSION, batchId, nextBatchWatermarkMs: nextWatermarkMs };
+    const nextTimerMs = this.operatorsNextTimerMs();
+    const commitEntry = {
+      formatVersion: CHECKPOINT_FORMAT_VERSION, batchId, nextBatchWatermarkMs: nextWatermarkMs, ...(nextTimerMs !== undefined ? { nextTimerMs } : {}),
+    };
     const coordinator = this.options.watermarkCoordinator;
     const hadData = numInputRows > 0;
     // The watermark row goes in the commit's own write when the checkpoint and coordinator allow it.
@@ -478,6 +507,7 @@ export class StreamExecution {
     this.committedOffsets = new Map(this.availableOffsets);
     this.isCurrentBatchConstructed = false;
     this.hasLastExecution = true;
+    this.nextTimerMs = nextTimerMs;
     this.recordProgress({
       batchId, triggerStartMs, addBatchMs, numInputRows, numOutputRows: output.length, sources: sourceProgress, watermarkMs,
       numDeadLetteredRows, cost: this.takeCost(),
@@ -541,4 +571,9 @@ export class StreamExecution {
     };
     return progress;
   }
+}
+
+function minTimer(times: readonly (number | null | undefined)[]): number | null {
+  const known = times.filter((t): t is number => typeof t === 'number');
+  return known.length > 0 ? Math.min(...known) : null;
 }

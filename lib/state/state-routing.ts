@@ -85,7 +85,7 @@ function partitionKeyPositions(node: LogicalPlan, partitionKey: string | undefin
     const i = wanted === undefined ? -1 : node.groupingExprs.findIndex((g) => keySourceColumn(node.child, g) === wanted);
     return i >= 0 ? { positions: [i] } : { unroutable: node.groupingExprs.length === 0 ? 'it is a global aggregation (no keys)' : notKeyed };
   }
-  if (node.kind === 'Deduplicate') {
+  if (node.kind === 'Deduplicate' || node.kind === 'StatefulProcessing') {
     const i = wanted === undefined ? -1 : node.keys.findIndex((k) => sourceColumnOf(node.child, k)?.toLowerCase() === wanted);
     return i >= 0 ? { positions: [i] } : { unroutable: notKeyed };
   }

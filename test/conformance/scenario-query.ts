@@ -7,6 +7,8 @@ import { parseDataType, type DataType } from '../../lib/plan/data-types.js';
 import { parseTimestamp } from '../../lib/core/timestamps.js';
 import type { AggregateFunctionName, Expr } from '../../lib/plan/expressions.js';
 import type { MemoryStream } from '../../lib/sources/memory-stream.js';
+import type { KeyValueGroupedDataFrame } from '../../lib/api/key-value-grouped.js';
+import { GROUP_FUNCTIONS, PROCESSORS } from './stateful-processors.js';
 
 export type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -104,6 +106,16 @@ export function buildInputs(scenario: Json, conf: Record<string, string>): Scena
 export function buildQuery(ops: Json[], inputs: ScenarioInputs): DataFrame {
   let df: DataFrame | null = null;
   let grouping: Column[] | null = null;
+  let groupedByKey: KeyValueGroupedDataFrame<DataFrame> | null = null;
+  const keyed = (): KeyValueGroupedDataFrame<DataFrame> => {
+    if (!groupedByKey) throw new UnsupportedScenario('a stateful processing op needs groupByKey first');
+    return groupedByKey;
+  };
+  const named = <T>(registry: Record<string, T>, name: string): T => {
+    const found = registry[name];
+    if (!found) throw new UnsupportedScenario(`unknown processor or function '${name}'`);
+    return found;
+  };
   for (const op of ops) {
     const current = (): DataFrame => {
       if (!df) throw new UnsupportedScenario('query must start with a source');
@@ -176,6 +188,28 @@ export function buildQuery(ops: Json[], inputs: ScenarioInputs): DataFrame {
       case 'sample':
         df = current().sample(op.fraction, op.seed);
         break;
+      case 'groupByKey':
+        groupedByKey = current().groupByKey(...(op.keys as string[]));
+        break;
+      case 'transformWithState': {
+        const initial = op.initialState ? inputs.frames.get(op.initialState.input)!.groupByKey(...(op.initialState.keys as string[])) : undefined;
+        df = keyed().transformWithState(named(PROCESSORS, op.processor), {
+          outputSchema: op.outputSchema, timeMode: op.timeMode, outputMode: op.outputMode, ...(initial ? { initialState: initial } : {}),
+        });
+        break;
+      }
+      case 'flatMapGroupsWithState':
+        df = keyed().flatMapGroupsWithState(named(GROUP_FUNCTIONS, op.function), {
+          outputSchema: op.outputSchema, outputMode: op.outputMode, timeout: op.timeout, ...(op.stateSchema ? { stateSchema: op.stateSchema } : {}),
+        });
+        break;
+      case 'mapGroupsWithState': {
+        const fn = named(GROUP_FUNCTIONS, op.function);
+        df = keyed().mapGroupsWithState<number>((key, rows, state) => [...fn(key, rows, state)][0]!, {
+          outputSchema: op.outputSchema, timeout: op.timeout, ...(op.stateSchema ? { stateSchema: op.stateSchema } : {}),
+        });
+        break;
+      }
       case 'failOnce':
         df = current().failOnce(expr(op.condition), op.message ?? 'injected failure');
         break;
