@@ -49,7 +49,7 @@ async function measure(events: number, batchSize: number, internalShards: number
   const split = compiled.repartition!;
   const channel = CountingChannel.withShards(internalShards);
   const meter = new CostMeter();
-  const sink = new RepartitionSink({ channel, routingOrdinals: split.routingOrdinals, eventTimeOrdinal: split.eventTime?.ordinal ?? null, meter });
+  const sink = new RepartitionSink({ channel, routingOrdinals: split.hops[0]!.routingOrdinals, eventTimeOrdinal: split.hops[0]!.eventTime?.ordinal ?? null, meter });
   const backends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters: new MemoryDeadLetterWriter() };
   let inputBytes = 0;
   for (let start = 0; start < events; start += batchSize) {

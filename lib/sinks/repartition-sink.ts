@@ -55,6 +55,12 @@ export interface RepartitionSinkOptions {
   readonly routingOrdinals: readonly number[];
   /** Stage-1 output ordinal of the event-time column (epoch micros), or null. */
   readonly eventTimeOrdinal: number | null;
+  /**
+   * What each record tells the next stage of event time: the batch's maximum event time (after
+   * stage 1, default), or the watermark the sending stateful stage ran the batch with (after a
+   * later stage: the receiver then uses it with delay 0).
+   */
+  readonly carries?: 'max-event-time' | 'watermark';
   /** Kinesis takes 1 MiB per record; parts stay below this many bytes of rows. */
   readonly maxRecordBytes?: number;
   readonly meter?: CostMeter;
@@ -88,7 +94,9 @@ export class RepartitionSink implements Sink {
         if (typeof t === 'number' && (maxEventTimeMicros === null || t > maxEventTimeMicros)) maxEventTimeMicros = t;
       }
     }
-    const maxEventTimeMs = maxEventTimeMicros === null ? null : Math.floor(maxEventTimeMicros / 1000);
+    const maxEventTimeMs = this.options.carries === 'watermark'
+      ? batch.watermarkMs ?? null
+      : maxEventTimeMicros === null ? null : Math.floor(maxEventTimeMicros / 1000);
     const out: RepartitionRecordOut[] = [];
     for (const target of targets) {
       const parts = this.split(byTarget.get(target.shardId)!);

@@ -20,7 +20,10 @@ export interface RepartitionRecord {
   readonly batch: number;
   readonly part: number;
   readonly parts: number;
-  /** Maximum event time (ms) over the whole stage-1 batch, null without rows or watermark. */
+  /**
+   * Maximum event time (ms) over the whole stage-1 batch, null without rows or watermark; on a
+   * later hop, the watermark the sending stage ran the batch with.
+   */
   readonly maxEventTimeMs: number | null;
   /** Rows in stage-1 output order, engine values (timestamps in epoch micros). */
   readonly rows: readonly (readonly unknown[])[];
