@@ -498,6 +498,10 @@ export class SluiceQuery extends Construct {
   public readonly repartitionFunction: nodejs.NodejsFunction | undefined;
   /** The internal stream's event source mapping (undefined without a repartition stage). */
   public readonly repartitionEventSource: lambda.EventSourceMapping | undefined;
+  /** Chained stateful operators: the internal streams after the first (hop 2, 3, ...), one per later stage. */
+  public readonly laterRepartitionStreams: kinesis.Stream[] = [];
+  /** Their event source mappings, on the repartition function. */
+  public laterRepartitionEventSources: readonly lambda.EventSourceMapping[] = [];
   public readonly scheduleRule: events.Rule;
   public readonly alarms: SluiceQueryAlarms;
   /** The functions' environment (RUNTIME_ENV variables). */
@@ -529,12 +533,14 @@ export class SluiceQuery extends Construct {
     this.stream = stream;
     this.expectedShardCount = expectedShardCount;
     const allowRepartition = props.repartition !== false;
+    let hopCount = 0;
     let lakeShape: LakeTableShape | null = null;
     try {
       // The functions validate again at cold start, allowing a repartition stage exactly when
       // SLUICE_REPARTITION_STREAM is set: it is set below exactly when this says one is needed.
       const validated = loaded.validate({ expectedShardCount, allowRepartition });
       this.needsRepartition = validated.needsRepartition;
+      hopCount = validated.repartition?.hops.length ?? 0;
       lakeShape = validated.lakeTable;
     } catch (error) {
       throw this.withContext(error, `query '${this.queryName}' (${this.queryModulePath})${allowRepartition ? '' : ' with repartition: false'}`);
@@ -573,6 +579,15 @@ export class SluiceQuery extends Construct {
         retentionPeriod: REPARTITION_RETENTION,
         removalPolicy,
       });
+      // Chained stateful operators: one more internal stream before each later stage.
+      for (let hop = 2; hop <= hopCount; hop++) {
+        this.laterRepartitionStreams.push(this.createStream(`RepartitionStream${hop}`, props.streamEncryptionKey, {
+          streamMode: kinesis.StreamMode.PROVISIONED,
+          shardCount: props.repartitionShardCount ?? expectedShardCount ?? DEFAULT_REPARTITION_SHARDS,
+          retentionPeriod: REPARTITION_RETENTION,
+          removalPolicy,
+        }));
+      }
     }
 
     // ── Functions ───────────────────────────────────────────────────────────────────────────
@@ -589,6 +604,9 @@ export class SluiceQuery extends Construct {
       expectedShardCount,
       snapshotEveryBatches: props.snapshotEveryBatches ?? DEPLOYMENT_DEFAULTS.snapshotEveryBatches,
       repartitionStreamName: this.repartitionStream?.streamName,
+      ...(this.laterRepartitionStreams.length > 0
+        ? { repartitionStreamNames: [this.repartitionStream!, ...this.laterRepartitionStreams].map((s) => s.streamName) }
+        : {}),
       ...compactionConfig(props.compaction, sink.kind, props.timeout ?? Duration.minutes(1), (m) => this.propError(m)),
     };
     this.environment = {
@@ -602,7 +620,7 @@ export class SluiceQuery extends Construct {
       `Sluice query ${this.queryName}: scheduled no-data batches, idle shards, drain`);
     if (this.repartitionStream) {
       this.repartitionFunction = this.handlerFunction('RepartitionTrigger', 'repartition', props, removalPolicy,
-        `Sluice query ${this.queryName}: stage 2 (state and sink) per internal repartition shard`);
+        `Sluice query ${this.queryName}: ${hopCount > 1 ? `stages 2-${hopCount + 1}` : 'stage 2'} (state and sink) per internal repartition shard`);
     }
     this.grantAccess(loaded.validate({ expectedShardCount, allowRepartition }).isStateful);
 
@@ -622,7 +640,7 @@ export class SluiceQuery extends Construct {
     if (this.repartitionStream && this.repartitionFunction) {
       checkSynthTimeDurationProp(props, 'maxRecordAge', 'the repartition stage caps it at its internal stream\'s retention',
         (message) => this.propError(message));
-      this.repartitionEventSource = addKinesisEventSource(this.repartitionFunction, this.repartitionStream, {
+      const internalEventSource = (internal: kinesis.IStream): lambda.EventSourceMapping => addKinesisEventSource(this.repartitionFunction!, internal, {
         // Always from the oldest record: stage 1 may write before this mapping exists.
         startingPosition: lambda.StartingPosition.TRIM_HORIZON,
         batchSize: props.batchSize ?? 100,
@@ -637,6 +655,9 @@ export class SluiceQuery extends Construct {
         reportBatchItemFailures: true,
         onFailure: new SqsDlq(this.onFailureQueue),
       });
+      this.repartitionEventSource = internalEventSource(this.repartitionStream);
+      // One mapping per later hop on the same function: the stage is the one reading the record's stream.
+      this.laterRepartitionEventSources = this.laterRepartitionStreams.map(internalEventSource);
     }
 
     this.scheduleRule = new events.Rule(this, 'Schedule', {
@@ -878,7 +899,7 @@ export class SluiceQuery extends Construct {
       checkpointTable: this.checkpointTable, stateTable: this.stateTable, sinkTable: this.sinkTable,
       sinkBucket: this.sinkBucket, sinkPrefix: this.sinkPrefix,
       deadLetterBucket: this.deadLetterBucket, deadLetterObjectPrefix: deadLetterObjectPrefix(this.deadLetterPrefix, this.queryName),
-      stream: this.stream, repartitionStream: this.repartitionStream,
+      stream: this.stream, repartitionStream: this.repartitionStream, laterRepartitionStreams: this.laterRepartitionStreams,
     };
     const access = accessOf({ isStateful, needsRepartition: this.needsRepartition });
     grantFunctionAccess(this.kinesisTriggerFunction, access.kinesisTrigger, resources);
