@@ -49,6 +49,24 @@ export interface Hop {
   readonly carries: 'max-event-time' | 'watermark';
   /** The receiving stage's stateful operator, for explain. */
   readonly operator: StatefulOperatorInfo;
+  /**
+   * Partial aggregation before the hop (Spark's partial/final aggregation): the sending stage
+   * ships one row per group and batch, `[max event time, ...key values, ...buffers]`, and the
+   * receiving aggregate merges them. Null: the rows themselves cross.
+   */
+  readonly partial: PartialAggregation | null;
+}
+
+export interface PartialAggregation {
+  readonly groupingExprs: readonly Expr[];
+  readonly aggregateExprs: readonly Expr[];
+  /** The attributes the expressions are bound to (the hop's rows before grouping). */
+  readonly input: readonly Attribute[];
+}
+
+export interface StagePlanOptions {
+  /** Ship partial aggregates over the first hop when the aggregate allows it (default true). */
+  readonly partialAggregation?: boolean;
 }
 
 export interface PlannedStage {
@@ -65,6 +83,10 @@ export interface PlannedStage {
 export interface StagePlan {
   readonly stages: readonly PlannedStage[];
   readonly hops: readonly Hop[];
+}
+
+function unalias(e: Expr): Expr {
+  return e.kind === 'alias' ? unalias(e.child) : e;
 }
 
 function refuse(reason: string, operator?: string, hint?: string): AnalysisError {
@@ -169,7 +191,7 @@ const MULTI_CHILD = new Set(['Join', 'Union', 'Except', 'Intersect']);
  * Cuts a streaming plan over one source into stages: one hop below each stateful operator that is
  * not co-partitioned with the stage before it.
  */
-export function planStages(plan: LogicalPlan): StagePlan {
+export function planStages(plan: LogicalPlan, options: StagePlanOptions = {}): StagePlan {
   const statefulNodes = collect(plan, isStatefulOperator);
   if (statefulNodes.length === 0) throw refuse('it has no stateful operator');
   const joins = statefulNodes.find((n) => n.kind === 'Join');
@@ -203,9 +225,18 @@ export function planStages(plan: LogicalPlan): StagePlan {
   const cuts: LogicalPlan[] = [cut0];
   const hops: Hop[] = [];
   const operatorsOf: StatefulOperatorInfo[][] = [[]];
+  // Partial aggregation fits an aggregate right above the hop (or its watermark): its input is the hop's rows.
+  const partialAggregate = options.partialAggregation !== false && first.kind === 'Aggregate'
+    && !first.groupingExprs.some((g) => unalias(g).kind === 'sessionWindow')
+    && (first.child === cut0 || (first.child === watermark && watermark.child === cut0))
+    ? first : null;
   const addHop = (cut: LogicalPlan, op: OperatorKeys, node: LogicalPlan, carries: Hop['carries']): void => {
     const routing = routingOf(op, cut);
+    const partial = node === partialAggregate && node.kind === 'Aggregate'
+      ? { groupingExprs: node.groupingExprs, aggregateExprs: node.aggregateExprs, input: cut.output }
+      : null;
     hops.push({
+      partial,
       index: hops.length, output: cut.output,
       routingOrdinals: routing.map((r) => r.ordinal), routingColumns: routing.map((r) => r.name), routingKeyPositions: routing.map((r) => r.position),
       eventTime: carries === 'max-event-time' ? eventTime : null, carries,
@@ -227,6 +258,12 @@ export function planStages(plan: LogicalPlan): StagePlan {
     operatorsOf[operatorsOf.length - 1]!.push({ kind: node.kind, keys: op.names });
   }
 
+  /** The receiving stage's plan over partial aggregates: the aggregate (and its watermark) merge them. */
+  const partialStagePlan = (top: LogicalPlan, relation: LogicalPlan): LogicalPlan => {
+    const agg = partialAggregate!;
+    const below: LogicalPlan = agg.child === watermark ? { ...watermark, partialInput: true, child: relation } : relation;
+    return replace(top, agg, { ...agg, partialInput: true, child: below } as LogicalPlan);
+  };
   const relationOver = (hop: Hop, sourceId: string): LogicalPlan => {
     const relation: LogicalPlan = {
       kind: 'StreamingRelation', sourceId, schema: hop.output.map((a) => ({ name: a.name, type: a.type })), output: hop.output,
@@ -245,7 +282,9 @@ export function planStages(plan: LogicalPlan): StagePlan {
       const input = hops[i]!;
       return {
         index: i + 1, input, output: hops[i + 1] ?? null, operators: operatorsOf[i + 1]!,
-        plan: (sourceId: string) => replace(top, cut, relationOver(input, sourceId)),
+        plan: (sourceId: string) => (input.partial
+          ? partialStagePlan(top, relationOver(input, sourceId))
+          : replace(top, cut, relationOver(input, sourceId))),
       };
     }),
   ];

@@ -70,13 +70,7 @@ export function createAwsQueryBackends(
     throw missing('SLUICE_REPARTITION_STREAMS', `${hops.length} internal repartition stream(s), one per hop`);
   }
   // One sink and one reader per hop: stage k writes hop k, stage k + 1 reads it.
-  const hopSinks = hops.map((hop) => new RepartitionSink({
-    channel: new KinesisRepartitionChannel(clients.kinesis, streams[hop.index]!, meter),
-    routingOrdinals: hop.routingOrdinals,
-    eventTimeOrdinal: hop.eventTime?.ordinal ?? null,
-    carries: hop.carries,
-    meter,
-  }));
+  const hopSinks = hops.map((hop) => RepartitionSink.forHop(hop, new KinesisRepartitionChannel(clients.kinesis, streams[hop.index]!, meter), meter));
   const hopReaders = hops.map((hop) => new KinesisShardReader(clients.kinesis, streams[hop.index]!, meter));
   const streamOf = (stage: QueryStage): string => (stage.inputHop ? streams[stage.inputHop.index]! : config.streamName);
   const readerOf = (stage: QueryStage): KinesisShardReader => (stage.inputHop ? hopReaders[stage.inputHop.index]! : shardReader);

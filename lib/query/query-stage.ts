@@ -21,6 +21,7 @@ import type { DeadLetterRecord } from '../sources/dead-letter.js';
 import { KinesisShardSource, type ShardRecord } from '../sources/kinesis-shard-source.js';
 import { createRecordDecoder, type RecordDecoder } from '../sources/record-decoder.js';
 import { RepartitionShardSource } from '../sources/repartition-shard-source.js';
+import { compilePartialAggregator } from '../execution/partial-aggregation.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import type { PartitionBackends } from './partition-backends.js';
 import type { StreamingQueryDefinition } from './query-definition.js';
@@ -189,6 +190,8 @@ export class StateStage extends QueryStage {
   override readonly outputHop: Hop | null;
   private readonly inputSchema: readonly StructField[];
   private readonly delayMs: number;
+  /** The input hop's rows as partial aggregates, when its aggregate takes them (compiled once). */
+  private readonly toPartialRows: ((rows: readonly (readonly unknown[])[]) => unknown[][]) | undefined;
 
   constructor(
     definition: StreamingQueryDefinition, planned: PlannedStage, columns: readonly string[], schema: readonly StructField[],
@@ -204,6 +207,8 @@ export class StateStage extends QueryStage {
     this.writes = out ? 'internal-stream' : 'sink';
     this.inputSchema = this.inputHop.output.map((a) => ({ name: a.name, type: a.type }));
     this.delayMs = this.inputHop.eventTime?.delayMs ?? 0;
+    const partial = this.inputHop.partial;
+    this.toPartialRows = partial ? compilePartialAggregator(partial, this.inputHop.eventTime?.ordinal ?? null).toPartialRows : undefined;
   }
 
   /** Stage-2 partitions live beside the source shards' partitions (`state.`, as before stages chained); later ones by number. */
@@ -216,7 +221,7 @@ export class StateStage extends QueryStage {
   }
 
   bind(shardId: string, backends: PartitionBackends): StageBinding {
-    const source = new RepartitionShardSource(REPARTITION_SOURCE_NAME, this.inputSchema, shardId);
+    const source = new RepartitionShardSource(REPARTITION_SOURCE_NAME, this.inputSchema, shardId, this.toPartialRows);
     const { delayMs } = this;
     return {
       source,

@@ -44,6 +44,12 @@ export interface ValidatedQuery {
   readonly lakeTable: LakeTableShape | null;
 }
 
+/**
+ * `'false'` ships every row over the first hop instead of one partial aggregate per group and
+ * batch (for comparison; Spark always aggregates partially before a shuffle).
+ */
+export const PARTIAL_AGGREGATION_CONF = 'sluice.repartition.partialAggregation';
+
 export interface ValidateOptions {
   /** Shards of the source stream when known; 1 lets a stateful query run without a partition key. */
   readonly expectedShardCount?: number;
@@ -69,7 +75,9 @@ export function validateQuery(definition: StreamingQueryDefinition, options: Val
   const schema = df.plan.output.map((a) => ({ name: a.name, type: a.type }));
   checkFilesSink(definition, schema);
   const { isStateful, coPartitioned } = checkCoPartitioning(definition, df.plan, options.expectedShardCount, options.allowRepartition === true);
-  const repartition = coPartitioned ? null : planStages(df.plan);
+  const repartition = coPartitioned ? null : planStages(df.plan, {
+    partialAggregation: session.conf.get(PARTIAL_AGGREGATION_CONF)?.toLowerCase() !== 'false',
+  });
   return {
     definition,
     session,

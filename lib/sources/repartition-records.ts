@@ -27,6 +27,8 @@ export interface RepartitionRecord {
   readonly maxEventTimeMs: number | null;
   /** Rows in stage-1 output order, engine values (timestamps in epoch micros). */
   readonly rows: readonly (readonly unknown[])[];
+  /** The rows are partial aggregates (`[max event time, ...keys, ...buffers]`), not the hop's rows. */
+  readonly partial?: boolean;
   /**
    * The internal shard the record was built for. A record that lands elsewhere (stage 1 routed by a
    * shard list from before a reshard, and Kinesis put it in a child) is ignored there; stage 1
