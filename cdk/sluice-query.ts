@@ -17,6 +17,7 @@
  * output mode, a sink that cannot take the mode, a query that cannot be split into stages, or,
  * with `repartition: false`, state not co-partitioned with the stream).
  */
+import { deployedTrigger } from '../lib/query/validate-query.js';
 import { Duration, RemovalPolicy, Stage, Token } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -625,11 +626,18 @@ export class SluiceQuery extends Construct {
     this.grantAccess(loaded.validate({ expectedShardCount, allowRepartition }).isStateful);
 
     // ── Event sources ───────────────────────────────────────────────────────────────────────
+    // The query's trigger, as Lambda can run it: processingTime → the batching window; availableNow → drain on the schedule.
+    const trigger = deployedTrigger(this.definition.trigger);
+    if (trigger.batchingWindowSeconds !== null && props.maxBatchingWindow !== undefined) {
+      throw this.propError('maxBatchingWindow and the query\'s trigger processingTime both set the source mapping\'s batching window: set one.');
+    }
     this.eventSource = addKinesisEventSource(this.kinesisTriggerFunction, this.stream, {
+      // availableNow: the mapping exists (its position is the stream's) but stays off; the schedule drains.
+      ...(trigger.drain ? { enabled: false } : {}),
       startingPosition: props.startingPosition ?? lambda.StartingPosition.TRIM_HORIZON,
       startingPositionTimestamp: props.startingPositionTimestamp,
       batchSize: props.batchSize ?? 100,
-      maxBatchingWindow: props.maxBatchingWindow ?? Duration.seconds(1),
+      maxBatchingWindow: trigger.batchingWindowSeconds !== null ? Duration.seconds(trigger.batchingWindowSeconds) : props.maxBatchingWindow ?? Duration.seconds(1),
       retryAttempts: props.retryAttempts ?? -1,
       maxRecordAge: props.maxRecordAge ?? defaultMaxRecordAge(streamRetention),
       bisectBatchOnError: props.bisectBatchOnError ?? true,
@@ -664,7 +672,7 @@ export class SluiceQuery extends Construct {
       description: `Sluice query ${this.queryName}: scheduled trigger`,
       schedule: events.Schedule.rate(props.scheduleRate ?? Duration.minutes(1)),
       targets: [new targets.LambdaFunction(this.scheduledTriggerFunction, {
-        event: events.RuleTargetInput.fromObject({ mode: 'tick' }),
+        event: events.RuleTargetInput.fromObject({ mode: trigger.drain ? 'drain' : 'tick' }),
         // The next tick is the retry: a failed tick is not worth queueing behind it.
         retryAttempts: 0,
       })],

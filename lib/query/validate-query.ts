@@ -5,6 +5,9 @@
  * Lambda handlers run this before touching a checkpoint, and `cdk synth` runs it so that nothing
  * unsupported is deployed.
  */
+import { deployedTrigger } from './deployed-trigger.js';
+/** The construct maps the query's trigger onto its event source mapping and schedule from here. */
+export { deployedTrigger, MAX_BATCHING_WINDOW_SECONDS, type DeployedTrigger } from './deployed-trigger.js';
 import { checkStreamingQuery } from '../analysis/unsupported-operation-checker.js';
 import { statefulKeyReport } from '../analysis/partitioning.js';
 import { planStages, type StagePlan } from '../analysis/stages.js';
@@ -160,6 +163,7 @@ export function explainQuery(definition: StreamingQueryDefinition, options: Vali
   const validated = validateQuery(definition, options);
   const lines = [validated.df.explain(definition.outputMode)];
   if (validated.lakeTable) lines.push(...explainLakeTable(definition, validated.lakeTable));
+  lines.push('== Trigger ==', deployedTrigger(definition.trigger).description);
   const split = validated.repartition;
   if (!split) {
     lines.push('== Stages ==', 'one stage: the state is co-partitioned with the stream (or the query is stateless); no repartition hop.');

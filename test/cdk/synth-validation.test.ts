@@ -97,6 +97,19 @@ describe('synth refuses what the engine refuses', () => {
     expect(() => new SluiceQuery(testStack(), 'OneShard', { queryModule: fixture('self-join.ts') })).not.toThrow();
   });
 
+  it('the query\'s trigger: processingTime sets the source mapping\'s batching window; availableNow turns it off and the schedule drains', () => {
+    const minute = testStack();
+    new SluiceQuery(minute, 'Minute', { queryModule: fixture('trigger-one-minute.ts'), shardCount: 2 });
+    Template.fromStack(minute).hasResourceProperties('AWS::Lambda::EventSourceMapping', { MaximumBatchingWindowInSeconds: 60 });
+    const error = synthError({ queryModule: fixture('trigger-one-minute.ts'), maxBatchingWindow: Duration.seconds(5) });
+    expect(error.message).toContain('maxBatchingWindow and the query\'s trigger processingTime both set');
+    const drain = testStack();
+    new SluiceQuery(drain, 'Drain', { queryModule: fixture('trigger-available-now.ts'), shardCount: 2 });
+    const template = Template.fromStack(drain);
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { Enabled: false });
+    template.hasResourceProperties('AWS::Events::Rule', { Targets: [{ Input: JSON.stringify({ mode: 'drain' }) }] });
+  });
+
   it('an append-mode aggregation without a watermark: Spark\'s message and error class', () => {
     const error = synthError({ queryModule: fixture('append-without-watermark.ts') });
     expect(error.name).toBe('AnalysisError');
