@@ -14,7 +14,8 @@ import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { RepartitionSink, type RepartitionChannel, type RepartitionRecordOut, type RepartitionTarget } from '../../lib/sinks/repartition-sink.js';
 import { runShardInvocation } from '../../lib/query/shard-invocation.js';
-import { compileQuery } from '../../lib/query/compiled-query.js';
+import { compileForDeployment, compileQuery } from '../../lib/query/compiled-query.js';
+import { streamNameOfArn } from '../../lib/aws/kinesis-trigger-handler.js';
 import { explainQuery, PARTIAL_AGGREGATION_CONF, validateQuery } from '../../lib/query/validate-query.js';
 import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { parseTimestamp } from '../../lib/core/timestamps.js';
@@ -306,6 +307,21 @@ describe('repartition stage (memory backends)', () => {
     }
     // Where the watermark cannot have moved (one batch), nothing is late: the in-memory answer.
     expect(await runRepartitioned(queries.countByType(), all, 2, 2)).toEqual(await inMemory(queries.countByType(), all));
+  });
+
+  it('a plan that cannot be staged is refused naming the operator and the fix; a deployment short of internal streams at cold start', () => {
+    const watermarkAbove = definition('wm-above', 'append', (df) => df.dropDuplicates(['user_id'])
+      .withWatermark('ts', '10 minutes').groupBy(window(col('ts'), '30 minutes')).agg(count('*').as('n')));
+    expect(() => compileQuery(watermarkAbove, { allowRepartition: true }))
+      .toThrow(/cannot be split into repartition stages: its watermark is declared above the first stateful operator \(Deduplicate\)/);
+    const selfJoin = definition('self-join', 'append', (df) => df.filter(col('event_type').eq('buy'))
+      .join(df.filter(col('event_type').eq('view')).select(col('user_id').alias('viewer')), col('user_id').eq(col('viewer'))));
+    expect(() => explainQuery(selfJoin, { allowRepartition: true })).toThrow(/stream-stream joins are not repartitioned yet/);
+    const chained = queries.dedupThenWindowedCount('append');
+    expect(() => compileForDeployment(chained, { repartitionStreamName: 'only-one' }))
+      .toThrow(/needs 2 internal streams .* but the deployment has 1: Aggregate by \[window, event_type\] has no stream to read/);
+    expect(compileForDeployment(chained, { repartitionStreamName: 'a', repartitionStreamNames: ['a', 'b'] }).stages.length).toBe(3);
+    expect(streamNameOfArn('arn:aws:kinesis:eu-west-1:123456789012:stream/sluice-repartition-2')).toBe('sluice-repartition-2');
   });
 
   it('explain shows every stage and hop of a chained query', () => {
