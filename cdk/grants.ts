@@ -6,7 +6,8 @@
  *                       (whole query, or stage 1)      stage keeps state)           writes         internal: ListShards, PutRecords
  *   scheduled           every stage (ticks, drain)     checkpoint (+ state if any   yes     own prefix     source and internal: ListShards,
  *                                                      stage keeps state)                          GetShardIterator, GetRecords; internal: PutRecords
- *   repartition         stage 2 (state and sink)       checkpoint, state            yes     own prefix     internal: the mapping's reads; source: ListShards
+ *   repartition         stages 2.. (state and sink)    checkpoint, state            yes     own prefix     internal: the mappings' reads, and PutRecords on
+ *                                                                                                  hops 2.. (chained operators); source: ListShards
  *
  * Table actions are per table: the checkpoint table takes the logs (GetItem, conditional PutItem,
  * Query, the commit transaction's Put and ConditionCheck, BatchWriteItem purges) and, for the
@@ -75,6 +76,11 @@ export interface QueryResources {
   readonly deadLetterObjectPrefix: string;
   readonly stream: kinesis.IStream;
   readonly repartitionStream?: kinesis.IStream;
+  /**
+   * The internal streams after the first (hop 2, 3, ...) of a query with chained stateful
+   * operators: stage k + 1 reads hop k, written by stage k on the repartition function.
+   */
+  readonly laterRepartitionStreams?: readonly kinesis.IStream[];
 }
 
 /** What one function touches; the grants follow from it. */
@@ -145,6 +151,14 @@ export function grantFunctionAccess(fn: lambda.Function, access: FunctionAccess,
     }[access.internal];
     const keyActions = access.internal === 'event-source' ? KMS_READ : access.internal === 'write' ? KMS_WRITE : [...KMS_READ, ...KMS_WRITE];
     grantStream(fn, repartitionStream, internalActions, keyActions);
+  }
+  // A later hop is written by the stage before it (the repartition function, or the scheduled one
+  // running it) and read by the next (the same functions): the Kinesis trigger never touches it.
+  if (access.internal === 'event-source' || access.internal === 'read-write') {
+    for (const later of resources.laterRepartitionStreams ?? []) {
+      grantStream(fn, later, [...new Set([...EVENT_SOURCE_READ_ACTIONS, ...(access.internal === 'read-write' ? SHARD_READ_ACTIONS : []), ...REPARTITION_WRITE_ACTIONS])],
+        [...KMS_READ, ...KMS_WRITE]);
+    }
   }
 }
 

@@ -17,6 +17,7 @@
  * output mode, a sink that cannot take the mode, a query that cannot be split into stages, or,
  * with `repartition: false`, state not co-partitioned with the stream).
  */
+import { deployedTrigger } from '../lib/query/validate-query.js';
 import { CfnOutput, Duration, RemovalPolicy, Stack, Stage, Token } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -532,6 +533,10 @@ export class SluiceQuery extends Construct {
   public readonly repartitionFunction: nodejs.NodejsFunction | undefined;
   /** The internal stream's event source mapping (undefined without a repartition stage). */
   public readonly repartitionEventSource: lambda.EventSourceMapping | undefined;
+  /** Chained stateful operators: the internal streams after the first (hop 2, 3, ...), one per later stage. */
+  public readonly laterRepartitionStreams: kinesis.Stream[] = [];
+  /** Their event source mappings, on the repartition function. */
+  public laterRepartitionEventSources: readonly lambda.EventSourceMapping[] = [];
   public readonly scheduleRule: events.Rule;
   public readonly alarms: SluiceQueryAlarms;
   /** The query's dashboard (undefined with `dashboard: false`). */
@@ -565,12 +570,14 @@ export class SluiceQuery extends Construct {
     this.stream = stream;
     this.expectedShardCount = expectedShardCount;
     const allowRepartition = props.repartition !== false;
+    let hopCount = 0;
     let lakeShape: LakeTableShape | null = null;
     try {
       // The functions validate again at cold start, allowing a repartition stage exactly when
       // SLUICE_REPARTITION_STREAM is set: it is set below exactly when this says one is needed.
       const validated = loaded.validate({ expectedShardCount, allowRepartition });
       this.needsRepartition = validated.needsRepartition;
+      hopCount = validated.repartition?.hops.length ?? 0;
       lakeShape = validated.lakeTable;
     } catch (error) {
       throw this.withContext(error, `query '${this.queryName}' (${this.queryModulePath})${allowRepartition ? '' : ' with repartition: false'}`);
@@ -614,6 +621,15 @@ export class SluiceQuery extends Construct {
         retentionPeriod: REPARTITION_RETENTION,
         removalPolicy,
       });
+      // Chained stateful operators: one more internal stream before each later stage.
+      for (let hop = 2; hop <= hopCount; hop++) {
+        this.laterRepartitionStreams.push(this.createStream(`RepartitionStream${hop}`, props.streamEncryptionKey, {
+          streamMode: kinesis.StreamMode.PROVISIONED,
+          shardCount: props.repartitionShardCount ?? expectedShardCount ?? DEFAULT_REPARTITION_SHARDS,
+          retentionPeriod: REPARTITION_RETENTION,
+          removalPolicy,
+        }));
+      }
     }
 
     // ── Functions ───────────────────────────────────────────────────────────────────────────
@@ -630,6 +646,9 @@ export class SluiceQuery extends Construct {
       expectedShardCount,
       snapshotEveryBatches: props.snapshotEveryBatches ?? DEPLOYMENT_DEFAULTS.snapshotEveryBatches,
       repartitionStreamName: this.repartitionStream?.streamName,
+      ...(this.laterRepartitionStreams.length > 0
+        ? { repartitionStreamNames: [this.repartitionStream!, ...this.laterRepartitionStreams].map((s) => s.streamName) }
+        : {}),
       ...compactionConfig(props.compaction, sink.kind, props.timeout ?? Duration.minutes(1), (m) => this.propError(m)),
     };
     this.environment = {
@@ -644,16 +663,23 @@ export class SluiceQuery extends Construct {
       `Sluice query ${this.queryName}: scheduled no-data batches, idle shards, drain`);
     if (this.repartitionStream) {
       this.repartitionFunction = this.handlerFunction('RepartitionTrigger', 'repartition', props, removalPolicy,
-        `Sluice query ${this.queryName}: stage 2 (state and sink) per internal repartition shard`);
+        `Sluice query ${this.queryName}: ${hopCount > 1 ? `stages 2-${hopCount + 1}` : 'stage 2'} (state and sink) per internal repartition shard`);
     }
     this.grantAccess(loaded.validate({ expectedShardCount, allowRepartition }).isStateful);
 
     // ── Event sources ───────────────────────────────────────────────────────────────────────
+    // The query's trigger, as Lambda can run it: processingTime → the batching window; availableNow → drain on the schedule.
+    const trigger = deployedTrigger(this.definition.trigger);
+    if (trigger.batchingWindowSeconds !== null && props.maxBatchingWindow !== undefined) {
+      throw this.propError('maxBatchingWindow and the query\'s trigger processingTime both set the source mapping\'s batching window: set one.');
+    }
     this.eventSource = addKinesisEventSource(this.kinesisTriggerFunction, this.stream, {
+      // availableNow: the mapping exists (its position is the stream's) but stays off; the schedule drains.
+      ...(trigger.drain ? { enabled: false } : {}),
       startingPosition: props.startingPosition ?? lambda.StartingPosition.TRIM_HORIZON,
       startingPositionTimestamp: props.startingPositionTimestamp,
       batchSize: props.batchSize ?? 100,
-      maxBatchingWindow: props.maxBatchingWindow ?? Duration.seconds(1),
+      maxBatchingWindow: trigger.batchingWindowSeconds !== null ? Duration.seconds(trigger.batchingWindowSeconds) : props.maxBatchingWindow ?? Duration.seconds(1),
       retryAttempts: props.retryAttempts ?? -1,
       maxRecordAge: props.maxRecordAge ?? defaultMaxRecordAge(streamRetention),
       bisectBatchOnError: props.bisectBatchOnError ?? true,
@@ -664,7 +690,7 @@ export class SluiceQuery extends Construct {
     if (this.repartitionStream && this.repartitionFunction) {
       checkSynthTimeDurationProp(props, 'maxRecordAge', 'the repartition stage caps it at its internal stream\'s retention',
         (message) => this.propError(message));
-      this.repartitionEventSource = addKinesisEventSource(this.repartitionFunction, this.repartitionStream, {
+      const internalEventSource = (internal: kinesis.IStream): lambda.EventSourceMapping => addKinesisEventSource(this.repartitionFunction!, internal, {
         // Always from the oldest record: stage 1 may write before this mapping exists.
         startingPosition: lambda.StartingPosition.TRIM_HORIZON,
         batchSize: props.batchSize ?? 100,
@@ -679,13 +705,16 @@ export class SluiceQuery extends Construct {
         reportBatchItemFailures: true,
         onFailure: new SqsDlq(this.onFailureQueue),
       });
+      this.repartitionEventSource = internalEventSource(this.repartitionStream);
+      // One mapping per later hop on the same function: the stage is the one reading the record's stream.
+      this.laterRepartitionEventSources = this.laterRepartitionStreams.map(internalEventSource);
     }
 
     this.scheduleRule = new events.Rule(this, 'Schedule', {
       description: `Sluice query ${this.queryName}: scheduled trigger`,
       schedule: events.Schedule.rate(props.scheduleRate ?? Duration.minutes(1)),
       targets: [new targets.LambdaFunction(this.scheduledTriggerFunction, {
-        event: events.RuleTargetInput.fromObject({ mode: 'tick' }),
+        event: events.RuleTargetInput.fromObject({ mode: trigger.drain ? 'drain' : 'tick' }),
         // The next tick is the retry: a failed tick is not worth queueing behind it.
         retryAttempts: 0,
       })],
@@ -950,7 +979,7 @@ export class SluiceQuery extends Construct {
       checkpointTable: this.checkpointTable, stateTable: this.stateTable, sinkTable: this.sinkTable,
       sinkBucket: this.sinkBucket, sinkPrefix: this.sinkPrefix,
       deadLetterBucket: this.deadLetterBucket, deadLetterObjectPrefix: deadLetterObjectPrefix(this.deadLetterPrefix, this.queryName),
-      stream: this.stream, repartitionStream: this.repartitionStream,
+      stream: this.stream, repartitionStream: this.repartitionStream, laterRepartitionStreams: this.laterRepartitionStreams,
     };
     const access = accessOf({ isStateful, needsRepartition: this.needsRepartition });
     grantFunctionAccess(this.kinesisTriggerFunction, access.kinesisTrigger, resources);

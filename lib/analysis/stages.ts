@@ -1,48 +1,107 @@
 /**
- * The repartition stage, Spark's shuffle for Kinesis: when a query's state is keyed by columns the
- * stream is not partitioned by, the plan is cut in two. Stage 1 runs on each source shard: the
- * stateless part below the event-time watermark, whose rows it routes by the state key to an
- * internal stream. Stage 2 runs on each shard of that stream, which owns the state partitions: the
- * watermark, the stateful operator and everything above it, with the output mode and the sink.
+ * The plan of stages, Spark's shuffles for Kinesis: every stateful operator whose state keys are
+ * not co-partitioned with its input gets a hop (an internal Kinesis stream) routed by its own keys
+ * (no routable key: one partition). Stage 1 runs on each source shard: the stateless part below
+ * the event-time watermark. Each later stage runs on the shards of the hop before it: its stateful
+ * operator(s), the stateless part above them up to the next hop, and, in the last stage, the
+ * output mode and the sink.
  *
- *   source shard ─▶ [stage 1: decode, filter, project] ─▶ internal stream (by key) ─▶ [stage 2: watermark, aggregate, ...] ─▶ sink
+ *   source shard ─▶ [stage 1: decode, filter, project] ─▶ hop 1 (by key) ─▶ [stage 2: dedup] ─▶ hop 2 ─▶ [stage 3: aggregate] ─▶ sink
+ *
+ * Watermarks across hops follow Spark's rule for chained stateful operators (one global watermark,
+ * propagated through the operators; per operator one for late rows, the previous batch's, and one
+ * for eviction, this batch's): hop 1 carries each source shard's maximum event time and stage 2
+ * computes the global watermark from it; a later hop carries the watermark its sending stage ran
+ * with, and the receiving stage runs with the minimum over the senders (delay 0), so no
+ * partition evicts what an upstream partition may still emit.
+ *
+ * A stage is "stateful operator(s) + the routing keys of its input hop": a stream-stream join can
+ * become a stage by giving `keyAttributes` its join keys per side (not done here yet).
  */
 import type { Attribute } from '../plan/attribute.js';
 import type { Expr } from '../plan/expressions.js';
-import { isStreaming, planChildren, type EventTimeWatermarkNode, type LogicalPlan } from '../plan/logical-plan.js';
+import { planChildren, type EventTimeWatermarkNode, type LogicalPlan } from '../plan/logical-plan.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import { resolveName } from './binder.js';
 import { isStatefulOperator } from './stateful-operators.js';
 
-export interface RepartitionPlan {
-  /** Stage 1: the stateless part, a plan over the source relation alone. */
-  readonly stage1: LogicalPlan;
-  /** Stage 1's output: what crosses the hop, and stage 2's input. */
-  readonly cutOutput: readonly Attribute[];
-  /** Cut-output ordinals of the columns that route a row to its state partition ([] = one partition). */
-  readonly routingOrdinals: readonly number[];
-  readonly routingColumns: readonly string[];
-  /** Where each routing column sits among the stateful operator's keys (a reshard routes state by them). */
-  readonly routingKeyPositions: readonly number[];
-  /** The event-time column (cut-output ordinal) and delay: source watermarks travel with the rows. */
-  readonly eventTime: { readonly ordinal: number; readonly delayMs: number } | null;
-  /** The stateful operator's kind and keys, for explain. */
-  readonly statefulOperator: { readonly kind: string; readonly keys: readonly string[] };
-  /** Stage 2's plan, reading the cut's rows from the source bound to `sourceId`. */
-  stage2(sourceId: string): LogicalPlan;
+export interface StatefulOperatorInfo {
+  readonly kind: string;
+  /** The operator's keys as written (`window` for a time window). */
+  readonly keys: readonly string[];
 }
 
-function refuse(reason: string): AnalysisError {
-  return new AnalysisError(`This query cannot be split into a repartition stage: ${reason}.`, {
+/** What crosses from stage `index` to stage `index + 1` (0-based). */
+export interface Hop {
+  readonly index: number;
+  /** The sending stage's output: what crosses the hop, and the receiving stage's input. */
+  readonly output: readonly Attribute[];
+  /** Hop-output ordinals of the columns that route a row to its partition ([] = one partition). */
+  readonly routingOrdinals: readonly number[];
+  readonly routingColumns: readonly string[];
+  /** Where each routing column sits among the receiving stage's first operator's keys (reshards route state by them). */
+  readonly routingKeyPositions: readonly number[];
+  /**
+   * Hop 0: the event-time column (hop-output ordinal) and delay; each record carries its batch's
+   * maximum event time. Later hops carry the sending stage's batch watermark instead (delay 0).
+   */
+  readonly eventTime: { readonly ordinal: number; readonly delayMs: number } | null;
+  readonly carries: 'max-event-time' | 'watermark';
+  /** The receiving stage's stateful operator, for explain. */
+  readonly operator: StatefulOperatorInfo;
+  /**
+   * Partial aggregation before the hop (Spark's partial/final aggregation): the sending stage
+   * ships one row per group and batch, `[max event time, ...key values, ...buffers]`, and the
+   * receiving aggregate merges them. Null: the rows themselves cross.
+   */
+  readonly partial: PartialAggregation | null;
+}
+
+export interface PartialAggregation {
+  readonly groupingExprs: readonly Expr[];
+  readonly aggregateExprs: readonly Expr[];
+  /** The attributes the expressions are bound to (the hop's rows before grouping). */
+  readonly input: readonly Attribute[];
+}
+
+export interface StagePlanOptions {
+  /** Ship partial aggregates over the first hop when the aggregate allows it (default true). */
+  readonly partialAggregation?: boolean;
+}
+
+export interface PlannedStage {
+  readonly index: number;
+  /** The hop it reads (null: the source stream). */
+  readonly input: Hop | null;
+  /** The hop it writes (null: the query's sink). */
+  readonly output: Hop | null;
+  readonly operators: readonly StatefulOperatorInfo[];
+  /** The stage's plan; a stage reading a hop names it by `sourceId`. */
+  plan(sourceId: string): LogicalPlan;
+}
+
+export interface StagePlan {
+  readonly stages: readonly PlannedStage[];
+  readonly hops: readonly Hop[];
+}
+
+function unalias(e: Expr): Expr {
+  return e.kind === 'alias' ? unalias(e.child) : e;
+}
+
+function refuse(reason: string, operator?: string, hint?: string): AnalysisError {
+  return new AnalysisError(`This query cannot be split into repartition stages: ${reason}.`, {
     code: 'REPARTITION_UNSUPPORTED',
-    hint: 'declare the stream\'s partition key (source.partitionKey) when it is one of the state keys, run on one shard, '
-      + 'or restructure the query to a single aggregation or deduplication over one stream.',
+    hint: hint ?? 'declare the stream\'s partition key (source.partitionKey) when it is one of the state keys, run on one shard, '
+      + 'or restructure the query as a chain of aggregations and deduplications over one stream.',
+    ...(operator ? { context: { operator } } : {}),
   });
 }
 
+/** Nodes `pick` selects, children before parents (the lowest stateful operator first). */
 function collect(p: LogicalPlan, pick: (n: LogicalPlan) => boolean, out: LogicalPlan[] = []): LogicalPlan[] {
-  if (pick(p)) out.push(p);
   planChildren(p).forEach((c) => collect(c, pick, out));
+  if (pick(p)) out.push(p);
   return out;
 }
 
@@ -90,11 +149,16 @@ function traceToCut(node: LogicalPlan, attribute: Attribute, cut: LogicalPlan): 
   return child ? traceToCut(child, attribute, cut) : -1;
 }
 
-function keyAttributes(stateful: LogicalPlan): { child: LogicalPlan; keys: Attribute[]; names: string[]; positions: number[] } {
+interface OperatorKeys { child: LogicalPlan; keys: Attribute[]; names: string[]; positions: number[] }
+
+function keyAttributes(stateful: LogicalPlan): OperatorKeys {
   if (stateful.kind === 'Deduplicate' || stateful.kind === 'StatefulProcessing') {
     return { child: stateful.child, keys: [...stateful.keys], names: stateful.keys.map((k) => k.name), positions: stateful.keys.map((_, i) => i) };
   }
-  if (stateful.kind !== 'Aggregate') throw refuse('stream-stream joins are not repartitioned yet');
+  if (stateful.kind !== 'Aggregate') {
+    throw refuse('stream-stream joins are not repartitioned yet', 'Join',
+      'co-partition both sides by the join key (declare source.partitionKey as the join key), or run on one shard.');
+  }
   const keys: Attribute[] = [];
   const names: string[] = [];
   const positions: number[] = [];
@@ -117,42 +181,117 @@ function keyAttributes(stateful: LogicalPlan): { child: LogicalPlan; keys: Attri
   return { child: stateful.child, keys, names, positions };
 }
 
-/** Splits a streaming plan with one stateful operator over one source into the two stages. */
-export function planRepartition(plan: LogicalPlan): RepartitionPlan {
+function routingOf(op: OperatorKeys, cut: LogicalPlan): { name: string; ordinal: number; position: number }[] {
+  return op.keys.map((k, i) => ({ name: k.name, ordinal: traceToCut(op.child, k, cut), position: op.positions[i]! })).filter((r) => r.ordinal >= 0);
+}
+
+const MULTI_CHILD = new Set(['Join', 'Union', 'Except', 'Intersect']);
+
+/**
+ * Cuts a streaming plan over one source into stages: one hop below each stateful operator that is
+ * not co-partitioned with the stage before it.
+ */
+export function planStages(plan: LogicalPlan, options: StagePlanOptions = {}): StagePlan {
   const statefulNodes = collect(plan, isStatefulOperator);
-  if (statefulNodes.length !== 1) {
-    throw refuse(statefulNodes.length === 0 ? 'it has no stateful operator' : `it has ${statefulNodes.length} stateful operators; one is supported`);
+  if (statefulNodes.length === 0) throw refuse('it has no stateful operator');
+  const joins = statefulNodes.find((n) => n.kind === 'Join');
+  if (joins) keyAttributes(joins); // refuses, naming the join
+  const first = statefulNodes[0]!;
+  const firstKeys = keyAttributes(first);
+  if (collect(first, (n) => n.kind === 'StreamingRelation').length !== 1) throw refuse('the stateful operator reads more than one stream', first.kind);
+  // Stateful operators must form one chain: each is below the next, with nothing joining in between.
+  for (let i = 1; i < statefulNodes.length; i++) {
+    const op = statefulNodes[i]!;
+    const between = collect(op, (n) => MULTI_CHILD.has(n.kind) && collect(n, (m) => m === statefulNodes[i - 1]).length > 0);
+    if (collect(op, (n) => n === statefulNodes[i - 1]).length === 0 || between.length > 0) {
+      throw refuse(`the stateful operators ${statefulNodes[i - 1]!.kind} and ${op.kind} are not one chain`, op.kind);
+    }
   }
-  const stateful = statefulNodes[0]!;
-  const { child, keys, names, positions } = keyAttributes(stateful);
-  const sources = collect(stateful, (n) => n.kind === 'StreamingRelation');
-  if (sources.length !== 1) throw refuse('the stateful operator reads more than one stream');
-  // Cut below the lowest event-time watermark, so that stage 2 applies it to the rows it owns.
-  const watermarks = collect(child, (n) => n.kind === 'EventTimeWatermark') as EventTimeWatermarkNode[];
-  if (watermarks.length > 1) throw refuse('it has more than one event-time watermark');
-  const watermark = watermarks[0];
-  const cut = watermark ? watermark.child : child;
-  if (collect(cut, (n) => n.kind === 'LocalRelation' || n.kind === 'Join' || n.kind === 'Union').length > 0) {
-    throw refuse('the part below the stateful operator joins or unions other data');
+  const allWatermarks = collect(plan, (n) => n.kind === 'EventTimeWatermark') as EventTimeWatermarkNode[];
+  if (allWatermarks.length > 1) throw refuse('it has more than one event-time watermark', undefined, 'declare one withWatermark on the stream, below the first stateful operator.');
+  const watermark = allWatermarks[0];
+  if (watermark && collect(firstKeys.child, (n) => n === watermark).length === 0) {
+    throw refuse(`its watermark is declared above the first stateful operator (${first.kind})`, first.kind,
+      'declare withWatermark on the stream before the first stateful operator: every stage\'s watermark derives from the source\'s event time.');
   }
-  const routing = keys.map((k, i) => ({ name: k.name, ordinal: traceToCut(child, k, cut), position: positions[i]! })).filter((r) => r.ordinal >= 0);
-  const eventTime = watermark
-    ? { ordinal: cut.output.findIndex((a) => a.id === watermark.eventTime.id), delayMs: watermark.delayMs }
-    : null;
-  if (eventTime && eventTime.ordinal < 0) throw refuse('the event-time column is computed above the stream');
-  return {
-    stage1: cut,
-    cutOutput: cut.output,
-    routingOrdinals: routing.map((r) => r.ordinal),
-    routingColumns: routing.map((r) => r.name),
-    routingKeyPositions: routing.map((r) => r.position),
-    eventTime,
-    statefulOperator: { kind: stateful.kind, keys: names },
-    stage2: (sourceId) => {
-      const relation: LogicalPlan = {
-        kind: 'StreamingRelation', sourceId, schema: cut.output.map((a) => ({ name: a.name, type: a.type })), output: cut.output,
-      };
-      return replace(plan, cut, relation);
-    },
+  // Hop 0: below the watermark, so that stage 2 applies it to the rows it owns.
+  const cut0 = watermark ? watermark.child : firstKeys.child;
+  if (collect(cut0, (n) => n.kind === 'LocalRelation' || MULTI_CHILD.has(n.kind)).length > 0) {
+    throw refuse('the part below the stateful operator joins or unions other data', first.kind);
+  }
+  const eventTime = watermark ? { ordinal: cut0.output.findIndex((a) => a.id === watermark.eventTime.id), delayMs: watermark.delayMs } : null;
+  if (eventTime && eventTime.ordinal < 0) throw refuse('the event-time column is computed above the stream', first.kind);
+
+  const cuts: LogicalPlan[] = [cut0];
+  const hops: Hop[] = [];
+  const operatorsOf: StatefulOperatorInfo[][] = [[]];
+  // Partial aggregation fits an aggregate right above the hop (or its watermark): its input is the hop's rows.
+  const partialAggregate = options.partialAggregation !== false && first.kind === 'Aggregate'
+    && !first.groupingExprs.some((g) => unalias(g).kind === 'sessionWindow')
+    && (first.child === cut0 || (first.child === watermark && watermark.child === cut0))
+    ? first : null;
+  const addHop = (cut: LogicalPlan, op: OperatorKeys, node: LogicalPlan, carries: Hop['carries']): void => {
+    const routing = routingOf(op, cut);
+    const partial = node === partialAggregate && node.kind === 'Aggregate'
+      ? { groupingExprs: node.groupingExprs, aggregateExprs: node.aggregateExprs, input: cut.output }
+      : null;
+    hops.push({
+      partial,
+      index: hops.length, output: cut.output,
+      routingOrdinals: routing.map((r) => r.ordinal), routingColumns: routing.map((r) => r.name), routingKeyPositions: routing.map((r) => r.position),
+      eventTime: carries === 'max-event-time' ? eventTime : null, carries,
+      operator: { kind: node.kind, keys: op.names },
+    });
+    if (hops.length > 1) cuts.push(cut);
+    operatorsOf.push([]);
   };
+  addHop(cut0, firstKeys, first, 'max-event-time');
+  operatorsOf[1]!.push({ kind: first.kind, keys: firstKeys.names });
+  for (const node of statefulNodes.slice(1)) {
+    const op = keyAttributes(node);
+    const input = hops[hops.length - 1]!;
+    const inputCut = cuts[cuts.length - 1]!;
+    // Co-partitioned with the stage's input when every routing column is one of the keys, unchanged.
+    const keyOrdinals = new Set(routingOf(op, inputCut).map((r) => r.ordinal));
+    const coPartitioned = input.routingOrdinals.every((o) => keyOrdinals.has(o));
+    if (!coPartitioned) addHop(op.child, op, node, 'watermark');
+    operatorsOf[operatorsOf.length - 1]!.push({ kind: node.kind, keys: op.names });
+  }
+
+  /** The receiving stage's plan over partial aggregates: the aggregate (and its watermark) merge them. */
+  const partialStagePlan = (top: LogicalPlan, relation: LogicalPlan): LogicalPlan => {
+    const agg = partialAggregate!;
+    const below: LogicalPlan = agg.child === watermark ? { ...watermark, partialInput: true, child: relation } : relation;
+    return replace(top, agg, { ...agg, partialInput: true, child: below } as LogicalPlan);
+  };
+  const relationOver = (hop: Hop, sourceId: string): LogicalPlan => {
+    const relation: LogicalPlan = {
+      kind: 'StreamingRelation', sourceId, schema: hop.output.map((a) => ({ name: a.name, type: a.type })), output: hop.output,
+    };
+    if (hop.carries !== 'watermark') return relation;
+    // The watermark arrives with the rows; this node makes the stage's operators use it.
+    const marked = hop.output.find((a) => a.eventTimeDelayMs !== null);
+    if (!marked) return relation;
+    return { kind: 'EventTimeWatermark', child: relation, eventTime: marked, delayMs: 0, delayText: '0 seconds', output: hop.output };
+  };
+  // Stage 0 runs up to cut 0; stage k (k ≥ 1) runs from cut k-1 to cut k (the last one: to the root).
+  const stages: PlannedStage[] = [
+    { index: 0, input: null, output: hops[0]!, operators: [], plan: () => cut0 },
+    ...cuts.map((cut, i): PlannedStage => {
+      const top = i + 1 < cuts.length ? cuts[i + 1]! : plan;
+      const input = hops[i]!;
+      return {
+        index: i + 1, input, output: hops[i + 1] ?? null, operators: operatorsOf[i + 1]!,
+        plan: (sourceId: string) => (input.partial
+          ? partialStagePlan(top, relationOver(input, sourceId))
+          : replace(top, cut, relationOver(input, sourceId))),
+      };
+    }),
+  ];
+  return { stages, hops };
+}
+
+/** The stage that reads `hop` (its index + 1). */
+export function stageReading(plan: StagePlan, hop: Hop): PlannedStage {
+  return plan.stages[hop.index + 1]!;
 }

@@ -21,16 +21,21 @@ import { S3DeadLetterWriter } from './s3-dead-letter-writer.js';
 import { S3FilesSink } from './s3-files-sink.js';
 import { S3SnapshotSink } from './s3-snapshot-sink.js';
 import { KinesisRepartitionChannel } from './kinesis-repartition-channel.js';
+import { internalStreamNames } from '../query/compiled-query.js';
 import { RepartitionSink } from '../sinks/repartition-sink.js';
 
 export interface AwsQueryBackends {
   readonly watermarks: DynamoDbWatermarkCoordinator;
   readonly shardReader: KinesisShardReader;
   readonly sink: Sink;
-  /** Stage 1's sink, when the query has a repartition stage. */
+  /** Stage 1's sink (hop 1), when the query has a repartition stage. */
   readonly repartitionSink: RepartitionSink | null;
-  /** Reads the internal stream's shards (stage 2), when the query has a repartition stage. */
+  /** Reads the first internal stream's shards (stage 2), when the query has a repartition stage. */
   readonly repartitionShardReader: KinesisShardReader | null;
+  /** The stream whose shards run `stage`: the source stream, or the internal stream it reads. */
+  streamOf(stage: QueryStage): string;
+  /** The reader of that stream. */
+  readerOf(stage: QueryStage): KinesisShardReader;
   /**
    * One state partition's backends (default: of the query's source stage); the stage names its
    * checkpoint partition and says which stream it reads and where it writes.
@@ -60,46 +65,50 @@ export function createAwsQueryBackends(
     idleTimeoutMs: config.idleShardTimeoutMs, meter,
   });
   const shardReader = new KinesisShardReader(clients.kinesis, config.streamName, meter);
-  let repartitionSink: RepartitionSink | null = null;
-  let repartitionShardReader: KinesisShardReader | null = null;
-  if (repartition) {
-    if (!config.repartitionStreamName) throw missing('SLUICE_REPARTITION_STREAM', 'the internal repartition stream');
-    repartitionSink = new RepartitionSink({
-      channel: new KinesisRepartitionChannel(clients.kinesis, config.repartitionStreamName, meter),
-      routingOrdinals: repartition.routingOrdinals,
-      eventTimeOrdinal: repartition.eventTime?.ordinal ?? null,
-      meter,
-    });
-    repartitionShardReader = new KinesisShardReader(clients.kinesis, config.repartitionStreamName, meter);
+  const hops = repartition?.hops ?? [];
+  const streams = internalStreamNames(config);
+  if (hops.length > 0 && streams.length < hops.length) {
+    throw missing('SLUICE_REPARTITION_STREAMS', `${hops.length} internal repartition stream(s), one per hop`);
   }
-  let sourceShards: { at: number; ids: string[] } | null = null;
-  const sourcePartitions = async (): Promise<string[]> => {
-    if (!sourceShards || Date.now() - sourceShards.at > 30_000) {
-      sourceShards = { at: Date.now(), ids: (await listStreamShards(clients.kinesis, config.streamName)).map((s) => s.ShardId!) };
-    }
-    return sourceShards.ids;
+  // One sink and one reader per hop: stage k writes hop k, stage k + 1 reads it.
+  const hopSinks = hops.map((hop) => RepartitionSink.forHop(hop, new KinesisRepartitionChannel(clients.kinesis, streams[hop.index]!, meter), meter));
+  const hopReaders = hops.map((hop) => new KinesisShardReader(clients.kinesis, streams[hop.index]!, meter));
+  const streamOf = (stage: QueryStage): string => (stage.inputHop ? streams[stage.inputHop.index]! : config.streamName);
+  const readerOf = (stage: QueryStage): KinesisShardReader => (stage.inputHop ? hopReaders[stage.inputHop.index]! : shardReader);
+  const shardLists = new Map<string, { at: number; ids: string[] }>();
+  const shardsOf = async (streamName: string): Promise<string[]> => {
+    const cached = shardLists.get(streamName);
+    if (cached && Date.now() - cached.at <= 30_000) return cached.ids;
+    const ids = (await listStreamShards(clients.kinesis, streamName)).map((s) => s.ShardId!);
+    shardLists.set(streamName, { at: Date.now(), ids });
+    return ids;
   };
   return {
     watermarks,
     shardReader,
     sink,
-    repartitionSink,
-    repartitionShardReader,
+    repartitionSink: hopSinks[0] ?? null,
+    repartitionShardReader: hopReaders[0] ?? null,
+    streamOf,
+    readerOf,
     forPartition: (shardId, stage = query.sourceStage) => {
-      const internal = stage.reads === 'internal-stream';
+      const input = stage.inputHop;
+      const output = stage.outputHop;
+      // The senders of a stage's input: the source stream's shards, or the shards of the hop before.
+      const senders = input === null ? null : input.index === 0 ? config.streamName : streams[input.index - 1]!;
       return {
         checkpoint: new DynamoDbCheckpoint({
           client: clients.dynamodb, checkpointTable: config.checkpointTable, stateTable: config.stateTable,
           queryName: definition.name, partitionId: stage.checkpointPartition(shardId), meter,
           snapshotEvery: config.snapshotEveryBatches, snapshotByBytes: true,
         }),
-        sink: stage.writes === 'internal-stream' && repartitionSink ? repartitionSink : sink,
-        ...(stage.writes === 'internal-stream' ? {} : { sinkRowLimits: resultSink.rowLimits }),
+        sink: output ? hopSinks[output.index]! : sink,
+        ...(output ? {} : { sinkRowLimits: resultSink.rowLimits }),
         deadLetters,
         watermarks,
-        shardReader: internal && repartitionShardReader ? repartitionShardReader : shardReader,
+        shardReader: readerOf(stage),
         costMeter: meter,
-        ...(internal ? { sourcePartitions } : {}),
+        ...(senders ? { sourcePartitions: () => shardsOf(senders) } : {}),
       };
     },
   };

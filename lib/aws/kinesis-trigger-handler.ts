@@ -9,7 +9,7 @@
  * first record not committed), and a state that outgrows the function's memory fails loudly.
  */
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
-import { compileForDeployment, type DeployableQuery } from '../query/compiled-query.js';
+import { compileForDeployment, internalStreamNames, type CompiledQuery, type DeployableQuery } from '../query/compiled-query.js';
 import type { PartitionBackends } from '../query/partition-backends.js';
 import type { QueryStage } from '../query/query-stage.js';
 import { runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
@@ -63,7 +63,11 @@ export function createKinesisTriggerHandler(query: DeployableQuery, options: Kin
   return createShardHandler(query, options, 'source-stream');
 }
 
-/** The handler for the internal repartition stream: stage 2, the stateful part and the sink. */
+/**
+ * The handler for the internal repartition streams: the stage reading the stream a record comes
+ * from (its eventSourceARN), stage 2 for the first, stage 3 for the second...; one function, one
+ * event source mapping per internal stream.
+ */
 export function createRepartitionTriggerHandler(query: DeployableQuery, options: KinesisTriggerOptions = {}): KinesisTriggerHandler {
   return createShardHandler(query, options, 'repartition-stream');
 }
@@ -76,48 +80,58 @@ function createShardHandler(
   const config = options.config ?? readRuntimeConfig();
   const query = compileForDeployment(deployable, config);
   const { definition } = query;
-  const stage: QueryStage = stream === 'repartition-stream' ? query.requireStateStage() : query.sourceStage;
+  const stages: readonly QueryStage[] = stream === 'repartition-stream' ? internalStages(query) : [query.sourceStage];
   const meter = new CostMeter();
   const observability = options.observability ?? createObservability(definition.name);
-  let backendsFor = options.backendsFor;
-  let reshardGuard: ReshardGuard | null = null;
   let clients: AwsClients | undefined;
+  const internalStreams = internalStreamNames(config);
+  /** The stage a record runs in: by the internal stream it comes from (stage 2 when unknown). */
+  const stageOf = (record: KinesisStreamRecord): QueryStage => {
+    if (stream !== 'repartition-stream') return query.sourceStage;
+    const hop = internalStreams.indexOf(streamNameOfArn(record.eventSourceARN));
+    return stages[Math.max(0, hop)] ?? stages[0]!;
+  };
+  let backendsFor = options.backendsFor ? (shardId: string, _stage: QueryStage) => options.backendsFor!(shardId) : undefined;
+  const reshardGuards = new Map<QueryStage, ReshardGuard>();
   if (!backendsFor) {
     clients = options.clients ?? createAwsClients(options.clientOptions);
     const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink);
-    backendsFor = (shardId) => backends.forPartition(shardId, stage);
-    if (stage.isStateful) {
-      const streamName = stage.reads === 'internal-stream' ? config.repartitionStreamName! : config.streamName;
+    backendsFor = (shardId, stage) => backends.forPartition(shardId, stage);
+    for (const stage of stages.filter((s) => s.isStateful)) {
       const internal = stage.reads === 'internal-stream';
-      reshardGuard = new ReshardGuard({
-        kinesis: clients.kinesis, streamName, query, stage,
+      reshardGuards.set(stage, new ReshardGuard({
+        kinesis: clients.kinesis, streamName: backends.streamOf(stage), query, stage,
         checkpointOf: (shardId) => backends.forPartition(shardId, stage).checkpoint,
-        reader: internal ? backends.repartitionShardReader! : backends.shardReader,
+        reader: backends.readerOf(stage),
         ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(shardId) }),
-      });
+      }));
     }
   }
   const base = backendsFor;
-  const forPartition = (shardId: string): PartitionBackends => (options.decorateBackends ?? ((b) => b))(base(shardId));
+  const forPartition = (shardId: string, stage: QueryStage): PartitionBackends => (options.decorateBackends ?? ((b) => b))(base(shardId, stage));
 
   const tracing = tracerForClients(clients);
 
   return async (event, context) => {
     const tracer = await tracing;
     const limits: InvocationLimits = invocationLimitsOf(config.functionMemoryMb, context?.getRemainingTimeInMillis?.bind(context));
-    const byShard = new Map<string, KinesisStreamRecord[]>();
+    const byShard = new Map<string, { stage: QueryStage; shardId: string; records: KinesisStreamRecord[] }>();
     for (const record of event.Records) {
       const shardId = shardIdOf(record);
-      byShard.set(shardId, [...(byShard.get(shardId) ?? []), record]);
+      const stage = stageOf(record);
+      const key = `${stage.index}/${shardId}`;
+      const entry = byShard.get(key) ?? { stage, shardId, records: [] };
+      entry.records.push(record);
+      byShard.set(key, entry);
     }
     const batchItemFailures: { itemIdentifier: string }[] = [];
-    for (const [shardId, records] of byShard) {
+    for (const { stage, shardId, records } of byShard.values()) {
       const shardRecords = records.map(toShardRecordFromEvent);
       let result: ShardInvocationResult;
       try {
-        await reshardGuard?.check(shardId);
+        await reshardGuards.get(stage)?.check(shardId);
         result = await inSubsegment(tracer, 'sluice batch', { query: definition.name, shard: shardId, stage: stage.kind },
-          () => runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId)));
+          () => runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId, stage)));
       } catch (error) {
         // Recovery itself failed (checkpoint unreachable, incompatible query): retry everything.
         observability.logger.error('invocation failed before running a batch', { shardId, error: error as Error });
@@ -145,4 +159,16 @@ function createShardHandler(
     observability.metrics.publishStoredMetrics();
     return { batchItemFailures };
   };
+}
+
+/** The stages on internal streams, stage 2 first; a query without one is refused at cold start. */
+function internalStages(query: CompiledQuery): readonly QueryStage[] {
+  query.requireStateStage();
+  return query.stages.slice(1);
+}
+
+/** `arn:aws:kinesis:<region>:<account>:stream/<name>` → `<name>`. */
+export function streamNameOfArn(arn: string | undefined): string {
+  const at = arn?.lastIndexOf(':stream/') ?? -1;
+  return arn && at >= 0 ? arn.slice(at + ':stream/'.length) : '';
 }

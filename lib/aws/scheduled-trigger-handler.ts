@@ -117,7 +117,7 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
   const observability = options.observability ?? createObservability(query.name);
   const now = options.now ?? Date.now;
   const context: Context = { query, config, backends, observability, options, tracing: tracerForClients(clients) };
-  const { sourceStage, stateStage } = query;
+  const { sourceStage } = query;
 
   const guards = new Map<QueryStage, ReshardGuard>();
   const guardOf = (stage: QueryStage): ReshardGuard => {
@@ -125,9 +125,9 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
     if (!guard) {
       const internal = stage.reads === 'internal-stream';
       guard = new ReshardGuard({
-        kinesis: clients.kinesis, streamName: internal ? config.repartitionStreamName! : config.streamName, query, stage,
+        kinesis: clients.kinesis, streamName: backends.streamOf(stage), query, stage,
         checkpointOf: (shardId) => backends.forPartition(shardId, stage).checkpoint,
-        reader: internal ? backends.repartitionShardReader! : backends.shardReader,
+        reader: backends.readerOf(stage),
         ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(shardId) }),
       });
       guards.set(stage, guard);
@@ -156,12 +156,12 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
       const entry = await runGuarded(context, tick, guardOf(sourceStage), shards, shardId, sourceStage, drain);
       summary.push({ ...entry, stage: sourceStage.kind, caughtUp: caughtUp.get(shardId) ?? false });
     }
-    if (stateStage) {
-      // Stage 2: the internal stream's shards, with whatever stage 1 just sent.
-      const internalShards = parentsFirst(await listStreamShards(clients.kinesis, config.repartitionStreamName!));
+    // Each later stage in order: the internal stream's shards, with whatever the stage before just sent.
+    for (const stage of query.stages.slice(1)) {
+      const internalShards = parentsFirst(await listStreamShards(clients.kinesis, backends.streamOf(stage)));
       for (const shard of internalShards) {
-        const entry = await runGuarded(context, tick, guardOf(stateStage), internalShards, shard.ShardId!, stateStage, true);
-        summary.push({ ...entry, stage: stateStage.kind, caughtUp: entry.error === undefined });
+        const entry = await runGuarded(context, tick, guardOf(stage), internalShards, shard.ShardId!, stage, true);
+        summary.push({ ...entry, stage: stage.kind, caughtUp: entry.error === undefined });
       }
     }
     const compaction = await compactAfterTick(context, clients, meter, lambdaContext);
@@ -251,7 +251,7 @@ async function tickShard(context: Context, tick: Tick, shardId: string, stage: Q
 /** Reads the shard from its committed position and runs batches until caught up. */
 async function drainShard(context: Context, tick: Tick, shardId: string, stage: QueryStage): Promise<ShardRun> {
   const { backends, options } = context;
-  const reader = stage.reads === 'internal-stream' ? backends.repartitionShardReader! : backends.shardReader;
+  const reader = backends.readerOf(stage);
   let batches = 0;
   try {
     for (;;) {

@@ -124,11 +124,15 @@ export class EventTimeWatermarkExec implements Exec {
   private readonly ordinal: number;
   private readonly isWindow: boolean;
 
-  constructor(private readonly child: Exec, eventTime: Attribute, readonly delayMs: number, output: readonly Attribute[]) {
+  constructor(
+    private readonly child: Exec, eventTime: Attribute, readonly delayMs: number, output: readonly Attribute[],
+    /** Where rows carry the event time when not at the attribute's place (partial aggregates: first). */
+    ordinal?: number,
+  ) {
     this.children = [child];
     this.output = output;
-    this.ordinal = child.output.findIndex((a) => a.id === eventTime.id);
-    this.isWindow = typeof eventTime.type === 'object';
+    this.ordinal = ordinal ?? child.output.findIndex((a) => a.id === eventTime.id);
+    this.isWindow = ordinal === undefined && typeof eventTime.type === 'object';
   }
 
   execute(ctx: BatchContext): Row[] {

@@ -53,7 +53,7 @@ export function planQuery(logical: LogicalPlan, evalContext: EvalContext): Physi
         return new FilterExec(build(p.child), p.condition, evalContext);
       case 'EventTimeWatermark': {
         const child = build(p.child);
-        return streaming ? new EventTimeWatermarkExec(child, p.eventTime, p.delayMs, p.output) : new PassThroughExec(child, p.output);
+        return streaming ? new EventTimeWatermarkExec(child, p.eventTime, p.delayMs, p.output, p.partialInput ? 0 : undefined) : new PassThroughExec(child, p.output);
       }
       case 'Aggregate': {
         const child = build(p.child);
@@ -62,7 +62,7 @@ export function planQuery(logical: LogicalPlan, evalContext: EvalContext): Physi
         if (p.groupingExprs.some((g) => unalias(g).kind === 'sessionWindow')) {
           return new SessionWindowAggregateExec(operatorId, child, p.groupingExprs, p.aggregateExprs, p.output, evalContext);
         }
-        return new StreamingAggregateExec(operatorId, child, p.groupingExprs, p.aggregateExprs, p.output, evalContext);
+        return new StreamingAggregateExec(operatorId, child, p.groupingExprs, p.aggregateExprs, p.output, evalContext, p.partialInput === true);
       }
       case 'Deduplicate': {
         const child = build(p.child);

@@ -54,6 +54,8 @@ export class StreamingAggregateExec implements StatefulExec {
     aggregateExprs: readonly Expr[],
     readonly output: readonly Attribute[],
     evalContext: EvalContext,
+    /** Input rows are partial aggregates from before a repartition hop: merged, not folded in. */
+    private readonly partialInput = false,
   ) {
     this.children = [child];
     this.agg = compileAggregation(groupingExprs, aggregateExprs, child.output, evalContext);
@@ -81,7 +83,15 @@ export class StreamingAggregateExec implements StatefulExec {
       lateMs: ctx.hasWatermark && this.keyEventTimeMs && ctx.outputMode !== 'complete' ? ctx.lateEventsWatermarkMs(this.operatorId) : null,
     };
 
-    if (agg.hasExpandingKey) {
+    if (this.partialInput) {
+      // [max event time, ...key values, ...buffers]: one row per group and stage-1 batch.
+      const keyCount = this.scratchKey.length;
+      for (let r = 0; r < input.length; r++) {
+        const row = input[r]!;
+        const entry = this.touch(table, row.slice(1, 1 + keyCount), batch);
+        if (entry !== null) entry.partial = agg.mergeBuffers(entry.partial!, row.slice(1 + keyCount));
+      }
+    } else if (agg.hasExpandingKey) {
       for (let r = 0; r < input.length; r++) {
         const row = input[r]!;
         agg.forEachKeyValues(row, (keyValues) => {

@@ -69,6 +69,8 @@ export interface EventTimeWatermarkNode {
   readonly delayMs: number;
   readonly delayText: string;
   readonly output: readonly Attribute[];
+  /** Its rows are partial aggregates (see AggregateNode.partialInput): the event time is their first value. */
+  readonly partialInput?: boolean;
 }
 
 export interface AggregateNode {
@@ -78,6 +80,11 @@ export interface AggregateNode {
   /** Output expressions: grouping columns then aggregates (named). */
   readonly aggregateExprs: readonly Expr[];
   readonly output: readonly Attribute[];
+  /**
+   * Its input rows are partial aggregates made before a repartition hop (Spark's final
+   * aggregation): `[max event time, ...key values, ...buffers]`, merged instead of folded in.
+   */
+  readonly partialInput?: boolean;
 }
 
 export interface DeduplicateNode {

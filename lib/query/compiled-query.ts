@@ -6,7 +6,7 @@
  * MicroBatchExecution analyses once per run, not per batch). The plans name their sources by id
  * and hold no live object, so one compiled query serves any number of invocations.
  */
-import type { RepartitionPlan } from '../analysis/stages.js';
+import type { Hop, StagePlan } from '../analysis/stages.js';
 import type { StructField } from '../plan/data-types.js';
 import type { LogicalPlan } from '../plan/logical-plan.js';
 import { AnalysisError } from '../errors/sluice-error.js';
@@ -19,8 +19,10 @@ export type CompileOptions = ValidateOptions;
 export class CompiledQuery {
   /** What the source stream's shards run: the whole query, or stage 1 of a repartition stage. */
   readonly sourceStage: QueryStage;
-  /** Stage 2, on the internal stream's shards; null when the query runs in one stage. */
+  /** Stage 2, on the first internal stream's shards; null when the query runs in one stage. */
   readonly stateStage: QueryStage | null;
+  /** Every stage in order: stage k + 1 reads hop k. */
+  readonly stages: readonly QueryStage[];
 
   constructor(
     readonly definition: StreamingQueryDefinition,
@@ -32,16 +34,31 @@ export class CompiledQuery {
     /** Result columns a DynamoDB sink keys items by ([] = append-only rows). */
     readonly keyColumns: readonly string[],
     readonly isStateful: boolean,
-    /** The two stages, when the state is not co-partitioned with the stream. */
-    readonly repartition: RepartitionPlan | null,
+    /** The stages and hops, when the state is not co-partitioned with the stream. */
+    readonly repartition: StagePlan | null,
   ) {
     if (repartition) {
-      this.sourceStage = new SourceStage(definition, repartition, conf, plan);
-      this.stateStage = new StateStage(definition, repartition, columns, schema, conf);
+      const [first, ...rest] = repartition.stages;
+      this.stages = [new SourceStage(definition, first!, conf, plan), ...rest.map((s) => new StateStage(definition, s, columns, schema, conf))];
     } else {
-      this.sourceStage = new SingleStage(definition, plan, columns, schema, conf, isStateful);
-      this.stateStage = null;
+      this.stages = [new SingleStage(definition, plan, columns, schema, conf, isStateful)];
     }
+    this.sourceStage = this.stages[0]!;
+    this.stateStage = this.stages[1] ?? null;
+  }
+
+  /** The hops between the stages ([] for one stage). */
+  get hops(): readonly Hop[] {
+    return this.repartition?.hops ?? [];
+  }
+
+  /** The stage that reads hop `index`. */
+  stageReadingHop(index: number): QueryStage {
+    const stage = this.stages[index + 1];
+    if (stage) return stage;
+    throw new AnalysisError(`Query '${this.name}' has no stage reading internal stream ${index + 1}: it has ${this.hops.length}.`, {
+      code: 'NO_REPARTITION_STAGE', hint: 'deploy the query again: the internal streams and the query\'s plan of stages disagree.',
+    });
   }
 
   get name(): string {
@@ -69,10 +86,27 @@ export type DeployableQuery = StreamingQueryDefinition | CompiledQuery;
  * exactly when it has the internal stream. An already compiled query is reused as it is.
  */
 export function compileForDeployment(
-  query: DeployableQuery, deployment: { readonly expectedShardCount?: number; readonly repartitionStreamName?: string },
+  query: DeployableQuery,
+  deployment: { readonly expectedShardCount?: number; readonly repartitionStreamName?: string; readonly repartitionStreamNames?: readonly string[] },
 ): CompiledQuery {
   if (query instanceof CompiledQuery) return query;
-  return compileQuery(query, { expectedShardCount: deployment.expectedShardCount, allowRepartition: deployment.repartitionStreamName !== undefined });
+  const compiled = compileQuery(query, { expectedShardCount: deployment.expectedShardCount, allowRepartition: deployment.repartitionStreamName !== undefined });
+  const streams = internalStreamNames(deployment);
+  if (compiled.hops.length > streams.length) {
+    const blocking = compiled.hops[streams.length]!.operator;
+    throw new AnalysisError(
+      `Query '${compiled.name}' needs ${compiled.hops.length} internal streams (one before each stateful operator not co-partitioned with its input), `
+      + `but the deployment has ${streams.length}: ${blocking.kind} by [${blocking.keys.join(', ')}] has no stream to read.`,
+      { code: 'REPARTITION_STREAMS_MISSING', hint: 'deploy with the SluiceQuery construct, which creates one internal stream per hop (SLUICE_REPARTITION_STREAMS lists them).' },
+    );
+  }
+  return compiled;
+}
+
+/** The deployment's internal streams, hop 1 first. */
+export function internalStreamNames(deployment: { readonly repartitionStreamName?: string; readonly repartitionStreamNames?: readonly string[] }): readonly string[] {
+  if (deployment.repartitionStreamNames && deployment.repartitionStreamNames.length > 0) return deployment.repartitionStreamNames;
+  return deployment.repartitionStreamName ? [deployment.repartitionStreamName] : [];
 }
 
 /**

@@ -3,6 +3,8 @@
  * and the CDK construct. The transformation is ordinary DataFrame code; the source, output mode
  * and sink are declared so they can be validated before anything runs (at `cdk synth`, too).
  */
+import type { Trigger } from '../runtime/trigger.js';
+import { deployedTrigger } from './deployed-trigger.js';
 import { z } from 'zod';
 import type { OutputMode } from '../core/output-mode.js';
 import type { DataFrame } from '../api/data-frame.js';
@@ -66,6 +68,12 @@ export interface StreamingQueryDefinition {
   readonly sink: SinkSpec;
   /** `spark.sql.*` confs (e.g. the multiple-watermark policy). */
   readonly conf?: Readonly<Record<string, string>>;
+  /**
+   * When batches run, as Spark names it: `Trigger.ProcessingTime('1 minute')` sets the source
+   * mapping's batching window (at most 300 s); `Trigger.AvailableNow()` runs the query on the
+   * schedule only, draining the stream (lib/query/deployed-trigger.ts). Default: on arrival.
+   */
+  readonly trigger?: Trigger;
 }
 
 const definitionShape = z.object({
@@ -90,6 +98,10 @@ const definitionShape = z.object({
     }),
   ]),
   conf: z.record(z.string(), z.string()).optional(),
+  trigger: z.union([
+    z.object({ kind: z.literal('processingTime'), intervalMs: z.number().nonnegative() }),
+    z.object({ kind: z.enum(['availableNow', 'once']) }),
+  ]).optional(),
 });
 
 /** Checks the definition's shape at once; the query itself is analysed by `validateQuery`. */
@@ -102,5 +114,6 @@ export function defineQuery(definition: StreamingQueryDefinition): StreamingQuer
       hint: 'see StreamingQueryDefinition in lib/query/query-definition.ts for the fields and their types.',
     });
   }
+  deployedTrigger(definition.trigger); // a trigger Lambda cannot honour is refused here, with what to use
   return definition;
 }

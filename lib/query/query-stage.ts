@@ -1,8 +1,9 @@
 /**
  * The part of a deployed query one shard runs, as an object: the whole query on a source shard
- * (`SingleStage`), or with a repartition stage, stage 1 on a source shard (`SourceStage`: the
- * stateless part, rows routed by state key to the internal stream) and stage 2 on a shard of the
- * internal stream (`StateStage`: the stateful part, the output mode and the sink). Each knows its
+ * (`SingleStage`), or with repartition stages, stage 1 on a source shard (`SourceStage`: the
+ * stateless part, rows routed by state key to the first internal stream) and each later stage on a
+ * shard of the internal stream before it (`StateStage`: its stateful operator(s), then the next
+ * hop, or the output mode and the sink). Each knows its
  * plan and output, how its source id is bound to a live source per invocation, where its
  * checkpoint partition lives and how its watermark is combined; callers never branch on the kind.
  *
@@ -10,7 +11,7 @@
  */
 import { requiredSourceColumns } from '../analysis/required-columns.js';
 import { checkRuntimeRestrictions } from '../analysis/unsupported-operation-checker.js';
-import type { RepartitionPlan } from '../analysis/stages.js';
+import type { Hop, PlannedStage } from '../analysis/stages.js';
 import type { OutputMode } from '../core/output-mode.js';
 import { eventTimeLimitFor, type EventTimeLimit } from '../execution/event-time-skew.js';
 import type { StructField } from '../plan/data-types.js';
@@ -20,12 +21,13 @@ import type { DeadLetterRecord } from '../sources/dead-letter.js';
 import { KinesisShardSource, type ShardRecord } from '../sources/kinesis-shard-source.js';
 import { createRecordDecoder, type RecordDecoder } from '../sources/record-decoder.js';
 import { RepartitionShardSource } from '../sources/repartition-shard-source.js';
+import { compilePartialAggregator } from '../execution/partial-aggregation.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import type { PartitionBackends } from './partition-backends.js';
 import type { StreamingQueryDefinition } from './query-definition.js';
 import { KINESIS_SOURCE_NAME, sourceSchemaOf } from './validate-query.js';
 
-/** The repartition stream's source id in stage 2's plan and offsets. */
+/** An internal stream's source id in the plan and offsets of the stage reading it. */
 export const REPARTITION_SOURCE_NAME = 'repartition';
 
 /** A stage's name in progress, logs and summaries. */
@@ -52,6 +54,11 @@ export abstract class QueryStage {
   /** The stream whose shards run this stage, and where its output goes. */
   abstract readonly reads: 'source-stream' | 'internal-stream';
   abstract readonly writes: 'sink' | 'internal-stream';
+  /** The stage's position: 0 on the source stream, k on the shards of hop k-1. */
+  abstract readonly index: number;
+  /** The hop it reads (null: the source stream) and the one it writes (null: the sink). */
+  readonly inputHop: Hop | null = null;
+  readonly outputHop: Hop | null = null;
   /** Whether a shard of this stage keeps state (a reshard would strand it). */
   abstract readonly isStateful: boolean;
   /** The id the plan names the stage's stream by; offsets are keyed by it. */
@@ -137,6 +144,7 @@ abstract class SourceStreamStage extends QueryStage {
 /** The whole query on a shard of the source stream. */
 export class SingleStage extends SourceStreamStage {
   readonly kind = 'single';
+  readonly index = 0;
   readonly writes = 'sink';
 
   constructor(
@@ -152,10 +160,14 @@ export class SourceStage extends SourceStreamStage {
   readonly kind = 'source';
   readonly writes = 'internal-stream';
   readonly isStateful = false;
+  readonly index = 0;
+  override readonly outputHop: Hop;
 
-  constructor(definition: StreamingQueryDefinition, split: RepartitionPlan, conf: ReadonlyMap<string, string>, wholePlan?: LogicalPlan) {
-    const cut = split.cutOutput.map((a) => ({ name: a.name, type: a.type }));
-    super(definition, split.stage1, cut.map((f) => f.name), cut, 'append', conf, wholePlan);
+  constructor(definition: StreamingQueryDefinition, planned: PlannedStage, conf: ReadonlyMap<string, string>, wholePlan?: LogicalPlan) {
+    const hop = planned.output!;
+    const cut = hop.output.map((a) => ({ name: a.name, type: a.type }));
+    super(definition, planned.plan(KINESIS_SOURCE_NAME), cut.map((f) => f.name), cut, 'append', conf, wholePlan);
+    this.outputHop = hop;
   }
 
   override label(shardId: string): string {
@@ -163,40 +175,57 @@ export class SourceStage extends SourceStreamStage {
   }
 }
 
-/** Stage 2 on a shard of the internal stream (a state partition): the stateful part and the sink. */
+/**
+ * Stage k ≥ 2 on a shard of the internal stream before it (a state partition): its stateful
+ * operator(s), then the next hop, or the output mode and the sink.
+ */
 export class StateStage extends QueryStage {
   readonly kind = 'state';
   readonly reads = 'internal-stream';
-  readonly writes = 'sink';
+  readonly writes: 'sink' | 'internal-stream';
   readonly isStateful = true;
   readonly sourceId = REPARTITION_SOURCE_NAME;
-  private readonly cutSchema: readonly StructField[];
+  readonly index: number;
+  override readonly inputHop: Hop;
+  override readonly outputHop: Hop | null;
+  private readonly inputSchema: readonly StructField[];
   private readonly delayMs: number;
+  /** The input hop's rows as partial aggregates, when its aggregate takes them (compiled once). */
+  private readonly toPartialRows: ((rows: readonly (readonly unknown[])[]) => unknown[][]) | undefined;
 
   constructor(
-    definition: StreamingQueryDefinition, split: RepartitionPlan, columns: readonly string[], schema: readonly StructField[],
+    definition: StreamingQueryDefinition, planned: PlannedStage, columns: readonly string[], schema: readonly StructField[],
     conf: ReadonlyMap<string, string>,
   ) {
-    super(split.stage2(REPARTITION_SOURCE_NAME), columns, schema, definition.outputMode, conf);
-    this.cutSchema = split.cutOutput.map((a) => ({ name: a.name, type: a.type }));
-    this.delayMs = split.eventTime?.delayMs ?? 0;
+    const out = planned.output;
+    // A stage before another hop writes its rows as they come out: append, whatever the query's mode.
+    super(planned.plan(REPARTITION_SOURCE_NAME), out ? out.output.map((a) => a.name) : columns,
+      out ? out.output.map((a) => ({ name: a.name, type: a.type })) : schema, out ? 'append' : definition.outputMode, conf);
+    this.index = planned.index;
+    this.inputHop = planned.input!;
+    this.outputHop = out;
+    this.writes = out ? 'internal-stream' : 'sink';
+    this.inputSchema = this.inputHop.output.map((a) => ({ name: a.name, type: a.type }));
+    this.delayMs = this.inputHop.eventTime?.delayMs ?? 0;
+    const partial = this.inputHop.partial;
+    this.toPartialRows = partial ? compilePartialAggregator(partial, this.inputHop.eventTime?.ordinal ?? null).toPartialRows : undefined;
   }
 
-  /** Stage-2 partitions live beside the source shards' partitions. */
+  /** Stage-2 partitions live beside the source shards' partitions (`state.`, as before stages chained); later ones by number. */
   override checkpointPartition(shardId: string): string {
-    return `state.${shardId}`;
+    return this.index === 1 ? `state.${shardId}` : `stage${this.index + 1}.${shardId}`;
   }
 
   override label(shardId: string): string {
-    return `stage 2 ${shardId}`;
+    return `stage ${this.index + 1} ${shardId}`;
   }
 
   bind(shardId: string, backends: PartitionBackends): StageBinding {
-    const source = new RepartitionShardSource(REPARTITION_SOURCE_NAME, this.cutSchema, shardId);
+    const source = new RepartitionShardSource(REPARTITION_SOURCE_NAME, this.inputSchema, shardId, this.toPartialRows);
     const { delayMs } = this;
     return {
       source,
-      // The source shards' watermarks arrive with their rows; batch N runs with what N-1 applied.
+      // The senders' watermarks arrive with their rows; batch N runs with what N-1 applied.
       watermarks: {
         combine: async () => source.committedWatermarkMs(delayMs, (await backends.sourcePartitions?.()) ?? []),
         publish: async () => {},

@@ -5,9 +5,12 @@
  * Lambda handlers run this before touching a checkpoint, and `cdk synth` runs it so that nothing
  * unsupported is deployed.
  */
+import { deployedTrigger } from './deployed-trigger.js';
+/** The construct maps the query's trigger onto its event source mapping and schedule from here. */
+export { deployedTrigger, MAX_BATCHING_WINDOW_SECONDS, type DeployedTrigger } from './deployed-trigger.js';
 import { checkStreamingQuery } from '../analysis/unsupported-operation-checker.js';
 import { statefulKeyReport } from '../analysis/partitioning.js';
-import { planRepartition, type RepartitionPlan } from '../analysis/stages.js';
+import { planStages, type StagePlan } from '../analysis/stages.js';
 import type { StructField } from '../plan/data-types.js';
 import { collectNodes, type AggregateNode, type DeduplicateNode, type LogicalPlan, type StatefulProcessingNode } from '../plan/logical-plan.js';
 import { AnalysisError } from '../errors/sluice-error.js';
@@ -39,10 +42,16 @@ export interface ValidatedQuery {
   /** State keys are not co-partitioned with the stream: the query runs in two stages. */
   readonly needsRepartition: boolean;
   /** The two stages, when `needsRepartition`. */
-  readonly repartition: RepartitionPlan | null;
+  readonly repartition: StagePlan | null;
   /** The files sink's output as a catalog table (columns, partition keys), or null for other sinks. */
   readonly lakeTable: LakeTableShape | null;
 }
+
+/**
+ * `'false'` ships every row over the first hop instead of one partial aggregate per group and
+ * batch (for comparison; Spark always aggregates partially before a shuffle).
+ */
+export const PARTIAL_AGGREGATION_CONF = 'sluice.repartition.partialAggregation';
 
 export interface ValidateOptions {
   /** Shards of the source stream when known; 1 lets a stateful query run without a partition key. */
@@ -70,7 +79,9 @@ export function validateQuery(definition: StreamingQueryDefinition, options: Val
   const schema = df.plan.output.map((a) => ({ name: a.name, type: a.type }));
   checkFilesSink(definition, schema);
   const { isStateful, coPartitioned } = checkCoPartitioning(definition, df.plan, options.expectedShardCount, options.allowRepartition === true);
-  const repartition = coPartitioned ? null : planRepartition(df.plan);
+  const repartition = coPartitioned ? null : planStages(df.plan, {
+    partialAggregation: session.conf.get(PARTIAL_AGGREGATION_CONF)?.toLowerCase() !== 'false',
+  });
   return {
     definition,
     session,
@@ -167,18 +178,27 @@ export function explainQuery(definition: StreamingQueryDefinition, options: Vali
   const validated = validateQuery(definition, options);
   const lines = [validated.df.explain(definition.outputMode)];
   if (validated.lakeTable) lines.push(...explainLakeTable(definition, validated.lakeTable));
+  lines.push('== Trigger ==', deployedTrigger(definition.trigger).description);
   const split = validated.repartition;
   if (!split) {
     lines.push('== Stages ==', 'one stage: the state is co-partitioned with the stream (or the query is stateless); no repartition hop.');
     return lines.join('\n');
   }
-  const routing = split.routingColumns.length > 0 ? `[${split.routingColumns.join(', ')}]` : 'nothing (every row to one state partition)';
-  lines.push(
-    '== Stages ==',
-    `Stage 1 (each source shard): decode, then the stateless part; rows routed by ${routing} to the internal stream.`,
-    ...renderTree(split.stage1).map((l) => `  ${l}`),
-    `---- repartition boundary: internal Kinesis stream, one record per state partition per batch; source watermarks travel with the rows${split.eventTime ? ` (event time ${split.cutOutput[split.eventTime.ordinal]!.name}, delay ${split.eventTime.delayMs} ms)` : ''} ----`,
-    `Stage 2 (each internal shard = a state partition): ${split.statefulOperator.kind} by [${split.statefulOperator.keys.join(', ')}], output mode ${definition.outputMode}, sink ${definition.sink.kind}.`,
-  );
+  lines.push('== Stages ==');
+  for (const stage of split.stages) {
+    const hop = stage.output;
+    const routing = !hop ? '' : hop.routingColumns.length > 0 ? `[${hop.routingColumns.join(', ')}]` : 'nothing (every row to one partition)';
+    const ops = stage.operators.map((o) => `${o.kind} by [${o.keys.join(', ')}]`).join(', then ');
+    const where = stage.index === 0 ? 'each source shard' : `each shard of internal stream ${stage.index} = a state partition`;
+    const what = stage.index === 0 ? 'decode, then the stateless part' : ops;
+    const to = hop ? `rows routed by ${routing} to internal stream ${hop.index + 1}` : `output mode ${definition.outputMode}, sink ${definition.sink.kind}`;
+    lines.push(`Stage ${stage.index + 1} (${where}): ${what}${stage.index === 0 ? ';' : ','} ${to}.`);
+    if (stage.index === 0) lines.push(...renderTree(stage.plan(KINESIS_SOURCE_NAME)).map((l) => `  ${l}`));
+    if (!hop) continue;
+    const carried = hop.carries === 'max-event-time'
+      ? `source watermarks travel with the rows${hop.eventTime ? ` (event time ${hop.output[hop.eventTime.ordinal]!.name}, delay ${hop.eventTime.delayMs} ms)` : ''}`
+      : `stage ${stage.index + 1}'s watermark travels with its rows: stage ${stage.index + 2} evicts with the minimum over its senders and drops rows behind the previous batch's (Spark's chained-operator watermark)`;
+    lines.push(`---- repartition boundary ${hop.index + 1}: internal Kinesis stream, one record per partition per batch; ${carried} ----`);
+  }
   return lines.join('\n');
 }

@@ -20,6 +20,7 @@ export const RUNTIME_ENV = {
   expectedShardCount: 'SLUICE_EXPECTED_SHARD_COUNT',
   snapshotEveryBatches: 'SLUICE_STATE_SNAPSHOT_EVERY',
   repartitionStreamName: 'SLUICE_REPARTITION_STREAM',
+  repartitionStreamNames: 'SLUICE_REPARTITION_STREAMS',
   compaction: 'SLUICE_COMPACTION',
   compactionTargetBytes: 'SLUICE_COMPACTION_TARGET_BYTES',
   compactionMinAgeMs: 'SLUICE_COMPACTION_MIN_AGE_MS',
@@ -87,6 +88,11 @@ export interface RuntimeConfig {
   readonly snapshotEveryBatches: number;
   /** The internal stream of the repartition stage, for queries whose state keys the stream is not partitioned by. */
   readonly repartitionStreamName?: string;
+  /**
+   * Every internal stream, hop 1 first (the first is `repartitionStreamName`), for a query with
+   * chained stateful operators; unset: `repartitionStreamName` alone.
+   */
+  readonly repartitionStreamNames?: readonly string[];
   /** The function's memory in MB (Lambda's AWS_LAMBDA_FUNCTION_MEMORY_SIZE; unset off Lambda): a state that outgrows it fails loudly. */
   readonly functionMemoryMb?: number;
   /** Whether the scheduled function compacts an s3-files sink (default true; other sinks ignore it). */
@@ -112,6 +118,7 @@ const envShape = z.object({
   [RUNTIME_ENV.expectedShardCount]: z.coerce.number().int().positive().optional(),
   [RUNTIME_ENV.snapshotEveryBatches]: z.coerce.number().int().positive().default(DEPLOYMENT_DEFAULTS.snapshotEveryBatches),
   [RUNTIME_ENV.repartitionStreamName]: optional,
+  [RUNTIME_ENV.repartitionStreamNames]: optional,
   [RUNTIME_ENV.compaction]: z.enum(['true', 'false']).default('true'),
   [RUNTIME_ENV.compactionTargetBytes]: z.coerce.number().int().positive().default(DEPLOYMENT_DEFAULTS.compactionTargetBytes),
   [RUNTIME_ENV.compactionMinAgeMs]: z.coerce.number().int().nonnegative().default(DEPLOYMENT_DEFAULTS.compactionMinAgeMs),
@@ -141,6 +148,7 @@ export function readRuntimeConfig(env: Readonly<Record<string, string | undefine
     expectedShardCount: e[RUNTIME_ENV.expectedShardCount],
     snapshotEveryBatches: e[RUNTIME_ENV.snapshotEveryBatches],
     repartitionStreamName: e[RUNTIME_ENV.repartitionStreamName],
+    ...(e[RUNTIME_ENV.repartitionStreamNames] ? { repartitionStreamNames: e[RUNTIME_ENV.repartitionStreamNames]!.split(',') } : {}),
     compaction: e[RUNTIME_ENV.compaction] === 'true',
     compactionTargetBytes: e[RUNTIME_ENV.compactionTargetBytes],
     compactionMinAgeMs: e[RUNTIME_ENV.compactionMinAgeMs],
@@ -172,7 +180,7 @@ export function runtimeConfigToEnv(config: Partial<RuntimeConfig>): Record<strin
   const env: Record<string, string> = {};
   for (const [field, variable] of Object.entries(RUNTIME_ENV)) {
     const value = (config as Record<string, unknown>)[field];
-    if (value !== undefined) env[variable] = String(value);
+    if (value !== undefined) env[variable] = Array.isArray(value) ? value.join(',') : String(value);
   }
   return env;
 }

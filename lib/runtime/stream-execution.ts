@@ -460,6 +460,7 @@ export class StreamExecution {
         batchId, columns: this.options.columns, rows: output, outputMode,
         schema: this.options.schema ?? this.options.plan.output.map((a) => ({ name: a.name, type: a.type })),
         partitionId: this.partitionId,
+        watermarkMs: this.metadata.batchWatermarkMs,
       });
     } catch (error) {
       for (const s of stores.values()) s.abort();

@@ -10,6 +10,8 @@ import { encodeRepartitionRecord, REPARTITION_RECORD_VERSION, type RepartitionRe
 import { StreamingQueryError } from '../errors/sluice-error.js';
 import { kinesisHashKey, repartitionRoutingKey } from '../state/state-routing.js';
 import type { Sink, SinkBatch } from './sink.js';
+import type { Hop } from '../analysis/stages.js';
+import { compilePartialAggregator, type PartialAggregator } from '../execution/partial-aggregation.js';
 
 export interface RepartitionTarget {
   readonly shardId: string;
@@ -55,6 +57,17 @@ export interface RepartitionSinkOptions {
   readonly routingOrdinals: readonly number[];
   /** Stage-1 output ordinal of the event-time column (epoch micros), or null. */
   readonly eventTimeOrdinal: number | null;
+  /**
+   * What each record tells the next stage of event time: the batch's maximum event time (after
+   * stage 1, default), or the watermark the sending stateful stage ran the batch with (after a
+   * later stage: the receiver then uses it with delay 0).
+   */
+  readonly carries?: 'max-event-time' | 'watermark';
+  /**
+   * Partial aggregation before the hop: rows are grouped per batch and one row per group crosses,
+   * `[max event time, ...key values, ...buffers]`, routed by the key values at `routingKeyPositions`.
+   */
+  readonly partial?: { readonly aggregator: PartialAggregator; readonly routingKeyPositions: readonly number[] };
   /** Kinesis takes 1 MiB per record; parts stay below this many bytes of rows. */
   readonly maxRecordBytes?: number;
   readonly meter?: CostMeter;
@@ -75,26 +88,51 @@ export class RepartitionSink implements Sink {
 
   constructor(private readonly options: RepartitionSinkOptions) {}
 
+  /** The sink for `hop` over `channel`: its routing, what it carries, its partial aggregation. */
+  static forHop(hop: Hop, channel: RepartitionChannel, meter?: CostMeter): RepartitionSink {
+    return new RepartitionSink({
+      channel, meter, routingOrdinals: hop.routingOrdinals, eventTimeOrdinal: hop.eventTime?.ordinal ?? null, carries: hop.carries,
+      ...(hop.partial ? {
+        partial: { aggregator: compilePartialAggregator(hop.partial, hop.eventTime?.ordinal ?? null), routingKeyPositions: hop.routingKeyPositions },
+      } : {}),
+    });
+  }
+
   async addBatch(batch: SinkBatch): Promise<void> {
     const targets = await this.options.channel.shards();
     const byTarget = new Map<string, (readonly unknown[])[]>(targets.map((t) => [t.shardId, []]));
     const { routingOrdinals, eventTimeOrdinal } = this.options;
+    // Partial aggregates cross when they are at most half the rows; else the rows do (late rows
+    // need no filter either way: a group's rows share its key, so the final aggregate drops a late
+    // group whole, exactly as it would drop each of its rows).
+    const partialRows = this.options.partial?.aggregator.toPartialRows(batch.rows) ?? null;
+    const partial = partialRows !== null && partialRows.length * 2 <= batch.rows.length ? this.options.partial! : null;
+    if (partial) {
+      for (const row of partialRows!) {
+        const key = repartitionRoutingKey(partial.routingKeyPositions.map((p) => row[1 + p]));
+        byTarget.get(targetFor(targets, hashKeyOf(key)).shardId)!.push(row);
+      }
+    }
     let maxEventTimeMicros: number | null = null;
     for (const row of batch.rows) {
-      const key = repartitionRoutingKey(routingOrdinals.map((i) => row[i]));
-      byTarget.get(targetFor(targets, hashKeyOf(key)).shardId)!.push(row);
+      if (!partial) {
+        const key = repartitionRoutingKey(routingOrdinals.map((i) => row[i]));
+        byTarget.get(targetFor(targets, hashKeyOf(key)).shardId)!.push(row);
+      }
       if (eventTimeOrdinal !== null) {
         const t = row[eventTimeOrdinal];
         if (typeof t === 'number' && (maxEventTimeMicros === null || t > maxEventTimeMicros)) maxEventTimeMicros = t;
       }
     }
-    const maxEventTimeMs = maxEventTimeMicros === null ? null : Math.floor(maxEventTimeMicros / 1000);
+    const maxEventTimeMs = this.options.carries === 'watermark'
+      ? batch.watermarkMs ?? null
+      : maxEventTimeMicros === null ? null : Math.floor(maxEventTimeMicros / 1000);
     const out: RepartitionRecordOut[] = [];
     for (const target of targets) {
       const parts = this.split(byTarget.get(target.shardId)!);
       parts.forEach((rows, part) => out.push(this.record(target, {
         v: REPARTITION_RECORD_VERSION, kind: 'rows', src: batch.partitionId, batch: batch.batchId,
-        part, parts: parts.length, maxEventTimeMs, rows,
+        part, parts: parts.length, maxEventTimeMs, rows, ...(partial ? { partial: true } : {}),
       })));
     }
     await this.send(out);

@@ -11,6 +11,8 @@ export interface SinkBatch {
   readonly schema: readonly StructField[];
   /** The state partition (Kinesis shard) that produced the batch: batch ids count per partition. */
   readonly partitionId: string;
+  /** The watermark (ms) the batch ran with: a repartition hop carries it to the next stage. */
+  readonly watermarkMs?: number;
 }
 
 /**

@@ -20,10 +20,15 @@ export interface RepartitionRecord {
   readonly batch: number;
   readonly part: number;
   readonly parts: number;
-  /** Maximum event time (ms) over the whole stage-1 batch, null without rows or watermark. */
+  /**
+   * Maximum event time (ms) over the whole stage-1 batch, null without rows or watermark; on a
+   * later hop, the watermark the sending stage ran the batch with.
+   */
   readonly maxEventTimeMs: number | null;
   /** Rows in stage-1 output order, engine values (timestamps in epoch micros). */
   readonly rows: readonly (readonly unknown[])[];
+  /** The rows are partial aggregates (`[max event time, ...keys, ...buffers]`), not the hop's rows. */
+  readonly partial?: boolean;
   /**
    * The internal shard the record was built for. A record that lands elsewhere (stage 1 routed by a
    * shard list from before a reshard, and Kinesis put it in a child) is ignored there; stage 1

@@ -27,7 +27,11 @@ export class RepartitionShardSource implements MicroBatchStream {
   private buffer: Buffered[] = [];
   private committed: RepartitionOffset | null = null;
 
-  constructor(readonly name: string, readonly schema: readonly StructField[], private readonly shardId: string) {}
+  constructor(
+    readonly name: string, readonly schema: readonly StructField[], private readonly shardId: string,
+    /** The receiving aggregate takes partial aggregates: a record of plain rows is turned into them. */
+    private readonly toPartialRows?: (rows: readonly (readonly unknown[])[]) => unknown[][],
+  ) {}
 
   setCommitted(offset: Offset | null): void {
     this.committed = asOffset(offset);
@@ -80,7 +84,9 @@ export class RepartitionShardSource implements MicroBatchStream {
     for (const b of records) {
       if (!b.decoded || !this.isForThisShard(b.decoded)) continue;
       const applied = applyRepartitionRecord(sources, b.decoded);
-      if (applied && rows) for (const r of applied) rows.push([...r]);
+      if (!applied || !rows) continue;
+      const converted = this.toPartialRows && !b.decoded.partial ? this.toPartialRows(applied) : applied;
+      for (const r of converted) rows.push([...r]);
     }
     return { sources, records };
   }

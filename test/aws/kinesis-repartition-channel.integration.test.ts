@@ -2,7 +2,8 @@
  * Issue 5's acceptance test on the emulators: queries whose state keys the stream is not
  * partitioned by run through the repartition stage (source stream → stage 1 → internal stream →
  * stage 2 → sink) with 1, 2 and 4 source shards and random partition keys, and end with the same
- * sink contents every time, equal to the engine's in-memory answer.
+ * sink contents every time, equal to the engine's in-memory answer. Issue 12: chained stateful
+ * operators (dedup → aggregate, aggregate → aggregate) through two hops, three stages.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineQuery, type StreamingQueryDefinition } from '../../lib/query/query-definition.js';
@@ -10,12 +11,13 @@ import { SluiceSession } from '../../lib/api/session.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { readS3Files, readS3Snapshots, scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
-import { col, count, window } from '../../lib/plan/functions.js';
+import { col, count, sum, window, window_time } from '../../lib/plan/functions.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { parseTimestamp } from '../../lib/core/timestamps.js';
 import type { OutputMode } from '../../lib/core/output-mode.js';
 import { deploy } from '../support/aws-pipeline.js';
+import { compileQuery } from '../../lib/query/compiled-query.js';
 import { listAllShards, splitShardEvenly } from '../../lib/local/kinesis-admin.js';
 
 const SCHEMA = 'user_id string, event_type string, ts timestamp';
@@ -53,13 +55,13 @@ function canonical(rows: Record<string, unknown>[], mode: OutputMode, keyOf: (r:
   return [...latest.values()].sort();
 }
 
-async function inMemory(query: StreamingQueryDefinition): Promise<string[]> {
+async function inMemory(query: StreamingQueryDefinition, input: readonly Event[] = events): Promise<string[]> {
   const session = new SluiceSession();
   const { stream, df } = session.memoryStream(SCHEMA);
   const result = query.transform(df, session);
   const sink = new MemorySink();
   const q = await result.writeStream.outputMode(query.outputMode).sink(sink).start();
-  stream.addData(events.map((e) => [e.user_id, e.event_type, parseTimestamp(e.ts)]));
+  stream.addData(input.map((e) => [e.user_id, e.event_type, parseTimestamp(e.ts)]));
   await q.processAllAvailable();
   await q.stop();
   const schema = result.plan.output.map((a) => ({ name: a.name, type: a.type }));
@@ -71,18 +73,36 @@ let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });
 afterAll(async () => { await emulators?.stop(); });
 
+/** Every fourth event sent twice (a producer retry), right after itself: something for a dedup to drop. */
+const withRetries = events.flatMap((e, i) => (i % 4 === 0 ? [e, e] : [e]));
+
+/** Chained stateful operators (Spark 4, append): each needs two hops, three stages. */
+const chained: [string, StreamingQueryDefinition, number[]][] = [
+  ['dedup within watermark → windowed count (append → S3 files)', def('dedup-then-count', 'append', { kind: 's3-files' }, (df) => df
+    .withWatermark('ts', '10 minutes').dropDuplicatesWithinWatermark(['user_id', 'ts'])
+    .groupBy(window(col('ts'), '15 minutes'), col('event_type')).agg(count('*').as('events'))), [1, 2, 4]],
+  ['windowed count per user → 20-minute count and sum (append → S3 files)', def('count-then-coarser', 'append', { kind: 's3-files' }, (df) => df
+    .withWatermark('ts', '10 minutes').groupBy(window(col('ts'), '5 minutes'), col('user_id')).agg(count('*').as('events'))
+    .groupBy(window(window_time(col('window')), '20 minutes')).agg(count('*').as('users'), sum(col('events')).as('events'))), [1, 2, 4]],
+];
+
 describe('repartition stage on the emulators: the same answer on 1, 2 or 4 shards', () => {
-  for (const [name, query, shardCounts] of queries) {
+  for (const [name, query, shardCounts, input, hops] of [
+    ...queries.map(([n, q, s]) => [n, q, s, events, 1] as const),
+    ...chained.map(([n, q, s]) => [n, q, s, withRetries, 2] as const),
+  ]) {
     it(name, async () => {
-      const expected = await inMemory(query);
+      const expected = await inMemory(query, input);
       expect(expected.length).toBeGreaterThan(0);
+      expect(compileQuery(query, { allowRepartition: true }).hops.length).toBe(hops);
       for (const shards of shardCounts) {
-        const d = await deploy(emulators, query, shards, { repartitionShards: 2, expectedShardCount: undefined });
+        const d = await deploy(emulators, query, shards, { repartitionShards: 2, expectedShardCount: undefined, hops });
         // Random partition keys: a user's events land on any shard.
-        await d.put(events.map((e, i) => ({ data: JSON.stringify(e), partitionKey: `k${(i * 7919) % 101}` })));
+        await d.put(input.map((e, i) => ({ data: JSON.stringify(e), partitionKey: `k${(i * 7919) % 101}` })));
         await d.drain();
         await d.tick(Date.now() + 3_600_000); // the sources are caught up and quiet: idle
         await d.tick(Date.now() + 3_600_000);
+        if (hops > 1) await d.tick(Date.now() + 3_600_000);
         const sinkRows = query.sink.kind === 'dynamodb'
           ? await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!)
           : query.sink.kind === 's3-files'

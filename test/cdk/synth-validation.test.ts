@@ -73,12 +73,41 @@ describe('synth refuses what the engine refuses', () => {
     expect(new SluiceQuery(testStack(), 'Created', { queryModule: statefulWithoutKey }).needsRepartition).toBe(false);
   });
 
-  it('a query the repartition stage cannot split (two stateful operators): REPARTITION_UNSUPPORTED on several shards, fine on one', () => {
-    const error = synthError({ queryModule: fixture('two-stateful-operators.ts'), shardCount: 2 });
+  it('two chained stateful operators on several shards: one internal stream per hop, each read by the repartition function', () => {
+    const stack = testStack();
+    const query = new SluiceQuery(stack, 'Chained', { queryModule: fixture('two-stateful-operators.ts'), shardCount: 2 });
+    expect(query.needsRepartition).toBe(true);
+    expect(query.laterRepartitionStreams.length).toBe(1);
+    const template = Template.fromStack(stack);
+    template.resourceCountIs('AWS::Kinesis::Stream', 3);
+    // The source stream's mapping, then one per internal stream on the repartition function.
+    template.resourceCountIs('AWS::Lambda::EventSourceMapping', 3);
+    const env = Object.values(template.findResources('AWS::Lambda::Function'))
+      .map((f) => (f as { Properties: { Environment?: { Variables?: Record<string, unknown> } } }).Properties.Environment?.Variables ?? {});
+    expect(env.some((v) => v.SLUICE_REPARTITION_STREAMS !== undefined)).toBe(true);
+    expect(() => new SluiceQuery(testStack(), 'OneShard', { queryModule: fixture('two-stateful-operators.ts') })).not.toThrow();
+  });
+
+  it('a plan that still cannot be staged (a stream-stream join on several shards): REPARTITION_UNSUPPORTED naming the join and the fix', () => {
+    const error = synthError({ queryModule: fixture('self-join.ts'), shardCount: 2 });
     expect(error.name).toBe('AnalysisError');
     expect(error.code).toBe('REPARTITION_UNSUPPORTED');
-    expect(error.message).toContain('cannot be split into a repartition stage: it has 2 stateful operators');
-    expect(() => new SluiceQuery(testStack(), 'OneShard', { queryModule: fixture('two-stateful-operators.ts') })).not.toThrow();
+    expect(error.message).toContain('cannot be split into repartition stages: stream-stream joins are not repartitioned yet');
+    expect(error.message).toMatch(/How to fix: co-partition both sides by the join key/);
+    expect(() => new SluiceQuery(testStack(), 'OneShard', { queryModule: fixture('self-join.ts') })).not.toThrow();
+  });
+
+  it('the query\'s trigger: processingTime sets the source mapping\'s batching window; availableNow turns it off and the schedule drains', () => {
+    const minute = testStack();
+    new SluiceQuery(minute, 'Minute', { queryModule: fixture('trigger-one-minute.ts'), shardCount: 2 });
+    Template.fromStack(minute).hasResourceProperties('AWS::Lambda::EventSourceMapping', { MaximumBatchingWindowInSeconds: 60 });
+    const error = synthError({ queryModule: fixture('trigger-one-minute.ts'), maxBatchingWindow: Duration.seconds(5) });
+    expect(error.message).toContain('maxBatchingWindow and the query\'s trigger processingTime both set');
+    const drain = testStack();
+    new SluiceQuery(drain, 'Drain', { queryModule: fixture('trigger-available-now.ts'), shardCount: 2 });
+    const template = Template.fromStack(drain);
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { Enabled: false });
+    template.hasResourceProperties('AWS::Events::Rule', { Targets: [{ Input: JSON.stringify({ mode: 'drain' }) }] });
   });
 
   it('an append-mode aggregation without a watermark: Spark\'s message and error class', () => {

@@ -77,8 +77,8 @@ describe('state routing', () => {
 
   it('routes a stage-2 entry by the routing columns, as the repartition sink hashes a row', () => {
     const q = compiled(undefined);
-    expect(q.repartition!.routingKeyPositions).toEqual([1]);
-    const routing = repartitionStateRouting(q.stateStage!.plan, q.repartition!.routingKeyPositions);
+    expect(q.hops[0]!.routingKeyPositions).toEqual([1]);
+    const routing = repartitionStateRouting(q.stateStage!.plan, q.hops[0]!.routingKeyPositions);
     expect(routing[0]!.routingKey!('ignored', [[{ start: 0, end: 1 }, 'north'], []])).toBe('["north"]');
   });
 });

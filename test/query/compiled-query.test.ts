@@ -110,7 +110,7 @@ describe('a deployed query is compiled once per container', () => {
     const query = compileQuery(definition, { allowRepartition: true });
     expect(analyses()).toBe(1);
     const split = query.repartition!;
-    const stage1Sink = new RepartitionSink({ channel, routingOrdinals: split.routingOrdinals, eventTimeOrdinal: split.eventTime?.ordinal ?? null });
+    const stage1Sink = new RepartitionSink({ channel, routingOrdinals: split.hops[0]!.routingOrdinals, eventTimeOrdinal: split.hops[0]!.eventTime?.ordinal ?? null });
     const stage1 = new Map<string, PartitionBackends>();
     const stage2 = memoryBackends();
     const source = createKinesisTriggerHandler(query, {

@@ -36,7 +36,11 @@ export type InvocationWrapper = <T>(role: FunctionRole, invoke: () => Promise<T>
 
 export async function deploy(
   emulators: EmulatorSet, definition: StreamingQueryDefinition, shards: number,
-  options: { repartitionShards?: number; expectedShardCount?: number; asFunction?: InvocationWrapper } = {},
+  options: {
+    repartitionShards?: number; expectedShardCount?: number; asFunction?: InvocationWrapper;
+    /** Internal streams to create (one per hop of the query's plan of stages; default 1 with repartitionShards). */
+    hops?: number;
+  } = {},
 ): Promise<Deployment> {
   const asFunction: InvocationWrapper = options.asFunction ?? ((_role, invoke) => invoke());
   const clients = createAwsClients(emulators.clientOptions);
@@ -54,18 +58,22 @@ export async function deploy(
     expectedShardCount: 'expectedShardCount' in options ? options.expectedShardCount : shards,
     snapshotEveryBatches: 3,
     ...(options.repartitionShards ? { repartitionStreamName: `sluice-repartition-${id}` } : {}),
+    ...(options.repartitionShards && (options.hops ?? 1) > 1
+      ? { repartitionStreamNames: Array.from({ length: options.hops! }, (_, i) => (i === 0 ? `sluice-repartition-${id}` : `sluice-repartition-${id}-${i + 1}`)) }
+      : {}),
   };
+  const internalStreams = config.repartitionStreamNames ?? (config.repartitionStreamName ? [config.repartitionStreamName] : []);
   // Called inside a test: what it creates is deleted when the test ends, passed or failed.
   onTestFinished(async () => {
     await deleteResources(clients, {
-      streams: [config.streamName, ...(config.repartitionStreamName ? [config.repartitionStreamName] : [])],
+      streams: [config.streamName, ...internalStreams],
       tables: [config.checkpointTable, config.stateTable, config.sinkTable!],
       buckets: [config.sinkBucket!, config.deadLetterBucket],
     });
     clients.destroy();
   });
   await createStreamAndWait(clients.kinesis, config.streamName, shards);
-  if (config.repartitionStreamName) await createStreamAndWait(clients.kinesis, config.repartitionStreamName, options.repartitionShards);
+  for (const internal of internalStreams) await createStreamAndWait(clients.kinesis, internal, options.repartitionShards);
   await ensureTables(clients.dynamodb, { checkpointTable: config.checkpointTable, stateTable: config.stateTable, sinkTable: config.sinkTable });
   await clients.s3.send(new CreateBucketCommand({ Bucket: config.sinkBucket }));
   await clients.s3.send(new CreateBucketCommand({ Bucket: config.deadLetterBucket }));
@@ -90,15 +98,18 @@ export async function deploy(
         kinesis: clients.kinesis, streamName: config.streamName, handler: asHandler('kinesisTrigger', createKinesisTriggerHandler(definition, handlerOptions_)),
         batchSize: 4, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
       })];
-      if (config.repartitionStreamName) {
+      // One repartition function, one mapping per internal stream (it runs the stage reading the record's stream).
+      const repartitionHandler = internalStreams.length > 0 ? asHandler('repartition', createRepartitionTriggerHandler(definition, handlerOptions_)) : null;
+      for (const internal of internalStreams) {
         mappings.push(new LocalEventSourceMapping({
-          kinesis: clients.kinesis, streamName: config.repartitionStreamName, handler: asHandler('repartition', createRepartitionTriggerHandler(definition, handlerOptions_)),
+          kinesis: clients.kinesis, streamName: internal, handler: repartitionHandler!,
           batchSize: 10, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
         }));
       }
-      // The internal stream's mapping runs beside the source's, as two Lambda functions would.
+      // The internal streams' mappings run beside the source's, as Lambda would.
       await Promise.all(mappings.map((m) => m.drain({ idleMs: 600 })));
-      await Promise.all(mappings.map((m) => m.drain({ idleMs: 400 })));
+      // One more round per internal stream: each stage's output is the next one's input.
+      for (let round = 0; round < Math.max(1, internalStreams.length); round++) await Promise.all(mappings.map((m) => m.drain({ idleMs: 400 })));
       await Promise.all(mappings.map((m) => m.stop()));
     },
     async tick(nowMs, mode = 'tick') {

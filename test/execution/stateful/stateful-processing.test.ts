@@ -214,10 +214,10 @@ describe('state routing (resharding) and the repartition stage', () => {
   });
 
   it('cuts a repartition stage routed by the groupByKey columns', async () => {
-    const { planRepartition } = await import('../../../lib/analysis/stages.js');
-    const cut = planRepartition(keyed().plan);
-    expect(cut.routingColumns).toEqual(['user']);
-    expect(cut.statefulOperator.kind).toBe('StatefulProcessing');
+    const { planStages } = await import('../../../lib/analysis/stages.js');
+    const [hop] = planStages(keyed().plan).hops;
+    expect(hop!.routingColumns).toEqual(['user']);
+    expect(hop!.operator.kind).toBe('StatefulProcessing');
   });
 });
 
