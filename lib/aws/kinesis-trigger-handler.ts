@@ -18,7 +18,7 @@ import { CostMeter } from '../core/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
-import { createAwsClients, type AwsClientOptions } from './clients.js';
+import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
 import { createAwsQueryBackends } from './aws-backends.js';
 import { ReshardGuard } from './reshard-guard.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
@@ -28,8 +28,19 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 export interface KinesisTriggerOptions {
   readonly config?: RuntimeConfig;
   readonly clientOptions?: AwsClientOptions;
-  /** Replace the AWS backends (tests); default: DynamoDB/S3 adapters from the config. */
+  /** The SDK clients to use (the chaos harness's instrumented ones); default: from clientOptions. */
+  readonly clients?: AwsClients;
+  /**
+   * Replace the AWS backends (tests); default: DynamoDB/S3 adapters from the config. The handler
+   * then knows no stream to guard reshards on: a stateful stage needs `reshardGuard` as well.
+   */
   readonly backendsFor?: (shardId: string) => PartitionBackends;
+  /**
+   * With `backendsFor` on a stateful stage: what runs before each shard's invocation (a child
+   * shard waits for its parents and is seeded from their state), or null for backends whose
+   * stream is never resharded. Required there, so that the guard cannot go missing unnoticed.
+   */
+  readonly reshardGuard?: { check(shardId: string): Promise<void> } | null;
   readonly observability?: Observability;
   /** Called after each shard's invocation (`sluice dev` prints progress and output from it). */
   readonly onInvocation?: (shardId: string, result: ShardInvocationResult) => void | Promise<void>;
@@ -77,24 +88,30 @@ function createShardHandler(
   const meter = new CostMeter();
   const observability = options.observability ?? createObservability(definition.name);
   let backendsFor = options.backendsFor;
-  let reshardGuard: ReshardGuard | null = null;
+  let guardOf: ((forPartition: (shardId: string) => PartitionBackends) => ReshardGuard) | null = null;
   if (!backendsFor) {
-    const clients = createAwsClients(options.clientOptions);
+    const clients = options.clients ?? createAwsClients(options.clientOptions);
     const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink);
     backendsFor = (shardId) => backends.forPartition(shardId, stage);
     if (stage.isStateful) {
-      const streamName = stage.reads === 'internal-stream' ? config.repartitionStreamName! : config.streamName;
       const internal = stage.reads === 'internal-stream';
-      reshardGuard = new ReshardGuard({
-        kinesis: clients.kinesis, streamName, query, stage,
-        checkpointOf: (shardId) => backends.forPartition(shardId, stage).checkpoint,
+      // The guard seeds children through the same (decorated) checkpoint the invocations use.
+      guardOf = (forPartition) => new ReshardGuard({
+        kinesis: clients.kinesis, streamName: internal ? config.repartitionStreamName! : config.streamName, query, stage,
+        checkpointOf: (shardId) => forPartition(shardId).checkpoint,
         reader: internal ? backends.repartitionShardReader! : backends.shardReader,
         ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(shardId) }),
       });
     }
+  } else if (stage.isStateful && options.reshardGuard === undefined) {
+    throw new Error(
+      `${definition.name}: backendsFor replaces the AWS backends of a stateful stage, so the handler cannot guard reshards itself; `
+      + 'pass reshardGuard (null only for backends whose stream is never resharded), or inject clients and decorateBackends instead.',
+    );
   }
   const base = backendsFor;
   const forPartition = (shardId: string): PartitionBackends => (options.decorateBackends ?? ((b) => b))(base(shardId));
+  const reshardGuard = guardOf ? guardOf(forPartition) : options.reshardGuard ?? null;
 
   const memory = config.functionMemoryMb
     ? { limitBytes: config.functionMemoryMb * 1024 * 1024, usedBytes: () => process.memoryUsage().rss }
