@@ -10,13 +10,15 @@
  */
 import { longReplacer, longReviver } from '../core/long.js';
 export const REPARTITION_RECORD_VERSION = 1;
+/** An idle record's batch for a source shard that has committed nothing yet. */
+export const NO_BATCH_COMMITTED = -1;
 
 export interface RepartitionRecord {
   readonly v: number;
   readonly kind: 'rows' | 'idle';
   /** The source shard (stage-1 partition). */
   readonly src: string;
-  /** The stage-1 batch id (for `idle`: the last committed one). */
+  /** The stage-1 batch id (for `idle`: the last committed one, NO_BATCH_COMMITTED when none is). */
   readonly batch: number;
   readonly part: number;
   readonly parts: number;
