@@ -16,6 +16,7 @@ import { DynamoDbCheckpoint } from './dynamodb-checkpoint.js';
 import { DynamoDbUpsertSink } from './dynamodb-upsert-sink.js';
 import { DynamoDbWatermarkCoordinator } from './dynamodb-watermarks.js';
 import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js';
+import type { SourceShard } from '../sources/repartition-records.js';
 import { S3DeadLetterWriter } from './s3-dead-letter-writer.js';
 import { S3FilesSink } from './s3-files-sink.js';
 import { S3SnapshotSink } from './s3-snapshot-sink.js';
@@ -71,12 +72,16 @@ export function createAwsQueryBackends(
     });
     repartitionShardReader = new KinesisShardReader(clients.kinesis, config.repartitionStreamName, meter);
   }
-  let sourceShards: { at: number; ids: string[] } | null = null;
-  const sourcePartitions = async (): Promise<string[]> => {
+  let sourceShards: { at: number; shards: SourceShard[] } | null = null;
+  // With their parents: a child of a reshard carries its parents' event time (stage 2's watermark).
+  const sourcePartitions = async (): Promise<SourceShard[]> => {
     if (!sourceShards || Date.now() - sourceShards.at > 30_000) {
-      sourceShards = { at: Date.now(), ids: (await listStreamShards(clients.kinesis, config.streamName)).map((s) => s.ShardId!) };
+      const shards = (await listStreamShards(clients.kinesis, config.streamName)).map((s) => ({
+        id: s.ShardId!, parents: [s.ParentShardId, s.AdjacentParentShardId].filter((p): p is string => typeof p === 'string' && p !== ''),
+      }));
+      sourceShards = { at: Date.now(), shards };
     }
-    return sourceShards.ids;
+    return sourceShards.shards;
   };
   return {
     watermarks,
