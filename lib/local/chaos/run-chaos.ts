@@ -281,7 +281,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             }
             if (failure === undefined && !container.dead) return;
             trace(`r${run} ${definition.name} tick ${attempt} failed: ${failure ?? container.killedBy}`);
-            if (attempt === 8) throw new Error(`the scheduled handler of ${definition.name} keeps failing: ${failure ?? container.killedBy}`);
+            // Each planned fault fails at most the attempt it strikes (the next runs in a new
+            // container); with reshards a tick meets more of them (more shards, seeding).
+            if (attempt >= 8 + scheduledController.plan.length) {
+              throw new Error(`the scheduled handler of ${definition.name} keeps failing: ${failure ?? container.killedBy}`);
+            }
           }
         };
         return { definition, config, functions, tick, history, discarded, scheduledController };
