@@ -17,6 +17,7 @@ import { DynamoDbUpsertSink } from './dynamodb-upsert-sink.js';
 import type { SpillLocation } from './dynamodb-spill.js';
 import { DynamoDbWatermarkCoordinator } from './dynamodb-watermarks.js';
 import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js';
+import type { SourceShard } from '../sources/repartition-records.js';
 import { S3DeadLetterWriter } from './s3-dead-letter-writer.js';
 import { S3FilesSink } from './s3-files-sink.js';
 import { S3SnapshotSink } from './s3-snapshot-sink.js';
@@ -75,13 +76,16 @@ export function createAwsQueryBackends(
   const hopReaders = hops.map((hop) => new KinesisShardReader(clients.kinesis, streams[hop.index]!, meter));
   const streamOf = (stage: QueryStage): string => (stage.inputHop ? streams[stage.inputHop.index]! : config.streamName);
   const readerOf = (stage: QueryStage): KinesisShardReader => (stage.inputHop ? hopReaders[stage.inputHop.index]! : shardReader);
-  const shardLists = new Map<string, { at: number; ids: string[] }>();
-  const shardsOf = async (streamName: string): Promise<string[]> => {
+  const shardLists = new Map<string, { at: number; shards: SourceShard[] }>();
+  // With their parents: a child of a reshard carries its parents' event time (the next stage's watermark).
+  const shardsOf = async (streamName: string): Promise<SourceShard[]> => {
     const cached = shardLists.get(streamName);
-    if (cached && Date.now() - cached.at <= 30_000) return cached.ids;
-    const ids = (await listStreamShards(clients.kinesis, streamName)).map((s) => s.ShardId!);
-    shardLists.set(streamName, { at: Date.now(), ids });
-    return ids;
+    if (cached && Date.now() - cached.at <= 30_000) return cached.shards;
+    const shards = (await listStreamShards(clients.kinesis, streamName)).map((s) => ({
+      id: s.ShardId!, parents: [s.ParentShardId, s.AdjacentParentShardId].filter((p): p is string => typeof p === 'string' && p !== ''),
+    }));
+    shardLists.set(streamName, { at: Date.now(), shards });
+    return shards;
   };
   return {
     watermarks,

@@ -29,10 +29,19 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 export interface KinesisTriggerOptions {
   readonly config?: RuntimeConfig;
   readonly clientOptions?: AwsClientOptions;
-  /** Ready-made clients (the cost benchmark traces their calls); default: made from clientOptions. */
+  /** The SDK clients to use (the chaos harness's instrumented ones); default: from clientOptions. */
   readonly clients?: AwsClients;
-  /** Replace the AWS backends (tests); default: DynamoDB/S3 adapters from the config. */
+  /**
+   * Replace the AWS backends (tests); default: DynamoDB/S3 adapters from the config. The handler
+   * then knows no stream to guard reshards on: a stateful stage needs `reshardGuard` as well.
+   */
   readonly backendsFor?: (shardId: string) => PartitionBackends;
+  /**
+   * With `backendsFor` on a stateful stage: what runs before each shard's invocation (a child
+   * shard waits for its parents and is seeded from their state), or null for backends whose
+   * stream is never resharded. Required there, so that the guard cannot go missing unnoticed.
+   */
+  readonly reshardGuard?: { check(shardId: string): Promise<void> } | null;
   readonly observability?: Observability;
   /** Called after each shard's invocation (`sluice dev` prints progress and output from it). */
   readonly onInvocation?: (shardId: string, result: ShardInvocationResult) => void | Promise<void>;
@@ -92,23 +101,34 @@ function createShardHandler(
     return stages[Math.max(0, hop)] ?? stages[0]!;
   };
   let backendsFor = options.backendsFor ? (shardId: string, _stage: QueryStage) => options.backendsFor!(shardId) : undefined;
-  const reshardGuards = new Map<QueryStage, ReshardGuard>();
+  type ForPartition = (shardId: string, stage: QueryStage) => PartitionBackends;
+  let guardOf: ((stage: QueryStage, forPartition: ForPartition) => ReshardGuard) | null = null;
   if (!backendsFor) {
-    clients = options.clients ?? createAwsClients(options.clientOptions);
-    const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink);
+    const sdk = options.clients ?? createAwsClients(options.clientOptions);
+    clients = sdk;
+    const backends = createAwsQueryBackends(query, config, sdk, meter, options.decorateSink);
     backendsFor = (shardId, stage) => backends.forPartition(shardId, stage);
-    for (const stage of stages.filter((s) => s.isStateful)) {
+    // The guard seeds children through the same (decorated) checkpoint the invocations use.
+    guardOf = (stage, forPartition) => {
       const internal = stage.reads === 'internal-stream';
-      reshardGuards.set(stage, new ReshardGuard({
-        kinesis: clients.kinesis, streamName: backends.streamOf(stage), query, stage,
-        checkpointOf: (shardId) => backends.forPartition(shardId, stage).checkpoint,
+      return new ReshardGuard({
+        kinesis: sdk.kinesis, streamName: backends.streamOf(stage), query, stage,
+        checkpointOf: (shardId) => forPartition(shardId, stage).checkpoint,
         reader: backends.readerOf(stage),
         ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(shardId) }),
-      }));
-    }
+      });
+    };
+  } else if (stages.some((s) => s.isStateful) && options.reshardGuard === undefined) {
+    throw new Error(
+      `${definition.name}: backendsFor replaces the AWS backends of a stateful stage, so the handler cannot guard reshards itself; `
+      + 'pass reshardGuard (null only for backends whose stream is never resharded), or inject clients and decorateBackends instead.',
+    );
   }
   const base = backendsFor;
-  const forPartition = (shardId: string, stage: QueryStage): PartitionBackends => (options.decorateBackends ?? ((b) => b))(base(shardId, stage));
+  const forPartition: ForPartition = (shardId, stage) => (options.decorateBackends ?? ((b) => b))(base(shardId, stage));
+  const reshardGuards = new Map<QueryStage, { check(shardId: string): Promise<void> } | null>(
+    stages.filter((s) => s.isStateful).map((s) => [s, guardOf ? guardOf(s, forPartition) : options.reshardGuard ?? null]),
+  );
 
   const tracing = tracerForClients(clients);
 

@@ -45,6 +45,7 @@ import { inSubsegment, tracerForClients } from './tracing.js';
 import { compactSinkIfDue } from './scheduled-compaction.js';
 import { hasTimeForBatch, invocationLimitsOf, type InvocationLimits } from '../query/invocation-limits.js';
 import type { CompactionReport } from './s3-compaction.js';
+import { NO_BATCH_COMMITTED } from '../sources/repartition-records.js';
 
 export interface ScheduledTriggerOptions {
   readonly config?: RuntimeConfig;
@@ -146,8 +147,10 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
       caughtUp.set(shard.ShardId!, idle);
       if (idle && backends.repartitionSink) {
         // Every state partition learns that this source shard no longer holds the watermark back.
+        // An idle record says which batches are done: -1 for a shard that committed none yet (a new
+        // child of a split, a shard no key hashed to), so that its batch 0 is not taken as applied.
         const committed = await backends.forPartition(shard.ShardId!, sourceStage).checkpoint.commitLog.getLatest();
-        await backends.repartitionSink.broadcastIdle(shard.ShardId!, committed?.[0] ?? 0);
+        await backends.repartitionSink.broadcastIdle(shard.ShardId!, committed?.[0] ?? NO_BATCH_COMMITTED);
       }
     }
     const summary: ShardSummary[] = [];

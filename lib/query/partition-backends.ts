@@ -10,6 +10,7 @@ import type { Sink } from '../sinks/sink.js';
 import type { SinkRowLimits } from '../sinks/row-limits.js';
 import type { DeadLetterWriter } from '../sources/dead-letter.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
+import type { SourceShard } from '../sources/repartition-records.js';
 
 /** Reads a shard's records between two sequence numbers (inclusive): GetRecords on AWS. */
 export interface ShardReader {
@@ -26,6 +27,9 @@ export interface PartitionBackends {
   readonly shardReader?: ShardReader;
   readonly costMeter?: CostMeter;
   readonly clock?: Clock;
-  /** Stage 2: the source stream's shards, so one not heard from yet holds the watermark back. */
-  readonly sourcePartitions?: () => Promise<readonly string[]>;
+  /**
+   * Stage 2: the source stream's shards (with the parents a reshard replaced), so one not heard
+   * from yet holds the watermark back, or carries its parents'.
+   */
+  readonly sourcePartitions?: () => Promise<readonly (string | SourceShard)[]>;
 }

@@ -10,13 +10,15 @@
  */
 import { longReplacer, longReviver } from '../core/long.js';
 export const REPARTITION_RECORD_VERSION = 1;
+/** An idle record's batch for a source shard that has committed nothing yet. */
+export const NO_BATCH_COMMITTED = -1;
 
 export interface RepartitionRecord {
   readonly v: number;
   readonly kind: 'rows' | 'idle';
   /** The source shard (stage-1 partition). */
   readonly src: string;
-  /** The stage-1 batch id (for `idle`: the last committed one). */
+  /** The stage-1 batch id (for `idle`: the last committed one, NO_BATCH_COMMITTED when none is). */
   readonly batch: number;
   readonly part: number;
   readonly parts: number;
@@ -94,16 +96,50 @@ export function applyRepartitionRecord(progress: Record<string, SourceProgress>,
   return record.rows;
 }
 
+/** A shard of the source stream, with the shards it replaced when a reshard created it. */
+export interface SourceShard {
+  readonly id: string;
+  readonly parents?: readonly string[];
+}
+
 /**
  * The watermark a state partition runs with: the minimum over live source shards of their max
  * event time minus the delay; when all are idle, the maximum (Spark's rule for one query).
- * `knownSources` are the source stream's shards: one not heard from yet counts as live at 0.
+ * `knownSources` are the source stream's shards: one not heard from yet counts as live at 0,
+ * unless a reshard created it: then it carries its parents' event time (a watermark carries over
+ * a split or merge, as in a one-stage query), and a parent, closed, is represented by its children.
  */
-export function sourcesWatermarkMs(progress: SourceProgressMap, delayMs: number, knownSources: readonly string[] = []): number {
-  // A source shard that exists but has not been heard from yet holds the watermark at 0: rows it
-  // has not sent may belong to any window.
-  if (knownSources.some((src) => progress[src] === undefined)) return 0;
-  const entries = Object.values(progress);
+export function sourcesWatermarkMs(progress: SourceProgressMap, delayMs: number, knownSources: readonly (string | SourceShard)[] = []): number {
+  const shards = new Map(knownSources.map((s) => (typeof s === 'string' ? [s, [] as readonly string[]] : [s.id, s.parents ?? []])));
+  const effective = new Map<string, SourceProgress>(Object.entries(progress));
+  // What a shard not heard from yet carries from its parents (null: nothing known, it holds at 0).
+  const inherited = (id: string, seen: ReadonlySet<string>): SourceProgress | null => {
+    const parents = shards.get(id) ?? [];
+    if (parents.length === 0 || seen.has(id)) return null;
+    const carried = parents.map((p) => progress[p] ?? inherited(p, new Set([...seen, id])));
+    if (carried.some((c) => c === null)) return null;
+    const times = carried.map((c) => c!.maxEventTimeMs).filter((t): t is number => t !== null);
+    return { batch: NO_BATCH_COMMITTED, parts: [], complete: true, maxEventTimeMs: times.length > 0 ? Math.max(...times) : null, idle: carried.every((c) => c!.idle) };
+  };
+  for (const id of shards.keys()) {
+    if (effective.has(id)) continue;
+    const carried = inherited(id, new Set());
+    if (carried === null) return 0; // rows it has not sent may belong to any window
+    effective.set(id, carried);
+  }
+  // A parent's rows all came before its children's: its children stand for it from now on.
+  for (const [id, parents] of shards) {
+    for (const p of parents) {
+      const parent = effective.get(p);
+      const child = effective.get(id);
+      if (!parent || !child) continue;
+      if (parent.maxEventTimeMs !== null && (child.maxEventTimeMs === null || child.maxEventTimeMs < parent.maxEventTimeMs)) {
+        effective.set(id, { ...child, maxEventTimeMs: parent.maxEventTimeMs });
+      }
+    }
+  }
+  for (const parents of shards.values()) for (const p of parents) effective.delete(p);
+  const entries = [...effective.values()];
   if (entries.length === 0) return 0;
   const watermark = (p: SourceProgress): number => (p.maxEventTimeMs === null ? 0 : Math.max(0, p.maxEventTimeMs - delayMs));
   const live = entries.filter((p) => !p.idle);

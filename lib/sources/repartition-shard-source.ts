@@ -7,7 +7,7 @@
 import type { StructField } from '../plan/data-types.js';
 import type { KinesisOffset, ShardRecord } from './kinesis-shard-source.js';
 import {
-  applyRepartitionRecord, decodeRepartitionRecord, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap,
+  applyRepartitionRecord, decodeRepartitionRecord, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap, type SourceShard,
 } from './repartition-records.js';
 import type { MicroBatchStream, Offset } from './source.js';
 
@@ -60,7 +60,7 @@ export class RepartitionShardSource implements MicroBatchStream {
   }
 
   /** The watermark from what is committed: batch N runs with what batches before N applied. */
-  committedWatermarkMs(delayMs: number, knownSources: readonly string[] = []): number {
+  committedWatermarkMs(delayMs: number, knownSources: readonly (string | SourceShard)[] = []): number {
     return sourcesWatermarkMs(this.committed?.sources ?? {}, delayMs, knownSources);
   }
 

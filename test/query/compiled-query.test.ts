@@ -70,7 +70,7 @@ describe('a deployed query is compiled once per container', () => {
     const partitions = new Map<string, PartitionBackends & { sink: MemorySink }>();
     const backendsFor = (shardId: string): PartitionBackends => partitions.get(shardId) ?? partitions.set(shardId, memoryBackends()).get(shardId)!;
     const handler = createKinesisTriggerHandler(definition, {
-      config: config({ expectedShardCount: 1 }), backendsFor, observability: createQuietObservability(definition.name),
+      config: config({ expectedShardCount: 1 }), backendsFor, reshardGuard: null, observability: createQuietObservability(definition.name),
     });
     expect(analyses()).toBe(1);
     for (let i = 0; i < 25; i++) {
@@ -83,14 +83,14 @@ describe('a deployed query is compiled once per container', () => {
     const latest = new Map(sink.allRows().map((r) => [String(r[1]), Number(r[3])]));
     expect([...latest.values()].reduce((a, b) => a + b, 0)).toBe(100);
     // A new container compiles again, once.
-    createKinesisTriggerHandler(definition, { config: config({ expectedShardCount: 1 }), backendsFor, observability: createQuietObservability(definition.name) });
+    createKinesisTriggerHandler(definition, { config: config({ expectedShardCount: 1 }), backendsFor, reshardGuard: null, observability: createQuietObservability(definition.name) });
     expect(analyses()).toBe(2);
   });
 
   it('a repartition handler for a query whose state is co-partitioned is refused at cold start', () => {
     const { definition } = counted('co-partitioned');
     const create = () => createRepartitionTriggerHandler(definition, {
-      config: config({ expectedShardCount: 1 }), backendsFor: () => memoryBackends(), observability: createQuietObservability(definition.name),
+      config: config({ expectedShardCount: 1 }), backendsFor: () => memoryBackends(), reshardGuard: null, observability: createQuietObservability(definition.name),
     });
     expect(create).toThrow(expect.objectContaining({ code: 'NO_REPARTITION_STAGE', message: expect.stringMatching(/has no repartition stage/) }));
   });
@@ -118,7 +118,7 @@ describe('a deployed query is compiled once per container', () => {
       backendsFor: (id) => stage1.get(id) ?? stage1.set(id, { ...memoryBackends(), sink: stage1Sink }).get(id)!,
     });
     const state = createRepartitionTriggerHandler(query, {
-      config: withRepartition, observability: createQuietObservability(definition.name), backendsFor: () => stage2,
+      config: withRepartition, observability: createQuietObservability(definition.name), backendsFor: () => stage2, reshardGuard: null,
     });
     let delivered = 0;
     for (let i = 0; i < 10; i++) {
@@ -135,8 +135,8 @@ describe('a deployed query is compiled once per container', () => {
     expect(analyses()).toBe(1);
 
     // Given the definition instead, each handler compiles it once at cold start.
-    createKinesisTriggerHandler(definition, { config: withRepartition, observability: createQuietObservability(definition.name), backendsFor: () => memoryBackends() });
-    createRepartitionTriggerHandler(definition, { config: withRepartition, observability: createQuietObservability(definition.name), backendsFor: () => memoryBackends() });
+    createKinesisTriggerHandler(definition, { config: withRepartition, observability: createQuietObservability(definition.name), backendsFor: () => memoryBackends(), reshardGuard: null });
+    createRepartitionTriggerHandler(definition, { config: withRepartition, observability: createQuietObservability(definition.name), backendsFor: () => memoryBackends(), reshardGuard: null });
     expect(analyses()).toBe(3);
   });
 
@@ -153,5 +153,27 @@ describe('a deployed query is compiled once per container', () => {
     for (let i = 0; i < 5; i++) expect((await runShardInvocation(query, { shardId: 's', records: records(2, i) }, b)).error).toBeUndefined();
     expect(analyses()).toBe(1);
     expect(b.sink.latestBatchId).toBeGreaterThanOrEqual(4);
+  });
+});
+
+describe('injected backends and the reshard guard', () => {
+  // The chaos harness once injected backendsFor and so ran children of a split with empty state.
+  it('a stateful stage with backendsFor needs reshardGuard said explicitly; a stateless one does not', async () => {
+    const { definition } = counted('guard-required');
+    const options = { config: config({ expectedShardCount: 1 }), backendsFor: () => memoryBackends(), observability: createQuietObservability(definition.name) };
+    expect(() => createKinesisTriggerHandler(definition, options)).toThrow(/cannot guard reshards itself; pass reshardGuard/);
+    const withRepartition: RuntimeConfig = { ...config({ expectedShardCount: 2 }), repartitionStreamName: 'internal' };
+    expect(() => createKinesisTriggerHandler(definition, { ...options, config: withRepartition })).not.toThrow();
+    expect(() => createRepartitionTriggerHandler(definition, { ...options, config: withRepartition })).toThrow(/reshardGuard/);
+
+    // A given guard runs before every invocation of the shard, and its refusal retries the records.
+    const checked: string[] = [];
+    const handler = createKinesisTriggerHandler(definition, {
+      ...options, reshardGuard: { check: async (shardId) => { checked.push(shardId); if (shardId.endsWith('9')) throw new Error('parent pending'); } },
+    });
+    expect((await handler(kinesisEvent('shardId-000000000001', 2, 0))).batchItemFailures).toEqual([]);
+    const refused = kinesisEvent('shardId-000000000009', 2, 0);
+    expect((await handler(refused)).batchItemFailures).toEqual([{ itemIdentifier: refused.Records[0]!.kinesis.sequenceNumber }]);
+    expect(checked).toEqual(['shardId-000000000001', 'shardId-000000000009']);
   });
 });

@@ -82,7 +82,7 @@ describe('the deadline', () => {
         checkpointTable: 'unused', stateTable: 'unused', sinkPrefix: '', deadLetterBucket: 'unused', deadLetterPrefix: 'dl/',
         streamName: 'unused', idleShardTimeoutMs: 0, snapshotEveryBatches: 20, expectedShardCount: 1,
       },
-      backendsFor: () => b,
+      backendsFor: () => b, reshardGuard: null,
       observability: createQuietObservability(definition.name),
     });
     const delivered = records(4);

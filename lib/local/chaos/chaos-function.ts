@@ -16,13 +16,11 @@
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import type { StreamingQueryDefinition } from '../../query/query-definition.js';
 import { compileForDeployment } from '../../query/compiled-query.js';
-import { createAwsQueryBackends } from '../../aws/aws-backends.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from '../../aws/clients.js';
 import { DynamoDbCheckpoint } from '../../aws/dynamodb-checkpoint.js';
 import { StateCache } from '../../aws/dynamodb-state-store.js';
 import { createKinesisTriggerHandler, createRepartitionTriggerHandler, shardIdOf, type KinesisTriggerHandler } from '../../aws/kinesis-trigger-handler.js';
 import type { Observability } from '../../aws/observability.js';
-import { CostMeter } from '../../core/cost-meter.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
 import type { PartitionBackends } from '../../query/partition-backends.js';
 import type { ShardInvocationResult } from '../../query/shard-invocation.js';
@@ -246,20 +244,17 @@ export class ChaosFunction {
     const kind = this.options.kind ?? 'source';
     // A cold container compiles the query once; its handler reuses the compiled query.
     const query = compileForDeployment(definition, config);
-    const stage = kind === 'repartition' ? query.requireStateStage() : query.sourceStage;
-    const backends = createAwsQueryBackends(query, config, clients, new CostMeter(), (sink) => this.wrapSink(container, sink));
-    // The adapters' checkpoint as configured, but with this container's own state cache instead
-    // of the module-level one: simulated containers share this process, Lambda's do not.
-    const backendsFor = (id: string): PartitionBackends => {
-      const b = backends.forPartition(id, stage);
-      return {
-        ...b, checkpoint: new DynamoDbCheckpoint({ ...(b.checkpoint as DynamoDbCheckpoint).options, stateCache: container.cache }),
-        ...(clockSkewMs !== 0 ? { clock: { nowMs: () => Date.now() + clockSkewMs } } : {}),
-      };
-    };
+    // The handler builds the AWS backends (and its reshard guard) as deployed, on this container's
+    // clients; only the checkpoint's state cache is this container's own instead of the
+    // module-level one (simulated containers share this process, Lambda's do not), and its clock.
+    const decorateBackends = (b: PartitionBackends): PartitionBackends => ({
+      ...b, checkpoint: new DynamoDbCheckpoint({ ...(b.checkpoint as DynamoDbCheckpoint).options, stateCache: container.cache }),
+      ...(clockSkewMs !== 0 ? { clock: { nowMs: () => Date.now() + clockSkewMs } } : {}),
+    });
     const create = kind === 'repartition' ? createRepartitionTriggerHandler : createKinesisTriggerHandler;
     (container as { handler: KinesisTriggerHandler }).handler = create(query, {
-      config, backendsFor, observability, ...(this.options.onInvocation ? { onInvocation: this.options.onInvocation } : {}),
+      config, clients, decorateBackends, decorateSink: (sink) => this.wrapSink(container, sink), observability,
+      ...(this.options.onInvocation ? { onInvocation: this.options.onInvocation } : {}),
     });
     return container;
   }

@@ -282,10 +282,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             if (failure === undefined && !container.dead) return;
             trace(`r${run} ${definition.name} tick ${attempt} failed: ${failure ?? container.killedBy}`);
             // EventBridge invokes it again every minute; the cap only stops a tick that can never
-            // succeed. Every fault kind is planned for the scheduled function within the first 70%
-            // of the points its fault-free run met, and one attempt dies at the first it meets: a
-            // tick that meets fewer points (fewer no-data batches) meets them in more attempts.
-            if (attempt === 24) throw new Error(`the scheduled handler of ${definition.name} keeps failing: ${failure ?? container.killedBy}`);
+            // succeed. Each planned fault fails at most the attempt it strikes (the next runs in a
+            // new container); a tick meeting fewer points (fewer no-data batches) or more of them
+            // (reshards: more shards, seeding) meets its planned faults over more attempts.
+            if (attempt >= 16 + scheduledController.plan.length) {
+              throw new Error(`the scheduled handler of ${definition.name} keeps failing: ${failure ?? container.killedBy}`);
+            }
           }
         };
         return { definition, config, functions, tick, history, discarded, scheduledController };
