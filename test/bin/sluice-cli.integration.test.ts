@@ -97,7 +97,8 @@ describe('sluice explain', () => {
     const run = (...args: string[]): string => execFileSync(process.execPath, ['--conditions=sluice-source', '--import', 'tsx', 'bin/sluice.ts', 'explain', ...args], { encoding: 'utf8' });
     const staged = run('examples/hourly-sales-per-product.ts');
     expect(staged).toMatch(/== Incremental plan \(output mode: update\) ==/);
-    expect(staged).toMatch(/rows routed by \[product\] to the internal stream/);
+    expect(staged).toMatch(/rows routed by \[product\] to internal stream 1\./);
+    expect(staged).toMatch(/Stage 2 \(each shard of internal stream 1 = a state partition\): Aggregate by \[window, product\]/);
     expect(run('examples/hourly-sales-live.ts')).toMatch(/one stage: the state is co-partitioned/);
     let refusal = '';
     try {
