@@ -168,13 +168,17 @@ describe('Parquet files sink read by DuckDB (emulators)', { timeout: 300_000 }, 
     const decorateBackends = (backends: PartitionBackends): PartitionBackends => {
       const commitLog = backends.checkpoint.commitLog;
       const failingCommitLog = Object.create(commitLog) as typeof commitLog;
-      failingCommitLog.add = async (batchId, entry) => {
+      const crashOnce = async (): Promise<void> => {
         if (commitFaults++ === 0) {
           seenAtCrash = await readWithDuckDb(d);
           throw new Error('injected: the process died before the checkpoint commit');
         }
-        return commitLog.add(batchId, entry);
       };
+      failingCommitLog.add = async (batchId, entry) => { await crashOnce(); return commitLog.add(batchId, entry); };
+      // The engine commits through addWithSideWrites when the log has it (the watermark row rides along).
+      if (commitLog.addWithSideWrites) {
+        failingCommitLog.addWithSideWrites = async (batchId, entry, writes) => { await crashOnce(); return commitLog.addWithSideWrites!(batchId, entry, writes); };
+      }
       return { ...backends, checkpoint: { ...backends.checkpoint, commitLog: failingCommitLog, stateStore: backends.checkpoint.stateStore, readQueryMetadata: () => backends.checkpoint.readQueryMetadata(), writeQueryMetadata: (m) => backends.checkpoint.writeQueryMetadata(m) } };
     };
     const decorateSink = (sink: Sink): Sink => ({
