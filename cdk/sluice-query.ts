@@ -32,7 +32,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import type { StreamingQueryDefinition } from '../lib/query/query-definition.js';
+import type { QueryDefinition } from '../lib/query/query-definition.js';
 import { METRIC, METRIC_DIMENSION_QUERY, METRICS_NAMESPACE } from '../lib/runtime/metric-names.js';
 import {
   DEPLOYMENT_DEFAULTS, TABLE_KEYS, runtimeConfigToEnv, sinkPrefixFor, type RuntimeConfig,
@@ -69,7 +69,7 @@ const DEFAULT_DEAD_LETTER_RETENTION = Duration.days(30);
 export interface SluiceQueryProps {
   /**
    * Path to the query module: a TypeScript/JavaScript module whose default export is a
-   * `StreamingQueryDefinition` (see examples/). Absolute, or relative to the directory `cdk` runs
+   * `QueryDefinition` (see examples/). Absolute, or relative to the directory `cdk` runs
    * in. It is loaded and validated at synth time and bundled into both functions.
    */
   readonly queryModule: string;
@@ -461,7 +461,7 @@ export interface SluiceQueryAlarms {
 
 export class SluiceQuery extends Construct {
   /** The query, as the module's default export. */
-  public readonly definition: StreamingQueryDefinition;
+  public readonly definition: QueryDefinition;
   /** The query's name: its checkpoint, state and metrics are keyed by it. */
   public readonly queryName: string;
   /** Absolute path of the query module. */

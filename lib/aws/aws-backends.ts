@@ -3,7 +3,7 @@
  * DynamoDB checkpoint and state of each state partition (shard), the sink its definition names,
  * the S3 dead-letter location, the cross-shard watermark coordinator and the shard reader.
  */
-import type { StreamingQueryDefinition } from '../query/query-definition.js';
+import type { QueryDefinition } from '../query/query-definition.js';
 import type { CompiledQuery } from '../query/compiled-query.js';
 import type { PartitionBackends } from '../query/partition-backends.js';
 import type { QueryStage } from '../query/query-stage.js';
@@ -37,7 +37,7 @@ export interface AwsQueryBackends {
   forPartition(shardId: string, stage?: QueryStage): PartitionBackends;
 }
 
-export function sinkPrefixOf(definition: StreamingQueryDefinition, config: RuntimeConfig): string {
+export function sinkPrefixOf(definition: QueryDefinition, config: RuntimeConfig): string {
   return sinkPrefixFor(definition.name, definition.sink.kind === 'dynamodb' ? undefined : definition.sink.prefix, config.sinkPrefix);
 }
 
@@ -104,7 +104,7 @@ export function createAwsQueryBackends(
 }
 
 function createSink(
-  definition: StreamingQueryDefinition, keyColumns: readonly string[], config: RuntimeConfig, clients: AwsClients, meter: CostMeter,
+  definition: QueryDefinition, keyColumns: readonly string[], config: RuntimeConfig, clients: AwsClients, meter: CostMeter,
 ): Sink {
   const spec = definition.sink;
   if (spec.kind === 'dynamodb') {

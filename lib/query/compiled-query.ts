@@ -10,21 +10,25 @@ import type { RepartitionPlan } from '../analysis/stages.js';
 import type { StructField } from '../plan/data-types.js';
 import type { LogicalPlan } from '../plan/logical-plan.js';
 import { AnalysisError } from '../errors/sluice-error.js';
-import type { StreamingQueryDefinition } from './query-definition.js';
-import { SingleStage, SourceStage, StateStage, type QueryStage } from './query-stage.js';
+import type { QueryDefinition } from './query-definition.js';
+import { MultiInputStateStage, SingleStage, SourceStage, StateStage, type QueryStage } from './query-stage.js';
+import type { MultiInputHopPlan } from '../analysis/multi-input-stages.js';
+import { sourcesOf } from './query-definition.js';
 import { validateQuery, type ValidateOptions } from './validate-query.js';
 
 export type CompileOptions = ValidateOptions;
 
 export class CompiledQuery {
-  /** What the source stream's shards run: the whole query, or stage 1 of a repartition stage. */
+  /** What the (first) source stream's shards run: the whole query, or stage 1 of a repartition stage. */
   readonly sourceStage: QueryStage;
+  /** What each source stream's shards run, in the definition's order (one entry for a one-stream query). */
+  readonly sourceStages: readonly QueryStage[];
   /** Stage 2, on the internal stream's shards; null when the query runs in one stage. */
   readonly stateStage: QueryStage | null;
 
   constructor(
-    readonly definition: StreamingQueryDefinition,
-    /** The analysed plan of the whole query (its stream named by id). */
+    readonly definition: QueryDefinition,
+    /** The analysed plan of the whole query (its streams named by id). */
     readonly plan: LogicalPlan,
     readonly conf: ReadonlyMap<string, string>,
     readonly columns: readonly string[],
@@ -32,16 +36,40 @@ export class CompiledQuery {
     /** Result columns a DynamoDB sink keys items by ([] = append-only rows). */
     readonly keyColumns: readonly string[],
     readonly isStateful: boolean,
-    /** The two stages, when the state is not co-partitioned with the stream. */
+    /** The two stages, when the state of a one-stream, one-operator query is not co-partitioned with the stream. */
     readonly repartition: RepartitionPlan | null,
+    /** The two stages of a join or a query over several streams, when they need the hop. */
+    readonly hop: MultiInputHopPlan | null = null,
   ) {
+    const sources = sourcesOf(definition);
     if (repartition) {
-      this.sourceStage = new SourceStage(definition, repartition, conf, plan);
+      this.sourceStages = [new SourceStage(definition, sources[0]!, repartition, {
+        routingOrdinals: repartition.routingOrdinals, eventTimeOrdinal: repartition.eventTime?.ordinal ?? null,
+      }, conf, plan)];
       this.stateStage = new StateStage(definition, repartition, columns, schema, conf);
+    } else if (hop) {
+      this.sourceStages = sources.map((source) => {
+        const input = hop.inputs.find((i) => i.sourceId === source.name);
+        if (!input) throw unusedSource(definition.name, source.name);
+        return new SourceStage(definition, source, input, {
+          routingOrdinals: input.routingOrdinals, eventTimeOrdinal: input.eventTimeOrdinal, input: input.sourceId,
+        }, conf, plan);
+      });
+      this.stateStage = new MultiInputStateStage(definition, hop, columns, schema, conf);
     } else {
-      this.sourceStage = new SingleStage(definition, plan, columns, schema, conf, isStateful);
+      this.sourceStages = sources.map((source) => new SingleStage(definition, source, plan, columns, schema, conf, isStateful));
       this.stateStage = null;
     }
+    this.sourceStage = this.sourceStages[0]!;
+  }
+
+  /** The stage a source stream's shards run (by its name in the definition). */
+  sourceStageOf(sourceName: string): QueryStage {
+    const stage = this.sourceStages.find((s) => s.sourceName === sourceName);
+    if (stage) return stage;
+    throw new AnalysisError(`Query '${this.name}' has no source named '${sourceName}' (its sources: ${this.sourceStages.map((s) => s.sourceName).join(', ')}).`, {
+      code: 'UNKNOWN_SOURCE', hint: 'map each deployed stream to a source name of the definition (SLUICE_SOURCE_STREAMS).',
+    });
   }
 
   get name(): string {
@@ -49,7 +77,7 @@ export class CompiledQuery {
   }
 
   get needsRepartition(): boolean {
-    return this.repartition !== null;
+    return this.repartition !== null || this.hop !== null;
   }
 
   /** Stage 2, or a clear refusal for a query that has none. */
@@ -62,7 +90,7 @@ export class CompiledQuery {
 }
 
 /** The query as given to a handler factory: a definition (compiled at cold start), or already compiled. */
-export type DeployableQuery = StreamingQueryDefinition | CompiledQuery;
+export type DeployableQuery = QueryDefinition | CompiledQuery;
 
 /**
  * Compiles a handler's query at cold start with what the deployment allows: a repartition stage
@@ -79,7 +107,13 @@ export function compileForDeployment(
  * Analyses and validates `definition` once (nothing is read or written if it is refused) and
  * returns what every invocation reuses.
  */
-export function compileQuery(definition: StreamingQueryDefinition, options: CompileOptions = {}): CompiledQuery {
+export function compileQuery(definition: QueryDefinition, options: CompileOptions = {}): CompiledQuery {
   const v = validateQuery(definition, options);
-  return new CompiledQuery(definition, v.df.plan, v.session.conf, v.columns, v.schema, v.keyColumns, v.isStateful, v.repartition);
+  return new CompiledQuery(definition, v.df.plan, v.session.conf, v.columns, v.schema, v.keyColumns, v.isStateful, v.repartition, v.hop);
+}
+
+function unusedSource(query: string, source: string): AnalysisError {
+  return new AnalysisError(`Source '${source}' of query '${query}' is declared but its stream is not read by the transform.`, {
+    code: 'UNUSED_SOURCE', hint: 'remove the source from definition.sources, or use it in the transform.',
+  });
 }

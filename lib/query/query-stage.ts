@@ -11,10 +11,13 @@
 import { requiredSourceColumns } from '../analysis/required-columns.js';
 import { checkRuntimeRestrictions } from '../analysis/unsupported-operation-checker.js';
 import type { RepartitionPlan } from '../analysis/stages.js';
+import type { MultiInputHopPlan } from '../analysis/multi-input-stages.js';
+import { parseWatermarkPolicy, WATERMARK_POLICY_CONF } from '../runtime/watermark-tracker.js';
+import { sourcesWatermarkMs, type SourceProgress } from '../sources/repartition-records.js';
 import type { OutputMode } from '../core/output-mode.js';
 import { eventTimeLimitFor, type EventTimeLimit } from '../execution/event-time-skew.js';
 import type { StructField } from '../plan/data-types.js';
-import type { LogicalPlan } from '../plan/logical-plan.js';
+import { collectNodes, type LogicalPlan, type StreamingRelationNode } from '../plan/logical-plan.js';
 import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
 import { KinesisShardSource, type ShardRecord } from '../sources/kinesis-shard-source.js';
@@ -22,8 +25,8 @@ import { createRecordDecoder, type RecordDecoder } from '../sources/record-decod
 import { RepartitionShardSource } from '../sources/repartition-shard-source.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import type { PartitionBackends } from './partition-backends.js';
-import type { StreamingQueryDefinition } from './query-definition.js';
-import { KINESIS_SOURCE_NAME, sourceSchemaOf } from './validate-query.js';
+import { isMultiSource, type NamedSource, type QueryDefinition } from './query-definition.js';
+import { sourceSchemaOf } from './validate-query.js';
 
 /** The repartition stream's source id in stage 2's plan and offsets. */
 export const REPARTITION_SOURCE_NAME = 'repartition';
@@ -45,6 +48,28 @@ export interface StageBinding {
   readonly watermarks: WatermarkCoordinator | undefined;
   /** The records the source could not decode, for the dead-letter location. */
   deadLetters(): DeadLetterRecord[];
+  /** The plan's other source ids, bound for this invocation (another stream's: empty; another hop input's view). */
+  readonly otherSources?: readonly MicroBatchStream[];
+}
+
+/**
+ * How a stage-1 shard's rows cross the hop: by which of its output columns they are routed, the
+ * event-time column whose maximum travels with them, and the input they are tagged with.
+ */
+export interface HopRouting {
+  readonly routingOrdinals: readonly number[];
+  readonly eventTimeOrdinal: number | null;
+  /** Tags the records when stage 2 reads several inputs. */
+  readonly input?: string;
+}
+
+/**
+ * A source stream shard's partition id (checkpoint, watermark row, the `src` of its hop records):
+ * the shard id for a one-stream query, as always; `<source>.<shard>` with several streams, whose
+ * shard ids repeat.
+ */
+export function sourcePartitionId(definition: QueryDefinition, sourceName: string, shardId: string): string {
+  return isMultiSource(definition) ? `${sourceName}.${shardId}` : shardId;
 }
 
 export abstract class QueryStage {
@@ -56,6 +81,10 @@ export abstract class QueryStage {
   abstract readonly isStateful: boolean;
   /** The id the plan names the stage's stream by; offsets are keyed by it. */
   abstract readonly sourceId: string;
+  /** The source stream whose shards run this stage (its name in the definition); null for the internal stream. */
+  readonly sourceName: string | null = null;
+  /** How rows cross the hop, for a stage that writes to the internal stream. */
+  readonly hopRouting: HopRouting | null = null;
   /** The columns each source must decode, derived once from the plan. */
   readonly requiredColumns: ReadonlyMap<string, ReadonlySet<string>>;
   /** Rethrows what the runtime restrictions refused, checked once (before the first batch, as before). */
@@ -85,6 +114,11 @@ export abstract class QueryStage {
     return shardId;
   }
 
+  /** The partition id a shard of this stage runs as (its watermark row, its sink batches' partition). */
+  partitionId(shardId: string): string {
+    return shardId;
+  }
+
   /** How a shard of this stage is named in reports. */
   label(shardId: string): string {
     return shardId;
@@ -101,37 +135,64 @@ export abstract class QueryStage {
  */
 abstract class SourceStreamStage extends QueryStage {
   readonly reads = 'source-stream';
-  readonly sourceId = KINESIS_SOURCE_NAME;
+  readonly sourceId: string;
+  override readonly sourceName: string;
   private readonly recordSchema: readonly StructField[];
   private readonly decode: RecordDecoder;
   private readonly eventTimeLimit: EventTimeLimit | undefined;
+  /** The plan's other streams: bound to empty sources on this stream's shards. */
+  private readonly otherStreams: readonly { name: string; schema: readonly StructField[] }[];
 
   constructor(
-    private readonly definition: StreamingQueryDefinition, plan: LogicalPlan, columns: readonly string[],
+    private readonly definition: QueryDefinition, private readonly source: NamedSource, plan: LogicalPlan, columns: readonly string[],
     schema: readonly StructField[], outputMode: OutputMode, conf: ReadonlyMap<string, string>,
     /** The plan whose watermark the source's event-time check serves (the whole query's). */
     watermarkPlan: LogicalPlan = plan,
   ) {
     super(plan, columns, schema, outputMode, conf);
-    this.recordSchema = sourceSchemaOf(definition.source);
-    this.decode = createRecordDecoder(definition.source, this.recordSchema);
-    this.eventTimeLimit = eventTimeLimitFor(watermarkPlan, KINESIS_SOURCE_NAME, conf);
+    this.sourceId = source.name;
+    this.sourceName = source.name;
+    this.recordSchema = sourceSchemaOf(source.spec);
+    this.decode = createRecordDecoder(source.spec, this.recordSchema);
+    this.eventTimeLimit = eventTimeLimitFor(watermarkPlan, source.name, conf);
+    this.otherStreams = collectNodes(plan, (n): n is StreamingRelationNode => n.kind === 'StreamingRelation' && n.sourceId !== source.name)
+      .map((n) => ({ name: n.sourceId, schema: n.schema }));
+  }
+
+  override checkpointPartition(shardId: string): string {
+    return sourcePartitionId(this.definition, this.source.name, shardId);
+  }
+
+  override partitionId(shardId: string): string {
+    return sourcePartitionId(this.definition, this.source.name, shardId);
   }
 
   bind(shardId: string, backends: PartitionBackends): StageBinding {
     const source = new KinesisShardSource({
-      name: KINESIS_SOURCE_NAME,
+      name: this.source.name,
       queryName: this.definition.name,
       shardId,
       schema: this.recordSchema,
       decode: this.decode,
-      partitionKeyColumn: this.definition.source.partitionKey,
+      partitionKeyColumn: this.source.spec.partitionKey,
       eventTimeLimit: this.eventTimeLimit,
     });
     // Stage 1 has no watermark of its own either: publishing its progress lets the scheduled
     // handler confirm the shard idle and tell the state partitions.
-    return { source, watermarks: backends.watermarks, deadLetters: () => source.deadLetters() };
+    return {
+      source, watermarks: backends.watermarks, deadLetters: () => source.deadLetters(),
+      ...(this.otherStreams.length > 0 ? { otherSources: this.otherStreams.map((s) => new EmptySource(s.name, s.schema)) } : {}),
+    };
   }
+}
+
+/** Another stream of the query, on a shard of this one: it has nothing here (its own shards read it). */
+class EmptySource implements MicroBatchStream {
+  constructor(readonly name: string, readonly schema: readonly StructField[]) {}
+  initialOffset(): Offset | null { return null; }
+  latestOffset(): Offset | null { return null; }
+  getBatch(): unknown[][] { return []; }
+  commit(): void {}
 }
 
 /** The whole query on a shard of the source stream. */
@@ -140,10 +201,10 @@ export class SingleStage extends SourceStreamStage {
   readonly writes = 'sink';
 
   constructor(
-    definition: StreamingQueryDefinition, plan: LogicalPlan, columns: readonly string[], schema: readonly StructField[],
+    definition: QueryDefinition, source: NamedSource, plan: LogicalPlan, columns: readonly string[], schema: readonly StructField[],
     conf: ReadonlyMap<string, string>, readonly isStateful: boolean,
   ) {
-    super(definition, plan, columns, schema, definition.outputMode, conf);
+    super(definition, source, plan, columns, schema, definition.outputMode, conf);
   }
 }
 
@@ -153,9 +214,15 @@ export class SourceStage extends SourceStreamStage {
   readonly writes = 'internal-stream';
   readonly isStateful = false;
 
-  constructor(definition: StreamingQueryDefinition, split: RepartitionPlan, conf: ReadonlyMap<string, string>, wholePlan?: LogicalPlan) {
+  override readonly hopRouting: HopRouting;
+
+  constructor(
+    definition: QueryDefinition, source: NamedSource, split: Pick<RepartitionPlan, 'stage1' | 'cutOutput'>, routing: HopRouting,
+    conf: ReadonlyMap<string, string>, wholePlan?: LogicalPlan,
+  ) {
     const cut = split.cutOutput.map((a) => ({ name: a.name, type: a.type }));
-    super(definition, split.stage1, cut.map((f) => f.name), cut, 'append', conf, wholePlan);
+    super(definition, source, split.stage1, cut.map((f) => f.name), cut, 'append', conf, wholePlan);
+    this.hopRouting = routing;
   }
 
   override label(shardId: string): string {
@@ -174,7 +241,7 @@ export class StateStage extends QueryStage {
   private readonly delayMs: number;
 
   constructor(
-    definition: StreamingQueryDefinition, split: RepartitionPlan, columns: readonly string[], schema: readonly StructField[],
+    definition: QueryDefinition, split: RepartitionPlan, columns: readonly string[], schema: readonly StructField[],
     conf: ReadonlyMap<string, string>,
   ) {
     super(split.stage2(REPARTITION_SOURCE_NAME), columns, schema, definition.outputMode, conf);
@@ -204,4 +271,73 @@ export class StateStage extends QueryStage {
       deadLetters: () => [],
     };
   }
+}
+
+/**
+ * Stage 2 of a join or of a query over several streams, on a shard of the internal stream: one
+ * view of the shard per hop input (each takes its input's records; all share the shard's
+ * positions), and the watermark of each watermark operator from the source shards of the inputs
+ * below it, combined by Spark's multiple-watermark policy.
+ */
+export class MultiInputStateStage extends QueryStage {
+  readonly kind = 'state';
+  readonly reads = 'internal-stream';
+  readonly writes = 'sink';
+  readonly isStateful = true;
+  readonly sourceId: string;
+  private readonly policy: 'min' | 'max';
+
+  constructor(
+    private readonly definition: QueryDefinition, private readonly hop: MultiInputHopPlan, columns: readonly string[], schema: readonly StructField[],
+    conf: ReadonlyMap<string, string>,
+  ) {
+    super(hop.stage2(hopRelationId), columns, schema, definition.outputMode, conf);
+    this.sourceId = hopRelationId(hop.inputs[0]!.sourceId);
+    this.policy = parseWatermarkPolicy(conf.get(WATERMARK_POLICY_CONF));
+  }
+
+  override checkpointPartition(shardId: string): string {
+    return `state.${shardId}`;
+  }
+
+  override label(shardId: string): string {
+    return `stage 2 ${shardId}`;
+  }
+
+  bind(shardId: string, backends: PartitionBackends): StageBinding {
+    const views = new Map(this.hop.inputs.map((input) => [input.sourceId, new RepartitionShardSource(
+      hopRelationId(input.sourceId), input.cutOutput.map((a) => ({ name: a.name, type: a.type })), shardId, input.sourceId,
+    )]));
+    const [first, ...others] = [...views.values()];
+    const knownPartitions = async (sourceName: string): Promise<string[]> =>
+      ((await backends.sourcePartitions?.(sourceName)) ?? []).map((id) => sourcePartitionId(this.definition, sourceName, id));
+    return {
+      source: first!,
+      otherSources: others,
+      // Each source stream's watermarks arrive with its rows; batch N runs with what N-1 applied.
+      watermarks: {
+        combine: async () => {
+          if (this.hop.watermarks.length === 0) return 0;
+          const perOperator: number[] = [];
+          for (const w of this.hop.watermarks) {
+            const progress: Record<string, SourceProgress> = {};
+            const known: string[] = [];
+            for (const input of w.inputs) {
+              Object.assign(progress, views.get(input)!.committedSources);
+              known.push(...await knownPartitions(input));
+            }
+            perOperator.push(sourcesWatermarkMs(progress, w.delayMs, known));
+          }
+          return this.policy === 'min' ? Math.min(...perOperator) : Math.max(...perOperator);
+        },
+        publish: async () => {},
+      },
+      deadLetters: () => [],
+    };
+  }
+}
+
+/** Stage 2's source id for a hop input. */
+export function hopRelationId(sourceName: string): string {
+  return `${REPARTITION_SOURCE_NAME}.${sourceName}`;
 }

@@ -58,6 +58,8 @@ export interface RepartitionSinkOptions {
   /** Kinesis takes 1 MiB per record; parts stay below this many bytes of rows. */
   readonly maxRecordBytes?: number;
   readonly meter?: CostMeter;
+  /** The hop input these rows are, when stage 2 reads several (tags every record). */
+  readonly input?: string;
 }
 
 /** Kinesis's own routing: the MD5 of the partition key as a 128-bit number. */
@@ -110,7 +112,7 @@ export class RepartitionSink implements Sink {
 
   private record(target: RepartitionTarget, record: RepartitionRecord): RepartitionRecordOut {
     return {
-      data: encodeRepartitionRecord({ ...record, to: target.shardId }),
+      data: encodeRepartitionRecord({ ...record, to: target.shardId, ...(this.options.input === undefined ? {} : { in: this.options.input }) }),
       partitionKey: `${record.src}#${record.batch}`,
       explicitHashKey: target.startingHashKey.toString(),
       shardId: target.shardId,

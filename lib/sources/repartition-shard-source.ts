@@ -27,7 +27,8 @@ export class RepartitionShardSource implements MicroBatchStream {
   private buffer: Buffered[] = [];
   private committed: RepartitionOffset | null = null;
 
-  constructor(readonly name: string, readonly schema: readonly StructField[], private readonly shardId: string) {}
+  /** `input`: read only the records of this hop input (several inputs share a shard); none: the untagged ones. */
+  constructor(readonly name: string, readonly schema: readonly StructField[], private readonly shardId: string, private readonly input?: string) {}
 
   setCommitted(offset: Offset | null): void {
     this.committed = asOffset(offset);
@@ -86,7 +87,7 @@ export class RepartitionShardSource implements MicroBatchStream {
   }
 
   private isForThisShard(record: RepartitionRecord): boolean {
-    return record.to === undefined || record.to === this.shardId;
+    return (record.to === undefined || record.to === this.shardId) && record.in === this.input;
   }
 
   latestOffset(): Offset | null {
