@@ -8,7 +8,8 @@ import type { CompiledQuery } from '../query/compiled-query.js';
 import type { PartitionBackends } from '../query/partition-backends.js';
 import type { QueryStage } from '../query/query-stage.js';
 import type { CostMeter } from '../core/cost-meter.js';
-import { sinkPrefixFor, type RuntimeConfig } from '../runtime/runtime-config.js';
+import { sinkPrefixFor, streamNameOf, type RuntimeConfig } from '../runtime/runtime-config.js';
+import { isMultiSource } from '../query/query-definition.js';
 import type { Sink } from '../sinks/sink.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { AwsClients } from './clients.js';
@@ -30,6 +31,12 @@ export interface AwsQueryBackends {
   readonly repartitionSink: RepartitionSink | null;
   /** Reads the internal stream's shards (stage 2), when the query has a repartition stage. */
   readonly repartitionShardReader: KinesisShardReader | null;
+  /** The Kinesis stream a source-stream stage's shards belong to. */
+  streamOf(stage: QueryStage): string;
+  /** Reads the shards of the stream a stage runs on. */
+  shardReaderOf(stage: QueryStage): KinesisShardReader;
+  /** The stage-1 sink of a stage that writes to the internal stream (null for other stages). */
+  repartitionSinkOf(stage: QueryStage): RepartitionSink | null;
   /**
    * One state partition's backends (default: of the query's source stage); the stage names its
    * checkpoint partition and says which stream it reads and where it writes.
@@ -58,44 +65,62 @@ export function createAwsQueryBackends(
     client: clients.dynamodb, checkpointTable: config.checkpointTable, queryName: definition.name,
     idleTimeoutMs: config.idleShardTimeoutMs, meter,
   });
-  const shardReader = new KinesisShardReader(clients.kinesis, config.streamName, meter);
-  let repartitionSink: RepartitionSink | null = null;
-  let repartitionShardReader: KinesisShardReader | null = null;
-  if (repartition) {
-    if (!config.repartitionStreamName) throw missing('SLUICE_REPARTITION_STREAM', 'the internal repartition stream');
-    repartitionSink = new RepartitionSink({
-      channel: new KinesisRepartitionChannel(clients.kinesis, config.repartitionStreamName, meter),
-      routingOrdinals: repartition.routingOrdinals,
-      eventTimeOrdinal: repartition.eventTime?.ordinal ?? null,
-      meter,
-    });
-    repartitionShardReader = new KinesisShardReader(clients.kinesis, config.repartitionStreamName, meter);
-  }
-  let sourceShards: { at: number; ids: string[] } | null = null;
-  const sourcePartitions = async (): Promise<string[]> => {
-    if (!sourceShards || Date.now() - sourceShards.at > 30_000) {
-      sourceShards = { at: Date.now(), ids: (await listStreamShards(clients.kinesis, config.streamName)).map((s) => s.ShardId!) };
+  const multiSource = isMultiSource(definition);
+  const streamOf = (stage: QueryStage): string => (stage.reads === 'internal-stream'
+    ? config.repartitionStreamName!
+    : streamNameOf(config, stage.sourceName ?? query.sourceStage.sourceName!, multiSource));
+  // Every stream is named at cold start: a missing one fails before any record is touched.
+  const sourceReaders = new Map(query.sourceStages.map((stage) => [stage.sourceName!, new KinesisShardReader(clients.kinesis, streamOf(stage), meter)]));
+  const shardReader = sourceReaders.get(query.sourceStage.sourceName!)!;
+  const needsHop = repartition !== null || query.hop !== null;
+  const channel = needsHop && config.repartitionStreamName ? new KinesisRepartitionChannel(clients.kinesis, config.repartitionStreamName, meter) : null;
+  if (needsHop && !channel) throw missing('SLUICE_REPARTITION_STREAM', 'the internal repartition stream');
+  const repartitionSinks = new Map<QueryStage, RepartitionSink>();
+  const repartitionSinkOf = (stage: QueryStage): RepartitionSink | null => {
+    if (stage.writes !== 'internal-stream' || !stage.hopRouting || !channel) return null;
+    let found = repartitionSinks.get(stage);
+    if (!found) {
+      found = new RepartitionSink({ channel, ...stage.hopRouting, meter });
+      repartitionSinks.set(stage, found);
     }
-    return sourceShards.ids;
+    return found;
   };
+  const repartitionSink = repartitionSinkOf(query.sourceStage);
+  const repartitionShardReader = channel ? new KinesisShardReader(clients.kinesis, config.repartitionStreamName!, meter) : null;
+  const sourceShards = new Map<string, { at: number; ids: string[] }>();
+  const sourcePartitions = async (sourceName?: string): Promise<string[]> => {
+    const stream = sourceName === undefined ? config.streamName : streamNameOf(config, sourceName, multiSource);
+    const cached = sourceShards.get(stream);
+    if (cached && Date.now() - cached.at <= 30_000) return cached.ids;
+    const ids = (await listStreamShards(clients.kinesis, stream)).map((s) => s.ShardId!);
+    sourceShards.set(stream, { at: Date.now(), ids });
+    return ids;
+  };
+  const shardReaderOf = (stage: QueryStage): KinesisShardReader => (stage.reads === 'internal-stream' && repartitionShardReader
+    ? repartitionShardReader
+    : sourceReaders.get(stage.sourceName ?? '') ?? shardReader);
   return {
     watermarks,
     shardReader,
     sink,
     repartitionSink,
     repartitionShardReader,
+    streamOf,
+    shardReaderOf,
+    repartitionSinkOf,
     forPartition: (shardId, stage = query.sourceStage) => {
       const internal = stage.reads === 'internal-stream';
+      const toHop = repartitionSinkOf(stage);
       return {
         checkpoint: new DynamoDbCheckpoint({
           client: clients.dynamodb, checkpointTable: config.checkpointTable, stateTable: config.stateTable,
           queryName: definition.name, partitionId: stage.checkpointPartition(shardId), meter, snapshotEvery: config.snapshotEveryBatches,
         }),
-        sink: stage.writes === 'internal-stream' && repartitionSink ? repartitionSink : sink,
-        ...(stage.writes === 'internal-stream' ? {} : { sinkRowLimits: resultSink.rowLimits }),
+        sink: toHop ?? sink,
+        ...(toHop ? {} : { sinkRowLimits: resultSink.rowLimits }),
         deadLetters,
         watermarks,
-        shardReader: internal && repartitionShardReader ? repartitionShardReader : shardReader,
+        shardReader: shardReaderOf(stage),
         costMeter: meter,
         ...(internal ? { sourcePartitions } : {}),
       };

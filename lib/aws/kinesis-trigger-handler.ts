@@ -15,7 +15,9 @@ import type { QueryStage } from '../query/query-stage.js';
 import { runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
 import type { InvocationLimits } from '../query/invocation-limits.js';
 import { CostMeter } from '../core/cost-meter.js';
-import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
+import { readRuntimeConfig, streamNameOf, type RuntimeConfig } from '../runtime/runtime-config.js';
+import { isMultiSource } from '../query/query-definition.js';
+import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions } from './clients.js';
@@ -29,7 +31,7 @@ export interface KinesisTriggerOptions {
   readonly config?: RuntimeConfig;
   readonly clientOptions?: AwsClientOptions;
   /** Replace the AWS backends (tests); default: DynamoDB/S3 adapters from the config. */
-  readonly backendsFor?: (shardId: string) => PartitionBackends;
+  readonly backendsFor?: (shardId: string, stage?: QueryStage) => PartitionBackends;
   readonly observability?: Observability;
   /** Called after each shard's invocation (`sluice dev` prints progress and output from it). */
   readonly onInvocation?: (shardId: string, result: ShardInvocationResult) => void | Promise<void>;
@@ -55,6 +57,12 @@ export function toShardRecordFromEvent(record: KinesisStreamRecord): ShardRecord
   };
 }
 
+/** The stream name in a Kinesis event source ARN (`arn:aws:kinesis:<region>:<account>:stream/<name>`). */
+export function streamNameOfArn(arn: string | undefined): string | null {
+  const at = arn?.lastIndexOf(':stream/') ?? -1;
+  return arn && at >= 0 ? arn.slice(at + ':stream/'.length) : null;
+}
+
 /** The handler for the source stream: the whole query, or stage 1 when it has a repartition stage. */
 export function createKinesisTriggerHandler(query: DeployableQuery, options: KinesisTriggerOptions = {}): KinesisTriggerHandler {
   return createShardHandler(query, options, 'source-stream');
@@ -74,6 +82,19 @@ function createShardHandler(
   const query = compileForDeployment(deployable, config);
   const { definition } = query;
   const stage: QueryStage = stream === 'repartition-stream' ? query.requireStateStage() : query.sourceStage;
+  // Several source streams feed one function: each record's stream (its event source ARN) picks the stage.
+  const stageByStream = new Map<string, QueryStage>(stream === 'repartition-stream'
+    ? []
+    : query.sourceStages.map((s) => [streamNameOf(config, s.sourceName!, isMultiSource(definition)), s]));
+  const stageOf = (record: KinesisStreamRecord): QueryStage => {
+    if (stream === 'repartition-stream' || query.sourceStages.length === 1) return stage;
+    const streamName = streamNameOfArn(record.eventSourceARN);
+    const found = streamName === null ? undefined : stageByStream.get(streamName);
+    if (found) return found;
+    throw new IllegalArgumentError(`A record from stream '${streamName ?? record.eventSourceARN}' reached query '${definition.name}', which reads ${[...stageByStream.keys()].join(', ')}.`, {
+      code: 'UNKNOWN_SOURCE_STREAM', hint: 'map every event source of the function to a source of the query (SLUICE_SOURCE_STREAMS, set by the SluiceQuery construct).',
+    });
+  };
   const meter = new CostMeter();
   const observability = options.observability ?? createObservability(definition.name);
   let backendsFor = options.backendsFor;
@@ -81,7 +102,7 @@ function createShardHandler(
   if (!backendsFor) {
     const clients = createAwsClients(options.clientOptions);
     const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink);
-    backendsFor = (shardId) => backends.forPartition(shardId, stage);
+    backendsFor = (shardId, forStage = stage) => backends.forPartition(shardId, forStage);
     if (stage.isStateful) {
       const streamName = stage.reads === 'internal-stream' ? config.repartitionStreamName! : config.streamName;
       const internal = stage.reads === 'internal-stream';
@@ -94,7 +115,7 @@ function createShardHandler(
     }
   }
   const base = backendsFor;
-  const forPartition = (shardId: string): PartitionBackends => (options.decorateBackends ?? ((b) => b))(base(shardId));
+  const forPartition = (shardId: string, forStage: QueryStage): PartitionBackends => (options.decorateBackends ?? ((b) => b))(base(shardId, forStage));
 
   const memory = config.functionMemoryMb
     ? { limitBytes: config.functionMemoryMb * 1024 * 1024, usedBytes: () => process.memoryUsage().rss }
@@ -103,18 +124,22 @@ function createShardHandler(
   return async (event, context) => {
     const remaining = context?.getRemainingTimeInMillis?.bind(context);
     const limits: InvocationLimits = { ...(remaining ? { remainingTimeMs: remaining } : {}), ...(memory ? { memory } : {}) };
-    const byShard = new Map<string, KinesisStreamRecord[]>();
+    const byShard = new Map<string, { stage: QueryStage; shardId: string; records: KinesisStreamRecord[] }>();
     for (const record of event.Records) {
       const shardId = shardIdOf(record);
-      byShard.set(shardId, [...(byShard.get(shardId) ?? []), record]);
+      const recordStage = stageOf(record);
+      const key = `${recordStage.partitionId(shardId)}`;
+      const entry = byShard.get(key) ?? { stage: recordStage, shardId, records: [] };
+      entry.records.push(record);
+      byShard.set(key, entry);
     }
     const batchItemFailures: { itemIdentifier: string }[] = [];
-    for (const [shardId, records] of byShard) {
+    for (const { stage: shardStage, shardId, records } of byShard.values()) {
       const shardRecords = records.map(toShardRecordFromEvent);
       let result: ShardInvocationResult;
       try {
         await reshardGuard?.check(shardId);
-        result = await runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId));
+        result = await runShardInvocation(query, { shardId, records: shardRecords, stage: shardStage, limits }, forPartition(shardId, shardStage));
       } catch (error) {
         // Recovery itself failed (checkpoint unreachable, incompatible query): retry everything.
         observability.logger.error('invocation failed before running a batch', { shardId, error: error as Error });

@@ -4,7 +4,7 @@
  */
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { onTestFinished } from 'vitest';
-import type { StreamingQueryDefinition } from '../../lib/query/query-definition.js';
+import { isMultiSource, sourcesOf, type QueryDefinition } from '../../lib/query/query-definition.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { createKinesisTriggerHandler, createRepartitionTriggerHandler, type KinesisTriggerOptions } from '../../lib/aws/kinesis-trigger-handler.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
@@ -23,7 +23,8 @@ export interface Deployment {
   readonly clients: AwsClients;
   readonly config: RuntimeConfig;
   readonly results: { shardId: string; result: ShardInvocationResult }[];
-  put(events: readonly { data: string; partitionKey: string }[]): Promise<void>;
+  /** Writes to the query's stream, or to the stream of source `source` of a query over several. */
+  put(events: readonly { data: string; partitionKey: string }[], source?: string): Promise<void>;
   /** Runs the event source mapping until every shard is drained. */
   drain(options?: Partial<LocalEventSourceMappingOptions>, handlerOptions?: KinesisTriggerOptions): Promise<void>;
   /** One scheduled invocation, as EventBridge would invoke it at `nowMs`. */
@@ -35,7 +36,7 @@ export type FunctionRole = 'kinesisTrigger' | 'scheduled' | 'repartition';
 export type InvocationWrapper = <T>(role: FunctionRole, invoke: () => Promise<T>) => Promise<T>;
 
 export async function deploy(
-  emulators: EmulatorSet, definition: StreamingQueryDefinition, shards: number,
+  emulators: EmulatorSet, definition: QueryDefinition, shards: number,
   options: { repartitionShards?: number; expectedShardCount?: number; asFunction?: InvocationWrapper } = {},
 ): Promise<Deployment> {
   const asFunction: InvocationWrapper = options.asFunction ?? ((_role, invoke) => invoke());
@@ -54,17 +55,22 @@ export async function deploy(
     expectedShardCount: 'expectedShardCount' in options ? options.expectedShardCount : shards,
     snapshotEveryBatches: 3,
     ...(options.repartitionShards ? { repartitionStreamName: `sluice-repartition-${id}` } : {}),
+    // A query over several streams: one stream per source, `shards` shards each; the first is also streamName.
+    ...(isMultiSource(definition)
+      ? { sourceStreams: Object.fromEntries(sourcesOf(definition).map((s, i) => [s.name, i === 0 ? `sluice-stream-${id}` : `sluice-stream-${id}-${s.name}`])) }
+      : {}),
   };
+  const sourceStreamNames = config.sourceStreams ? Object.values(config.sourceStreams) : [config.streamName];
   // Called inside a test: what it creates is deleted when the test ends, passed or failed.
   onTestFinished(async () => {
     await deleteResources(clients, {
-      streams: [config.streamName, ...(config.repartitionStreamName ? [config.repartitionStreamName] : [])],
+      streams: [...sourceStreamNames, ...(config.repartitionStreamName ? [config.repartitionStreamName] : [])],
       tables: [config.checkpointTable, config.stateTable, config.sinkTable!],
       buckets: [config.sinkBucket!, config.deadLetterBucket],
     });
     clients.destroy();
   });
-  await createStreamAndWait(clients.kinesis, config.streamName, shards);
+  for (const name of sourceStreamNames) await createStreamAndWait(clients.kinesis, name, shards);
   if (config.repartitionStreamName) await createStreamAndWait(clients.kinesis, config.repartitionStreamName, options.repartitionShards);
   await ensureTables(clients.dynamodb, { checkpointTable: config.checkpointTable, stateTable: config.stateTable, sinkTable: config.sinkTable });
   await clients.s3.send(new CreateBucketCommand({ Bucket: config.sinkBucket }));
@@ -77,8 +83,10 @@ export async function deploy(
     clients,
     config,
     results,
-    async put(events) {
-      await putRecordsBatched(clients.kinesis, config.streamName, events.map((e) => ({ data: e.data, partitionKey: e.partitionKey })));
+    async put(events, source) {
+      const stream = source === undefined ? config.streamName : config.sourceStreams?.[source];
+      if (!stream) throw new Error(`no stream for source '${source}'`);
+      await putRecordsBatched(clients.kinesis, stream, events.map((e) => ({ data: e.data, partitionKey: e.partitionKey })));
     },
     async drain(options = {}, handlerOptions = {}) {
       const handlerOptions_ = {
@@ -86,10 +94,12 @@ export async function deploy(
         onInvocation: (shardId: string, result: ShardInvocationResult) => { results.push({ shardId, result }); },
         ...handlerOptions,
       };
-      const mappings = [new LocalEventSourceMapping({
-        kinesis: clients.kinesis, streamName: config.streamName, handler: asHandler('kinesisTrigger', createKinesisTriggerHandler(definition, handlerOptions_)),
+      // One function, an event source mapping per source stream (as the construct deploys it).
+      const sourceHandler = asHandler('kinesisTrigger', createKinesisTriggerHandler(definition, handlerOptions_));
+      const mappings = sourceStreamNames.map((streamName) => new LocalEventSourceMapping({
+        kinesis: clients.kinesis, streamName, handler: sourceHandler,
         batchSize: 4, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
-      })];
+      }));
       if (config.repartitionStreamName) {
         mappings.push(new LocalEventSourceMapping({
           kinesis: clients.kinesis, streamName: config.repartitionStreamName, handler: asHandler('repartition', createRepartitionTriggerHandler(definition, handlerOptions_)),
