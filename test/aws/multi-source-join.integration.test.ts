@@ -52,7 +52,7 @@ describe('stream-stream joins of two streams through the hop, on the emulators',
         // Random partition keys: an order and its payment land on any shard of their streams.
         await d.put(events.orders.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'orders');
         await d.put(events.payments.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'payments');
-        await d.drain();
+        await d.drain({ batchSize: 25 });
         await d.tick(Date.now() + 3_600_000); // every source shard caught up and quiet: idle
         await d.tick(Date.now() + 3_600_000);
         const rows = await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix);
@@ -70,6 +70,6 @@ describe('stream-stream joins of two streams through the hop, on the emulators',
           hopBytesRatio: Number((hop.bytes / inputBytes).toFixed(2)), elapsedMs,
         })}`);
       }
-    });
+    }, 900_000);
   }
 });

@@ -17,6 +17,8 @@ import { explainQuery, validateQuery } from '../../lib/query/validate-query.js';
 import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { defineQuery, type MultiSourceQueryDefinition } from '../../lib/query/query-definition.js';
 import { col, count } from '../../lib/plan/functions.js';
+import { interval } from '../../lib/plan/column.js';
+import { streamNameOf } from '../../lib/runtime/runtime-config.js';
 import { canonicalRow, inMemoryJoin, joinEvents, joinQuery, prng, type JoinShape } from '../support/join-queries.js';
 
 class MemoryInternalStream implements RepartitionChannel {
@@ -182,6 +184,22 @@ describe('joins of two streams through the hop (memory backends)', () => {
     expect(text).toMatch(/Stage 1 \(each shard of orders\).*routed by \[order_id = ref\]/);
     expect(text).toMatch(/Stage 1 \(each shard of payments\).*routed by \[order_id = ref\]/);
     expect(text).toMatch(/Stage 2 .*left_outer Join/);
+  });
+
+  it('a self-join of one stream through the hop is refused before it runs, with the fix', () => {
+    const selfJoin = defineQuery({
+      name: 'self', source: { schema: 'id string, kind string, ts timestamp' }, outputMode: 'append', sink: { kind: 's3-files' },
+      transform: (events) => events.filter(col('kind').eq('order')).withWatermark('ts', '1 minute')
+        .join(events.filter(col('kind').eq('payment')).withWatermark('ts', '1 minute').select(col('id').as('ref'), col('ts').as('pts')),
+          col('id').eq(col('ref')).and(col('pts').between(col('ts'), col('ts').plus(interval('5 minutes'))))),
+    });
+    expect(() => compileQuery(selfJoin, { allowRepartition: true })).toThrow(/stream 'kinesis' is read twice \(a self-join\)/);
+  });
+
+  it('a deployment that names no stream for a declared source fails at cold start, naming the source', () => {
+    const config = { streamName: 's-orders', sourceStreams: { orders: 's-orders' } } as never;
+    expect(streamNameOf(config, 'orders', true)).toBe('s-orders');
+    expect(() => streamNameOf(config, 'payments', true)).toThrow(/SLUICE_SOURCE_STREAMS names no stream for source 'payments'/);
   });
 
   it('a definition with both source and sources is refused', () => {
