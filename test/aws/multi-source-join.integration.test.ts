@@ -12,6 +12,8 @@ import { listAllShards } from '../../lib/local/kinesis-admin.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
 import { canonicalRow, inMemoryJoin, joinEvents, joinQuery, prng, type JoinShape } from '../support/join-queries.js';
+import { defineQuery } from '../../lib/query/query-definition.js';
+import { col } from '../../lib/plan/functions.js';
 
 const events = joinEvents(240, 11);
 const SHARD_COUNTS = (process.env.JOIN_SHARDS ?? '1,2,4').split(',').map(Number);
@@ -72,4 +74,28 @@ describe('stream-stream joins of two streams through the hop, on the emulators',
       }
     }, 900_000);
   }
+
+  it('a union of the two streams (stateless) runs in one stage on each stream\'s shards: every row once, no hop', async () => {
+    const query = defineQuery({
+      name: 'union-streams',
+      sources: { orders: { schema: 'order_id string, amount long, ts timestamp' }, payments: { schema: 'ref string, paid long, pts timestamp' } },
+      transform: ({ orders, payments }) => orders!.select(col('order_id').as('id'), col('amount').as('value'))
+        .union(payments!.select(col('ref').as('id'), col('paid').as('value'))).filter(col('value').gt(5)),
+      outputMode: 'append',
+      sink: { kind: 's3-files' },
+    });
+    const d = await deploy(emulators, query, 2, { expectedShardCount: undefined });
+    const rand = prng(5);
+    await d.put(events.orders.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'orders');
+    await d.put(events.payments.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'payments');
+    await d.drain({ batchSize: 25 });
+    const rows = (await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).map((r) => canonicalRow(r)).sort();
+    const expected = [
+      ...events.orders.map((o) => ({ id: o.order_id, value: o.amount })), ...events.payments.map((p) => ({ id: p.ref, value: p.paid })),
+    ].filter((r) => r.value > 5).map((r) => canonicalRow(r)).sort();
+    expect(rows).toEqual(expected);
+    expect(d.results.map((r) => r.result.error?.message).filter(Boolean)).toEqual([]);
+    // Each stream's shards ran as their own partitions.
+    expect(new Set(d.results.filter((r) => r.result.progress.length > 0).map((r) => r.result.stage.sourceName))).toEqual(new Set(['orders', 'payments']));
+  }, 300_000);
 });
