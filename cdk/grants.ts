@@ -43,6 +43,8 @@ export const STATE_TABLE_ACTIONS = ['dynamodb:Query', 'dynamodb:PutItem', 'dynam
 export const SINK_TABLE_ACTIONS = ['dynamodb:PutItem'];
 /** The S3 sinks read their manifest/pointer, write data objects, and delete superseded ones. */
 export const SINK_OBJECT_ACTIONS = ['s3:GetObject', 's3:PutObject', 's3:DeleteObject'];
+/** Values a DynamoDB sink spills to S3 (onUnwritableRow: 'spill') are only ever written. */
+export const SPILL_OBJECT_ACTIONS = ['s3:PutObject'];
 /** Dead letters are only ever written (one object per record, keyed by its identity). */
 export const DEAD_LETTER_OBJECT_ACTIONS = ['s3:PutObject'];
 /**
@@ -115,7 +117,10 @@ export function grantFunctionAccess(fn: lambda.Function, access: FunctionAccess,
   const findings: string[] = [];
   if (access.sink) {
     if (resources.sinkTable) grantTable(fn, resources.sinkTable, SINK_TABLE_ACTIONS);
-    if (resources.sinkBucket && resources.sinkPrefix !== undefined) {
+    if (resources.sinkTable && resources.sinkBucket && resources.sinkPrefix !== undefined) {
+      // The DynamoDB sink's 'spill' policy only writes (content-addressed objects, never read or deleted).
+      findings.push(grantObjects(fn, resources.sinkBucket, resources.sinkPrefix, SPILL_OBJECT_ACTIONS, KMS_WRITE));
+    } else if (resources.sinkBucket && resources.sinkPrefix !== undefined) {
       findings.push(grantObjects(fn, resources.sinkBucket, resources.sinkPrefix, SINK_OBJECT_ACTIONS, [...KMS_READ, ...KMS_WRITE]));
       // The snapshot sink lists its own keys; listing reveals key names only, and only under the prefix.
       iam.Grant.addToPrincipal({

@@ -167,7 +167,9 @@ export interface SluiceQueryProps {
   readonly repartitionShardCount?: number;
 
   /**
-   * Bucket of an `s3-files` or `s3-snapshot` sink. Not allowed for a `dynamodb` sink.
+   * Bucket of an `s3-files` or `s3-snapshot` sink, or of the values a `dynamodb` sink with
+   * `onUnwritableRow: 'spill'` moves out of oversized items (its functions may only PutObject
+   * there). Not allowed for another `dynamodb` sink.
    *
    * @default - a new bucket (S3-managed encryption, public access blocked, SSL enforced,
    * unversioned, `removalPolicy`)
@@ -563,6 +565,11 @@ export class SluiceQuery extends Construct {
     const sink = this.definition.sink;
     if (sink.kind === 'dynamodb') {
       this.sinkTable = props.sinkTable ?? this.table('SinkTable', false, removalPolicy, props.sinkEncryptionKey);
+      if (sink.onUnwritableRow === 'spill') {
+        // Values moved out of oversized items; never expired: a live item may point to an old object.
+        this.sinkBucket = props.sinkBucket ?? this.bucket('SinkBucket', props.accessLogsBucket, removalPolicy, props.sinkEncryptionKey);
+        this.sinkPrefix = sinkPrefixFor(this.queryName, undefined, props.sinkPrefix);
+      }
     } else {
       this.sinkBucket = props.sinkBucket ?? this.bucket('SinkBucket', props.accessLogsBucket, removalPolicy, props.sinkEncryptionKey);
       this.sinkPrefix = sinkPrefixFor(this.queryName, sink.prefix, props.sinkPrefix);
@@ -745,8 +752,8 @@ export class SluiceQuery extends Construct {
       throw this.propError('startingPositionTimestamp needs startingPosition: StartingPosition.AT_TIMESTAMP.');
     }
     if (sink.kind === 'dynamodb') {
-      if (props.sinkBucket || props.sinkPrefix !== undefined) {
-        throw this.propError(`sinkBucket and sinkPrefix are for the s3-files and s3-snapshot sinks; query '${this.queryName}' writes to a dynamodb sink (use sinkTable).`);
+      if ((props.sinkBucket || props.sinkPrefix !== undefined) && sink.onUnwritableRow !== 'spill') {
+        throw this.propError(`sinkBucket and sinkPrefix are for the s3-files and s3-snapshot sinks (and a dynamodb sink with onUnwritableRow: 'spill'); query '${this.queryName}' writes to a dynamodb sink (use sinkTable).`);
       }
     } else {
       if (props.sinkTable) {

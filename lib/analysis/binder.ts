@@ -100,7 +100,11 @@ function callType(fn: string, args: readonly BoundExpr[]): DataType {
     case '%':
       if (!isNumericOrNull(a!.type) || !isNumericOrNull(b!.type)) throw typeMismatch(fn, args, 'the operands must be numeric');
       return widerNumeric(a!.type, b!.type);
+    case 'try_mod':
+      if (!isNumericOrNull(a!.type) || !isNumericOrNull(b!.type)) throw typeMismatch(fn, args, 'the operands must be numeric');
+      return widerNumeric(a!.type, b!.type);
     case '/':
+    case 'try_divide':
       if (!isNumericOrNull(a!.type) || !isNumericOrNull(b!.type)) throw typeMismatch(fn, args, 'the operands must be numeric');
       return 'double';
     case '=': case '!=': case '<': case '<=': case '>': case '>=': case '<=>':
@@ -178,7 +182,7 @@ export function bind(e: Expr, input: readonly Attribute[]): BoundExpr {
       return { kind: 'call', fn: e.fn, args, type: callType(e.fn, args) };
     }
     case 'cast':
-      return { kind: 'cast', child: bind(e.child, input), type: e.to };
+      return { kind: 'cast', child: bind(e.child, input), type: e.to, ...(e.try ? { try: true } : {}) };
     case 'case': {
       const branches = e.branches.map(([c, v]) => [bind(c, input), bind(v, input)] as const);
       const otherwise = e.otherwise ? bind(e.otherwise, input) : null;

@@ -39,6 +39,8 @@ export interface BoundCast {
   readonly kind: 'cast';
   readonly child: BoundExpr;
   readonly type: DataType;
+  /** try_cast: NULL where CAST raises. */
+  readonly try?: boolean;
 }
 
 export interface BoundCase {

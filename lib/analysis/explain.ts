@@ -40,7 +40,7 @@ function show(e: Expr): string {
     case 'alias':
       return `${show(e.child)} AS ${e.name}`;
     case 'cast':
-      return `CAST(${show(e.child)} AS ${typeToString(e.to).toUpperCase()})`;
+      return `${e.try ? 'TRY_CAST' : 'CAST'}(${show(e.child)} AS ${typeToString(e.to).toUpperCase()})`;
     case 'call':
       if (INFIX.has(e.fn) && e.args.length === 2) return `(${show(e.args[0]!)} ${e.fn.toUpperCase()} ${show(e.args[1]!)})`;
       if (e.fn === 'between' && e.args.length === 3) return `(${show(e.args[0]!)} BETWEEN ${show(e.args[1]!)} AND ${show(e.args[2]!)})`;

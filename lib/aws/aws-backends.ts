@@ -15,6 +15,7 @@ import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { AwsClients } from './clients.js';
 import { DynamoDbCheckpoint } from './dynamodb-checkpoint.js';
 import { DynamoDbUpsertSink } from './dynamodb-upsert-sink.js';
+import type { SpillLocation } from './dynamodb-spill.js';
 import { DynamoDbWatermarkCoordinator } from './dynamodb-watermarks.js';
 import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js';
 import { S3DeadLetterWriter } from './s3-dead-letter-writer.js';
@@ -134,7 +135,12 @@ function createSink(
   const spec = definition.sink;
   if (spec.kind === 'dynamodb') {
     if (!config.sinkTable) throw missing('SLUICE_SINK_TABLE', 'the DynamoDB sink table');
-    return new DynamoDbUpsertSink({ client: clients.dynamodb, tableName: config.sinkTable, keyColumns, meter });
+    let spill: SpillLocation | undefined;
+    if (spec.onUnwritableRow === 'spill') {
+      if (!config.sinkBucket) throw missing('SLUICE_SINK_BUCKET', "a bucket for the values onUnwritableRow: 'spill' moves out of oversized items");
+      spill = { client: clients.s3, bucket: config.sinkBucket, prefix: sinkPrefixFor(definition.name, undefined, config.sinkPrefix) };
+    }
+    return new DynamoDbUpsertSink({ client: clients.dynamodb, tableName: config.sinkTable, keyColumns, meter, ...(spill ? { spill } : {}) });
   }
   if (!config.sinkBucket) throw missing('SLUICE_SINK_BUCKET', 'the S3 sink bucket');
   const options = { client: clients.s3, bucket: config.sinkBucket, prefix: sinkPrefixOf(definition, config), meter };

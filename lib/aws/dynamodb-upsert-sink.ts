@@ -36,6 +36,10 @@
  * (SINK_ITEM_TOO_LARGE), values nested over 32 levels or that do not marshal
  * (SINK_VALUE_NOT_ENCODABLE). Such a row fails every retry, so a batch holding one writes nothing
  * and throws UnwritableRowsError; the shard invocation resolves it by the query's onUnwritableRow.
+ * With `spill` (the 'spill' policy) an item over 400 KB is not refused: its largest non-key values
+ * go to S3 objects, written before any item of the batch, and the item holds pointers
+ * (lib/aws/dynamodb-spill.ts); only a key too long, a value that cannot be encoded, or an item
+ * whose key columns alone pass 400 KB is still refused.
  *
  * Rows of one batch with the same `pk` are written once, the last row winning (as if in order).
  * At most `concurrency` (16) PutItems are in flight. Throttling and transient failures are thrown
@@ -59,10 +63,11 @@ import type { CostMeter } from '../core/cost-meter.js';
 import { toExternalRow, toExternalValue } from '../sinks/external-row.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { UnwritableRowsError, type RowRefusal, type SinkRowLimits, type UnwritableRow } from '../sinks/row-limits.js';
-import { mapWithConcurrency, toSinkError } from './s3-util.js';
+import { mapWithConcurrency, putObject, toSinkError } from './s3-util.js';
 import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';
+import { SPILL_ATTRIBUTE, spillLargestAttributes, type SpilledObject, type SpillLocation } from './dynamodb-spill.js';
 
-export const DYNAMODB_SINK_RESERVED = ['pk', '_partition', '_batchId'] as const;
+export const DYNAMODB_SINK_RESERVED = ['pk', '_partition', '_batchId', SPILL_ATTRIBUTE] as const;
 /** DynamoDB's limit on a partition key value, in UTF-8 bytes. */
 export const MAX_PK_BYTES = 2048;
 /** DynamoDB's item limit, 400 KB, counted by its size formula (names and values). */
@@ -79,6 +84,8 @@ export interface DynamoDbUpsertSinkOptions {
   readonly meter?: CostMeter;
   /** PutItems in flight at once (default 16). */
   readonly concurrency?: number;
+  /** The 'spill' policy: where values of items over 400 KB go (absent: such rows are refused). */
+  readonly spill?: SpillLocation;
 }
 
 function encodePart(text: string): string {
@@ -189,6 +196,7 @@ export class DynamoDbUpsertSink implements Sink {
   private readonly keyColumns: readonly string[];
   private readonly meter: CostMeter | undefined;
   private readonly concurrency: number;
+  private readonly spill: SpillLocation | undefined;
 
   constructor(options: DynamoDbUpsertSinkOptions) {
     this.client = options.client;
@@ -196,6 +204,7 @@ export class DynamoDbUpsertSink implements Sink {
     this.keyColumns = [...options.keyColumns];
     this.meter = options.meter;
     this.concurrency = Math.max(1, options.concurrency ?? 16);
+    this.spill = options.spill;
     if (new Set(this.keyColumns).size !== this.keyColumns.length) {
       throw new IllegalArgumentError(`DynamoDbUpsertSink key columns repeat: ${this.keyColumns.join(', ')}`, {
         code: 'SINK_KEY_COLUMNS_INVALID',
@@ -219,25 +228,28 @@ export class DynamoDbUpsertSink implements Sink {
   async addBatch(batch: SinkBatch): Promise<void> {
     const keyIndexes = this.validate(batch.schema, batch.outputMode);
     // Last row per pk wins, so the table's value does not depend on which PutItem finished last.
-    const byPk = new Map<string, Record<string, AttributeValue>>();
+    const byPk = new Map<string, { item: Record<string, AttributeValue>; spilled: readonly SpilledObject[] }>();
     const refused: UnwritableRow[] = [];
     for (let rowIndex = 0; rowIndex < batch.rows.length; rowIndex++) {
-      const { pk, item, refusal } = this.itemFor(batch, rowIndex, keyIndexes);
+      const { pk, item, spilled, refusal } = this.itemFor(batch, rowIndex, keyIndexes);
       if (refusal) {
         refused.push({ rowIndex, rowKey: pk, refusal });
         continue;
       }
       byPk.delete(pk);
-      byPk.set(pk, item!);
+      byPk.set(pk, { item: item!, spilled });
     }
     // Nothing is written when any row would fail: a half-written batch would leave rows no commit holds.
     if (refused.length > 0) throw new UnwritableRowsError(this.description, batch.batchId, refused);
-    await mapWithConcurrency([...byPk.values()], this.concurrency, (item) => this.put(item, batch));
+    const objects = new Map([...byPk.values()].flatMap((w) => w.spilled.map((o) => [o.key, o] as const)));
+    // Every object before any item: a visible item never points to an object not yet written.
+    if (objects.size > 0) await mapWithConcurrency([...objects.values()], this.concurrency, (o) => this.putSpilled(o));
+    await mapWithConcurrency([...byPk.values()], this.concurrency, ({ item }) => this.put(item, batch));
   }
 
   /** The row's key and item, or why DynamoDB would refuse them (on every retry). */
   private itemFor(batch: SinkBatch, rowIndex: number, keyIndexes: readonly number[]): {
-    pk: string; item: Record<string, AttributeValue> | null; refusal: RowRefusal | null;
+    pk: string; item: Record<string, AttributeValue> | null; spilled: readonly SpilledObject[]; refusal: RowRefusal | null;
   } {
     const row = batch.rows[rowIndex]!;
     const pk = keyIndexes.length === 0
@@ -245,12 +257,12 @@ export class DynamoDbUpsertSink implements Sink {
       : encodeDynamoDbKey(row, batch.schema, keyIndexes);
     const pkBytes = utf8Bytes(pk);
     if (pkBytes > MAX_PK_BYTES) {
-      return { pk, item: null, refusal: { code: 'SINK_KEY_TOO_LONG', reason: `the item key (pk, from ${this.keyColumns.join(', ')}) is ${pkBytes} bytes, over DynamoDB's partition-key limit of ${MAX_PK_BYTES} bytes` } };
+      return { pk, item: null, spilled: [], refusal: { code: 'SINK_KEY_TOO_LONG', reason: `the item key (pk, from ${this.keyColumns.join(', ')}) is ${pkBytes} bytes, over DynamoDB's partition-key limit of ${MAX_PK_BYTES} bytes` } };
     }
     const attributes = toDynamoDbValue(toExternalRow(row, batch.schema)) as Record<string, unknown>;
     const depth = nestingDepth(attributes);
     if (depth > MAX_NESTING_DEPTH) {
-      return { pk, item: null, refusal: { code: 'SINK_VALUE_NOT_ENCODABLE', reason: `values nest ${depth} levels deep, over DynamoDB's ${MAX_NESTING_DEPTH}` } };
+      return { pk, item: null, spilled: [], refusal: { code: 'SINK_VALUE_NOT_ENCODABLE', reason: `values nest ${depth} levels deep, over DynamoDB's ${MAX_NESTING_DEPTH}` } };
     }
     let item: Record<string, AttributeValue>;
     try {
@@ -260,13 +272,17 @@ export class DynamoDbUpsertSink implements Sink {
       );
     } catch (error) {
       // The marshaller's message may quote the value: only its class goes into the reason.
-      return { pk, item: null, refusal: { code: 'SINK_VALUE_NOT_ENCODABLE', reason: `the row's values cannot be marshalled to DynamoDB attributes (${(error as Error).name})` } };
+      return { pk, item: null, spilled: [], refusal: { code: 'SINK_VALUE_NOT_ENCODABLE', reason: `the row's values cannot be marshalled to DynamoDB attributes (${(error as Error).name})` } };
     }
     const bytes = itemBytes(item);
-    if (bytes > MAX_ITEM_BYTES) {
-      return { pk, item: null, refusal: { code: 'SINK_ITEM_TOO_LARGE', reason: `the item is ${bytes} bytes by DynamoDB's size formula, over its 400 KB item limit (${MAX_ITEM_BYTES} bytes)` } };
+    if (bytes <= MAX_ITEM_BYTES) return { pk, item, spilled: [], refusal: null };
+    if (this.spill) {
+      const keep = new Set<string>([...DYNAMODB_SINK_RESERVED, ...this.keyColumns]);
+      const spilled = spillLargestAttributes(item, keep, this.spill.bucket, this.spill.prefix, MAX_ITEM_BYTES, itemBytes);
+      if (spilled) return { pk, item: spilled.item, spilled: spilled.objects, refusal: null };
     }
-    return { pk, item, refusal: null };
+    const afterSpill = this.spill ? ', even with every non-key value spilled to S3' : '';
+    return { pk, item: null, spilled: [], refusal: { code: 'SINK_ITEM_TOO_LARGE', reason: `the item is ${bytes} bytes by DynamoDB's size formula, over its 400 KB item limit (${MAX_ITEM_BYTES} bytes)${afterSpill}` } };
   }
 
   private validate(schema: readonly StructField[], mode: OutputMode): number[] {
@@ -291,6 +307,15 @@ export class DynamoDbUpsertSink implements Sink {
       }
       return index;
     });
+  }
+
+  private async putSpilled(object: SpilledObject): Promise<void> {
+    const { client, bucket } = this.spill!;
+    try {
+      await putObject(client, bucket, object.key, object.body, 'application/json', this.meter);
+    } catch (error) {
+      throw toSinkError(error, this.description, `PutObject of a spilled value to s3://${bucket}`);
+    }
   }
 
   private async put(item: Record<string, AttributeValue>, batch: SinkBatch): Promise<void> {

@@ -13,7 +13,7 @@ import { compileForDeployment, type DeployableQuery } from '../query/compiled-qu
 import type { PartitionBackends } from '../query/partition-backends.js';
 import type { QueryStage } from '../query/query-stage.js';
 import { runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
-import type { InvocationLimits } from '../query/invocation-limits.js';
+import { invocationLimitsOf, type InvocationLimits } from '../query/invocation-limits.js';
 import { CostMeter } from '../core/cost-meter.js';
 import { readRuntimeConfig, streamNameOf, type RuntimeConfig } from '../runtime/runtime-config.js';
 import { isMultiSource } from '../query/query-definition.js';
@@ -117,13 +117,8 @@ function createShardHandler(
   const base = backendsFor;
   const forPartition = (shardId: string, forStage: QueryStage): PartitionBackends => (options.decorateBackends ?? ((b) => b))(base(shardId, forStage));
 
-  const memory = config.functionMemoryMb
-    ? { limitBytes: config.functionMemoryMb * 1024 * 1024, usedBytes: () => process.memoryUsage().rss }
-    : undefined;
-
   return async (event, context) => {
-    const remaining = context?.getRemainingTimeInMillis?.bind(context);
-    const limits: InvocationLimits = { ...(remaining ? { remainingTimeMs: remaining } : {}), ...(memory ? { memory } : {}) };
+    const limits: InvocationLimits = invocationLimitsOf(config.functionMemoryMb, context?.getRemainingTimeInMillis?.bind(context));
     const byShard = new Map<string, { stage: QueryStage; shardId: string; records: KinesisStreamRecord[] }>();
     for (const record of event.Records) {
       const shardId = shardIdOf(record);

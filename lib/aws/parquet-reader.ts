@@ -1,13 +1,16 @@
 /**
  * Reading back the Parquet files the files sink writes, as the JSON values its JSON Lines files
- * hold (timestamps as ISO-8601 strings, INT64 as numbers): for the sink readers, `sluice dev` and
+ * hold (timestamps as ISO-8601 strings, INT64 as longs: a number within 2^53, an exact bigint
+ * beyond, as `parseJsonWithLongs` reads the JSON Lines): for the sink readers, `sluice dev` and
  * compaction. hyparquet is the reader half of the chosen writer.
  */
 import { parquetReadObjects } from 'hyparquet';
+import { longFromBigInt } from '../core/long.js';
 import { timestampToIso } from '../core/timestamps.js';
 
 function int64AsNumber(value: unknown): unknown {
-  if (typeof value === 'bigint') return Number(value);
+  // An INT64 always fits a long, so `longFromBigInt` never answers null here.
+  if (typeof value === 'bigint') return longFromBigInt(value) ?? Number(value);
   if (Array.isArray(value)) return value.map(int64AsNumber);
   if (value !== null && typeof value === 'object' && !(value instanceof Uint8Array)) {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, int64AsNumber(v)]));

@@ -14,6 +14,12 @@
  * first, a child only once its ancestors are finished (seeded from their state), and a finished
  * parent not at all (lib/aws/reshard-guard.ts).
  *
+ * Limits (lib/query/invocation-limits.ts), as in the Kinesis handler: with the Lambda context, no
+ * batch starts that may not finish before the deadline (the longest batch of this tick twice, plus
+ * a reserve); shards not reached are reported `deferred: 'deadline'` and the next tick resumes
+ * them from their checkpoints. A state that outgrows the function's memory fails its shard with
+ * STATE_EXCEEDS_MEMORY after the batch commits.
+ *
  * After the batches, an s3-files sink's quiet small files are compacted, bounded by the time the
  * invocation has left (lib/aws/scheduled-compaction.ts); a compaction failure is logged and
  * reported, never fails the tick (the next tick finishes it).
@@ -33,6 +39,7 @@ import { parentsFirst, ReshardGuard, type ShardReadiness } from './reshard-guard
 import { readAfterPosition } from '../sources/repartition-shard-source.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
 import { compactSinkIfDue } from './scheduled-compaction.js';
+import { hasTimeForBatch, invocationLimitsOf, type InvocationLimits } from '../query/invocation-limits.js';
 import type { CompactionReport } from './s3-compaction.js';
 
 export interface ScheduledTriggerOptions {
@@ -52,10 +59,22 @@ export interface ScheduledTriggerEvent {
 }
 
 export interface ScheduledTriggerSummary {
-  readonly shards: readonly { shardId: string; stage: StageKind; caughtUp: boolean; batches: number; error?: string }[];
+  readonly shards: readonly ShardSummary[];
+  /** Set when the deadline came before every due batch ran (those shards say `deferred`). */
+  readonly stoppedBy?: 'deadline';
   /** The s3-files sink's compaction after the batches (absent for other sinks or when turned off). */
   readonly compaction?: CompactionReport | { readonly error: string };
 }
+
+export interface ShardRun {
+  shardId: string;
+  batches: number;
+  error?: string;
+  /** Batches were due but the deadline was too close: the next tick resumes from the checkpoint. */
+  deferred?: 'deadline';
+}
+
+export type ShardSummary = ShardRun & { stage: StageKind; caughtUp: boolean };
 
 /** The part of Lambda's context the handler uses: the time left before the function's timeout. */
 export interface ScheduledInvocationContext {
@@ -73,6 +92,13 @@ interface Context {
   readonly backends: AwsQueryBackends;
   readonly observability: Observability;
   readonly options: ScheduledTriggerOptions;
+}
+
+/** One tick's limits and what it learnt of batch durations (shared by every shard it runs). */
+interface Tick {
+  readonly limits: InvocationLimits;
+  longestBatchMs: number;
+  stoppedBy?: 'deadline';
 }
 
 export function createScheduledTriggerHandler(deployable: DeployableQuery, options: ScheduledTriggerOptions = {}): ScheduledTriggerHandler {
@@ -105,6 +131,7 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
 
   return async (event = {}, lambdaContext) => {
     const drain = (event as ScheduledTriggerEvent).mode === 'drain';
+    const tick: Tick = { limits: invocationLimitsOf(config.functionMemoryMb, lambdaContext?.getRemainingTimeInMillis?.bind(lambdaContext)), longestBatchMs: 0 };
     // Each source stream's shards (one stream, or several for a query over several streams).
     const streams = await Promise.all(query.sourceStages.map(async (stage) => ({
       stage, shards: parentsFirst(await listStreamShards(clients.kinesis, backends.streamOf(stage))),
@@ -124,11 +151,11 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
         }
       }
     }
-    const summary: ScheduledTriggerSummary['shards'][number][] = [];
+    const summary: ShardSummary[] = [];
     for (const { stage, shards } of streams) {
       for (const shard of shards) {
         const shardId = shard.ShardId!;
-        const entry = await runGuarded(context, guardOf(stage), shards, shardId, stage, drain);
+        const entry = await runGuarded(context, tick, guardOf(stage), shards, shardId, stage, drain);
         summary.push({ ...entry, stage: stage.kind, caughtUp: caughtUp.get(stage.partitionId(shardId)) ?? false });
       }
     }
@@ -136,13 +163,14 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
       // Stage 2: the internal stream's shards, with whatever stage 1 just sent.
       const internalShards = parentsFirst(await listStreamShards(clients.kinesis, config.repartitionStreamName!));
       for (const shard of internalShards) {
-        const entry = await runGuarded(context, guardOf(stateStage), internalShards, shard.ShardId!, stateStage, true);
+        const entry = await runGuarded(context, tick, guardOf(stateStage), internalShards, shard.ShardId!, stateStage, true);
         summary.push({ ...entry, stage: stateStage.kind, caughtUp: entry.error === undefined });
       }
     }
     const compaction = await compactAfterTick(context, clients, meter, lambdaContext);
     observability.metrics.publishStoredMetrics();
-    return { shards: summary, ...(compaction ? { compaction } : {}) };
+    if (tick.stoppedBy) observability.logger.warn('tick stopped before the deadline; the next tick resumes the deferred shards', { deferred: summary.filter((s) => s.deferred).map((s) => s.shardId) });
+    return { shards: summary, ...(tick.stoppedBy ? { stoppedBy: tick.stoppedBy } : {}), ...(compaction ? { compaction } : {}) };
   };
 }
 
@@ -165,8 +193,12 @@ async function compactAfterTick(
  * (closed, fully committed) runs nothing more: its keys belong to its children.
  */
 async function runGuarded(
-  context: Context, guard: ReshardGuard, shards: readonly Shard[], shardId: string, stage: QueryStage, drain: boolean,
-): Promise<{ shardId: string; batches: number; error?: string }> {
+  context: Context, tick: Tick, guard: ReshardGuard, shards: readonly Shard[], shardId: string, stage: QueryStage, drain: boolean,
+): Promise<ShardRun> {
+  if (tick.stoppedBy || !hasTimeForBatch(tick.limits, tick.longestBatchMs)) {
+    tick.stoppedBy = 'deadline';
+    return { shardId, batches: 0, deferred: 'deadline' };
+  }
   let readiness: ShardReadiness;
   try {
     readiness = await guard.prepare(shardId, { detectFinished: true, shards });
@@ -176,7 +208,7 @@ async function runGuarded(
   }
   if (readiness.state === 'finished') return { shardId, batches: 0 };
   if (readiness.state === 'waiting') return { shardId, batches: 0, error: `waiting for its parents: ${readiness.reason}` };
-  return drain ? drainShard(context, shardId, stage) : tickShard(context, shardId, stage);
+  return drain ? drainShard(context, tick, shardId, stage) : tickShard(context, tick, shardId, stage);
 }
 
 async function confirmIdle(backends: AwsQueryBackends, stage: QueryStage, shardId: string, nowMs: number): Promise<boolean> {
@@ -190,19 +222,24 @@ async function confirmIdle(backends: AwsQueryBackends, stage: QueryStage, shardI
   return backends.watermarks.confirmCaughtUp(partition, nowMs);
 }
 
-async function runAndReport(context: Context, shardId: string, stage: QueryStage, records: readonly ShardRecord[]): Promise<ShardInvocationResult> {
+async function runAndReport(context: Context, tick: Tick, shardId: string, stage: QueryStage, records: readonly ShardRecord[]): Promise<ShardInvocationResult> {
   const { query, backends, observability, options } = context;
-  const result = await runShardInvocation(query, { shardId, records, scheduled: true, stage }, backends.forPartition(shardId, stage));
+  const result = await runShardInvocation(query, { shardId, records, scheduled: true, stage, limits: tick.limits }, backends.forPartition(shardId, stage));
+  for (const p of result.progress) tick.longestBatchMs = Math.max(tick.longestBatchMs, p.durationMs.triggerExecution ?? 0);
+  if (result.stoppedBy === 'deadline') tick.stoppedBy = 'deadline';
   for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, stage.kind);
   if (result.error) observability.logger.error('scheduled invocation failed', { shardId, stage: stage.kind, error: result.error });
   await options.onInvocation?.(shardId, result, stage);
   return result;
 }
 
-async function tickShard(context: Context, shardId: string, stage: QueryStage): Promise<{ shardId: string; batches: number; error?: string }> {
+async function tickShard(context: Context, tick: Tick, shardId: string, stage: QueryStage): Promise<ShardRun> {
   try {
-    const result = await runAndReport(context, shardId, stage, []);
-    return { shardId, batches: result.progress.length, ...(result.error ? { error: result.error.message } : {}) };
+    const result = await runAndReport(context, tick, shardId, stage, []);
+    return {
+      shardId, batches: result.progress.length, ...(result.error ? { error: result.error.message } : {}),
+      ...(result.stoppedBy ? { deferred: result.stoppedBy } : {}),
+    };
   } catch (error) {
     context.observability.logger.error('scheduled invocation could not start', { shardId, error: error as Error });
     return { shardId, batches: 0, error: (error as Error).message };
@@ -210,17 +247,22 @@ async function tickShard(context: Context, shardId: string, stage: QueryStage): 
 }
 
 /** Reads the shard from its committed position and runs batches until caught up. */
-async function drainShard(context: Context, shardId: string, stage: QueryStage): Promise<{ shardId: string; batches: number; error?: string }> {
+async function drainShard(context: Context, tick: Tick, shardId: string, stage: QueryStage): Promise<ShardRun> {
   const { backends, options } = context;
   const reader = backends.shardReaderOf(stage);
   let batches = 0;
   try {
     for (;;) {
+      if (tick.stoppedBy || !hasTimeForBatch(tick.limits, tick.longestBatchMs)) {
+        tick.stoppedBy = 'deadline';
+        return { shardId, batches, deferred: 'deadline' };
+      }
       const committed = await committedShardOffset(backends.forPartition(shardId, stage).checkpoint, stage.sourceId);
       const position = await reader.readAfter(shardId, readAfterPosition(committed?.sequenceNumber), options.drainBatchSize ?? 1000);
-      const result = await runAndReport(context, shardId, stage, position.records);
+      const result = await runAndReport(context, tick, shardId, stage, position.records);
       batches += result.progress.length;
       if (result.error) return { shardId, batches, error: result.error.message };
+      if (result.stoppedBy) return { shardId, batches, deferred: result.stoppedBy };
       if (position.records.length === 0) return { shardId, batches };
     }
   } catch (error) {

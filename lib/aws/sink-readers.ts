@@ -13,6 +13,8 @@ import { S3_LATEST_DIR, parseSnapshotPointer } from './s3-snapshot-sink.js';
 import { decodeKeySegment, getObjectBytes, getObjectText, listKeys, mapWithConcurrency, normalizePrefix } from './s3-util.js';
 import { parquetRowsAsJson } from './parquet-reader.js';
 import { readCompactionLog } from './s3-compaction.js';
+import { resolveSpilledAttributes } from './dynamodb-spill.js';
+import { parseJsonWithLongs, parseLongDigits } from '../core/long.js';
 
 export interface ReaderOptions {
   readonly meter?: CostMeter;
@@ -35,7 +37,8 @@ function parseJsonLines(text: string, key: string): Record<string, unknown>[] {
     const line = lines[i]!;
     if (line === '') continue;
     try {
-      rows.push(JSON.parse(line) as Record<string, unknown>);
+      // A long beyond 2^53 is written as bare digits (as Spark writes it): read it exactly.
+      rows.push(parseJsonWithLongs(line) as Record<string, unknown>);
     } catch (error) {
       throw new Error(`s3 object ${key} line ${i + 1} is not JSON: ${(error as Error).message}`);
     }
@@ -174,11 +177,23 @@ export interface ScanOptions {
   /** Keep `pk`, `_partition` and `_batchId` on each item (default false: the row's columns only). */
   readonly includeInternal?: boolean;
   readonly meter?: CostMeter;
+  /** Reads the values the 'spill' policy moved to S3 (needed only when an item has some). */
+  readonly s3?: S3Client;
+}
+
+/**
+ * A DynamoDB number as the engine's value: an integer exactly (a bigint beyond 2^53, as a `long`
+ * is; DynamoDB holds 38 digits, so one past int64 is rounded to a double), anything else a double.
+ */
+export function dynamoDbNumber(text: string): number | bigint {
+  if (/^-?\d+$/.test(text)) return parseLongDigits(text) ?? Number(text);
+  return Number(text);
 }
 
 /**
  * Every item of a DynamoDbUpsertSink table (a strongly consistent scan), unmarshalled (numbers as
- * JS numbers), sorted by `pk`.
+ * JS numbers; integers beyond 2^53 as bigints, exact), sorted by `pk`. Values the 'spill' policy
+ * moved to S3 are read back into their columns (pass `s3`).
  */
 export async function scanDynamoDbSink(
   client: DynamoDBClient, tableName: string, options: ScanOptions = {},
@@ -195,8 +210,9 @@ export async function scanDynamoDbSink(
   } while (start);
   const pkOf = (item: Record<string, AttributeValue>): string => item.pk?.S ?? '';
   items.sort((a, b) => compareStrings(pkOf(a), pkOf(b)));
-  return items.map((item) => {
-    const native = unmarshall(item, { wrapNumbers: (n: string) => Number(n) }) as Record<string, unknown>;
+  const resolved = await mapWithConcurrency(items, 16, (item) => resolveSpilledAttributes(item, options.s3, options.meter));
+  return resolved.map((item) => {
+    const native = unmarshall(item, { wrapNumbers: dynamoDbNumber }) as Record<string, unknown>;
     if (!options.includeInternal) for (const name of DYNAMODB_SINK_RESERVED) delete native[name];
     return native;
   });

@@ -6,7 +6,7 @@
  * with ANSI mode on (its default): `Math.addExact` in Add/Subtract/Multiply/UnaryMinus and in the
  * `sum` of longs.
  */
-import { SluiceError } from '../errors/sluice-error.js';
+import { AnsiDataError } from './ansi-errors.js';
 
 export type LongValue = number | bigint;
 
@@ -16,7 +16,7 @@ export const INT_MIN = -(2 ** 31);
 export const INT_MAX = 2 ** 31 - 1;
 
 /** Spark's ArithmeticException under ANSI mode: the batch fails, as Spark's query does. */
-export class ArithmeticOverflowError extends SluiceError {}
+export class ArithmeticOverflowError extends AnsiDataError {}
 
 export function overflow(type: 'int' | 'long', what: string): ArithmeticOverflowError {
   return new ArithmeticOverflowError(`[ARITHMETIC_OVERFLOW] ${type} overflow in ${what}: the exact result is outside Spark's ${type} range.`, {

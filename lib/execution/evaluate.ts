@@ -8,6 +8,7 @@ import { formatTimestamp, isTimestampInRange, parseTimestamp } from '../core/tim
 import {
   addLong, ArithmeticOverflowError, checkedInt, INT_MAX, INT_MIN, longFromBigInt, longToDouble, multiplyLong, negateLong, remainderLong, stringifyWithLongs, subtractLong, type LongValue,
 } from '../core/long.js';
+import { AnsiDataError, castInvalidInput, divideByZero } from '../core/ansi-errors.js';
 
 export type Row = unknown[];
 export type Evaluator = (row: Row) => unknown;
@@ -36,7 +37,7 @@ export function compile(e: BoundExpr, ctx: EvalContext): Evaluator {
       return () => v;
     }
     case 'cast':
-      return compileCast(compile(e.child, ctx), e.child.type, e.type);
+      return compileCast(compile(e.child, ctx), e.child.type, e.type, e.try === true);
     case 'case': {
       const branches = e.branches.map(([c, v]) => [compile(c, ctx), compile(v, ctx)] as const);
       const otherwise = e.otherwise ? compile(e.otherwise, ctx) : () => null;
@@ -159,18 +160,27 @@ function longsAsDoubles(types: readonly DataType[], args: Args): Args {
 }
 
 /**
- * `+ - * %` on numbers: longs exact (bigint beyond 2^53) and ints checked, ARITHMETIC_OVERFLOW past
+ * What a zero divisor gives: Spark 4's ANSI mode raises DIVIDE_BY_ZERO for `/` and `%` (all
+ * numeric types), its `try_divide` and `try_mod` give NULL.
+ */
+function zeroDivisor(tolerate: boolean): () => null {
+  return tolerate ? () => null : () => { throw divideByZero(); };
+}
+
+/**
+ * `+ - * %` (and try_mod) on numbers: longs exact (bigint beyond 2^53) and ints checked, ARITHMETIC_OVERFLOW past
  * their range as in Spark 4's ANSI mode; doubles as IEEE. Other operand types (timestamps,
  * intervals) keep the plain operators.
  */
 function integralOrDoubleArithmetic(fn: string, t: DataType, types: readonly DataType[], args: Args): Evaluator {
+  const onZero = zeroDivisor(fn === 'try_mod');
   const integral = types.every((x) => x === 'int' || x === 'long' || x === 'null');
   if (t === 'long' && integral) {
     switch (fn) {
       case '+': return numericBinary<LongValue>((x, y) => addLong(x, y), args);
       case '-': return numericBinary<LongValue>((x, y) => subtractLong(x, y), args);
       case '*': return numericBinary<LongValue>((x, y) => multiplyLong(x, y), args);
-      default: return numericBinary<LongValue>((x, y) => (y === 0 ? null : remainderLong(x, y)), args);
+      default: return numericBinary<LongValue>((x, y) => (y === 0 ? onZero() : remainderLong(x, y)), args);
     }
   }
   if (t === 'int' && integral) {
@@ -178,7 +188,7 @@ function integralOrDoubleArithmetic(fn: string, t: DataType, types: readonly Dat
       case '+': return numericBinary((x, y) => checkedInt(x + y, 'addition'), args);
       case '-': return numericBinary((x, y) => checkedInt(x - y, 'subtraction'), args);
       case '*': return numericBinary((x, y) => checkedInt(x * y, 'multiplication'), args);
-      default: return numericBinary((x, y) => (y === 0 ? null : (x % y) + 0), args);
+      default: return numericBinary((x, y) => (y === 0 ? onZero() : (x % y) + 0), args);
     }
   }
   const operands = longsAsDoubles(types, args);
@@ -186,7 +196,7 @@ function integralOrDoubleArithmetic(fn: string, t: DataType, types: readonly Dat
     case '+': return numericBinary((x, y) => x + y, operands);
     case '-': return numericBinary((x, y) => x - y, operands);
     case '*': return numericBinary((x, y) => x * y, operands);
-    default: return numericBinary((x, y) => (y === 0 ? null : intResult(t, x % y)), operands);
+    default: return numericBinary((x, y) => (y === 0 ? onZero() : intResult(t, x % y)), operands);
   }
 }
 
@@ -197,6 +207,7 @@ function compileCall(fn: string, args: Args, e: Extract<BoundExpr, { kind: 'call
     case '-':
     case '*':
     case '%':
+    case 'try_mod':
       if (fn === '-' && args.length === 1) {
         const [a] = args as [Evaluator];
         // Integers have no -0 (Spark's -(0) is 0); doubles keep it.
@@ -205,7 +216,11 @@ function compileCall(fn: string, args: Args, e: Extract<BoundExpr, { kind: 'call
         return (row) => { const x = a(row); return x === null ? null : t === 'double' ? -(x as number) : 0 - (x as number); };
       }
       return integralOrDoubleArithmetic(fn, t, e.args.map((x) => x.type), args);
-    case '/': return numericBinary((x, y) => (y === 0 ? null : x / y), longsAsDoubles(e.args.map((x) => x.type), args));
+    case '/':
+    case 'try_divide': {
+      const onZero = zeroDivisor(fn === 'try_divide');
+      return numericBinary((x, y) => (y === 0 ? onZero() : x / y), longsAsDoubles(e.args.map((x) => x.type), args));
+    }
     case '=': {
       const [a, b] = args as [Evaluator, Evaluator];
       return (row) => {
@@ -347,13 +362,44 @@ function mapString(v: unknown, f: (s: string) => string): string | null {
   return v === null ? null : f(String(v));
 }
 
-export function compileCast(child: Evaluator, from: DataType, to: DataType): Evaluator {
+/**
+ * CAST under Spark 4's ANSI rules: a malformed string raises CAST_INVALID_INPUT and a value out of
+ * the target's range CAST_OVERFLOW; `tolerate` (try_cast) gives NULL for both instead.
+ */
+export function compileCast(child: Evaluator, from: DataType, to: DataType, tolerate = false): Evaluator {
   if (from === to) return child;
   const convert = castFunction(from, to);
+  if (tolerate) {
+    return (row) => {
+      const v = child(row);
+      if (v === null) return null;
+      try {
+        return convert(v);
+      } catch (error) {
+        if (error instanceof AnsiDataError) return null;
+        throw error;
+      }
+    };
+  }
   return (row) => {
     const v = child(row);
     return v === null ? null : convert(v);
   };
+}
+
+/**
+ * A string as an integral value, as Spark's UTF8String.toLong: surrounding whitespace and control
+ * characters ignored, an optional sign, digits, and an optional fraction of digits that is
+ * truncated; anything else, or a value outside the target's range, is malformed.
+ */
+function stringToIntegral(text: string, to: 'int' | 'long'): LongValue {
+  const match = /^[\s\x00-\x1f]*([+-]?)(\d*)(?:\.(\d*))?[\s\x00-\x1f]*$/.exec(text);
+  if (!match || (match[2] === '' && (match[3] ?? '') === '')) throw castInvalidInput(text, 'string', to === 'int' ? 'int' : 'bigint');
+  const value = longFromBigInt(BigInt(`${match[1]}${match[2] || '0'}`));
+  if (value === null || (to === 'int' && (typeof value === 'bigint' || value < INT_MIN || value > INT_MAX))) {
+    throw castInvalidInput(text, 'string', to === 'int' ? 'int' : 'bigint');
+  }
+  return value === 0 ? 0 : value; // no -0 among integers
 }
 
 function castFunction(from: DataType, to: DataType): (v: unknown) => unknown {
@@ -361,20 +407,13 @@ function castFunction(from: DataType, to: DataType): (v: unknown) => unknown {
     case 'long':
     case 'int':
       if (from === 'timestamp') return (v) => Math.floor((v as number) / 1_000_000);
-      if (from === 'string') {
-        return (v) => {
-          const text = (v as string).trim();
-          // Integer digits exactly (beyond 2^53 too); anything else through Number, as before.
-          const n = /^[+-]?\d+$/.test(text) ? longFromBigInt(BigInt(text)) : (Number.isFinite(Number(text)) ? integralOf(Number(text)) : null);
-          return n === null ? null : to === 'int' ? intOf(n) : n;
-        };
-      }
+      if (from === 'string') return (v) => stringToIntegral(v as string, to);
       if (from === 'boolean') return (v) => (v ? 1 : 0);
       if (to === 'int') return (v) => intOf(typeof v === 'bigint' ? v : Math.trunc(v as number));
       return (v) => (typeof v === 'bigint' ? v : integralOf(v as number));
     case 'double':
       if (from === 'timestamp') return (v) => (v as number) / 1_000_000;
-      if (from === 'string') return (v) => { const n = Number((v as string).trim()); return Number.isFinite(n) ? n : null; };
+      if (from === 'string') return (v) => stringToDouble(v as string);
       if (from === 'boolean') return (v) => (v ? 1 : 0);
       return (v) => Number(v);
     case 'string':
@@ -386,12 +425,38 @@ function castFunction(from: DataType, to: DataType): (v: unknown) => unknown {
       if (from === 'double') return (v) => inTimestampRange(Math.trunc((v as number) * 1_000_000));
       return (v) => inTimestampRange(longToDouble(v as LongValue) * 1_000_000);
     case 'boolean':
-      if (from === 'string') return (v) => { const s = (v as string).trim().toLowerCase(); return s === 'true' ? true : s === 'false' ? false : null; };
+      if (from === 'string') return (v) => stringToBoolean(v as string);
       return (v) => v !== 0;
     default:
       return (v) => v;
   }
 }
+
+/**
+ * A string as a double, as Spark's ANSI cast: a decimal or exponent number (a magnitude beyond the
+ * double range is ±Infinity, as Java's parseDouble gives), or Spark's special spellings of NaN and
+ * the infinities (any case); anything else is malformed.
+ */
+function stringToDouble(text: string): number {
+  const trimmed = text.trim();
+  const special = SPECIAL_DOUBLES[trimmed.toLowerCase()];
+  if (special !== undefined) return special;
+  if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[dDfF]?$/.test(trimmed)) throw castInvalidInput(text, 'string', 'double');
+  return Number(trimmed.replace(/[dDfF]$/, ''));
+}
+
+/** Spark's boolean spellings (StringUtils.isTrueString / isFalseString), trimmed, any case. */
+const BOOLEAN_STRINGS: Readonly<Record<string, boolean>> = { t: true, true: true, y: true, yes: true, 1: true, f: false, false: false, n: false, no: false, 0: false };
+
+function stringToBoolean(text: string): boolean {
+  const value = BOOLEAN_STRINGS[text.trim().toLowerCase()];
+  if (value === undefined) throw castInvalidInput(text, 'string', 'boolean');
+  return value;
+}
+
+const SPECIAL_DOUBLES: Readonly<Record<string, number>> = {
+  nan: Number.NaN, inf: Infinity, '+inf': Infinity, infinity: Infinity, '+infinity': Infinity, '-inf': -Infinity, '-infinity': -Infinity,
+};
 
 /** A time outside the range held exactly (see lib/core/timestamps.ts) casts to NULL. */
 function inTimestampRange(micros: number): number | null {

@@ -18,6 +18,10 @@ export class Column {
   cast(to: DataType | string): Column {
     return new Column({ kind: 'cast', child: this.expr, to: typeof to === 'string' ? parseDataType(to) : to });
   }
+  /** Spark 4's try_cast: NULL where cast raises (a malformed string, a value out of range). */
+  try_cast(to: DataType | string): Column {
+    return new Column({ kind: 'cast', child: this.expr, to: typeof to === 'string' ? parseDataType(to) : to, try: true });
+  }
 
   plus(other: ColumnOrValue): Column { return binary('+', this, other); }
   minus(other: ColumnOrValue): Column { return binary('-', this, other); }

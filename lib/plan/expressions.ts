@@ -50,6 +50,8 @@ export interface Cast {
   readonly kind: 'cast';
   readonly child: Expr;
   readonly to: DataType;
+  /** try_cast: NULL where CAST raises CAST_INVALID_INPUT or CAST_OVERFLOW. */
+  readonly try?: boolean;
 }
 
 export interface CaseWhen {
@@ -189,7 +191,7 @@ export function describe(e: Expr): string {
     case 'alias':
       return `${describe(e.child)} AS ${e.name}`;
     case 'cast':
-      return `CAST(${describe(e.child)} AS ${typeof e.to === 'string' ? e.to.toUpperCase() : 'COMPLEX'})`;
+      return `${e.try ? 'TRY_CAST' : 'CAST'}(${describe(e.child)} AS ${typeof e.to === 'string' ? e.to.toUpperCase() : 'COMPLEX'})`;
     case 'case':
       return `CASE ${e.branches.map(([c, v]) => `WHEN ${describe(c)} THEN ${describe(v)}`).join(' ')}${e.otherwise ? ` ELSE ${describe(e.otherwise)}` : ''} END`;
     case 'timeWindow':

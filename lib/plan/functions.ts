@@ -8,6 +8,10 @@ export const col = (name: string): Column => toColumn(name);
 export const column = col;
 export const lit = (value: LiteralValue): Column => new Column(literalExpr(value));
 export const expr = (e: Expr): Column => new Column(e);
+/** Spark's try_divide: `/` that gives NULL for a zero divisor instead of DIVIDE_BY_ZERO. */
+export const try_divide = (left: ColumnOrValue, right: ColumnOrValue): Column => fn('try_divide', left, right);
+/** Spark's try_mod: `%` that gives NULL for a zero divisor instead of DIVIDE_BY_ZERO. */
+export const try_mod = (left: ColumnOrValue, right: ColumnOrValue): Column => fn('try_mod', left, right);
 
 function fn(name: string, ...args: ColumnOrValue[]): Column {
   return new Column({ kind: 'call', fn: name, args: args.map(toExpr) });

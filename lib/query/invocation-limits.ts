@@ -13,6 +13,19 @@ export interface InvocationLimits {
   readonly memory?: { readonly limitBytes: number; readonly usedBytes: () => number };
 }
 
+const MIB = 1024 * 1024;
+
+/**
+ * The limits of one invocation: the deadline from the Lambda context's remaining time (when there
+ * is a context) and the function's configured memory against the process's resident set.
+ */
+export function invocationLimitsOf(functionMemoryMb: number | undefined, remainingTimeMs: (() => number) | undefined): InvocationLimits {
+  return {
+    ...(remainingTimeMs ? { remainingTimeMs } : {}),
+    ...(functionMemoryMb ? { memory: { limitBytes: functionMemoryMb * MIB, usedBytes: () => process.memoryUsage().rss } } : {}),
+  };
+}
+
 /** Kept for answering Lambda and publishing metrics after the last batch. */
 export const DEADLINE_RESERVE_MS = 2_000;
 /** Above this share of the function's memory, a batch more may not fit. */

@@ -8,7 +8,7 @@ import type { OutputMode } from '../core/output-mode.js';
 import type { DataFrame } from '../api/data-frame.js';
 import type { SchemaLike, SluiceSession } from '../api/session.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
-import type { UnwritableRowPolicy } from '../sinks/row-limits.js';
+import { UNWRITABLE_ROW_POLICIES, type UnwritableRowPolicy } from '../sinks/row-limits.js';
 
 export interface KinesisSourceSpec {
   /** Record payload format: JSON objects (default), CSV lines in schema order, or raw UTF-8 strings. */
@@ -46,10 +46,12 @@ export type SinkSpec =
     readonly keyColumns?: readonly string[];
     /**
      * A result row DynamoDB cannot store (key over 2048 bytes, item over 400 KB, a value it cannot
-     * encode) would fail every retry. 'dead-letter' (the default and, for now, the only policy):
-     * before anything is written, the batch's input records that produce the row go to the
-     * dead-letter location with the limit it broke, and the batch runs without them; the group
-     * keeps its last storable value.
+     * encode) would fail every retry. 'dead-letter' (the default): before anything is written, the
+     * batch's input records that produce the row go to the dead-letter location with the limit it
+     * broke, and the batch runs without them; the group keeps its last storable value. 'spill': an
+     * item over 400 KB keeps its key columns and moves its largest values to S3 objects in the
+     * sink bucket (the construct creates one), with pointers in the item that `scanDynamoDbSink`
+     * follows; what spilling cannot fix (a key too long) is dead-lettered as above.
      */
     readonly onUnwritableRow?: UnwritableRowPolicy;
   };
@@ -115,7 +117,7 @@ const definitionShape = z.object({
     }),
     z.object({ kind: z.literal('s3-snapshot'), prefix: z.string().optional() }),
     z.object({
-      kind: z.literal('dynamodb'), keyColumns: z.array(z.string().min(1)).min(1).optional(), onUnwritableRow: z.enum(['dead-letter']).optional(),
+      kind: z.literal('dynamodb'), keyColumns: z.array(z.string().min(1)).min(1).optional(), onUnwritableRow: z.enum(UNWRITABLE_ROW_POLICIES).optional(),
     }),
   ]),
   conf: z.record(z.string(), z.string()).optional(),

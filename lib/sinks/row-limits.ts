@@ -10,8 +10,13 @@ import type { RowRefusal, SinkBatch, SinkRowLimits } from './sink.js';
 
 export type { RowRefusal, RowRefusalCode, SinkRowLimits } from './sink.js';
 
-/** What happens to a result row the sink cannot store (the sink option `onUnwritableRow`). */
-export type UnwritableRowPolicy = 'dead-letter';
+/**
+ * What happens to a result row the sink cannot store (the sink option `onUnwritableRow`):
+ * 'dead-letter' its input records; 'spill' (DynamoDB sink) moves an oversized item's large values
+ * to S3 with pointers in the item, and dead-letters only what spilling cannot fix (a key too long).
+ */
+export type UnwritableRowPolicy = 'dead-letter' | 'spill';
+export const UNWRITABLE_ROW_POLICIES = ['dead-letter', 'spill'] as const satisfies readonly UnwritableRowPolicy[];
 
 export interface UnwritableRow {
   readonly rowIndex: number;

@@ -63,3 +63,38 @@ describe('DynamoDbUpsertSink row limits', () => {
     expect(sink.rowLimits.rowKey(append, 0)).not.toBe(sink.rowLimits.rowKey(append, 1));
   });
 });
+
+describe("DynamoDbUpsertSink with onUnwritableRow: 'spill'", () => {
+  const three = (rows: unknown[][]): SinkBatch => ({
+    batchId: 1, columns: ['k', 'a', 'b'], rows, outputMode: 'update', partitionId: 'shard-0',
+    schema: [{ name: 'k', type: 'string' }, { name: 'a', type: 'string' }, { name: 'b', type: 'string' }],
+  });
+
+  it('an item over 400 KB is accepted; its largest values move to S3 until it fits, before any PutItem; the key stays', async () => {
+    const sent: { name: string; input: Record<string, unknown> }[] = [];
+    const recorder = { send: async (c: { constructor: { name: string }; input: Record<string, unknown> }) => { sent.push({ name: c.constructor.name, input: c.input }); return {}; } };
+    const sink = new DynamoDbUpsertSink({
+      client: recorder as unknown as DynamoDBClient, tableName: 't', keyColumns: ['k'],
+      spill: { client: recorder as never, bucket: 'b', prefix: 'q/' },
+    });
+    const row = ['key', 'a'.repeat(250 * 1024), 'b'.repeat(200 * 1024)];
+    expect(sink.rowLimits.check(three([row]), 0)).toBeNull();
+    // The same check without spill refuses it: the policy is what makes it storable.
+    expect(sinkWithCalls().sink.rowLimits.check(three([row]), 0)).toMatchObject({ code: 'SINK_ITEM_TOO_LARGE' });
+    await sink.addBatch(three([row]));
+    expect(sent.map((s) => s.name)).toEqual(['PutObjectCommand', 'PutItemCommand']);
+    expect(sent[0]!.input.Key).toMatch(/^q\/_sluice_spill\/[0-9a-f]{64}\.json$/);
+    const item = sent[1]!.input.Item as Record<string, { S?: string; M?: Record<string, { S: string }> }>;
+    expect(Object.keys(item._spilled!.M!)).toEqual(['a']);
+    expect(item._spilled!.M!.a!.S).toBe(`s3://b/${sent[0]!.input.Key as string}`);
+    expect(item.b!.S!.length).toBe(200 * 1024);
+    expect(item.k!.S).toBe('key');
+    expect(item.a).toBeUndefined();
+  });
+
+  it("a result column named _spilled is refused (the sink's own attribute)", async () => {
+    const { sink } = sinkWithCalls();
+    const b: SinkBatch = { ...batch([['x', 'y']]), columns: ['k', '_spilled'], schema: [{ name: 'k', type: 'string' }, { name: '_spilled', type: 'string' }] };
+    await expect(sink.addBatch(b)).rejects.toMatchObject({ code: 'SINK_RESERVED_COLUMN' });
+  });
+});

@@ -1,7 +1,7 @@
 /**
  * Issue 11 part 4 on DynamoDB Local: a long beyond 2^53 reaches the DynamoDB sink as an exact
  * number (DynamoDB numbers hold 38 digits), as a key part and as an attribute, and round-trips
- * through the DynamoDB state store exactly.
+ * through the DynamoDB state store exactly; `scanDynamoDbSink` reads them back exactly.
  */
 import { CreateTableCommand, GetItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +9,7 @@ import { DynamoDbUpsertSink } from '../../lib/aws/dynamodb-upsert-sink.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import type { StructField } from '../../lib/plan/data-types.js';
+import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 
 let emulators: EmulatorSet;
 let clients: AwsClients;
@@ -42,5 +43,10 @@ describe('DynamoDbUpsertSink with longs beyond 2^53', () => {
     const item = async (pk: string) => (await ddb.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: pk } }, ConsistentRead: true }))).Item;
     expect((await item('account=9007199254740993'))?.total).toEqual({ N: '-9223372036854775808' });
     expect((await item('account=1'))?.total).toEqual({ N: '9223372036854775807' });
+    // The reader gives them back exactly (it read numbers with Number(): 9007199254740993 came back ...992).
+    expect(await scanDynamoDbSink(ddb, tableName)).toEqual([
+      { account: 1, total: 9223372036854775807n, n: 1 },
+      { account: 9007199254740993n, total: -9223372036854775808n, n: 3 },
+    ]);
   });
 });

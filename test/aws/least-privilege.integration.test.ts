@@ -162,6 +162,20 @@ describe('every SDK call a function sends is allowed by its synthesized policy',
     expect(await checkGrants(example('hourly-sales-per-product.ts'), 2, { repartitionShards: 2 })).toEqual({ kinesisTrigger: [], scheduled: [], repartition: [] });
   }, 180_000);
 
+  it("update → DynamoDB with onUnwritableRow: 'spill' (an item over 400 KB: its value PUT under the query's prefix)", async () => {
+    const modulePath = fixture('notes-spill.ts');
+    const definition = await loadDefinition(modulePath);
+    const { allowed } = synthesizedGrants(modulePath, { shardCount: 1 });
+    const deployment = await deploy(emulators, definition, 1, { asFunction });
+    const note = (i: number, text: string) => ({ data: JSON.stringify({ store_id: 's1', note: text, ts: at(i) }), partitionKey: 's1' });
+    await deployment.put([note(0, 'short'), note(1, 'x'.repeat(450 * 1024)), note(2, 'short too')]);
+    await deployment.drain();
+    await deployment.tick(Date.UTC(2026, 11, 1, 13), 'drain');
+    expect(sentBy('kinesisTrigger').some((a) => a.command === 'PutObjectCommand' && a.bucket === deployment.config.sinkBucket)).toBe(true);
+    expect({ kinesisTrigger: denied('kinesisTrigger', allowed.kinesisTrigger, deployment, definition), scheduled: denied('scheduled', allowed.scheduled, deployment, definition) })
+      .toEqual({ kinesisTrigger: [], scheduled: [] });
+  }, 120_000);
+
   it('append → Parquet files (staged, copied into place, the staged copies deleted)', async () => {
     expect(await checkGrants(fixture('lake-parquet.ts'), 1)).toEqual({ kinesisTrigger: [], scheduled: [] });
   }, 120_000);

@@ -57,6 +57,19 @@ describe('least privilege per function', () => {
     expect(nagViolations(stack)).toEqual([]);
   });
 
+  it("a DynamoDB sink with onUnwritableRow: 'spill': a bucket for spilled values, PutObject only under the query's prefix", () => {
+    const stack = testStack();
+    const query = new SluiceQuery(stack, 'Spill', { queryModule: fixture('notes-spill.ts') });
+    const template = Template.fromStack(stack);
+    expect(query.sinkBucket).toBeDefined();
+    expect(query.sinkPrefix).toBe('notes-spill/');
+    expect(query.environment.SLUICE_SINK_BUCKET).toBeDefined();
+    const common = { checkpoint: CHECKPOINT, state: STATE, 'sink-table': ['dynamodb:PutItem'], 'sink-objects': ['s3:PutObject'], 'dead-letters': ['s3:PutObject'], logs: LOGS };
+    expect(accessOf(stack, template, query, query.kinesisTriggerFunction)).toEqual({ ...common, stream: MAPPING_READS, queue: QUEUE });
+    expect(accessOf(stack, template, query, query.scheduledTriggerFunction)).toEqual({ ...common, stream: OWN_READS });
+    expect(nagViolations(stack)).toEqual([]);
+  });
+
   it('a stateless query (append → S3 files): no state table at all; ListBucket only under the sink prefix', () => {
     const stack = testStack();
     const query = new SluiceQuery(stack, 'Large', { queryModule: fixture('large-orders.ts') });

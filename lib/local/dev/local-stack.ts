@@ -123,7 +123,7 @@ export type SinkContents =
 export async function readSinkContents(clients: AwsClients, definition: StreamingQueryDefinition, config: RuntimeConfig): Promise<SinkContents> {
   const kind = definition.sink.kind;
   if (kind === 'dynamodb') {
-    return { kind, location: `dynamodb://${config.sinkTable}`, rows: await scanDynamoDbSink(clients.dynamodb, config.sinkTable!) };
+    return { kind, location: `dynamodb://${config.sinkTable}`, rows: await scanDynamoDbSink(clients.dynamodb, config.sinkTable!, { s3: clients.s3 }) };
   }
   const prefix = sinkPrefixOf(definition, config);
   const location = `s3://${config.sinkBucket}/${prefix}`;

@@ -3,6 +3,7 @@
  * watermark, state rows, late rows dropped, dead letters, cost), the batch's output as a Spark
  * console-sink table with readable timestamps, and the final summary.
  */
+import { stringifyWithLongs } from '../../core/long.js';
 import { formatTimestamp } from '../../core/timestamps.js';
 import type { DataType } from '../../plan/data-types.js';
 import type { StreamingQueryProgress } from '../../runtime/progress.js';
@@ -21,7 +22,7 @@ function formatValue(type: DataType): (v: unknown) => string {
       const struct = v as Record<string, unknown>;
       return `{${type.fields.map((f) => formatValue(f.type)(struct[f.name])).join(', ')}}`;
     }
-    if (typeof v === 'object') return JSON.stringify(v);
+    if (typeof v === 'object') return stringifyWithLongs(v);
     return String(v);
   };
 }

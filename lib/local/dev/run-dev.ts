@@ -13,6 +13,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { stringifyWithLongs } from '../../core/long.js';
 import { isMultiSource, type StreamingQueryDefinition } from '../../query/query-definition.js';
 import { IllegalArgumentError } from '../../errors/sluice-error.js';
 import { compileQuery } from '../../query/compiled-query.js';
@@ -302,7 +303,7 @@ function inColumnOrder(row: Record<string, unknown>, columns: readonly string[])
 }
 
 function jsonLines(rows: readonly unknown[]): string {
-  return rows.map((r) => JSON.stringify(r)).join('\n') + (rows.length > 0 ? '\n' : '');
+  return rows.map((r) => stringifyWithLongs(r)).join('\n') + (rows.length > 0 ? '\n' : '');
 }
 
 function truncate(text: string, n: number): string {

@@ -1,0 +1,25 @@
+/**
+ * How many trigger runs (the failing runs plus the probes, which write nothing) it takes to
+ * dead-letter the records of one batch that raise DIVIDE_BY_ZERO: a count, not a timing.
+ *   node --conditions=sluice-source --import tsx bench/data-error-probes.ts <records> <bad records>
+ */
+import { StreamExecution } from '../lib/runtime/stream-execution.js';
+import { defineQuery } from '../lib/query/query-definition.js';
+import { col, count, sum } from '../lib/plan/functions.js';
+import { MemoryCheckpoint } from '../lib/checkpoint/memory-checkpoint.js';
+import { MemoryDeadLetterWriter } from '../lib/sources/dead-letter.js';
+import { MemorySink } from '../lib/sinks/memory-sink.js';
+import { runShardInvocation } from '../lib/query/shard-invocation.js';
+import { compileQuery } from '../lib/query/compiled-query.js';
+let runs = 0;
+const orig = StreamExecution.prototype.runOneTrigger;
+StreamExecution.prototype.runOneTrigger = function (...a: []) { runs++; return orig.apply(this, a); };
+const q = defineQuery({ name: 'p', source: { schema: 'k string, amount long, qty long', partitionKey: 'k' },
+  transform: (df) => df.groupBy(col('k')).agg(sum(col('amount').divide(col('qty'))).as('u'), count('*').as('n')),
+  outputMode: 'update', sink: { kind: 'dynamodb', keyColumns: ['k'] } });
+const [n, bad] = process.argv.slice(2).map(Number);
+const recs = Array.from({ length: n! }, (_, i) => ({ sequenceNumber: String(BigInt(i + 1) * 1000n), partitionKey: 'a',
+  dataBase64: Buffer.from(JSON.stringify({ k: 'a', amount: 6, qty: i % Math.floor(n! / bad!) === 1 ? 0 : 2 })).toString('base64'), approximateArrivalTimestampMs: 0 }));
+const b = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
+const r = await runShardInvocation(compileQuery(q, { expectedShardCount: 1 }), { shardId: 's', records: recs }, b);
+console.log(`records=${n} bad=${b.deadLetters.records.length} error=${r.error?.message.slice(0, 40) ?? 'none'} triggerRuns=${runs}`);
