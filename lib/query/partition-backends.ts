@@ -27,5 +27,5 @@ export interface PartitionBackends {
   readonly costMeter?: CostMeter;
   readonly clock?: Clock;
   /** Stage 2: the source stream's shards, so one not heard from yet holds the watermark back. */
-  readonly sourcePartitions?: () => Promise<readonly string[]>;
+  readonly sourcePartitions?: (sourceName?: string) => Promise<readonly string[]>;
 }
