@@ -119,6 +119,18 @@ describe('joins of two streams through the hop (memory backends)', () => {
     expect(hop.watermarks).toEqual([{ inputs: ['orders'], delayMs: 600_000 }, { inputs: ['payments'], delayMs: 600_000 }]);
   });
 
+  it('compiles to the stage planner\'s shape: one source stage per stream writing hop 1 tagged by input, the join stage reading it', () => {
+    const query = compileQuery(joinQuery('shape', 'inner'), { allowRepartition: true });
+    expect(query.repartition).toBeNull();
+    expect(query.hops.map((h) => h.index)).toEqual([0]);
+    expect(query.sourceStages.map((s) => [s.sourceName, s.outputHop?.index, s.hopInput])).toEqual([['orders', 0, 'orders'], ['payments', 0, 'payments']]);
+    expect(query.sourceStages.map((s) => s.outputHop!.routingOrdinals)).toEqual([[0], [0]]);
+    const joinStage = query.stageReadingHop(0);
+    expect(joinStage).toBe(query.stateStage);
+    expect([joinStage.kind, joinStage.index, joinStage.inputHop?.index, joinStage.writes]).toEqual(['state', 1, 0, 'sink']);
+    expect(query.stages.filter((s) => s.reads === 'internal-stream')).toEqual([joinStage]);
+  });
+
   for (const how of ['inner', 'left_outer', 'right_outer', 'full_outer', 'left_semi'] as const satisfies readonly JoinShape[]) {
     it(`${how}: same answer on 1, 2 and 4 shards per stream as in memory`, async () => {
       const def = joinQuery(`join-${how}`, how, { kind: 'dynamodb' });
