@@ -12,8 +12,8 @@
  *   orders shard   ─▶ [stage 1: decode, filter, project] ─┐ by join key
  *   payments shard ─▶ [stage 1: decode, filter, project] ─┴▶ internal stream ─▶ [stage 2: watermarks, join, ...] ─▶ sink
  *
- * The single-stream, single-operator cut stays in stages.ts; this module is used for joins and for
- * queries over several streams.
+ * Single-stream chains of stateful operators are planned by stages.ts (planStages); this module
+ * plans joins and queries over several streams, and `hopOfInput` gives each input as a stages Hop.
  */
 import type { Attribute } from '../plan/attribute.js';
 import type { Expr } from '../plan/expressions.js';
