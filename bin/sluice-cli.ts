@@ -43,7 +43,7 @@ program
   .command('dev')
   .description('run a query locally, end to end: embedded Kinesis/DynamoDB/S3 emulators, the real Lambda handlers, '
     + 'a local event source mapping; prints every batch')
-  .argument('[query-module]', 'a module whose default export is a StreamingQueryDefinition (default: hourly sales per store)')
+  .argument('[query-module]', 'a module whose default export is a QueryDefinition (default: hourly sales per store)')
   .option('--input <file>', 'events to put, one JSON object (or CSV line) per line (default: generated sample sales)')
   .option('--shards <n>', 'Kinesis shards', positiveInt('--shards'), 2)
   .option('--out <dir>', 'write the final sink contents and dead-letters.jsonl here')
@@ -78,7 +78,7 @@ program
   .command('explain')
   .description('validate a query module without running it and print its logical and incremental plans, '
     + 'and where a repartition stage cuts it (or why the query is refused)')
-  .argument('[query-module]', 'a module whose default export is a StreamingQueryDefinition (default: hourly sales per store)')
+  .argument('[query-module]', 'a module whose default export is a QueryDefinition (default: hourly sales per store)')
   .option('--shards <n>', 'source stream shards (1 needs no partition key for stateful queries)', positiveInt('--shards'))
   .option('--no-repartition', 'refuse instead of adding a repartition stage')
   .action(async (queryModule: string | undefined, opts: { shards?: number; repartition: boolean }) => {

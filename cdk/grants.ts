@@ -75,6 +75,8 @@ export interface QueryResources {
   /** The query's own dead-letter key prefix (`<deadLetterPrefix><query name>/`). */
   readonly deadLetterObjectPrefix: string;
   readonly stream: kinesis.IStream;
+  /** A query over several streams: the source streams after the first, granted as `stream` is. */
+  readonly otherSourceStreams?: readonly kinesis.IStream[];
   readonly repartitionStream?: kinesis.IStream;
   /**
    * The internal streams after the first (hop 2, 3, ...) of a query with chained stateful
@@ -142,7 +144,7 @@ export function grantFunctionAccess(fn: lambda.Function, access: FunctionAccess,
 
   const { stream, repartitionStream } = resources;
   const sourceActions = access.source === 'event-source' ? EVENT_SOURCE_READ_ACTIONS : access.source === 'read' ? SHARD_READ_ACTIONS : ['kinesis:ListShards'];
-  grantStream(fn, stream, sourceActions, access.source === 'list' ? [] : KMS_READ);
+  for (const source of [stream, ...(resources.otherSourceStreams ?? [])]) grantStream(fn, source, sourceActions, access.source === 'list' ? [] : KMS_READ);
   if (repartitionStream && access.internal !== 'none') {
     const internalActions = {
       'event-source': EVENT_SOURCE_READ_ACTIONS,

@@ -15,7 +15,7 @@ import { buildSync, type Message } from 'esbuild';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { StreamingQueryDefinition } from '../lib/query/query-definition.js';
+import type { QueryDefinition } from '../lib/query/query-definition.js';
 import type { ValidatedQuery, ValidateOptions } from '../lib/query/validate-query.js';
 import { queryDefinitionOf, queryModuleLoadError } from '../lib/query/query-module.js';
 import { SLUICE_PACKAGE_DIR, SOURCE_CONDITIONS, importSpecifier } from './project.js';
@@ -24,7 +24,7 @@ export interface LoadedQueryModule {
   /** Absolute path of the module. */
   readonly path: string;
   /** Its default export. */
-  readonly definition: StreamingQueryDefinition;
+  readonly definition: QueryDefinition;
   /** The engine's `validateQuery`, from the same compiled copy of the engine as the definition. */
   readonly validate: (options: ValidateOptions) => ValidatedQuery;
 }
@@ -57,7 +57,7 @@ export function loadQueryModule(queryModulePath: string, projectRoot: string): L
     const detail = errors?.length ? errors.map(formatMessage).join('\n') : error;
     throw queryModuleLoadError(queryModulePath, errors?.length ? new Error(String(detail)) : error);
   }
-  let loaded: { module: Record<string, unknown>; validateQuery: (d: StreamingQueryDefinition, o: ValidateOptions) => ValidatedQuery };
+  let loaded: { module: Record<string, unknown>; validateQuery: (d: QueryDefinition, o: ValidateOptions) => ValidatedQuery };
   try {
     loaded = evaluateCommonJs(code, queryModulePath) as typeof loaded;
   } catch (error) {

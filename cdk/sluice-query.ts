@@ -33,7 +33,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import type { StreamingQueryDefinition } from '../lib/query/query-definition.js';
+import { isMultiSource, type QueryDefinition } from '../lib/query/query-definition.js';
 import { METRIC, METRIC_DIMENSION_QUERY, METRICS_NAMESPACE } from '../lib/runtime/metric-names.js';
 import {
   DEPLOYMENT_DEFAULTS, DEPLOYMENT_OUTPUT_DESCRIPTION, PROGRESS_RECORDS, TABLE_KEYS, runtimeConfigToEnv, sinkPrefixFor,
@@ -73,7 +73,7 @@ const DEFAULT_DEAD_LETTER_RETENTION = Duration.days(30);
 export interface SluiceQueryProps {
   /**
    * Path to the query module: a TypeScript/JavaScript module whose default export is a
-   * `StreamingQueryDefinition` (see examples/). Absolute, or relative to the directory `cdk` runs
+   * `QueryDefinition` (see examples/). Absolute, or relative to the directory `cdk` runs
    * in. It is loaded and validated at synth time and bundled into both functions.
    */
   readonly queryModule: string;
@@ -103,6 +103,15 @@ export interface SluiceQueryProps {
    * server-side encryption with the AWS-managed key
    */
   readonly stream?: kinesis.IStream;
+
+  /**
+   * A query over several streams (`sources` in its definition): the Kinesis stream of each source,
+   * by source name. The Kinesis-trigger function gets an event source mapping per stream. Every
+   * declared source needs one; `stream`, `shardCount` and `streamMode` do not apply.
+   *
+   * @default - none (a one-stream query reads `stream`)
+   */
+  readonly streams?: Readonly<Record<string, kinesis.IStream>>;
 
   /**
    * Shards of the stream the construct creates. Not allowed with `stream`, nor with an on-demand
@@ -496,7 +505,7 @@ export interface SluiceQueryAlarms {
 
 export class SluiceQuery extends Construct {
   /** The query, as the module's default export. */
-  public readonly definition: StreamingQueryDefinition;
+  public readonly definition: QueryDefinition;
   /** The query's name: its checkpoint, state and metrics are keyed by it. */
   public readonly queryName: string;
   /** Absolute path of the query module. */
@@ -504,6 +513,10 @@ export class SluiceQuery extends Construct {
   /** The project the functions are bundled from, and its lockfile. */
   public readonly project: ProjectPaths;
   public readonly stream: kinesis.IStream;
+  /** A query over several streams: each source's stream, by source name (the first is also `stream`). */
+  public readonly sourceStreams: Readonly<Record<string, kinesis.IStream>> | undefined;
+  /** The event source mappings of the other source streams of a query over several (to the Kinesis-trigger function). */
+  public readonly extraEventSources: readonly lambda.EventSourceMapping[] = [];
   /** Shards the query was validated for (undefined: unknown, a partition key is required). */
   public readonly expectedShardCount: number | undefined;
   public readonly checkpointTable: dynamodb.Table;
@@ -566,7 +579,10 @@ export class SluiceQuery extends Construct {
     this.queryName = String(this.definition.name);
     this.checkProps(props);
 
-    const { stream, expectedShardCount, streamRetention } = this.resolveStream(props, removalPolicy);
+    this.sourceStreams = this.resolveSourceStreams(props);
+    const { stream, expectedShardCount, streamRetention } = this.sourceStreams
+      ? { stream: Object.values(this.sourceStreams)[0]!, expectedShardCount: props.expectedShardCount, streamRetention: props.streamRetention ?? Duration.hours(24) }
+      : this.resolveStream(props, removalPolicy);
     this.stream = stream;
     this.expectedShardCount = expectedShardCount;
     const allowRepartition = props.repartition !== false;
@@ -577,7 +593,7 @@ export class SluiceQuery extends Construct {
       // SLUICE_REPARTITION_STREAM is set: it is set below exactly when this says one is needed.
       const validated = loaded.validate({ expectedShardCount, allowRepartition });
       this.needsRepartition = validated.needsRepartition;
-      hopCount = validated.repartition?.hops.length ?? 0;
+      hopCount = validated.repartition?.hops.length ?? (validated.hop ? 1 : 0);
       lakeShape = validated.lakeTable;
     } catch (error) {
       throw this.withContext(error, `query '${this.queryName}' (${this.queryModulePath})${allowRepartition ? '' : ' with repartition: false'}`);
@@ -649,6 +665,7 @@ export class SluiceQuery extends Construct {
       ...(this.laterRepartitionStreams.length > 0
         ? { repartitionStreamNames: [this.repartitionStream!, ...this.laterRepartitionStreams].map((s) => s.streamName) }
         : {}),
+      ...(this.sourceStreams ? { sourceStreams: Object.fromEntries(Object.entries(this.sourceStreams).map(([name, s]) => [name, s.streamName])) } : {}),
       ...compactionConfig(props.compaction, sink.kind, props.timeout ?? Duration.minutes(1), (m) => this.propError(m)),
     };
     this.environment = {
@@ -673,7 +690,7 @@ export class SluiceQuery extends Construct {
     if (trigger.batchingWindowSeconds !== null && props.maxBatchingWindow !== undefined) {
       throw this.propError('maxBatchingWindow and the query\'s trigger processingTime both set the source mapping\'s batching window: set one.');
     }
-    this.eventSource = addKinesisEventSource(this.kinesisTriggerFunction, this.stream, {
+    const sourceMappingOptions = {
       // availableNow: the mapping exists (its position is the stream's) but stays off; the schedule drains.
       ...(trigger.drain ? { enabled: false } : {}),
       startingPosition: props.startingPosition ?? lambda.StartingPosition.TRIM_HORIZON,
@@ -686,7 +703,11 @@ export class SluiceQuery extends Construct {
       parallelizationFactor: 1,
       reportBatchItemFailures: true,
       onFailure: new SqsDlq(this.onFailureQueue),
-    });
+    };
+    this.eventSource = addKinesisEventSource(this.kinesisTriggerFunction, this.stream, sourceMappingOptions);
+    // The other source streams feed the same function: the handler picks each record's stage by its stream.
+    this.extraEventSources = Object.values(this.sourceStreams ?? {}).slice(1)
+      .map((other) => addKinesisEventSource(this.kinesisTriggerFunction, other, sourceMappingOptions));
     if (this.repartitionStream && this.repartitionFunction) {
       checkSynthTimeDurationProp(props, 'maxRecordAge', 'the repartition stage caps it at its internal stream\'s retention',
         (message) => this.propError(message));
@@ -828,6 +849,29 @@ export class SluiceQuery extends Construct {
         throw this.propError(`sinkPrefix '${props.sinkPrefix}' differs from the query's sink.prefix '${sink.prefix}'; set one of them.`);
       }
     }
+  }
+
+  /** A query over several streams: a stream for every declared source, and no one-stream props. */
+  private resolveSourceStreams(props: SluiceQueryProps): Readonly<Record<string, kinesis.IStream>> | undefined {
+    if (!isMultiSource(this.definition)) {
+      if (props.streams) {
+        throw this.propError(`streams applies to a query over several streams (definition.sources); query '${this.queryName}' reads one stream: give stream instead.`);
+      }
+      return undefined;
+    }
+    const declared = Object.keys(this.definition.sources);
+    const given = props.streams ?? {};
+    const missing = declared.filter((name) => given[name] === undefined);
+    if (missing.length > 0) {
+      throw this.propError(`query '${this.queryName}' declares source${missing.length > 1 ? 's' : ''} ${missing.map((m) => `'${m}'`).join(', ')} with no stream: `
+        + `give streams: { ${declared.map((name) => `${name}: <kinesis.IStream>`).join(', ')} }.`);
+    }
+    const unknown = Object.keys(given).filter((name) => !declared.includes(name));
+    if (unknown.length > 0) throw this.propError(`streams names ${unknown.join(', ')}, which query '${this.queryName}' does not declare (its sources: ${declared.join(', ')}).`);
+    for (const prop of ['stream', 'shardCount', 'streamMode'] as const) {
+      if (props[prop] !== undefined) throw this.propError(`${prop} applies to a one-stream query; query '${this.queryName}' reads streams ${declared.join(', ')}: give them in streams.`);
+    }
+    return Object.fromEntries(declared.map((name) => [name, given[name]!]));
   }
 
   private resolveStream(props: SluiceQueryProps, removalPolicy: RemovalPolicy): {
@@ -980,6 +1024,7 @@ export class SluiceQuery extends Construct {
       sinkBucket: this.sinkBucket, sinkPrefix: this.sinkPrefix,
       deadLetterBucket: this.deadLetterBucket, deadLetterObjectPrefix: deadLetterObjectPrefix(this.deadLetterPrefix, this.queryName),
       stream: this.stream, repartitionStream: this.repartitionStream, laterRepartitionStreams: this.laterRepartitionStreams,
+      otherSourceStreams: Object.values(this.sourceStreams ?? {}).slice(1),
     };
     const access = accessOf({ isStateful, needsRepartition: this.needsRepartition });
     grantFunctionAccess(this.kinesisTriggerFunction, access.kinesisTrigger, resources);

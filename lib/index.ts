@@ -26,5 +26,7 @@ export { StreamingQuery } from './runtime/streaming-query.js';
 export type { StreamingQueryProgress } from './runtime/progress.js';
 export * from './errors/sluice-error.js';
 export { runBatchQuery } from './runtime/batch-runner.js';
-export { defineQuery, type KinesisSourceSpec, type SinkSpec, type StreamingQueryDefinition } from './query/query-definition.js';
+export {
+  defineQuery, type KinesisSourceSpec, type MultiSourceQueryDefinition, type QueryDefinition, type SinkSpec, type StreamingQueryDefinition,
+} from './query/query-definition.js';
 export { validateQuery, explainQuery, type ValidatedQuery, type ValidateOptions } from './query/validate-query.js';

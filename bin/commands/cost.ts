@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import { type Command, InvalidArgumentError } from 'commander';
 import { estimateMonthlyCost, PRICES_2026_12_US_EAST_1, type PriceTable } from '../../lib/aws/cost-estimate.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
+import { isMultiSource } from '../../lib/query/query-definition.js';
+import { IllegalArgumentError } from '../../lib/errors/sluice-error.js';
 import { positiveInt, print, table } from './common.js';
 
 /** `1000/s`, `60000/min`, `3600000/h` or a bare number (per second). */
@@ -46,6 +48,11 @@ export function registerCostCommand(program: Command): void {
     }) => {
       const prices = opts.prices ? readPrices(opts.prices) : PRICES_2026_12_US_EAST_1;
       const definition = await importQueryModule(queryModule);
+      if (isMultiSource(definition)) {
+        throw new IllegalArgumentError(`query '${definition.name}' reads several streams (${Object.keys(definition.sources).join(', ')}); sluice cost estimates one-stream queries.`, {
+          code: 'MULTI_SOURCE_COST_UNSUPPORTED', hint: 'estimate each stream\'s side as a one-stream query for now.',
+        });
+      }
       const estimate = await estimateMonthlyCost(definition, {
         recordsPerSecond: opts.rate, keys: opts.keys, shards: opts.shards, batchSize: opts.batchSize,
         memoryMb: opts.memory, invocationMs: opts.durationMs, prices,

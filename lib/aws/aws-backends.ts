@@ -3,12 +3,13 @@
  * DynamoDB checkpoint and state of each state partition (shard), the sink its definition names,
  * the S3 dead-letter location, the cross-shard watermark coordinator and the shard reader.
  */
-import type { StreamingQueryDefinition } from '../query/query-definition.js';
+import type { QueryDefinition } from '../query/query-definition.js';
 import type { CompiledQuery } from '../query/compiled-query.js';
 import type { PartitionBackends } from '../query/partition-backends.js';
 import type { QueryStage } from '../query/query-stage.js';
 import type { CostMeter } from '../core/cost-meter.js';
-import { sinkPrefixFor, type RuntimeConfig } from '../runtime/runtime-config.js';
+import { sinkPrefixFor, streamNameOf, type RuntimeConfig } from '../runtime/runtime-config.js';
+import { isMultiSource } from '../query/query-definition.js';
 import type { Sink } from '../sinks/sink.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { AwsClients } from './clients.js';
@@ -33,10 +34,12 @@ export interface AwsQueryBackends {
   readonly repartitionSink: RepartitionSink | null;
   /** Reads the first internal stream's shards (stage 2), when the query has a repartition stage. */
   readonly repartitionShardReader: KinesisShardReader | null;
-  /** The stream whose shards run `stage`: the source stream, or the internal stream it reads. */
+  /** The stream whose shards run `stage`: its source stream, or the internal stream it reads. */
   streamOf(stage: QueryStage): string;
   /** The reader of that stream. */
   readerOf(stage: QueryStage): KinesisShardReader;
+  /** The sink of a stage that writes to an internal stream (null for a stage writing the query's sink). */
+  repartitionSinkOf(stage: QueryStage): RepartitionSink | null;
   /**
    * One state partition's backends (default: of the query's source stage); the stage names its
    * checkpoint partition and says which stream it reads and where it writes.
@@ -44,7 +47,7 @@ export interface AwsQueryBackends {
   forPartition(shardId: string, stage?: QueryStage): PartitionBackends;
 }
 
-export function sinkPrefixOf(definition: StreamingQueryDefinition, config: RuntimeConfig): string {
+export function sinkPrefixOf(definition: QueryDefinition, config: RuntimeConfig): string {
   return sinkPrefixFor(definition.name, definition.sink.kind === 'dynamodb' ? undefined : definition.sink.prefix, config.sinkPrefix);
 }
 
@@ -55,7 +58,7 @@ export function createAwsQueryBackends(
   meter: CostMeter,
   decorateSink: (sink: Sink) => Sink = (sink) => sink,
 ): AwsQueryBackends {
-  const { definition, repartition } = query;
+  const { definition } = query;
   const resultSink = createSink(definition, query.keyColumns, config, clients, meter);
   const sink = decorateSink(resultSink);
   const deadLetters = new S3DeadLetterWriter({
@@ -65,17 +68,37 @@ export function createAwsQueryBackends(
     client: clients.dynamodb, checkpointTable: config.checkpointTable, queryName: definition.name,
     idleTimeoutMs: config.idleShardTimeoutMs, meter,
   });
-  const shardReader = new KinesisShardReader(clients.kinesis, config.streamName, meter);
-  const hops = repartition?.hops ?? [];
+  const multiSource = isMultiSource(definition);
+  const hops = query.hops;
   const streams = internalStreamNames(config);
   if (hops.length > 0 && streams.length < hops.length) {
     throw missing('SLUICE_REPARTITION_STREAMS', `${hops.length} internal repartition stream(s), one per hop`);
   }
-  // One sink and one reader per hop: stage k writes hop k, stage k + 1 reads it.
-  const hopSinks = hops.map((hop) => RepartitionSink.forHop(hop, new KinesisRepartitionChannel(clients.kinesis, streams[hop.index]!, meter), meter));
+  const sourceStreamOf = (sourceName: string): string => streamNameOf(config, sourceName, multiSource);
+  const streamOf = (stage: QueryStage): string => (stage.inputHop
+    ? streams[stage.inputHop.index]!
+    : sourceStreamOf(stage.sourceName ?? query.sourceStage.sourceName!));
+  // Every stream is named at cold start: a missing one fails before any record is touched.
+  const sourceReaders = new Map(query.sourceStages.map((stage) => [stage.sourceName!, new KinesisShardReader(clients.kinesis, streamOf(stage), meter)]));
+  const shardReader = sourceReaders.get(query.sourceStage.sourceName!)!;
+  // One channel and one reader per hop: stage k writes hop k, stage k + 1 reads it.
+  const channels = hops.map((hop) => new KinesisRepartitionChannel(clients.kinesis, streams[hop.index]!, meter));
   const hopReaders = hops.map((hop) => new KinesisShardReader(clients.kinesis, streams[hop.index]!, meter));
-  const streamOf = (stage: QueryStage): string => (stage.inputHop ? streams[stage.inputHop.index]! : config.streamName);
-  const readerOf = (stage: QueryStage): KinesisShardReader => (stage.inputHop ? hopReaders[stage.inputHop.index]! : shardReader);
+  const readerOf = (stage: QueryStage): KinesisShardReader => (stage.inputHop
+    ? hopReaders[stage.inputHop.index]!
+    : sourceReaders.get(stage.sourceName ?? '') ?? shardReader);
+  // One sink per writing stage: the inputs of a multi-input hop share its stream, each tagging its rows.
+  const repartitionSinks = new Map<QueryStage, RepartitionSink>();
+  const repartitionSinkOf = (stage: QueryStage): RepartitionSink | null => {
+    const hop = stage.outputHop;
+    if (!hop) return null;
+    let found = repartitionSinks.get(stage);
+    if (!found) {
+      found = RepartitionSink.forHop(hop, channels[hop.index]!, meter, stage.hopInput);
+      repartitionSinks.set(stage, found);
+    }
+    return found;
+  };
   const shardLists = new Map<string, { at: number; shards: SourceShard[] }>();
   // With their parents: a child of a reshard carries its parents' event time (the next stage's watermark).
   const shardsOf = async (streamName: string): Promise<SourceShard[]> => {
@@ -91,35 +114,39 @@ export function createAwsQueryBackends(
     watermarks,
     shardReader,
     sink,
-    repartitionSink: hopSinks[0] ?? null,
+    repartitionSink: repartitionSinkOf(query.sourceStage),
     repartitionShardReader: hopReaders[0] ?? null,
     streamOf,
     readerOf,
+    repartitionSinkOf,
     forPartition: (shardId, stage = query.sourceStage) => {
       const input = stage.inputHop;
-      const output = stage.outputHop;
-      // The senders of a stage's input: the source stream's shards, or the shards of the hop before.
-      const senders = input === null ? null : input.index === 0 ? config.streamName : streams[input.index - 1]!;
+      const toHop = repartitionSinkOf(stage);
+      // The senders of a stage's input: the source stream(s)' shards (by source name when a hop has
+      // several inputs), or the shards of the hop before.
+      const sendersOf = (sourceName?: string): string => (input!.index === 0
+        ? (sourceName === undefined ? streamOf(query.sourceStage) : sourceStreamOf(sourceName))
+        : streams[input!.index - 1]!);
       return {
         checkpoint: new DynamoDbCheckpoint({
           client: clients.dynamodb, checkpointTable: config.checkpointTable, stateTable: config.stateTable,
           queryName: definition.name, partitionId: stage.checkpointPartition(shardId), meter,
           snapshotEvery: config.snapshotEveryBatches, snapshotByBytes: true,
         }),
-        sink: output ? hopSinks[output.index]! : sink,
-        ...(output ? {} : { sinkRowLimits: resultSink.rowLimits }),
+        sink: toHop ?? sink,
+        ...(toHop ? {} : { sinkRowLimits: resultSink.rowLimits }),
         deadLetters,
         watermarks,
         shardReader: readerOf(stage),
         costMeter: meter,
-        ...(senders ? { sourcePartitions: () => shardsOf(senders) } : {}),
+        ...(input ? { sourcePartitions: (sourceName?: string) => shardsOf(sendersOf(sourceName)) } : {}),
       };
     },
   };
 }
 
 function createSink(
-  definition: StreamingQueryDefinition, keyColumns: readonly string[], config: RuntimeConfig, clients: AwsClients, meter: CostMeter,
+  definition: QueryDefinition, keyColumns: readonly string[], config: RuntimeConfig, clients: AwsClients, meter: CostMeter,
 ): Sink {
   const spec = definition.sink;
   if (spec.kind === 'dynamodb') {

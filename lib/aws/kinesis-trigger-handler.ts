@@ -15,7 +15,9 @@ import type { QueryStage } from '../query/query-stage.js';
 import { runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
 import { invocationLimitsOf, type InvocationLimits } from '../query/invocation-limits.js';
 import { CostMeter } from '../core/cost-meter.js';
-import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
+import { readRuntimeConfig, streamNameOf, type RuntimeConfig } from '../runtime/runtime-config.js';
+import { isMultiSource } from '../query/query-definition.js';
+import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
@@ -35,7 +37,7 @@ export interface KinesisTriggerOptions {
    * Replace the AWS backends (tests); default: DynamoDB/S3 adapters from the config. The handler
    * then knows no stream to guard reshards on: a stateful stage needs `reshardGuard` as well.
    */
-  readonly backendsFor?: (shardId: string) => PartitionBackends;
+  readonly backendsFor?: (shardId: string, stage?: QueryStage) => PartitionBackends;
   /**
    * With `backendsFor` on a stateful stage: what runs before each shard's invocation (a child
    * shard waits for its parents and is seeded from their state), or null for backends whose
@@ -89,18 +91,30 @@ function createShardHandler(
   const config = options.config ?? readRuntimeConfig();
   const query = compileForDeployment(deployable, config);
   const { definition } = query;
-  const stages: readonly QueryStage[] = stream === 'repartition-stream' ? internalStages(query) : [query.sourceStage];
+  const stages: readonly QueryStage[] = stream === 'repartition-stream' ? internalStages(query) : query.sourceStages;
+  // Several source streams feed one function: each record's stream (its event source ARN) picks the stage.
+  const stageByStream = new Map<string, QueryStage>(stream === 'repartition-stream'
+    ? []
+    : query.sourceStages.map((s) => [streamNameOf(config, s.sourceName!, isMultiSource(definition)), s]));
   const meter = new CostMeter();
   const observability = options.observability ?? createObservability(definition.name);
   let clients: AwsClients | undefined;
   const internalStreams = internalStreamNames(config);
-  /** The stage a record runs in: by the internal stream it comes from (stage 2 when unknown). */
+  /** The stage a record runs in: by the stream it comes from (an internal one: stage 2 when unknown). */
   const stageOf = (record: KinesisStreamRecord): QueryStage => {
-    if (stream !== 'repartition-stream') return query.sourceStage;
-    const hop = internalStreams.indexOf(streamNameOfArn(record.eventSourceARN));
-    return stages[Math.max(0, hop)] ?? stages[0]!;
+    if (stream === 'repartition-stream') {
+      const hop = internalStreams.indexOf(streamNameOfArn(record.eventSourceARN));
+      return stages.find((s) => s.inputHop?.index === hop) ?? stages[0]!;
+    }
+    if (query.sourceStages.length === 1) return query.sourceStage;
+    const streamName = streamNameOfArn(record.eventSourceARN);
+    const found = stageByStream.get(streamName);
+    if (found) return found;
+    throw new IllegalArgumentError(`A record from stream '${streamName || record.eventSourceARN}' reached query '${definition.name}', which reads ${[...stageByStream.keys()].join(', ')}.`, {
+      code: 'UNKNOWN_SOURCE_STREAM', hint: 'map every event source of the function to a source of the query (SLUICE_SOURCE_STREAMS, set by the SluiceQuery construct).',
+    });
   };
-  let backendsFor = options.backendsFor ? (shardId: string, _stage: QueryStage) => options.backendsFor!(shardId) : undefined;
+  let backendsFor = options.backendsFor ? (shardId: string, stage: QueryStage) => options.backendsFor!(shardId, stage) : undefined;
   type ForPartition = (shardId: string, stage: QueryStage) => PartitionBackends;
   let guardOf: ((stage: QueryStage, forPartition: ForPartition) => ReshardGuard) | null = null;
   if (!backendsFor) {
@@ -115,7 +129,7 @@ function createShardHandler(
         kinesis: sdk.kinesis, streamName: backends.streamOf(stage), query, stage,
         checkpointOf: (shardId) => forPartition(shardId, stage).checkpoint,
         reader: backends.readerOf(stage),
-        ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(shardId) }),
+        ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
       });
     };
   } else if (stages.some((s) => s.isStateful) && options.reshardGuard === undefined) {
@@ -139,7 +153,7 @@ function createShardHandler(
     for (const record of event.Records) {
       const shardId = shardIdOf(record);
       const stage = stageOf(record);
-      const key = `${stage.index}/${shardId}`;
+      const key = `${stage.index}/${stage.partitionId(shardId)}`;
       const entry = byShard.get(key) ?? { stage, shardId, records: [] };
       entry.records.push(record);
       byShard.set(key, entry);
@@ -184,7 +198,7 @@ function createShardHandler(
 /** The stages on internal streams, stage 2 first; a query without one is refused at cold start. */
 function internalStages(query: CompiledQuery): readonly QueryStage[] {
   query.requireStateStage();
-  return query.stages.slice(1);
+  return query.stages.filter((s) => s.reads === 'internal-stream');
 }
 
 /** `arn:aws:kinesis:<region>:<account>:stream/<name>` → `<name>`. */

@@ -49,7 +49,7 @@ export interface ReshardGuardOptions {
 export function stateRoutingOf(query: CompiledQuery, stage: QueryStage): StoreRouting[] {
   if (!stage.isStateful) return [];
   if (stage.reads === 'internal-stream') return repartitionStateRouting(stage.plan, stage.inputHop?.routingKeyPositions ?? []);
-  return sourceStreamStateRouting(stage.plan, query.definition.source.partitionKey);
+  return sourceStreamStateRouting(stage.plan, query.definition.source?.partitionKey);
 }
 
 function rangeOf(shard: Shard): HashKeyRange {

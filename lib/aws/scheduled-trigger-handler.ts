@@ -118,7 +118,6 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
   const observability = options.observability ?? createObservability(query.name);
   const now = options.now ?? Date.now;
   const context: Context = { query, config, backends, observability, options, tracing: tracerForClients(clients) };
-  const { sourceStage } = query;
 
   const guards = new Map<QueryStage, ReshardGuard>();
   const guardOf = (stage: QueryStage): ReshardGuard => {
@@ -129,7 +128,7 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
         kinesis: clients.kinesis, streamName: backends.streamOf(stage), query, stage,
         checkpointOf: (shardId) => backends.forPartition(shardId, stage).checkpoint,
         reader: backends.readerOf(stage),
-        ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(shardId) }),
+        ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
       });
       guards.set(stage, guard);
     }
@@ -139,28 +138,37 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
   return async (event = {}, lambdaContext) => {
     const drain = (event as ScheduledTriggerEvent).mode === 'drain';
     const tick: Tick = { limits: invocationLimitsOf(config.functionMemoryMb, lambdaContext?.getRemainingTimeInMillis?.bind(lambdaContext)), longestBatchMs: 0 };
-    const shards = parentsFirst(await listStreamShards(clients.kinesis, config.streamName));
+    // Each source stream's shards (one stream, or several for a query over several streams).
+    const streams = await Promise.all(query.sourceStages.map(async (stage) => ({
+      stage, shards: parentsFirst(await listStreamShards(clients.kinesis, backends.streamOf(stage))),
+    })));
     // First every shard's idle state, so that each no-data batch below sees all of them.
     const caughtUp = new Map<string, boolean>();
-    for (const shard of shards) {
-      const idle = await confirmIdle(backends, sourceStage, shard.ShardId!, now());
-      caughtUp.set(shard.ShardId!, idle);
-      if (idle && backends.repartitionSink) {
-        // Every state partition learns that this source shard no longer holds the watermark back.
-        // An idle record says which batches are done: -1 for a shard that committed none yet (a new
-        // child of a split, a shard no key hashed to), so that its batch 0 is not taken as applied.
-        const committed = await backends.forPartition(shard.ShardId!, sourceStage).checkpoint.commitLog.getLatest();
-        await backends.repartitionSink.broadcastIdle(shard.ShardId!, committed?.[0] ?? NO_BATCH_COMMITTED);
+    for (const { stage, shards } of streams) {
+      for (const shard of shards) {
+        const partition = stage.partitionId(shard.ShardId!);
+        const idle = await confirmIdle(backends, stage, shard.ShardId!, now());
+        caughtUp.set(partition, idle);
+        const hop = backends.repartitionSinkOf(stage);
+        if (idle && hop) {
+          // Every state partition learns that this source shard no longer holds the watermark back.
+          // An idle record says which batches are done: -1 for a shard that committed none yet (a new
+          // child of a split, a shard no key hashed to), so that its batch 0 is not taken as applied.
+          const committed = await backends.forPartition(shard.ShardId!, stage).checkpoint.commitLog.getLatest();
+          await hop.broadcastIdle(partition, committed?.[0] ?? NO_BATCH_COMMITTED);
+        }
       }
     }
     const summary: ShardSummary[] = [];
-    for (const shard of shards) {
-      const shardId = shard.ShardId!;
-      const entry = await runGuarded(context, tick, guardOf(sourceStage), shards, shardId, sourceStage, drain);
-      summary.push({ ...entry, stage: sourceStage.kind, caughtUp: caughtUp.get(shardId) ?? false });
+    for (const { stage, shards } of streams) {
+      for (const shard of shards) {
+        const shardId = shard.ShardId!;
+        const entry = await runGuarded(context, tick, guardOf(stage), shards, shardId, stage, drain);
+        summary.push({ ...entry, stage: stage.kind, caughtUp: caughtUp.get(stage.partitionId(shardId)) ?? false });
+      }
     }
     // Each later stage in order: the internal stream's shards, with whatever the stage before just sent.
-    for (const stage of query.stages.slice(1)) {
+    for (const stage of query.stages.filter((s) => s.reads === 'internal-stream')) {
       const internalShards = parentsFirst(await listStreamShards(clients.kinesis, backends.streamOf(stage)));
       for (const shard of internalShards) {
         const entry = await runGuarded(context, tick, guardOf(stage), internalShards, shard.ShardId!, stage, true);
@@ -213,12 +221,13 @@ async function runGuarded(
 
 async function confirmIdle(backends: AwsQueryBackends, stage: QueryStage, shardId: string, nowMs: number): Promise<boolean> {
   const committed = await committedShardOffset(backends.forPartition(shardId, stage).checkpoint, stage.sourceId);
-  const position = await backends.shardReader.readAfter(shardId, committed?.sequenceNumber ?? null, 1);
+  const position = await backends.readerOf(stage).readAfter(shardId, committed?.sequenceNumber ?? null, 1);
   const caughtUp = position.records.length === 0 && position.millisBehindLatest === 0;
   if (!caughtUp) return false;
   // A shard that never had data has no watermark row yet: start its idle clock now.
-  if (committed === null) await backends.watermarks.publish(shardId, 0, -1, false);
-  return backends.watermarks.confirmCaughtUp(shardId, nowMs);
+  const partition = stage.partitionId(shardId);
+  if (committed === null) await backends.watermarks.publish(partition, 0, -1, false);
+  return backends.watermarks.confirmCaughtUp(partition, nowMs);
 }
 
 async function runAndReport(context: Context, tick: Tick, shardId: string, stage: QueryStage, records: readonly ShardRecord[]): Promise<ShardInvocationResult> {

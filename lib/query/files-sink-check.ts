@@ -7,9 +7,9 @@ import { AnalysisError } from '../errors/sluice-error.js';
 import type { DataType, StructField } from '../plan/data-types.js';
 import { resolvePartitionColumns } from '../sinks/partition-path.js';
 import { unwritableParquetType } from '../sinks/parquet-format.js';
-import type { StreamingQueryDefinition } from './query-definition.js';
+import type { QueryDefinition } from './query-definition.js';
 
-export function checkFilesSink(definition: StreamingQueryDefinition, schema: readonly StructField[]): void {
+export function checkFilesSink(definition: QueryDefinition, schema: readonly StructField[]): void {
   const sink = definition.sink;
   if (sink.kind !== 's3-files') return;
   const partitionFields = resolvePartitionColumns(sink.partitionBy ?? [], schema);
@@ -52,7 +52,7 @@ export function hiveTypeOf(type: DataType): string {
 }
 
 /** The catalog shape of an s3-files sink's output, or null for other sinks. */
-export function lakeTableShapeOf(definition: StreamingQueryDefinition, schema: readonly StructField[]): LakeTableShape | null {
+export function lakeTableShapeOf(definition: QueryDefinition, schema: readonly StructField[]): LakeTableShape | null {
   const sink = definition.sink;
   if (sink.kind !== 's3-files') return null;
   const partitionFields = resolvePartitionColumns(sink.partitionBy ?? [], schema);
@@ -64,7 +64,7 @@ export function lakeTableShapeOf(definition: StreamingQueryDefinition, schema: r
 }
 
 /** `explain`'s sink section: where the files go and the SQL that reads them (Athena, through the construct's lakeTable). */
-export function explainLakeTable(definition: StreamingQueryDefinition, shape: LakeTableShape): string[] {
+export function explainLakeTable(definition: QueryDefinition, shape: LakeTableShape): string[] {
   const prefix = definition.sink.kind === 's3-files' && definition.sink.prefix !== undefined ? definition.sink.prefix : `${definition.name}/`;
   const folders = shape.partitionKeys.map((k) => `${k.name}=<value>/`).join('');
   const table = definition.name.toLowerCase().replace(/[^a-z0-9_]/g, '_');

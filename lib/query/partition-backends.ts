@@ -28,8 +28,9 @@ export interface PartitionBackends {
   readonly costMeter?: CostMeter;
   readonly clock?: Clock;
   /**
-   * Stage 2: the source stream's shards (with the parents a reshard replaced), so one not heard
-   * from yet holds the watermark back, or carries its parents'.
+   * Stage 2: the shards of the stream(s) feeding this stage (by source name when a hop has several
+   * inputs), with the parents a reshard replaced, so one not heard from yet holds the watermark
+   * back, or carries its parents'.
    */
-  readonly sourcePartitions?: () => Promise<readonly (string | SourceShard)[]>;
+  readonly sourcePartitions?: (sourceName?: string) => Promise<readonly (string | SourceShard)[]>;
 }

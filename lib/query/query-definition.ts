@@ -58,12 +58,9 @@ export type SinkSpec =
     readonly onUnwritableRow?: UnwritableRowPolicy;
   };
 
-export interface StreamingQueryDefinition {
+interface QueryDefinitionCommon {
   /** Stable identity: the checkpoint and state are keyed by it. */
   readonly name: string;
-  readonly source: KinesisSourceSpec;
-  /** The query: from the decoded events to the result. */
-  readonly transform: (events: DataFrame, session: SluiceSession) => DataFrame;
   readonly outputMode: OutputMode;
   readonly sink: SinkSpec;
   /** `spark.sql.*` confs (e.g. the multiple-watermark policy). */
@@ -76,15 +73,49 @@ export interface StreamingQueryDefinition {
   readonly trigger?: Trigger;
 }
 
+/** A query over one Kinesis stream. */
+export interface StreamingQueryDefinition extends QueryDefinitionCommon {
+  readonly source: KinesisSourceSpec;
+  readonly sources?: undefined;
+  /** The query: from the decoded events to the result. */
+  readonly transform: (events: DataFrame, session: SluiceSession) => DataFrame;
+}
+
+/**
+ * A query over several Kinesis streams, each named, with its own schema, format and partition
+ * key; the transform joins or unions them. Each stream's shards feed the watermark (Spark's
+ * multiple-watermark policy: min by default, `spark.sql.streaming.multipleWatermarkPolicy: 'max'`).
+ */
+export interface MultiSourceQueryDefinition extends QueryDefinitionCommon {
+  readonly source?: undefined;
+  /** Source name (letters, digits, `_`; the construct's `streams` prop names them the same) to its spec. */
+  readonly sources: Readonly<Record<string, KinesisSourceSpec>>;
+  /** The query: from the decoded streams, by source name, to the result. */
+  readonly transform: (streams: Readonly<Record<string, DataFrame>>, session: SluiceSession) => DataFrame;
+}
+
+/** What a query module may default-export: a query over one stream or over several. */
+export type QueryDefinition = StreamingQueryDefinition | MultiSourceQueryDefinition;
+
+/** Source names a multi-source definition may not use: ids the engine gives its own streams. */
+export const RESERVED_SOURCE_NAMES: readonly string[] = ['kinesis', 'repartition', 'state'];
+
+const sourceShape = z.object({
+  format: z.enum(['json', 'csv', 'raw']).optional(),
+  schema: z.union([z.string().min(1), z.array(z.object({ name: z.string().min(1), type: z.unknown() }))]),
+  numericTimestamps: z.enum(['seconds', 'millis', 'micros']).optional(),
+  csvDelimiter: z.string().length(1).optional(),
+  partitionKey: z.string().min(1).optional(),
+});
+
 const definitionShape = z.object({
   name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/, 'letters, digits, "_", "." and "-" only, at most 100 characters'),
-  source: z.object({
-    format: z.enum(['json', 'csv', 'raw']).optional(),
-    schema: z.union([z.string().min(1), z.array(z.object({ name: z.string().min(1), type: z.unknown() }))]),
-    numericTimestamps: z.enum(['seconds', 'millis', 'micros']).optional(),
-    csvDelimiter: z.string().length(1).optional(),
-    partitionKey: z.string().min(1).optional(),
-  }),
+  source: sourceShape.optional(),
+  sources: z.record(
+    z.string().regex(/^[A-Za-z][A-Za-z0-9_]{0,39}$/, 'a source name is a letter then letters, digits or "_", at most 40 characters')
+      .refine((n) => !RESERVED_SOURCE_NAMES.includes(n.toLowerCase()), `reserved source name (${RESERVED_SOURCE_NAMES.join(', ')})`),
+    sourceShape,
+  ).refine((r) => Object.keys(r).length >= 1, 'name at least one source').optional(),
   transform: z.function(),
   outputMode: z.enum(['append', 'update', 'complete']),
   sink: z.discriminatedUnion('kind', [
@@ -102,10 +133,20 @@ const definitionShape = z.object({
     z.object({ kind: z.literal('processingTime'), intervalMs: z.number().nonnegative() }),
     z.object({ kind: z.enum(['availableNow', 'once']) }),
   ]).optional(),
+}).refine((d) => (d.source === undefined) !== (d.sources === undefined), {
+  message: 'give either source (one stream) or sources (several named streams), not both',
+  path: ['source'],
 });
 
 /** Checks the definition's shape at once; the query itself is analysed by `validateQuery`. */
-export function defineQuery(definition: StreamingQueryDefinition): StreamingQueryDefinition {
+export function defineQuery(definition: MultiSourceQueryDefinition): MultiSourceQueryDefinition;
+export function defineQuery(definition: StreamingQueryDefinition): StreamingQueryDefinition;
+export function defineQuery(definition: QueryDefinition): QueryDefinition {
+  return checkQueryDefinition(definition);
+}
+
+/** `defineQuery` for a definition of either kind. */
+export function checkQueryDefinition<D extends QueryDefinition>(definition: D): D {
   const parsed = definitionShape.safeParse(definition);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(definition)'}: ${i.message}`).join('; ');
@@ -116,4 +157,26 @@ export function defineQuery(definition: StreamingQueryDefinition): StreamingQuer
   }
   deployedTrigger(definition.trigger); // a trigger Lambda cannot honour is refused here, with what to use
   return definition;
+}
+
+/** A declared source stream: its name in the plan and offsets, and its spec. */
+export interface NamedSource {
+  readonly name: string;
+  readonly spec: KinesisSourceSpec;
+}
+
+/**
+ * The definition's source streams in declaration order. One `source` keeps the id it always had
+ * (`kinesis`), so a single-stream query's checkpoints and offsets are unchanged.
+ */
+export function sourcesOf(definition: QueryDefinition): readonly NamedSource[] {
+  if (definition.sources) return Object.entries(definition.sources).map(([name, spec]) => ({ name, spec }));
+  return [{ name: SINGLE_SOURCE_NAME, spec: definition.source }];
+}
+
+/** The source id of a single-stream query's Kinesis stream in its plan and offsets. */
+export const SINGLE_SOURCE_NAME = 'kinesis';
+
+export function isMultiSource(definition: QueryDefinition): definition is MultiSourceQueryDefinition {
+  return definition.sources !== undefined;
 }

@@ -6,7 +6,7 @@
 import { existsSync, statSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { StreamingQueryDefinition } from './query-definition.js';
+import type { QueryDefinition } from './query-definition.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 
 const EXPORT_HINT = 'default-export the query: `export default defineQuery({ name, source, transform, outputMode, sink })` '
@@ -39,12 +39,12 @@ export function queryModuleLoadError(path: string, cause: unknown): IllegalArgum
 }
 
 /** The definition a loaded module exports, or an error saying what was found and what to export. */
-export function queryDefinitionOf(exports: Readonly<Record<string, unknown>>, path: string): StreamingQueryDefinition {
+export function queryDefinitionOf(exports: Readonly<Record<string, unknown>>, path: string): QueryDefinition {
   let candidate = exports.default;
   // A module compiled to CommonJS puts the default export one level down.
   if (isObject(candidate) && 'default' in candidate && !('transform' in candidate)) candidate = candidate.default;
   if (isObject(candidate) && typeof candidate.transform === 'function' && typeof candidate.name === 'string') {
-    return candidate as unknown as StreamingQueryDefinition;
+    return candidate as unknown as QueryDefinition;
   }
   const named = Object.keys(exports).filter((k) => k !== 'default' && k !== '__esModule');
   const found = candidate === undefined
@@ -54,7 +54,7 @@ export function queryDefinitionOf(exports: Readonly<Record<string, unknown>>, pa
 }
 
 /** Imports a query module with the running process's loader (the CLI registers a TypeScript one). */
-export async function importQueryModule(given: string, base?: string): Promise<StreamingQueryDefinition> {
+export async function importQueryModule(given: string, base?: string): Promise<QueryDefinition> {
   const path = resolveQueryModulePath(given, base);
   let exports: Record<string, unknown>;
   try {

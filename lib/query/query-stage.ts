@@ -12,10 +12,13 @@
 import { requiredSourceColumns } from '../analysis/required-columns.js';
 import { checkRuntimeRestrictions } from '../analysis/unsupported-operation-checker.js';
 import type { Hop, PlannedStage } from '../analysis/stages.js';
+import { hopOfInput, type MultiInputHopPlan } from '../analysis/multi-input-stages.js';
+import { parseWatermarkPolicy, WATERMARK_POLICY_CONF } from '../runtime/watermark-tracker.js';
+import { sourcesWatermarkMs, type SourceProgress, type SourceShard } from '../sources/repartition-records.js';
 import type { OutputMode } from '../core/output-mode.js';
 import { eventTimeLimitFor, type EventTimeLimit } from '../execution/event-time-skew.js';
 import type { StructField } from '../plan/data-types.js';
-import type { LogicalPlan } from '../plan/logical-plan.js';
+import { collectNodes, type LogicalPlan, type StreamingRelationNode } from '../plan/logical-plan.js';
 import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
 import { KinesisShardSource, type ShardRecord } from '../sources/kinesis-shard-source.js';
@@ -24,8 +27,8 @@ import { RepartitionShardSource } from '../sources/repartition-shard-source.js';
 import { compilePartialAggregator } from '../execution/partial-aggregation.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import type { PartitionBackends } from './partition-backends.js';
-import type { StreamingQueryDefinition } from './query-definition.js';
-import { KINESIS_SOURCE_NAME, sourceSchemaOf } from './validate-query.js';
+import { isMultiSource, type NamedSource, type QueryDefinition } from './query-definition.js';
+import { sourceSchemaOf } from './validate-query.js';
 
 /** An internal stream's source id in the plan and offsets of the stage reading it. */
 export const REPARTITION_SOURCE_NAME = 'repartition';
@@ -47,6 +50,17 @@ export interface StageBinding {
   readonly watermarks: WatermarkCoordinator | undefined;
   /** The records the source could not decode, for the dead-letter location. */
   deadLetters(): DeadLetterRecord[];
+  /** The plan's other source ids, bound for this invocation (another stream's: empty; another hop input's view). */
+  readonly otherSources?: readonly MicroBatchStream[];
+}
+
+/**
+ * A source stream shard's partition id (checkpoint, watermark row, the `src` of its hop records):
+ * the shard id for a one-stream query, as always; `<source>.<shard>` with several streams, whose
+ * shard ids repeat.
+ */
+export function sourcePartitionId(definition: QueryDefinition, sourceName: string, shardId: string): string {
+  return isMultiSource(definition) ? `${sourceName}.${shardId}` : shardId;
 }
 
 export abstract class QueryStage {
@@ -59,6 +73,10 @@ export abstract class QueryStage {
   /** The hop it reads (null: the source stream) and the one it writes (null: the sink). */
   readonly inputHop: Hop | null = null;
   readonly outputHop: Hop | null = null;
+  /** The hop input a stage writing to a multi-input hop tags its records with (undefined: one input). */
+  readonly hopInput: string | undefined = undefined;
+  /** The source stream whose shards run this stage (its name in the definition); null for an internal stream. */
+  readonly sourceName: string | null = null;
   /** Whether a shard of this stage keeps state (a reshard would strand it). */
   abstract readonly isStateful: boolean;
   /** The id the plan names the stage's stream by; offsets are keyed by it. */
@@ -92,6 +110,11 @@ export abstract class QueryStage {
     return shardId;
   }
 
+  /** The partition id a shard of this stage runs as (its watermark row, its sink batches' partition). */
+  partitionId(shardId: string): string {
+    return shardId;
+  }
+
   /** How a shard of this stage is named in reports. */
   label(shardId: string): string {
     return shardId;
@@ -108,37 +131,64 @@ export abstract class QueryStage {
  */
 abstract class SourceStreamStage extends QueryStage {
   readonly reads = 'source-stream';
-  readonly sourceId = KINESIS_SOURCE_NAME;
+  readonly sourceId: string;
+  override readonly sourceName: string;
   private readonly recordSchema: readonly StructField[];
   private readonly decode: RecordDecoder;
   private readonly eventTimeLimit: EventTimeLimit | undefined;
+  /** The plan's other streams: bound to empty sources on this stream's shards. */
+  private readonly otherStreams: readonly { name: string; schema: readonly StructField[] }[];
 
   constructor(
-    private readonly definition: StreamingQueryDefinition, plan: LogicalPlan, columns: readonly string[],
+    private readonly definition: QueryDefinition, private readonly source: NamedSource, plan: LogicalPlan, columns: readonly string[],
     schema: readonly StructField[], outputMode: OutputMode, conf: ReadonlyMap<string, string>,
     /** The plan whose watermark the source's event-time check serves (the whole query's). */
     watermarkPlan: LogicalPlan = plan,
   ) {
     super(plan, columns, schema, outputMode, conf);
-    this.recordSchema = sourceSchemaOf(definition.source);
-    this.decode = createRecordDecoder(definition.source, this.recordSchema);
-    this.eventTimeLimit = eventTimeLimitFor(watermarkPlan, KINESIS_SOURCE_NAME, conf);
+    this.sourceId = source.name;
+    this.sourceName = source.name;
+    this.recordSchema = sourceSchemaOf(source.spec);
+    this.decode = createRecordDecoder(source.spec, this.recordSchema);
+    this.eventTimeLimit = eventTimeLimitFor(watermarkPlan, source.name, conf);
+    this.otherStreams = collectNodes(plan, (n): n is StreamingRelationNode => n.kind === 'StreamingRelation' && n.sourceId !== source.name)
+      .map((n) => ({ name: n.sourceId, schema: n.schema }));
+  }
+
+  override checkpointPartition(shardId: string): string {
+    return sourcePartitionId(this.definition, this.source.name, shardId);
+  }
+
+  override partitionId(shardId: string): string {
+    return sourcePartitionId(this.definition, this.source.name, shardId);
   }
 
   bind(shardId: string, backends: PartitionBackends): StageBinding {
     const source = new KinesisShardSource({
-      name: KINESIS_SOURCE_NAME,
+      name: this.source.name,
       queryName: this.definition.name,
       shardId,
       schema: this.recordSchema,
       decode: this.decode,
-      partitionKeyColumn: this.definition.source.partitionKey,
+      partitionKeyColumn: this.source.spec.partitionKey,
       eventTimeLimit: this.eventTimeLimit,
     });
     // Stage 1 has no watermark of its own either: publishing its progress lets the scheduled
     // handler confirm the shard idle and tell the state partitions.
-    return { source, watermarks: backends.watermarks, deadLetters: () => source.deadLetters() };
+    return {
+      source, watermarks: backends.watermarks, deadLetters: () => source.deadLetters(),
+      ...(this.otherStreams.length > 0 ? { otherSources: this.otherStreams.map((s) => new EmptySource(s.name, s.schema)) } : {}),
+    };
   }
+}
+
+/** Another stream of the query, on a shard of this one: it has nothing here (its own shards read it). */
+class EmptySource implements MicroBatchStream {
+  constructor(readonly name: string, readonly schema: readonly StructField[]) {}
+  initialOffset(): Offset | null { return null; }
+  latestOffset(): Offset | null { return null; }
+  getBatch(): unknown[][] { return []; }
+  commit(): void {}
 }
 
 /** The whole query on a shard of the source stream. */
@@ -148,10 +198,10 @@ export class SingleStage extends SourceStreamStage {
   readonly writes = 'sink';
 
   constructor(
-    definition: StreamingQueryDefinition, plan: LogicalPlan, columns: readonly string[], schema: readonly StructField[],
+    definition: QueryDefinition, source: NamedSource, plan: LogicalPlan, columns: readonly string[], schema: readonly StructField[],
     conf: ReadonlyMap<string, string>, readonly isStateful: boolean,
   ) {
-    super(definition, plan, columns, schema, definition.outputMode, conf);
+    super(definition, source, plan, columns, schema, definition.outputMode, conf);
   }
 }
 
@@ -162,12 +212,21 @@ export class SourceStage extends SourceStreamStage {
   readonly isStateful = false;
   readonly index = 0;
   override readonly outputHop: Hop;
+  override readonly hopInput: string | undefined;
 
-  constructor(definition: StreamingQueryDefinition, planned: PlannedStage, conf: ReadonlyMap<string, string>, wholePlan?: LogicalPlan) {
-    const hop = planned.output!;
+  /** `plan`: stage 1 over `source`; `hopInput`: the tag of its records when the hop has several inputs. */
+  constructor(
+    definition: QueryDefinition, source: NamedSource, plan: LogicalPlan, hop: Hop, conf: ReadonlyMap<string, string>,
+    wholePlan?: LogicalPlan, hopInput?: string,
+  ) {
     const cut = hop.output.map((a) => ({ name: a.name, type: a.type }));
-    super(definition, planned.plan(KINESIS_SOURCE_NAME), cut.map((f) => f.name), cut, 'append', conf, wholePlan);
+    super(definition, source, plan, cut.map((f) => f.name), cut, 'append', conf, wholePlan);
     this.outputHop = hop;
+    this.hopInput = hopInput;
+  }
+
+  static ofPlannedStage(definition: QueryDefinition, source: NamedSource, planned: PlannedStage, conf: ReadonlyMap<string, string>, wholePlan?: LogicalPlan): SourceStage {
+    return new SourceStage(definition, source, planned.plan(source.name), planned.output!, conf, wholePlan);
   }
 
   override label(shardId: string): string {
@@ -194,7 +253,7 @@ export class StateStage extends QueryStage {
   private readonly toPartialRows: ((rows: readonly (readonly unknown[])[]) => unknown[][]) | undefined;
 
   constructor(
-    definition: StreamingQueryDefinition, planned: PlannedStage, columns: readonly string[], schema: readonly StructField[],
+    definition: QueryDefinition, planned: PlannedStage, columns: readonly string[], schema: readonly StructField[],
     conf: ReadonlyMap<string, string>,
   ) {
     const out = planned.output;
@@ -233,4 +292,80 @@ export class StateStage extends QueryStage {
       deadLetters: () => [],
     };
   }
+}
+
+/**
+ * Stage 2 of a join or of a query over several streams, on a shard of the internal stream: one
+ * view of the shard per hop input (each takes its input's records; all share the shard's
+ * positions), and the watermark of each watermark operator from the source shards of the inputs
+ * below it, combined by Spark's multiple-watermark policy.
+ */
+export class MultiInputStateStage extends QueryStage {
+  readonly kind = 'state';
+  readonly reads = 'internal-stream';
+  readonly writes = 'sink';
+  readonly isStateful = true;
+  readonly sourceId: string;
+  readonly index = 1;
+  /** Every input crosses the same internal stream (hop 1): the first input's view of it. */
+  override readonly inputHop: Hop;
+  private readonly policy: 'min' | 'max';
+
+  constructor(
+    private readonly definition: QueryDefinition, private readonly hop: MultiInputHopPlan, columns: readonly string[], schema: readonly StructField[],
+    conf: ReadonlyMap<string, string>,
+  ) {
+    super(hop.stage2(hopRelationId), columns, schema, definition.outputMode, conf);
+    this.sourceId = hopRelationId(hop.inputs[0]!.sourceId);
+    this.inputHop = hopOfInput(hop, hop.inputs[0]!);
+    this.policy = parseWatermarkPolicy(conf.get(WATERMARK_POLICY_CONF));
+  }
+
+  override checkpointPartition(shardId: string): string {
+    return `state.${shardId}`;
+  }
+
+  override label(shardId: string): string {
+    return `stage 2 ${shardId}`;
+  }
+
+  bind(shardId: string, backends: PartitionBackends): StageBinding {
+    const views = new Map(this.hop.inputs.map((input) => [input.sourceId, new RepartitionShardSource(
+      hopRelationId(input.sourceId), input.cutOutput.map((a) => ({ name: a.name, type: a.type })), shardId, undefined, input.sourceId,
+    )]));
+    const [first, ...others] = [...views.values()];
+    // Shard ids become partition ids (`<source>.<shard>`), a reshard's parents too.
+    const knownPartitions = async (sourceName: string): Promise<(string | SourceShard)[]> =>
+      ((await backends.sourcePartitions?.(sourceName)) ?? []).map((shard) => (typeof shard === 'string'
+        ? sourcePartitionId(this.definition, sourceName, shard)
+        : { id: sourcePartitionId(this.definition, sourceName, shard.id), parents: (shard.parents ?? []).map((p) => sourcePartitionId(this.definition, sourceName, p)) }));
+    return {
+      source: first!,
+      otherSources: others,
+      // Each source stream's watermarks arrive with its rows; batch N runs with what N-1 applied.
+      watermarks: {
+        combine: async () => {
+          if (this.hop.watermarks.length === 0) return 0;
+          const perOperator: number[] = [];
+          for (const w of this.hop.watermarks) {
+            const progress: Record<string, SourceProgress> = {};
+            const known: (string | SourceShard)[] = [];
+            for (const input of w.inputs) {
+              Object.assign(progress, views.get(input)!.committedSources);
+              known.push(...await knownPartitions(input));
+            }
+            perOperator.push(sourcesWatermarkMs(progress, w.delayMs, known));
+          }
+          return this.policy === 'min' ? Math.min(...perOperator) : Math.max(...perOperator);
+        },
+        publish: async () => {},
+      },
+      deadLetters: () => [],
+    };
+  }
+}
+
+/** Stage 2's source id for a hop input. */
+export function hopRelationId(sourceName: string): string {
+  return `${REPARTITION_SOURCE_NAME}.${sourceName}`;
 }

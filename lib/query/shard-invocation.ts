@@ -30,6 +30,7 @@ import { Trigger } from '../runtime/trigger.js';
 import type { CompiledQuery } from './compiled-query.js';
 import type { PartitionBackends, ShardReader } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
+import type { MicroBatchStream } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
 import { ANY_ROW, GuardedSink, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
 import { checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
@@ -74,7 +75,7 @@ export async function runShardInvocation(
   const guard = new GuardedSink(backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters, source instanceof KinesisShardSource));
   const execution = new StreamExecution({
     plan: stage.plan,
-    sources: new Map([[stage.sourceId, source]]),
+    sources: new Map([[stage.sourceId, source], ...(binding.otherSources ?? []).map((s) => [s.name, s] as const)]),
     requiredColumns: stage.requiredColumns,
     checkRuntimeRestrictions: stage.checkRuntimeRestrictions,
     columns: stage.columns,
@@ -86,7 +87,7 @@ export async function runShardInvocation(
     conf: stage.conf,
     clock: backends.clock ?? systemClock,
     queryName: query.name,
-    partitionId: shardId,
+    partitionId: stage.partitionId(shardId),
     watermarkCoordinator: binding.watermarks,
     costMeter: backends.costMeter,
     noDataBatchAfterRecovery: request.scheduled === true,
@@ -102,9 +103,13 @@ export async function runShardInvocation(
   };
 
   try {
-    source.setCommitted(execution.committedSourceOffsets.get(source.name) ?? null);
-    source.offer(request.records);
-    await ensurePendingBatchRecords(execution, source, shardId, backends.shardReader);
+    // Every view of the shard (a stage 2 with several hop inputs has one per input) sees its records.
+    const shardSources = [source, ...(binding.otherSources ?? []).filter(isShardSource)];
+    for (const s of shardSources) {
+      s.setCommitted(execution.committedSourceOffsets.get(s.name) ?? null);
+      s.offer(request.records);
+    }
+    await ensurePendingBatchRecords(execution, shardSources, shardId, backends.shardReader);
     const deadLetters = binding.deadLetters();
     if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
     const withholding = source instanceof KinesisShardSource ? source : null;
@@ -142,9 +147,14 @@ export async function runShardInvocation(
 }
 
 /** A planned, uncommitted batch re-runs with exactly its records: fetch them if not delivered. */
+function isShardSource(s: MicroBatchStream): s is ShardSource {
+  return typeof (s as Partial<ShardSource>).offer === 'function' && typeof (s as Partial<ShardSource>).covers === 'function';
+}
+
 async function ensurePendingBatchRecords(
-  execution: StreamExecution, source: ShardSource, shardId: string, reader: ShardReader | undefined,
+  execution: StreamExecution, sources: readonly ShardSource[], shardId: string, reader: ShardReader | undefined,
 ): Promise<void> {
+  const source = sources[0]!;
   const pending = execution.pendingBatch;
   if (!pending) return;
   const end = pending.offsets.get(source.name) ?? null;
@@ -155,7 +165,8 @@ async function ensurePendingBatchRecords(
     throw new Error(`batch ${pending.batchId} of ${shardId} must re-run with records ${planned.firstSequenceNumber ?? '?'}..${planned.sequenceNumber}, `
       + 'which this delivery does not hold and no shard reader is configured');
   }
-  source.offer(await reader.read(shardId, planned.firstSequenceNumber, planned.sequenceNumber));
+  const records = await reader.read(shardId, planned.firstSequenceNumber, planned.sequenceNumber);
+  for (const s of sources) s.offer(records);
   if (!source.covers(start, end)) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
   }

@@ -10,7 +10,9 @@ import { deployedTrigger } from './deployed-trigger.js';
 export { deployedTrigger, MAX_BATCHING_WINDOW_SECONDS, type DeployedTrigger } from './deployed-trigger.js';
 import { checkStreamingQuery } from '../analysis/unsupported-operation-checker.js';
 import { statefulKeyReport } from '../analysis/partitioning.js';
+import { isStatefulOperator } from '../analysis/stateful-operators.js';
 import { planStages, type StagePlan } from '../analysis/stages.js';
+import { planMultiInputHop, type MultiInputHopPlan } from '../analysis/multi-input-stages.js';
 import type { StructField } from '../plan/data-types.js';
 import { collectNodes, type AggregateNode, type DeduplicateNode, type LogicalPlan, type StatefulProcessingNode } from '../plan/logical-plan.js';
 import { AnalysisError } from '../errors/sluice-error.js';
@@ -21,17 +23,19 @@ import { checkSinkOutputMode } from '../sinks/sink-output-modes.js';
 import { checkFilesSink, explainLakeTable, lakeTableShapeOf, type LakeTableShape } from './files-sink-check.js';
 
 export type { LakeColumn, LakeTableShape } from './files-sink-check.js';
-import { defineQuery, type KinesisSourceSpec, type StreamingQueryDefinition } from './query-definition.js';
+import {
+  checkQueryDefinition, isMultiSource, SINGLE_SOURCE_NAME, sourcesOf, type KinesisSourceSpec, type QueryDefinition,
+} from './query-definition.js';
 
-/** The source id of the Kinesis stream in a deployed query's plan (and its offsets). */
-export const KINESIS_SOURCE_NAME = 'kinesis';
+/** The source id of the Kinesis stream in a deployed single-stream query's plan (and its offsets). */
+export const KINESIS_SOURCE_NAME = SINGLE_SOURCE_NAME;
 
 export function sourceSchemaOf(spec: KinesisSourceSpec): StructField[] {
   return spec.format === 'raw' ? [{ name: 'value', type: 'string' }] : toSchema(spec.schema);
 }
 
 export interface ValidatedQuery {
-  readonly definition: StreamingQueryDefinition;
+  readonly definition: QueryDefinition;
   readonly session: SluiceSession;
   readonly df: DataFrame;
   readonly columns: readonly string[];
@@ -41,8 +45,10 @@ export interface ValidatedQuery {
   readonly isStateful: boolean;
   /** State keys are not co-partitioned with the stream: the query runs in two stages. */
   readonly needsRepartition: boolean;
-  /** The two stages, when `needsRepartition`. */
+  /** The chain of stages of a single-stream query, when `needsRepartition` (and it is not multi-input). */
   readonly repartition: StagePlan | null;
+  /** The two stages of a join or of a query over several streams, when `needsRepartition`. */
+  readonly hop: MultiInputHopPlan | null;
   /** The files sink's output as a catalog table (columns, partition keys), or null for other sinks. */
   readonly lakeTable: LakeTableShape | null;
 }
@@ -63,11 +69,13 @@ export interface ValidateOptions {
   readonly allowRepartition?: boolean;
 }
 
-export function validateQuery(definition: StreamingQueryDefinition, options: ValidateOptions = {}): ValidatedQuery {
-  defineQuery(definition);
+export function validateQuery(definition: QueryDefinition, options: ValidateOptions = {}): ValidatedQuery {
+  checkQueryDefinition(definition);
   const session = new SluiceSession({ ...(definition.conf ?? {}) });
-  // The plan names the stream by id only: each run binds it to a live source.
-  const df = definition.transform(session.streamingRelation(KINESIS_SOURCE_NAME, sourceSchemaOf(definition.source)), session);
+  // The plan names each stream by id only: each run binds it to a live source.
+  const df = isMultiSource(definition)
+    ? definition.transform(Object.fromEntries(sourcesOf(definition).map((s) => [s.name, session.streamingRelation(s.name, sourceSchemaOf(s.spec))])), session)
+    : definition.transform(session.streamingRelation(KINESIS_SOURCE_NAME, sourceSchemaOf(definition.source)), session);
   if (!df || typeof df !== 'object' || !('plan' in df)) {
     throw new AnalysisError(`The transform of query '${definition.name}' did not return a DataFrame.`, {
       code: 'TRANSFORM_NOT_DATAFRAME', hint: 'return the result DataFrame from transform(events, session).',
@@ -79,7 +87,11 @@ export function validateQuery(definition: StreamingQueryDefinition, options: Val
   const schema = df.plan.output.map((a) => ({ name: a.name, type: a.type }));
   checkFilesSink(definition, schema);
   const { isStateful, coPartitioned } = checkCoPartitioning(definition, df.plan, options.expectedShardCount, options.allowRepartition === true);
-  const repartition = coPartitioned ? null : planStages(df.plan, {
+  // Joins and queries over several streams cross one hop with several inputs (multi-input-stages.ts);
+  // single-stream queries of aggregations, deduplications and state processors chain (stages.ts).
+  const multiInput = isMultiSource(definition) || collectNodes(df.plan, (n): n is LogicalPlan => n.kind === 'Join' && isStatefulOperator(n)).length > 0;
+  const hop = coPartitioned || !multiInput ? null : planMultiInputHop(df.plan);
+  const repartition = coPartitioned || multiInput ? null : planStages(df.plan, {
     partialAggregation: session.conf.get(PARTIAL_AGGREGATION_CONF)?.toLowerCase() !== 'false',
   });
   return {
@@ -90,8 +102,9 @@ export function validateQuery(definition: StreamingQueryDefinition, options: Val
     schema,
     keyColumns: resultKeyColumns(definition, df),
     isStateful,
-    needsRepartition: repartition !== null,
+    needsRepartition: repartition !== null || hop !== null,
     repartition,
+    hop,
     lakeTable: lakeTableShapeOf(definition, schema),
   };
 }
@@ -111,14 +124,33 @@ function checkNoInitialState(plan: LogicalPlan, expectedShardCount: number | und
 }
 
 function checkCoPartitioning(
-  definition: StreamingQueryDefinition, plan: LogicalPlan, expectedShardCount: number | undefined, allowRepartition: boolean,
+  definition: QueryDefinition, plan: LogicalPlan, expectedShardCount: number | undefined, allowRepartition: boolean,
 ): { isStateful: boolean; coPartitioned: boolean } {
-  const partitionKey = definition.source.partitionKey;
-  if (partitionKey !== undefined && !sourceSchemaOf(definition.source).some((f) => f.name.toLowerCase() === partitionKey.toLowerCase())) {
-    throw new AnalysisError(`The declared partition key '${partitionKey}' is not a column of the source schema.`, {
-      code: 'UNKNOWN_PARTITION_KEY', hint: 'set source.partitionKey to the source column the producer uses as the Kinesis partition key.',
-    });
+  for (const { name, spec } of sourcesOf(definition)) {
+    const key = spec.partitionKey;
+    if (key !== undefined && !sourceSchemaOf(spec).some((f) => f.name.toLowerCase() === key.toLowerCase())) {
+      const where = isMultiSource(definition) ? `source '${name}'` : 'the source';
+      throw new AnalysisError(`The declared partition key '${key}' is not a column of the schema of ${where}.`, {
+        code: 'UNKNOWN_PARTITION_KEY', hint: 'set partitionKey to the source column the producer uses as the Kinesis partition key.',
+      });
+    }
   }
+  if (isMultiSource(definition)) {
+    const operators = statefulKeyReport(plan, undefined);
+    if (operators.length === 0) return { isStateful: false, coPartitioned: true };
+    if (allowRepartition) return { isStateful: true, coPartitioned: false };
+    // Two streams' shards are separate triggers: state shared between them lives on the hop's side.
+    throw new AnalysisError(
+      `Stateful operator ${operators[0]!.operator} reads several source streams (${sourcesOf(definition).map((s) => s.name).join(', ')}), `
+      + 'whose shards run as separate triggers: its state must be shared behind a repartition stage.',
+      {
+        code: 'STATE_NOT_CO_PARTITIONED',
+        hint: 'deploy with a repartition stage (the SluiceQuery construct adds the internal stream by default; `sluice explain` with allowRepartition).',
+        context: { operator: operators[0]!.operator, keys: operators[0]!.keys },
+      },
+    );
+  }
+  const partitionKey = definition.source.partitionKey;
   const reports = statefulKeyReport(plan, partitionKey);
   if (expectedShardCount === 1) return { isStateful: reports.length > 0, coPartitioned: true };
   const offending = reports.find((r) => !r.coPartitioned);
@@ -144,7 +176,7 @@ function checkCoPartitioning(
 }
 
 /** The DynamoDB sink's item key: declared, else the grouping (or dedup) columns that reach the output. */
-function resultKeyColumns(definition: StreamingQueryDefinition, df: DataFrame): string[] {
+function resultKeyColumns(definition: QueryDefinition, df: DataFrame): string[] {
   if (definition.sink.kind !== 'dynamodb') return [];
   const output = df.plan.output;
   if (definition.sink.keyColumns) {
@@ -174,11 +206,15 @@ function resultKeyColumns(definition: StreamingQueryDefinition, df: DataFrame): 
  * into a repartition stage (what runs on the source shards, how rows are routed, what runs on the
  * state partitions).
  */
-export function explainQuery(definition: StreamingQueryDefinition, options: ValidateOptions = {}): string {
+export function explainQuery(definition: QueryDefinition, options: ValidateOptions = {}): string {
   const validated = validateQuery(definition, options);
   const lines = [validated.df.explain(definition.outputMode)];
   if (validated.lakeTable) lines.push(...explainLakeTable(definition, validated.lakeTable));
   lines.push('== Trigger ==', deployedTrigger(definition.trigger).description);
+  if (validated.hop) {
+    lines.push(...explainHop(definition, validated.hop, validated.session.conf));
+    return lines.join('\n');
+  }
   const split = validated.repartition;
   if (!split) {
     lines.push('== Stages ==', 'one stage: the state is co-partitioned with the stream (or the query is stateless); no repartition hop.');
@@ -201,4 +237,22 @@ export function explainQuery(definition: StreamingQueryDefinition, options: Vali
     lines.push(`---- repartition boundary ${hop.index + 1}: internal Kinesis stream, one record per partition per batch; ${carried} ----`);
   }
   return lines.join('\n');
+}
+
+function explainHop(definition: QueryDefinition, hop: MultiInputHopPlan, conf: ReadonlyMap<string, string>): string[] {
+  const routing = hop.routingColumns.length > 0 ? `[${hop.routingColumns.join(', ')}]` : 'nothing (every row to one state partition)';
+  const policy = conf.get('spark.sql.streaming.multipleWatermarkPolicy') ?? 'min';
+  return [
+    '== Stages ==',
+    ...hop.inputs.flatMap((input) => [
+      `Stage 1 (each shard of ${input.sourceId}): decode, then the stateless part; rows routed by ${routing} to the internal stream, tagged '${input.sourceId}'`
+      + `${input.eventTimeOrdinal !== null ? `, max event time of ${input.cutOutput[input.eventTimeOrdinal]!.name} with them` : ''}.`,
+      ...renderTree(input.stage1).map((l) => `  ${l}`),
+    ]),
+    '---- repartition boundary: internal Kinesis stream, one record per input, state partition and batch; each stream\'s shard watermarks travel with its rows ----',
+    `Stage 2 (each internal shard = a state partition): ${hop.statefulOperator.kind} by [${hop.statefulOperator.keys.join(', ')}], output mode ${definition.outputMode}, sink ${definition.sink.kind}.`,
+    ...(hop.watermarks.length > 0
+      ? [`  watermark: ${hop.watermarks.map((w) => `min over the shards of [${w.inputs.join(', ')}] minus ${w.delayMs} ms`).join('; ')}; combined by the ${policy} policy (spark.sql.streaming.multipleWatermarkPolicy).`]
+      : []),
+  ];
 }

@@ -21,6 +21,7 @@ export const RUNTIME_ENV = {
   snapshotEveryBatches: 'SLUICE_STATE_SNAPSHOT_EVERY',
   repartitionStreamName: 'SLUICE_REPARTITION_STREAM',
   repartitionStreamNames: 'SLUICE_REPARTITION_STREAMS',
+  sourceStreams: 'SLUICE_SOURCE_STREAMS',
   compaction: 'SLUICE_COMPACTION',
   compactionTargetBytes: 'SLUICE_COMPACTION_TARGET_BYTES',
   compactionMinAgeMs: 'SLUICE_COMPACTION_MIN_AGE_MS',
@@ -93,6 +94,8 @@ export interface RuntimeConfig {
    * chained stateful operators; unset: `repartitionStreamName` alone.
    */
   readonly repartitionStreamNames?: readonly string[];
+  /** A query over several streams: each source name's Kinesis stream (JSON object in the environment). */
+  readonly sourceStreams?: Readonly<Record<string, string>>;
   /** The function's memory in MB (Lambda's AWS_LAMBDA_FUNCTION_MEMORY_SIZE; unset off Lambda): a state that outgrows it fails loudly. */
   readonly functionMemoryMb?: number;
   /** Whether the scheduled function compacts an s3-files sink (default true; other sinks ignore it). */
@@ -119,6 +122,19 @@ const envShape = z.object({
   [RUNTIME_ENV.snapshotEveryBatches]: z.coerce.number().int().positive().default(DEPLOYMENT_DEFAULTS.snapshotEveryBatches),
   [RUNTIME_ENV.repartitionStreamName]: optional,
   [RUNTIME_ENV.repartitionStreamNames]: optional,
+  [RUNTIME_ENV.sourceStreams]: z.string().optional().transform((text, ctx) => {
+    if (text === undefined || text === '') return undefined;
+    try {
+      const parsed: unknown = JSON.parse(text);
+      if (parsed && typeof parsed === 'object' && !Array.isArray(parsed) && Object.values(parsed).every((v) => typeof v === 'string' && v.length > 0)) {
+        return parsed as Record<string, string>;
+      }
+    } catch {
+      // reported below
+    }
+    ctx.addIssue({ code: 'custom', message: 'a JSON object of source name to stream name' });
+    return z.NEVER;
+  }),
   [RUNTIME_ENV.compaction]: z.enum(['true', 'false']).default('true'),
   [RUNTIME_ENV.compactionTargetBytes]: z.coerce.number().int().positive().default(DEPLOYMENT_DEFAULTS.compactionTargetBytes),
   [RUNTIME_ENV.compactionMinAgeMs]: z.coerce.number().int().nonnegative().default(DEPLOYMENT_DEFAULTS.compactionMinAgeMs),
@@ -149,6 +165,7 @@ export function readRuntimeConfig(env: Readonly<Record<string, string | undefine
     snapshotEveryBatches: e[RUNTIME_ENV.snapshotEveryBatches],
     repartitionStreamName: e[RUNTIME_ENV.repartitionStreamName],
     ...(e[RUNTIME_ENV.repartitionStreamNames] ? { repartitionStreamNames: e[RUNTIME_ENV.repartitionStreamNames]!.split(',') } : {}),
+    sourceStreams: e[RUNTIME_ENV.sourceStreams],
     compaction: e[RUNTIME_ENV.compaction] === 'true',
     compactionTargetBytes: e[RUNTIME_ENV.compactionTargetBytes],
     compactionMinAgeMs: e[RUNTIME_ENV.compactionMinAgeMs],
@@ -180,7 +197,21 @@ export function runtimeConfigToEnv(config: Partial<RuntimeConfig>): Record<strin
   const env: Record<string, string> = {};
   for (const [field, variable] of Object.entries(RUNTIME_ENV)) {
     const value = (config as Record<string, unknown>)[field];
-    if (value !== undefined) env[variable] = Array.isArray(value) ? value.join(',') : String(value);
+    if (value !== undefined) env[variable] = Array.isArray(value) ? value.join(',') : typeof value === 'object' ? JSON.stringify(value) : String(value);
   }
   return env;
+}
+
+/**
+ * The Kinesis stream of a query's source: `sourceStreams[name]`, else (a one-stream query) the
+ * deployment's stream. A declared source without a stream is a deployment error, said at cold start.
+ */
+export function streamNameOf(config: RuntimeConfig, sourceName: string, multiSource: boolean): string {
+  const mapped = config.sourceStreams?.[sourceName];
+  if (mapped) return mapped;
+  if (!multiSource) return config.streamName;
+  throw new IllegalArgumentError(`${RUNTIME_ENV.sourceStreams} names no stream for source '${sourceName}' of the query.`, {
+    code: 'INVALID_RUNTIME_CONFIG',
+    hint: 'give the SluiceQuery construct a stream for every source (props.streams), or set the variable to {"<source>": "<stream name>", ...}.',
+  });
 }

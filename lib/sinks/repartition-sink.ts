@@ -71,6 +71,8 @@ export interface RepartitionSinkOptions {
   /** Kinesis takes 1 MiB per record; parts stay below this many bytes of rows. */
   readonly maxRecordBytes?: number;
   readonly meter?: CostMeter;
+  /** The hop input these rows are, when stage 2 reads several (tags every record). */
+  readonly input?: string;
 }
 
 /** Kinesis's own routing: the MD5 of the partition key as a 128-bit number. */
@@ -88,10 +90,10 @@ export class RepartitionSink implements Sink {
 
   constructor(private readonly options: RepartitionSinkOptions) {}
 
-  /** The sink for `hop` over `channel`: its routing, what it carries, its partial aggregation. */
-  static forHop(hop: Hop, channel: RepartitionChannel, meter?: CostMeter): RepartitionSink {
+  /** The sink for `hop` over `channel`: its routing, what it carries, its partial aggregation; `input` tags a multi-input hop's rows. */
+  static forHop(hop: Hop, channel: RepartitionChannel, meter?: CostMeter, input?: string): RepartitionSink {
     return new RepartitionSink({
-      channel, meter, routingOrdinals: hop.routingOrdinals, eventTimeOrdinal: hop.eventTime?.ordinal ?? null, carries: hop.carries,
+      channel, meter, ...(input === undefined ? {} : { input }), routingOrdinals: hop.routingOrdinals, eventTimeOrdinal: hop.eventTime?.ordinal ?? null, carries: hop.carries,
       ...(hop.partial ? {
         partial: { aggregator: compilePartialAggregator(hop.partial, hop.eventTime?.ordinal ?? null), routingKeyPositions: hop.routingKeyPositions },
       } : {}),
@@ -148,7 +150,7 @@ export class RepartitionSink implements Sink {
 
   private record(target: RepartitionTarget, record: RepartitionRecord): RepartitionRecordOut {
     return {
-      data: encodeRepartitionRecord({ ...record, to: target.shardId }),
+      data: encodeRepartitionRecord({ ...record, to: target.shardId, ...(this.options.input === undefined ? {} : { in: this.options.input }) }),
       partitionKey: `${record.src}#${record.batch}`,
       explicitHashKey: target.startingHashKey.toString(),
       shardId: target.shardId,

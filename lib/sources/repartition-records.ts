@@ -37,6 +37,11 @@ export interface RepartitionRecord {
    * notices, and sends the batch again by the new shard list.
    */
   readonly to?: string;
+  /**
+   * The hop input (source stream) the rows belong to, when stage 2 reads several (a join, several
+   * streams); absent for the single input of a one-stream cut.
+   */
+  readonly in?: string;
 }
 
 /** What a state partition has applied from one source shard. */

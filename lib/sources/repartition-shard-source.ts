@@ -31,6 +31,8 @@ export class RepartitionShardSource implements MicroBatchStream {
     readonly name: string, readonly schema: readonly StructField[], private readonly shardId: string,
     /** The receiving aggregate takes partial aggregates: a record of plain rows is turned into them. */
     private readonly toPartialRows?: (rows: readonly (readonly unknown[])[]) => unknown[][],
+    /** Read only the records of this hop input (several inputs share a shard); none: the untagged ones. */
+    private readonly input?: string,
   ) {}
 
   setCommitted(offset: Offset | null): void {
@@ -92,7 +94,7 @@ export class RepartitionShardSource implements MicroBatchStream {
   }
 
   private isForThisShard(record: RepartitionRecord): boolean {
-    return record.to === undefined || record.to === this.shardId;
+    return (record.to === undefined || record.to === this.shardId) && record.in === this.input;
   }
 
   latestOffset(): Offset | null {

@@ -88,12 +88,12 @@ describe('synth refuses what the engine refuses', () => {
     expect(() => new SluiceQuery(testStack(), 'OneShard', { queryModule: fixture('two-stateful-operators.ts') })).not.toThrow();
   });
 
-  it('a plan that still cannot be staged (a stream-stream join on several shards): REPARTITION_UNSUPPORTED naming the join and the fix', () => {
+  it('a plan that still cannot be staged (a self-join of one stream on several shards): REPARTITION_UNSUPPORTED naming the join and the fix', () => {
     const error = synthError({ queryModule: fixture('self-join.ts'), shardCount: 2 });
     expect(error.name).toBe('AnalysisError');
     expect(error.code).toBe('REPARTITION_UNSUPPORTED');
-    expect(error.message).toContain('cannot be split into repartition stages: stream-stream joins are not repartitioned yet');
-    expect(error.message).toMatch(/How to fix: co-partition both sides by the join key/);
+    expect(error.message).toContain('cannot be split into a repartition stage: stream \'kinesis\' is read twice (a self-join)');
+    expect(error.message).toMatch(/How to fix: declare the two event kinds as two source streams \(definition.sources\)/);
     expect(() => new SluiceQuery(testStack(), 'OneShard', { queryModule: fixture('self-join.ts') })).not.toThrow();
   });
 

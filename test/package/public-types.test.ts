@@ -7,7 +7,7 @@ import type { Construct } from 'constructs';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   DataFrame, SluiceSession, StreamingQuery, defineQuery, explainQuery, validateQuery,
-  type OutputMode, type SinkSpec, type StreamingQueryDefinition, type ValidatedQuery,
+  type OutputMode, type SinkSpec, type StreamingQueryDefinition, type QueryDefinition, type MultiSourceQueryDefinition, type ValidatedQuery,
 } from 'sluice';
 import { SluiceQuery, type SluiceQueryProps } from 'sluice/cdk';
 import { createKinesisTriggerHandler, createScheduledTriggerHandler, type KinesisTriggerHandler, type ScheduledTriggerHandler } from 'sluice/lambda';
@@ -15,8 +15,10 @@ import { MemoryStream, testStream, type StreamAction } from 'sluice/testing';
 
 describe('public types', () => {
   it('defineQuery takes and returns a StreamingQueryDefinition whose transform maps a DataFrame to a DataFrame', () => {
-    expectTypeOf(defineQuery).parameter(0).toEqualTypeOf<StreamingQueryDefinition>();
-    expectTypeOf(defineQuery).returns.toEqualTypeOf<StreamingQueryDefinition>();
+    // The one-stream overload (the last one, which Parameters/ReturnType see); the other takes `sources`.
+    expectTypeOf<Parameters<typeof defineQuery>[0]>().toEqualTypeOf<StreamingQueryDefinition>();
+    expectTypeOf<ReturnType<typeof defineQuery>>().toEqualTypeOf<StreamingQueryDefinition>();
+    expectTypeOf<MultiSourceQueryDefinition['transform']>().parameters.toEqualTypeOf<[Readonly<Record<string, DataFrame>>, SluiceSession]>();
     expectTypeOf<StreamingQueryDefinition['transform']>().parameters.toEqualTypeOf<[DataFrame, SluiceSession]>();
     expectTypeOf<StreamingQueryDefinition['transform']>().returns.toEqualTypeOf<DataFrame>();
     expectTypeOf<StreamingQueryDefinition['outputMode']>().toEqualTypeOf<OutputMode>();
@@ -33,7 +35,7 @@ describe('public types', () => {
     expectTypeOf<SluiceQueryProps['batchSize']>().toEqualTypeOf<number | undefined>();
     expectTypeOf<SluiceQueryProps['projectRoot']>().toEqualTypeOf<string | undefined>();
     expectTypeOf<SluiceQueryProps['depsLockFilePath']>().toEqualTypeOf<string | undefined>();
-    expectTypeOf<SluiceQuery['definition']>().toEqualTypeOf<StreamingQueryDefinition>();
+    expectTypeOf<SluiceQuery['definition']>().toEqualTypeOf<QueryDefinition>();
   });
 
   it('handler factories take a definition and give Lambda handlers; StreamingQuery is the runtime handle', () => {

@@ -316,7 +316,7 @@ describe('repartition stage (memory backends)', () => {
       .toThrow(/cannot be split into repartition stages: its watermark is declared above the first stateful operator \(Deduplicate\)/);
     const selfJoin = definition('self-join', 'append', (df) => df.filter(col('event_type').eq('buy'))
       .join(df.filter(col('event_type').eq('view')).select(col('user_id').alias('viewer')), col('user_id').eq(col('viewer'))));
-    expect(() => explainQuery(selfJoin, { allowRepartition: true })).toThrow(/stream-stream joins are not repartitioned yet/);
+    expect(() => explainQuery(selfJoin, { allowRepartition: true })).toThrow(/stream 'kinesis' is read twice \(a self-join\)/);
     const chained = queries.dedupThenWindowedCount('append');
     expect(() => compileForDeployment(chained, { repartitionStreamName: 'only-one' }))
       .toThrow(/needs 2 internal streams .* but the deployment has 1: Aggregate by \[window, event_type\] has no stream to read/);

@@ -4,7 +4,7 @@
  */
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { onTestFinished } from 'vitest';
-import type { StreamingQueryDefinition } from '../../lib/query/query-definition.js';
+import { isMultiSource, sourcesOf, type QueryDefinition } from '../../lib/query/query-definition.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { createKinesisTriggerHandler, createRepartitionTriggerHandler, type KinesisTriggerOptions } from '../../lib/aws/kinesis-trigger-handler.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
@@ -23,7 +23,8 @@ export interface Deployment {
   readonly clients: AwsClients;
   readonly config: RuntimeConfig;
   readonly results: { shardId: string; result: ShardInvocationResult }[];
-  put(events: readonly { data: string; partitionKey: string }[]): Promise<void>;
+  /** Writes to the query's stream, or to the stream of source `source` of a query over several. */
+  put(events: readonly { data: string; partitionKey: string }[], source?: string): Promise<void>;
   /** Runs the event source mapping until every shard is drained. */
   drain(options?: Partial<LocalEventSourceMappingOptions>, handlerOptions?: KinesisTriggerOptions): Promise<void>;
   /** One scheduled invocation, as EventBridge would invoke it at `nowMs`. */
@@ -35,7 +36,7 @@ export type FunctionRole = 'kinesisTrigger' | 'scheduled' | 'repartition';
 export type InvocationWrapper = <T>(role: FunctionRole, invoke: () => Promise<T>) => Promise<T>;
 
 export async function deploy(
-  emulators: EmulatorSet, definition: StreamingQueryDefinition, shards: number,
+  emulators: EmulatorSet, definition: QueryDefinition, shards: number,
   options: {
     repartitionShards?: number; expectedShardCount?: number; asFunction?: InvocationWrapper;
     /** Internal streams to create (one per hop of the query's plan of stages; default 1 with repartitionShards). */
@@ -61,18 +62,23 @@ export async function deploy(
     ...(options.repartitionShards && (options.hops ?? 1) > 1
       ? { repartitionStreamNames: Array.from({ length: options.hops! }, (_, i) => (i === 0 ? `sluice-repartition-${id}` : `sluice-repartition-${id}-${i + 1}`)) }
       : {}),
+    // A query over several streams: one stream per source, `shards` shards each; the first is also streamName.
+    ...(isMultiSource(definition)
+      ? { sourceStreams: Object.fromEntries(sourcesOf(definition).map((s, i) => [s.name, i === 0 ? `sluice-stream-${id}` : `sluice-stream-${id}-${s.name}`])) }
+      : {}),
   };
   const internalStreams = config.repartitionStreamNames ?? (config.repartitionStreamName ? [config.repartitionStreamName] : []);
+  const sourceStreamNames = config.sourceStreams ? Object.values(config.sourceStreams) : [config.streamName];
   // Called inside a test: what it creates is deleted when the test ends, passed or failed.
   onTestFinished(async () => {
     await deleteResources(clients, {
-      streams: [config.streamName, ...internalStreams],
+      streams: [...sourceStreamNames, ...internalStreams],
       tables: [config.checkpointTable, config.stateTable, config.sinkTable!],
       buckets: [config.sinkBucket!, config.deadLetterBucket],
     });
     clients.destroy();
   });
-  await createStreamAndWait(clients.kinesis, config.streamName, shards);
+  for (const name of sourceStreamNames) await createStreamAndWait(clients.kinesis, name, shards);
   for (const internal of internalStreams) await createStreamAndWait(clients.kinesis, internal, options.repartitionShards);
   await ensureTables(clients.dynamodb, { checkpointTable: config.checkpointTable, stateTable: config.stateTable, sinkTable: config.sinkTable });
   await clients.s3.send(new CreateBucketCommand({ Bucket: config.sinkBucket }));
@@ -85,8 +91,10 @@ export async function deploy(
     clients,
     config,
     results,
-    async put(events) {
-      await putRecordsBatched(clients.kinesis, config.streamName, events.map((e) => ({ data: e.data, partitionKey: e.partitionKey })));
+    async put(events, source) {
+      const stream = source === undefined ? config.streamName : config.sourceStreams?.[source];
+      if (!stream) throw new Error(`no stream for source '${source}'`);
+      await putRecordsBatched(clients.kinesis, stream, events.map((e) => ({ data: e.data, partitionKey: e.partitionKey })));
     },
     async drain(options = {}, handlerOptions = {}) {
       const handlerOptions_ = {
@@ -94,10 +102,12 @@ export async function deploy(
         onInvocation: (shardId: string, result: ShardInvocationResult) => { results.push({ shardId, result }); },
         ...handlerOptions,
       };
-      const mappings = [new LocalEventSourceMapping({
-        kinesis: clients.kinesis, streamName: config.streamName, handler: asHandler('kinesisTrigger', createKinesisTriggerHandler(definition, handlerOptions_)),
+      // One function, an event source mapping per source stream (as the construct deploys it).
+      const sourceHandler = asHandler('kinesisTrigger', createKinesisTriggerHandler(definition, handlerOptions_));
+      const mappings = sourceStreamNames.map((streamName) => new LocalEventSourceMapping({
+        kinesis: clients.kinesis, streamName, handler: sourceHandler,
         batchSize: 4, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
-      })];
+      }));
       // One repartition function, one mapping per internal stream (it runs the stage reading the record's stream).
       const repartitionHandler = internalStreams.length > 0 ? asHandler('repartition', createRepartitionTriggerHandler(definition, handlerOptions_)) : null;
       for (const internal of internalStreams) {

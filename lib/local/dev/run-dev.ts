@@ -14,7 +14,8 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { stringifyWithLongs } from '../../core/long.js';
-import type { StreamingQueryDefinition } from '../../query/query-definition.js';
+import { isMultiSource, type StreamingQueryDefinition } from '../../query/query-definition.js';
+import { IllegalArgumentError } from '../../errors/sluice-error.js';
 import { compileQuery } from '../../query/compiled-query.js';
 import type { QueryStage } from '../../query/query-stage.js';
 import { importQueryModule } from '../../query/query-module.js';
@@ -112,9 +113,13 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
   if (!Number.isInteger(shards) || shards < 1 || shards > 50) throw new Error(`--shards must be an integer from 1 to 50, got ${options.shards}`);
   if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) throw new Error(`--batch-size must be an integer from 1 to 10000, got ${options.batchSize}`);
 
-  const definition = options.queryModule
-    ? withMode(await importQueryModule(options.queryModule), options.mode, print)
-    : hourlySalesQuery(options.mode ?? 'update');
+  const loaded = options.queryModule ? await importQueryModule(options.queryModule) : hourlySalesQuery(options.mode ?? 'update');
+  if (isMultiSource(loaded)) {
+    throw new IllegalArgumentError(`query '${loaded.name}' reads several streams (${Object.keys(loaded.sources).join(', ')}); sluice dev runs one-stream queries.`, {
+      code: 'MULTI_SOURCE_DEV_UNSUPPORTED', hint: 'run it on the emulators from a test (test/support/aws-pipeline.ts deploys several streams), or deploy it.',
+    });
+  }
+  const definition = options.queryModule ? withMode(loaded, options.mode, print) : loaded;
   // Refused shapes are reported before anything starts. A query whose state is not keyed by the
   // stream's partition key runs with a repartition stage (an internal stream, a second function).
   const query = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true });

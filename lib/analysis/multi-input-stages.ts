@@ -1,0 +1,277 @@
+/**
+ * The repartition hop for a stateful operator fed by several inputs: a stream-stream join (its two
+ * sides), or any stateful operator over several source streams. Each source stream is one hop
+ * input: stage 1 runs, on each of its shards, the stateless part just above its relation (filters
+ * and projections, below the event-time watermark) and routes the rows by the operator's keys, so
+ * that rows that can match (same join key) meet on one internal shard. Stage 2 reads every input
+ * from the internal shard it owns and runs the rest: the watermarks, the stateful operator and the
+ * output. Each input's records carry its name and its source shards' event times, so every watermark
+ * operator of stage 2 is computed from the shards of the streams it reads, and the operators'
+ * watermarks combine by Spark's multiple-watermark policy.
+ *
+ *   orders shard   ─▶ [stage 1: decode, filter, project] ─┐ by join key
+ *   payments shard ─▶ [stage 1: decode, filter, project] ─┴▶ internal stream ─▶ [stage 2: watermarks, join, ...] ─▶ sink
+ *
+ * Single-stream chains of stateful operators are planned by stages.ts (planStages); this module
+ * plans joins and queries over several streams, and `hopOfInput` gives each input as a stages Hop.
+ */
+import type { Attribute } from '../plan/attribute.js';
+import type { Expr } from '../plan/expressions.js';
+import { planChildren, type EventTimeWatermarkNode, type JoinNode, type LogicalPlan, type StreamingRelationNode } from '../plan/logical-plan.js';
+import { AnalysisError } from '../errors/sluice-error.js';
+import { bind, resolveName } from './binder.js';
+import { splitJoinCondition } from './join-condition.js';
+import { isStatefulOperator } from './stateful-operators.js';
+import { withChildren, type Hop } from './stages.js';
+
+/** One source stream's side of the hop. */
+export interface HopInput {
+  /** The source stream's id in the plan; its records across the hop are tagged with it. */
+  readonly sourceId: string;
+  /** Stage 1 on this stream's shards: a plan over its relation alone. */
+  readonly stage1: LogicalPlan;
+  /** Stage 1's output: what crosses the hop for this input. */
+  readonly cutOutput: readonly Attribute[];
+  /** Cut-output ordinals of the routing keys, in the same key order for every input ([] = one partition). */
+  readonly routingOrdinals: readonly number[];
+  /** Cut-output ordinal of the event-time column whose maximum travels with the rows; null without a watermark. */
+  readonly eventTimeOrdinal: number | null;
+}
+
+/** A watermark operator of stage 2: which inputs' shards it is computed from, and its delay. */
+export interface HopWatermark {
+  readonly inputs: readonly string[];
+  readonly delayMs: number;
+}
+
+export interface MultiInputHopPlan {
+  readonly inputs: readonly HopInput[];
+  /** The routing keys as written (`order_id = ref` for a join). */
+  readonly routingColumns: readonly string[];
+  readonly watermarks: readonly HopWatermark[];
+  readonly statefulOperator: { readonly kind: string; readonly keys: readonly string[] };
+  /** Stage 2's plan: each input read from the source id `relationIdOf(input)` gives it. */
+  stage2(relationIdOf: (sourceId: string) => string): LogicalPlan;
+}
+
+function refuse(reason: string, hint?: string): AnalysisError {
+  return new AnalysisError(`This query cannot be split into a repartition stage: ${reason}.`, {
+    code: 'REPARTITION_UNSUPPORTED',
+    hint: hint ?? 'join two different streams (or one stream and a static table), with one stateful operator: '
+      + 'a stream-stream join, or one aggregation or deduplication over the streams.',
+  });
+}
+
+function collect(p: LogicalPlan, pick: (n: LogicalPlan) => boolean, out: LogicalPlan[] = []): LogicalPlan[] {
+  if (pick(p)) out.push(p);
+  planChildren(p).forEach((c) => collect(c, pick, out));
+  return out;
+}
+
+function parentOf(root: LogicalPlan, target: LogicalPlan): LogicalPlan | null {
+  for (const child of planChildren(root)) {
+    if (child === target) return root;
+    const found = parentOf(child, target);
+    if (found) return found;
+  }
+  return null;
+}
+
+/** Stage 1 takes the filters and projections right above the relation; a watermark stays in stage 2. */
+function cutAbove(root: LogicalPlan, relation: StreamingRelationNode): LogicalPlan {
+  let cut: LogicalPlan = relation;
+  for (let parent = parentOf(root, cut); parent && (parent.kind === 'Filter' || parent.kind === 'Project'); parent = parentOf(root, cut)) {
+    cut = parent;
+  }
+  return cut;
+}
+
+/** The output ordinal of `cut` that `attribute` (an output of `node`) is an unchanged copy of, or -1. */
+function trace(node: LogicalPlan, attribute: Attribute, cut: LogicalPlan): number {
+  if (node === cut) return cut.output.findIndex((a) => a.id === attribute.id);
+  if (node.kind === 'Project') {
+    const index = node.output.findIndex((a) => a.id === attribute.id);
+    if (index < 0) return -1;
+    let e: Expr = node.exprs[index]!;
+    while (e.kind === 'alias') e = e.child;
+    if (e.kind !== 'column') return -1;
+    try {
+      const resolved = resolveName(e.name, node.child.output);
+      return resolved.path.length === 0 ? trace(node.child, resolved.attribute, cut) : -1;
+    } catch {
+      return -1;
+    }
+  }
+  if (node.kind === 'Union') {
+    // A union's output is its first child's attributes; position i of every child feeds it.
+    const index = node.output.findIndex((a) => a.id === attribute.id);
+    const results = node.children.map((c) => (collect(c, (n) => n === cut).length > 0 ? trace(c, c.output[index]!, cut) : null));
+    return results.find((r) => r !== null) ?? -1;
+  }
+  const child = planChildren(node).find((c) => c.output.some((a) => a.id === attribute.id) && collect(c, (n) => n === cut).length > 0);
+  return child ? trace(child, attribute, cut) : -1;
+}
+
+/** The key sets that must meet on one shard, each with the subtree it is an output of. */
+function keySetsOf(stateful: LogicalPlan): { names: string[]; sides: { subtree: LogicalPlan; keys: (Attribute | null)[] }[] } {
+  if (stateful.kind === 'Join') return joinKeySets(stateful);
+  if (stateful.kind === 'Deduplicate') {
+    return { names: stateful.keys.map((k) => k.name), sides: [{ subtree: stateful.child, keys: [...stateful.keys] }] };
+  }
+  if (stateful.kind === 'Aggregate') {
+    const names: string[] = [];
+    const keys: (Attribute | null)[] = [];
+    for (const g of stateful.groupingExprs) {
+      let e: Expr = g;
+      while (e.kind === 'alias') e = e.child;
+      names.push(e.kind === 'column' ? e.name : e.kind === 'timeWindow' || e.kind === 'sessionWindow' ? 'window' : g.kind === 'alias' ? g.name : e.kind);
+      let key: Attribute | null = null;
+      if (e.kind === 'column') {
+        try {
+          const resolved = resolveName(e.name, stateful.child.output);
+          if (resolved.path.length === 0) key = resolved.attribute;
+        } catch {
+          key = null;
+        }
+      }
+      keys.push(key);
+    }
+    return { names, sides: [{ subtree: stateful.child, keys }] };
+  }
+  throw refuse(`${stateful.kind} is not a stateful operator the hop knows`);
+}
+
+function joinKeySets(join: JoinNode): { names: string[]; sides: { subtree: LogicalPlan; keys: (Attribute | null)[] }[] } {
+  const width = join.left.output.length;
+  const split = splitJoinCondition(join.condition ? bind(join.condition, [...join.left.output, ...join.right.output]) : null, width);
+  const names: string[] = [];
+  const left: (Attribute | null)[] = [];
+  const right: (Attribute | null)[] = [];
+  for (const key of split.keys) {
+    const l = key.left.kind === 'ref' && key.left.path.length === 0 ? key.left.attribute : null;
+    const r = key.right.kind === 'ref' && key.right.path.length === 0 ? key.right.attribute : null;
+    // Rows meet only if equal keys hash equally: same type on both sides, and NULL-safe keys (NULL meets NULL) route fine too.
+    const usable = l !== null && r !== null && JSON.stringify(l.type) === JSON.stringify(r.type);
+    names.push(`${l?.name ?? '?'} = ${r?.name ?? '?'}`);
+    left.push(usable ? l : null);
+    right.push(usable ? r : null);
+  }
+  return { names, sides: [{ subtree: join.left, keys: left }, { subtree: join.right, keys: right }] };
+}
+
+/**
+ * Cuts a streaming plan with one stateful operator, over the source streams `sourceIds`, into the
+ * stage-1 part of each stream and stage 2. Refuses (REPARTITION_UNSUPPORTED) what it cannot stage,
+ * naming the operator that blocks it.
+ */
+export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
+  const statefulNodes = collect(plan, isStatefulOperator);
+  if (statefulNodes.length !== 1) {
+    throw refuse(statefulNodes.length === 0
+      ? 'it has no stateful operator'
+      : `it has ${statefulNodes.length} stateful operators (${statefulNodes.map((n) => n.kind).join(', ')}); one is supported over several inputs`);
+  }
+  const stateful = statefulNodes[0]!;
+  const relations = collect(plan, (n) => n.kind === 'StreamingRelation') as StreamingRelationNode[];
+  const bySource = new Map<string, StreamingRelationNode[]>();
+  for (const r of relations) bySource.set(r.sourceId, [...(bySource.get(r.sourceId) ?? []), r]);
+  const cuts = new Map<string, LogicalPlan>();
+  for (const [sourceId, nodes] of bySource) {
+    if (nodes.length > 1) {
+      throw refuse(`stream '${sourceId}' is read twice (a self-join); through the hop each stream feeds one input`,
+        'declare the two event kinds as two source streams (definition.sources) and join them, or co-partition the stream by the join key.');
+    }
+    const cut = cutAbove(plan, nodes[0]!);
+    if (collect(stateful, (n) => n === cut).length === 0) {
+      throw refuse(`stream '${sourceId}' is used above the stateful operator ${stateful.kind}`);
+    }
+    cuts.set(sourceId, cut);
+  }
+  const inputIds = [...cuts.keys()];
+
+  // Routing: a key position routes when, on every side, it traces to an unchanged column of every input below that side.
+  const { names, sides } = keySetsOf(stateful);
+  const routingPositions: number[] = [];
+  const ordinals = new Map<string, number[]>(inputIds.map((id) => [id, []]));
+  for (let k = 0; k < names.length; k++) {
+    const found = new Map<string, number>();
+    let usable = true;
+    for (const side of sides) {
+      const key = side.keys[k];
+      for (const id of inputIds) {
+        const cut = cuts.get(id)!;
+        if (collect(side.subtree, (n) => n === cut).length === 0) continue;
+        const ordinal = key ? trace(side.subtree, key, cut) : -1;
+        if (ordinal < 0 || (found.has(id) && found.get(id) !== ordinal)) usable = false;
+        found.set(id, ordinal);
+      }
+    }
+    if (!usable || inputIds.some((id) => !found.has(id))) continue;
+    routingPositions.push(k);
+    for (const id of inputIds) ordinals.get(id)!.push(found.get(id)!);
+  }
+
+  // Watermarks: each is computed from the shards of the streams below it; its column must cross the hop unchanged.
+  const watermarkNodes = collect(plan, (n) => n.kind === 'EventTimeWatermark') as EventTimeWatermarkNode[];
+  const eventTimeOrdinal = new Map<string, number>();
+  const watermarks: HopWatermark[] = [];
+  for (const w of watermarkNodes) {
+    const below = inputIds.filter((id) => collect(w.child, (n) => n === cuts.get(id)).length > 0);
+    for (const id of below) {
+      const ordinal = trace(w.child, w.eventTime, cuts.get(id)!);
+      if (ordinal < 0) throw refuse(`the event-time column ${w.eventTime.name} of stream '${id}' is computed above the filters and projections that run before the hop`);
+      if (eventTimeOrdinal.has(id) && eventTimeOrdinal.get(id) !== ordinal) throw refuse(`stream '${id}' has two event-time columns`);
+      eventTimeOrdinal.set(id, ordinal);
+    }
+    watermarks.push({ inputs: below, delayMs: w.delayMs });
+  }
+
+  const inputs: HopInput[] = inputIds.map((id) => ({
+    sourceId: id,
+    stage1: cuts.get(id)!,
+    cutOutput: cuts.get(id)!.output,
+    routingOrdinals: ordinals.get(id)!,
+    eventTimeOrdinal: eventTimeOrdinal.get(id) ?? null,
+  }));
+  return {
+    inputs,
+    routingColumns: routingPositions.map((k) => names[k]!),
+    watermarks,
+    statefulOperator: { kind: stateful.kind === 'Join' ? `${(stateful as JoinNode).joinType} Join` : stateful.kind, keys: names },
+    stage2: (relationIdOf) => {
+      const replace = (node: LogicalPlan): LogicalPlan => {
+        const input = inputs.find((i) => i.stage1 === node);
+        if (input) {
+          return {
+            kind: 'StreamingRelation', sourceId: relationIdOf(input.sourceId),
+            schema: input.cutOutput.map((a) => ({ name: a.name, type: a.type })), output: input.cutOutput,
+          };
+        }
+        const children = planChildren(node);
+        const replaced = children.map(replace);
+        return replaced.every((c, i) => c === children[i]) ? node : withChildren(node, replaced);
+      };
+      return replace(plan);
+    },
+  };
+}
+
+/**
+ * One input's side of the hop in the stage planner's terms (hop 1 of a two-stage plan), so the
+ * runtime writes and reads it like any hop: its rows, routing and event time, tagged by the sink.
+ */
+export function hopOfInput(hop: MultiInputHopPlan, input: HopInput): Hop {
+  const delayMs = hop.watermarks.find((w) => w.inputs.includes(input.sourceId))?.delayMs ?? 0;
+  return {
+    index: 0,
+    output: input.cutOutput,
+    routingOrdinals: input.routingOrdinals,
+    routingColumns: hop.routingColumns,
+    // A join's state is keyed by its own layout: a reshard routes it by the whole key.
+    routingKeyPositions: [],
+    eventTime: input.eventTimeOrdinal === null ? null : { ordinal: input.eventTimeOrdinal, delayMs },
+    carries: 'max-event-time',
+    operator: hop.statefulOperator,
+    partial: null,
+  };
+}

@@ -1,0 +1,101 @@
+/**
+ * Joins of two source streams through the repartition hop on the emulators (kinesis-mock,
+ * DynamoDB Local, s3rver): orders and payments, each on 1, 2 and 4 shards with random partition
+ * keys, through the real handlers (one function with an event source mapping per stream, the
+ * internal stream's function, the scheduled function): the S3 files sink ends with the in-memory
+ * engine's rows for inner, left outer, full outer and left semi joins.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readS3Files } from '../../lib/aws/sink-readers.js';
+import { KinesisShardReader } from '../../lib/aws/kinesis-shard-reader.js';
+import { listAllShards } from '../../lib/local/kinesis-admin.js';
+import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
+import { deploy, type Deployment } from '../support/aws-pipeline.js';
+import { canonicalRow, inMemoryJoin, joinEvents, joinQuery, prng, type JoinShape } from '../support/join-queries.js';
+import { defineQuery } from '../../lib/query/query-definition.js';
+import { col } from '../../lib/plan/functions.js';
+
+const events = joinEvents(240, 11);
+const SHARD_COUNTS = (process.env.JOIN_SHARDS ?? '1,2,4').split(',').map(Number);
+
+let emulators: EmulatorSet;
+beforeAll(async () => { emulators = await startEmulators(); });
+afterAll(async () => { await emulators?.stop(); });
+
+/** What crossed the hop: records and bytes on the internal stream. */
+async function hopTraffic(d: Deployment): Promise<{ records: number; bytes: number }> {
+  const stream = d.config.repartitionStreamName!;
+  const reader = new KinesisShardReader(d.clients.kinesis, stream);
+  let records = 0;
+  let bytes = 0;
+  for (const shard of await listAllShards(d.clients.kinesis, stream)) {
+    let after: string | null = null;
+    for (;;) {
+      const page = await reader.readAfter(shard.ShardId!, after, 1000);
+      if (page.records.length === 0) break;
+      records += page.records.length;
+      bytes += page.records.reduce((n, r) => n + Buffer.from(r.dataBase64, 'base64').length, 0);
+      after = page.records[page.records.length - 1]!.sequenceNumber;
+    }
+  }
+  return { records, bytes };
+}
+
+describe('stream-stream joins of two streams through the hop, on the emulators', () => {
+  for (const how of ['inner', 'left_outer', 'full_outer', 'left_semi'] as const satisfies readonly JoinShape[]) {
+    it(`${how}: the in-memory answer on ${SHARD_COUNTS.join(', ')} shards per stream`, async () => {
+      const query = joinQuery(`join-${how.replace('_', '-')}`, how);
+      const expected = await inMemoryJoin(query, events);
+      expect(expected.length).toBeGreaterThan(0);
+      for (const shards of SHARD_COUNTS) {
+        const started = Date.now();
+        const d = await deploy(emulators, query, shards, { repartitionShards: Math.max(1, Math.min(shards, 2)), expectedShardCount: undefined });
+        const rand = prng(shards * 13);
+        // Random partition keys: an order and its payment land on any shard of their streams.
+        await d.put(events.orders.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'orders');
+        await d.put(events.payments.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'payments');
+        await d.drain({ batchSize: 25 });
+        await d.tick(Date.now() + 3_600_000); // every source shard caught up and quiet: idle
+        await d.tick(Date.now() + 3_600_000);
+        const rows = await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix);
+        const got = rows.map((r) => canonicalRow(r)).sort();
+        expect({ shards, rows: got }).toEqual({ shards, rows: expected });
+        expect(d.results.map((r) => r.result.error?.message).filter(Boolean)).toEqual([]);
+        const elapsedMs = Date.now() - started;
+        const hop = await hopTraffic(d);
+        const input = events.orders.length + events.payments.length;
+        const inputBytes = [...events.orders, ...events.payments].reduce((n, e) => n + JSON.stringify(e).length, 0);
+        // The closing note's figures: stages, hop records and bytes per 1,000 events, run time.
+        console.log(`JOIN_METRICS ${JSON.stringify({
+          how, shards, internalShards: d.config.repartitionStreamName ? Math.max(1, Math.min(shards, 2)) : 0, events: input, resultRows: got.length,
+          stages: 2, hopRecordsPer1000: Math.round((hop.records / input) * 1000), hopBytesPer1000: Math.round((hop.bytes / input) * 1000),
+          hopBytesRatio: Number((hop.bytes / inputBytes).toFixed(2)), elapsedMs,
+        })}`);
+      }
+    }, 900_000);
+  }
+
+  it('a union of the two streams (stateless) runs in one stage on each stream\'s shards: every row once, no hop', async () => {
+    const query = defineQuery({
+      name: 'union-streams',
+      sources: { orders: { schema: 'order_id string, amount long, ts timestamp' }, payments: { schema: 'ref string, paid long, pts timestamp' } },
+      transform: ({ orders, payments }) => orders!.select(col('order_id').as('id'), col('amount').as('value'))
+        .union(payments!.select(col('ref').as('id'), col('paid').as('value'))).filter(col('value').gt(5)),
+      outputMode: 'append',
+      sink: { kind: 's3-files' },
+    });
+    const d = await deploy(emulators, query, 2, { expectedShardCount: undefined });
+    const rand = prng(5);
+    await d.put(events.orders.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'orders');
+    await d.put(events.payments.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'payments');
+    await d.drain({ batchSize: 25 });
+    const rows = (await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).map((r) => canonicalRow(r)).sort();
+    const expected = [
+      ...events.orders.map((o) => ({ id: o.order_id, value: o.amount })), ...events.payments.map((p) => ({ id: p.ref, value: p.paid })),
+    ].filter((r) => r.value > 5).map((r) => canonicalRow(r)).sort();
+    expect(rows).toEqual(expected);
+    expect(d.results.map((r) => r.result.error?.message).filter(Boolean)).toEqual([]);
+    // Each stream's shards ran as their own partitions.
+    expect(new Set(d.results.filter((r) => r.result.progress.length > 0).map((r) => r.result.stage.sourceName))).toEqual(new Set(['orders', 'payments']));
+  }, 300_000);
+});
