@@ -58,12 +58,12 @@ module.exports = {
     },
     {
       name: 'cdk-imports-the-deployment-contract-only',
-      comment: 'the construct knows the query definition, how to load and validate it, and the environment/metric contract with the runtime; not the engine',
+      comment: 'the construct knows the query definition, how to load and validate it, the environment/metric contract with the runtime and the price table (data only); not the engine',
       severity: 'error',
       from: { path: '^cdk/' },
       to: {
         path: '^lib/',
-        pathNot: '^lib/(query/(query-definition|validate-query|query-module)|runtime/(runtime-config|metric-names))\\.ts$',
+        pathNot: '^lib/(query/(query-definition|validate-query|query-module)|runtime/(runtime-config|metric-names)|core/price-table)\\.ts$',
       },
     },
   ],

@@ -30,17 +30,18 @@ import { defineQuery, type StreamingQueryDefinition } from '../lib/query/query-d
 import type { DataFrame } from '../lib/api/data-frame.js';
 import { col, count, sum, window } from '../lib/plan/functions.js';
 import { DEPLOYMENT_DEFAULTS, type RuntimeConfig } from '../lib/runtime/runtime-config.js';
+import { CURRENT_PRICES, unitPrices } from '../lib/core/price-table.js';
 import { AwsCallTrace, localComputeMs, sequentialRoundTrips, type TracedCall } from './aws-call-trace.js';
 
-/** On-demand prices (us-east-1), dollars. */
+const UNIT_PRICES = unitPrices(CURRENT_PRICES);
+/** The one price table's prices per unit (lib/core/price-table.ts), dollars; the functions have 1,024 MB (arm64). */
 export const PRICES = {
-  writeUnit: 1.25 / 1e6,
-  readUnit: 0.25 / 1e6,
-  s3Put: 0.005 / 1000,
-  s3Get: 0.0004 / 1000,
-  /** Lambda arm64, per GB-second and per request; the functions have 1,024 MB. */
-  lambdaGbSecond: 0.0000133334,
-  lambdaRequest: 0.2 / 1e6,
+  writeUnit: UNIT_PRICES.dynamoDbWriteUnit,
+  readUnit: UNIT_PRICES.dynamoDbReadUnit,
+  s3Put: UNIT_PRICES.s3Put,
+  s3Get: UNIT_PRICES.s3Get,
+  lambdaGbSecond: UNIT_PRICES.lambdaGbSecond,
+  lambdaRequest: UNIT_PRICES.lambdaRequest,
   lambdaMemoryGb: 1,
   kinesisGetRecords: 0,
 } as const;

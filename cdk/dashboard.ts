@@ -13,6 +13,7 @@ import type { Construct } from 'constructs';
 import {
   METRIC, METRIC_DIMENSION_OPERATOR, METRICS_NAMESPACE, OPERATOR_METRIC,
 } from '../lib/runtime/metric-names.js';
+import { CURRENT_PRICES, unitPrices, type PriceTable } from '../lib/core/price-table.js';
 
 /**
  * On-demand list prices (US East, N. Virginia) the dollars-per-hour widget multiplies the units by.
@@ -33,14 +34,13 @@ export interface DashboardPrices {
   readonly lambdaRequest: number;
 }
 
-export const DEFAULT_DASHBOARD_PRICES: DashboardPrices = {
-  asOf: 'us-east-1 on-demand, 2026-12',
-  dynamoDbWriteUnit: 0.625 / 1e6,
-  dynamoDbReadUnit: 0.125 / 1e6,
-  s3Put: 0.005 / 1000,
-  lambdaGbSecond: 0.0000133334,
-  lambdaRequest: 0.2 / 1e6,
-};
+/** The dashboard's units of the one price table (lib/core/price-table.ts). */
+export function dashboardPricesFrom(table: PriceTable): DashboardPrices {
+  const { dynamoDbWriteUnit, dynamoDbReadUnit, s3Put, lambdaGbSecond, lambdaRequest } = unitPrices(table);
+  return { asOf: table.version, dynamoDbWriteUnit, dynamoDbReadUnit, s3Put, lambdaGbSecond, lambdaRequest };
+}
+
+export const DEFAULT_DASHBOARD_PRICES: DashboardPrices = dashboardPricesFrom(CURRENT_PRICES);
 
 export interface QueryDashboardParts {
   readonly queryName: string;

@@ -1,7 +1,8 @@
 /** `sluice cost <query-module> --rate N/s`: a monthly estimate before deploying (lib/aws/cost-estimate.ts). */
 import { readFileSync } from 'node:fs';
 import { type Command, InvalidArgumentError } from 'commander';
-import { estimateMonthlyCost, PRICES_2026_12_US_EAST_1, type PriceTable } from '../../lib/aws/cost-estimate.js';
+import { estimateMonthlyCost } from '../../lib/aws/cost-estimate.js';
+import { CURRENT_PRICES, type PriceTable } from '../../lib/core/price-table.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
 import { isMultiSource } from '../../lib/query/query-definition.js';
 import { IllegalArgumentError } from '../../lib/errors/sluice-error.js';
@@ -15,16 +16,17 @@ export function parseRate(value: string): number {
   return Number(m[1]) / per;
 }
 
-function readPrices(path: string): PriceTable {
+/** `--prices file.json`: the current table with the file's prices in place of its own. */
+export function readPrices(path: string): PriceTable {
   let overrides: Partial<PriceTable>;
   try {
     overrides = JSON.parse(readFileSync(path, 'utf8')) as Partial<PriceTable>;
   } catch (error) {
     throw new InvalidArgumentError(`--prices: cannot read ${path}: ${(error as Error).message}`);
   }
-  const unknown = Object.keys(overrides).filter((k) => !(k in PRICES_2026_12_US_EAST_1));
-  if (unknown.length > 0) throw new InvalidArgumentError(`--prices: unknown price ${unknown.join(', ')} (known: ${Object.keys(PRICES_2026_12_US_EAST_1).join(', ')}).`);
-  return { ...PRICES_2026_12_US_EAST_1, ...overrides, version: overrides.version ?? `${PRICES_2026_12_US_EAST_1.version} with ${path}` };
+  const unknown = Object.keys(overrides).filter((k) => !(k in CURRENT_PRICES));
+  if (unknown.length > 0) throw new InvalidArgumentError(`--prices: unknown price ${unknown.join(', ')} (known: ${Object.keys(CURRENT_PRICES).join(', ')}).`);
+  return { ...CURRENT_PRICES, ...overrides, version: overrides.version ?? `${CURRENT_PRICES.version} with ${path}` };
 }
 
 const usd = (n: number): string => (n >= 0.01 || n === 0 ? `$${n.toFixed(2)}` : `$${n.toPrecision(2)}`);
@@ -41,12 +43,12 @@ export function registerCostCommand(program: Command): void {
     .option('--batch-size <n>', 'the event source mapping\'s batch size (the construct\'s default is 100)', positiveInt('--batch-size'), 100)
     .option('--memory <mb>', 'function memory', positiveInt('--memory'), 1024)
     .option('--duration-ms <n>', 'average Kinesis-trigger invocation duration', positiveInt('--duration-ms'), 200)
-    .option('--prices <file>', `JSON overriding prices of the table (${PRICES_2026_12_US_EAST_1.version})`)
+    .option('--prices <file>', `JSON overriding prices of the table (${CURRENT_PRICES.version})`)
     .option('--json', 'print JSON instead of text')
     .action(async (queryModule: string, opts: {
       rate: number; keys: number; shards: number; batchSize: number; memory: number; durationMs: number; prices?: string; json?: boolean;
     }) => {
-      const prices = opts.prices ? readPrices(opts.prices) : PRICES_2026_12_US_EAST_1;
+      const prices = opts.prices ? readPrices(opts.prices) : CURRENT_PRICES;
       const definition = await importQueryModule(queryModule);
       if (isMultiSource(definition)) {
         throw new IllegalArgumentError(`query '${definition.name}' reads several streams (${Object.keys(definition.sources).join(', ')}); sluice cost estimates one-stream queries.`, {

@@ -34,35 +34,10 @@ import { MemoryStateStoreProvider } from '../state/memory-state-store.js';
 import type { StateStore, StateStoreId, StateStoreProvider } from '../state/state-store.js';
 import { encodeStateJson } from './dynamodb-state-store.js';
 import { itemSize, writeUnitsFor, type Item } from './dynamodb-cost.js';
+import { CURRENT_PRICES, type PriceTable } from '../core/price-table.js';
 
-/** Prices in USD, us-east-1, on-demand; `sluice cost --prices file.json` overrides any of them. */
-export interface PriceTable {
-  readonly version: string;
-  readonly lambdaPerMillionRequests: number;
-  readonly lambdaPerGbSecond: number;
-  readonly dynamoDbPerMillionWriteUnits: number;
-  readonly dynamoDbPerMillionReadUnits: number;
-  readonly dynamoDbPerGbMonth: number;
-  readonly s3PerThousandPuts: number;
-  readonly s3PerThousandGets: number;
-  readonly kinesisPerShardHour: number;
-  readonly kinesisPerMillionPutPayloadUnits: number;
-  readonly eventBridgePerMillionEvents: number;
-}
-
-export const PRICES_2026_12_US_EAST_1: PriceTable = {
-  version: '2026-12 us-east-1 on-demand',
-  lambdaPerMillionRequests: 0.20,
-  lambdaPerGbSecond: 0.0000166667,
-  dynamoDbPerMillionWriteUnits: 0.625,
-  dynamoDbPerMillionReadUnits: 0.125,
-  dynamoDbPerGbMonth: 0.25,
-  s3PerThousandPuts: 0.005,
-  s3PerThousandGets: 0.0004,
-  kinesisPerShardHour: 0.015,
-  kinesisPerMillionPutPayloadUnits: 0.014,
-  eventBridgePerMillionEvents: 1.00,
-};
+// The price table lives in the engine core (the dashboard and the benchmark use it too).
+export { PRICES_2026_12_US_EAST_1, type PriceTable } from '../core/price-table.js';
 
 export interface CostEstimateInput {
   readonly recordsPerSecond: number;
@@ -326,7 +301,7 @@ export async function measureInvocation(
 }
 
 export async function estimateMonthlyCost(definition: StreamingQueryDefinition, input: CostEstimateInput): Promise<CostEstimate> {
-  const prices = input.prices ?? PRICES_2026_12_US_EAST_1;
+  const prices = input.prices ?? CURRENT_PRICES;
   const shards = input.shards ?? 1;
   const keys = input.keys ?? 100;
   const batchSize = input.batchSize ?? 100;

@@ -9,7 +9,13 @@ export interface StreamingQueryProgress {
   readonly batchId: number;
   readonly batchDuration: number;
   readonly numInputRows: number;
-  readonly inputRowsPerSecond: number;
+  /**
+   * Rows ÷ seconds since the previous trigger started (on Lambda: the previous batch of the
+   * partition, whichever invocation ran it); 0 without one; absent when that interval is zero
+   * (Spark's NaN/∞, left out of its JSON). See progress-rates.ts.
+   */
+  readonly inputRowsPerSecond?: number;
+  /** Rows ÷ seconds this trigger took (at least 1 ms). */
   readonly processedRowsPerSecond: number;
   readonly durationMs: Readonly<Record<string, number>>;
   /** `{}` without a watermark; otherwise `watermark` and, when rows arrived, min/max/avg. */

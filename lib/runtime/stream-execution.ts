@@ -36,6 +36,7 @@ import { CheckpointError, IllegalArgumentError, StreamingQueryError } from '../e
 import { checkRuntimeRestrictions } from '../analysis/unsupported-operation-checker.js';
 import type { Clock } from './clock.js';
 import type { StreamingQueryProgress } from './progress.js';
+import { progressRates } from './progress-rates.js';
 import type { Trigger } from './trigger.js';
 import { parseWatermarkPolicy, WATERMARK_POLICY_CONF, WatermarkTracker } from './watermark-tracker.js';
 import { checkFingerprint, fingerprintOf } from './query-fingerprint.js';
@@ -113,6 +114,8 @@ function bindSources(plan: LogicalPlan, live: ReadonlyMap<string, MicroBatchStre
 /** What a batch's progress record is built from. */
 interface BatchFigures {
   batchId: number; triggerStartMs: number; addBatchMs: number; numInputRows: number; numOutputRows: number;
+  /** This trigger's start minus the previous trigger's, on the trigger clock (null: no previous). */
+  triggerIntervalMs: number | null;
   sources: StreamingQueryProgress['sources']; watermarkMs: number; numDeadLetteredRows: number; cost: Record<string, number>;
 }
 
@@ -144,6 +147,12 @@ export class StreamExecution {
   private hasLastExecution = false;
   private started = false;
   private previousWatermarkCache: { batchId: number; watermarkMs: number } | null = null;
+  /**
+   * When the previous trigger started, on the trigger clock (Spark's lastTriggerStartTimestamp),
+   * for the input rate. Spark forgets it on restart; Sluice restores it from the latest offset
+   * entry's batchTimestampMs, read at recovery anyway, since a Lambda invocation is a restart.
+   */
+  private lastTriggerStartMs: number | null = null;
   /** The earliest processing-time timer after the last committed batch (null: none; undefined: unknown). */
   private nextTimerMs: number | null | undefined = undefined;
 
@@ -254,6 +263,7 @@ export class StreamExecution {
     this.metadata = { batchWatermarkMs: offsets.batchWatermarkMs, batchTimestampMs: offsets.batchTimestampMs };
     this.tracker = new WatermarkTracker(parseWatermarkPolicy(policyConf), offsets.batchWatermarkMs);
     if (commit && commit[0] === latestBatchId) {
+      this.lastTriggerStartMs = knownTimestamp(offsets.batchTimestampMs);
       this.currentBatchId = latestBatchId + 1;
       this.isCurrentBatchConstructed = false;
       this.committedOffsets = new Map(this.availableOffsets);
@@ -279,6 +289,8 @@ export class StreamExecution {
       }
       this.committedOffsets = new Map(Object.entries(previous.offsets));
       this.previousWatermarkCache = { batchId: latestBatchId, watermarkMs: previous.batchWatermarkMs };
+      // The re-run's previous batch is N-1 (the failed attempt of N ran no batch).
+      this.lastTriggerStartMs = knownTimestamp(previous.batchTimestampMs);
     }
   }
 
@@ -387,8 +399,16 @@ export class StreamExecution {
   async runOneTrigger(): Promise<boolean> {
     if (!this.started) throw new Error('query not started');
     const startedAt = Date.now();
-    if (!(await this.constructNextBatch())) return false;
-    await this.runBatch(startedAt);
+    const triggerStartMs = this.options.clock.nowMs();
+    const triggerIntervalMs = this.lastTriggerStartMs === null ? null : triggerStartMs - this.lastTriggerStartMs;
+    // As Spark, a trigger that runs no batch is still the previous trigger of the next one; a trigger
+    // that fails is not (its batch re-runs, and the re-run's rate is over the same interval).
+    if (!(await this.constructNextBatch())) {
+      this.lastTriggerStartMs = triggerStartMs;
+      return false;
+    }
+    await this.runBatch(startedAt, triggerIntervalMs);
+    this.lastTriggerStartMs = triggerStartMs;
     return true;
   }
 
@@ -401,7 +421,7 @@ export class StreamExecution {
     return watermarkMs;
   }
 
-  private async runBatch(triggerStartMs: number): Promise<void> {
+  private async runBatch(triggerStartMs: number, triggerIntervalMs: number | null): Promise<void> {
     const physical = this.physical!;
     const batchId = this.currentBatchId;
     const { checkpoint, sink, outputMode } = this.options;
@@ -477,7 +497,7 @@ export class StreamExecution {
     // The durable copy goes with the commit (no extra round trip), so it is the batch as of its
     // commit: its cost and duration leave out the commit itself, which the next record counts.
     checkpoint.stageProgress?.(batchId, this.buildProgress({
-      batchId, triggerStartMs, addBatchMs, numInputRows, numOutputRows: output.length, sources: sourceProgress, watermarkMs,
+      batchId, triggerStartMs, triggerIntervalMs, addBatchMs, numInputRows, numOutputRows: output.length, sources: sourceProgress, watermarkMs,
       numDeadLetteredRows, cost: this.peekCost(),
     }));
     const nextWatermarkMs = this.tracker.currentWatermarkMs;
@@ -510,7 +530,7 @@ export class StreamExecution {
     this.hasLastExecution = true;
     this.nextTimerMs = nextTimerMs;
     this.recordProgress({
-      batchId, triggerStartMs, addBatchMs, numInputRows, numOutputRows: output.length, sources: sourceProgress, watermarkMs,
+      batchId, triggerStartMs, triggerIntervalMs, addBatchMs, numInputRows, numOutputRows: output.length, sources: sourceProgress, watermarkMs,
       numDeadLetteredRows, cost: this.takeCost(),
     });
     this.currentBatchId = batchId + 1;
@@ -558,8 +578,7 @@ export class StreamExecution {
       batchId,
       batchDuration: durationMs,
       numInputRows,
-      inputRowsPerSecond: durationMs > 0 ? (numInputRows * 1000) / durationMs : 0,
-      processedRowsPerSecond: durationMs > 0 ? (numInputRows * 1000) / durationMs : 0,
+      ...progressRates(numInputRows, batch.triggerIntervalMs, durationMs),
       durationMs: { addBatch: addBatchMs, triggerExecution: durationMs },
       eventTime,
       batchWatermarkMs: watermarkMs,
@@ -572,6 +591,11 @@ export class StreamExecution {
     };
     return progress;
   }
+}
+
+/** An offset entry's batch timestamp, if it has one (an entry seeded by hand may not). */
+function knownTimestamp(batchTimestampMs: number | undefined): number | null {
+  return typeof batchTimestampMs === 'number' && Number.isFinite(batchTimestampMs) ? batchTimestampMs : null;
 }
 
 function minTimer(times: readonly (number | null | undefined)[]): number | null {

@@ -9,6 +9,7 @@ import { runShardInvocation } from '../../lib/query/shard-invocation.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import type { PartitionBackends } from '../../lib/query/partition-backends.js';
 import { formatTimestamp } from '../../lib/core/timestamps.js';
+import { ManualClock } from '../../lib/runtime/clock.js';
 
 const revenue = (outputMode: 'append' | 'update' | 'complete'): StreamingQueryDefinition => defineQuery({
   name: 'hourly-revenue',
@@ -128,5 +129,36 @@ describe('runShardInvocation (memory backends)', () => {
   it('refuses a stateful query on a multi-shard stream without a declared partition key', async () => {
     await expect(invoke({ definition: revenue('update'), shardId: 's', records: [] }, backends()))
       .rejects.toThrow(/STATE_NOT_CO_PARTITIONED|partial result[\s\S]*How to fix: .*partitionKey/);
+  });
+});
+
+describe('progress rates across invocations', () => {
+  it('the first batch of an invocation measures its input rate from the previous batch\'s timestamp in the offset log', async () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const b = { ...backends(), clock };
+    const run = async (...events: { amount: number; ts: string }[]) =>
+      (await invoke({ definition: revenue('update'), shardId: 's', records: records(...events), expectedShardCount: 1 }, b)).progress;
+    const first = await run(ev(1, '14:10'), ev(2, '14:11'));
+    clock.advance(4000);
+    const second = await run(ev(3, '14:12'), ev(4, '14:13'), ev(5, '14:14'), ev(6, '14:15'), ev(7, '14:16'), ev(8, '14:17'));
+    // A fresh StreamExecution per invocation: Spark's restart would report 0 again.
+    expect(first.map((p) => p.inputRowsPerSecond)).toEqual([0]);
+    expect(second.map((p) => [p.batchId, p.numInputRows, p.inputRowsPerSecond])).toEqual([[1, 6, 1.5]]);
+  });
+
+  it('a re-run batch measures from batch N-1, not from its failed attempt', async () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const b = { ...backends(), clock };
+    await invoke({ definition: revenue('update'), shardId: 's', records: records(ev(1, '14:10')), expectedShardCount: 1 }, b);
+    clock.advance(2000);
+    const failing = records(ev(2, '14:11'), ev(3, '14:12'));
+    const sink = b.sink;
+    const broken = { ...b, sink: Object.assign(Object.create(Object.getPrototypeOf(sink) as object) as MemorySink, sink, { addBatch: () => Promise.reject(new Error('sink down')) }) };
+    const failed = await invoke({ definition: revenue('update'), shardId: 's', records: failing, expectedShardCount: 1 }, broken);
+    expect(failed.error).toBeDefined();
+    clock.advance(2000);
+    const rerun = await invoke({ definition: revenue('update'), shardId: 's', records: failing, expectedShardCount: 1 }, b);
+    expect(rerun.error).toBeUndefined();
+    expect(rerun.progress.map((p) => [p.batchId, p.numInputRows, p.inputRowsPerSecond])).toEqual([[1, 2, 0.5]]);
   });
 });

@@ -102,7 +102,7 @@ function render() {
 
   var x = all.map(function (b) { return b.startMs / 1000; });
   chart("chart-rates", ["input rows/s", "processed rows/s"], [x,
-    all.map(function (b) { return b.progress.inputRowsPerSecond; }),
+    all.map(function (b) { return b.progress.inputRowsPerSecond === undefined ? null : b.progress.inputRowsPerSecond; }),
     all.map(function (b) { return b.progress.processedRowsPerSecond; })]);
   chart("chart-duration", ["batch duration (ms)"], [x, all.map(function (b) { return b.progress.batchDuration; })]);
   chart("chart-lag", ["watermark delay (s)", "event-time lag (s)"], [x,
