@@ -3,7 +3,8 @@
  * options (bench/function-bundles.ts), and init (module load + handler construction, which the
  * generated entry does at load) in a fresh Node process per sample, against an empty handler's init
  * in the same run. Samples alternate between the bundles so that machine load falls on all alike;
- * `BENCH_BUNDLE_SAMPLES` sets how many per bundle (median reported).
+ * `BENCH_BUNDLE_SAMPLES` sets how many per bundle (median reported); `BENCH_BUNDLE_SOURCE_MAPS=1`
+ * starts every process with --enable-source-maps (what `debugSourceMaps` deploys).
  */
 import { spawnSync } from 'node:child_process';
 import { buildEmptyBundle, buildFunctionBundles, type BuiltBundle } from './function-bundles.js';
@@ -42,7 +43,8 @@ const INIT_SCRIPT = `const t=process.hrtime.bigint();const m=require(process.arg
 function initMs(bundle: BuiltBundle): number {
   const query = bundle.name.split('/')[0]!;
   const env = { PATH: process.env.PATH ?? '', ...FAKE_ENV, ...(SINK_ENV[query] ?? { [RUNTIME_ENV.sinkBucket]: 'bench-sink' }) };
-  const run = spawnSync(process.execPath, ['-e', INIT_SCRIPT, bundle.file], { env, encoding: 'utf8' });
+  const flags = process.env.BENCH_BUNDLE_SOURCE_MAPS === '1' ? ['--enable-source-maps'] : [];
+  const run = spawnSync(process.execPath, [...flags, '-e', INIT_SCRIPT, bundle.file], { env, encoding: 'utf8' });
   if (run.status !== 0) throw new Error(`init of ${bundle.name} failed: ${run.stderr}`);
   return Number(run.stdout);
 }

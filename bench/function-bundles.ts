@@ -59,8 +59,14 @@ function prepare(dir: string): void {
   writeFileSync(join(dir, 'out', 'package.json'), '{ "type": "commonjs" }\n');
 }
 
+/**
+ * `BENCH_BUNDLE_SDK=bundled` bundles `@aws-sdk/*` too (the alternative to leaving it to the runtime),
+ * for comparing the two choices.
+ */
+const SDK_BUNDLED = process.env.BENCH_BUNDLE_SDK === 'bundled';
+
 async function buildOne(name: string, entry: string, outfile: string): Promise<BuiltBundle> {
-  await build(esbuildOptionsFor(entry, outfile));
+  await build({ ...esbuildOptionsFor(entry, outfile), ...(SDK_BUNDLED ? { external: [] } : {}) });
   const mapBytes = (() => { try { return statSync(`${outfile}.map`).size; } catch { return 0; } })();
   return { name, file: outfile, bytes: statSync(outfile).size, sourceMapBytes: mapBytes };
 }
