@@ -9,12 +9,14 @@ import type { BuildOptions } from 'esbuild';
 import { SOURCE_CONDITIONS } from './project.js';
 
 /**
- * `@aws-sdk/*` is left to the nodejs22.x runtime, which ships SDK v3: bundling it measured 1.40 MB
- * per function against 0.79 MB without it (bench/bundles.bench.ts), and the runtime's copy is
- * already on the instance's disk. `@smithy/node-http-handler`, which the clients are given
- * (lib/aws/clients.ts), stays bundled at its pinned version.
+ * The AWS SDK v3 (`@aws-sdk/*` and the `@smithy/*` packages it is built on) is left to the
+ * nodejs22.x runtime, which ships it: bundled, every function measured 1.40 MB (bench/bundles.bench.ts,
+ * BENCH_BUNDLE_SDK=bundled) against 0.79 MB without `@aws-sdk/*` and 0.62 MB without `@smithy/*`
+ * either. `@smithy/node-http-handler`, which lib/aws/clients.ts gives the clients, is the runtime
+ * SDK's own request handler; bundling it would load a second copy of `@smithy/core` at init.
+ * CDK's own `@aws-cdk/aws-lambda-nodejs:sdkV3ExcludeSmithyPackages` flag makes the same choice.
  */
-export const AWS_SDK_EXTERNAL = ['@aws-sdk/*'];
+export const AWS_SDK_EXTERNAL = ['@aws-sdk/*', '@smithy/*'];
 
 /** The bundle's size bound per function (issue 17), checked by test/cdk/bundle-size.test.ts. */
 export const MAX_BUNDLE_BYTES = 1_000_000;

@@ -66,11 +66,12 @@ describe('the functions\' bundles, built by the construct', () => {
     }
   });
 
-  it('leaves @aws-sdk/* to the nodejs22.x runtime (required, not bundled)', () => {
+  it('leaves the AWS SDK to the nodejs22.x runtime (required, not bundled)', () => {
     for (const b of bundles) {
       const code = readFileSync(b.code, 'utf8');
       expect(code, b.fn).toMatch(/require\("@aws-sdk\/client-dynamodb"\)/);
       expect(code, b.fn).toMatch(/require\("@aws-sdk\/client-s3"\)/);
+      expect(code, b.fn).toMatch(/require\("@smithy\/node-http-handler"\)/);
       // The S3 client's own code (its command names as class names) is not in the bundle.
       expect(code, b.fn).not.toContain('PutBucketLifecycleConfigurationCommand');
     }

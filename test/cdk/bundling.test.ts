@@ -33,10 +33,10 @@ describe('handler bundling', () => {
     expect(bundling.sourceMapMode).not.toBe(nodejs.SourceMapMode.BOTH);
   });
 
-  it('leaves @aws-sdk/* external (the nodejs22.x runtime ships SDK v3) and bundles everything else', () => {
+  it('leaves the SDK (@aws-sdk/*, @smithy/*) external, as the nodejs22.x runtime ships it, and bundles everything else', () => {
     const bundling = handlerBundling();
     expect(bundling.bundleAwsSDK).toBe(false);
-    expect(bundling.externalModules).toEqual(['@aws-sdk/*']);
+    expect(bundling.externalModules).toEqual(['@aws-sdk/*', '@smithy/*']);
     expect(bundling.nodeModules).toBeUndefined();
   });
 
