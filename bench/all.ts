@@ -5,19 +5,23 @@
  * `lakeFiles` (the files sink's PUTs and bytes per 1M events, JSON Lines and Parquet, with and
  * without compaction), and `e2e` (the end-to-end cost benchmark's summary: dollars per 1M events
  * for the three queries, round trips per steady-state invocation besides the sink, state write
- * units per event at 100,000 keys; `BENCH_E2E=0` skips it, `BENCH_E2E_BATCHES` sizes it).
+ * units per event at 100,000 keys; `BENCH_E2E=0` skips it, `BENCH_E2E_BATCHES` sizes it), and
+ * `bundles` (the largest function bundle's bytes, the slowest function's median init and the empty
+ * handler's, bench/bundles.bench.ts; `BENCH_BUNDLES=0` skips it).
  */
 import { measureWindowedAggregation, printWindowedAggregation } from './windowed-aggregation.bench.js';
 import { measureRepartitionHop, printRepartitionHop } from './repartition-hop.bench.js';
 import { measureLakeFiles, printLakeFiles } from './lake-files.bench.js';
 import { measureEndToEndCost, printEndToEndCost } from './e2e-cost.bench.js';
+import { measureBundles, printBundles } from './bundles.bench.js';
 
 const engine = await measureWindowedAggregation();
 const repartitionHop = await measureRepartitionHop();
 const lakeFiles = await measureLakeFiles();
 const e2e = process.env.BENCH_E2E === '0' ? null : await measureEndToEndCost();
+const bundles = process.env.BENCH_BUNDLES === '0' ? null : await measureBundles();
 if (process.argv.includes('--json')) {
-  console.log(JSON.stringify({ ...engine, repartitionHop, lakeFiles, ...(e2e ? { e2e: e2e.summary } : {}) }));
+  console.log(JSON.stringify({ ...engine, repartitionHop, lakeFiles, ...(e2e ? { e2e: e2e.summary } : {}), ...(bundles ? { bundles: bundles.summary } : {}) }));
 } else {
   printWindowedAggregation(engine);
   console.log('');
@@ -27,5 +31,9 @@ if (process.argv.includes('--json')) {
   if (e2e) {
     console.log('');
     printEndToEndCost(e2e);
+  }
+  if (bundles) {
+    console.log('');
+    printBundles(bundles);
   }
 }

@@ -40,10 +40,11 @@ import {
   type DeploymentDescriptor, type RuntimeConfig,
 } from '../lib/runtime/runtime-config.js';
 import { writeHandlerEntry, type HandlerKind } from './generated-entry.js';
+import { handlerBundling } from './bundling.js';
 import { addKinesisEventSource } from './event-sources.js';
 import { accessOf, deadLetterObjectPrefix, grantFunctionAccess, type QueryResources } from './grants.js';
 import { acknowledge } from './nag-acknowledgments.js';
-import { SOURCE_CONDITIONS, entriesDirFor, findProject, type ProjectPaths } from './project.js';
+import { entriesDirFor, findProject, type ProjectPaths } from './project.js';
 import { checkIntegerProp, checkSynthTimeDurationProp } from './props.js';
 import { compactionConfig, type SinkCompactionOptions } from './compaction.js';
 import { resolveQueryModulePath } from '../lib/query/query-module.js';
@@ -453,6 +454,15 @@ export interface SluiceQueryProps {
   readonly debugLogging?: boolean;
 
   /**
+   * Map stack traces through the bundles' source maps (`NODE_OPTIONS=--enable-source-maps`). The
+   * maps are deployed beside every bundle either way; reading them costs init time and memory, so
+   * by default Node does not.
+   *
+   * @default false
+   */
+  readonly debugSourceMaps?: boolean;
+
+  /**
    * A CloudWatch dashboard for the query: input and processing rate, batch duration, iterator
    * age, watermark and event-time lag, state rows per operator, late rows, dead letters, units and
    * estimated dollars per hour, and the alarms' states (each linking to its alarm).
@@ -669,7 +679,7 @@ export class SluiceQuery extends Construct {
       ...compactionConfig(props.compaction, sink.kind, props.timeout ?? Duration.minutes(1), (m) => this.propError(m)),
     };
     this.environment = {
-      ...runtimeConfigToEnv(config), NODE_OPTIONS: `--enable-source-maps --max-semi-space-size=${semiSpaceMb(props.memorySize ?? 1024)}`,
+      ...runtimeConfigToEnv(config), NODE_OPTIONS: `${props.debugSourceMaps ? '--enable-source-maps ' : ''}--max-semi-space-size=${semiSpaceMb(props.memorySize ?? 1024)}`,
       ...(props.debugLogging ? { POWERTOOLS_LOG_LEVEL: 'DEBUG' } : {}),
       ...(props.tracing ? { [TRACING_ENV]: 'true', POWERTOOLS_SERVICE_NAME: METRIC_SERVICE_DIMENSION.value } : {}),
     };
@@ -992,19 +1002,7 @@ export class SluiceQuery extends Construct {
       ...(props.tracing ? { tracing: lambda.Tracing.ACTIVE } : {}),
       // Scheduled invocations are asynchronous; the next tick is the retry.
       ...(kind === 'scheduled' ? { retryAttempts: 0 } : {}),
-      bundling: {
-        minify: true,
-        sourceMap: true,
-        sourcesContent: false,
-        target: 'node22',
-        format: nodejs.OutputFormat.CJS,
-        // The AWS SDK is bundled: the engine is tested against the pinned SDK versions.
-        bundleAwsSDK: true,
-        forceDockerBundling: false,
-        logLevel: nodejs.LogLevel.ERROR,
-        // From sluice's sources (its repository), `sluice/lambda` resolves to them as well.
-        ...(SOURCE_CONDITIONS.length ? { esbuildArgs: { '--conditions': SOURCE_CONDITIONS.join(',') } } : {}),
-      },
+      bundling: handlerBundling(),
     });
     if (props.tracing) {
       acknowledge(role, 'AwsSolutions-IAM5[Resource::*]',

@@ -5,7 +5,7 @@
  */
 import type { Trigger } from '../runtime/trigger.js';
 import { deployedTrigger } from './deployed-trigger.js';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { OutputMode } from '../core/output-mode.js';
 import type { DataFrame } from '../api/data-frame.js';
 import type { SchemaLike, SluiceSession } from '../api/session.js';

@@ -3,7 +3,7 @@
  * set by the CDK construct (or `sluice dev`), its defaults and the tables' key names. The construct
  * (cdk/) and the runtime both read them from here, so a default is written once.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 
 export const RUNTIME_ENV = {

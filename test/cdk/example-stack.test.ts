@@ -5,7 +5,7 @@
  */
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +13,7 @@ import { handlerEntrySource } from '../../cdk/generated-entry.js';
 import { SluiceExampleStack } from '../../cdk/sluice-example-stack.js';
 import { SluiceQuery } from '../../cdk/sluice-query.js';
 import { RUNTIME_ENV } from '../../lib/runtime/runtime-config.js';
-import { acknowledgments, appOutdir, appWithoutBundling, example, nagViolations, testStack } from './support.js';
+import { acknowledgments, appOutdir, appOutdirInProject, appWithoutBundling, example, nagViolations, testStack } from './support.js';
 
 type Resource = { Properties: Record<string, any> };
 
@@ -97,7 +97,7 @@ describe('the generated entries and their bundles', () => {
   // One query with a repartition stage has all three entry kinds (the Kinesis entry as stage 1,
   // scheduled, repartition); the entries differ only in the factory they import.
   it('bundles the three functions of a repartitioned query with the local esbuild (minified, source map) into handlers that load and answer', async () => {
-    const app = new App({ builtinCloudFormationValidation: false, outdir: appOutdir() });
+    const app = new App({ builtinCloudFormationValidation: false, outdir: appOutdirInProject() });
     const stack = testStack(app);
     const query = new SluiceQuery(stack, 'PerProduct', { queryModule: example('hourly-sales-per-product.ts'), shardCount: 2 });
     const template = Template.fromStack(stack);
@@ -128,6 +128,8 @@ describe('the generated entries and their bundles', () => {
       process.env.POWERTOOLS_LOG_LEVEL = 'SILENT';
       expect(process.env[RUNTIME_ENV.expectedShardCount]).toBe('2');
       expect(process.env[RUNTIME_ENV.repartitionStreamName]).toBe(`resolved-${RUNTIME_ENV.repartitionStreamName}`);
+      // A Lambda asset is CommonJS (no package.json); here the project's says "module".
+      for (const dir of dirs) writeFileSync(join(dir, 'package.json'), '{ "type": "commonjs" }\n');
       const load = createRequire(import.meta.url);
       const [stage1, scheduled, stage2] = dirs.map((dir) => load(join(dir, 'index.js')).handler);
       expect([stage1, scheduled, stage2].map((h) => typeof h)).toEqual(['function', 'function', 'function']);

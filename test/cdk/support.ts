@@ -4,7 +4,7 @@ import { afterAll } from 'vitest';
 import type { Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,6 +31,19 @@ afterAll(() => {
 
 export function appOutdir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-cdk-test-'));
+  outdirs.push(dir);
+  return dir;
+}
+
+/**
+ * An app output directory inside the project's cdk.out, for loading bundled functions: their
+ * `require('@aws-sdk/...')` then finds the project's SDK as it finds the runtime's on Lambda (the
+ * bundles leave it external). The project's package.json says "module": write
+ * `{ "type": "commonjs" }` into an asset directory before loading its bundle.
+ */
+export function appOutdirInProject(): string {
+  mkdirSync(join(PROJECT_ROOT, 'cdk.out'), { recursive: true });
+  const dir = mkdtempSync(join(PROJECT_ROOT, 'cdk.out', 'sluice-cdk-test-'));
   outdirs.push(dir);
   return dir;
 }

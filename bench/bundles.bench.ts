@@ -1,0 +1,84 @@
+/**
+ * The functions' bundles (issue 17): bytes per function, built with the construct's own esbuild
+ * options (bench/function-bundles.ts), and init (module load + handler construction, which the
+ * generated entry does at load) in a fresh Node process per sample, against an empty handler's init
+ * in the same run. Samples alternate between the bundles so that machine load falls on all alike;
+ * `BENCH_BUNDLE_SAMPLES` sets how many per bundle (median reported); `BENCH_BUNDLE_SOURCE_MAPS=1`
+ * starts every process with --enable-source-maps (what `debugSourceMaps` deploys).
+ */
+import { spawnSync } from 'node:child_process';
+import { buildEmptyBundle, buildFunctionBundles, type BuiltBundle } from './function-bundles.js';
+import { RUNTIME_ENV } from '../lib/runtime/runtime-config.js';
+
+export interface BundleFigures {
+  readonly name: string;
+  readonly bytes: number;
+  readonly sourceMapBytes: number;
+  readonly initMsMedian: number;
+}
+
+export interface BundlesResult {
+  readonly functions: BundleFigures[];
+  readonly emptyInitMsMedian: number;
+  /** The `--json` summary. */
+  readonly summary: { maxBytes: number; initMsMedian: number; emptyInitMsMedian: number };
+}
+
+/** A configuration the handlers accept at construction (nothing is called before an invocation). */
+const FAKE_ENV: Record<string, string> = {
+  [RUNTIME_ENV.checkpointTable]: 'bench-checkpoint', [RUNTIME_ENV.stateTable]: 'bench-state',
+  [RUNTIME_ENV.deadLetterBucket]: 'bench-dead-letters', [RUNTIME_ENV.streamName]: 'bench-stream',
+  AWS_REGION: 'eu-west-1', AWS_ACCESS_KEY_ID: 'bench', AWS_SECRET_ACCESS_KEY: 'bench',
+};
+const SINK_ENV: Record<string, Record<string, string>> = {
+  'update-dynamodb': { [RUNTIME_ENV.sinkTable]: 'bench-sink' },
+  'per-product-repartitioned': { [RUNTIME_ENV.sinkTable]: 'bench-sink', [RUNTIME_ENV.repartitionStreamName]: 'bench-repartition' },
+};
+
+// Timed inside the child: process start-up is the same for every bundle and not the bundle's cost.
+const INIT_SCRIPT = `const t=process.hrtime.bigint();const m=require(process.argv[1]);`
+  + `if(typeof m.handler!=='function')throw new Error('no handler');`
+  + `process.stdout.write(String(Number(process.hrtime.bigint()-t)/1e6))`;
+
+function initMs(bundle: BuiltBundle): number {
+  const query = bundle.name.split('/')[0]!;
+  const env = { PATH: process.env.PATH ?? '', ...FAKE_ENV, ...(SINK_ENV[query] ?? { [RUNTIME_ENV.sinkBucket]: 'bench-sink' }) };
+  const flags = process.env.BENCH_BUNDLE_SOURCE_MAPS === '1' ? ['--enable-source-maps'] : [];
+  const run = spawnSync(process.execPath, [...flags, '-e', INIT_SCRIPT, bundle.file], { env, encoding: 'utf8' });
+  if (run.status !== 0) throw new Error(`init of ${bundle.name} failed: ${run.stderr}`);
+  return Number(run.stdout);
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+export async function measureBundles(samples = Number(process.env.BENCH_BUNDLE_SAMPLES ?? 5)): Promise<BundlesResult> {
+  const bundles = await buildFunctionBundles();
+  const empty = await buildEmptyBundle();
+  const times = new Map<BuiltBundle, number[]>([...bundles, empty].map((b) => [b, []]));
+  for (let round = 0; round < samples; round++) {
+    for (const [bundle, xs] of times) xs.push(initMs(bundle));
+  }
+  const functions = bundles.map((b) => ({ name: b.name, bytes: b.bytes, sourceMapBytes: b.sourceMapBytes, initMsMedian: median(times.get(b)!) }));
+  const emptyInitMsMedian = median(times.get(empty)!);
+  return {
+    functions, emptyInitMsMedian,
+    summary: {
+      maxBytes: Math.max(...functions.map((f) => f.bytes)),
+      initMsMedian: Math.max(...functions.map((f) => f.initMsMedian)),
+      emptyInitMsMedian,
+    },
+  };
+}
+
+export function printBundles(result: BundlesResult): void {
+  console.log('Function bundles (construct\'s esbuild options; init = module load + handler construction, fresh process, median):');
+  for (const f of result.functions) {
+    console.log(`  ${f.name.padEnd(40)} ${(f.bytes / 1000).toFixed(0).padStart(5)} kB code, ${(f.sourceMapBytes / 1000).toFixed(0).padStart(5)} kB map (external), `
+      + `init ${f.initMsMedian.toFixed(0)} ms = ${(f.initMsMedian / result.emptyInitMsMedian).toFixed(1)}x the empty handler's`);
+  }
+  console.log(`  empty handler init ${result.emptyInitMsMedian.toFixed(1)} ms; largest bundle ${result.summary.maxBytes} bytes, slowest init ${result.summary.initMsMedian.toFixed(0)} ms`);
+}
+
+if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()!)) {
+  printBundles(await measureBundles());
+}

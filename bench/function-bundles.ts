@@ -1,0 +1,72 @@
+/**
+ * Builds the functions' bundles the way the SluiceQuery construct does (cdk/bundling.ts: the same
+ * generated entries, the same esbuild options), for the bundle benchmark and the size test.
+ */
+import { build } from 'esbuild';
+import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { esbuildOptionsFor } from '../cdk/bundling.js';
+import { handlerEntrySource, type HandlerKind } from '../cdk/generated-entry.js';
+
+export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** One example per sink kind, deployed as the construct deploys them (bin/../cdk/sluice-example-stack.ts). */
+export const BUNDLED_QUERIES = [
+  { name: 'update-dynamodb', module: 'examples/hourly-sales-live.ts', kinds: ['kinesis', 'scheduled'] },
+  { name: 'append-s3-files', module: 'examples/hourly-sales-archive.ts', kinds: ['kinesis', 'scheduled'] },
+  { name: 'complete-s3-snapshot', module: 'examples/hourly-sales-snapshot.ts', kinds: ['kinesis', 'scheduled'] },
+  { name: 'per-product-repartitioned', module: 'examples/hourly-sales-per-product.ts', kinds: ['kinesis', 'scheduled', 'repartition'] },
+] as const satisfies readonly { name: string; module: string; kinds: readonly HandlerKind[] }[];
+
+export interface BuiltBundle {
+  readonly name: string;
+  readonly file: string;
+  readonly bytes: number;
+  readonly sourceMapBytes: number;
+}
+
+/**
+ * Entries and bundles go under cdk.out inside the project (as the construct's do), so that
+ * `sluice/lambda` and the external `@aws-sdk/*` resolve from the project's node_modules, as they
+ * do from the runtime's on Lambda.
+ */
+export async function buildFunctionBundles(dir = join(PROJECT_ROOT, 'cdk.out', 'bundle-bench')): Promise<BuiltBundle[]> {
+  prepare(dir);
+  const built: BuiltBundle[] = [];
+  for (const query of BUNDLED_QUERIES) {
+    for (const kind of query.kinds) {
+      const name = `${query.name}/${kind}`;
+      const entry = join(dir, `${query.name}-${kind}-entry.mjs`);
+      writeFileSync(entry, handlerEntrySource(kind, join(PROJECT_ROOT, query.module)));
+      built.push(await buildOne(name, entry, join(dir, 'out', query.name, kind, 'index.js')));
+    }
+  }
+  return built;
+}
+
+/** A handler that does nothing: the floor init is measured against. */
+export async function buildEmptyBundle(dir = join(PROJECT_ROOT, 'cdk.out', 'bundle-bench')): Promise<BuiltBundle> {
+  prepare(dir);
+  const entry = join(dir, 'empty-entry.mjs');
+  writeFileSync(entry, 'export const handler = async () => {};\n');
+  return buildOne('empty', entry, join(dir, 'out', 'empty', 'index.js'));
+}
+
+/** The bundles are CommonJS, as in a Lambda asset (the project's package.json says "module"). */
+function prepare(dir: string): void {
+  mkdirSync(join(dir, 'out'), { recursive: true });
+  writeFileSync(join(dir, 'out', 'package.json'), '{ "type": "commonjs" }\n');
+}
+
+/**
+ * `BENCH_BUNDLE_SDK=bundled` bundles `@aws-sdk/*` too (the alternative to leaving it to the runtime),
+ * for comparing the two choices.
+ */
+const SDK_BUNDLED = process.env.BENCH_BUNDLE_SDK === 'bundled';
+
+async function buildOne(name: string, entry: string, outfile: string): Promise<BuiltBundle> {
+  await build({ ...esbuildOptionsFor(entry, outfile), ...(SDK_BUNDLED ? { external: [] } : {}) });
+  const mapBytes = (() => { try { return statSync(`${outfile}.map`).size; } catch { return 0; } })();
+  return { name, file: outfile, bytes: statSync(outfile).size, sourceMapBytes: mapBytes };
+}

@@ -1,0 +1,63 @@
+/**
+ * How each Lambda function is bundled: one esbuild build per function from its own generated
+ * entry (cdk/generated-entry.ts), so a function carries only what its trigger reaches. The same
+ * settings drive NodejsFunction (`handlerBundling`) and the size test and benchmark
+ * (`esbuildOptionsFor`), so what is measured is what is deployed.
+ */
+import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
+import type { BuildOptions } from 'esbuild';
+import { SOURCE_CONDITIONS } from './project.js';
+
+/**
+ * The AWS SDK v3 (`@aws-sdk/*` and the `@smithy/*` packages it is built on) is left to the
+ * nodejs22.x runtime, which ships it: bundled, every function measured 1.40 MB (bench/bundles.bench.ts,
+ * BENCH_BUNDLE_SDK=bundled) against 0.79 MB without `@aws-sdk/*` and 0.62 MB without `@smithy/*`
+ * either. `@smithy/node-http-handler`, which lib/aws/clients.ts gives the clients, is the runtime
+ * SDK's own request handler; bundling it would load a second copy of `@smithy/core` at init.
+ * CDK's own `@aws-cdk/aws-lambda-nodejs:sdkV3ExcludeSmithyPackages` flag makes the same choice.
+ */
+export const AWS_SDK_EXTERNAL = ['@aws-sdk/*', '@smithy/*'];
+
+/** The bundle's size bound per function (issue 17), checked by test/cdk/bundle-size.test.ts. */
+export const MAX_BUNDLE_BYTES = 1_000_000;
+
+/**
+ * The source map is written beside the bundle (uploaded with it, never inlined) and Node reads it
+ * only with `--enable-source-maps`, which the construct sets only under the `debugSourceMaps` prop:
+ * mapping every stack trace costs init time and memory.
+ */
+export function handlerBundling(): nodejs.BundlingOptions {
+  return {
+    minify: true,
+    sourceMap: true,
+    sourceMapMode: nodejs.SourceMapMode.DEFAULT,
+    sourcesContent: false,
+    target: 'node22',
+    format: nodejs.OutputFormat.CJS,
+    bundleAwsSDK: false,
+    externalModules: AWS_SDK_EXTERNAL,
+    forceDockerBundling: false,
+    logLevel: nodejs.LogLevel.ERROR,
+    // From sluice's sources (its repository), `sluice/lambda` resolves to them as well.
+    ...(SOURCE_CONDITIONS.length ? { esbuildArgs: { '--conditions': SOURCE_CONDITIONS.join(',') } } : {}),
+  };
+}
+
+/** The esbuild API options equivalent to `handlerBundling()` as NodejsFunction runs it. */
+export function esbuildOptionsFor(entry: string, outfile: string): BuildOptions {
+  const bundling = handlerBundling();
+  return {
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    target: bundling.target,
+    format: bundling.format === nodejs.OutputFormat.ESM ? 'esm' : 'cjs',
+    minify: bundling.minify,
+    sourcemap: bundling.sourceMap ? (bundling.sourceMapMode === nodejs.SourceMapMode.EXTERNAL ? 'external' : 'linked') : false,
+    sourcesContent: bundling.sourcesContent,
+    external: bundling.externalModules,
+    conditions: SOURCE_CONDITIONS,
+    logLevel: 'error',
+  };
+}
