@@ -161,7 +161,7 @@ describe('the packed package in a fresh CDK app outside the repository', () => {
     expect(probe.code, probe.stderr).toBe(0);
     const exports = JSON.parse(probe.stdout) as Record<string, string[]>;
     expect(exports['sluice']).toEqual(expect.arrayContaining(['SluiceSession', 'DataFrame', 'defineQuery', 'StreamingQuery', 'col', 'window', 'validateQuery']));
-    expect(exports['sluice/cdk'].sort()).toEqual(['SluiceLakeTable', 'SluiceQuery']);
+    expect(exports['sluice/cdk'].sort()).toEqual(['DEFAULT_DASHBOARD_PRICES', 'SluiceLakeTable', 'SluiceQuery', 'dashboardPricesFrom']);
     expect(exports['sluice/testing']).toEqual(expect.arrayContaining(['MemoryStream', 'MemorySink', 'testStream', 'startEmulators']));
     expect(exports['sluice/lambda']).toEqual(expect.arrayContaining(['createKinesisTriggerHandler', 'createScheduledTriggerHandler', 'createRepartitionTriggerHandler']));
     const seen = new Map<string, string>();
