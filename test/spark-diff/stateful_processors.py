@@ -4,6 +4,12 @@ A case says `"function": "running-count"` (applyInPandasWithState, the Python fl
 or `"processor": "running-count"` (transformWithStateInPandas); the same names are registered in
 TypeScript in diff-processors.ts, with the same logic, so the harness runs one algorithm on both.
 Timestamps arrive as pandas datetimes; the functions work in whole seconds.
+
+No processing-time case: PySpark has no way to set a query's trigger clock (Spark's ManualClock is
+reached only through the Scala-internal StreamingQueryManager.startQuery that StreamTest uses), so
+in local mode the batch timestamp is the wall clock and whether a processing-time timeout fires in
+a given batch depends on how long the batches took: Spark's answer would not be deterministic.
+transformWithStateInPandas needs the RocksDB state store provider (the cases set it in `conf`).
 """
 import pandas as pd
 from pyspark.sql.streaming.state import GroupStateTimeout
