@@ -95,7 +95,9 @@ export class TransformWithStateExec implements StatefulExec {
     processor.close?.();
     handle.phase = 'CLOSED';
 
-    this.nextTimer = node.timeMode === 'processingTime' ? state.earliestTimerMs() : null;
+    // nextTimerMs() is the time a batch must be past; a timer fires in a batch at its own time.
+    const earliest = node.timeMode === 'processingTime' ? state.earliestTimerMs() : null;
+    this.nextTimer = earliest === null ? null : earliest - 1;
     this.recordEvictionWatermark(ctx);
     // Spark's RocksDB store leaves its internal column families (timers) out of numRowsTotal.
     progress.numRowsTotal = state.store.size - state.timerCount();

@@ -136,16 +136,17 @@ describe('no-data batches for processing-time timers', () => {
     s.addData([['a', 1]]);
     clock.advance(1000);
     await q.runDueTriggers();
-    // Up to 11000, the timer's own time: not yet past it.
-    for (let i = 0; i < 10; i++) {
+    // Up to 10000, before the timer's time: no batch.
+    for (let i = 0; i < 9; i++) {
       clock.advance(1000);
       await q.runDueTriggers();
     }
     expect(q.lastProgress?.batchId).toBe(0);
+    // Spark 4.0.1 fires a timer in the batch at its own time (TimerStateImpl: expiry <= batch timestamp).
     clock.advance(1000);
     await q.runDueTriggers();
     expect(q.lastProgress?.batchId).toBe(1);
-    expect(sink.allRows()).toEqual([['a', 'fired 11000 at 12000']]);
+    expect(sink.allRows()).toEqual([['a', 'fired 11000 at 11000']]);
     await q.stop();
   });
 });
