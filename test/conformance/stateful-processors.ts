@@ -7,6 +7,7 @@ import type {
   FlatMapGroupsWithStateFunction, GroupingKey, ListState, MapState, Row, StatefulProcessor, StatefulProcessorHandle,
   TimeMode, TimerValues, ValueState,
 } from '../../lib/plan/stateful-processor.js';
+import { DIFF_GROUP_FUNCTIONS, DIFF_PROCESSORS } from '../spark-diff/diff-processors.js';
 
 const SECOND = 1000;
 
@@ -228,10 +229,12 @@ export const PROCESSORS: Record<string, () => StatefulProcessor> = {
   MapCommands: () => new MapCommands(),
   RunningCountWithInitialState: () => new RunningCountWithInitialState(),
   ValueWithTtlAndTimer: () => new ValueWithTtlAndTimer(),
+  ...DIFF_PROCESSORS, // spark-diff's stateful cases (kebab-case names, also in stateful_processors.py)
 };
 
 export const GROUP_FUNCTIONS: Record<string, FlatMapGroupsWithStateFunction<number>> = {
   countWithProcessingTimeTimeout,
   maxEventTimeWithTimeout,
   mapRunningCount,
+  ...DIFF_GROUP_FUNCTIONS,
 };

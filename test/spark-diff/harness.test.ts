@@ -4,6 +4,9 @@ import { compare, coreMessage } from './compare.js';
 import { generateCase } from './generate.js';
 import { shrink } from './shrink.js';
 import type { DiffCase, EngineResult } from './case-format.js';
+import { readFileSync } from 'node:fs';
+import { DIFF_GROUP_FUNCTIONS, DIFF_PROCESSORS } from './diff-processors.js';
+import { runOnSluice } from './sluice-side.js';
 
 const base: DiffCase = { id: 't', shape: 's', inputs: [{ name: 'in', kind: 'stream', schema: [] }], query: [], outputMode: 'append', steps: [] };
 const result = (rows: unknown[][], stateRows = [1]): EngineResult => ({
@@ -38,5 +41,26 @@ describe('spark-diff harness', () => {
     const has99 = async (c: DiffCase): Promise<boolean> => c.steps.some((s) => (s.in ?? []).some((r) => r[0] === 99));
     const { smallest } = await shrink(big, has99, 100);
     expect(smallest.steps).toEqual([{ in: [[99]] }]);
+  });
+
+  it('names in every stateful case a processor registered on both sides, and runs it on Sluice', async () => {
+    const here = new URL('.', import.meta.url);
+    const cases = JSON.parse(readFileSync(new URL('cases/stateful.json', here), 'utf8')) as DiffCase[];
+    const python = readFileSync(new URL('stateful_processors.py', here), 'utf8');
+    const pythonRegistry = (name: string): string => python.slice(python.indexOf(`${name} = {`)).split('}')[0]!;
+    for (const c of cases) {
+      for (const op of c.query) {
+        if (op.op === 'flatMapGroupsWithState') {
+          expect(DIFF_GROUP_FUNCTIONS[op.function], c.id).toBeDefined();
+          expect(pythonRegistry('APPLY_IN_PANDAS'), c.id).toContain(`"${op.function}"`);
+        } else if (op.op === 'transformWithState') {
+          expect(DIFF_PROCESSORS[op.processor], c.id).toBeDefined();
+          expect(pythonRegistry('PROCESSORS'), c.id).toContain(`"${op.processor}"`);
+        }
+      }
+      const sluice = await runOnSluice(c);
+      expect(sluice.refusal, c.id).toBeNull();
+      expect(sluice.steps, c.id).toHaveLength(c.steps.length);
+    }
   });
 });

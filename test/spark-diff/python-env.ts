@@ -10,6 +10,16 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const PYSPARK_VERSION = '4.0.1';
+/**
+ * PySpark's pandas UDF paths (applyInPandasWithState, transformWithStateInPandas) need pandas and
+ * pyarrow. pandas 2.3.3: the 2.x line PySpark 4.0 is tested with (pandas 3 changes string dtypes);
+ * pyarrow 21.0.0: a release of the same season as PySpark 4.0.1, above its minimum (11).
+ */
+export const PANDAS_VERSION = '2.3.3';
+export const PYARROW_VERSION = '21.0.0';
+/** transformWithStateInPandas talks to the JVM in protobuf; PySpark 4.0.1's stubs are 5.28 gencode. */
+export const PROTOBUF_VERSION = '5.29.5';
+const PANDAS_SPECS = [`pandas==${PANDAS_VERSION}`, `pyarrow==${PYARROW_VERSION}`, `protobuf==${PROTOBUF_VERSION}`];
 
 function run(cmd: string, args: string[]): void {
   execFileSync(cmd, args, { stdio: ['ignore', 'inherit', 'inherit'] });
@@ -24,14 +34,25 @@ export function ensurePython(root: string, version = PYSPARK_VERSION): string {
   const dir = join(root, envDir);
   const python = join(dir, 'bin', 'python');
   const marker = join(dir, `pyspark-${version}.installed`);
-  if (existsSync(marker)) return python;
+  // Its own marker, so a venv made before the stateful cases gets pandas/pyarrow on its next run.
+  const pandasMarker = join(dir, `pandas-${PANDAS_VERSION}-pyarrow-${PYARROW_VERSION}-protobuf-${PROTOBUF_VERSION}.installed`);
+  if (existsSync(marker) && existsSync(pandasMarker)) return python;
   const started = performance.now();
+  const links = process.env.SPARK_DIFF_FIND_LINKS ? ['--find-links', process.env.SPARK_DIFF_FIND_LINKS] : [];
+  const pip = (...specs: string[]): void => run(python, ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', ...links, ...specs]);
+  if (existsSync(marker)) {
+    console.log(`spark-diff: installing ${PANDAS_SPECS.join(' ')} into ${envDir}`);
+    pip(...PANDAS_SPECS);
+    execFileSync('touch', [pandasMarker]);
+    console.log(`spark-diff: installed in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+    return python;
+  }
   console.log(`spark-diff: installing pyspark==${version} into ${envDir} (first use; about 450 MB)`);
   if (!existsSync(python)) run(process.env.SPARK_DIFF_PYTHON ?? 'python3', ['-m', 'venv', dir]);
-  const links = process.env.SPARK_DIFF_FIND_LINKS ? ['--find-links', process.env.SPARK_DIFF_FIND_LINKS] : [];
-  run(python, ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', ...links, `pyspark==${version}`]);
+  pip(`pyspark==${version}`, ...PANDAS_SPECS);
   run(python, ['-c', `import pyspark; assert pyspark.__version__ == '${version}', pyspark.__version__`]);
   execFileSync('touch', [marker]);
+  execFileSync('touch', [pandasMarker]);
   console.log(`spark-diff: installed in ${((performance.now() - started) / 1000).toFixed(0)} s`);
   return python;
 }

@@ -20,6 +20,10 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql.column import Column  # noqa: E402
 
+from pyspark import cloudpickle  # noqa: E402
+
+import stateful_processors  # noqa: E402
+
 EPOCH = dt.datetime(1970, 1, 1)
 
 
@@ -40,6 +44,9 @@ def build_session(conf):
 
 spark = build_session({})
 jvm = spark._jvm
+# Python workers (and transformWithStateInPandas' driver-side runner, which addPyFile does not
+# reach) would unpickle the stateful cases' code by module name: pickle it by value instead.
+cloudpickle.register_pickle_by_value(stateful_processors)
 STARTUP_S = time.time() - T0
 
 
@@ -170,7 +177,7 @@ class Inputs:
 
 
 def build_query(ops, inputs):
-    df, grouping = None, None
+    df, grouping, keys = None, None, None
     for op in ops:
         k = op["op"]
         if k == "source":
@@ -204,6 +211,18 @@ def build_query(ops, inputs):
             df = df.union(build_query(op["other"], inputs))
         elif k == "sample":
             df = df.sample(op.get("fraction", 0.5), op.get("seed"))
+        elif k == "groupByKey":
+            keys = op["keys"]
+        elif k == "flatMapGroupsWithState":
+            # The Python form of flatMapGroupsWithState: the function and its state schema by name.
+            fn, state_schema = stateful_processors.APPLY_IN_PANDAS[op["function"]]
+            df = df.groupBy(*keys).applyInPandasWithState(
+                fn, op["outputSchema"], state_schema, op["outputMode"],
+                stateful_processors.TIMEOUTS[op.get("timeout", "none")])
+        elif k == "transformWithState":
+            processor = stateful_processors.PROCESSORS[op["processor"]]()
+            df = df.groupBy(*keys).transformWithStateInPandas(
+                processor, op["outputSchema"], op["outputMode"], op.get("timeMode", "none"))
         else:
             raise ValueError(f"op {k} is not mapped to PySpark")
     return df

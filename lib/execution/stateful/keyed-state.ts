@@ -126,13 +126,24 @@ export class KeyedState {
     return [...(this.timers.get(key)?.times ?? [])].sort((a, b) => a - b);
   }
 
-  /** Timers strictly before `thresholdMs` (Spark fires a timer once the time is past it), by time then key. */
+  /**
+   * Timers at or before `thresholdMs`, by time then key: Spark 4.0.1's TimerStateImpl.getExpiredTimers
+   * takes `expiry <= threshold` (a timer at exactly the watermark fires; spark-diff's
+   * stateful/tws-session-event-time-timer shows it on real Spark).
+   */
   expiredTimers(thresholdMs: number): TimerEntry[] {
     const out: TimerEntry[] = [];
     for (const [key, { keyValues, times }] of this.timers) {
-      for (const ms of times) if (ms < thresholdMs) out.push({ key, keyValues, expiryMs: ms });
+      for (const ms of times) if (ms <= thresholdMs) out.push({ key, keyValues, expiryMs: ms });
     }
     return out.sort((a, b) => a.expiryMs - b.expiryMs || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  /** How many timers are registered (store entries that Spark keeps in internal column families). */
+  timerCount(): number {
+    let n = 0;
+    for (const { times } of this.timers.values()) n += times.size;
+    return n;
   }
 
   /** The earliest registered timer, or null. */

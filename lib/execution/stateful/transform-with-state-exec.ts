@@ -15,8 +15,9 @@ import { outputRow } from './state-values.js';
 /**
  * Spark's TransformWithStateExec. Per batch: init the processor; in the first batch, hand it the
  * initial state; then each key's new rows (keys ascending); then the expired timers (time, then
- * key): processing-time timers earlier than the batch timestamp, event-time timers earlier than the
- * watermark for eviction, each deleted after its handler ran; then TTL cleanup and close. A timer
+ * key): processing-time timers at or before the batch timestamp, event-time timers at or before the
+ * watermark for eviction (Spark 4.0.1 fires a timer at exactly the threshold; flatMapGroupsWithState's
+ * timeouts stay strictly before it), each deleted after its handler ran; then TTL cleanup and close. A timer
  * registered while handling input that is already expired fires in the same batch, as in Spark.
  */
 export class TransformWithStateExec implements StatefulExec {
@@ -94,9 +95,12 @@ export class TransformWithStateExec implements StatefulExec {
     processor.close?.();
     handle.phase = 'CLOSED';
 
-    this.nextTimer = node.timeMode === 'processingTime' ? state.earliestTimerMs() : null;
+    // nextTimerMs() is the time a batch must be past; a timer fires in a batch at its own time.
+    const earliest = node.timeMode === 'processingTime' ? state.earliestTimerMs() : null;
+    this.nextTimer = earliest === null ? null : earliest - 1;
     this.recordEvictionWatermark(ctx);
-    progress.numRowsTotal = state.store.size;
+    // Spark's RocksDB store leaves its internal column families (timers) out of numRowsTotal.
+    progress.numRowsTotal = state.store.size - state.timerCount();
     progress.numRowsUpdated = state.counters.updated;
     progress.numRowsRemoved = state.counters.removed;
     progress.numOutputRows = output.length;
