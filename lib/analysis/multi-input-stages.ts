@@ -22,7 +22,7 @@ import { AnalysisError } from '../errors/sluice-error.js';
 import { bind, resolveName } from './binder.js';
 import { splitJoinCondition } from './join-condition.js';
 import { isStatefulOperator } from './stateful-operators.js';
-import { withChildren, type Hop } from './stages.js';
+import { traceToCut, withChildren, type Hop } from './stages.js';
 
 /** One source stream's side of the hop. */
 export interface HopInput {
@@ -84,32 +84,6 @@ function cutAbove(root: LogicalPlan, relation: StreamingRelationNode): LogicalPl
     cut = parent;
   }
   return cut;
-}
-
-/** The output ordinal of `cut` that `attribute` (an output of `node`) is an unchanged copy of, or -1. */
-function trace(node: LogicalPlan, attribute: Attribute, cut: LogicalPlan): number {
-  if (node === cut) return cut.output.findIndex((a) => a.id === attribute.id);
-  if (node.kind === 'Project') {
-    const index = node.output.findIndex((a) => a.id === attribute.id);
-    if (index < 0) return -1;
-    let e: Expr = node.exprs[index]!;
-    while (e.kind === 'alias') e = e.child;
-    if (e.kind !== 'column') return -1;
-    try {
-      const resolved = resolveName(e.name, node.child.output);
-      return resolved.path.length === 0 ? trace(node.child, resolved.attribute, cut) : -1;
-    } catch {
-      return -1;
-    }
-  }
-  if (node.kind === 'Union') {
-    // A union's output is its first child's attributes; position i of every child feeds it.
-    const index = node.output.findIndex((a) => a.id === attribute.id);
-    const results = node.children.map((c) => (collect(c, (n) => n === cut).length > 0 ? trace(c, c.output[index]!, cut) : null));
-    return results.find((r) => r !== null) ?? -1;
-  }
-  const child = planChildren(node).find((c) => c.output.some((a) => a.id === attribute.id) && collect(c, (n) => n === cut).length > 0);
-  return child ? trace(child, attribute, cut) : -1;
 }
 
 /** The key sets that must meet on one shard, each with the subtree it is an output of. */
@@ -201,7 +175,7 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
       for (const id of inputIds) {
         const cut = cuts.get(id)!;
         if (collect(side.subtree, (n) => n === cut).length === 0) continue;
-        const ordinal = key ? trace(side.subtree, key, cut) : -1;
+        const ordinal = key ? traceToCut(side.subtree, key, cut) : -1;
         if (ordinal < 0 || (found.has(id) && found.get(id) !== ordinal)) usable = false;
         found.set(id, ordinal);
       }
@@ -218,7 +192,7 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   for (const w of watermarkNodes) {
     const below = inputIds.filter((id) => collect(w.child, (n) => n === cuts.get(id)).length > 0);
     for (const id of below) {
-      const ordinal = trace(w.child, w.eventTime, cuts.get(id)!);
+      const ordinal = traceToCut(w.child, w.eventTime, cuts.get(id)!);
       if (ordinal < 0) throw refuse(`the event-time column ${w.eventTime.name} of stream '${id}' is computed above the filters and projections that run before the hop`);
       if (eventTimeOrdinal.has(id) && eventTimeOrdinal.get(id) !== ordinal) throw refuse(`stream '${id}' has two event-time columns`);
       eventTimeOrdinal.set(id, ordinal);

@@ -129,8 +129,11 @@ function replace(plan: LogicalPlan, target: LogicalPlan, replacement: LogicalPla
   return replaced.every((c, i) => c === children[i]) ? plan : withChildren(plan, replaced);
 }
 
-/** The cut-output ordinal `attribute` (an output of `node`) copies unchanged, or -1. */
-function traceToCut(node: LogicalPlan, attribute: Attribute, cut: LogicalPlan): number {
+/**
+ * The cut-output ordinal `attribute` (an output of `node`) copies unchanged, or -1. Only branches
+ * that hold the cut are followed: below a union or a join, the attribute's copy is in one of them.
+ */
+export function traceToCut(node: LogicalPlan, attribute: Attribute, cut: LogicalPlan): number {
   if (node === cut) return cut.output.findIndex((a) => a.id === attribute.id);
   if (node.kind === 'Project') {
     const index = node.output.findIndex((a) => a.id === attribute.id);
@@ -145,7 +148,14 @@ function traceToCut(node: LogicalPlan, attribute: Attribute, cut: LogicalPlan): 
       return -1;
     }
   }
-  const child = planChildren(node).find((c) => c.output.some((a) => a.id === attribute.id));
+  const holdsCut = (c: LogicalPlan): boolean => collect(c, (n) => n === cut).length > 0;
+  if (node.kind === 'Union') {
+    // A union's output is its first child's attributes; position i of every child feeds it.
+    const index = node.output.findIndex((a) => a.id === attribute.id);
+    const results = node.children.map((c) => (holdsCut(c) ? traceToCut(c, c.output[index]!, cut) : null));
+    return results.find((r) => r !== null) ?? -1;
+  }
+  const child = planChildren(node).find((c) => c.output.some((a) => a.id === attribute.id) && holdsCut(c));
   return child ? traceToCut(child, attribute, cut) : -1;
 }
 
