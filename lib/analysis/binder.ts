@@ -5,6 +5,7 @@ import {
 import { assertNever, type Expr } from '../plan/expressions.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import type { BoundExpr } from './bound-expr.js';
+import { builtinSignature, wrongNumberOfArguments } from '../plan/function-catalog/index.js';
 
 /** Finds the attribute a (possibly qualified, possibly dotted) name refers to. */
 export function resolveName(name: string, input: readonly Attribute[]): { attribute: Attribute; ordinal: number; path: string[] } {
@@ -137,8 +138,20 @@ function callType(fn: string, args: readonly BoundExpr[]): DataType {
     case 'row_number': case 'rank': case 'dense_rank':
       return 'int';
     default:
-      throw new AnalysisError(`[UNRESOLVED_ROUTINE] Cannot resolve function \`${fn}\`.`, { code: 'UNRESOLVED_ROUTINE', errorClass: 'UNRESOLVED_ROUTINE' });
+      return catalogCallType(fn, args);
   }
+}
+
+/** A function of the catalog (lib/plan/function-catalog): arity checked, then its own type rule. */
+function catalogCallType(fn: string, args: readonly BoundExpr[]): DataType {
+  const signature = builtinSignature(fn);
+  if (!signature) {
+    throw new AnalysisError(`[UNRESOLVED_ROUTINE] Cannot resolve function \`${fn}\`.`, { code: 'UNRESOLVED_ROUTINE', errorClass: 'UNRESOLVED_ROUTINE' });
+  }
+  if (args.length < signature.minArgs || args.length > signature.maxArgs) {
+    throw wrongNumberOfArguments(fn, signature.minArgs, signature.maxArgs, args.length);
+  }
+  return signature.resultType(args.map((a) => (a.kind === 'literal' ? { type: a.type, literal: { value: a.value } } : { type: a.type })));
 }
 
 function isNumericOrNull(t: DataType): boolean {

@@ -3,6 +3,7 @@ import { children, type Expr } from '../plan/expressions.js';
 import type { LogicalPlan } from '../plan/logical-plan.js';
 import { resolveName } from './binder.js';
 import { splitConjuncts } from './conjuncts.js';
+import { isNondeterministicFunction } from '../plan/function-catalog/index.js';
 
 /**
  * Spark's InferFiltersFromConstraints, for inner and left semi joins: a filter known to hold on one
@@ -83,7 +84,7 @@ function toIdForm(e: Expr, input: readonly Attribute[]): Constraint | null {
         return x;
       }
     }
-    if (x.kind === 'aggregate' || (x.kind === 'call' && NON_DETERMINISTIC.has(x.fn))) ok = false;
+    if (x.kind === 'aggregate' || (x.kind === 'call' && (x.fn === 'current_timestamp' /* differs between batches */ || isNondeterministicFunction(x.fn)))) ok = false;
     if (x.kind === 'call') return { ...x, args: x.args.map(rewrite) };
     if (x.kind === 'cast' || x.kind === 'alias') return { ...x, child: rewrite(x.child) };
     if (children(x).length > 0) ok = false;
@@ -92,8 +93,6 @@ function toIdForm(e: Expr, input: readonly Attribute[]): Constraint | null {
   const expr = rewrite(e);
   return ok && ids.size > 0 ? { expr, ids } : null;
 }
-
-const NON_DETERMINISTIC = new Set(['current_timestamp', 'monotonically_increasing_id', 'rand', 'randn', 'uuid']);
 
 /** Rewrites constraints whose every attribute has a counterpart; drops the rest. */
 function transfer(constraints: readonly Constraint[], mapping: readonly (readonly [number, number])[]): Constraint[] {

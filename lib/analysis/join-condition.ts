@@ -1,6 +1,7 @@
 import type { BoundExpr } from './bound-expr.js';
 import { boundExists } from './bound-expr.js';
 import { splitConjuncts } from './conjuncts.js';
+import { isNondeterministicFunction } from '../plan/function-catalog/index.js';
 
 /**
  * Spark's ExtractEquiJoinKeys + JoinConditionSplitPredicates for a stream-stream join, over a
@@ -51,10 +52,8 @@ export function sideOf(e: BoundExpr, leftWidth: number): Side {
   return anyLeft && anyRight ? 'both' : anyLeft ? 'left' : 'right';
 }
 
-const NON_DETERMINISTIC = new Set(['monotonically_increasing_id', 'rand', 'randn', 'uuid']);
-
 function isDeterministic(e: BoundExpr): boolean {
-  return !boundExists(e, (x) => x.kind === 'call' && NON_DETERMINISTIC.has(x.fn));
+  return !boundExists(e, (x) => x.kind === 'call' && isNondeterministicFunction(x.fn));
 }
 
 /** Moves every column reference `offset` positions left: joined-row ordinals -> right-row ordinals. */

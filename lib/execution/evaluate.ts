@@ -9,6 +9,7 @@ import {
   addLong, ArithmeticOverflowError, checkedInt, INT_MAX, INT_MIN, longFromBigInt, longToDouble, multiplyLong, negateLong, remainderLong, stringifyWithLongs, subtractLong, type LongValue,
 } from '../core/long.js';
 import { AnsiDataError, castInvalidInput, divideByZero } from '../core/ansi-errors.js';
+import { builtinImplementation } from './functions/index.js';
 
 export type Row = unknown[];
 export type Evaluator = (row: Row) => unknown;
@@ -347,8 +348,11 @@ function compileCall(fn: string, args: Args, e: Extract<BoundExpr, { kind: 'call
         return s === null ? null : (s[name(row) as string] ?? null);
       };
     }
-    default:
-      throw new StreamingQueryError(`Function ${fn} cannot be evaluated here`, { code: 'UNSUPPORTED_FUNCTION' });
+    default: {
+      const implementation = builtinImplementation(fn);
+      if (!implementation) throw new StreamingQueryError(`Function ${fn} cannot be evaluated here`, { code: 'UNSUPPORTED_FUNCTION' });
+      return implementation.compile(args, e, ctx);
+    }
   }
 }
 

@@ -69,6 +69,8 @@ export const concat = (...cs: ColumnLike[]): Column => fn('concat', ...cs.map(to
 export const length = (c: ColumnLike): Column => fn('length', toColumn(c));
 export const substring = (c: ColumnLike, pos: number, len: number): Column => fn('substring', toColumn(c), pos, len);
 export const trim = (c: ColumnLike): Column => fn('trim', toColumn(c));
+/** Spark's concat_ws: the values (or array elements) joined by `sep`, NULLs skipped. */
+export const concat_ws = (sep: string, ...cs: ColumnLike[]): Column => fn('concat_ws', sep, ...cs.map(toColumn));
 export const coalesce = (...cs: ColumnLike[]): Column => fn('coalesce', ...cs.map(toColumn));
 export const window_time = (c: ColumnLike): Column => fn('window_time', toColumn(c));
 export const monotonically_increasing_id = (): Column => fn('monotonically_increasing_id');

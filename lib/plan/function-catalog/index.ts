@@ -1,0 +1,37 @@
+import type { ScalarFunctionSignature } from './signature.js';
+import { STRING_SIGNATURES } from './string-signatures.js';
+
+export type { ArgumentInfo, ScalarFunctionSignature } from './signature.js';
+export { argumentTypeError, wrongNumberOfArguments } from './errors.js';
+
+/**
+ * Built-in scalar functions beyond the operators the binder types itself. Add a family by adding
+ * its signature list here and its implementation list to lib/execution/functions/index.ts.
+ */
+const FAMILIES: readonly (readonly ScalarFunctionSignature[])[] = [STRING_SIGNATURES];
+
+const BY_NAME: ReadonlyMap<string, ScalarFunctionSignature> = indexByName(FAMILIES.flat());
+
+export function builtinSignature(name: string): ScalarFunctionSignature | undefined {
+  return BY_NAME.get(name.toLowerCase());
+}
+
+/** Functions whose value differs between calls on the same input: kept out of join rewrites. */
+const NONDETERMINISTIC_OPERATORS: ReadonlySet<string> = new Set(['monotonically_increasing_id', 'rand', 'randn', 'uuid']);
+
+export function isNondeterministicFunction(name: string): boolean {
+  return NONDETERMINISTIC_OPERATORS.has(name) || builtinSignature(name)?.nondeterministic === true;
+}
+
+export function builtinFunctionNames(): readonly string[] {
+  return [...BY_NAME.keys()];
+}
+
+function indexByName(signatures: readonly ScalarFunctionSignature[]): Map<string, ScalarFunctionSignature> {
+  const map = new Map<string, ScalarFunctionSignature>();
+  for (const s of signatures) {
+    if (map.has(s.name)) throw new Error(`scalar function ${s.name} is declared twice`);
+    map.set(s.name, s);
+  }
+  return map;
+}
