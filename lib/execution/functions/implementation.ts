@@ -1,6 +1,8 @@
 import type { BoundCall } from '../../analysis/bound-expr.js';
 import type { EvalContext } from '../eval-context.js';
-import type { Evaluator } from '../evaluate.js';
+
+/** A compiled expression over a positional row (the same shape as evaluate.ts's Evaluator, which imports this table). */
+export type Evaluator = (row: unknown[]) => unknown;
 
 /**
  * The evaluation half of a scalar function (its signature: lib/plan/function-catalog). `compile`
