@@ -12,6 +12,11 @@
  *   orders shard   ─▶ [stage 1: decode, filter, project] ─┐ by join key
  *   payments shard ─▶ [stage 1: decode, filter, project] ─┴▶ internal stream ─▶ [stage 2: watermarks, join, ...] ─▶ sink
  *
+ * Stateful operators above the first one (join → aggregate, aggregate over a union → dedup) chain
+ * as a single stream's do (stages.ts `chainAbove`): stage 2 writes hop 2, routed by the next
+ * operator's keys and carrying its output watermark, and so on. A stateful operator fed by the
+ * result and another stream (join → join) is not staged yet.
+ *
  * Single-stream chains of stateful operators are planned by stages.ts (planStages); this module
  * plans joins and queries over several streams, and `hopOfInput` gives each input as a stages Hop.
  */
@@ -22,7 +27,7 @@ import { AnalysisError } from '../errors/sluice-error.js';
 import { bind, resolveName } from './binder.js';
 import { splitJoinCondition } from './join-condition.js';
 import { isStatefulOperator } from './stateful-operators.js';
-import { traceToCut, withChildren, type Hop } from './stages.js';
+import { chainAbove, traceToCut, withChildren, type Hop, type PlannedStage, type StatefulOperatorInfo } from './stages.js';
 
 /** One source stream's side of the hop. */
 export interface HopInput {
@@ -50,6 +55,12 @@ export interface MultiInputHopPlan {
   readonly routingColumns: readonly string[];
   readonly watermarks: readonly HopWatermark[];
   readonly statefulOperator: { readonly kind: string; readonly keys: readonly string[] };
+  /** Stage 2's stateful operators: the one the inputs feed, then those co-partitioned with it (none yet). */
+  readonly stage2Operators: readonly StatefulOperatorInfo[];
+  /** Hop 0 (as the first input's view) and one hop per later stateful operator, each carrying the watermark. */
+  readonly hops: readonly Hop[];
+  /** Stages 3 and up (index 2 on), each on the shards of the hop before it; [] when stage 2 writes the sink. */
+  readonly later: readonly PlannedStage[];
   /** Stage 2's plan: each input read from the source id `relationIdOf(input)` gives it. */
   stage2(relationIdOf: (sourceId: string) => string): LogicalPlan;
 }
@@ -134,17 +145,14 @@ function joinKeySets(join: JoinNode): { names: string[]; sides: { subtree: Logic
 }
 
 /**
- * Cuts a streaming plan with one stateful operator, over the source streams `sourceIds`, into the
- * stage-1 part of each stream and stage 2. Refuses (REPARTITION_UNSUPPORTED) what it cannot stage,
+ * Cuts a streaming plan over several inputs into the stage-1 part of each stream, stage 2 (the
+ * lowest stateful operator, which every input feeds) and the chain above it. Refuses (REPARTITION_UNSUPPORTED) what it cannot stage,
  * naming the operator that blocks it.
  */
 export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
-  const statefulNodes = collect(plan, isStatefulOperator);
-  if (statefulNodes.length !== 1) {
-    throw refuse(statefulNodes.length === 0
-      ? 'it has no stateful operator'
-      : `it has ${statefulNodes.length} stateful operators (${statefulNodes.map((n) => n.kind).join(', ')}); one is supported over several inputs`);
-  }
+  // Children before parents: the lowest stateful operator reads the hop; the others chain above it.
+  const statefulNodes = collectPostOrder(plan, isStatefulOperator);
+  if (statefulNodes.length === 0) throw refuse('it has no stateful operator');
   const stateful = statefulNodes[0]!;
   const relations = collect(plan, (n) => n.kind === 'StreamingRelation') as StreamingRelationNode[];
   const bySource = new Map<string, StreamingRelationNode[]>();
@@ -157,7 +165,9 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
     }
     const cut = cutAbove(plan, nodes[0]!);
     if (collect(stateful, (n) => n === cut).length === 0) {
-      throw refuse(`stream '${sourceId}' is used above the stateful operator ${stateful.kind}`);
+      throw refuse(`stream '${sourceId}' is used above the stateful operator ${describeOperator(stateful)}`
+        + (statefulNodes.length > 1 ? ' (a stateful operator over the result and another stream, such as join → join, is not staged yet)' : ''),
+      'stage one join (or one aggregation over several streams) first, then aggregations and deduplications of its result; or co-partition the streams by the key.');
     }
     cuts.set(sourceId, cut);
   }
@@ -190,6 +200,10 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   const eventTimeOrdinal = new Map<string, number>();
   const watermarks: HopWatermark[] = [];
   for (const w of watermarkNodes) {
+    if (collect(stateful, (n) => n === w).length === 0) {
+      throw refuse(`the watermark on ${w.eventTime.name} is declared above the stateful operator ${describeOperator(stateful)}`,
+        'declare withWatermark on each stream before the first stateful operator: the later stages\' watermarks derive from the streams\' event times.');
+    }
     const below = inputIds.filter((id) => collect(w.child, (n) => n === cuts.get(id)).length > 0);
     for (const id of below) {
       const ordinal = traceToCut(w.child, w.eventTime, cuts.get(id)!);
@@ -207,11 +221,19 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
     routingOrdinals: ordinals.get(id)!,
     eventTimeOrdinal: eventTimeOrdinal.get(id) ?? null,
   }));
-  return {
+  const partial = {
     inputs,
     routingColumns: routingPositions.map((k) => names[k]!),
     watermarks,
-    statefulOperator: { kind: stateful.kind === 'Join' ? `${(stateful as JoinNode).joinType} Join` : stateful.kind, keys: names },
+    statefulOperator: { kind: describeOperator(stateful), keys: names },
+  };
+  // The stateful operators above: each behind its own hop from stage 2 on, as a single stream's chain.
+  const chain = chainAbove(plan, statefulNodes, { cut: null, hop: hopOf(partial, inputs[0]!) });
+  return {
+    ...partial,
+    hops: chain.hops,
+    later: chain.later,
+    stage2Operators: chain.firstOperators,
     stage2: (relationIdOf) => {
       const replace = (node: LogicalPlan): LogicalPlan => {
         const input = inputs.find((i) => i.stage1 === node);
@@ -225,9 +247,19 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
         const replaced = children.map(replace);
         return replaced.every((c, i) => c === children[i]) ? node : withChildren(node, replaced);
       };
-      return replace(plan);
+      return replace(chain.firstTop);
     },
   };
+}
+
+function describeOperator(node: LogicalPlan): string {
+  return node.kind === 'Join' ? `${node.joinType} Join` : node.kind;
+}
+
+function collectPostOrder(p: LogicalPlan, pick: (n: LogicalPlan) => boolean, out: LogicalPlan[] = []): LogicalPlan[] {
+  planChildren(p).forEach((c) => collectPostOrder(c, pick, out));
+  if (pick(p)) out.push(p);
+  return out;
 }
 
 /**
@@ -235,6 +267,12 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
  * runtime writes and reads it like any hop: its rows, routing and event time, tagged by the sink.
  */
 export function hopOfInput(hop: MultiInputHopPlan, input: HopInput): Hop {
+  return hopOf(hop, input);
+}
+
+type HopShape = Pick<MultiInputHopPlan, 'routingColumns' | 'watermarks' | 'statefulOperator'>;
+
+function hopOf(hop: HopShape, input: HopInput): Hop {
   const delayMs = hop.watermarks.find((w) => w.inputs.includes(input.sourceId))?.delayMs ?? 0;
   return {
     index: 0,

@@ -25,7 +25,7 @@ import { planQuery, type PhysicalQuery } from '../execution/incremental-planner.
 import type { BatchContext } from '../execution/physical.js';
 import type { OutputMode } from '../core/output-mode.js';
 import { formatProgressTimestamp } from '../core/timestamps.js';
-import { propagateWatermark } from '../execution/watermark-propagator.js';
+import { outputWatermark, propagateWatermark } from '../execution/watermark-propagator.js';
 import { collectNodes, type LogicalPlan, type StreamingRelationNode } from '../plan/logical-plan.js';
 import type { Offset, MicroBatchStream } from '../sources/source.js';
 import { requiredSourceColumns } from '../analysis/required-columns.js';
@@ -480,7 +480,7 @@ export class StreamExecution {
         batchId, columns: this.options.columns, rows: output, outputMode,
         schema: this.options.schema ?? this.options.plan.output.map((a) => ({ name: a.name, type: a.type })),
         partitionId: this.partitionId,
-        watermarkMs: this.metadata.batchWatermarkMs,
+        watermarkMs: outputWatermark(physical.root, watermarkMs) ?? watermarkMs,
       });
     } catch (error) {
       for (const s of stores.values()) s.abort();

@@ -1,0 +1,87 @@
+/**
+ * Chains of stateful operators over two streams on memory backends: a join then an aggregate
+ * (stage 2 joins, hop 2 routes its output by the aggregate's keys, stage 3 aggregates), and an
+ * aggregate or a deduplication over a union of the streams. Whatever the shard counts and however
+ * records are duplicated, the answer is the in-memory engine's.
+ */
+import { describe, expect, it } from 'vitest';
+import { compileQuery } from '../../lib/query/compiled-query.js';
+import { explainQuery } from '../../lib/query/validate-query.js';
+import { defineQuery } from '../../lib/query/query-definition.js';
+import { col } from '../../lib/plan/functions.js';
+import { interval } from '../../lib/plan/column.js';
+import { inMemoryJoin, joinEvents } from '../support/join-queries.js';
+import { joinThenCountPerOrder, joinThenWindowedSum, unionThenDedup, unionThenWindowedCount } from '../support/chain-queries.js';
+import { runThroughHops } from '../support/run-through-hops.js';
+
+describe('join → aggregate and stateful operators over a union, through the hops (memory backends)', () => {
+  const events = joinEvents(240, 7);
+  // Three hours of orders: the join's output watermark trails its input by the 30-minute bound, so more windows close.
+  const longer = joinEvents(540, 7);
+
+  it('plans the join behind hop 1 and the aggregate behind hop 2, which carries the join stage\'s watermark', () => {
+    const query = compileQuery(joinThenWindowedSum('shape'), { allowRepartition: true });
+    expect(query.hops.map((h) => [h.index, h.carries, h.routingColumns])).toEqual([[0, 'max-event-time', ['order_id = ref']], [1, 'watermark', []]]);
+    expect(query.stages.map((s) => [s.kind, s.index, s.inputHop?.index ?? null, s.outputHop?.index ?? null, s.writes]))
+      .toEqual([['source', 0, null, 0, 'internal-stream'], ['source', 0, null, 0, 'internal-stream'],
+        ['state', 1, 0, 1, 'internal-stream'], ['state', 2, 1, null, 'sink']]);
+    expect(query.stageReadingHop(1).outputMode).toBe('append');
+  });
+
+  for (const how of ['inner', 'left_outer'] as const) {
+    it(`${how} join → windowed sum (append): same answer on 1, 2 and 4 shards per stream as in memory`, async () => {
+      const def = joinThenWindowedSum(`join-${how}-sum`, how);
+      const expected = await inMemoryJoin(def, longer);
+      expect(expected.length).toBeGreaterThan(3);
+      for (const shards of [1, 2, 4]) {
+        expect({ shards, rows: (await runThroughHops(def, longer, shards, Math.max(1, shards - 1))).rows }).toEqual({ shards, rows: expected });
+      }
+    });
+  }
+
+  it('join → count per amount (update), duplicated internal records applied once', async () => {
+    const def = joinThenCountPerOrder('join-count');
+    const expected = latestPerKey(await inMemoryJoin(def, events));
+    expect(expected.length).toBeGreaterThan(3);
+    expect(latestPerKey((await runThroughHops(def, events, 3, 2, 2)).rows)).toEqual(expected);
+  });
+
+  for (const [name, def] of [['aggregate', unionThenWindowedCount('union-count')], ['deduplication', unionThenDedup('union-dedup')]] as const) {
+    it(`${name} over a union of the two streams: same answer on 1, 2 and 4 shards per stream as in memory`, async () => {
+      const expected = await inMemoryJoin(def, events);
+      expect(expected.length).toBeGreaterThan(3);
+      for (const shards of [1, 2, 4]) {
+        expect({ shards, rows: (await runThroughHops(def, events, shards, 2)).rows }).toEqual({ shards, rows: expected });
+      }
+    });
+  }
+
+  it('explain shows the join stage, hop 2 with the watermark it carries, and the aggregate stage', () => {
+    const text = explainQuery(joinThenWindowedSum('explain'), { allowRepartition: true });
+    expect(text).toMatch(/Stage 2 .*inner Join by \[order_id = ref\].*rows routed by nothing .* to internal stream 2/);
+    expect(text).toMatch(/repartition boundary 2: .*stage 2's output watermark travels with its rows/);
+    expect(text).toMatch(/Stage 3 \(each shard of internal stream 2 = a state partition\): Aggregate by \[window\], output mode append, sink s3-files/);
+  });
+
+  it('join → join (a third stream joins the result) is refused before it runs, naming the operator', () => {
+    const def = defineQuery({
+      name: 'join-join',
+      sources: { a: { schema: 'id string, ts timestamp' }, b: { schema: 'bid string, bts timestamp' }, c: { schema: 'cid string, cts timestamp' } },
+      outputMode: 'append', sink: { kind: 's3-files' },
+      transform: ({ a, b, c }) => a!.withWatermark('ts', '1 minute')
+        .join(b!.withWatermark('bts', '1 minute'), col('id').eq(col('bid')).and(col('bts').between(col('ts'), col('ts').plus(interval('5 minutes')))))
+        .join(c!.withWatermark('cts', '1 minute'), col('id').eq(col('cid')).and(col('cts').between(col('ts'), col('ts').plus(interval('5 minutes'))))),
+    });
+    expect(() => compileQuery(def, { allowRepartition: true })).toThrow(/stream 'c' is used above the stateful operator inner Join .*join → join/);
+  });
+});
+
+/** Update-mode rows as the sink keeps them: the last row per key (every column but the last). */
+function latestPerKey(rows: readonly string[]): string[] {
+  const latest = new Map<string, string>();
+  for (const r of rows) {
+    const o = JSON.parse(r) as Record<string, unknown>;
+    latest.set(String(o.amount), r);
+  }
+  return [...latest.values()].sort();
+}
