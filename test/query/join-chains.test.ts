@@ -10,7 +10,10 @@ import { explainQuery } from '../../lib/query/validate-query.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { col } from '../../lib/plan/functions.js';
 import { interval } from '../../lib/plan/column.js';
-import { inMemoryJoin, joinEvents } from '../support/join-queries.js';
+import { inMemoryJoin, joinEvents, ORDERS_SCHEMA, PAYMENTS_SCHEMA } from '../support/join-queries.js';
+import { SluiceSession } from '../../lib/api/session.js';
+import { MemorySink } from '../../lib/sinks/memory-sink.js';
+import { parseTimestamp } from '../../lib/core/timestamps.js';
 import { joinThenCountPerOrder, joinThenWindowedSum, unionThenDedup, unionThenWindowedCount } from '../support/chain-queries.js';
 import { runThroughHops } from '../support/run-through-hops.js';
 
@@ -61,6 +64,55 @@ describe('join → aggregate and stateful operators over a union, through the ho
     expect(text).toMatch(/Stage 2 .*inner Join by \[order_id = ref\].*rows routed by nothing .* to internal stream 2/);
     expect(text).toMatch(/repartition boundary 2: .*stage 2's output watermark travels with its rows/);
     expect(text).toMatch(/Stage 3 \(each shard of internal stream 2 = a state partition\): Aggregate by \[window\], output mode append, sink s3-files/);
+  });
+
+  it('progress shows each operator\'s two watermarks; the aggregate above the time-interval join trails it by the join\'s bound', async () => {
+    const session = new SluiceSession();
+    const orders = session.memoryStream(ORDERS_SCHEMA);
+    const payments = session.memoryStream(PAYMENTS_SCHEMA);
+    const def = joinThenWindowedSum('progress');
+    const q = await def.transform({ orders: orders.df, payments: payments.df }, session).writeStream.outputMode('append').sink(new MemorySink()).start();
+    // Two batches, so that the late-rows watermark (the previous batch's) is past 0 too.
+    const halves = <T>(rows: readonly T[]): T[][] => [rows.slice(0, rows.length / 2), rows.slice(rows.length / 2)];
+    const [orderHalves, paymentHalves] = [halves(longer.orders), halves(longer.payments)];
+    for (const i of [0, 1]) {
+      orders.stream.addData(orderHalves[i]!.map((o) => [o.order_id, o.amount, parseTimestamp(o.ts)]));
+      payments.stream.addData(paymentHalves[i]!.map((p) => [p.ref, p.paid, parseTimestamp(p.pts)]));
+      await q.processAllAvailable();
+    }
+    await q.stop();
+    const last = q.recentProgress.filter((p) => p.eventTime.watermark !== undefined && Date.parse(p.eventTime.watermark) > 0).at(-1)!;
+    const watermarksOf = (name: string) => {
+      const o = last.stateOperators.find((op) => op.operatorName === name)!;
+      return { late: Date.parse(o.eventTimeWatermarkForLateEvents!), eviction: Date.parse(o.eventTimeWatermarkForEviction!) };
+    };
+    const join = watermarksOf('symmetricHashJoin');
+    const aggregate = watermarksOf('stateStoreSave');
+    expect(join.eviction).toBe(Date.parse(last.eventTime.watermark!));
+    // Spark's time-interval join holds its output until the 30-minute bound has passed (and 1 ms).
+    expect(join.eviction - aggregate.eviction).toBe(30 * 60_000 + 1);
+    const previous = q.recentProgress[q.recentProgress.indexOf(last) - 1]!;
+    expect(join.late).toBe(previous.batchWatermarkMs);
+    expect(previous.batchWatermarkMs).toBeGreaterThan(0);
+    expect(join.late - aggregate.late).toBe(30 * 60_000 + 1);
+  });
+
+  it('staged, the aggregate\'s eviction watermark (stage 3) never passes the join stage\'s minus the join\'s bound', async () => {
+    const run = await runThroughHops(joinThenWindowedSum('staged-progress'), longer, 2, 2);
+    const evictions = (stage: number, operatorName: string) => run.progress.get(stage)!
+      .map((p) => p.stateOperators.find((o) => o.operatorName === operatorName)?.eventTimeWatermarkForEviction).filter((w): w is string => w !== undefined).map((w) => Date.parse(w));
+    const joinMax = Math.max(...evictions(1, 'symmetricHashJoin'));
+    const aggregate = evictions(2, 'stateStoreSave');
+    expect(Math.max(...aggregate)).toBeGreaterThan(0);
+    expect(Math.max(...aggregate)).toBeLessThanOrEqual(joinMax - 30 * 60_000 - 1);
+  });
+
+  it('explain shows each operator\'s watermarks: the aggregate\'s trail the global one by the join\'s bound', () => {
+    const text = explainQuery(joinThenWindowedSum('explain-watermarks'), { allowRepartition: true });
+    const lines = text.split('\n');
+    const after = (pattern: RegExp) => lines[lines.findIndex((l) => pattern.test(l)) + 1]!;
+    expect(after(/^ {2}1\. Stream-stream Inner join/)).toMatch(/late rows are those behind batch N-1's global watermark \(eventTimeWatermarkForLateEvents\)/);
+    expect(after(/^ {2}2\. Aggregation/)).toMatch(/behind batch N-1's global watermark minus 1800001 milliseconds \(the time bound of the join below it\).*eventTimeWatermarkForEviction/);
   });
 
   it('join → join (a third stream joins the result) is refused before it runs, naming the operator', () => {
