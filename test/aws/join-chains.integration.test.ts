@@ -67,6 +67,9 @@ describe('chains of stateful operators over two streams, on the emulators', () =
         const got = rows.map((r) => canonicalRow(r)).sort();
         expect({ shards, rows: got }).toEqual({ shards, rows: expected });
         expect(d.results.map((r) => r.result.error?.message).filter(Boolean)).toEqual([]);
+        // The last stage's progress records give its operators' watermarks (Spark's per-operator pair).
+        const lastStage = d.results.filter((r) => r.result.stage.index === hops).flatMap((r) => r.result.progress);
+        expect(lastStage.some((p) => p.stateOperators.some((o) => Date.parse(o.eventTimeWatermarkForEviction ?? '1970-01-01') > 0))).toBe(true);
         const elapsedMs = Date.now() - started;
         const internal = d.config.repartitionStreamNames ?? [d.config.repartitionStreamName!];
         const hopTraffic = await Promise.all(internal.map((s) => traffic(d, s)));
