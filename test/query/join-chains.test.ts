@@ -14,7 +14,9 @@ import { inMemoryJoin, joinEvents, ORDERS_SCHEMA, PAYMENTS_SCHEMA } from '../sup
 import { SluiceSession } from '../../lib/api/session.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { parseTimestamp } from '../../lib/core/timestamps.js';
-import { joinThenCountPerOrder, joinThenWindowedSum, unionThenDedup, unionThenWindowedCount } from '../support/chain-queries.js';
+import {
+  inMemoryThree, joinThenCountPerOrder, joinThenJoin, joinThenWindowedSum, shipmentsFor, unionThenDedup, unionThenWindowedCount,
+} from '../support/chain-queries.js';
 import { runThroughHops } from '../support/run-through-hops.js';
 
 describe('join → aggregate and stateful operators over a union, through the hops (memory backends)', () => {
@@ -115,16 +117,46 @@ describe('join → aggregate and stateful operators over a union, through the ho
     expect(after(/^ {2}2\. Aggregation/)).toMatch(/behind batch N-1's global watermark minus 1800001 milliseconds \(the time bound of the join below it\).*eventTimeWatermarkForEviction/);
   });
 
-  it('join → join (a third stream joins the result) is refused before it runs, naming the operator', () => {
-    const def = defineQuery({
-      name: 'join-join',
-      sources: { a: { schema: 'id string, ts timestamp' }, b: { schema: 'bid string, bts timestamp' }, c: { schema: 'cid string, cts timestamp' } },
-      outputMode: 'append', sink: { kind: 's3-files' },
-      transform: ({ a, b, c }) => a!.withWatermark('ts', '1 minute')
-        .join(b!.withWatermark('bts', '1 minute'), col('id').eq(col('bid')).and(col('bts').between(col('ts'), col('ts').plus(interval('5 minutes')))))
-        .join(c!.withWatermark('cts', '1 minute'), col('id').eq(col('cid')).and(col('cts').between(col('ts'), col('ts').plus(interval('5 minutes'))))),
+  describe('join → join', () => {
+    const three = { ...events, shipments: shipmentsFor(events.orders, 5) };
+
+    it('on one key: both joins in stage 2, every stream routed by the key class', () => {
+      const query = compileQuery(joinThenJoin('jj-shape'), { allowRepartition: true });
+      expect(query.hops).toHaveLength(1);
+      expect(query.hops[0]!.routingColumns).toEqual(['order_id = ref = sid']);
+      expect(query.sourceStages.map((s) => [s.sourceName, s.outputHop!.routingOrdinals])).toEqual([['orders', [0]], ['payments', [0]], ['shipments', [0]]]);
+      expect(explainQuery(joinThenJoin('jj-explain'), { allowRepartition: true }))
+        .toMatch(/Stage 2 .*: inner Join by \[order_id = ref\], then inner Join by \[order_id = sid\], output mode append/);
     });
-    expect(() => compileQuery(def, { allowRepartition: true })).toThrow(/stream 'c' is used above the stateful operator inner Join .*join → join/);
+
+    for (const how of ['inner', 'left_outer'] as const) {
+      it(`${how} then inner on one key: same answer on 1, 2 and 4 shards per stream as in memory`, async () => {
+        const def = joinThenJoin(`jj-${how}`, how);
+        const expected = await inMemoryThree(def, three);
+        expect(expected.length).toBeGreaterThan(20);
+        for (const shards of [1, 2, 4]) {
+          expect({ shards, rows: (await runThroughHops(def, three, shards, 3, shards === 2 ? 3 : 0)).rows }).toEqual({ shards, rows: expected });
+        }
+      });
+    }
+
+    it('on a computed key no stream carries: one state partition, still the in-memory answer', async () => {
+      const def = joinThenJoin('jj-zone', 'inner', 'zone');
+      expect(compileQuery(def, { allowRepartition: true }).hops[0]!.routingColumns).toEqual([]);
+      const expected = await inMemoryThree(def, three);
+      expect(expected.length).toBeGreaterThan(20);
+      expect((await runThroughHops(def, three, 2, 2)).rows).toEqual(expected);
+    });
+
+    it('an aggregate feeding a join in one stage is refused before it runs, naming the operator', () => {
+      const def = defineQuery({
+        name: 'agg-join', sources: { a: { schema: 'id string, ts timestamp' }, b: { schema: 'bid string, bts timestamp' } },
+        outputMode: 'append', sink: { kind: 's3-files' },
+        transform: ({ a, b }) => a!.withWatermark('ts', '1 minute').dropDuplicatesWithinWatermark(['id'])
+          .join(b!.withWatermark('bts', '1 minute'), col('id').eq(col('bid')).and(col('bts').between(col('ts'), col('ts').plus(interval('5 minutes'))))),
+      });
+      expect(() => compileQuery(def, { allowRepartition: true })).toThrow(/Deduplicate and the stream-stream join it feeds or reads would share a stage/);
+    });
   });
 });
 
