@@ -603,7 +603,7 @@ export class SluiceQuery extends Construct {
       // SLUICE_REPARTITION_STREAM is set: it is set below exactly when this says one is needed.
       const validated = loaded.validate({ expectedShardCount, allowRepartition });
       this.needsRepartition = validated.needsRepartition;
-      hopCount = validated.repartition?.hops.length ?? (validated.hop ? 1 : 0);
+      hopCount = validated.repartition?.hops.length ?? validated.hop?.hops.length ?? 0;
       lakeShape = validated.lakeTable;
     } catch (error) {
       throw this.withContext(error, `query '${this.queryName}' (${this.queryModulePath})${allowRepartition ? '' : ' with repartition: false'}`);

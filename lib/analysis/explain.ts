@@ -13,7 +13,7 @@ import { SluiceError } from '../errors/sluice-error.js';
 import { formatTimestamp } from '../core/timestamps.js';
 import type { BoundExpr } from './bound-expr.js';
 import { isStatefulOperator } from './stateful-operators.js';
-import { streamStreamJoinBounds, watermarkKeyColumn, type RangeBound } from './streaming-join-helper.js';
+import { rangeStateWatermarkMs, streamStreamJoinBounds, watermarkKeyColumn, type RangeBound } from './streaming-join-helper.js';
 import {
   checkBatchQuery, checkRuntimeRestrictions, checkStreamingQuery, findGlobalWatermarkCorrectnessIssue,
   groupingKeyWatermarkDelay, isCorrectnessCheckEnabled, CHECK_CORRECTNESS_CONF,
@@ -198,6 +198,46 @@ function describeBound(e: BoundExpr): string {
   return e.kind === 'ref' ? [e.attribute.name, ...e.path].join('.') : `(${e.kind} expression)`;
 }
 
+/**
+ * How far each stateful operator's input watermark trails the global one (ms), as Spark
+ * propagates it (PropagateWatermarkSimulator): a node takes the lowest of its children's, and a
+ * time-interval join's output trails its input by its time bound, which delays every operator
+ * above it. Operators no watermark reaches are left out.
+ */
+function watermarkLagsMs(plan: LogicalPlan): Map<LogicalPlan, number> {
+  // Any watermark far past every bound: the lag does not depend on it.
+  const global = 1e12;
+  const lags = new Map<LogicalPlan, number>();
+  const visit = (n: LogicalPlan): number | null => {
+    const below = planChildren(n).map(visit).filter((l): l is number => l !== null);
+    const input = below.length > 0 ? Math.max(...below) : null;
+    if (n.kind === 'EventTimeWatermark') return 0;
+    if (!isStatefulOperator(n) || input === null) return input;
+    lags.set(n, input);
+    if (n.kind === 'StatefulProcessing' && n.timeMode === 'processingTime') return null;
+    return n.kind === 'Join' ? global - joinOutputWatermarkMs(n, global - input) : input;
+  };
+  visit(plan);
+  return lags;
+}
+
+/** A stream-stream join's output watermark: the lowest of its input's and each side's state watermark. */
+function joinOutputWatermarkMs(n: JoinNode, inputMs: number): number {
+  const bounds = streamStreamJoinBounds(n);
+  if (bounds.watermarkKeyIndex >= 0) return inputMs;
+  const candidates = [inputMs];
+  for (const [attrs, side] of [[n.left.output, bounds.left], [n.right.output, bounds.right]] as const) {
+    if (side.length > 0 && attrs.some((a) => a.eventTimeDelayMs !== null)) candidates.push(rangeStateWatermarkMs(side, inputMs));
+  }
+  return Math.min(...candidates);
+}
+
+function operatorWatermarkText(lagMs: number): string {
+  const minus = lagMs > 0 ? ` minus ${formatDuration(lagMs * MICROS_PER_MS)} (the time bound of the join below it)` : '';
+  return `watermarks: late rows are those behind batch N-1's global watermark${minus} (eventTimeWatermarkForLateEvents); `
+    + `state is evicted by batch N's${minus ? ' minus the same' : ''} (eventTimeWatermarkForEviction); each batch's progress shows both per operator.`;
+}
+
 /** Stateful operators in data-flow order: the one nearest the sources first. */
 function statefulOperators(plan: LogicalPlan): LogicalPlan[] {
   const out: LogicalPlan[] = [];
@@ -247,9 +287,11 @@ function incrementalPlan(plan: LogicalPlan, outputMode: OutputMode | undefined, 
     lines.push('Stateful operators: none. Each row is processed once, in the batch it arrives, and no state is kept.');
   } else {
     lines.push('Stateful operators (nearest the sources first):');
+    const lags = collectNodes(plan, (n) => n.kind === 'EventTimeWatermark').length > 0 ? watermarkLagsMs(plan) : null;
     operators.forEach((op, i) => {
       const note = operatorNote(op, mode);
       lines.push(`  ${i + 1}. ${note.text}`);
+      if (lags?.has(op)) lines.push(`     ${operatorWatermarkText(lags.get(op)!)}`);
       warnings.push(...note.warnings);
     });
   }

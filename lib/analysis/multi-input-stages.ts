@@ -12,6 +12,12 @@
  *   orders shard   ─▶ [stage 1: decode, filter, project] ─┐ by join key
  *   payments shard ─▶ [stage 1: decode, filter, project] ─┴▶ internal stream ─▶ [stage 2: watermarks, join, ...] ─▶ sink
  *
+ * Stateful operators above the first one (join → aggregate, aggregate over a union → dedup) chain
+ * as a single stream's do (stages.ts `chainAbove`): stage 2 writes hop 2, routed by the next
+ * operator's keys and carrying its output watermark, and so on. Join → join (a third stream joined
+ * with a join's result) runs both joins in stage 2, every stream routed by one class of columns the
+ * joins equate (`order_id = ref = sid`); without such a class, on one state partition.
+ *
  * Single-stream chains of stateful operators are planned by stages.ts (planStages); this module
  * plans joins and queries over several streams, and `hopOfInput` gives each input as a stages Hop.
  */
@@ -22,7 +28,7 @@ import { AnalysisError } from '../errors/sluice-error.js';
 import { bind, resolveName } from './binder.js';
 import { splitJoinCondition } from './join-condition.js';
 import { isStatefulOperator } from './stateful-operators.js';
-import { traceToCut, withChildren, type Hop } from './stages.js';
+import { chainAbove, traceToCut, withChildren, type Hop, type PlannedStage, type StatefulOperatorInfo } from './stages.js';
 
 /** One source stream's side of the hop. */
 export interface HopInput {
@@ -50,6 +56,12 @@ export interface MultiInputHopPlan {
   readonly routingColumns: readonly string[];
   readonly watermarks: readonly HopWatermark[];
   readonly statefulOperator: { readonly kind: string; readonly keys: readonly string[] };
+  /** Stage 2's stateful operators: the one the inputs feed, then those co-partitioned with it (none yet). */
+  readonly stage2Operators: readonly StatefulOperatorInfo[];
+  /** Hop 0 (as the first input's view) and one hop per later stateful operator, each carrying the watermark. */
+  readonly hops: readonly Hop[];
+  /** Stages 3 and up (index 2 on), each on the shards of the hop before it; [] when stage 2 writes the sink. */
+  readonly later: readonly PlannedStage[];
   /** Stage 2's plan: each input read from the source id `relationIdOf(input)` gives it. */
   stage2(relationIdOf: (sourceId: string) => string): LogicalPlan;
 }
@@ -134,18 +146,15 @@ function joinKeySets(join: JoinNode): { names: string[]; sides: { subtree: Logic
 }
 
 /**
- * Cuts a streaming plan with one stateful operator, over the source streams `sourceIds`, into the
- * stage-1 part of each stream and stage 2. Refuses (REPARTITION_UNSUPPORTED) what it cannot stage,
+ * Cuts a streaming plan over several inputs into the stage-1 part of each stream, stage 2 (the
+ * lowest stateful operator, which every input feeds) and the chain above it. Refuses (REPARTITION_UNSUPPORTED) what it cannot stage,
  * naming the operator that blocks it.
  */
 export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
-  const statefulNodes = collect(plan, isStatefulOperator);
-  if (statefulNodes.length !== 1) {
-    throw refuse(statefulNodes.length === 0
-      ? 'it has no stateful operator'
-      : `it has ${statefulNodes.length} stateful operators (${statefulNodes.map((n) => n.kind).join(', ')}); one is supported over several inputs`);
-  }
-  const stateful = statefulNodes[0]!;
+  // Children before parents. Stage 2 runs the lowest stateful operator every stream feeds (and the
+  // joins below it, when co-partitioned with it); the ones above chain behind their own hops.
+  const statefulNodes = collectPostOrder(plan, isStatefulOperator);
+  if (statefulNodes.length === 0) throw refuse('it has no stateful operator');
   const relations = collect(plan, (n) => n.kind === 'StreamingRelation') as StreamingRelationNode[];
   const bySource = new Map<string, StreamingRelationNode[]>();
   for (const r of relations) bySource.set(r.sourceId, [...(bySource.get(r.sourceId) ?? []), r]);
@@ -155,34 +164,53 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
       throw refuse(`stream '${sourceId}' is read twice (a self-join); through the hop each stream feeds one input`,
         'declare the two event kinds as two source streams (definition.sources) and join them, or co-partition the stream by the join key.');
     }
-    const cut = cutAbove(plan, nodes[0]!);
-    if (collect(stateful, (n) => n === cut).length === 0) {
-      throw refuse(`stream '${sourceId}' is used above the stateful operator ${stateful.kind}`);
-    }
-    cuts.set(sourceId, cut);
+    cuts.set(sourceId, cutAbove(plan, nodes[0]!));
   }
   const inputIds = [...cuts.keys()];
+  const holds = (node: LogicalPlan, target: LogicalPlan): boolean => collect(node, (n) => n === target).length > 0;
+  const stateful = statefulNodes.find((n) => inputIds.every((id) => holds(n, cuts.get(id)!)));
+  if (!stateful) {
+    const first = statefulNodes[0]!;
+    const outside = inputIds.find((id) => !holds(first, cuts.get(id)!))!;
+    throw refuse(`stream '${outside}' is used above the stateful operator ${describeOperator(first)}`,
+      'stage one join (or one aggregation over several streams) first, then aggregations and deduplications of its result; or co-partition the streams by the key.');
+  }
+  const lower = statefulNodes.filter((n) => n !== stateful && holds(stateful, n));
+  const blocking = [stateful, ...lower].find((n) => n.kind !== 'Join');
+  if (lower.length > 0 && blocking) {
+    throw refuse(`${describeOperator(blocking)} and the stream-stream join it feeds or reads would share a stage, which only joins on one key can`,
+      'join the streams first, then aggregate or deduplicate the result; or co-partition the streams by the key.');
+  }
 
   // Routing: a key position routes when, on every side, it traces to an unchanged column of every input below that side.
   const { names, sides } = keySetsOf(stateful);
-  const routingPositions: number[] = [];
   const ordinals = new Map<string, number[]>(inputIds.map((id) => [id, []]));
-  for (let k = 0; k < names.length; k++) {
-    const found = new Map<string, number>();
-    let usable = true;
-    for (const side of sides) {
-      const key = side.keys[k];
-      for (const id of inputIds) {
-        const cut = cuts.get(id)!;
-        if (collect(side.subtree, (n) => n === cut).length === 0) continue;
-        const ordinal = key ? traceToCut(side.subtree, key, cut) : -1;
-        if (ordinal < 0 || (found.has(id) && found.get(id) !== ordinal)) usable = false;
-        found.set(id, ordinal);
-      }
+  const routingNames: string[] = [];
+  if (lower.length > 0) {
+    // Join → join in one stage: every stream routed by one class of keys the joins equate.
+    const route = joinChainRouting([...lower, stateful] as JoinNode[], inputIds.map((id) => [id, cuts.get(id)!] as const));
+    if (route) {
+      routingNames.push(route.name);
+      for (const id of inputIds) ordinals.get(id)!.push(route.ordinals.get(id)!);
     }
-    if (!usable || inputIds.some((id) => !found.has(id))) continue;
-    routingPositions.push(k);
-    for (const id of inputIds) ordinals.get(id)!.push(found.get(id)!);
+  } else {
+    for (let k = 0; k < names.length; k++) {
+      const found = new Map<string, number>();
+      let usable = true;
+      for (const side of sides) {
+        const key = side.keys[k];
+        for (const id of inputIds) {
+          const cut = cuts.get(id)!;
+          if (!holds(side.subtree, cut)) continue;
+          const ordinal = key ? traceToCut(side.subtree, key, cut) : -1;
+          if (ordinal < 0 || (found.has(id) && found.get(id) !== ordinal)) usable = false;
+          found.set(id, ordinal);
+        }
+      }
+      if (!usable || inputIds.some((id) => !found.has(id))) continue;
+      routingNames.push(names[k]!);
+      for (const id of inputIds) ordinals.get(id)!.push(found.get(id)!);
+    }
   }
 
   // Watermarks: each is computed from the shards of the streams below it; its column must cross the hop unchanged.
@@ -190,6 +218,10 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   const eventTimeOrdinal = new Map<string, number>();
   const watermarks: HopWatermark[] = [];
   for (const w of watermarkNodes) {
+    if (collect(stateful, (n) => n === w).length === 0) {
+      throw refuse(`the watermark on ${w.eventTime.name} is declared above the stateful operator ${describeOperator(stateful)}`,
+        'declare withWatermark on each stream before the first stateful operator: the later stages\' watermarks derive from the streams\' event times.');
+    }
     const below = inputIds.filter((id) => collect(w.child, (n) => n === cuts.get(id)).length > 0);
     for (const id of below) {
       const ordinal = traceToCut(w.child, w.eventTime, cuts.get(id)!);
@@ -207,11 +239,19 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
     routingOrdinals: ordinals.get(id)!,
     eventTimeOrdinal: eventTimeOrdinal.get(id) ?? null,
   }));
-  return {
+  const partial = {
     inputs,
-    routingColumns: routingPositions.map((k) => names[k]!),
+    routingColumns: routingNames,
     watermarks,
-    statefulOperator: { kind: stateful.kind === 'Join' ? `${(stateful as JoinNode).joinType} Join` : stateful.kind, keys: names },
+    statefulOperator: { kind: describeOperator(stateful), keys: names },
+  };
+  // The stateful operators above: each behind its own hop from stage 2 on, as a single stream's chain.
+  const chain = chainAbove(plan, statefulNodes.filter((n) => !lower.includes(n)), { cut: null, hop: hopOf(partial, inputs[0]!) });
+  return {
+    ...partial,
+    hops: chain.hops,
+    later: chain.later,
+    stage2Operators: [...lower.map((n) => ({ kind: describeOperator(n), keys: keySetsOf(n).names })), ...chain.firstOperators],
     stage2: (relationIdOf) => {
       const replace = (node: LogicalPlan): LogicalPlan => {
         const input = inputs.find((i) => i.stage1 === node);
@@ -225,9 +265,58 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
         const replaced = children.map(replace);
         return replaced.every((c, i) => c === children[i]) ? node : withChildren(node, replaced);
       };
-      return replace(plan);
+      return replace(chain.firstTop);
     },
   };
+}
+
+/**
+ * The routing of joins chained in one stage: the attributes their usable equi-keys equate form
+ * classes; a class routes when every join equates a pair of it and every stream has a column of it
+ * (unchanged below its stage-1 cut). Rows that can match in any of the joins then meet on one
+ * shard: NULL never equals anything, so an outer join's NULL-padded rows need not meet. Null when
+ * no class serves (the caller routes everything to one partition).
+ */
+function joinChainRouting(joins: readonly JoinNode[], inputs: readonly (readonly [string, LogicalPlan])[]): { name: string; ordinals: Map<string, number> } | null {
+  const parent = new Map<number, number>();
+  const find = (id: number): number => {
+    while (parent.has(id) && parent.get(id) !== id) id = parent.get(id)!;
+    return id;
+  };
+  const pairs = joins.map((j) => {
+    const { sides } = joinKeySets(j);
+    return sides[0]!.keys.map((l, k) => [l, sides[1]!.keys[k]!] as const)
+      .filter((p): p is readonly [Attribute, Attribute] => p[0] !== null && p[1] !== null)
+      .map(([l, r]) => ({ join: j, l, r }));
+  });
+  for (const { l, r } of pairs.flat()) parent.set(find(l.id), find(r.id));
+  const classes = [...new Set(pairs.flat().map((p) => find(p.l.id)))];
+  for (const cls of classes) {
+    if (!pairs.every((ps) => ps.some((p) => find(p.l.id) === cls))) continue;
+    const ordinals = new Map<string, number>();
+    for (const [id, cut] of inputs) {
+      for (const { join, l, r } of pairs.flat().filter((p) => find(p.l.id) === cls)) {
+        const [subtree, key] = collect(join.left, (n) => n === cut).length > 0 ? [join.left, l] : [join.right, r];
+        const ordinal = collect(subtree, (n) => n === cut).length > 0 ? traceToCut(subtree, key, cut) : -1;
+        if (ordinal >= 0 && !ordinals.has(id)) ordinals.set(id, ordinal);
+      }
+    }
+    if (inputs.every(([id]) => ordinals.has(id))) {
+      const members = pairs.flat().filter((p) => find(p.l.id) === cls).flatMap((p) => [p.l.name, p.r.name]);
+      return { name: [...new Set(members)].join(' = '), ordinals };
+    }
+  }
+  return null;
+}
+
+function describeOperator(node: LogicalPlan): string {
+  return node.kind === 'Join' ? `${node.joinType} Join` : node.kind;
+}
+
+function collectPostOrder(p: LogicalPlan, pick: (n: LogicalPlan) => boolean, out: LogicalPlan[] = []): LogicalPlan[] {
+  planChildren(p).forEach((c) => collectPostOrder(c, pick, out));
+  if (pick(p)) out.push(p);
+  return out;
 }
 
 /**
@@ -235,6 +324,12 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
  * runtime writes and reads it like any hop: its rows, routing and event time, tagged by the sink.
  */
 export function hopOfInput(hop: MultiInputHopPlan, input: HopInput): Hop {
+  return hopOf(hop, input);
+}
+
+type HopShape = Pick<MultiInputHopPlan, 'routingColumns' | 'watermarks' | 'statefulOperator'>;
+
+function hopOf(hop: HopShape, input: HopInput): Hop {
   const delayMs = hop.watermarks.find((w) => w.inputs.includes(input.sourceId))?.delayMs ?? 0;
   return {
     index: 0,

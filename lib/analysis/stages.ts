@@ -15,8 +15,9 @@
  * with, and the receiving stage runs with the minimum over the senders (delay 0), so no
  * partition evicts what an upstream partition may still emit.
  *
- * A stage is "stateful operator(s) + the routing keys of its input hop": a stream-stream join can
- * become a stage by giving `keyAttributes` its join keys per side (not done here yet).
+ * A stage is "stateful operator(s) + the routing keys of its input hop". A join (or an operator
+ * over several streams) reads a multi-input hop 1 (multi-input-stages.ts); the operators above it
+ * chain through `chainAbove`, shared by both planners.
  */
 import type { Attribute } from '../plan/attribute.js';
 import type { Expr } from '../plan/expressions.js';
@@ -209,14 +210,6 @@ export function planStages(plan: LogicalPlan, options: StagePlanOptions = {}): S
   const first = statefulNodes[0]!;
   const firstKeys = keyAttributes(first);
   if (collect(first, (n) => n.kind === 'StreamingRelation').length !== 1) throw refuse('the stateful operator reads more than one stream', first.kind);
-  // Stateful operators must form one chain: each is below the next, with nothing joining in between.
-  for (let i = 1; i < statefulNodes.length; i++) {
-    const op = statefulNodes[i]!;
-    const between = collect(op, (n) => MULTI_CHILD.has(n.kind) && collect(n, (m) => m === statefulNodes[i - 1]).length > 0);
-    if (collect(op, (n) => n === statefulNodes[i - 1]).length === 0 || between.length > 0) {
-      throw refuse(`the stateful operators ${statefulNodes[i - 1]!.kind} and ${op.kind} are not one chain`, op.kind);
-    }
-  }
   const allWatermarks = collect(plan, (n) => n.kind === 'EventTimeWatermark') as EventTimeWatermarkNode[];
   if (allWatermarks.length > 1) throw refuse('it has more than one event-time watermark', undefined, 'declare one withWatermark on the stream, below the first stateful operator.');
   const watermark = allWatermarks[0];
@@ -232,41 +225,22 @@ export function planStages(plan: LogicalPlan, options: StagePlanOptions = {}): S
   const eventTime = watermark ? { ordinal: cut0.output.findIndex((a) => a.id === watermark.eventTime.id), delayMs: watermark.delayMs } : null;
   if (eventTime && eventTime.ordinal < 0) throw refuse('the event-time column is computed above the stream', first.kind);
 
-  const cuts: LogicalPlan[] = [cut0];
-  const hops: Hop[] = [];
-  const operatorsOf: StatefulOperatorInfo[][] = [[]];
   // Partial aggregation fits an aggregate right above the hop (or its watermark): its input is the hop's rows.
   const partialAggregate = options.partialAggregation !== false && first.kind === 'Aggregate'
     && !first.groupingExprs.some((g) => unalias(g).kind === 'sessionWindow')
     && (first.child === cut0 || (first.child === watermark && watermark.child === cut0))
     ? first : null;
-  const addHop = (cut: LogicalPlan, op: OperatorKeys, node: LogicalPlan, carries: Hop['carries']): void => {
-    const routing = routingOf(op, cut);
-    const partial = node === partialAggregate && node.kind === 'Aggregate'
-      ? { groupingExprs: node.groupingExprs, aggregateExprs: node.aggregateExprs, input: cut.output }
-      : null;
-    hops.push({
-      partial,
-      index: hops.length, output: cut.output,
-      routingOrdinals: routing.map((r) => r.ordinal), routingColumns: routing.map((r) => r.name), routingKeyPositions: routing.map((r) => r.position),
-      eventTime: carries === 'max-event-time' ? eventTime : null, carries,
-      operator: { kind: node.kind, keys: op.names },
-    });
-    if (hops.length > 1) cuts.push(cut);
-    operatorsOf.push([]);
+  const routing = routingOf(firstKeys, cut0);
+  const hop0: Hop = {
+    partial: partialAggregate && partialAggregate.kind === 'Aggregate'
+      ? { groupingExprs: partialAggregate.groupingExprs, aggregateExprs: partialAggregate.aggregateExprs, input: cut0.output }
+      : null,
+    index: 0, output: cut0.output,
+    routingOrdinals: routing.map((r) => r.ordinal), routingColumns: routing.map((r) => r.name), routingKeyPositions: routing.map((r) => r.position),
+    eventTime, carries: 'max-event-time',
+    operator: { kind: first.kind, keys: firstKeys.names },
   };
-  addHop(cut0, firstKeys, first, 'max-event-time');
-  operatorsOf[1]!.push({ kind: first.kind, keys: firstKeys.names });
-  for (const node of statefulNodes.slice(1)) {
-    const op = keyAttributes(node);
-    const input = hops[hops.length - 1]!;
-    const inputCut = cuts[cuts.length - 1]!;
-    // Co-partitioned with the stage's input when every routing column is one of the keys, unchanged.
-    const keyOrdinals = new Set(routingOf(op, inputCut).map((r) => r.ordinal));
-    const coPartitioned = input.routingOrdinals.every((o) => keyOrdinals.has(o));
-    if (!coPartitioned) addHop(op.child, op, node, 'watermark');
-    operatorsOf[operatorsOf.length - 1]!.push({ kind: node.kind, keys: op.names });
-  }
+  const chain = chainAbove(plan, statefulNodes, { cut: cut0, hop: hop0 });
 
   /** The receiving stage's plan over partial aggregates: the aggregate (and its watermark) merge them. */
   const partialStagePlan = (top: LogicalPlan, relation: LogicalPlan): LogicalPlan => {
@@ -274,34 +248,96 @@ export function planStages(plan: LogicalPlan, options: StagePlanOptions = {}): S
     const below: LogicalPlan = agg.child === watermark ? { ...watermark, partialInput: true, child: relation } : relation;
     return replace(top, agg, { ...agg, partialInput: true, child: below } as LogicalPlan);
   };
-  const relationOver = (hop: Hop, sourceId: string): LogicalPlan => {
-    const relation: LogicalPlan = {
-      kind: 'StreamingRelation', sourceId, schema: hop.output.map((a) => ({ name: a.name, type: a.type })), output: hop.output,
-    };
-    if (hop.carries !== 'watermark') return relation;
-    // The watermark arrives with the rows; this node makes the stage's operators use it.
-    const marked = hop.output.find((a) => a.eventTimeDelayMs !== null);
-    if (!marked) return relation;
-    return { kind: 'EventTimeWatermark', child: relation, eventTime: marked, delayMs: 0, delayText: '0 seconds', output: hop.output };
+  const stage1: PlannedStage = {
+    index: 1, input: hop0, output: chain.hops[1] ?? null, operators: chain.firstOperators,
+    plan: (sourceId: string) => (hop0.partial
+      ? partialStagePlan(chain.firstTop, relationOver(hop0, sourceId))
+      : replace(chain.firstTop, cut0, relationOver(hop0, sourceId))),
   };
-  // Stage 0 runs up to cut 0; stage k (k ≥ 1) runs from cut k-1 to cut k (the last one: to the root).
-  const stages: PlannedStage[] = [
-    { index: 0, input: null, output: hops[0]!, operators: [], plan: () => cut0 },
-    ...cuts.map((cut, i): PlannedStage => {
-      const top = i + 1 < cuts.length ? cuts[i + 1]! : plan;
-      const input = hops[i]!;
-      return {
-        index: i + 1, input, output: hops[i + 1] ?? null, operators: operatorsOf[i + 1]!,
-        plan: (sourceId: string) => (input.partial
-          ? partialStagePlan(top, relationOver(input, sourceId))
-          : replace(top, cut, relationOver(input, sourceId))),
-      };
-    }),
-  ];
-  return { stages, hops };
+  return {
+    stages: [{ index: 0, input: null, output: hop0, operators: [], plan: () => cut0 }, stage1, ...chain.later],
+    hops: chain.hops,
+  };
 }
 
-/** The stage that reads `hop` (its index + 1). */
-export function stageReading(plan: StagePlan, hop: Hop): PlannedStage {
-  return plan.stages[hop.index + 1]!;
+/** A hop's rows as the receiving stage's relation; a hop carrying a watermark makes its operators use it. */
+function relationOver(hop: Hop, sourceId: string): LogicalPlan {
+  const relation: LogicalPlan = {
+    kind: 'StreamingRelation', sourceId, schema: hop.output.map((a) => ({ name: a.name, type: a.type })), output: hop.output,
+  };
+  if (hop.carries !== 'watermark') return relation;
+  const marked = hop.output.find((a) => a.eventTimeDelayMs !== null);
+  if (!marked) return relation;
+  return { kind: 'EventTimeWatermark', child: relation, eventTime: marked, delayMs: 0, delayText: '0 seconds', output: hop.output };
+}
+
+/** The stages after the first stateful one: its own top, its operators, every hop (hop 1 first) and the later stages. */
+export interface ChainAbove {
+  /** Where the first state stage's plan ends (the child of the next hop's operator, or the root). */
+  readonly firstTop: LogicalPlan;
+  readonly firstOperators: readonly StatefulOperatorInfo[];
+  /** Hop 0 (as given) and one hop per later stateful operator not co-partitioned with its input. */
+  readonly hops: readonly Hop[];
+  /** Stages 2 and up, each reading the hop before it. */
+  readonly later: readonly PlannedStage[];
+}
+
+/**
+ * Plans the chain above the first stateful operator `statefulNodes[0]` (children before parents):
+ * each later stateful operator joins its input's stage when its keys are co-partitioned with that
+ * stage's hop, else starts a stage behind a new hop that carries the sending stage's watermark.
+ * `first.cut` is what hop 0 cuts below the first operator; null when hop 0 has several inputs (a
+ * join, or an operator over several streams), whose routing the next operator's keys cannot be
+ * checked against (an outer join's NULL-padded keys route elsewhere): it always gets a hop.
+ */
+export function chainAbove(plan: LogicalPlan, statefulNodes: readonly LogicalPlan[], first: { cut: LogicalPlan | null; hop: Hop }): ChainAbove {
+  // Stateful operators must form one chain: each is below the next, with nothing joining in between.
+  for (let i = 1; i < statefulNodes.length; i++) {
+    const op = statefulNodes[i]!;
+    const below = statefulNodes[i - 1]!;
+    const between = collect(op, (n) => MULTI_CHILD.has(n.kind) && n !== below && collect(n, (m) => m === below).length > 0);
+    if (collect(op, (n) => n === below).length === 0 || between.length > 0) {
+      throw refuse(`the stateful operators ${describe(below)} and ${describe(op)} are not one chain (another input joins in between)`, describe(op),
+        'stage a chain of stateful operators over one join or one set of streams: a join (or an aggregation over several streams) first, then aggregations and deduplications of its result.');
+    }
+  }
+  const hops: Hop[] = [first.hop];
+  const cuts: (LogicalPlan | null)[] = [first.cut];
+  const operatorsOf: StatefulOperatorInfo[][] = [[{ kind: describe(statefulNodes[0]!), keys: first.hop.operator.keys }]];
+  for (const node of statefulNodes.slice(1)) {
+    const op = keyAttributes(node);
+    const input = hops[hops.length - 1]!;
+    const inputCut = cuts[cuts.length - 1]!;
+    // Co-partitioned with the stage's input when every routing column is one of the keys, unchanged.
+    const coPartitioned = inputCut !== null && input.routingOrdinals.every((o) => new Set(routingOf(op, inputCut).map((r) => r.ordinal)).has(o));
+    if (!coPartitioned) {
+      const routing = routingOf(op, op.child);
+      hops.push({
+        partial: null,
+        index: hops.length, output: op.child.output,
+        routingOrdinals: routing.map((r) => r.ordinal), routingColumns: routing.map((r) => r.name), routingKeyPositions: routing.map((r) => r.position),
+        eventTime: null, carries: 'watermark',
+        operator: { kind: node.kind, keys: op.names },
+      });
+      cuts.push(op.child);
+      operatorsOf.push([]);
+    }
+    operatorsOf[operatorsOf.length - 1]!.push({ kind: node.kind, keys: op.names });
+  }
+  // Stage k (k ≥ 1) runs from cut k-1 to cut k (the last one: to the root).
+  const topOf = (k: number): LogicalPlan => cuts[k] ?? plan;
+  const later = hops.slice(1).map((input, i): PlannedStage => {
+    const k = i + 2;
+    const cut = cuts[k - 1]!;
+    const top = k < cuts.length ? topOf(k) : plan;
+    return {
+      index: k, input, output: hops[k] ?? null, operators: operatorsOf[k - 1]!,
+      plan: (sourceId: string) => replace(top, cut, relationOver(input, sourceId)),
+    };
+  });
+  return { firstTop: cuts.length > 1 ? cuts[1]! : plan, firstOperators: operatorsOf[0]!, hops, later };
+}
+
+function describe(node: LogicalPlan): string {
+  return node.kind === 'Join' ? `${node.joinType} Join` : node.kind;
 }

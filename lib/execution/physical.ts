@@ -40,6 +40,14 @@ export interface StateOperatorProgress {
   numShufflePartitions: number;
   numStateStoreInstances: number;
   customMetrics: Record<string, number>;
+  /**
+   * Sluice: the watermarks this operator ran with, as progress timestamps (Spark's per-operator
+   * eventTimeWatermarkForLateEvents: the previous batch's, propagated to it; and ForEviction: this
+   * batch's). They differ from the query's watermark after an operator that delays it (a
+   * time-interval join). Absent without a watermark.
+   */
+  eventTimeWatermarkForLateEvents?: string;
+  eventTimeWatermarkForEviction?: string;
 }
 
 export function emptyOperatorProgress(operatorName: string): StateOperatorProgress {

@@ -8,6 +8,20 @@ import { isStatefulExec, type Exec } from './physical.js';
  * stateful operator's input watermark (ms, never below 0). A global watermark of 0 skips the walk.
  */
 export function propagateWatermark(root: Exec, globalWatermarkMs: number): Map<number, number> {
+  return walk(root, globalWatermarkMs).inputs;
+}
+
+/**
+ * The watermark of the plan's output (ms, never below 0): what a stage carries to the stage after
+ * it. Below the global one after an operator that delays it (a time-interval join holds rows
+ * until the interval has passed); null when no watermark reaches the root.
+ */
+export function outputWatermark(root: Exec, globalWatermarkMs: number): number | null {
+  const out = walk(root, globalWatermarkMs).output;
+  return out === null ? null : globalWatermarkMs === 0 ? 0 : Math.max(out, 0);
+}
+
+function walk(root: Exec, globalWatermarkMs: number): { inputs: Map<number, number>; output: number | null } {
   const inputs = new Map<number, number>();
   const visit = (e: Exec): number | null => {
     const childOutputs = e.children.map(visit).filter((w): w is number => w !== null);
@@ -19,6 +33,6 @@ export function propagateWatermark(root: Exec, globalWatermarkMs: number): Map<n
     }
     return input;
   };
-  visit(root);
-  return inputs;
+  const output = visit(root);
+  return { inputs, output };
 }

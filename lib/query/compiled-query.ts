@@ -60,9 +60,11 @@ export class CompiledQuery {
         return new SourceStage(definition, source, input.stage1, hopOfInput(hop, input), conf, plan, input.sourceId);
       });
       const stateStage = new MultiInputStateStage(definition, hop, columns, schema, conf);
-      this.stages = [...this.sourceStages, stateStage];
+      // A chain above the join (join → aggregate): later stages read hops 2, 3, … like a single stream's.
+      const later = hop.later.map((s) => new StateStage(definition, s, columns, schema, conf));
+      this.stages = [...this.sourceStages, stateStage, ...later];
       this.stateStage = stateStage;
-      this.hops = [stateStage.inputHop];
+      this.hops = [stateStage.inputHop, ...hop.hops.slice(1)];
     } else {
       this.sourceStages = sources.map((source) => new SingleStage(definition, source, plan, columns, schema, conf, isStateful));
       this.stages = this.sourceStages;

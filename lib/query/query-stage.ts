@@ -303,19 +303,26 @@ export class StateStage extends QueryStage {
 export class MultiInputStateStage extends QueryStage {
   readonly kind = 'state';
   readonly reads = 'internal-stream';
-  readonly writes = 'sink';
+  readonly writes: 'sink' | 'internal-stream';
   readonly isStateful = true;
   readonly sourceId: string;
   readonly index = 1;
   /** Every input crosses the same internal stream (hop 1): the first input's view of it. */
   override readonly inputHop: Hop;
+  /** Hop 2 when a stateful operator follows (join → aggregate), carrying this stage's watermark. */
+  override readonly outputHop: Hop | null;
   private readonly policy: 'min' | 'max';
 
   constructor(
     private readonly definition: QueryDefinition, private readonly hop: MultiInputHopPlan, columns: readonly string[], schema: readonly StructField[],
     conf: ReadonlyMap<string, string>,
   ) {
-    super(hop.stage2(hopRelationId), columns, schema, definition.outputMode, conf);
+    const out = hop.hops[1] ?? null;
+    // A stage before another hop writes its rows as they come out: append, whatever the query's mode.
+    super(hop.stage2(hopRelationId), out ? out.output.map((a) => a.name) : columns,
+      out ? out.output.map((a) => ({ name: a.name, type: a.type })) : schema, out ? 'append' : definition.outputMode, conf);
+    this.outputHop = out;
+    this.writes = out ? 'internal-stream' : 'sink';
     this.sourceId = hopRelationId(hop.inputs[0]!.sourceId);
     this.inputHop = hopOfInput(hop, hop.inputs[0]!);
     this.policy = parseWatermarkPolicy(conf.get(WATERMARK_POLICY_CONF));

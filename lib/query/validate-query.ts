@@ -11,7 +11,7 @@ export { deployedTrigger, MAX_BATCHING_WINDOW_SECONDS, type DeployedTrigger } fr
 import { checkStreamingQuery } from '../analysis/unsupported-operation-checker.js';
 import { statefulKeyReport } from '../analysis/partitioning.js';
 import { isStatefulOperator } from '../analysis/stateful-operators.js';
-import { planStages, type StagePlan } from '../analysis/stages.js';
+import { planStages, type Hop, type PlannedStage, type StagePlan } from '../analysis/stages.js';
 import { planMultiInputHop, type MultiInputHopPlan } from '../analysis/multi-input-stages.js';
 import type { StructField } from '../plan/data-types.js';
 import { collectNodes, type AggregateNode, type DeduplicateNode, type LogicalPlan, type StatefulProcessingNode } from '../plan/logical-plan.js';
@@ -221,27 +221,39 @@ export function explainQuery(definition: QueryDefinition, options: ValidateOptio
     return lines.join('\n');
   }
   lines.push('== Stages ==');
-  for (const stage of split.stages) {
-    const hop = stage.output;
-    const routing = !hop ? '' : hop.routingColumns.length > 0 ? `[${hop.routingColumns.join(', ')}]` : 'nothing (every row to one partition)';
-    const ops = stage.operators.map((o) => `${o.kind} by [${o.keys.join(', ')}]`).join(', then ');
-    const where = stage.index === 0 ? 'each source shard' : `each shard of internal stream ${stage.index} = a state partition`;
-    const what = stage.index === 0 ? 'decode, then the stateless part' : ops;
-    const to = hop ? `rows routed by ${routing} to internal stream ${hop.index + 1}` : `output mode ${definition.outputMode}, sink ${definition.sink.kind}`;
-    lines.push(`Stage ${stage.index + 1} (${where}): ${what}${stage.index === 0 ? ';' : ','} ${to}.`);
-    if (stage.index === 0) lines.push(...renderTree(stage.plan(KINESIS_SOURCE_NAME)).map((l) => `  ${l}`));
-    if (!hop) continue;
-    const carried = hop.carries === 'max-event-time'
-      ? `source watermarks travel with the rows${hop.eventTime ? ` (event time ${hop.output[hop.eventTime.ordinal]!.name}, delay ${hop.eventTime.delayMs} ms)` : ''}`
-      : `stage ${stage.index + 1}'s watermark travels with its rows: stage ${stage.index + 2} evicts with the minimum over its senders and drops rows behind the previous batch's (Spark's chained-operator watermark)`;
-    lines.push(`---- repartition boundary ${hop.index + 1}: internal Kinesis stream, one record per partition per batch; ${carried} ----`);
-  }
+  for (const stage of split.stages) lines.push(...explainStage(definition, stage));
   return lines.join('\n');
+}
+
+function routingText(hop: Hop): string {
+  return hop.routingColumns.length > 0 ? `[${hop.routingColumns.join(', ')}]` : 'nothing (every row to one partition)';
+}
+
+/** One stage of a chain (and the hop it writes): where it runs, its operators, where its rows go. */
+function explainStage(definition: QueryDefinition, stage: PlannedStage): string[] {
+  const lines: string[] = [];
+  const hop = stage.output;
+  const ops = stage.operators.map((o) => `${o.kind} by [${o.keys.join(', ')}]`).join(', then ');
+  const where = stage.index === 0 ? 'each source shard' : `each shard of internal stream ${stage.index} = a state partition`;
+  const what = stage.index === 0 ? 'decode, then the stateless part' : ops;
+  const to = hop ? `rows routed by ${routingText(hop)} to internal stream ${hop.index + 1}` : `output mode ${definition.outputMode}, sink ${definition.sink.kind}`;
+  lines.push(`Stage ${stage.index + 1} (${where}): ${what}${stage.index === 0 ? ';' : ','} ${to}.`);
+  if (stage.index === 0) lines.push(...renderTree(stage.plan(KINESIS_SOURCE_NAME)).map((l) => `  ${l}`));
+  if (hop) lines.push(hopBoundary(stage.index, hop));
+  return lines;
+}
+
+function hopBoundary(senderIndex: number, hop: Hop): string {
+  const carried = hop.carries === 'max-event-time'
+    ? `source watermarks travel with the rows${hop.eventTime ? ` (event time ${hop.output[hop.eventTime.ordinal]!.name}, delay ${hop.eventTime.delayMs} ms)` : ''}`
+    : `stage ${senderIndex + 1}'s output watermark travels with its rows: stage ${senderIndex + 2} evicts with the minimum over its senders and drops rows behind the previous batch's (Spark's chained-operator watermark)`;
+  return `---- repartition boundary ${hop.index + 1}: internal Kinesis stream, one record per partition per batch; ${carried} ----`;
 }
 
 function explainHop(definition: QueryDefinition, hop: MultiInputHopPlan, conf: ReadonlyMap<string, string>): string[] {
   const routing = hop.routingColumns.length > 0 ? `[${hop.routingColumns.join(', ')}]` : 'nothing (every row to one state partition)';
   const policy = conf.get('spark.sql.streaming.multipleWatermarkPolicy') ?? 'min';
+  const next = hop.hops[1] ?? null;
   return [
     '== Stages ==',
     ...hop.inputs.flatMap((input) => [
@@ -250,9 +262,12 @@ function explainHop(definition: QueryDefinition, hop: MultiInputHopPlan, conf: R
       ...renderTree(input.stage1).map((l) => `  ${l}`),
     ]),
     '---- repartition boundary: internal Kinesis stream, one record per input, state partition and batch; each stream\'s shard watermarks travel with its rows ----',
-    `Stage 2 (each internal shard = a state partition): ${hop.statefulOperator.kind} by [${hop.statefulOperator.keys.join(', ')}], output mode ${definition.outputMode}, sink ${definition.sink.kind}.`,
+    `Stage 2 (each internal shard = a state partition): ${hop.stage2Operators.map((o) => `${o.kind} by [${o.keys.join(', ')}]`).join(', then ')}, `
+    + `${next ? `rows routed by ${routingText(next)} to internal stream 2` : `output mode ${definition.outputMode}, sink ${definition.sink.kind}`}.`,
     ...(hop.watermarks.length > 0
       ? [`  watermark: ${hop.watermarks.map((w) => `min over the shards of [${w.inputs.join(', ')}] minus ${w.delayMs} ms`).join('; ')}; combined by the ${policy} policy (spark.sql.streaming.multipleWatermarkPolicy).`]
       : []),
+    ...(next ? [hopBoundary(1, next)] : []),
+    ...hop.later.flatMap((stage) => explainStage(definition, stage)),
   ];
 }

@@ -25,7 +25,7 @@ import { planQuery, type PhysicalQuery } from '../execution/incremental-planner.
 import type { BatchContext } from '../execution/physical.js';
 import type { OutputMode } from '../core/output-mode.js';
 import { formatProgressTimestamp } from '../core/timestamps.js';
-import { propagateWatermark } from '../execution/watermark-propagator.js';
+import { outputWatermark, propagateWatermark } from '../execution/watermark-propagator.js';
 import { collectNodes, type LogicalPlan, type StreamingRelationNode } from '../plan/logical-plan.js';
 import type { Offset, MicroBatchStream } from '../sources/source.js';
 import { requiredSourceColumns } from '../analysis/required-columns.js';
@@ -117,6 +117,8 @@ interface BatchFigures {
   /** This trigger's start minus the previous trigger's, on the trigger clock (null: no previous). */
   triggerIntervalMs: number | null;
   sources: StreamingQueryProgress['sources']; watermarkMs: number; numDeadLetteredRows: number; cost: Record<string, number>;
+  /** Each stateful operator's watermarks (by operator id): for late rows and for eviction. */
+  operatorWatermarks: { late: ReadonlyMap<number, number>; eviction: ReadonlyMap<number, number> };
 }
 
 interface StartPosition {
@@ -480,7 +482,7 @@ export class StreamExecution {
         batchId, columns: this.options.columns, rows: output, outputMode,
         schema: this.options.schema ?? this.options.plan.output.map((a) => ({ name: a.name, type: a.type })),
         partitionId: this.partitionId,
-        watermarkMs: this.metadata.batchWatermarkMs,
+        watermarkMs: outputWatermark(physical.root, watermarkMs) ?? watermarkMs,
       });
     } catch (error) {
       for (const s of stores.values()) s.abort();
@@ -498,7 +500,7 @@ export class StreamExecution {
     // commit: its cost and duration leave out the commit itself, which the next record counts.
     checkpoint.stageProgress?.(batchId, this.buildProgress({
       batchId, triggerStartMs, triggerIntervalMs, addBatchMs, numInputRows, numOutputRows: output.length, sources: sourceProgress, watermarkMs,
-      numDeadLetteredRows, cost: this.peekCost(),
+      numDeadLetteredRows, operatorWatermarks: { late, eviction }, cost: this.peekCost(),
     }));
     const nextWatermarkMs = this.tracker.currentWatermarkMs;
     const nextTimerMs = this.operatorsNextTimerMs();
@@ -531,7 +533,7 @@ export class StreamExecution {
     this.nextTimerMs = nextTimerMs;
     this.recordProgress({
       batchId, triggerStartMs, triggerIntervalMs, addBatchMs, numInputRows, numOutputRows: output.length, sources: sourceProgress, watermarkMs,
-      numDeadLetteredRows, cost: this.takeCost(),
+      numDeadLetteredRows, operatorWatermarks: { late, eviction }, cost: this.takeCost(),
     });
     this.currentBatchId = batchId + 1;
     this.previousWatermarkCache = { batchId: batchId + 1, watermarkMs };
@@ -582,7 +584,13 @@ export class StreamExecution {
       durationMs: { addBatch: addBatchMs, triggerExecution: durationMs },
       eventTime,
       batchWatermarkMs: watermarkMs,
-      stateOperators: physical.statefulOperators.map((op) => ({ ...op.lastProgress() })),
+      stateOperators: physical.statefulOperators.map((op) => ({
+        ...op.lastProgress(),
+        ...(physical.watermarkOperators.length > 0 ? {
+          eventTimeWatermarkForLateEvents: formatProgressTimestamp(batch.operatorWatermarks.late.get(op.operatorId) ?? 0),
+          eventTimeWatermarkForEviction: formatProgressTimestamp(batch.operatorWatermarks.eviction.get(op.operatorId) ?? 0),
+        } : {}),
+      })),
       sources,
       sink: { description: this.options.sink.description, numOutputRows },
       numDeadLetteredRows: batch.numDeadLetteredRows,

@@ -11,7 +11,10 @@ export interface SinkBatch {
   readonly schema: readonly StructField[];
   /** The state partition (Kinesis shard) that produced the batch: batch ids count per partition. */
   readonly partitionId: string;
-  /** The watermark (ms) the batch ran with: a repartition hop carries it to the next stage. */
+  /**
+   * The watermark (ms) of the batch's output, which a repartition hop carries to the next stage:
+   * the one the batch ran with, propagated through its operators (a time-interval join delays it).
+   */
   readonly watermarkMs?: number;
 }
 

@@ -25,6 +25,18 @@ describe('SluiceQuery over several source streams', () => {
     expect(JSON.stringify(fn![RUNTIME_ENV.sourceStreams])).toMatch(/\\"orders\\":.*\\"payments\\":/);
   });
 
+  it('join → aggregate: an internal stream per hop (two), each with its mapping to the repartition function', () => {
+    const stack = testStack();
+    const orders = new kinesis.Stream(stack, 'Orders', { shardCount: 2 });
+    const payments = new kinesis.Stream(stack, 'Payments', { shardCount: 2 });
+    const query = new SluiceQuery(stack, 'JoinAgg', { queryModule: fixture('join-then-aggregate.ts'), streams: { orders, payments } });
+    expect(query.laterRepartitionStreams.length).toBe(1);
+    const template = Template.fromStack(stack);
+    // orders, payments and the two internal streams.
+    template.resourceCountIs('AWS::Kinesis::Stream', 4);
+    expect(Object.values(template.findResources('AWS::Lambda::EventSourceMapping'))).toHaveLength(4);
+  });
+
   it('a declared source without a stream fails synth, naming it and the prop to set', () => {
     const stack = testStack();
     const orders = new kinesis.Stream(stack, 'Orders', { shardCount: 1 });

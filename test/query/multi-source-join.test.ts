@@ -10,7 +10,9 @@ import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
 import { MemoryDeadLetterWriter } from '../../lib/sources/dead-letter.js';
 import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
-import { RepartitionSink, type RepartitionChannel, type RepartitionRecordOut, type RepartitionTarget } from '../../lib/sinks/repartition-sink.js';
+import { RepartitionSink } from '../../lib/sinks/repartition-sink.js';
+import { MemoryInternalStream } from '../support/memory-internal-stream.js';
+import { runThroughHop } from '../support/run-through-hops.js';
 import { runShardInvocation } from '../../lib/query/shard-invocation.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import { explainQuery, validateQuery } from '../../lib/query/validate-query.js';
@@ -20,90 +22,6 @@ import { col, count } from '../../lib/plan/functions.js';
 import { interval } from '../../lib/plan/column.js';
 import { streamNameOf } from '../../lib/runtime/runtime-config.js';
 import { canonicalRow, inMemoryJoin, joinEvents, joinQuery, prng, type JoinShape } from '../support/join-queries.js';
-
-class MemoryInternalStream implements RepartitionChannel {
-  readonly records = new Map<string, ShardRecord[]>();
-  private seq = 1n;
-  private n = 0;
-  constructor(private readonly targets: RepartitionTarget[], private readonly duplicateEvery = 0) {
-    for (const t of targets) this.records.set(t.shardId, []);
-  }
-  static withShards(k: number, duplicateEvery = 0): MemoryInternalStream {
-    const span = (2n ** 128n) / BigInt(k);
-    return new MemoryInternalStream(Array.from({ length: k }, (_, i) => ({
-      shardId: `internal-${i}`, startingHashKey: span * BigInt(i), endingHashKey: i === k - 1 ? 2n ** 128n - 1n : span * BigInt(i + 1) - 1n,
-    })), duplicateEvery);
-  }
-  async shards(): Promise<readonly RepartitionTarget[]> { return this.targets; }
-  async put(records: readonly RepartitionRecordOut[]): Promise<void> {
-    for (const r of records) {
-      const hash = BigInt(r.explicitHashKey);
-      const target = this.targets.find((t) => hash >= t.startingHashKey && hash <= t.endingHashKey)!;
-      const copies = this.duplicateEvery > 0 && ++this.n % this.duplicateEvery === 0 ? 2 : 1;
-      for (let c = 0; c < copies; c++) {
-        this.records.get(target.shardId)!.push({
-          sequenceNumber: String(this.seq++), partitionKey: r.partitionKey, dataBase64: Buffer.from(r.data).toString('base64'), approximateArrivalTimestampMs: 0,
-        });
-      }
-    }
-  }
-}
-
-/** Runs a multi-source query through the hop: `shards` per source stream, `stateShards` internal shards. */
-async function runThroughHop(def: MultiSourceQueryDefinition, events: Record<string, readonly object[]>, shards: number, stateShards: number, duplicateEvery = 0): Promise<string[]> {
-  const query = compileQuery(def, { allowRepartition: true });
-  const stateStage = query.requireStateStage();
-  const internal = MemoryInternalStream.withShards(stateShards, duplicateEvery);
-  const rand = prng(shards * 31 + stateShards);
-  const streams = Object.entries(events).map(([name, rows]) => {
-    const stage = query.sourceStageOf(name);
-    const sink = RepartitionSink.forHop(stage.outputHop!, internal, undefined, stage.hopInput);
-    const byShard = Array.from({ length: shards }, () => [] as ShardRecord[]);
-    rows.forEach((e, i) => byShard[Math.floor(rand() * shards)]!.push({
-      sequenceNumber: String(1000 + i), partitionKey: String(rand()), dataBase64: Buffer.from(JSON.stringify(e)).toString('base64'), approximateArrivalTimestampMs: 0,
-    }));
-    const backends = byShard.map(() => ({ checkpoint: new MemoryCheckpoint(), sink, deadLetters: new MemoryDeadLetterWriter() }));
-    return { name, stage, sink, byShard, backends };
-  });
-  const sourcePartitions = async (name?: string): Promise<string[]> => Array.from({ length: shards }, (_, i) => `shard-${i}`).filter(() => name !== undefined);
-  const stage2 = [...internal.records.keys()].map(() => ({
-    checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter(), sourcePartitions,
-  }));
-  const consumed = new Map<string, number>();
-  const runStage2 = async (scheduled = false): Promise<void> => {
-    for (const [i, shardId] of [...internal.records.keys()].entries()) {
-      const records = internal.records.get(shardId)!;
-      const from = consumed.get(shardId) ?? 0;
-      for (let at = from; at < records.length || (scheduled && at === from); at += 3) {
-        const r = await runShardInvocation(query, { shardId, records: records.slice(at, at + 3), stage: stateStage, scheduled }, stage2[i]!);
-        expect(r.error).toBeUndefined();
-        if (at >= records.length) break;
-      }
-      consumed.set(shardId, records.length);
-    }
-  };
-  for (let at = 0; streams.some((s) => s.byShard.some((r) => at < r.length)); at += 5) {
-    for (const s of streams) {
-      for (const [i, records] of s.byShard.entries()) {
-        if (at >= records.length) continue;
-        const r = await runShardInvocation(query, { shardId: `shard-${i}`, records: records.slice(at, at + 5), stage: s.stage }, s.backends[i]!);
-        expect(r.error).toBeUndefined();
-      }
-    }
-    await runStage2();
-  }
-  // The sources go quiet: each shard is confirmed idle, then a scheduled tick closes what it can.
-  for (const s of streams) {
-    for (const [i] of s.byShard.entries()) {
-      const last = await s.backends[i]!.checkpoint.commitLog.getLatest();
-      await s.sink.broadcastIdle(s.stage.partitionId(`shard-${i}`), last?.[0] ?? 0);
-    }
-  }
-  await runStage2();
-  await runStage2(true);
-  return stage2.flatMap((b) => b.sink.allRows())
-    .map((r) => canonicalRow(toExternalRow(r, query.schema as never) as Record<string, unknown>)).sort();
-}
 
 describe('joins of two streams through the hop (memory backends)', () => {
   const events = joinEvents(240, 7);

@@ -327,7 +327,7 @@ describe('repartition stage (memory backends)', () => {
   it('explain shows every stage and hop of a chained query', () => {
     const text = explainQuery(queries.windowedCountThenHourly(), { allowRepartition: true });
     expect(text).toMatch(/Stage 2 \(each shard of internal stream 1 = a state partition\): Aggregate by \[window, user_id\], rows routed by nothing \(every row to one partition\) to internal stream 2/);
-    expect(text).toMatch(/---- repartition boundary 2: .*stage 2's watermark travels with its rows/);
+    expect(text).toMatch(/---- repartition boundary 2: .*stage 2's output watermark travels with its rows/);
     expect(text).toMatch(/Stage 3 .*: Aggregate by \[window\], output mode append, sink dynamodb/);
   });
 
