@@ -1,7 +1,7 @@
 /** PySpark-style function builders: `import { col, window, count } from 'sluice'`. */
 import { Column, toColumn, toExpr, literalExpr, type ColumnLike, type ColumnOrValue, type LiteralValue } from './column.js';
 import type { AggregateFunctionName, Expr } from './expressions.js';
-import { durationToMicros } from './intervals.js';
+import { sessionWindowExpr, timeWindowExpr } from './window-expressions.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 
 export const col = (name: string): Column => toColumn(name);
@@ -88,34 +88,10 @@ export function window(
   slideDuration?: string | number,
   startTime?: string | number,
 ): Column {
-  const windowMicros = durationToMicros(windowDuration, 'duration');
-  const slideMicros = slideDuration === undefined ? windowMicros : durationToMicros(slideDuration, 'slide duration');
-  const startMicros = startTime === undefined ? 0 : durationToMicros(startTime, 'start time');
-  if (windowMicros <= 0) {
-    throw new IllegalArgumentError(`The window duration (${windowDuration}) must be greater than 0.`, { code: 'WINDOW_DURATION' });
-  }
-  if (slideMicros <= 0) {
-    throw new IllegalArgumentError(`The slide duration (${slideDuration}) must be greater than 0.`, { code: 'WINDOW_SLIDE' });
-  }
-  if (slideMicros > windowMicros) {
-    throw new IllegalArgumentError(
-      `The slide duration (${slideDuration}) must be less than or equal to the windowDuration (${windowDuration}).`,
-      { code: 'WINDOW_SLIDE' },
-    );
-  }
-  if (Math.abs(startMicros) >= slideMicros) {
-    throw new IllegalArgumentError(
-      `The absolute value of start time (${startTime}) must be less than the slideDuration (${slideDuration ?? windowDuration}).`,
-      { code: 'WINDOW_START' },
-    );
-  }
-  return new Column({ kind: 'timeWindow', timeColumn: toColumn(timeColumn).expr, windowMicros, slideMicros, startMicros });
+  return new Column(timeWindowExpr(toColumn(timeColumn).expr, windowDuration, slideDuration, startTime));
 }
 
 /** Session windows: a session closes after `gap` without events (a duration, or a per-row Column). */
 export function session_window(timeColumn: ColumnLike, gap: string | Column): Column {
-  const gapExpr: Expr = typeof gap === 'string'
-    ? { kind: 'literal', value: durationToMicros(gap, 'gap'), type: 'interval' }
-    : gap.expr;
-  return new Column({ kind: 'sessionWindow', timeColumn: toColumn(timeColumn).expr, gap: gapExpr });
+  return new Column(sessionWindowExpr(toColumn(timeColumn).expr, typeof gap === 'string' ? gap : gap.expr));
 }
