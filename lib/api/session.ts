@@ -5,6 +5,7 @@ import { MemoryStream } from '../sources/memory-stream.js';
 import { JsonMemoryStream, type JsonMemoryStreamOptions } from '../sources/json-memory-stream.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { DataFrame } from './data-frame.js';
+import { runSql } from './sql-query.js';
 
 export { toSchema, type SchemaLike } from './schema.js';
 
@@ -14,6 +15,8 @@ export { toSchema, type SchemaLike } from './schema.js';
  */
 export class SluiceSession {
   readonly conf: Map<string, string>;
+  /** Temp views by lower-cased name (DataFrame.createOrReplaceTempView). */
+  readonly tempViews = new Map<string, DataFrame>();
 
   constructor(conf: Record<string, string> = {}) {
     this.conf = new Map(Object.entries(conf));
@@ -46,6 +49,24 @@ export class SluiceSession {
   jsonMemoryStream(schema: SchemaLike, options: JsonMemoryStreamOptions = {}): { stream: JsonMemoryStream; df: DataFrame } {
     const stream = new JsonMemoryStream(toSchema(schema), options);
     return { stream, df: this.readStream(stream) };
+  }
+
+  /**
+   * Runs a SELECT over temp views: `sql('SELECT user, count(*) AS n FROM events GROUP BY user')`.
+   * The result is a DataFrame like any other (streaming when a view is); see docs/sql.md.
+   */
+  sql(query: string): DataFrame {
+    return runSql(query, this.tempViews);
+  }
+
+  /** The temp view registered under `name` (Spark's `spark.table`). */
+  table(name: string): DataFrame {
+    return runSql(`SELECT * FROM ${name.split('.').map((p) => `\`${p.replace(/`/g, '``')}\``).join('.')}`, this.tempViews);
+  }
+
+  /** Drops a temp view; true if it existed (Spark's `spark.catalog.dropTempView`). */
+  dropTempView(name: string): boolean {
+    return this.tempViews.delete(name.toLowerCase());
   }
 
   /** A static (batch) DataFrame; rows are positional arrays in schema order. */

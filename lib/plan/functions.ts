@@ -2,12 +2,14 @@
 import { Column, toColumn, toExpr, literalExpr, type ColumnLike, type ColumnOrValue, type LiteralValue } from './column.js';
 import type { AggregateFunctionName, Expr } from './expressions.js';
 import { sessionWindowExpr, timeWindowExpr } from './window-expressions.js';
+import { parseExpression } from '../sql/index.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 
 export const col = (name: string): Column => toColumn(name);
 export const column = col;
 export const lit = (value: LiteralValue): Column => new Column(literalExpr(value));
-export const expr = (e: Expr): Column => new Column(e);
+/** An expression: SQL text (`expr('amount * 2 AS x')`, as in Spark) or an expression tree. */
+export const expr = (e: Expr | string): Column => new Column(typeof e === 'string' ? parseExpression(e) : e);
 /** Spark's try_divide: `/` that gives NULL for a zero divisor instead of DIVIDE_BY_ZERO. */
 export const try_divide = (left: ColumnOrValue, right: ColumnOrValue): Column => fn('try_divide', left, right);
 /** Spark's try_mod: `%` that gives NULL for a zero divisor instead of DIVIDE_BY_ZERO. */
