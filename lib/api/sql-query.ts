@@ -31,7 +31,9 @@ function planSelect(q: SelectStatement, views: TempViews): DataFrame {
     if (q.having) df = df.filter(new Column(q.having));
     df = df.select(...q.items.map((e) => new Column(e)));
   }
-  if (q.distinct) df = df.dropDuplicates();
+  // Spark plans DISTINCT as an aggregation on every column (not dropDuplicates): on a stream it
+  // keeps state per distinct row and follows the aggregation rules of the output modes.
+  if (q.distinct) df = df.groupBy(...df.plan.output.map((a) => new Column(ref(a)))).agg();
   if (q.orderBy.length > 0) df = df.orderBy(...q.orderBy.map((o) => ordinalSort(o, df.columns)));
   return df;
 }

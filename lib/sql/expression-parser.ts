@@ -99,6 +99,11 @@ export class ExpressionParser {
     return this.tokens[this.pos++]!.text;
   }
 
+  /** After a dot any word names a field or column, reserved or not (`w.end`). */
+  private isFieldName(t: Token): boolean {
+    return t.kind === 'quotedIdent' || (t.kind === 'ident' && !/^\d/.test(t.text));
+  }
+
   // --- named expressions -----------------------------------------------------------------------
 
   /** `expr [AS] alias`, or `*` / `t.*`. */
@@ -228,9 +233,9 @@ export class ExpressionParser {
 
   private postfix(e: Expr): Expr {
     for (;;) {
-      if (this.isOp('.') && this.isName(this.peek())) {
+      if (this.isOp('.') && this.isFieldName(this.peek())) {
         this.pos++;
-        const field = this.name();
+        const field = this.tokens[this.pos++]!.text;
         e = e.kind === 'column' ? { kind: 'column', name: `${e.name}.${field}` } : call('get_field', e, { kind: 'literal', value: field, type: 'string' });
       } else if (this.acceptOp('::')) {
         e = { kind: 'cast', child: e, to: this.dataType() };
@@ -436,9 +441,9 @@ export class ExpressionParser {
         this.pos += 2;
         return { kind: 'star', qualifier: parts.join('.') };
       }
-      if (!this.isName(this.peek())) break;
+      if (!this.isFieldName(this.peek())) break;
       this.pos++;
-      parts.push(this.name());
+      parts.push(this.tokens[this.pos++]!.text);
     }
     return { kind: 'column', name: parts.join('.') };
   }
