@@ -28,7 +28,9 @@ function planSelect(q: SelectStatement, views: TempViews): DataFrame {
   if (aggregating) {
     df = planAggregate(df, q);
   } else {
-    if (q.having) df = df.filter(new Column(q.having));
+    if (q.having) {
+      throw sqlAnalysisError('MISSING_GROUP_BY', 'The query does not include a GROUP BY clause. Add GROUP BY or turn it into the window functions using OVER clauses.', '42803');
+    }
     df = df.select(...q.items.map((e) => new Column(e)));
   }
   // Spark plans DISTINCT as an aggregation on every column (not dropDuplicates): on a stream it

@@ -220,11 +220,9 @@ export class ExpressionParser {
 
   private unary = (): Expr => {
     if (this.acceptOp('-')) {
-      const operand = this.unary();
-      // `-5` is the literal -5 (Spark's `number` rule), so -2147483648 stays an int.
-      if (operand.kind === 'literal' && typeof operand.value === 'number') return this.numberLiteral(-operand.value, operand.type);
-      if (operand.kind === 'literal' && typeof operand.value === 'bigint') return this.numberLiteral(-operand.value, operand.type);
-      return call('-', operand);
+      // `-5` is the literal -5 (Spark's `number` rule), so -2147483648 is an int.
+      if (this.token.kind === 'number' && !this.isOp('::', this.peek())) return this.number(this.tokens[this.pos++]!, true);
+      return call('-', this.unary());
     }
     if (this.acceptOp('+')) return this.unary();
     if (this.acceptOp('~')) return call('~', this.unary());
@@ -320,17 +318,17 @@ export class ExpressionParser {
     return text;
   }
 
-  private number(t: Token): Expr {
+  private number(t: Token, negative = false): Expr {
     const text = t.text.toUpperCase();
     const suffix = /(BD|[LSYDF])$/.exec(text)?.[1];
     const digits = suffix ? text.slice(0, -suffix.length) : text;
     if (suffix === 'D' || suffix === 'F' || /[.E]/.test(digits) || suffix === 'BD') {
       // Spark types 1.5 and 2BD as decimal; Sluice has no decimal yet, so they are doubles.
-      return { kind: 'literal', value: Number(digits), type: 'double' };
+      return { kind: 'literal', value: (negative ? -1 : 1) * Number(digits), type: 'double' };
     }
-    const value = BigInt(digits);
+    const value = negative ? -BigInt(digits) : BigInt(digits);
     if (suffix === 'L') return this.numberLiteral(value, 'long');
-    return this.numberLiteral(value, value <= 2147483647n ? 'int' : 'long');
+    return this.numberLiteral(value, value <= 2147483647n && value >= -2147483648n ? 'int' : 'long');
   }
 
   /** An int or long literal in Sluice's value form (a long beyond 2^53 is a bigint). */
@@ -503,8 +501,8 @@ export class ExpressionParser {
 function duration(fn: string, e: Expr): string | number {
   if (e.kind === 'literal' && e.type === 'string') return String(e.value);
   if (e.kind === 'literal' && e.type === 'interval') return Number(e.value);
-  throw new AnalysisError(`[DATATYPE_MISMATCH.NON_FOLDABLE_INPUT] The durations of ${fn}() must be constant strings such as '5 minutes'.`, {
-    code: 'DATATYPE_MISMATCH', errorClass: 'DATATYPE_MISMATCH.NON_FOLDABLE_INPUT',
+  throw new AnalysisError(`The duration and time inputs to ${fn} must be an integer, long or string literal.`, {
+    code: 'NON_FOLDABLE_INPUT', hint: "write the duration as a literal, e.g. '5 minutes' or INTERVAL 5 MINUTES.",
   });
 }
 
