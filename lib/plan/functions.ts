@@ -1,7 +1,8 @@
 /** PySpark-style function builders: `import { col, window, count } from 'sluice'`. */
 import { Column, toColumn, toExpr, literalExpr, type ColumnLike, type ColumnOrValue, type LiteralValue } from './column.js';
 import type { AggregateFunctionName, Expr } from './expressions.js';
-import { sessionWindowExpr, timeWindowExpr } from './window-expressions.js';
+import { durationToMicros } from './intervals.js';
+import { timeWindowExpr } from './window-expressions.js';
 import { parseExpression } from '../sql/index.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 
@@ -95,5 +96,8 @@ export function window(
 
 /** Session windows: a session closes after `gap` without events (a duration, or a per-row Column). */
 export function session_window(timeColumn: ColumnLike, gap: string | Column): Column {
-  return new Column(sessionWindowExpr(toColumn(timeColumn).expr, typeof gap === 'string' ? gap : gap.expr));
+  const gapExpr: Expr = typeof gap === 'string'
+    ? { kind: 'literal', value: durationToMicros(gap, 'gap'), type: 'interval' }
+    : gap.expr;
+  return new Column({ kind: 'sessionWindow', timeColumn: toColumn(timeColumn).expr, gap: gapExpr });
 }
