@@ -84,7 +84,7 @@ function planAggregate(input: DataFrame, q: SelectStatement): DataFrame {
       if (e.args.some(containsAggregate)) {
         throw sqlAnalysisError('NESTED_AGGREGATE_FUNCTION', 'It is not allowed to use an aggregate function in the argument of another aggregate function. Please use the inner aggregate function in a sub-query.', '42607');
       }
-      aggregates.set(keyOf(e), e);
+      if (!aggregates.has(keyOf(e))) aggregates.set(keyOf(e), e);
       return;
     }
     children(e).forEach(collect);
@@ -92,10 +92,20 @@ function planAggregate(input: DataFrame, q: SelectStatement): DataFrame {
   q.items.forEach(collect);
   if (q.having) collect(q.having);
   const aggList = [...aggregates.values()];
-  const grouped = input.groupBy(...keys.map((k) => new Column(k))).agg(...aggList.map((a) => new Column(a)));
+  // Keys and aggregates take the name the select list gives them, so a plain `SELECT keys, aggs`
+  // projects the aggregation's own attributes (the sink finds its key columns by identity).
+  const selectName = (e: Expr): string | null => {
+    const item = q.items.find((it) => it.kind === 'alias' && keyOf(it.child) === keyOf(e));
+    return item && item.kind === 'alias' ? item.name : null;
+  };
+  const named = (e: Expr): Column => {
+    const name = selectName(e);
+    return name === null ? new Column(e) : new Column(e).alias(name);
+  };
+  const grouped = input.groupBy(...keys.map(named)).agg(...aggList.map(named));
   const out = grouped.plan.output;
   const refs = new Map<string, Expr>();
-  keys.forEach((k, i) => refs.set(keyOf(k), ref(out[i]!)));
+  keys.forEach((k, i) => { if (!refs.has(keyOf(k))) refs.set(keyOf(k), ref(out[i]!)); });
   aggList.forEach((a, i) => refs.set(keyOf(a), ref(out[keys.length + i]!)));
   // A column grouped by one name may be selected by another (`e.user` for `user`).
   const keyIds = new Map<number, Expr>();
@@ -126,11 +136,17 @@ function planAggregate(input: DataFrame, q: SelectStatement): DataFrame {
     };
     df = df.filter(new Column(rewrite(viaAliases(q.having))));
   }
+  const byId = new Map(out.map((a) => [`#${a.id}`, a]));
   const projected = q.items.map((item) => {
     const name = item.kind === 'alias' ? item.name : defaultName(item);
-    return new Column(rewrite(item.kind === 'alias' ? item.child : item)).alias(name);
+    const e = rewrite(item.kind === 'alias' ? item.child : item);
+    // The aggregation's attribute itself where its name is already the one selected.
+    if (e.kind === 'column' && byId.get(e.name)?.name === name) return new Column(e);
+    return new Column(e).alias(name);
   });
-  return df.select(...projected);
+  const identity = !q.having && projected.length === out.length
+    && projected.every((c, i) => c.expr.kind === 'column' && c.expr.name === `#${out[i]!.id}`);
+  return identity ? df : df.select(...projected);
 }
 
 /** GROUP BY 1 (a select item's position) and GROUP BY alias, as Spark allows by default. */
