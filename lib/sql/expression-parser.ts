@@ -455,6 +455,10 @@ export class ExpressionParser {
       do args.push(this.expression()); while (this.acceptOp(','));
     }
     this.expectOp(')');
+    const ignoreNulls = this.acceptKeyword('IGNORE', 'NULLS');
+    if (!ignoreNulls) this.acceptKeyword('RESPECT', 'NULLS');
+    if (ignoreNulls && fn !== 'first' && fn !== 'last') throw this.error(this.peek(-2));
+    if (ignoreNulls) args.push(bool(true));
     if (this.isKeyword('OVER')) throw unsupportedSql('window functions (OVER)', 'use DataFrame.withWindowFunction on a static DataFrame.');
     if (this.isKeyword('FILTER') && this.isOp('(', this.peek())) throw unsupportedSql('aggregate FILTER (WHERE ...)', 'aggregate a CASE WHEN expression instead.');
     const star = args.findIndex((a) => a.kind === 'star' && !a.qualifier);

@@ -42,6 +42,10 @@ const JOIN_TYPES: readonly (readonly [readonly string[], JoinType])[] = [
 
 export class StatementParser extends ExpressionParser {
   statement(): SelectStatement {
+    const first = this.token.kind === 'ident' ? this.token.text.toUpperCase() : '';
+    if (['WITH', 'CREATE', 'INSERT', 'UPDATE', 'DELETE', 'MERGE', 'DROP', 'ALTER', 'VALUES', 'TABLE', 'FROM', 'EXPLAIN', 'SET', 'SHOW', 'DESCRIBE'].includes(first)) {
+      throw unsupportedSql(`${first} statements`, 'session.sql() runs one SELECT over temp views; build other steps with the DataFrame API.');
+    }
     const query = this.select();
     this.end();
     return query;

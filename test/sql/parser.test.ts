@@ -137,6 +137,8 @@ describe('functions', () => {
     expect(p('count(DISTINCT a, b)')).toBe('agg:count(DISTINCT a, b)');
     expect(p('sum(amount * 2)')).toBe('agg:sum(*(amount, 2:int))');
     expect(p('first(x, true)')).toBe('agg:first(x IGNORE NULLS)');
+    expect(p('last(x) IGNORE NULLS')).toBe('agg:last(x IGNORE NULLS)');
+    expect(p('last(x) RESPECT NULLS')).toBe('agg:last(x)');
     expect(p('max(a) - min(a)')).toBe('-(agg:max(a), agg:min(a))');
   });
 
@@ -207,6 +209,7 @@ describe("Spark's syntax errors", () => {
     expect(errorOf(() => parseExpression('row_number() OVER (ORDER BY a)')).message).toContain('window functions (OVER)');
     expect(errorOf(() => parseExpression('a IN (SELECT b FROM t)')).message).toContain('IN (subquery)');
     expect(errorOf(() => parseStatement('SELECT a FROM t UNION SELECT a FROM u')).message).toContain('UNION');
+    expect(errorOf(() => parseStatement('WITH x AS (SELECT 1) SELECT * FROM x')).message).toContain('WITH statements');
   });
 });
 
