@@ -9,21 +9,11 @@ import { parseDataType, type DataType } from '../plan/data-types.js';
 import { AGGREGATE_FUNCTIONS, type AggregateFunctionName, type Expr } from '../plan/expressions.js';
 import { interval } from '../plan/column.js';
 import { parseTimestamp } from '../core/timestamps.js';
-import { sessionWindowExpr, timeWindowExpr } from '../plan/window-expressions.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import type { Token } from './lexer.js';
-import { syntaxError, unsupportedSql } from './sql-errors.js';
-
-/**
- * Words that end an expression or a clause; they are not taken as implicit aliases or bare column
- * names (Spark's non-ANSI mode allows more of them as names; backquote them here).
- */
-const RESERVED = new Set([
-  'SELECT', 'FROM', 'WHERE', 'GROUP', 'BY', 'HAVING', 'ORDER', 'LIMIT', 'AS', 'AND', 'OR', 'NOT', 'IS',
-  'NULL', 'BETWEEN', 'IN', 'LIKE', 'ILIKE', 'RLIKE', 'REGEXP', 'CASE', 'WHEN', 'THEN', 'ELSE', 'END',
-  'JOIN', 'ON', 'USING', 'INNER', 'LEFT', 'RIGHT', 'FULL', 'OUTER', 'SEMI', 'ANTI', 'CROSS', 'TRUE',
-  'FALSE', 'DISTINCT', 'ALL', 'UNION', 'EXCEPT', 'INTERSECT', 'DIV', 'ESCAPE', 'OVER', 'SORT', 'CLUSTER', 'DISTRIBUTE', 'NATURAL',
-]);
+import { unsupportedSql } from './sql-errors.js';
+import { RESERVED, TokenCursor } from './token-cursor.js';
+import { aggregateCall, sessionWindowCall, windowCall } from './function-calls.js';
 
 const COMPARISON: Record<string, string> = { '=': '=', '==': '=', '<>': '!=', '!=': '!=', '<': '<', '<=': '<=', '>': '>', '>=': '>=', '<=>': '<=>' };
 
@@ -33,77 +23,7 @@ const call = (fn: string, ...args: Expr[]): Expr => ({ kind: 'call', fn, args })
 const not = (e: Expr): Expr => call('not', e);
 const bool = (value: boolean): Expr => ({ kind: 'literal', value, type: 'boolean' });
 
-export class ExpressionParser {
-  protected pos = 0;
-
-  constructor(protected readonly sql: string, protected readonly tokens: readonly Token[]) {}
-
-  // --- token helpers ---------------------------------------------------------------------------
-
-  protected get token(): Token {
-    return this.tokens[this.pos]!;
-  }
-
-  protected peek(offset = 1): Token {
-    return this.tokens[Math.min(this.pos + offset, this.tokens.length - 1)]!;
-  }
-
-  protected isKeyword(word: string, t: Token = this.token): boolean {
-    return t.kind === 'ident' && t.text.toUpperCase() === word;
-  }
-
-  protected acceptKeyword(...words: string[]): boolean {
-    if (words.every((w, i) => this.isKeyword(w, this.peek(i)))) {
-      this.pos += words.length;
-      return true;
-    }
-    return false;
-  }
-
-  protected expectKeyword(word: string): void {
-    if (!this.acceptKeyword(word)) throw this.error();
-  }
-
-  protected isOp(op: string, t: Token = this.token): boolean {
-    return t.kind === 'op' && t.text === op;
-  }
-
-  protected acceptOp(op: string): boolean {
-    if (!this.isOp(op)) return false;
-    this.pos++;
-    return true;
-  }
-
-  protected expectOp(op: string): void {
-    if (!this.acceptOp(op)) throw this.error();
-  }
-
-  /** Spark's message for the token where parsing stopped. */
-  protected error(t: Token = this.token): AnalysisError {
-    if (t.kind === 'eof') return syntaxError(this.sql, t.start, 'at or near end of input');
-    return syntaxError(this.sql, t.start, `at or near '${this.sql.slice(t.start, t.end)}'`);
-  }
-
-  end(): void {
-    this.acceptOp(';');
-    if (this.token.kind !== 'eof') throw this.error();
-  }
-
-  /** An identifier usable as a name: backquoted, or a plain word that is not reserved. */
-  protected isName(t: Token = this.token): boolean {
-    return t.kind === 'quotedIdent' || (t.kind === 'ident' && !RESERVED.has(t.text.toUpperCase()) && !/^\d/.test(t.text));
-  }
-
-  protected name(): string {
-    if (!this.isName()) throw this.error();
-    return this.tokens[this.pos++]!.text;
-  }
-
-  /** After a dot any word names a field or column, reserved or not (`w.end`). */
-  private isFieldName(t: Token): boolean {
-    return t.kind === 'quotedIdent' || (t.kind === 'ident' && !/^\d/.test(t.text));
-  }
-
+export class ExpressionParser extends TokenCursor {
   // --- named expressions -----------------------------------------------------------------------
 
   /** `expr [AS] alias`, or `*` / `t.*`. */
@@ -462,57 +382,14 @@ export class ExpressionParser {
     if (this.isKeyword('OVER')) throw unsupportedSql('window functions (OVER)', 'use DataFrame.withWindowFunction on a static DataFrame.');
     if (this.isKeyword('FILTER') && this.isOp('(', this.peek())) throw unsupportedSql('aggregate FILTER (WHERE ...)', 'aggregate a CASE WHEN expression instead.');
     const star = args.findIndex((a) => a.kind === 'star' && !a.qualifier);
-    if ((AGGREGATE_FUNCTIONS as readonly string[]).includes(fn)) return this.aggregate(fn as AggregateFunctionName, args, distinct, star);
+    if ((AGGREGATE_FUNCTIONS as readonly string[]).includes(fn)) {
+      if (star >= 0 && (fn !== 'count' || args.length !== 1)) throw this.error(this.peek(-1));
+      return aggregateCall(fn as AggregateFunctionName, star >= 0 ? [] : args, distinct);
+    }
     if (star >= 0) throw this.error(at);
     if (distinct) throw unsupportedSql(`DISTINCT in ${fn}()`, 'DISTINCT applies to aggregate functions only.');
-    if (fn === 'window') return this.windowCall(args, at);
-    if (fn === 'session_window') return this.sessionWindowCall(args, at);
+    if (fn === 'window') return windowCall(args, at);
+    if (fn === 'session_window') return sessionWindowCall(args, at);
     return call(fn, ...args);
   }
-
-  private aggregate(fn: AggregateFunctionName, args: Expr[], distinct: boolean, star: number): Expr {
-    if (star >= 0) {
-      if (fn !== 'count' || args.length !== 1) throw this.error(this.peek(-1));
-      return { kind: 'aggregate', fn, args: [], distinct, ignoreNulls: false };
-    }
-    if ((fn === 'first' || fn === 'last') && args.length === 2) {
-      const flag = args[1]!;
-      if (flag.kind !== 'literal' || typeof flag.value !== 'boolean') {
-        throw new AnalysisError(`[DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE] The second argument of ${fn}() must be a boolean literal (ignoreNulls).`, {
-          code: 'DATATYPE_MISMATCH', errorClass: 'DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE',
-        });
-      }
-      return { kind: 'aggregate', fn, args: [args[0]!], distinct, ignoreNulls: flag.value };
-    }
-    return { kind: 'aggregate', fn, args, distinct, ignoreNulls: false };
-  }
-
-  private windowCall(args: Expr[], at: Token): Expr {
-    if (args.length < 2 || args.length > 4) throw wrongArgs('window', args.length, '[2, 3, 4]', at);
-    const [time, ...durations] = args as [Expr, ...Expr[]];
-    const [size, slide, start] = durations.map((d) => duration('window', d));
-    return timeWindowExpr(time, size!, slide, start);
-  }
-
-  private sessionWindowCall(args: Expr[], at: Token): Expr {
-    if (args.length !== 2) throw wrongArgs('session_window', args.length, '2', at);
-    const gap = args[1]!;
-    return sessionWindowExpr(args[0]!, gap.kind === 'literal' && gap.type === 'string' ? String(gap.value) : gap);
-  }
-}
-
-/** A window length: a string ('5 minutes') or an INTERVAL literal (microseconds). */
-function duration(fn: string, e: Expr): string | number {
-  if (e.kind === 'literal' && e.type === 'string') return String(e.value);
-  if (e.kind === 'literal' && e.type === 'interval') return Number(e.value);
-  throw new AnalysisError(`The duration and time inputs to ${fn} must be an integer, long or string literal.`, {
-    code: 'NON_FOLDABLE_INPUT', hint: "write the duration as a literal, e.g. '5 minutes' or INTERVAL 5 MINUTES.",
-  });
-}
-
-function wrongArgs(fn: string, given: number, expected: string, at: Token): AnalysisError {
-  return new AnalysisError(
-    `[WRONG_NUM_ARGS.WITHOUT_SUGGESTION] The \`${fn}\` requires ${expected} parameters but the actual number is ${given}.`,
-    { code: 'WRONG_NUM_ARGS', errorClass: 'WRONG_NUM_ARGS.WITHOUT_SUGGESTION', context: { position: at.start } },
-  );
 }
