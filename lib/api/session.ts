@@ -1,3 +1,4 @@
+import { runSql } from './sql-query.js';
 import type { StructField } from '../plan/data-types.js';
 import { toSchema, type SchemaLike } from './schema.js';
 import { newAttribute } from '../plan/attribute.js';
@@ -5,7 +6,6 @@ import { MemoryStream } from '../sources/memory-stream.js';
 import { JsonMemoryStream, type JsonMemoryStreamOptions } from '../sources/json-memory-stream.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { DataFrame } from './data-frame.js';
-import { runSql } from './sql-query.js';
 
 export { toSchema, type SchemaLike } from './schema.js';
 
@@ -15,8 +15,6 @@ export { toSchema, type SchemaLike } from './schema.js';
  */
 export class SluiceSession {
   readonly conf: Map<string, string>;
-  /** Temp views by lower-cased name (DataFrame.createOrReplaceTempView). */
-  readonly tempViews = new Map<string, DataFrame>();
 
   constructor(conf: Record<string, string> = {}) {
     this.conf = new Map(Object.entries(conf));
@@ -50,6 +48,9 @@ export class SluiceSession {
     const stream = new JsonMemoryStream(toSchema(schema), options);
     return { stream, df: this.readStream(stream) };
   }
+
+  /** Temp views by lower-cased name (DataFrame.createOrReplaceTempView). */
+  readonly tempViews = new Map<string, DataFrame>();
 
   /**
    * Runs a SELECT over temp views: `sql('SELECT user, count(*) AS n FROM events GROUP BY user')`.
