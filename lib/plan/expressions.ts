@@ -181,6 +181,8 @@ export function defaultName(e: Expr): string {
   }
 }
 
+const bare = (e: Expr): string => (e.kind === 'literal' && typeof e.value === 'string' ? e.value : describe(e));
+
 /** Spark's names for the predicates and unary operators SQL text and Column methods produce. */
 function operatorName(e: Call): string | null {
   const [a, b] = e.args.map(describe);
@@ -191,6 +193,9 @@ function operatorName(e: Call): string | null {
     case '-/1': return `(- ${a})`;
     case '!=': return `(NOT (${a} = ${b}))`;
     case 'in': return `(${a} IN (${e.args.slice(1).map(describe).join(', ')}))`;
+    // Spark prints a pattern literal bare in these names: `user LIKE a%`, `RLIKE(user, ^a)`.
+    case 'like': return e.args.length === 2 ? `${a} LIKE ${bare(e.args[1]!)}` : null;
+    case 'rlike': return `RLIKE(${a}, ${bare(e.args[1]!)})`;
     default: return null;
   }
 }

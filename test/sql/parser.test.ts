@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseExpression, parseStatement } from '../../lib/sql/index.js';
-import type { Expr } from '../../lib/plan/expressions.js';
+import { defaultName, type Expr } from '../../lib/plan/expressions.js';
 
 /** A compact rendering of the tree: calls as fn(args), columns bare, literals as value:type. */
 function tree(e: Expr): string {
@@ -120,6 +120,25 @@ describe('literals and names', () => {
     expect(p('amount * 2 AS x')).toBe('*(amount, 2:int) AS x');
     expect(p('amount x')).toBe('amount AS x');
     expect(p('amount AS `my x`')).toBe('amount AS my x');
+  });
+});
+
+describe("unaliased expressions take Spark's names", () => {
+  it.each([
+    ['amount * 2', '(amount * 2)'],
+    ['-amount', '(- amount)'],
+    ['NOT a', '(NOT a)'],
+    ['a IS NULL', '(a IS NULL)'],
+    ['a IS NOT NULL', '(a IS NOT NULL)'],
+    ['a <> 1', '(NOT (a = 1))'],
+    ['a IN (1, 2)', '(a IN (1, 2))'],
+    ['a <=> 1', '(a <=> 1)'],
+    ["user LIKE 'a%'", 'user LIKE a%'],
+    ["user RLIKE '^a'", 'RLIKE(user, ^a)'],
+    ['count(*)', 'count(1)'],
+    ['window(ts, "5 minutes")', 'window'],
+  ])('%s', (sql, name) => {
+    expect(defaultName(parseExpression(sql))).toBe(name);
   });
 });
 
