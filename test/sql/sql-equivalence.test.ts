@@ -114,6 +114,17 @@ describe('SQL text and the DataFrame API give the same rows', () => {
     );
   });
 
+  it('session.sql: SELECT DISTINCT is an aggregation on every column, update mode', async () => {
+    await expectSame(
+      (_, df) => df.filter(col('user').isNotNull()).select(col('user')).groupBy(col('user')).agg(),
+      (session, df) => {
+        df.createOrReplaceTempView('events');
+        return session.sql('SELECT DISTINCT user FROM events WHERE user IS NOT NULL');
+      },
+      'update',
+    );
+  });
+
   it('session.sql: a stream-stream inner join with a time range', async () => {
     await expectSame(
       (_, df) => {
