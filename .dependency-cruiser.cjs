@@ -7,7 +7,8 @@
  */
 const LAYERS = [
   ['errors', 'core'],
-  ['plan'],
+  // sql parses text into plan expressions; plan's expr() parses text: one layer.
+  ['plan', 'sql'],
   ['analysis'],
   ['execution', 'state'],
   ['sources', 'sinks', 'checkpoint'],

@@ -77,9 +77,12 @@ export const errors = {
     OUTPUT_MODE_CLASS,
   ),
   sessionWindowInUpdateMode: () => refusal(
-    'Update output mode not supported for session window on streaming DataFrames/DataSets',
+    '[STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION] Invalid streaming output mode: update. This output mode is not supported for ' +
+      'session window streaming aggregations on streaming DataFrames/DataSets. (Spark 3.x: Update output mode not supported ' +
+      'for session window on streaming DataFrames/DataSets)',
     'SESSION_WINDOW_UPDATE_MODE',
     'use append mode (a session is emitted once, when the watermark passes its end) or complete mode.',
+    OUTPUT_MODE_CLASS,
   ),
   distinctAggregation: () => refusal(
     'Distinct aggregations are not supported on streaming DataFrames/Datasets. Consider using approx_count_distinct() instead.',

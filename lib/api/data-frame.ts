@@ -12,6 +12,7 @@ import { errors as unsupportedErrors, nodeExpressions, SAMPLE_MARKER } from '../
 import { AnalysisError, IllegalArgumentError } from '../errors/sluice-error.js';
 import type { SourceRegistry } from '../sources/source.js';
 import { runBatchQuery } from '../runtime/batch-runner.js';
+import { parseExpression } from '../sql/index.js';
 import { DataStreamWriter } from './data-stream-writer.js';
 import { KeyValueGroupedDataFrame } from './key-value-grouped.js';
 
@@ -21,6 +22,8 @@ import { KeyValueGroupedDataFrame } from './key-value-grouped.js';
  */
 export interface SessionConf {
   readonly conf: ReadonlyMap<string, string>;
+  /** Temp views by lower-cased name, for `session.sql` (createOrReplaceTempView). */
+  readonly tempViews?: Map<string, DataFrame>;
 }
 
 /** The sources of both sides of a join or union; one id must mean one source within a query. */
@@ -160,12 +163,23 @@ export class DataFrame {
     return this.with({ kind: 'Project', child: this.plan, exprs, output: projectOutput(exprs, this.plan.output) });
   }
 
+  /** As in PySpark, the value is a Column: wrap SQL text in `expr('...')`. */
   withColumn(name: string, c: Column): DataFrame {
+    if (!(c instanceof Column)) {
+      throw new IllegalArgumentError(`[NOT_COLUMN] Argument \`col\` should be a Column, got ${typeof c}.`, {
+        code: 'NOT_COLUMN', errorClass: 'NOT_COLUMN', hint: `for SQL text use withColumn(name, expr(${JSON.stringify(String(c))})).`,
+      });
+    }
     const existing = this.plan.output.findIndex((a) => a.name.toLowerCase() === name.toLowerCase());
     const named = c.alias(name);
     const cols: ColumnLike[] = this.plan.output.map((a, i) => (i === existing ? named : new Column({ kind: 'column', name: a.qualifier ? `${a.qualifier}.${a.name}` : a.name })));
     if (existing < 0) cols.push(named);
     return this.selectAttributes(cols);
+  }
+
+  /** select() with SQL expression strings: `selectExpr('amount * 2 AS x', 'user')`. */
+  selectExpr(...exprs: string[]): DataFrame {
+    return this.select(...exprs.map((e) => new Column(parseExpression(e))));
   }
 
   withColumnRenamed(from: string, to: string): DataFrame {
@@ -200,7 +214,9 @@ export class DataFrame {
     return this.with({ kind: 'Project', child: this.plan, exprs: positional, output });
   }
 
-  filter(condition: Column): DataFrame {
+  /** Keeps the rows where `condition` holds: a Column, or SQL text (`'amount > 100'`). */
+  filter(condition: Column | string): DataFrame {
+    if (typeof condition === 'string') condition = new Column(parseExpression(condition));
     const bound = bind(condition.expr, this.plan.output);
     if (bound.type !== 'boolean' && bound.type !== 'null') {
       throw new AnalysisError(`[DATATYPE_MISMATCH.FILTER_NOT_BOOLEAN] Filter expression has type ${typeToString(bound.type)}, not boolean.`, { code: 'FILTER_NOT_BOOLEAN' });
@@ -208,7 +224,7 @@ export class DataFrame {
     return this.with({ kind: 'Filter', child: this.plan, condition: condition.expr, output: this.plan.output });
   }
 
-  where(condition: Column): DataFrame {
+  where(condition: Column | string): DataFrame {
     return this.filter(condition);
   }
 
@@ -295,6 +311,14 @@ export class DataFrame {
 
   sort(...orders: (ColumnLike | SortOrder)[]): DataFrame {
     return this.orderBy(...orders);
+  }
+
+  /** Registers this DataFrame as a temp view of its session, for `session.sql('... FROM name')`. */
+  createOrReplaceTempView(name: string): void {
+    if (!this.session.tempViews) {
+      throw new IllegalArgumentError('This DataFrame was not created by a SluiceSession, so it has no catalog for temp views.', { code: 'NO_SESSION_CATALOG' });
+    }
+    this.session.tempViews.set(name.toLowerCase(), this);
   }
 
   /** Names this DataFrame so its columns can be referred to as `alias.column` (e.g. in joins). */

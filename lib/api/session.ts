@@ -1,3 +1,4 @@
+import { runSql } from './sql-query.js';
 import type { StructField } from '../plan/data-types.js';
 import { toSchema, type SchemaLike } from './schema.js';
 import { newAttribute } from '../plan/attribute.js';
@@ -46,6 +47,27 @@ export class SluiceSession {
   jsonMemoryStream(schema: SchemaLike, options: JsonMemoryStreamOptions = {}): { stream: JsonMemoryStream; df: DataFrame } {
     const stream = new JsonMemoryStream(toSchema(schema), options);
     return { stream, df: this.readStream(stream) };
+  }
+
+  /** Temp views by lower-cased name (DataFrame.createOrReplaceTempView). */
+  readonly tempViews = new Map<string, DataFrame>();
+
+  /**
+   * Runs a SELECT over temp views: `sql('SELECT user, count(*) AS n FROM events GROUP BY user')`.
+   * The result is a DataFrame like any other (streaming when a view is); see docs/sql.md.
+   */
+  sql(query: string): DataFrame {
+    return runSql(query, this.tempViews);
+  }
+
+  /** The temp view registered under `name` (Spark's `spark.table`). */
+  table(name: string): DataFrame {
+    return runSql(`SELECT * FROM ${name.split('.').map((p) => `\`${p.replace(/`/g, '``')}\``).join('.')}`, this.tempViews);
+  }
+
+  /** Drops a temp view; true if it existed (Spark's `spark.catalog.dropTempView`). */
+  dropTempView(name: string): boolean {
+    return this.tempViews.delete(name.toLowerCase());
   }
 
   /** A static (batch) DataFrame; rows are positional arrays in schema order. */

@@ -156,7 +156,9 @@ export function defaultName(e: Expr): string {
     case 'alias':
       return e.name;
     case 'call': {
-      const infix = ['+', '-', '*', '/', '%', '=', '!=', '<', '<=', '>', '>=', 'and', 'or'];
+      const operator = operatorName(e);
+      if (operator !== null) return operator;
+      const infix = ['+', '-', '*', '/', '%', '=', '<', '<=', '>', '>=', '<=>', 'and', 'or'];
       if (infix.includes(e.fn) && e.args.length === 2) {
         return `(${describe(e.args[0]!)} ${e.fn.toUpperCase() === e.fn ? e.fn : e.fn.toUpperCase()} ${describe(e.args[1]!)})`;
       }
@@ -176,6 +178,25 @@ export function defaultName(e: Expr): string {
     }
     default:
       return assertNever(e, 'expression');
+  }
+}
+
+const bare = (e: Expr): string => (e.kind === 'literal' && typeof e.value === 'string' ? e.value : describe(e));
+
+/** Spark's names for the predicates and unary operators SQL text and Column methods produce. */
+function operatorName(e: Call): string | null {
+  const [a, b] = e.args.map(describe);
+  switch (e.args.length === 1 ? `${e.fn}/1` : e.fn) {
+    case 'not/1': return `(NOT ${a})`;
+    case 'isnull/1': return `(${a} IS NULL)`;
+    case 'isnotnull/1': return `(${a} IS NOT NULL)`;
+    case '-/1': return `(- ${a})`;
+    case '!=': return `(NOT (${a} = ${b}))`;
+    case 'in': return `(${a} IN (${e.args.slice(1).map(describe).join(', ')}))`;
+    // Spark prints a pattern literal bare in these names: `user LIKE a%`, `RLIKE(user, ^a)`.
+    case 'like': return e.args.length === 2 ? `${a} LIKE ${bare(e.args[1]!)}` : null;
+    case 'rlike': return `RLIKE(${a}, ${bare(e.args[1]!)})`;
+    default: return null;
   }
 }
 

@@ -2,12 +2,15 @@
 import { Column, toColumn, toExpr, literalExpr, type ColumnLike, type ColumnOrValue, type LiteralValue } from './column.js';
 import type { AggregateFunctionName, Expr } from './expressions.js';
 import { durationToMicros } from './intervals.js';
+import { timeWindowExpr } from './window-expressions.js';
+import { parseExpression } from '../sql/index.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 
 export const col = (name: string): Column => toColumn(name);
 export const column = col;
 export const lit = (value: LiteralValue): Column => new Column(literalExpr(value));
-export const expr = (e: Expr): Column => new Column(e);
+/** An expression: SQL text (`expr('amount * 2 AS x')`, as in Spark) or an expression tree. */
+export const expr = (e: Expr | string): Column => new Column(typeof e === 'string' ? parseExpression(e) : e);
 /** Spark's try_divide: `/` that gives NULL for a zero divisor instead of DIVIDE_BY_ZERO. */
 export const try_divide = (left: ColumnOrValue, right: ColumnOrValue): Column => fn('try_divide', left, right);
 /** Spark's try_mod: `%` that gives NULL for a zero divisor instead of DIVIDE_BY_ZERO. */
@@ -90,28 +93,7 @@ export function window(
   slideDuration?: string | number,
   startTime?: string | number,
 ): Column {
-  const windowMicros = durationToMicros(windowDuration, 'duration');
-  const slideMicros = slideDuration === undefined ? windowMicros : durationToMicros(slideDuration, 'slide duration');
-  const startMicros = startTime === undefined ? 0 : durationToMicros(startTime, 'start time');
-  if (windowMicros <= 0) {
-    throw new IllegalArgumentError(`The window duration (${windowDuration}) must be greater than 0.`, { code: 'WINDOW_DURATION' });
-  }
-  if (slideMicros <= 0) {
-    throw new IllegalArgumentError(`The slide duration (${slideDuration}) must be greater than 0.`, { code: 'WINDOW_SLIDE' });
-  }
-  if (slideMicros > windowMicros) {
-    throw new IllegalArgumentError(
-      `The slide duration (${slideDuration}) must be less than or equal to the windowDuration (${windowDuration}).`,
-      { code: 'WINDOW_SLIDE' },
-    );
-  }
-  if (Math.abs(startMicros) >= slideMicros) {
-    throw new IllegalArgumentError(
-      `The absolute value of start time (${startTime}) must be less than the slideDuration (${slideDuration ?? windowDuration}).`,
-      { code: 'WINDOW_START' },
-    );
-  }
-  return new Column({ kind: 'timeWindow', timeColumn: toColumn(timeColumn).expr, windowMicros, slideMicros, startMicros });
+  return new Column(timeWindowExpr(toColumn(timeColumn).expr, windowDuration, slideDuration, startTime));
 }
 
 /** Session windows: a session closes after `gap` without events (a duration, or a per-row Column). */

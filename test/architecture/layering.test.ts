@@ -48,7 +48,7 @@ describe('layering', () => {
     }
     const found = await violations(fixture, ['lib', 'cdk']);
     expect(found).toEqual(expect.arrayContaining([
-      'no-upward-from-plan: lib/plan/node.ts -> lib/runtime/runner.ts',
+      'no-upward-from-plan-sql: lib/plan/node.ts -> lib/runtime/runner.ts',
       'lib-imports-no-cdk-or-cli: lib/execution/exec.ts -> cdk/construct.ts',
       'cdk-imports-the-deployment-contract-only: cdk/construct.ts -> lib/runtime/runner.ts',
     ]));

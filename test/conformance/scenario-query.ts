@@ -39,6 +39,7 @@ export function expr(e: Json): Column {
   if ('lit' in e) return F.lit(e.lit);
   if ('interval' in e) return new Column({ kind: 'literal', value: interval(e.interval).micros, type: 'interval' });
   if ('star' in e) return new Column({ kind: 'star' });
+  if ('sql' in e) return F.expr(e.sql as string);
   if ('fn' in e) return call(e);
   throw new UnsupportedScenario(`unknown expression ${JSON.stringify(e)}`);
 }
@@ -138,7 +139,16 @@ export function buildQuery(ops: Json[], inputs: ScenarioInputs): DataFrame {
         df = current().withColumnRenamed(op.from, op.to);
         break;
       case 'filter':
-        df = current().filter(expr(op.expr));
+        df = current().filter(op.sql !== undefined ? (op.sql as string) : expr(op.expr));
+        break;
+      case 'selectExpr':
+        df = current().selectExpr(...(op.exprs as string[]));
+        break;
+      case 'createTempView':
+        current().createOrReplaceTempView(op.name);
+        break;
+      case 'sql':
+        df = inputs.session.sql(op.query);
         break;
       case 'withWatermark':
         df = current().withWatermark(op.column, op.delay);

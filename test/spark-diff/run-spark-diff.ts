@@ -26,7 +26,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
 
 /** One hand-written case per family keeps CI to a few minutes on a loaded machine. */
-const CI_SHAPES = ['tumbling-append', 'session-append', 'global-update', 'dedup-within-watermark', 'join-left-outer', 'union-two-watermarks-min', 'refusal'];
+const CI_SHAPES = ['tumbling-append', 'session-append', 'global-update', 'dedup-within-watermark', 'join-left-outer', 'union-two-watermarks-min', 'refusal', 'sql'];
 
 interface Options {
   all: boolean;
@@ -70,7 +70,7 @@ function loadCases(o: Options): DiffCase[] {
   for (const [name, shape] of Object.entries(shapes)) {
     for (let s = 0; s < o.seeds; s++) random.push(generateCase(name, shape, o.seed + s, { maxSteps: o.maxSteps, maxRowsPerStep: 4, spread: 12 }));
   }
-  const all = [...hand, ...(read('refusals.json') as DiffCase[]), ...(read('stateful.json') as DiffCase[]), ...random];
+  const all = [...hand, ...(read('refusals.json') as DiffCase[]), ...(read('stateful.json') as DiffCase[]), ...(read('sql.json') as DiffCase[]), ...random];
   const chosen = o.all || o.only || o.seeds > 0 ? all : all.filter((c) => CI_SHAPES.includes(c.shape));
   return o.only ? chosen.filter((c) => c.id.includes(o.only!)) : chosen;
 }

@@ -91,6 +91,8 @@ def expr(e):
         return F.expr(f"INTERVAL {e['interval']}")
     if "star" in e:
         return F.col("*")
+    if "sql" in e:
+        return F.expr(e["sql"])
     if "fn" in e:
         return call(e)
     raise ValueError(f"unknown expression {e}")
@@ -187,7 +189,13 @@ def build_query(ops, inputs):
         elif k == "withColumn":
             df = df.withColumn(op["name"], expr(op["expr"]))
         elif k == "filter":
-            df = df.filter(expr(op["expr"]))
+            df = df.filter(op["sql"] if "sql" in op else expr(op["expr"]))
+        elif k == "selectExpr":
+            df = df.selectExpr(*op["exprs"])
+        elif k == "createTempView":
+            df.createOrReplaceTempView(op["name"])
+        elif k == "sql":
+            df = spark.sql(op["query"])
         elif k == "withWatermark":
             df = df.withWatermark(op["column"], op["delay"])
         elif k == "groupBy":
