@@ -201,8 +201,11 @@ function aggregateType(fn: string, args: readonly BoundExpr[]): DataType {
     case 'approx_count_distinct':
       return 'long';
     case 'sum':
+      // Spark: the sum of decimal(p, s) is decimal(p + 10, s), its average decimal(p + 4, s + 4) (at most 38 each).
+      if (isDecimal(argType)) return decimalOf(Math.min(38, argType.precision + 10), argType.scale);
       return argType === 'double' ? 'double' : 'long';
     case 'avg':
+      if (isDecimal(argType)) return decimalOf(Math.min(38, argType.precision + 4), Math.min(38, argType.scale + 4));
       return 'double';
     case 'min': case 'max': case 'first': case 'last':
       return argType;

@@ -233,9 +233,10 @@ export const DATETIME_FUNCTIONS: readonly ScalarFunctionImplementation[] = [
     compile: (args, call, ctx) => {
       if (args.length === 0) return () => Math.floor(ctx.batchTimestampMs / 1000);
       const micros = compileToMicros(args, call, false, DEFAULT_TIMESTAMP_PATTERN);
+      // Spark divides the micros by 10^6 (toward zero): 1969-12-31 23:59:59.5 gives 0.
       return (row) => {
         const m = micros(row);
-        return m === null ? null : floorDiv(m as number, 1_000_000);
+        return m === null ? null : Math.trunc((m as number) / 1_000_000) + 0;
       };
     },
   },
