@@ -1,3 +1,6 @@
+"""Writes cases/types.json (the data types and date/time function cases): edit here, then run
+`python3 test/spark-diff/types_cases.py`. Expressions use the case format (case-format.ts); `py`
+is a plain argument PySpark takes as a Python value (a pattern, a unit)."""
 import json
 def col(n): return {"col": n}
 def lit(v): return {"lit": v}
@@ -93,5 +96,6 @@ cases.append(case("date-binary-casts", inp(("s", "string"), ("t", "timestamp"), 
 cases.append(case("map-column", inp(("k", "string"), ("m", "map<string,int>")), [
     {"op": "filter", "expr": fn("isnotnull", col("m"))}, {"op": "select", "exprs": [col("k"), col("m")]}],
     [[["a", {"x": 1, "y": None}], ["b", None]], [["c", {}]]]))
-json.dump(cases, open("/work/wt-types/test/spark-diff/cases/types.json", "w"), indent=1)
+import os
+json.dump(cases, open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases", "types.json"), "w"), indent=1)
 print(len(cases))
