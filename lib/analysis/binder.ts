@@ -233,8 +233,11 @@ export function bind(e: Expr, input: readonly Attribute[]): BoundExpr {
       const args = e.args.map((x) => bind(x, input));
       return { kind: 'call', fn: e.fn, args, type: callType(e.fn, args) };
     }
-    case 'cast':
-      return { kind: 'cast', child: bind(e.child, input), type: e.to, ...(e.try ? { try: true } : {}) };
+    case 'cast': {
+      const child = bind(e.child, input);
+      refuseDateCast(child, e.to);
+      return { kind: 'cast', child, type: e.to, ...(e.try ? { try: true } : {}) };
+    }
     case 'case': {
       const branches = e.branches.map(([c, v]) => [bind(c, input), bind(v, input)] as const);
       const otherwise = e.otherwise ? bind(e.otherwise, input) : null;
@@ -263,6 +266,18 @@ export function bind(e: Expr, input: readonly Attribute[]): BoundExpr {
     default:
       return assertNever(e, 'expression');
   }
+}
+
+/** Spark refuses a cast between date and a number or boolean before the query runs (no ANSI cast exists). */
+function refuseDateCast(child: BoundExpr, to: DataType): void {
+  const numberLike = (t: DataType): boolean => isNumeric(t) || t === 'boolean';
+  if (!((child.type === 'date' && numberLike(to)) || (to === 'date' && numberLike(child.type)))) return;
+  const from = typeToString(child.type).toUpperCase();
+  const target = typeToString(to).toUpperCase();
+  throw new AnalysisError(
+    `[DATATYPE_MISMATCH.CAST_WITH_FUNC_SUGGESTION] Cannot resolve "CAST(${describeRef(child)} AS ${target})" due to data type mismatch: cannot cast "${from}" to "${target}".`,
+    { code: 'DATATYPE_MISMATCH', errorClass: 'DATATYPE_MISMATCH.CAST_WITH_FUNC_SUGGESTION', hint: from === 'DATE' ? 'use unix_date(col) for the day number.' : 'use date_from_unix_date(col) for a day number.' },
+  );
 }
 
 function describeRef(e: BoundExpr): string {

@@ -8,6 +8,7 @@ import { Column } from '../../lib/plan/column.js';
 import { parseDataType, typeToString, type DataType } from '../../lib/plan/data-types.js';
 import { col, lit, try_divide } from '../../lib/plan/functions.js';
 import { Decimal, parseDecimal } from '../../lib/core/decimal.js';
+import { toSchema } from '../../lib/api/schema.js';
 
 const dec = (text: string, type: string): Decimal => compileCast((r) => r[0], 'string', parseDataType(type))([text]) as Decimal;
 
@@ -112,5 +113,22 @@ describe('date, binary and map values', () => {
     expect(typeToString(parseDataType('map<string,decimal(5,2)>'))).toBe('map<string,decimal(5,2)>');
     expect(encodeKey([new Map([['a', 1]])])).not.toBe(encodeKey([new Map([['a', 2]])]));
     expect(valuesEqual(new Map([['a', 1]]), new Map([['a', 1]]))).toBe(true);
+  });
+});
+
+describe('refused casts and schema strings', () => {
+  it('refuses a cast between date and a number before running, as Spark', () => {
+    // PySpark 4.0.1: cast(date'2024-01-02' as int) → DATATYPE_MISMATCH.CAST_WITH_FUNC_SUGGESTION, cannot cast "DATE" to "INT".
+    expect(() => evaluate(col('d').cast('int'), { d: 'date' }, [0])).toThrow(/\[DATATYPE_MISMATCH\.CAST_WITH_FUNC_SUGGESTION\].*cannot cast "DATE" to "INT"/);
+    expect(() => evaluate(col('n').cast('date'), { n: 'long' }, [0])).toThrow(/cannot cast "BIGINT"|cannot cast "LONG"/);
+    expect(evaluate(col('d').cast('string'), { d: 'date' }, [0]).value).toBe('1970-01-01');
+  });
+
+  it('names the field and position of an unknown type in a schema string', () => {
+    // PySpark 4.0.1: [UNSUPPORTED_DATATYPE] Unsupported data type "STRNG". SQLSTATE: 0A000 (line 1, pos 19)
+    expect(() => toSchema('ts timestamp, user strng'))
+      .toThrow(`Unknown data type 'strng' for field 'user' at position 19 in 'ts timestamp, user strng' ([UNSUPPORTED_DATATYPE] Unsupported data type "STRNG")`);
+    expect(() => toSchema('a int, b decimal(10,2), c map<string, decimal(5,1)>, d dte')).toThrow(/Unknown data type 'dte' for field 'd' at position 55/);
+    expect(toSchema('a decimal(10, 2), b map<string,int>').map((f) => typeToString(f.type))).toEqual(['decimal(10,2)', 'map<string,int>']);
   });
 });
