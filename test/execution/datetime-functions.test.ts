@@ -112,3 +112,26 @@ describe('date/time functions', () => {
     expect(() => run(F.date_format('t', 'yyyy-bb'), {})).toThrow(/INVALID_DATETIME_PATTERN/);
   });
 });
+
+describe('date/time edge cases checked on PySpark 4.0.1', () => {
+  it('months_between drops the seconds’ fraction; weekofyear is ISO; unix_timestamp truncates toward zero', () => {
+    // spark-diff types/date-arithmetic: months_between(2024-01-02 03:04:05.123456, 2024-01-31) = -0.93136014
+    expect(run(F.months_between('t', 'd'), { t: '2024-01-02 03:04:05.123456', d: '2024-01-31' }).value).toBe(-0.93136014);
+    expect(run(F.months_between(F.to_timestamp(F.lit('2024-03-15 12:00:00')), F.to_timestamp(F.lit('2024-02-01 00:00:00'))), {}).value).toBe(1.46774194);
+    expect(run(F.months_between('d', F.to_date(F.lit('2024-02-01')), false), { d: '2024-03-15' }).value).toBeCloseTo(1.4516129032258065, 15);
+    expect(run(F.weekofyear('d'), { d: '2021-01-03' }).value).toBe(53);
+    expect(run(F.weekofyear('d'), { d: '2020-12-31' }).value).toBe(53);
+    expect(run(F.unix_timestamp('t'), { t: '1969-12-31 23:59:59.5' }).value).toBe(0);
+    expect(run(F.from_unixtime(F.lit(-1)), {}).value).toBe('1969-12-31 23:59:59');
+  });
+
+  it('formats hour-of-day variants and quarters; parses short fields and two-digit years', () => {
+    expect(run(F.date_format('t', 'h:mm a, EEEE d MMMM yyyy, k K Q'), { t: '2024-01-02 15:04:05' }).value).toBe('3:04 PM, Tuesday 2 January 2024, 15 3 1');
+    expect(asTs(run(F.to_timestamp('s', 'yyyy-M-d'), { s: '2024-1-2' }))).toBe('2024-01-02 00:00:00');
+    expect(asTs(run(F.to_timestamp('s', 'yy-MM-dd'), { s: '24-01-02' }))).toBe('2024-01-02 00:00:00');
+    expect(asTs(run(F.to_timestamp('s', 'yyyy-MM-dd HH:mm:ss.SSS'), { s: '2024-01-02 03:04:05.12' }))).toBe('2024-01-02 03:04:05.12');
+    expect(() => run(F.to_timestamp('s', 'yyyy-MM-dd HH:mm'), { s: '2024-01-02' })).toThrow("Text '2024-01-02' could not be parsed at index 10");
+    expect(() => run(F.make_date(2024, 13, 1), {})).toThrow('[DATETIME_FIELD_OUT_OF_BOUNDS] Invalid value for MonthOfYear (valid values 1 - 12): 13.');
+    expect(() => run(F.next_day('d', 'xx'), { d: '2024-05-06' })).toThrow('[ILLEGAL_DAY_OF_WEEK] Illegal input for day of week: xx.');
+  });
+});

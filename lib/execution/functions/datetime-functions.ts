@@ -205,7 +205,8 @@ function monthsBetween(a: number, b: number, roundOff: boolean): number {
   const lastA = x.day === daysInMonth(x.year, x.month);
   const lastB = y.day === daysInMonth(y.year, y.month);
   if (x.day === y.day || (lastA && lastB)) return months;
-  const secondsInDay = (m: number): number => microsOfDay(m) / 1_000_000;
+  // Whole seconds of the day: Spark drops the fraction (checked against PySpark 4.0.1 by spark-diff).
+  const secondsInDay = (m: number): number => Math.floor(microsOfDay(m) / 1_000_000);
   const diff = (x.day - y.day) * 86_400 + secondsInDay(a) - secondsInDay(b);
   const result = months + diff / (31 * 86_400);
   return roundOff ? Math.round(result * 1e8) / 1e8 : result;
