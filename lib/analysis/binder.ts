@@ -230,7 +230,7 @@ export function bind(e: Expr, input: readonly Attribute[]): BoundExpr {
     case 'alias':
       return bind(e.child, input);
     case 'call': {
-      const args = e.args.map((x) => bind(x, input));
+      const args = coerceDateComparison(e.fn, e.args.map((x) => bind(x, input)));
       return { kind: 'call', fn: e.fn, args, type: callType(e.fn, args) };
     }
     case 'cast': {
@@ -266,6 +266,16 @@ export function bind(e: Expr, input: readonly Attribute[]): BoundExpr {
     default:
       return assertNever(e, 'expression');
   }
+}
+
+const COMPARISONS = new Set(['=', '!=', '<', '<=', '>', '>=', '<=>', 'between']);
+
+/** `date_col > '2024-01-01'`: Spark casts the string side to the date or timestamp it is compared with. */
+function coerceDateComparison(fn: string, args: BoundExpr[]): BoundExpr[] {
+  if (!COMPARISONS.has(fn)) return args;
+  const target = args.find((a) => a.type === 'date' || a.type === 'timestamp')?.type;
+  if (target === undefined) return args;
+  return args.map((a) => (a.type === 'string' ? { kind: 'cast', child: a, type: target } : a));
 }
 
 /** Spark refuses a cast between date and a number or boolean before the query runs (no ANSI cast exists). */

@@ -56,6 +56,8 @@ export function compareValues(a: unknown, b: unknown): number {
 
 export function valuesEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
+  // A decimal equals a number or another decimal of any scale by value, as Spark widens them.
+  if (a instanceof Decimal || b instanceof Decimal) return a !== null && a !== undefined && b !== null && b !== undefined && compareWithDecimal(a, b) === 0;
   if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
   return encodeKey([a]) === encodeKey([b]);
 }

@@ -132,3 +132,15 @@ describe('refused casts and schema strings', () => {
     expect(toSchema('a decimal(10, 2), b map<string,int>').map((f) => typeToString(f.type))).toEqual(['decimal(10,2)', 'map<string,int>']);
   });
 });
+
+describe('comparisons across types, as Spark widens them', () => {
+  it('a decimal equals an integer of the same value; a date compares with a date string', () => {
+    expect(evaluate(col('a').eq(lit(2)), { a: parseDataType('decimal(5,2)') }, [parseDecimal('2.00')]).value).toBe(true);
+    expect(evaluate(col('a').eq(lit(2)), { a: parseDataType('decimal(5,2)') }, [parseDecimal('2.01')]).value).toBe(false);
+    expect(evaluate(col('a').lt(lit(3)), { a: parseDataType('decimal(5,2)') }, [parseDecimal('2.99')]).value).toBe(true);
+    const day = compileCast((r) => r[0], 'string', 'date')(['2024-01-02']);
+    expect(evaluate(col('d').gt(lit('2024-01-01')), { d: 'date' }, [day]).value).toBe(true);
+    expect(evaluate(col('d').eq(lit('2024-01-02')), { d: 'date' }, [day]).value).toBe(true);
+    expect(() => evaluate(col('d').eq(lit('someday')), { d: 'date' }, [day])).toThrow(/CAST_INVALID_INPUT/);
+  });
+});

@@ -96,6 +96,11 @@ cases.append(case("date-binary-casts", inp(("s", "string"), ("t", "timestamp"), 
 cases.append(case("map-column", inp(("k", "string"), ("m", "map<string,int>")), [
     {"op": "filter", "expr": fn("isnotnull", col("m"))}, {"op": "select", "exprs": [col("k"), col("m")]}],
     [[["a", {"x": 1, "y": None}], ["b", None]], [["c", {}]]]))
+cases.append(case("date-string-comparison", inp(("d", "date"), ("t", "timestamp"), ("a", "decimal(5,2)")), [
+    {"op": "filter", "expr": fn(">=", col("d"), lit("2024-01-02"))},
+    {"op": "select", "exprs": [col("d"), a(fn(">", col("t"), lit("2024-01-01 12:00:00")), "after_noon"), a(fn("=", col("d"), lit("2024-01-02")), "is_2nd"),
+                               a(fn("=", col("a"), lit(2)), "a_is_2"), a(fn("<", col("a"), lit(2.5)), "a_lt")]}],
+    [[["2024-01-01", 1704067200, 2], ["2024-01-02", 1704196800, 2.01], ["2024-01-03", None, None]]]))
 import os
 json.dump(cases, open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases", "types.json"), "w"), indent=1)
 print(len(cases))
