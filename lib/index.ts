@@ -17,6 +17,8 @@ export type * from './plan/stateful-processor.js';
 export { DataStreamWriter } from './api/data-stream-writer.js';
 export { Column, interval, type SortOrder } from './plan/column.js';
 export * from './plan/functions.js';
+/** A decimal(p,s) value (exact); dates are days since the epoch, binary a Uint8Array, maps a Map. */
+export { Decimal, parseDecimal } from './core/decimal.js';
 export type { MicroBatchStream, Offset } from './sources/source.js';
 export { ConsoleSink, formatBatchTable } from './sinks/console-sink.js';
 export { ForeachBatchSink } from './sinks/foreach-batch-sink.js';

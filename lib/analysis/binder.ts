@@ -1,7 +1,8 @@
 import type { Attribute } from '../plan/attribute.js';
 import {
-  arrayOf, isArray, isNumeric, isStruct, typeToString, WINDOW_STRUCT, type DataType,
+  arrayOf, decimalOf, isArray, isDecimal, isNumeric, isStruct, typeToString, WINDOW_STRUCT, type DataType, type DecimalType,
 } from '../plan/data-types.js';
+import { asDecimalType, decimalResultType } from '../plan/decimal-rules.js';
 import { assertNever, type Expr } from '../plan/expressions.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import type { BoundExpr } from './bound-expr.js';
@@ -67,11 +68,23 @@ function fieldType(type: DataType, path: readonly string[], name: string): DataT
 const NUMERIC_RANK: Record<string, number> = { null: 0, int: 1, long: 2, double: 3 };
 
 export function widerNumeric(a: DataType, b: DataType): DataType {
+  if (isDecimal(a) || isDecimal(b)) return widerDecimal(a, b);
   const ra = NUMERIC_RANK[a as string] ?? -1;
   const rb = NUMERIC_RANK[b as string] ?? -1;
   if (ra < 0 || rb < 0) return 'double';
   const r = Math.max(ra, rb);
   return r === 0 ? 'int' : (['null', 'int', 'long', 'double'][r] as DataType);
+}
+
+/** Spark's wider decimal: enough integral digits and scale for both (a double operand wins). */
+function widerDecimal(a: DataType, b: DataType): DataType {
+  if (a === 'double' || b === 'double') return 'double';
+  const x = a === 'null' ? b : asDecimalType(a);
+  const y = b === 'null' ? a : asDecimalType(b);
+  if (x === null || y === null || !isDecimal(x) || !isDecimal(y)) return 'double';
+  const scale = Math.max(x.scale, y.scale);
+  const integral = Math.max(x.precision - x.scale, y.precision - y.scale);
+  return decimalOf(Math.min(38, integral + scale), scale);
 }
 
 function typeMismatch(fn: string, args: readonly BoundExpr[], expected: string): AnalysisError {
@@ -83,6 +96,8 @@ function typeMismatch(fn: string, args: readonly BoundExpr[], expected: string):
 
 function callType(fn: string, args: readonly BoundExpr[]): DataType {
   const [a, b] = args;
+  const special = decimalOrDateArithmeticType(fn, args);
+  if (special !== null) return special;
   switch (fn) {
     case '+':
     case '-':
@@ -142,6 +157,27 @@ function callType(fn: string, args: readonly BoundExpr[]): DataType {
   }
 }
 
+const ARITHMETIC = new Set(['+', '-', '*', '/', '%', 'try_divide', 'try_mod']);
+
+/**
+ * Binary arithmetic with a decimal operand (Spark's DecimalPrecision: decimal with an integral
+ * type stays decimal, with a double becomes double) and date ± days (Spark's DateAdd/DateSub);
+ * null for every other call.
+ */
+function decimalOrDateArithmeticType(fn: string, args: readonly BoundExpr[]): DataType | null {
+  if (!ARITHMETIC.has(fn) || args.length !== 2) return null;
+  const [a, b] = args as [BoundExpr, BoundExpr];
+  if ((fn === '+' || fn === '-') && a.type === 'date' && (b.type === 'int' || b.type === 'long')) return 'date';
+  if (fn === '+' && b.type === 'date' && (a.type === 'int' || a.type === 'long')) return 'date';
+  if (!isDecimal(a.type) && !isDecimal(b.type)) return null;
+  if (a.type === 'double' || b.type === 'double') return 'double';
+  const literal = (x: BoundExpr): unknown => (x.kind === 'literal' ? x.value : undefined);
+  const left = a.type === 'null' ? (b.type as DecimalType) : asDecimalType(a.type, literal(a));
+  const right = b.type === 'null' ? (a.type as DecimalType) : asDecimalType(b.type, literal(b));
+  if (left === null || right === null) throw typeMismatch(fn, args, 'the operands must be numeric');
+  return decimalResultType(fn, left, right);
+}
+
 /** A function of the catalog (lib/plan/function-catalog): arity checked, then its own type rule. */
 function catalogCallType(fn: string, args: readonly BoundExpr[]): DataType {
   const signature = builtinSignature(fn);
@@ -165,8 +201,11 @@ function aggregateType(fn: string, args: readonly BoundExpr[]): DataType {
     case 'approx_count_distinct':
       return 'long';
     case 'sum':
+      // Spark: the sum of decimal(p, s) is decimal(p + 10, s), its average decimal(p + 4, s + 4) (at most 38 each).
+      if (isDecimal(argType)) return decimalOf(Math.min(38, argType.precision + 10), argType.scale);
       return argType === 'double' ? 'double' : 'long';
     case 'avg':
+      if (isDecimal(argType)) return decimalOf(Math.min(38, argType.precision + 4), Math.min(38, argType.scale + 4));
       return 'double';
     case 'min': case 'max': case 'first': case 'last':
       return argType;
@@ -191,11 +230,14 @@ export function bind(e: Expr, input: readonly Attribute[]): BoundExpr {
     case 'alias':
       return bind(e.child, input);
     case 'call': {
-      const args = e.args.map((x) => bind(x, input));
+      const args = coerceDateComparison(e.fn, e.args.map((x) => bind(x, input)));
       return { kind: 'call', fn: e.fn, args, type: callType(e.fn, args) };
     }
-    case 'cast':
-      return { kind: 'cast', child: bind(e.child, input), type: e.to, ...(e.try ? { try: true } : {}) };
+    case 'cast': {
+      const child = bind(e.child, input);
+      refuseDateCast(child, e.to);
+      return { kind: 'cast', child, type: e.to, ...(e.try ? { try: true } : {}) };
+    }
     case 'case': {
       const branches = e.branches.map(([c, v]) => [bind(c, input), bind(v, input)] as const);
       const otherwise = e.otherwise ? bind(e.otherwise, input) : null;
@@ -224,6 +266,28 @@ export function bind(e: Expr, input: readonly Attribute[]): BoundExpr {
     default:
       return assertNever(e, 'expression');
   }
+}
+
+const COMPARISONS = new Set(['=', '!=', '<', '<=', '>', '>=', '<=>', 'between']);
+
+/** `date_col > '2024-01-01'`: Spark casts the string side to the date or timestamp it is compared with. */
+function coerceDateComparison(fn: string, args: BoundExpr[]): BoundExpr[] {
+  if (!COMPARISONS.has(fn)) return args;
+  const target = args.find((a) => a.type === 'date' || a.type === 'timestamp')?.type;
+  if (target === undefined) return args;
+  return args.map((a) => (a.type === 'string' ? { kind: 'cast', child: a, type: target } : a));
+}
+
+/** Spark refuses a cast between date and a number or boolean before the query runs (no ANSI cast exists). */
+function refuseDateCast(child: BoundExpr, to: DataType): void {
+  const numberLike = (t: DataType): boolean => isNumeric(t) || t === 'boolean';
+  if (!((child.type === 'date' && numberLike(to)) || (to === 'date' && numberLike(child.type)))) return;
+  const from = typeToString(child.type).toUpperCase();
+  const target = typeToString(to).toUpperCase();
+  throw new AnalysisError(
+    `[DATATYPE_MISMATCH.CAST_WITH_FUNC_SUGGESTION] Cannot resolve "CAST(${describeRef(child)} AS ${target})" due to data type mismatch: cannot cast "${from}" to "${target}".`,
+    { code: 'DATATYPE_MISMATCH', errorClass: 'DATATYPE_MISMATCH.CAST_WITH_FUNC_SUGGESTION', hint: from === 'DATE' ? 'use unix_date(col) for the day number.' : 'use date_from_unix_date(col) for a day number.' },
+  );
 }
 
 function describeRef(e: BoundExpr): string {

@@ -1,30 +1,53 @@
-import { parseDataType, type StructField } from '../plan/data-types.js';
+import { AnalysisError } from '../errors/sluice-error.js';
+import { parseDataType, UnknownDataTypeError, type StructField } from '../plan/data-types.js';
 
 export type SchemaLike = readonly StructField[] | readonly { name: string; type: string }[] | string;
 
 /** `"user string, amount double, ts timestamp"` or a field list. */
 export function toSchema(schema: SchemaLike): StructField[] {
   if (typeof schema === 'string') {
-    return splitFields(schema).map((part) => {
-      const [name, ...type] = part.trim().split(/\s+/);
-      return { name: name!, type: parseDataType(type.join(' ')) };
+    return splitFields(schema).map(({ text, start }) => {
+      const name = /^\s*(\S+)/.exec(text)![1]!;
+      const nameEnd = text.indexOf(name) + name.length;
+      const typeText = text.slice(nameEnd);
+      const typeStart = start + nameEnd + (typeText.length - typeText.trimStart().length);
+      return { name, type: fieldType(schema, name, typeText, typeStart) };
     });
   }
   return schema.map((f) => ({ name: f.name, type: typeof f.type === 'string' ? parseDataType(f.type) : f.type }));
 }
 
-function splitFields(s: string): string[] {
-  const out: string[] = [];
+/**
+ * A field's type; an unknown one names the field and its position (0-based, as Spark's
+ * `== SQL (line 1, position N) ==`) in the schema string, with Spark's UNSUPPORTED_DATATYPE class.
+ */
+function fieldType(schema: string, name: string, typeText: string, position: number) {
+  if (typeText.trim() === '') {
+    throw new AnalysisError(`Missing data type for field '${name}' at position ${position} in '${schema}'`, { code: 'PARSE_SYNTAX_ERROR', errorClass: 'PARSE_SYNTAX_ERROR' });
+  }
+  try {
+    return parseDataType(typeText);
+  } catch (error) {
+    if (!(error instanceof UnknownDataTypeError)) throw error;
+    throw new AnalysisError(
+      `Unknown data type '${error.typeText}' for field '${name}' at position ${position} in '${schema}' (${error.message.replace(/\.$/, '')})`,
+      { code: 'UNSUPPORTED_DATATYPE', errorClass: 'UNSUPPORTED_DATATYPE', hint: 'use int, long, double, string, boolean, timestamp, date, binary, decimal(p,s), array<T>, map<K,V> or struct<...>.' },
+    );
+  }
+}
+
+function splitFields(s: string): { text: string; start: number }[] {
+  const out: { text: string; start: number }[] = [];
   let depth = 0;
   let start = 0;
   for (let i = 0; i < s.length; i++) {
-    if (s[i] === '<') depth++;
-    else if (s[i] === '>') depth--;
+    if (s[i] === '<' || s[i] === '(') depth++;
+    else if (s[i] === '>' || s[i] === ')') depth--;
     else if (s[i] === ',' && depth === 0) {
-      out.push(s.slice(start, i));
+      out.push({ text: s.slice(start, i), start });
       start = i + 1;
     }
   }
-  out.push(s.slice(start));
-  return out.filter((x) => x.trim());
+  out.push({ text: s.slice(start), start });
+  return out.filter((x) => x.text.trim());
 }

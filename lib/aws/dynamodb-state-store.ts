@@ -38,10 +38,12 @@
  * elements and non-finite numbers into null and -0 into 0; those are written as tagged objects
  * (`{"\u0000t": "u" | "NaN" | "Infinity" | "-Infinity" | "-0"}`) and restored on load, so a value
  * round-trips exactly (an object property whose value is undefined is kept too); a long beyond
- * 2^53 (a bigint) is `{"\u0000t": "n<digits>"}`. Maps, Sets and class instances are not supported
- * (the engine stores none).
+ * 2^53 (a bigint) is `{"\u0000t": "n<digits>"}`, a decimal `{"\u0000t": "d<scale>:<unscaled>"}`,
+ * binary `{"\u0000t": "b<base64>"}`, a map `{"\u0000t": "m", "e": [[key, value], ...]}`. Sets and
+ * other class instances are not supported (the engine stores none).
  */
 import { createHash } from 'node:crypto';
+import { Decimal } from '../core/decimal.js';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { CheckpointError } from '../errors/sluice-error.js';
@@ -66,6 +68,7 @@ function needsTags(v: unknown): boolean {
   if (v === undefined || typeof v === 'bigint') return true;
   if (typeof v === 'number') return !Number.isFinite(v) || Object.is(v, -0);
   if (v === null || typeof v !== 'object') return false;
+  if (v instanceof Decimal || v instanceof Uint8Array || v instanceof Map) return true;
   if (Array.isArray(v)) {
     for (let i = 0; i < v.length; i++) if (needsTags(v[i])) return true;
     return false;
@@ -77,6 +80,9 @@ function needsTags(v: unknown): boolean {
 function tagReplacer(_key: string, v: unknown): unknown {
   if (v === undefined) return { [TAG]: 'u' };
   if (typeof v === 'bigint') return { [TAG]: `n${v}` }; // a long beyond 2^53 (lib/core/long.ts)
+  if (v instanceof Decimal) return { [TAG]: `d${v.scale}:${v.unscaled}` };
+  if (v instanceof Uint8Array) return { [TAG]: `b${Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64')}` };
+  if (v instanceof Map) return { [TAG]: 'm', e: [...v.entries()] };
   if (typeof v === 'number') {
     if (Number.isNaN(v)) return { [TAG]: 'NaN' };
     if (v === Infinity) return { [TAG]: 'Infinity' };
@@ -99,7 +105,11 @@ function untag(v: unknown): unknown {
   if (keys.length === 1 && keys[0] === TAG && typeof o[TAG] === 'string') {
     if (o[TAG] in SPECIALS) return SPECIALS[o[TAG]];
     if (/^n-?\d+$/.test(o[TAG])) return BigInt(o[TAG].slice(1));
+    const decimal = /^d(\d+):(-?\d+)$/.exec(o[TAG]);
+    if (decimal) return new Decimal(BigInt(decimal[2]!), Number(decimal[1]));
+    if (o[TAG].startsWith('b')) return new Uint8Array(Buffer.from(o[TAG].slice(1), 'base64'));
   }
+  if (keys.length === 2 && o[TAG] === 'm' && Array.isArray(o.e)) return new Map(untag(o.e) as [unknown, unknown][]);
   for (const k of keys) o[k] = untag(o[k]);
   return o;
 }

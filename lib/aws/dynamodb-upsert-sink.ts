@@ -57,7 +57,9 @@ import {
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
 import { createHash } from 'node:crypto';
-import { marshall } from '@aws-sdk/util-dynamodb';
+import { marshall, NumberValueImpl } from '@aws-sdk/util-dynamodb';
+import { Decimal } from '../core/decimal.js';
+import { stringifyWithLongs } from '../core/long.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { OutputMode } from '../core/output-mode.js';
 import type { DataType, StructField } from '../plan/data-types.js';
@@ -100,7 +102,7 @@ function encodePart(text: string): string {
 function encodeLeaf(value: unknown): string {
   if (value === null || value === undefined) return NULL_TOKEN;
   if (typeof value === 'string') return encodePart(value);
-  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean' || value instanceof Decimal) return String(value);
   return encodePart(JSON.stringify(value));
 }
 
@@ -135,6 +137,8 @@ export function encodeDynamoDbKey(
  * value is kept rather than failing the batch on every retry.
  */
 function toDynamoDbValue(value: unknown): unknown {
+  // DynamoDB numbers hold 38 digits: a decimal keeps all of its own, exactly.
+  if (value instanceof Decimal) return NumberValueImpl.from(value.toString());
   if (typeof value === 'number') {
     if (!Number.isFinite(value)) return null;
     const magnitude = Math.abs(value);
@@ -227,7 +231,7 @@ export class DynamoDbUpsertSink implements Sink {
       if (keyIndexes.length > 0) return encodeDynamoDbKey(batch.rows[rowIndex]!, batch.schema, keyIndexes);
       // A keyless item is named by its row index, which moves when a re-run leaves rows out: the
       // row's content names it instead.
-      return `row:${createHash('sha256').update(JSON.stringify(toExternalRow(batch.rows[rowIndex]!, batch.schema))).digest('base64')}`;
+      return `row:${createHash('sha256').update(stringifyWithLongs(toExternalRow(batch.rows[rowIndex]!, batch.schema))).digest('base64')}`;
     },
     check: (batch, rowIndex) => this.itemFor(batch, rowIndex, this.validate(batch.schema, batch.outputMode)).refusal,
   };

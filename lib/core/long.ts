@@ -7,6 +7,7 @@
  * `sum` of longs.
  */
 import { AnsiDataError } from './ansi-errors.js';
+import { Decimal } from './decimal.js';
 
 export type LongValue = number | bigint;
 
@@ -107,6 +108,8 @@ export function stringifyWithLongs(value: unknown): string {
 
 function writeJson(v: unknown): string | undefined {
   if (typeof v === 'bigint') return String(v);
+  // A Decimal (lib/core/decimal.ts) holds a bigint, so it lands here: its exact digits as a JSON number.
+  if (v instanceof Decimal) return v.toString();
   if (v === null || typeof v !== 'object') return JSON.stringify(v);
   if (Array.isArray(v)) return `[${v.map((x) => writeJson(x) ?? 'null').join(',')}]`;
   const toJson = (v as { toJSON?: () => unknown }).toJSON;
@@ -120,17 +123,36 @@ function writeJson(v: unknown): string | undefined {
 }
 
 const LONG_TAG = '\u0000long';
+const DECIMAL_TAG = '\u0000decimal';
+const BINARY_TAG = '\u0000binary';
+const MAP_TAG = '\u0000map';
 
-/** JSON.stringify replacer for engine values in transit (repartition records): a bigint as a tagged object. */
+/**
+ * JSON.stringify replacer for engine values in transit (repartition records): a bigint, a decimal
+ * (`[scale, unscaled digits]`), binary (base64) and a map (its entries) as tagged objects.
+ */
 export function longReplacer(_key: string, v: unknown): unknown {
-  return typeof v === 'bigint' ? { [LONG_TAG]: String(v) } : v;
+  if (typeof v === 'bigint') return { [LONG_TAG]: String(v) };
+  if (v instanceof Decimal) return { [DECIMAL_TAG]: [v.scale, String(v.unscaled)] };
+  if (v instanceof Uint8Array) return { [BINARY_TAG]: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64') };
+  if (v instanceof Map) return { [MAP_TAG]: [...v.entries()] };
+  return v;
 }
 
-/** JSON.parse reviver undoing `longReplacer`. */
+/** Whether JSON text may hold a tagged value (`longReplacer`'s tags all start with a NUL). */
+export function mayHoldTaggedValues(text: string): boolean {
+  return text.includes('\\u0000');
+}
+
+/** JSON.parse reviver undoing `longReplacer` (it runs inside out, so map entries arrive revived). */
 export function longReviver(_key: string, v: unknown): unknown {
-  if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
-    const digits = (v as Record<string, unknown>)[LONG_TAG];
-    if (typeof digits === 'string' && Object.keys(v).length === 1) return BigInt(digits);
+  if (v !== null && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length === 1) {
+    const o = v as Record<string, unknown>;
+    if (typeof o[LONG_TAG] === 'string') return BigInt(o[LONG_TAG]);
+    const decimal = o[DECIMAL_TAG];
+    if (Array.isArray(decimal) && decimal.length === 2) return new Decimal(BigInt(decimal[1] as string), decimal[0] as number);
+    if (typeof o[BINARY_TAG] === 'string') return new Uint8Array(Buffer.from(o[BINARY_TAG], 'base64'));
+    if (Array.isArray(o[MAP_TAG])) return new Map(o[MAP_TAG] as [unknown, unknown][]);
   }
   return v;
 }

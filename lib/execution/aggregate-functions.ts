@@ -6,6 +6,8 @@ import { DEFAULT_RSD, HyperLogLogPlusPlus, precisionForRsd, type HllBuffer } fro
 import { compileValueHasher, hashHi, hashLo } from './xxhash64.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import { addLong, type LongValue } from '../core/long.js';
+import { addDecimals, checkPrecision, Decimal, divideDecimals } from '../core/decimal.js';
+import { isDecimal, type DecimalType } from '../plan/data-types.js';
 
 /**
  * One aggregate function split Spark's way: a mutable per-batch partial buffer (`update`), an
@@ -37,6 +39,7 @@ export function makeAggregateFunction(agg: BoundAggregate, ctx: EvalContext): Ag
     }
     case 'sum':
       if (agg.type === 'long') return sumOfIntegers(arg);
+      if (isDecimal(agg.type)) return sumOfDecimals(arg, agg.type, false);
       return {
         initial: () => null,
         update: (b, row) => {
@@ -47,6 +50,7 @@ export function makeAggregateFunction(agg: BoundAggregate, ctx: EvalContext): Ag
         evaluate: (b) => b,
       };
     case 'avg':
+      if (isDecimal(agg.type)) return sumOfDecimals(arg, agg.type, true);
       return {
         initial: () => [0, 0],
         update: (b, row) => {
@@ -116,6 +120,35 @@ export function makeAggregateFunction(agg: BoundAggregate, ctx: EvalContext): Ag
       throw new Error(`Unknown aggregate ${String(never)}`);
     }
   }
+}
+
+/**
+ * `sum` and `avg` of decimals, exact: the buffer is [sum, count] (a Decimal at the input's scale);
+ * the result is fitted to the result type (avg: the quotient rounded HALF_UP to its scale), and a
+ * result past its precision raises NUMERIC_VALUE_OUT_OF_RANGE as Spark 4 under ANSI mode.
+ */
+function sumOfDecimals(arg: Evaluator, type: DecimalType, average: boolean): AggregateFunction {
+  const add = (a: Decimal | null, b: Decimal | null): Decimal | null => (a === null ? b : b === null ? a : addDecimals(a, b));
+  return {
+    initial: () => [null, 0],
+    update: (b, row) => {
+      const v = arg(row) as Decimal | null | undefined;
+      if (v == null) return b;
+      const [sum, count] = b as [Decimal | null, number];
+      return [add(sum, v), count + 1];
+    },
+    merge: (s, p) => {
+      const [ss, sc] = s as [Decimal | null, number];
+      const [ps, pc] = p as [Decimal | null, number];
+      return [add(ss, ps), sc + pc];
+    },
+    evaluate: (b) => {
+      const [sum, count] = b as [Decimal | null, number];
+      if (sum === null || count === 0) return null;
+      const value = average ? divideDecimals(sum, new Decimal(BigInt(count), 0), type.scale) : sum;
+      return checkPrecision(value, type.precision, type.scale);
+    },
+  };
 }
 
 /**

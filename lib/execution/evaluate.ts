@@ -10,6 +10,9 @@ import {
 } from '../core/long.js';
 import { AnsiDataError, castInvalidInput, divideByZero } from '../core/ansi-errors.js';
 import { builtinImplementation } from './functions/index.js';
+import { compileDecimalArithmetic } from './decimal-arithmetic.js';
+import { compileDateArithmetic } from './functions/datetime-functions.js';
+import { newTypeCast } from './type-casts.js';
 
 export type Row = unknown[];
 export type Evaluator = (row: Row) => unknown;
@@ -211,14 +214,20 @@ function compileCall(fn: string, args: Args, e: Extract<BoundExpr, { kind: 'call
     case 'try_mod':
       if (fn === '-' && args.length === 1) {
         const [a] = args as [Evaluator];
+        const decimal = compileDecimalArithmetic(fn, t, e.args.map((x) => x.type), args);
+        if (decimal !== null) return decimal;
         // Integers have no -0 (Spark's -(0) is 0); doubles keep it.
         if (t === 'long') return (row) => { const x = a(row); return x === null ? null : negateLong(x as LongValue); };
         if (t === 'int') return (row) => { const x = a(row); return x === null ? null : checkedInt(0 - (x as number), 'negation'); };
         return (row) => { const x = a(row); return x === null ? null : t === 'double' ? -(x as number) : 0 - (x as number); };
       }
-      return integralOrDoubleArithmetic(fn, t, e.args.map((x) => x.type), args);
+      return compileDecimalArithmetic(fn, t, e.args.map((x) => x.type), args)
+        ?? compileDateArithmetic(fn, t, e.args.map((x) => x.type), args)
+        ?? integralOrDoubleArithmetic(fn, t, e.args.map((x) => x.type), args);
     case '/':
     case 'try_divide': {
+      const decimal = compileDecimalArithmetic(fn, t, e.args.map((x) => x.type), args);
+      if (decimal !== null) return decimal;
       const onZero = zeroDivisor(fn === 'try_divide');
       return numericBinary((x, y) => (y === 0 ? onZero() : x / y), longsAsDoubles(e.args.map((x) => x.type), args));
     }
@@ -407,6 +416,8 @@ function stringToIntegral(text: string, to: 'int' | 'long'): LongValue {
 }
 
 function castFunction(from: DataType, to: DataType): (v: unknown) => unknown {
+  const special = newTypeCast(from, to);
+  if (special !== null) return special;
   switch (to) {
     case 'long':
     case 'int':

@@ -1,4 +1,5 @@
 import type { DataType } from '../plan/data-types.js';
+import { compareDecimals, Decimal } from '../core/decimal.js';
 /** Value helpers for expression evaluation and grouping (timestamp text codecs: lib/core/timestamps.ts). */
 
 /**
@@ -15,9 +16,16 @@ export function encodeKey(values: readonly unknown[]): string {
   return JSON.stringify(values, keepNonFiniteNumbers);
 }
 
-/** JSON writes NaN and ±Infinity as null and cannot write bigints: keep them apart from NULL and each other. */
+/**
+ * JSON writes NaN and ±Infinity as null and cannot write bigints: keep them apart from NULL and each
+ * other. A decimal is keyed by its value (1.50 = 1.5, as Spark compares them), binary by its bytes,
+ * a map by its entries.
+ */
 function keepNonFiniteNumbers(_key: string, value: unknown): unknown {
   if (typeof value === 'bigint') return { '\u0000number': String(value) };
+  if (value instanceof Decimal) return { '\u0000decimal': stripTrailingZeros(value) };
+  if (value instanceof Uint8Array) return { '\u0000binary': Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64') };
+  if (value instanceof Map) return { '\u0000map': [...value.entries()] };
   return typeof value === 'number' && !Number.isFinite(value) ? { '\u0000number': String(value) } : value;
 }
 
@@ -31,6 +39,8 @@ export function compareValues(a: unknown, b: unknown): number {
   if ((typeof a === 'bigint' || typeof a === 'number') && (typeof b === 'bigint' || typeof b === 'number')) return a < b ? -1 : a > b ? 1 : 0;
   if (typeof a === 'string' && typeof b === 'string') return a < b ? -1 : a > b ? 1 : 0;
   if (typeof a === 'boolean' && typeof b === 'boolean') return a === b ? 0 : a ? 1 : -1;
+  if (a instanceof Decimal || b instanceof Decimal) return compareWithDecimal(a, b);
+  if (a instanceof Uint8Array && b instanceof Uint8Array) return compareBytes(a, b);
   if (Array.isArray(a) && Array.isArray(b)) {
     for (let i = 0; i < Math.min(a.length, b.length); i++) {
       const c = compareValues(a[i], b[i]);
@@ -46,6 +56,8 @@ export function compareValues(a: unknown, b: unknown): number {
 
 export function valuesEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
+  // A decimal equals a number or another decimal of any scale by value, as Spark widens them.
+  if (a instanceof Decimal || b instanceof Decimal) return a !== null && a !== undefined && b !== null && b !== undefined && compareWithDecimal(a, b) === 0;
   if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
   return encodeKey([a]) === encodeKey([b]);
 }
@@ -60,7 +72,7 @@ function escapeKeyPart(text: string): string {
 }
 
 export function compileKeyEncoder(types: readonly DataType[]): (values: readonly unknown[]) => string {
-  const simple = types.every((t) => t === 'string' || t === 'int' || t === 'long' || t === 'double' || t === 'timestamp' || t === 'boolean' || isWindowStruct(t));
+  const simple = types.every((t) => t === 'string' || t === 'int' || t === 'long' || t === 'double' || t === 'timestamp' || t === 'date' || t === 'boolean' || isWindowStruct(t));
   if (!simple) return encodeKey;
   const parts = types.map((t): ((v: unknown) => string) => {
     if (isWindowStruct(t)) {
@@ -91,4 +103,24 @@ export function compileKeyEncoder(types: readonly DataType[]): (values: readonly
 
 function isWindowStruct(t: DataType): boolean {
   return typeof t === 'object' && t.kind === 'struct' && t.fields.length === 2 && t.fields[0]!.name === 'start' && t.fields[1]!.name === 'end';
+}
+
+function stripTrailingZeros(v: Decimal): string {
+  const text = v.toString();
+  return text.includes('.') ? text.replace(/\.?0+$/, '') : text;
+}
+
+/** A decimal against a decimal exactly, against a number as doubles (Spark widens to double). */
+function compareWithDecimal(a: unknown, b: unknown): number {
+  if (a instanceof Decimal && b instanceof Decimal) return compareDecimals(a, b);
+  const x = a instanceof Decimal ? a.toNumber() : Number(a);
+  const y = b instanceof Decimal ? b.toNumber() : Number(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** Spark orders binary by unsigned bytes, then length. */
+function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return a.length - b.length;
 }

@@ -1,3 +1,4 @@
+import type { Decimal } from '../core/decimal.js';
 import type { DataType } from '../plan/data-types.js';
 
 /**
@@ -245,7 +246,10 @@ export function compileValueHasher(type: DataType): ValueHasher {
   };
   switch (type) {
     case 'int':
+    case 'date': // days since the epoch, an int in Spark
       return skipNull((v, sh, sl) => xxhash64Int(v as number, sh, sl));
+    case 'binary':
+      return skipNull((v, sh, sl) => xxhash64Bytes(v as Uint8Array, (v as Uint8Array).length, sh, sl));
     case 'boolean':
       return skipNull((v, sh, sl) => xxhash64Int(v ? 1 : 0, sh, sl));
     case 'long':
@@ -261,6 +265,30 @@ export function compileValueHasher(type: DataType): ValueHasher {
         throw new Error('a value of type null must be NULL');
       });
     default:
+      if (type.kind === 'decimal') {
+        // Spark: a decimal that fits a long hashes its unscaled long, a wider one its BigInteger's bytes.
+        if (type.precision <= 18) return skipNull((v, sh, sl) => hashLongNumber(canonicalLong((v as Decimal).unscaled), sh, sl));
+        return skipNull((v, sh, sl) => {
+          const bytes = twosComplementBytes((v as Decimal).unscaled);
+          xxhash64Bytes(bytes, bytes.length, sh, sl);
+        });
+      }
+      if (type.kind === 'map') {
+        const key = compileValueHasher(type.key);
+        const value = compileValueHasher(type.value);
+        return skipNull((v, sh, sl) => {
+          let h = sh;
+          let l = sl;
+          for (const [k, x] of v as Map<unknown, unknown>) {
+            key(k, h, l);
+            value(x, hashHi, hashLo);
+            h = hashHi;
+            l = hashLo;
+          }
+          hashHi = h;
+          hashLo = l;
+        });
+      }
       if (type.kind === 'array') {
         const element = compileValueHasher(type.element);
         return skipNull((v, sh, sl) => {
@@ -290,4 +318,19 @@ export function compileValueHasher(type: DataType): ValueHasher {
         });
       }
   }
+}
+
+const canonicalLong = (v: bigint): number | bigint => (v >= -9007199254740991n && v <= 9007199254740991n ? Number(v) : v);
+
+/** Java's BigInteger.toByteArray: minimal big-endian two's complement. */
+function twosComplementBytes(v: bigint): Uint8Array {
+  let bytes = 1;
+  while (v < -(1n << BigInt(8 * bytes - 1)) || v >= 1n << BigInt(8 * bytes - 1)) bytes++;
+  const out = new Uint8Array(bytes);
+  let x = BigInt.asUintN(8 * bytes, v);
+  for (let i = bytes - 1; i >= 0; i--) {
+    out[i] = Number(x & 0xffn);
+    x >>= 8n;
+  }
+  return out;
 }

@@ -6,6 +6,8 @@ export type PrimitiveType =
   | 'string'
   | 'boolean'
   | 'timestamp'
+  | 'date'
+  | 'binary'
   | 'interval'
   | 'null';
 
@@ -24,10 +26,33 @@ export interface StructType {
   readonly fields: readonly StructField[];
 }
 
-export type DataType = PrimitiveType | ArrayType | StructType;
+/** Spark's decimal(precision, scale): values are lib/core/decimal.ts's `Decimal` (exact, bigint-scaled). */
+export interface DecimalType {
+  readonly kind: 'decimal';
+  readonly precision: number;
+  readonly scale: number;
+}
+
+/** Spark's map<key, value>: values are JS `Map`s (insertion order, as Spark keeps entries). */
+export interface MapType {
+  readonly kind: 'map';
+  readonly key: DataType;
+  readonly value: DataType;
+}
+
+/**
+ * Engine values by type: int/long/double numbers (a long beyond 2^53 a bigint), timestamp epoch
+ * microseconds, date days since the epoch (a number), decimal a `Decimal`, binary a `Uint8Array`,
+ * map a `Map`, array a JS array, struct a plain object.
+ */
+export type DataType = PrimitiveType | ArrayType | StructType | DecimalType | MapType;
 
 export const arrayOf = (element: DataType): ArrayType => ({ kind: 'array', element });
 export const structOf = (fields: readonly StructField[]): StructType => ({ kind: 'struct', fields });
+export const decimalOf = (precision: number, scale: number): DecimalType => ({ kind: 'decimal', precision, scale });
+export const mapOf = (key: DataType, value: DataType): MapType => ({ kind: 'map', key, value });
+/** Spark's default `decimal` is decimal(10, 0). */
+export const DEFAULT_DECIMAL: DecimalType = decimalOf(10, 0);
 
 /** The struct `window()` and `session_window()` produce: `{start, end}` timestamps. */
 export const WINDOW_STRUCT: StructType = structOf([
@@ -36,7 +61,15 @@ export const WINDOW_STRUCT: StructType = structOf([
 ]);
 
 export function isNumeric(t: DataType): boolean {
-  return t === 'int' || t === 'long' || t === 'double';
+  return t === 'int' || t === 'long' || t === 'double' || isDecimal(t);
+}
+
+export function isDecimal(t: DataType): t is DecimalType {
+  return typeof t === 'object' && t.kind === 'decimal';
+}
+
+export function isMap(t: DataType): t is MapType {
+  return typeof t === 'object' && t.kind === 'map';
 }
 
 export function isStruct(t: DataType): t is StructType {
@@ -50,18 +83,41 @@ export function isArray(t: DataType): t is ArrayType {
 export function typeToString(t: DataType): string {
   if (typeof t === 'string') return t;
   if (t.kind === 'array') return `array<${typeToString(t.element)}>`;
+  if (t.kind === 'decimal') return `decimal(${t.precision},${t.scale})`;
+  if (t.kind === 'map') return `map<${typeToString(t.key)},${typeToString(t.value)}>`;
   return `struct<${t.fields.map((f) => `${f.name}:${typeToString(f.type)}`).join(',')}>`;
 }
 
-/** Parses `int`, `bigint`, `array<int>`, `struct<a:int,b:string>` (Spark's simple type strings). */
+/** Spark's error for a type name it does not know (UNSUPPORTED_DATATYPE). */
+export class UnknownDataTypeError extends Error {
+  constructor(readonly typeText: string, message?: string) {
+    super(message ?? `[UNSUPPORTED_DATATYPE] Unsupported data type "${typeText.toUpperCase()}".`);
+  }
+}
+
+const PRIMITIVE_ALIASES: Readonly<Record<string, PrimitiveType>> = {
+  int: 'int', integer: 'int', long: 'long', bigint: 'long', double: 'double', float: 'double',
+  string: 'string', boolean: 'boolean', bool: 'boolean', timestamp: 'timestamp', null: 'null',
+  date: 'date', binary: 'binary',
+  // Spark's narrower integers are held as ints here (same values, same arithmetic up to overflow).
+  smallint: 'int', short: 'int', tinyint: 'int', byte: 'int',
+};
+
+/**
+ * Parses Spark's type strings: `int`, `bigint`, `date`, `decimal(10,2)`, `array<int>`,
+ * `map<string,int>`, `struct<a:int,b:string>`.
+ */
 export function parseDataType(text: string): DataType {
   const s = text.trim().toLowerCase();
-  const aliases: Record<string, PrimitiveType> = {
-    int: 'int', integer: 'int', long: 'long', bigint: 'long', double: 'double', float: 'double',
-    string: 'string', boolean: 'boolean', bool: 'boolean', timestamp: 'timestamp', null: 'null',
-  };
-  if (s in aliases) return aliases[s]!;
-  if (s.startsWith('array<') && s.endsWith('>')) return arrayOf(parseDataType(s.slice(6, -1)));
+  if (s in PRIMITIVE_ALIASES) return PRIMITIVE_ALIASES[s]!;
+  const decimal = /^(?:decimal|dec|numeric)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$/.exec(s);
+  if (decimal) return parseDecimalType(text, decimal[1], decimal[2]);
+  if (s.startsWith('array<') && s.endsWith('>')) return arrayOf(parseDataType(text.trim().slice(6, -1)));
+  if (s.startsWith('map<') && s.endsWith('>')) {
+    const parts = splitTopLevel(text.trim().slice(4, -1));
+    if (parts.length !== 2) throw new UnknownDataTypeError(text.trim(), `Malformed map type '${text.trim()}': expected map<keyType,valueType>`);
+    return mapOf(parseDataType(parts[0]!), parseDataType(parts[1]!));
+  }
   if (s.startsWith('struct<') && s.endsWith('>')) {
     return structOf(splitTopLevel(text.trim().slice(7, -1)).map((part) => {
       const colon = part.indexOf(':');
@@ -69,7 +125,20 @@ export function parseDataType(text: string): DataType {
       return { name: part.slice(0, colon).trim(), type: parseDataType(part.slice(colon + 1)) };
     }));
   }
-  throw new Error(`Unknown data type '${text}'. Supported: int, long, double, string, boolean, timestamp, array<T>, struct<name:T,...>`);
+  throw new UnknownDataTypeError(text.trim());
+}
+
+function parseDecimalType(text: string, precisionText: string | undefined, scaleText: string | undefined): DecimalType {
+  if (precisionText === undefined) return DEFAULT_DECIMAL;
+  const precision = Number(precisionText);
+  const scale = Number(scaleText ?? '0');
+  if (precision < 1 || precision > 38) {
+    throw new UnknownDataTypeError(text.trim(), `[DECIMAL_PRECISION_EXCEEDS_MAX_PRECISION] Decimal precision ${precision} exceeds max precision 38 (at least 1) in '${text.trim()}'.`);
+  }
+  if (scale > precision) {
+    throw new UnknownDataTypeError(text.trim(), `Decimal scale (${scale}) cannot be greater than precision (${precision}) in '${text.trim()}'.`);
+  }
+  return decimalOf(precision, scale);
 }
 
 function splitTopLevel(s: string): string[] {
@@ -78,8 +147,8 @@ function splitTopLevel(s: string): string[] {
   let start = 0;
   for (let i = 0; i < s.length; i++) {
     const c = s[i];
-    if (c === '<') depth++;
-    else if (c === '>') depth--;
+    if (c === '<' || c === '(') depth++;
+    else if (c === '>' || c === ')') depth--;
     else if (c === ',' && depth === 0) {
       parts.push(s.slice(start, i));
       start = i + 1;

@@ -103,3 +103,45 @@ export function session_window(timeColumn: ColumnLike, gap: string | Column): Co
     : gap.expr;
   return new Column({ kind: 'sessionWindow', timeColumn: toColumn(timeColumn).expr, gap: gapExpr });
 }
+
+// ---- Date/time functions (Spark's, UTC session time zone; lib/execution/functions/datetime-functions.ts) ----
+/** Spark's to_timestamp: a string parsed as a timestamp, by `format` (Spark's datetime pattern) when given. */
+export const to_timestamp = (c: ColumnLike, format?: string): Column => (format === undefined ? fn('to_timestamp', toColumn(c)) : fn('to_timestamp', toColumn(c), format));
+/** Spark's try_to_timestamp: to_timestamp with NULL instead of CANNOT_PARSE_TIMESTAMP. */
+export const try_to_timestamp = (c: ColumnLike, format?: string): Column => (format === undefined ? fn('try_to_timestamp', toColumn(c)) : fn('try_to_timestamp', toColumn(c), format));
+export const to_date = (c: ColumnLike, format?: string): Column => (format === undefined ? fn('to_date', toColumn(c)) : fn('to_date', toColumn(c), format));
+/** Spark's date_trunc: `unit` one of year, quarter, month, week, day, hour, minute, second, millisecond, microsecond. */
+export const date_trunc = (unit: string, c: ColumnLike): Column => fn('date_trunc', unit, toColumn(c));
+export const trunc = (c: ColumnLike, unit: string): Column => fn('trunc', toColumn(c), unit);
+export const date_format = (c: ColumnLike, format: string): Column => fn('date_format', toColumn(c), format);
+export const from_unixtime = (c: ColumnLike, format = 'yyyy-MM-dd HH:mm:ss'): Column => fn('from_unixtime', toColumn(c), format);
+/** Spark's unix_timestamp: seconds since the epoch of `c` (a string parsed by `format`), or of the batch time without arguments. */
+export const unix_timestamp = (c?: ColumnLike, format = 'yyyy-MM-dd HH:mm:ss'): Column => (c === undefined ? fn('unix_timestamp') : fn('unix_timestamp', toColumn(c), format));
+export const current_date = (): Column => fn('current_date');
+export const date_add = (c: ColumnLike, days: ColumnOrValue): Column => fn('date_add', toColumn(c), days);
+export const date_sub = (c: ColumnLike, days: ColumnOrValue): Column => fn('date_sub', toColumn(c), days);
+export const datediff = (end: ColumnLike, start: ColumnLike): Column => fn('datediff', toColumn(end), toColumn(start));
+export const add_months = (c: ColumnLike, months: ColumnOrValue): Column => fn('add_months', toColumn(c), months);
+export const months_between = (end: ColumnLike, start: ColumnLike, roundOff = true): Column => fn('months_between', toColumn(end), toColumn(start), roundOff);
+export const last_day = (c: ColumnLike): Column => fn('last_day', toColumn(c));
+export const next_day = (c: ColumnLike, dayOfWeek: string): Column => fn('next_day', toColumn(c), dayOfWeek);
+export const make_date = (year: ColumnOrValue, month: ColumnOrValue, day: ColumnOrValue): Column => fn('make_date', year, month, day);
+export const year = (c: ColumnLike): Column => fn('year', toColumn(c));
+export const quarter = (c: ColumnLike): Column => fn('quarter', toColumn(c));
+export const month = (c: ColumnLike): Column => fn('month', toColumn(c));
+export const dayofmonth = (c: ColumnLike): Column => fn('dayofmonth', toColumn(c));
+export const dayofyear = (c: ColumnLike): Column => fn('dayofyear', toColumn(c));
+/** 1 = Sunday ... 7 = Saturday, as Spark. */
+export const dayofweek = (c: ColumnLike): Column => fn('dayofweek', toColumn(c));
+/** 0 = Monday ... 6 = Sunday, as Spark. */
+export const weekday = (c: ColumnLike): Column => fn('weekday', toColumn(c));
+export const weekofyear = (c: ColumnLike): Column => fn('weekofyear', toColumn(c));
+export const hour = (c: ColumnLike): Column => fn('hour', toColumn(c));
+export const minute = (c: ColumnLike): Column => fn('minute', toColumn(c));
+export const second = (c: ColumnLike): Column => fn('second', toColumn(c));
+export const unix_date = (c: ColumnLike): Column => fn('unix_date', toColumn(c));
+export const date_from_unix_date = (c: ColumnLike): Column => fn('date_from_unix_date', toColumn(c));
+export const unix_seconds = (c: ColumnLike): Column => fn('unix_seconds', toColumn(c));
+export const unix_millis = (c: ColumnLike): Column => fn('unix_millis', toColumn(c));
+export const timestamp_millis = (c: ColumnLike): Column => fn('timestamp_millis', toColumn(c));
+export const timestamp_micros = (c: ColumnLike): Column => fn('timestamp_micros', toColumn(c));

@@ -43,9 +43,11 @@ export interface LakeTableShape {
 export function hiveTypeOf(type: DataType): string {
   if (typeof type === 'object' && type.kind === 'array') return `array<${hiveTypeOf(type.element)}>`;
   if (typeof type === 'object' && type.kind === 'struct') return `struct<${type.fields.map((f) => `${f.name}:${hiveTypeOf(f.type)}`).join(',')}>`;
+  if (typeof type === 'object' && type.kind === 'decimal') return `decimal(${type.precision},${type.scale})`;
+  if (typeof type === 'object' && type.kind === 'map') return `map<${hiveTypeOf(type.key)},${hiveTypeOf(type.value)}>`;
   switch (type) {
     case 'long': return 'bigint';
-    case 'int': case 'double': case 'string': case 'boolean': case 'timestamp': return type;
+    case 'int': case 'double': case 'string': case 'boolean': case 'timestamp': case 'date': case 'binary': return type;
     // Only JSON Lines can hold these (Parquet refuses them above): as JSON text.
     default: return 'string';
   }

@@ -7,6 +7,7 @@
  * cannot climb, since the segment is always `column=value`.
  */
 import { formatTimestamp } from '../core/timestamps.js';
+import { formatDate } from '../core/dates.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import type { DataType, StructField } from '../plan/data-types.js';
 
@@ -14,7 +15,7 @@ export const HIVE_DEFAULT_PARTITION = '__HIVE_DEFAULT_PARTITION__';
 /** S3's limit on a key, in UTF-8 bytes. */
 export const S3_MAX_KEY_BYTES = 1024;
 
-const PARTITION_TYPES: readonly DataType[] = ['int', 'long', 'double', 'string', 'boolean', 'timestamp'];
+const PARTITION_TYPES: readonly DataType[] = ['int', 'long', 'double', 'string', 'boolean', 'timestamp', 'date'];
 
 function needsEscape(code: number): boolean {
   return (code >= 0x01 && code <= 0x1f) || code === 0x7f || '"#%\'*/:=?\\{[]^'.includes(String.fromCharCode(code));
@@ -39,6 +40,7 @@ export function unescapePathName(segment: string): string {
 export function partitionValueString(value: unknown, type: DataType): string | null {
   if (value === null || value === undefined) return null;
   if (type === 'timestamp') return formatTimestamp(value as number);
+  if (type === 'date') return formatDate(value as number);
   return String(value);
 }
 

@@ -4,12 +4,21 @@
  * one), doubles as Java prints them (`14.0`, `1.0E7`), arrays `[a, b]`, structs `{a, 1}`.
  */
 import { formatTimestamp } from '../core/timestamps.js';
+import { formatDate } from '../core/dates.js';
+import { Decimal } from '../core/decimal.js';
 import type { DataType } from '../plan/data-types.js';
 
 export function showValue(value: unknown, type?: DataType): string {
   if (value === null || value === undefined) return 'NULL';
   if (type === 'timestamp' && typeof value === 'number') return formatTimestamp(value);
   if (type === 'double' && typeof value === 'number') return javaDoubleString(value);
+  if (type === 'date' && typeof value === 'number') return formatDate(value);
+  // Spark shows binary as its bytes in hex, `[68 69]`, and a map as `{a -> 1, b -> NULL}`.
+  if (value instanceof Decimal) return value.toString();
+  if (value instanceof Uint8Array) return `[${[...value].map((b) => b.toString(16).toUpperCase().padStart(2, '0')).join(' ')}]`;
+  if (typeof type === 'object' && type.kind === 'map' && value instanceof Map) {
+    return `{${[...value].map(([k, v]) => `${showValue(k, type.key)} -> ${showValue(v, type.value)}`).join(', ')}}`;
+  }
   if (typeof type === 'object' && type.kind === 'array' && Array.isArray(value)) {
     return `[${value.map((v) => showValue(v, type.element)).join(', ')}]`;
   }

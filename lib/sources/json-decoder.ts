@@ -1,5 +1,7 @@
 import { typeToString, type DataType, type StructField } from '../plan/data-types.js';
 import { parseTimestamp, parseTimestampUnbounded, TIMESTAMP_RANGE_TEXT } from '../core/timestamps.js';
+import { parseDecimal, toPrecision, type Decimal } from '../core/decimal.js';
+import { parseDate } from '../core/dates.js';
 import { JsonLayoutCache } from './json-layout-decoder.js';
 import { INT_MAX, INT_MIN, parseLongDigits } from '../core/long.js';
 
@@ -32,6 +34,36 @@ function protectBigIntegers(text: string): string {
   return text.replace(TOKENS, (token) => (token.length >= 16 && /^-?\d{16,}$/.test(token) ? `"${BIG_INTEGER_ESCAPED}${token}"` : token));
 }
 
+/**
+ * With a decimal field, every number of 16+ characters is protected (fractions too): a double
+ * holds 15 significant digits exactly, a decimal up to 38. The other readers see it as before.
+ */
+function protectLongNumbers(text: string): string {
+  if (!/[\d.]{16}/.test(text)) return text;
+  return text.replace(TOKENS, (token) => (token.length >= 16 && token[0] !== '"' ? `"${BIG_INTEGER_ESCAPED}${token}"` : token));
+}
+
+function hasDecimal(type: DataType): boolean {
+  if (typeof type === 'string') return false;
+  if (type.kind === 'decimal') return true;
+  if (type.kind === 'array') return hasDecimal(type.element);
+  if (type.kind === 'map') return hasDecimal(type.value);
+  return type.fields.some((f) => hasDecimal(f.type));
+}
+
+/** A JSON value as a decimal(p, s): a number (its exact text when protected) or a decimal string. */
+function readDecimal(v: unknown, precision: number, scale: number): Decimal | typeof INVALID {
+  const text = bigIntegerDigits(v) ?? (typeof v === 'number' ? String(v) : typeof v === 'string' ? v : null);
+  const parsed = text === null ? null : parseDecimal(text);
+  return (parsed && toPrecision(parsed, precision, scale)) ?? INVALID;
+}
+
+/** Spark's JSON reader takes binary as a base64 string. */
+function readBase64(v: unknown): Uint8Array | typeof INVALID {
+  if (typeof v !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(v) || v.length % 4 === 1) return INVALID;
+  return new Uint8Array(Buffer.from(v, 'base64'));
+}
+
 /** The digits of a protected integer, or null for any other value. */
 function bigIntegerDigits(v: unknown): string | null {
   return typeof v === 'string' && v.startsWith(BIG_INTEGER) ? v.slice(BIG_INTEGER.length) : null;
@@ -56,7 +88,7 @@ function readerFor(type: DataType, numericTimestamps: NumericTimestamps): FieldR
       return (v) => {
         if (typeof v === 'number') return Number.isSafeInteger(v) ? v : INVALID;
         const digits = bigIntegerDigits(v);
-        return digits === null ? INVALID : parseLongDigits(digits) ?? INVALID;
+        return digits === null || !/^-?\d+$/.test(digits) ? INVALID : parseLongDigits(digits) ?? INVALID;
       };
     case 'double':
       // 1e400 is Infinity to JSON.parse: out of range, as Spark's parser says, not a value.
@@ -81,10 +113,32 @@ function readerFor(type: DataType, numericTimestamps: NumericTimestamps): FieldR
         if (typeof v === 'string') return parseTimestamp(v) ?? INVALID;
         return INVALID;
       };
+    case 'date':
+      return (v) => (typeof v === 'string' ? parseDate(v) ?? INVALID : INVALID);
+    case 'binary':
+      return readBase64;
     case 'null':
     case 'interval':
       return () => INVALID;
     default:
+      if (type.kind === 'decimal') {
+        const { precision, scale: decimalScale } = type;
+        return (v) => readDecimal(v, precision, decimalScale);
+      }
+      if (type.kind === 'map') {
+        if (type.key !== 'string') return () => INVALID;
+        const value = readerFor(type.value, numericTimestamps);
+        return (v) => {
+          if (v === null || typeof v !== 'object' || Array.isArray(v)) return INVALID;
+          const out = new Map<string, unknown>();
+          for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+            const r = x === null ? null : value(x);
+            if (r === INVALID) return INVALID;
+            out.set(k, r);
+          }
+          return out;
+        };
+      }
       if (type.kind === 'array') {
         const element = readerFor(type.element, numericTimestamps);
         return (v) => {
@@ -163,10 +217,30 @@ function explain(type: DataType, v: unknown, path: string, numericTimestamps: Nu
     case 'null':
     case 'interval':
       return `field '${path}' has type ${expected}, which JSON records cannot carry`;
+    case 'date':
+      if (typeof v === 'string') return `field '${path}' should be date but ${show(v)} is not a valid 'yyyy-MM-dd' date`;
+      return wrongType();
+    case 'binary':
+      if (typeof v === 'string') return `field '${path}' should be binary (a base64 string) but ${show(v)} is not base64`;
+      return wrongType();
     case 'string':
     case 'boolean':
       return wrongType();
     default:
+      if (type.kind === 'decimal') {
+        const text = bigIntegerDigits(v) ?? (typeof v === 'number' || typeof v === 'string' ? String(v) : null);
+        if (text === null) return wrongType();
+        if (parseDecimal(text) === null) return `field '${path}' should be ${expected} but ${show(v)} is not a decimal number`;
+        return outOfRange(`at most ${type.precision - type.scale} integral digits`);
+      }
+      if (type.kind === 'map') {
+        if (type.key !== 'string') return `field '${path}' has type ${expected}: JSON object keys are strings, so a map read from JSON needs string keys`;
+        if (v === null || typeof v !== 'object' || Array.isArray(v)) return wrongType();
+        for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+          if (x !== null && readerFor(type.value, numericTimestamps)(x) === INVALID) return explain(type.value, x, `${path}.${k}`, numericTimestamps);
+        }
+        return wrongType();
+      }
       if (type.kind === 'array') {
         if (!Array.isArray(v)) return wrongType();
         const element = readerFor(type.element, numericTimestamps);
@@ -259,6 +333,7 @@ export function createJsonParseDecoder(schema: readonly StructField[], options: 
   const numericTimestamps = options.numericTimestamps ?? 'seconds';
   const fields = usedFields(schema, options);
   const names = fields.map((f) => f.name);
+  const protect = fields.some((f) => hasDecimal(f.type)) ? protectLongNumbers : protectBigIntegers;
   const readers = fields.map((f) => readerFor(f.type, numericTimestamps));
   const indexes = fields.map((f) => f.index);
   const count = fields.length;
@@ -266,7 +341,7 @@ export function createJsonParseDecoder(schema: readonly StructField[], options: 
   return (text) => {
     let parsed: unknown;
     try {
-      parsed = JSON.parse(protectBigIntegers(text));
+      parsed = JSON.parse(protect(text));
     } catch {
       try {
         JSON.parse(text);

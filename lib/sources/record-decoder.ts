@@ -4,6 +4,8 @@
  * columns the query reads, it decodes and checks only those, as the JSON memory stream does.
  */
 import type { DataType, StructField } from '../plan/data-types.js';
+import { parseDate } from '../core/dates.js';
+import { parseDecimal, toPrecision } from '../core/decimal.js';
 import { parseTimestamp, parseTimestampUnbounded, TIMESTAMP_RANGE_TEXT } from '../core/timestamps.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import { INT_MAX, INT_MIN, parseLongDigits } from '../core/long.js';
@@ -77,7 +79,12 @@ function csvReader(type: DataType): CsvReader {
     case 'double': return (t) => (t.trim() !== '' && Number.isFinite(Number(t)) ? Number(t) : INVALID);
     case 'boolean': return (t) => (/^true$/i.test(t) ? true : /^false$/i.test(t) ? false : INVALID);
     case 'timestamp': return (t) => parseTimestamp(t) ?? INVALID;
+    case 'date': return (t) => parseDate(t) ?? INVALID;
     default:
+      if (typeof type === 'object' && type.kind === 'decimal') {
+        const { precision, scale } = type;
+        return (t) => { const d = parseDecimal(t); return (d && toPrecision(d, precision, scale)) ?? INVALID; };
+      }
       throw new IllegalArgumentError(`CSV records cannot hold ${typeof type === 'string' ? type : type.kind} columns.`, {
         code: 'CSV_UNSUPPORTED_TYPE', hint: 'use format json for arrays and structs.',
       });

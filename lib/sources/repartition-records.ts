@@ -8,7 +8,7 @@
  * applies each (source shard, batch, part) once: what it applied per source is part of its
  * offsets, committed with its batches.
  */
-import { longReplacer, longReviver } from '../core/long.js';
+import { longReplacer, longReviver, mayHoldTaggedValues } from '../core/long.js';
 export const REPARTITION_RECORD_VERSION = 1;
 /** An idle record's batch for a source shard that has committed nothing yet. */
 export const NO_BATCH_COMMITTED = -1;
@@ -62,8 +62,8 @@ export function encodeRepartitionRecord(record: RepartitionRecord): Uint8Array {
 
 export function decodeRepartitionRecord(data: Uint8Array): RepartitionRecord {
   const text = new TextDecoder().decode(data);
-  // Only a record that carries a long beyond 2^53 pays for the reviver.
-  const parsed = (text.includes('\\u0000long') ? JSON.parse(text, longReviver) : JSON.parse(text)) as RepartitionRecord;
+  // Only a record that carries a tagged value (a long beyond 2^53, a decimal, binary, a map) pays for the reviver.
+  const parsed = (mayHoldTaggedValues(text) ? JSON.parse(text, longReviver) : JSON.parse(text)) as RepartitionRecord;
   if (parsed.v !== REPARTITION_RECORD_VERSION || (parsed.kind !== 'rows' && parsed.kind !== 'idle')) {
     throw new Error(`not a Sluice repartition record (version ${String(parsed.v)})`);
   }

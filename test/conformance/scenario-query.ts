@@ -5,6 +5,8 @@ import { Column, interval } from '../../lib/plan/column.js';
 import * as F from '../../lib/plan/functions.js';
 import { parseDataType, type DataType } from '../../lib/plan/data-types.js';
 import { parseTimestamp } from '../../lib/core/timestamps.js';
+import { parseDate } from '../../lib/core/dates.js';
+import { parseDecimal, toPrecision } from '../../lib/core/decimal.js';
 import type { AggregateFunctionName, Expr } from '../../lib/plan/expressions.js';
 import type { MemoryStream } from '../../lib/sources/memory-stream.js';
 import type { KeyValueGroupedDataFrame } from '../../lib/api/key-value-grouped.js';
@@ -25,6 +27,9 @@ export function toEngineValue(v: Json, t: DataType): unknown {
   }
   if (t === 'timestamp' && typeof v === 'number') return v * 1_000_000;
   if (t === 'timestamp' && typeof v === 'string') return parseTimestamp(v);
+  if (t === 'date' && typeof v === 'string') return parseDate(v);
+  if (typeof t === 'object' && t.kind === 'map' && typeof v === 'object') return new Map(Object.entries(v).map(([k, x]) => [k, toEngineValue(x, t.value)]));
+  if (typeof t === 'object' && t.kind === 'decimal') return toPrecision(parseDecimal(String(v))!, t.precision, t.scale);
   if (typeof t === 'object' && t.kind === 'array' && Array.isArray(v)) return v.map((x) => toEngineValue(x, t.element));
   if (typeof t === 'object' && t.kind === 'struct' && typeof v === 'object') {
     return Object.fromEntries(t.fields.map((f) => [f.name, toEngineValue(v[f.name], f.type)]));
@@ -37,6 +42,7 @@ export function expr(e: Json): Column {
   if ('expr' in e && 'as' in e) return expr(e.expr).alias(e.as);
   if ('col' in e) return new Column({ kind: 'column', name: e.qualifier ? `${e.qualifier}.${e.col}` : e.col });
   if ('lit' in e) return F.lit(e.lit);
+  if ('py' in e) return F.lit(e.py); // spark-diff: a plain argument PySpark takes as a Python value
   if ('interval' in e) return new Column({ kind: 'literal', value: interval(e.interval).micros, type: 'interval' });
   if ('star' in e) return new Column({ kind: 'star' });
   if ('sql' in e) return F.expr(e.sql as string);

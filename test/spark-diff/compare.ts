@@ -34,7 +34,8 @@ function refusalMatches(spark: Refusal, sluice: Refusal): boolean {
   const core = coreMessage(spark.message).toLowerCase();
   if (core.length > 0 && sluice.message.toLowerCase().includes(core)) return true;
   // A failed batch: Spark wraps the cause; Sluice's sentence must appear in Spark's whole text.
-  const ours = coreMessage(sluice.message).toLowerCase();
+  // Sluice wraps a value error (`Query <id> terminated with exception: [CLASS] ...`): compare the cause's sentence.
+  const ours = coreMessage(sluice.message.replace(/^Query \S+ terminated with exception: /, '')).toLowerCase();
   return spark.phase === 'runtime' && ours.length > 0 && (spark.detail ?? '').toLowerCase().includes(ours);
 }
 

@@ -70,7 +70,12 @@ function loadCases(o: Options): DiffCase[] {
   for (const [name, shape] of Object.entries(shapes)) {
     for (let s = 0; s < o.seeds; s++) random.push(generateCase(name, shape, o.seed + s, { maxSteps: o.maxSteps, maxRowsPerStep: 4, spread: 12 }));
   }
-  const all = [...hand, ...(read('refusals.json') as DiffCase[]), ...(read('stateful.json') as DiffCase[]), ...(read('sql.json') as DiffCase[]), ...random];
+  const all = [
+    ...hand, ...(read('refusals.json') as DiffCase[]), ...(read('stateful.json') as DiffCase[]), ...(read('sql.json') as DiffCase[]),
+    // Data types and the date/time functions: stateless selects, casts, ANSI refusals, decimal and date keys.
+    ...(read('types.json') as DiffCase[]),
+    ...random,
+  ];
   const chosen = o.all || o.only || o.seeds > 0 ? all : all.filter((c) => CI_SHAPES.includes(c.shape));
   return o.only ? chosen.filter((c) => c.id.includes(o.only!)) : chosen;
 }

@@ -1,4 +1,5 @@
 /** Runs a spark-diff case on Sluice's in-memory engine, in the shape the Spark runner reports. */
+import { Decimal } from '../../lib/core/decimal.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
 import type { DataType } from '../../lib/plan/data-types.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
@@ -14,6 +15,9 @@ function refusal(phase: Refusal['phase'], error: unknown): Refusal {
 function plain(v: unknown, t: DataType): unknown {
   if (v === null || v === undefined) return null;
   if (typeof v === 'bigint') return Number(v);
+  if (v instanceof Decimal) return v.toString(); // the runner writes Spark's Decimal as its text
+  if (v instanceof Uint8Array) return [...v];
+  if (v instanceof Map && typeof t === 'object' && t.kind === 'map') return Object.fromEntries([...v].map(([k, x]) => [String(k), plain(x, t.value)]));
   if (typeof t === 'object' && t.kind === 'array' && Array.isArray(v)) return v.map((x) => plain(x, t.element));
   if (typeof t === 'object' && t.kind === 'struct' && typeof v === 'object') {
     return Object.fromEntries(t.fields.map((f) => [f.name, plain((v as Record<string, unknown>)[f.name], f.type)]));

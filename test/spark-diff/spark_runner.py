@@ -87,6 +87,8 @@ def expr(e):
         return F.col(f"{e['qualifier']}.{e['col']}" if e.get("qualifier") else e["col"])
     if "lit" in e:
         return F.lit(e["lit"])
+    if "py" in e:  # a plain Python argument (a pattern, a unit) where PySpark takes no Column
+        return e["py"]
     if "interval" in e:
         return F.expr(f"INTERVAL {e['interval']}")
     if "star" in e:
@@ -242,6 +244,10 @@ def plain(v):
         return None
     if isinstance(v, dt.datetime):
         return round((v.replace(tzinfo=None) - EPOCH) / dt.timedelta(microseconds=1))
+    if isinstance(v, dt.date):  # days since the epoch, as Sluice keeps a date
+        return (v - EPOCH.date()).days
+    if isinstance(v, (bytes, bytearray)):
+        return list(v)
     if hasattr(v, "asDict"):
         return {k: plain(x) for k, x in v.asDict(recursive=False).items()}
     if isinstance(v, dict):
@@ -249,7 +255,7 @@ def plain(v):
     if isinstance(v, (list, tuple)):
         return [plain(x) for x in v]
     if type(v).__name__ == "Decimal":
-        return float(v)
+        return str(v)  # exact digits and scale, compared as text
     return v
 
 

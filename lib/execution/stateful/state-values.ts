@@ -1,4 +1,5 @@
 import { LONG_MAX, LONG_MIN, INT_MAX, INT_MIN } from '../../core/long.js';
+import { Decimal } from '../../core/decimal.js';
 import { typeToString, type DataType } from '../../plan/data-types.js';
 import { IllegalArgumentError } from '../../errors/sluice-error.js';
 
@@ -52,7 +53,10 @@ export function notOfType(v: unknown, t: DataType, path: string): string | null 
       case 'double':
         return typeof v === 'number' ? null : bad;
       case 'timestamp':
+      case 'date':
         return Number.isSafeInteger(v) ? null : bad;
+      case 'binary':
+        return v instanceof Uint8Array ? null : bad;
       case 'string':
         return typeof v === 'string' ? null : bad;
       case 'boolean':
@@ -69,6 +73,8 @@ export function notOfType(v: unknown, t: DataType, path: string): string | null 
     }
     return null;
   }
+  if (t.kind === 'decimal') return v instanceof Decimal ? null : bad;
+  if (t.kind === 'map') return v instanceof Map ? null : bad;
   if (typeof v !== 'object' || Array.isArray(v)) return bad;
   const record = v as Record<string, unknown>;
   const unknownField = Object.keys(record).find((k) => !t.fields.some((f) => f.name === k));

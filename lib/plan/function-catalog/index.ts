@@ -1,5 +1,6 @@
 import type { ScalarFunctionSignature } from './signature.js';
 import { STRING_SIGNATURES } from './string-signatures.js';
+import { DATETIME_SIGNATURES } from './datetime-signatures.js';
 
 export type { ArgumentInfo, ScalarFunctionSignature } from './signature.js';
 export { argumentTypeError, wrongNumberOfArguments } from './errors.js';
@@ -8,7 +9,10 @@ export { argumentTypeError, wrongNumberOfArguments } from './errors.js';
  * Built-in scalar functions beyond the operators the binder types itself. Add a family by adding
  * its signature list here and its implementation list to lib/execution/functions/index.ts.
  */
-const FAMILIES: readonly (readonly ScalarFunctionSignature[])[] = [STRING_SIGNATURES];
+const FAMILIES: readonly (readonly ScalarFunctionSignature[])[] = [
+  STRING_SIGNATURES,
+  DATETIME_SIGNATURES,
+];
 
 const BY_NAME: ReadonlyMap<string, ScalarFunctionSignature> = indexByName(FAMILIES.flat());
 
