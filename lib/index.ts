@@ -17,6 +17,8 @@ export type * from './plan/stateful-processor.js';
 export { DataStreamWriter } from './api/data-stream-writer.js';
 export { Column, interval, type SortOrder } from './plan/column.js';
 export * from './plan/functions.js';
+export { udf, type UserDefinedFunction } from './plan/udf.js';
+export { UdfRegistration } from './api/udf-registration.js';
 export type { MicroBatchStream, Offset } from './sources/source.js';
 export { ConsoleSink, formatBatchTable } from './sinks/console-sink.js';
 export { ForeachBatchSink } from './sinks/foreach-batch-sink.js';

@@ -5,6 +5,7 @@ import { MemoryStream } from '../sources/memory-stream.js';
 import { JsonMemoryStream, type JsonMemoryStreamOptions } from '../sources/json-memory-stream.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { DataFrame } from './data-frame.js';
+import { UdfRegistration } from './udf-registration.js';
 
 export { toSchema, type SchemaLike } from './schema.js';
 
@@ -14,6 +15,8 @@ export { toSchema, type SchemaLike } from './schema.js';
  */
 export class SluiceSession {
   readonly conf: Map<string, string>;
+  /** Registers UDFs by name for SQL text (one table per process, see function-catalog/user-functions.ts). */
+  readonly udf = new UdfRegistration();
 
   constructor(conf: Record<string, string> = {}) {
     this.conf = new Map(Object.entries(conf));

@@ -10,6 +10,7 @@ import {
 } from '../core/long.js';
 import { AnsiDataError, castInvalidInput, divideByZero } from '../core/ansi-errors.js';
 import { builtinImplementation } from './functions/index.js';
+import { compileUserFunction } from './functions/user-function.js';
 
 export type Row = unknown[];
 export type Evaluator = (row: Row) => unknown;
@@ -74,6 +75,7 @@ export function compile(e: BoundExpr, ctx: EvalContext): Evaluator {
     case 'aggregate':
       throw new Error('aggregate functions are evaluated by the aggregation operator');
     case 'call':
+      if (e.udf) return compileUserFunction(e.udf, e.args.map((a) => compile(a, ctx)), e);
       return compileCall(e.fn, e.args.map((a) => compile(a, ctx)), e, ctx);
     default: {
       const never: never = e;
