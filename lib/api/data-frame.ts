@@ -14,7 +14,7 @@ import type { SourceRegistry } from '../sources/source.js';
 import { runBatchQuery } from '../runtime/batch-runner.js';
 import { DataStreamWriter } from './data-stream-writer.js';
 import { DataFrameWriter } from './data-frame-writer.js';
-import { callOnStreamingUnsupported, limitPlan, showString, writeStreamNotAllowed } from './static-actions.js';
+import { callOnStreamingUnsupported, limitPlan, showString, staticSessionWindowUnsupported, writeStreamNotAllowed } from './static-actions.js';
 import { KeyValueGroupedDataFrame } from './key-value-grouped.js';
 
 /**
@@ -455,6 +455,7 @@ export class GroupedData {
   constructor(private readonly df: DataFrame, private readonly keys: readonly Expr[]) {}
 
   agg(...aggs: Column[]): DataFrame {
+    if (!isStreaming(this.df.plan) && this.keys.some((k) => unalias(k).kind === 'sessionWindow')) throw staticSessionWindowUnsupported();
     const input = this.df.plan.output;
     const aggExprs = aggs.map((a) => a.expr);
     const keyOutput = projectOutput(this.keys, input);

@@ -48,3 +48,13 @@ export function writeStreamNotAllowed(): AnalysisError {
     code: 'WRITE_STREAM_NOT_ALLOWED', errorClass: 'WRITE_STREAM_NOT_ALLOWED', hint: 'a static DataFrame is written with df.write.sink(sink).save(), or read with collect()/show().',
   });
 }
+
+/**
+ * A static aggregation by session_window would need Spark's session merge (MergingSessionsExec),
+ * which only the streaming operator has: refused rather than giving one session per row.
+ */
+export function staticSessionWindowUnsupported(): AnalysisError {
+  return new AnalysisError('session_window() in an aggregation of a static DataFrame is not supported by Sluice yet.', {
+    code: 'STATIC_SESSION_WINDOW', hint: 'aggregate by session_window on the stream itself (before foreachBatch), or group a static DataFrame by window() or keys.',
+  });
+}

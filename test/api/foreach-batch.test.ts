@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { SluiceSession } from '../../lib/api/session.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
-import { avg, col, count, lit, sum, upper } from '../../lib/plan/functions.js';
+import { avg, col, count, lit, session_window, sum, upper } from '../../lib/plan/functions.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { udf } from '../../lib/plan/udf.js';
@@ -99,5 +99,12 @@ describe("refusals with Spark's messages", () => {
       expect(action).toThrow('Queries with streaming sources must be executed with writeStream.start()');
     }
     expect(() => df.limit(5)).toThrow(/limit\(\) on a streaming DataFrame is not supported by Sluice/);
+  });
+
+  it('session_window on a static DataFrame is refused (Sluice merges sessions only in the streaming operator), not one session per row', () => {
+    const df = new SluiceSession().createDataFrame([['a', 1_000_000], ['a', 2_000_000]], 'k string, ts timestamp');
+    expect(() => df.groupBy(session_window(col('ts'), '10 seconds'), col('k')).agg(count('*'))).toThrow(/session_window\(\) in an aggregation of a static DataFrame is not supported by Sluice yet/);
+    const { df: stream } = new SluiceSession().memoryStream('k string, ts timestamp');
+    expect(stream.withWatermark('ts', '1 minute').groupBy(session_window(col('ts'), '10 seconds'), col('k')).agg(count('*')).isStreaming).toBe(true);
   });
 });
