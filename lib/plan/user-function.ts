@@ -10,10 +10,9 @@ export interface UserFunction {
   /** The name in column names and messages; lowercased for lookup by name. */
   readonly name: string;
   // Arguments arrive as engine values; `any` lets users type their parameters (s: string).
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   readonly fn: (...args: any[]) => unknown;
   readonly returnType: DataType;
-  /** False after `.asNondeterministic()`: never pushed through a join or evaluated twice as one. */
+  /** False after `.asNondeterministic()`: never pushed through a join or inferred as a join filter. */
   readonly deterministic: boolean;
 }
 
