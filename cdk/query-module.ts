@@ -13,11 +13,11 @@
  */
 import { buildSync, type Message } from 'esbuild';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { createRequire, SourceMap } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
 import type { QueryDefinition } from '../lib/query/query-definition.js';
 import type { ValidatedQuery, ValidateOptions } from '../lib/query/validate-query.js';
-import { queryDefinitionOf, queryModuleLoadError } from '../lib/query/query-module.js';
+import { queryDefinitionOf, queryModuleLoadError, type ModuleLocation } from '../lib/query/query-module.js';
 import { SLUICE_PACKAGE_DIR, SOURCE_CONDITIONS, importSpecifier } from './project.js';
 
 export interface LoadedQueryModule {
@@ -31,6 +31,7 @@ export interface LoadedQueryModule {
 
 export function loadQueryModule(queryModulePath: string, projectRoot: string): LoadedQueryModule {
   let code: string;
+  let sourceMap: SourceMap | null = null;
   try {
     const built = buildSync({
       stdin: {
@@ -50,8 +51,13 @@ export function loadQueryModule(queryModulePath: string, projectRoot: string): L
       external: externalPackages(projectRoot),
       write: false,
       logLevel: 'silent',
+      // Only to map a load-time error to the module's line (never written).
+      sourcemap: 'external',
+      outfile: join(dirname(queryModulePath), 'sluice-synth-loader.js'),
     });
-    code = built.outputFiles[0]!.text;
+    code = built.outputFiles.find((f) => f.path.endsWith('.js'))!.text;
+    const map = built.outputFiles.find((f) => f.path.endsWith('.map'));
+    sourceMap = map ? new SourceMap(JSON.parse(map.text) as ConstructorParameters<typeof SourceMap>[0]) : null;
   } catch (error) {
     const errors = (error as { errors?: Message[] }).errors;
     const detail = errors?.length ? errors.map(formatMessage).join('\n') : error;
@@ -61,10 +67,29 @@ export function loadQueryModule(queryModulePath: string, projectRoot: string): L
   try {
     loaded = evaluateCommonJs(code, queryModulePath) as typeof loaded;
   } catch (error) {
-    throw queryModuleLoadError(queryModulePath, error);
+    throw queryModuleLoadError(queryModulePath, error, sourceMap ? locationInBundle(error, sourceMap, queryModulePath) : null);
   }
   const definition = queryDefinitionOf(loaded.module, queryModulePath);
   return { path: queryModulePath, definition, validate: (options) => loaded.validateQuery(definition, options) };
+}
+
+/** Lines V8 puts before a `new Function` body: `function anonymous(<params>\n) {\n`. */
+const FUNCTION_PREAMBLE_LINES = 2;
+
+/** The module's line of the innermost bundle frame that maps into it (the CLI's loader gives this from its own stack). */
+function locationInBundle(error: unknown, map: SourceMap, queryModulePath: string): ModuleLocation | null {
+  const stack = (error as { stack?: unknown } | undefined)?.stack;
+  if (typeof stack !== 'string') return null;
+  const mapDir = dirname(queryModulePath);
+  for (const frame of stack.split('\n').slice(1)) {
+    const match = /<anonymous>:(\d+):(\d+)\)?$/.exec(frame);
+    if (!match) continue;
+    const entry = map.findEntry(Number(match[1]) - 1 - FUNCTION_PREAMBLE_LINES, Number(match[2]) - 1) as
+      { originalSource?: string; originalLine?: number; originalColumn?: number };
+    if (entry.originalSource === undefined || resolve(mapDir, entry.originalSource.replace(/^file:\/\//, '')) !== queryModulePath) continue;
+    return { line: entry.originalLine! + 1, column: entry.originalColumn! + 1 };
+  }
+  return null;
 }
 
 /** Runs a CommonJS program whose `require` looks in the query module's project, then in sluice's. */

@@ -19,3 +19,5 @@ export {
   createScheduledTriggerHandler, type ScheduledTriggerHandler, type ScheduledTriggerOptions, type ScheduledTriggerEvent,
 } from '../lib/aws/scheduled-trigger-handler.js';
 export { RUNTIME_ENV, DEPLOYMENT_DEFAULTS, TABLE_KEYS, readRuntimeConfig, type RuntimeConfig } from '../lib/runtime/runtime-config.js';
+export { awsStaticStorage } from '../lib/aws/static-storage.js';
+export { createAwsClients, type AwsClientOptions } from '../lib/aws/clients.js';

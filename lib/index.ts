@@ -19,6 +19,11 @@ export { Column, interval, type SortOrder } from './plan/column.js';
 export * from './plan/functions.js';
 /** A decimal(p,s) value (exact); dates are days since the epoch, binary a Uint8Array, maps a Map. */
 export { Decimal, parseDecimal } from './core/decimal.js';
+export { udf, type UserDefinedFunction } from './plan/udf.js';
+export { UdfRegistration } from './api/udf-registration.js';
+export { DataFrameReader } from './api/data-frame-reader.js';
+export { DataFrameWriter } from './api/data-frame-writer.js';
+export { localFileStorage, type StaticStorage, type StoredObject } from './sources/static-storage.js';
 export type { MicroBatchStream, Offset } from './sources/source.js';
 export { ConsoleSink, formatBatchTable } from './sinks/console-sink.js';
 export { ForeachBatchSink } from './sinks/foreach-batch-sink.js';

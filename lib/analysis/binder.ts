@@ -6,7 +6,7 @@ import { asDecimalType, decimalResultType } from '../plan/decimal-rules.js';
 import { assertNever, type Expr } from '../plan/expressions.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import type { BoundExpr } from './bound-expr.js';
-import { builtinSignature, wrongNumberOfArguments } from '../plan/function-catalog/index.js';
+import { builtinSignature, registeredUserFunction, wrongNumberOfArguments } from '../plan/function-catalog/index.js';
 
 /** Finds the attribute a (possibly qualified, possibly dotted) name refers to. */
 export function resolveName(name: string, input: readonly Attribute[]): { attribute: Attribute; ordinal: number; path: string[] } {
@@ -182,7 +182,9 @@ function decimalOrDateArithmeticType(fn: string, args: readonly BoundExpr[]): Da
 function catalogCallType(fn: string, args: readonly BoundExpr[]): DataType {
   const signature = builtinSignature(fn);
   if (!signature) {
-    throw new AnalysisError(`[UNRESOLVED_ROUTINE] Cannot resolve function \`${fn}\`.`, { code: 'UNRESOLVED_ROUTINE', errorClass: 'UNRESOLVED_ROUTINE' });
+    throw new AnalysisError(`[UNRESOLVED_ROUTINE] Cannot resolve function \`${fn}\`.`, {
+      code: 'UNRESOLVED_ROUTINE', errorClass: 'UNRESOLVED_ROUTINE', hint: `check the name; a function of your own is registered with session.udf.register('${fn}', fn, returnType).`,
+    });
   }
   if (args.length < signature.minArgs || args.length > signature.maxArgs) {
     throw wrongNumberOfArguments(fn, signature.minArgs, signature.maxArgs, args.length);
@@ -231,6 +233,8 @@ export function bind(e: Expr, input: readonly Attribute[]): BoundExpr {
       return bind(e.child, input);
     case 'call': {
       const args = coerceDateComparison(e.fn, e.args.map((x) => bind(x, input)));
+      const udf = e.udf ?? registeredUserFunction(e.fn);
+      if (udf) return { kind: 'call', fn: e.fn, args, type: udf.returnType, udf };
       return { kind: 'call', fn: e.fn, args, type: callType(e.fn, args) };
     }
     case 'cast': {
@@ -303,4 +307,14 @@ export function inheritedEventTimeDelay(e: BoundExpr): number | null {
   if (e.kind === 'timeWindow' || e.kind === 'sessionWindow') return inheritedEventTimeDelay(e.time);
   if (e.kind === 'call' && e.fn === 'window_time') return inheritedEventTimeDelay(e.args[0]!);
   return null;
+}
+
+/** Whether `name` is a built-in function or operator (a UDF may not take its name: the built-in would win). */
+export function isBuiltinFunctionName(name: string): boolean {
+  try {
+    callType(name.toLowerCase(), []);
+    return true;
+  } catch (error) {
+    return !(error instanceof AnalysisError && error.code === 'UNRESOLVED_ROUTINE');
+  }
 }

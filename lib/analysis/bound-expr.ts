@@ -1,6 +1,7 @@
 import type { Attribute } from '../plan/attribute.js';
 import type { DataType } from '../plan/data-types.js';
 import type { AggregateFunctionName } from '../plan/expressions.js';
+import type { UserFunction } from '../plan/user-function.js';
 
 /** An expression resolved against a child's output: names became ordinals, every node is typed. */
 export type BoundExpr =
@@ -33,6 +34,8 @@ export interface BoundCall {
   readonly fn: string;
   readonly args: readonly BoundExpr[];
   readonly type: DataType;
+  /** The UDF this call runs: carried by the expression or registered under `fn`. */
+  readonly udf?: UserFunction;
 }
 
 export interface BoundCast {

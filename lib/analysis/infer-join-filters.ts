@@ -84,7 +84,7 @@ function toIdForm(e: Expr, input: readonly Attribute[]): Constraint | null {
         return x;
       }
     }
-    if (x.kind === 'aggregate' || (x.kind === 'call' && (x.fn === 'current_timestamp' /* differs between batches */ || isNondeterministicFunction(x.fn)))) ok = false;
+    if (x.kind === 'aggregate' || (x.kind === 'call' && (x.fn === 'current_timestamp' /* differs between batches */ || isNondeterministicFunction(x.fn, x.udf)))) ok = false;
     if (x.kind === 'call') return { ...x, args: x.args.map(rewrite) };
     if (x.kind === 'cast' || x.kind === 'alias') return { ...x, child: rewrite(x.child) };
     if (children(x).length > 0) ok = false;

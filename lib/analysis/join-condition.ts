@@ -53,7 +53,7 @@ export function sideOf(e: BoundExpr, leftWidth: number): Side {
 }
 
 function isDeterministic(e: BoundExpr): boolean {
-  return !boundExists(e, (x) => x.kind === 'call' && isNondeterministicFunction(x.fn));
+  return !boundExists(e, (x) => x.kind === 'call' && isNondeterministicFunction(x.fn, x.udf));
 }
 
 /** Moves every column reference `offset` positions left: joined-row ordinals -> right-row ordinals. */

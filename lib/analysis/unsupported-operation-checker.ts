@@ -133,7 +133,7 @@ export const errors = {
   sortOnStream: () => refusal(
     'Sorting is not supported on streaming DataFrames/Datasets, unless it is on aggregated DataFrame/Dataset in Complete output mode',
     'SORT_ON_STREAM',
-    'sort after an aggregation in complete mode, or sort each batch in foreachBatch((rows, batchId) => ...).',
+    'sort after an aggregation in complete mode, or sort each batch in foreachBatch((batch, batchId) => batch.orderBy(...)).',
   ),
   nonTimeWindow: (fn: string, column: string, spec: string) => refusal(
     `[NON_TIME_WINDOW_NOT_SUPPORTED_IN_STREAMING] Window function is not supported in ${fn} (as column \`${column}\`) on ` +

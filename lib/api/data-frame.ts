@@ -14,6 +14,8 @@ import type { SourceRegistry } from '../sources/source.js';
 import { runBatchQuery } from '../runtime/batch-runner.js';
 import { parseExpression } from '../sql/index.js';
 import { DataStreamWriter } from './data-stream-writer.js';
+import { DataFrameWriter } from './data-frame-writer.js';
+import { callOnStreamingUnsupported, limitPlan, showString, staticSessionWindowUnsupported, writeStreamNotAllowed } from './static-actions.js';
 import { KeyValueGroupedDataFrame } from './key-value-grouped.js';
 
 /**
@@ -425,13 +427,51 @@ export class DataFrame {
     return explainPlan(this.plan, outputMode, this.session.conf);
   }
 
-  get writeStream(): DataStreamWriter {
-    return new DataStreamWriter(this);
+  get writeStream(): DataStreamWriter<DataFrame> {
+    if (!isStreaming(this.plan)) throw writeStreamNotAllowed();
+    // foreachBatch hands each micro-batch's output over as a static DataFrame of this session.
+    return new DataStreamWriter(this, (batch) => new DataFrame(this.session, {
+      kind: 'LocalRelation', name: 'foreachBatch', rows: batch.rows, output: batch.schema.map((f) => newAttribute(f.name, f.type)),
+    }));
+  }
+
+  /** Writes a static DataFrame to a sink: `df.write.sink(sink).batchId(id).save()`. */
+  get write(): DataFrameWriter {
+    if (isStreaming(this.plan)) throw callOnStreamingUnsupported('write', 'a streaming DataFrame is written with writeStream...start().');
+    return new DataFrameWriter(this);
   }
 
   /** Runs a batch (static) query to completion and returns its rows. */
   collect(): unknown[][] {
     return runBatchQuery(this.plan);
+  }
+
+  /** The number of rows of a static DataFrame. */
+  count(): number {
+    return runBatchQuery(this.plan).length;
+  }
+
+  /** The first `n` rows (static DataFrames; Sluice does not limit a stream). */
+  limit(n: number): DataFrame {
+    return this.with(limitPlan(this.plan, n));
+  }
+
+  take(n: number): unknown[][] {
+    return this.limit(n).collect();
+  }
+
+  /** The first row, or undefined when there is none (Spark's `first()` raises; `head()` gives None). */
+  first(): unknown[] | undefined {
+    return this.take(1)[0];
+  }
+
+  /** Prints the first `numRows` rows as Spark's `show()`, cells cut at 20 characters unless `truncate` is false (or a width). */
+  show(numRows = 20, truncate: boolean | number = true): void {
+    console.log(this.showString(numRows, truncate));
+  }
+
+  showString(numRows = 20, truncate: boolean | number = true): string {
+    return showString(this.plan, numRows, truncate);
   }
 }
 
@@ -439,6 +479,7 @@ export class GroupedData {
   constructor(private readonly df: DataFrame, private readonly keys: readonly Expr[]) {}
 
   agg(...aggs: Column[]): DataFrame {
+    if (!isStreaming(this.df.plan) && this.keys.some((k) => unalias(k).kind === 'sessionWindow')) throw staticSessionWindowUnsupported();
     const input = this.df.plan.output;
     const aggExprs = aggs.map((a) => a.expr);
     const keyOutput = projectOutput(this.keys, input);

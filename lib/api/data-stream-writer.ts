@@ -6,9 +6,9 @@ import { MemoryCheckpoint } from '../checkpoint/memory-checkpoint.js';
 import { checkStreamingQuery } from '../analysis/unsupported-operation-checker.js';
 import { AnalysisError, IllegalArgumentError } from '../errors/sluice-error.js';
 import { ConsoleSink } from '../sinks/console-sink.js';
-import { ForeachBatchSink, type ForeachBatchFunction } from '../sinks/foreach-batch-sink.js';
+import { ForeachBatchSink } from '../sinks/foreach-batch-sink.js';
 import { MemorySink } from '../sinks/memory-sink.js';
-import type { Sink } from '../sinks/sink.js';
+import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { checkSinkOutputMode } from '../sinks/sink-output-modes.js';
 import { systemClock, type Clock } from '../runtime/clock.js';
 import { StreamExecution } from '../runtime/stream-execution.js';
@@ -28,8 +28,15 @@ export interface WritableFrame {
   readonly session: { readonly conf: ReadonlyMap<string, string> };
 }
 
-/** `df.writeStream`: an immutable-by-convention builder; `start()` validates everything first. */
-export class DataStreamWriter {
+/** Spark's foreachBatch function: each micro-batch's output as a static DataFrame, and its batch id. */
+export type ForeachBatchFrameFunction<F> = (batch: F, batchId: number) => void | Promise<void>;
+
+/**
+ * `df.writeStream`: an immutable-by-convention builder; `start()` validates everything first.
+ * `F` is the static DataFrame type foreachBatch hands out (built by `toFrame`; the DataFrame
+ * creates its writer, so this module does not import it).
+ */
+export class DataStreamWriter<F = unknown> {
   private mode: OutputMode = 'append';
   private sinkChoice: Sink | null = null;
   private formatName: string | null = null;
@@ -39,7 +46,7 @@ export class DataStreamWriter {
   private clockChoice: Clock = systemClock;
   private readonly extraConf = new Map<string, string>();
 
-  constructor(private readonly df: WritableFrame) {}
+  constructor(private readonly df: WritableFrame, private readonly toFrame: (batch: SinkBatch) => F = () => { throw new Error('foreachBatch needs a DataFrame factory'); }) {}
 
   outputMode(mode: OutputMode | string): this {
     const m = mode.toLowerCase() as OutputMode;
@@ -68,8 +75,14 @@ export class DataStreamWriter {
     return this;
   }
 
-  foreachBatch(fn: ForeachBatchFunction): this {
-    this.sinkChoice = new ForeachBatchSink(fn);
+  /**
+   * Spark's foreachBatch: `fn(batchDF, batchId)` per micro-batch, the batch's output rows as a
+   * static DataFrame (filter, join with static data, aggregate, collect, write to a sink...).
+   * Make it idempotent by batch id: a batch re-run after a failure is handed over again.
+   */
+  foreachBatch(fn: ForeachBatchFrameFunction<F>): this {
+    const toFrame = this.toFrame;
+    this.sinkChoice = new ForeachBatchSink((_rows, batchId, _columns, batch) => fn(toFrame(batch), batchId));
     return this;
   }
 

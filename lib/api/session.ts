@@ -6,6 +6,9 @@ import { MemoryStream } from '../sources/memory-stream.js';
 import { JsonMemoryStream, type JsonMemoryStreamOptions } from '../sources/json-memory-stream.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { DataFrame } from './data-frame.js';
+import { UdfRegistration } from './udf-registration.js';
+import { DataFrameReader } from './data-frame-reader.js';
+import type { StaticStorage } from '../sources/static-storage.js';
 
 export { toSchema, type SchemaLike } from './schema.js';
 
@@ -15,9 +18,17 @@ export { toSchema, type SchemaLike } from './schema.js';
  */
 export class SluiceSession {
   readonly conf: Map<string, string>;
+  /** Registers UDFs by name for SQL text (one table per process, see function-catalog/user-functions.ts). */
+  readonly udf = new UdfRegistration();
 
-  constructor(conf: Record<string, string> = {}) {
+  /** `storage`: where `read` finds S3 objects and DynamoDB tables (lib/aws's awsStaticStorage); local files need none. */
+  constructor(conf: Record<string, string> = {}, private readonly options: { readonly storage?: StaticStorage } = {}) {
     this.conf = new Map(Object.entries(conf));
+  }
+
+  /** Static DataFrames from files, S3 and DynamoDB: `await session.read.json('s3://bucket/prefix')`. */
+  get read(): DataFrameReader {
+    return new DataFrameReader(this, this.options.storage ?? null);
   }
 
   /** A streaming DataFrame over any micro-batch source; the source's name is its id in the plan. */

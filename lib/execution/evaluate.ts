@@ -13,6 +13,7 @@ import { builtinImplementation } from './functions/index.js';
 import { compileDecimalArithmetic } from './decimal-arithmetic.js';
 import { compileDateArithmetic } from './functions/datetime-functions.js';
 import { newTypeCast } from './type-casts.js';
+import { compileUserFunction } from './functions/user-function.js';
 
 export type Row = unknown[];
 export type Evaluator = (row: Row) => unknown;
@@ -77,6 +78,7 @@ export function compile(e: BoundExpr, ctx: EvalContext): Evaluator {
     case 'aggregate':
       throw new Error('aggregate functions are evaluated by the aggregation operator');
     case 'call':
+      if (e.udf) return compileUserFunction(e.udf, e.args.map((a) => compile(a, ctx)), e);
       return compileCall(e.fn, e.args.map((a) => compile(a, ctx)), e, ctx);
     default: {
       const never: never = e;

@@ -1,4 +1,5 @@
 import type { DataType } from './data-types.js';
+import type { UserFunction } from './user-function.js';
 
 /**
  * The expression tree of a query. Nodes are plain frozen data with a `kind` discriminant; every
@@ -44,6 +45,8 @@ export interface Call {
   readonly kind: 'call';
   readonly fn: string;
   readonly args: readonly Expr[];
+  /** A UDF called through the DataFrame API (`fn` is then its name). */
+  readonly udf?: UserFunction;
 }
 
 export interface Cast {

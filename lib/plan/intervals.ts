@@ -44,30 +44,58 @@ export function parseInterval(text: string): CalendarInterval {
   }
   if (/^'.*'$/.test(s)) s = s.slice(1, -1);
   const tokens = s.split(/\s+/).filter(Boolean);
-  if (tokens.length === 0 || tokens.length % 2 !== 0) throw invalidInterval(original);
+  if (tokens.length === 0) throw invalidInterval(original, 'it is empty');
   let months = 0;
   let days = 0;
   let micros = 0;
   for (let i = 0; i < tokens.length; i += 2) {
     const value = Number(tokens[i]);
-    if (!Number.isFinite(value)) throw invalidInterval(original);
+    if (!Number.isFinite(value)) throw invalidInterval(original, `\`${tokens[i]}\` is not a number`);
+    if (i + 1 === tokens.length) throw invalidInterval(original, `\`${tokens[i]}\` has no unit`);
     const unit = normalizeUnit(tokens[i + 1]!);
     if (unit === 'year') months += value * 12;
     else if (unit === 'month') months += value;
     else if (unit === 'week') days += value * 7;
     else if (unit === 'day') days += value;
     else if (unit in UNIT_MICROS) micros += value * UNIT_MICROS[unit]!;
-    else throw invalidInterval(original);
+    else throw invalidInterval(original, unknownUnit(tokens[i + 1]!));
   }
   return { months, days, micros: Math.round(micros) };
 }
 
-function invalidInterval(text: string): IllegalArgumentError {
-  return new IllegalArgumentError(`The interval string '${text}' is not valid.`, {
-    code: 'INVALID_INTERVAL',
-    errorClass: 'INVALID_INTERVAL_FORMAT',
-    hint: "write it as '<number> <unit>' pairs, e.g. '10 seconds', '1 minute 30 seconds', '2 hours'.",
-  });
+/** Every unit parseInterval takes, in messages: singular or plural, any case. */
+const UNITS = ['year', 'month', 'week', 'day', 'hour', 'minute', 'second', 'millisecond', 'microsecond'];
+
+/** Spark's CANNOT_PARSE_INTERVAL, plus what is wrong with the string (Spark does not say). */
+function invalidInterval(text: string, problem: string): IllegalArgumentError {
+  return new IllegalArgumentError(
+    `[CANNOT_PARSE_INTERVAL] Unable to parse '${text}': ${problem}. SQLSTATE: 22006`,
+    {
+      code: 'INVALID_INTERVAL',
+      errorClass: 'CANNOT_PARSE_INTERVAL',
+      hint: "write it as '<number> <unit>' pairs, e.g. '10 seconds', '1 minute 30 seconds', '2 hours'.",
+    },
+  );
+}
+
+function unknownUnit(word: string): string {
+  const singular = word.toLowerCase().replace(/s$/, '');
+  const closest = UNITS.map((u) => ({ u, d: editDistance(singular, u) })).sort((a, b) => a.d - b.d)[0]!;
+  const suggestion = closest.d <= 2 ? ` (did you mean \`${word.toLowerCase().endsWith('s') ? `${closest.u}s` : closest.u}\`?)` : '';
+  return `\`${word}\` is not a unit${suggestion}; the units are ${UNITS.join(', ')} (singular or plural), or us, ms, sec, min, hr, mon, yr`;
+}
+
+/** Levenshtein distance, for a short word against the units. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
 }
 
 /** Spark's watermark-delay length: a month counts as 31 days (EventTimeWatermark.getDelayMs). */

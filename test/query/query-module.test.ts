@@ -3,6 +3,8 @@
  * (importQueryModule), the construct compiles it at synth (cdk/query-module.ts). The same bad
  * modules get the same messages from both.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadQueryModule } from '../../cdk/query-module.js';
@@ -40,12 +42,25 @@ describe('loading a query module: one rule for the CLI and the construct', () =>
   it.each([
     ['no-default-export.ts', 'NOT_A_QUERY_MODULE', /has no default export \(named exports: name\)\.\n {2}How to fix: default-export the query/],
     ['default-export-not-a-query.ts', 'NOT_A_QUERY_MODULE', /has a default export that is a function \(hourlySalesQuery\); call it and export its result, not a query definition/],
-    ['throws-on-load.ts', 'QUERY_MODULE_LOAD_FAILED', /throws-on-load\.ts failed to load: the query configuration file is missing/],
+    ['throws-on-load.ts', 'QUERY_MODULE_LOAD_FAILED', /throws-on-load\.ts failed to load: the query configuration file is missing\n {2}at \/.*\/throws-on-load\.ts:4:7, line 4: throw new Error\('the query configuration file is missing'\);\n/],
+    ['throws-in-helper.ts', 'QUERY_MODULE_LOAD_FAILED', /throws-in-helper\.ts failed to load: TABLE_NAME is not set\n {2}at \/.*\/throws-in-helper\.ts:5:9, line 5: throw new Error\('TABLE_NAME is not set'\);\n/],
   ])('%s: %s, the same message from both', async (file, code, message) => {
     const [cli, synth] = [await cliError(fixture(file)), synthError(fixture(file))];
     expect([cli.code, synth.code]).toEqual([code, code]);
     expect(cli.message).toMatch(message);
     expect(synth.message).toBe(cli.message);
+  });
+
+  it('a syntax error: the compiler names the line, and the message shows its code', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-broken-'));
+    try {
+      writeFileSync(join(dir, 'broken.mts'), "const table = 'sales';\nconst delay = ;\nexport default table;\n");
+      const error = await cliError(join(dir, 'broken.mts'));
+      expect(error.code).toBe('QUERY_MODULE_LOAD_FAILED');
+      expect(error.message).toMatch(/\n {2}at \/.*\/broken\.mts:2:\d+, line 2: const delay = ;\n/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('a missing file: named, with where it was looked for', async () => {

@@ -41,8 +41,8 @@ export async function runOnSluice(c: DiffCase): Promise<EngineResult> {
   try {
     query = await df.writeStream
       .outputMode(c.outputMode)
-      .foreachBatch((rows, batchId) => {
-        batches.push({ batchId, rows: rows.map((r) => r.map((v, i) => plain(v, types[i]!))), progress: null });
+      .foreachBatch((batch, batchId) => {
+        batches.push({ batchId, rows: batch.collect().map((r) => r.map((v, i) => plain(v, types[i]!))), progress: null });
       })
       .checkpoint(new MemoryCheckpoint())
       .start();

@@ -28,7 +28,7 @@ async function run(build: Build, mode: 'append' | 'update' | 'complete'): Promis
   const query = build(session, df);
   const batches: string[][] = [];
   const handle = await query.writeStream.outputMode(mode)
-    .foreachBatch((rows) => { batches.push(rows.map((r) => stringifyWithLongs(r)).sort()); })
+    .foreachBatch((batch) => { batches.push(batch.collect().map((r) => stringifyWithLongs(r)).sort()); })
     .checkpoint(new MemoryCheckpoint()).start();
   const steps: string[][] = [];
   try {

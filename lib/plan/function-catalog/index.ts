@@ -1,9 +1,12 @@
 import type { ScalarFunctionSignature } from './signature.js';
 import { STRING_SIGNATURES } from './string-signatures.js';
 import { DATETIME_SIGNATURES } from './datetime-signatures.js';
+import type { UserFunction } from '../user-function.js';
+import { registeredUserFunction } from './user-functions.js';
 
 export type { ArgumentInfo, ScalarFunctionSignature } from './signature.js';
 export { argumentTypeError, wrongNumberOfArguments } from './errors.js';
+export { registerUserFunction, registeredUserFunction, unregisterUserFunction } from './user-functions.js';
 
 /**
  * Built-in scalar functions beyond the operators the binder types itself. Add a family by adding
@@ -23,8 +26,11 @@ export function builtinSignature(name: string): ScalarFunctionSignature | undefi
 /** Functions whose value differs between calls on the same input: kept out of join rewrites. */
 const NONDETERMINISTIC_OPERATORS: ReadonlySet<string> = new Set(['monotonically_increasing_id', 'rand', 'randn', 'uuid']);
 
-export function isNondeterministicFunction(name: string): boolean {
-  return NONDETERMINISTIC_OPERATORS.has(name) || builtinSignature(name)?.nondeterministic === true;
+/** `udf`: the UDF a call carries (DataFrame API); a call by name may also be a registered one (SQL). */
+export function isNondeterministicFunction(name: string, udf?: UserFunction): boolean {
+  if (udf) return !udf.deterministic;
+  return NONDETERMINISTIC_OPERATORS.has(name) || builtinSignature(name)?.nondeterministic === true
+    || registeredUserFunction(name)?.deterministic === false;
 }
 
 export function builtinFunctionNames(): readonly string[] {
