@@ -83,6 +83,11 @@ export interface StatefulExec extends Exec {
    */
   nextTimerMs?(): number | null | undefined;
   /**
+   * Operators whose state expires by processing time (TTL): the same as `nextTimerMs` for the
+   * earliest expiry. The deployed runtime runs a no-data batch for it, so idle shards evict.
+   */
+  nextStateExpiryMs?(): number | null | undefined;
+  /**
    * Records the eviction watermark a batch ran with. `execute` calls it; after a recovery that may
    * run a no-data batch at once (a scheduled trigger), the runtime calls it for the last committed
    * batch, as if that batch had run in this process (Spark's `lastExecution`).

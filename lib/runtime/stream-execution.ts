@@ -22,7 +22,7 @@ import { randomUUID } from 'node:crypto';
 import { newEvalContext, type EvalContext } from '../execution/eval-context.js';
 import type { Row } from '../execution/evaluate.js';
 import { planQuery, type PhysicalQuery } from '../execution/incremental-planner.js';
-import type { BatchContext } from '../execution/physical.js';
+import type { BatchContext, StatefulExec } from '../execution/physical.js';
 import type { OutputMode } from '../core/output-mode.js';
 import { formatProgressTimestamp } from '../core/timestamps.js';
 import { propagateWatermark } from '../execution/watermark-propagator.js';
@@ -383,7 +383,7 @@ export class StreamExecution {
   private timerDue(nowMs: number): boolean {
     const timed = this.physical!.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
     if (timed.length === 0) return false;
-    const known = timed.map((op) => op.nextTimerMs!());
+    const known = timed.map((op) => this.operatorNextTimerMs(op));
     const next = known.every((t) => t !== undefined) ? minTimer(known) : this.nextTimerMs;
     if (next === undefined) return true;
     return next !== null && nowMs > next;
@@ -392,7 +392,18 @@ export class StreamExecution {
   /** After a batch ran: the operators' earliest timer (null: none), undefined if no operator has timers. */
   private operatorsNextTimerMs(): number | null | undefined {
     const timed = this.physical!.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
-    return timed.length === 0 ? undefined : minTimer(timed.map((op) => op.nextTimerMs!()));
+    return timed.length === 0 ? undefined : minTimer(timed.map((op) => this.operatorNextTimerMs(op)));
+  }
+
+  /**
+   * An operator's next timer; deployed (noDataBatchOnlyWhenDue), also its next TTL expiry, so an
+   * idle shard's scheduled trigger evicts expired state (Spark evicts only in batches it runs anyway).
+   */
+  private operatorNextTimerMs(op: StatefulExec): number | null | undefined {
+    const timer = op.nextTimerMs!();
+    if (!this.options.noDataBatchOnlyWhenDue || !op.nextStateExpiryMs) return timer;
+    const expiry = op.nextStateExpiryMs();
+    return timer === undefined || expiry === undefined ? undefined : minTimer([timer, expiry]);
   }
 
   /** One trigger: constructs and runs at most one batch. Returns whether a batch ran. */
