@@ -1,6 +1,6 @@
 import type { StateStore, StateView } from '../../state/state-store.js';
 import { TimeHeap } from '../../state/time-heap.js';
-import type { Expiry, StoredGroup, StoredList, StoredMapEntry, StoredTimer, StoredValue } from './keyed-state.js';
+import type { Expiry, StoredGroup, StoredList, StoredMapEntry, StoredTimer, StoredValue } from './state-layout.js';
 
 /**
  * Indexes of an arbitrary stateful operator's committed state, kept by the state store across
