@@ -31,26 +31,38 @@ export class TimeHeap {
   /** Keys of live items at or before `thresholdMs`, without changing the heap (a batch may abort). */
   due(thresholdMs: number, isLive: (key: string, timeMs: number) => boolean): Set<string> {
     const out = new Set<string>();
-    const stack = this.times.length > 0 ? [0] : [];
+    const { times, keys } = this;
+    const stack: number[] = times.length > 0 ? [0] : [];
     while (stack.length > 0) {
       const i = stack.pop()!;
-      if (this.times[i]! > thresholdMs) continue;
-      if (isLive(this.keys[i]!, this.times[i]!)) out.add(this.keys[i]!);
-      for (const child of [2 * i + 1, 2 * i + 2]) if (child < this.times.length) stack.push(child);
+      if (times[i]! > thresholdMs) continue;
+      if (isLive(keys[i]!, times[i]!)) out.add(keys[i]!);
+      const l = 2 * i + 1;
+      if (l < times.length) stack.push(l);
+      if (l + 1 < times.length) stack.push(l + 1);
     }
     return out;
   }
 
   /** The earliest live time, or null; visits only the items before it (in time order). */
   earliest(isLive: (key: string, timeMs: number) => boolean): number | null {
-    if (this.times.length === 0) return null;
-    // A second heap of positions, by time: pops the first heap's items in order without changing it.
-    const frontier = new TimeHeap();
-    frontier.add(this.times[0]!, '0');
-    while (frontier.size > 0) {
-      const i = Number(frontier.popKey());
-      if (isLive(this.keys[i]!, this.times[i]!)) return this.times[i]!;
-      for (const child of [2 * i + 1, 2 * i + 2]) if (child < this.times.length) frontier.add(this.times[child]!, String(child));
+    const { times, keys } = this;
+    // A second heap, of positions in this one by their time: walks its items in time order without changing it.
+    const frontier: number[] = times.length > 0 ? [0] : [];
+    const less = (a: number, b: number): boolean => times[frontier[a]!]! < times[frontier[b]!]!;
+    while (frontier.length > 0) {
+      const i = frontier[0]!;
+      if (isLive(keys[i]!, times[i]!)) return times[i]!;
+      const last = frontier.pop()!;
+      if (frontier.length > 0) {
+        frontier[0] = last;
+        siftDown(frontier, 0, less);
+      }
+      for (const child of [2 * i + 1, 2 * i + 2]) {
+        if (child >= times.length) continue;
+        frontier.push(child);
+        siftUp(frontier, frontier.length - 1, less);
+      }
     }
     return null;
   }
@@ -91,5 +103,26 @@ export class TimeHeap {
   private swap(a: number, b: number): void {
     [this.times[a], this.times[b]] = [this.times[b]!, this.times[a]!];
     [this.keys[a], this.keys[b]] = [this.keys[b]!, this.keys[a]!];
+  }
+}
+
+function siftUp(heap: number[], i: number, less: (a: number, b: number) => boolean): void {
+  while (i > 0) {
+    const parent = (i - 1) >> 1;
+    if (!less(i, parent)) return;
+    [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
+    i = parent;
+  }
+}
+
+function siftDown(heap: number[], i: number, less: (a: number, b: number) => boolean): void {
+  for (;;) {
+    const l = 2 * i + 1;
+    let smallest = i;
+    if (l < heap.length && less(l, smallest)) smallest = l;
+    if (l + 1 < heap.length && less(l + 1, smallest)) smallest = l + 1;
+    if (smallest === i) return;
+    [heap[i], heap[smallest]] = [heap[smallest]!, heap[i]!];
+    i = smallest;
   }
 }

@@ -1,6 +1,6 @@
 import type { StateStore } from '../../state/state-store.js';
 import { isExpired, stateKeys, type Expiry, type StoredList, type StoredMapEntry, type StoredTimer, type StoredValue } from './state-layout.js';
-import { indexOf, parseMapEntryKey, parseTimerKey, ProcessorStateIndex, ttlTimeOf, type KeyTimers } from './state-index.js';
+import { indexOf, parseMapEntryKey, ProcessorStateIndex, ttlTimeOf, type KeyTimers } from './state-index.js';
 
 export * from './state-layout.js';
 
@@ -94,7 +94,7 @@ export class KeyedState {
     return [...(this.timersOf(key)?.times ?? [])].sort((a, b) => a - b);
   }
 
-  private isTimerNow = (storeKey: string, ms: number): boolean => this.timersOf(parseTimerKey(storeKey)[0])?.times.has(ms) ?? false;
+  private isTimerNow = (key: string, ms: number): boolean => this.timersOf(key)?.times.has(ms) ?? false;
 
   /**
    * Timers at or before `thresholdMs`, by time then key: Spark 4.0.1's TimerStateImpl.getExpiredTimers
@@ -103,9 +103,10 @@ export class KeyedState {
    */
   expiredTimers(thresholdMs: number): TimerEntry[] {
     const out: TimerEntry[] = [];
-    for (const storeKey of this.index.timerHeap.due(thresholdMs, this.isTimerNow)) {
-      const [key, ms] = parseTimerKey(storeKey);
-      if (!this.changedTimers.has(key)) out.push({ key, keyValues: this.timersOf(key)!.keyValues, expiryMs: ms });
+    for (const key of this.index.timerHeap.due(thresholdMs, this.isTimerNow)) {
+      if (this.changedTimers.has(key)) continue;
+      const { keyValues, times } = this.timersOf(key)!;
+      for (const ms of times) if (ms <= thresholdMs) out.push({ key, keyValues, expiryMs: ms });
     }
     for (const [key, { keyValues, times }] of this.changedTimers) {
       for (const ms of times) if (ms <= thresholdMs) out.push({ key, keyValues, expiryMs: ms });

@@ -44,6 +44,7 @@ export function ttlTimeOf(storeKey: string, value: unknown): Expiry {
 export class ProcessorStateIndex implements StateView {
   readonly timers = new Map<string, KeyTimers>();
   timerCount = 0;
+  /** Items: (expiry, encoded grouping key). */
   readonly timerHeap = new TimeHeap();
   readonly mapEntries = new Map<string, ReadonlyMap<string, string>>();
   readonly ttl = new Map<string, number>();
@@ -67,12 +68,12 @@ export class ProcessorStateIndex implements StateView {
     this.ttlHeap.prune((k, t) => this.ttl.get(k) === t, () => this.ttl.entries(), this.ttl.size);
   }
 
-  hasTimer(storeKey: string, ms: number): boolean {
-    return this.timers.get(parseTimerKey(storeKey)[0])?.times.has(ms) ?? false;
+  hasTimer(key: string, ms: number): boolean {
+    return this.timers.get(key)?.times.has(ms) ?? false;
   }
 
   private *liveTimers(): IterableIterator<[string, number]> {
-    for (const [key, { times }] of this.timers) for (const ms of times) yield [`t|${JSON.stringify([key, ms])}`, ms];
+    for (const [key, { times }] of this.timers) for (const ms of times) yield [key, ms];
   }
 
   private applyTimer(storeKey: string, value: StoredTimer | undefined): void {
@@ -91,7 +92,7 @@ export class ProcessorStateIndex implements StateView {
     // Replaced, never mutated: a batch may hold the previous set as its view of the key.
     this.timers.set(key, { keyValues: value[0], times: new Set([...(entry?.times ?? []), ms]) });
     this.timerCount++;
-    this.timerHeap.add(ms, storeKey);
+    this.timerHeap.add(ms, key);
   }
 
   private applyMapEntry(storeKey: string, value: unknown): void {
