@@ -18,6 +18,11 @@ export interface BatchContext {
   store<V>(id: StateStoreId): StateStore<V>;
   /** False when the query has no withWatermark at all (operators then never filter or evict). */
   readonly hasWatermark: boolean;
+  /**
+   * Whether this state partition owns a grouping key (one of several shards); absent: it owns
+   * every key. An initial state is applied only to the keys the partition owns.
+   */
+  readonly ownsStateKey?: (operatorId: number, keyValues: readonly unknown[]) => boolean;
 }
 
 /** A physical operator: computes its output rows for one batch. */

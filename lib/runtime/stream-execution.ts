@@ -89,6 +89,8 @@ export interface StreamExecutionOptions {
    * nothing writes only a new state version). The deployed runtime sets it: each batch costs writes.
    */
   readonly noDataBatchOnlyWhenDue?: boolean;
+  /** The grouping keys this partition owns, when it is one of several (BatchContext.ownsStateKey). */
+  readonly ownsStateKey?: (operatorId: number, keyValues: readonly unknown[]) => boolean;
 }
 
 /** The live sources of the plan's source ids, in plan order; every id must be bound. */
@@ -481,6 +483,7 @@ export class StreamExecution {
         if (!s) throw new Error(`state store ${storeKey(id)} was not opened`);
         return s as StateStore<V>;
       },
+      ...(this.options.ownsStateKey ? { ownsStateKey: this.options.ownsStateKey } : {}),
     };
 
     const executionStart = Date.now();

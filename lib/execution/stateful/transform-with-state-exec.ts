@@ -62,7 +62,7 @@ export class TransformWithStateExec extends KeyedStatefulExec {
       for (const r of rows ?? []) output.push(outputRow(r, node.output, 'transformWithState'));
     };
 
-    if (ctx.batchId === 0 && node.initialState) this.applyInitialState(processor, handle, timerValues);
+    if (ctx.batchId === 0 && node.initialState) this.applyInitialState(processor, handle, timerValues, ctx.ownsStateKey);
     for (const group of groupInput(input, this.child.output, node.keys)) {
       handle.setKey(group.key, group.keyValues);
       emit(processor.handleInputRows(group.keyValues, group.rows, timerValues));
@@ -110,7 +110,8 @@ export class TransformWithStateExec extends KeyedStatefulExec {
     return output;
   }
 
-  private applyInitialState(processor: StatefulProcessor, handle: ProcessorHandle, timerValues: TimerValues): void {
+  /** On one of several partitions, only the keys it owns: each key's initial state is applied once, where its rows go. */
+  private applyInitialState(processor: StatefulProcessor, handle: ProcessorHandle, timerValues: TimerValues, owns: BatchContext['ownsStateKey']): void {
     if (!processor.handleInitialState) {
       throw new IllegalArgumentError('transformWithState was given an initial state, but its processor has no handleInitialState method.', {
         code: 'NO_INITIAL_STATE_HANDLER', hint: 'implement handleInitialState(key, row, timerValues), or drop the initialState option.',
@@ -126,6 +127,7 @@ export class TransformWithStateExec extends KeyedStatefulExec {
         );
       }
       seen.add(key);
+      if (owns && !owns(this.operatorId, keyValues)) continue;
       handle.setKey(key, keyValues);
       processor.handleInitialState(keyValues, row, timerValues);
     }
