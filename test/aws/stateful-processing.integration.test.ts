@@ -106,6 +106,24 @@ class ExpiringCounts implements StatefulProcessor {
     return [{ user: key[0], events, actions: [] }];
   }
 }
+/** A count per user that starts from the initial state's `events`. */
+class SeededCounts implements StatefulProcessor {
+  private events!: ValueState<number>;
+
+  init(handle: StatefulProcessorHandle): void {
+    this.events = handle.getValueState<number>('events', { schema: 'long' });
+  }
+
+  handleInitialState(_key: GroupingKey, row: Row): void {
+    this.events.update(Number(row.events));
+  }
+
+  handleInputRows(key: GroupingKey, rows: readonly Row[]): Row[] {
+    const events = (this.events.get() ?? 0) + rows.length;
+    this.events.update(events);
+    return [{ user: key[0], events, actions: [] }];
+  }
+}
 const expiringCounts = (df: DataFrame): DataFrame => df.groupByKey('user')
   .transformWithState(() => new ExpiringCounts(), { timeMode: 'none', outputMode: 'append', outputSchema: 'user string, events long, actions array<string>' });
 
@@ -215,6 +233,33 @@ describe('transformWithState with processing-time timers on the emulators', () =
     expect((await tick(d, name, startedAt + TTL_MS + 180_000, undefined, expiringCounts)).progress).toEqual([]);
     expect(await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).toHaveLength(dataBatches.reduce((a, p) => a + p.stateOperators[0]!.numOutputRows, 0));
   });
+
+  for (const [route, partitionKey, repartitionShards] of [['co-partitioned', 'user', 0], ['through the repartition stage', 'action', 2]] as const) {
+    it(`applies an initial state once per key on two shards (${route})`, async () => {
+      const name = `initial-state-${partitionKey}`;
+      const withInitialState = defineQuery({
+        name, source: { schema: SCHEMA, partitionKey }, outputMode: 'append', sink: { kind: 's3-files' },
+        transform: (df, session) => df.groupByKey('user').transformWithState(() => new SeededCounts(), {
+          timeMode: 'none', outputMode: 'append', outputSchema: 'user string, events long, actions array<string>',
+          initialState: session.createDataFrame(Array.from({ length: 12 }, (_, i) => [`u${i}`, 100]), 'user string, events long').groupByKey('user'),
+        }),
+      });
+      const d = await deploy(emulators, withInitialState, 2, repartitionShards > 0 ? { repartitionShards, expectedShardCount: undefined } : {});
+      await d.put(eventsFor(12, 3).map((e) => ({ data: JSON.stringify(e), partitionKey: partitionKey === 'user' ? e.user : e.action })));
+      await d.drain();
+      expect(d.results.every((r) => r.result.error === undefined)).toBe(true);
+      // Each user's count started at 100 exactly once, wherever its rows went; no shard holds a key it gets no rows for.
+      const rows = await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix);
+      const latest = new Map<string, number>();
+      for (const r of rows) latest.set(r.user as string, Math.max(latest.get(r.user as string) ?? 0, Number(r.events)));
+      expect([...latest.values()]).toEqual(Array(12).fill(103));
+      const statefulShards = d.results.filter((r) => r.result.progress.some((p) => p.stateOperators.length > 0));
+      expect(new Set(statefulShards.map((r) => r.shardId)).size).toBe(2);
+      const totals = new Map<string, number>();
+      for (const r of statefulShards) for (const p of r.result.progress) totals.set(r.shardId, p.stateOperators[0]!.numRowsTotal);
+      expect([...totals.values()].reduce((a, n) => a + n, 0)).toBe(12);
+    });
+  }
 
   it('prints the DynamoDB cost per batch of a timer-heavy query (1,000 keys, a timer each, one shard)', async () => {
     const name = 'sessions-cost';
