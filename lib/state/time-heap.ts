@@ -72,12 +72,13 @@ export class TimeHeap {
    * dead, so the heap stays within twice the live entries.
    */
   prune(isLive: (key: string, timeMs: number) => boolean, live: () => Iterable<[string, number]>, liveCount: number): void {
-    while (this.times.length > 0 && !isLive(this.keys[0]!, this.times[0]!)) this.popKey();
     if (this.times.length > 2 * liveCount + 64) {
       this.times = [];
       this.keys = [];
       for (const [key, timeMs] of live()) this.add(timeMs, key);
+      return;
     }
+    while (this.times.length > 0 && !isLive(this.keys[0]!, this.times[0]!)) this.popKey();
   }
 
   private popKey(): string {

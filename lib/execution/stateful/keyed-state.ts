@@ -123,6 +123,7 @@ export class KeyedState {
 
   /** The earliest registered timer, or null. */
   earliestTimerMs(): number | null {
+    if (this.timerCount() === 0) return null;
     let min = this.index.timerHeap.earliest(this.isTimerNow);
     for (const { times } of this.changedTimers.values()) for (const ms of times) if (min === null || ms < min) min = ms;
     return min;
