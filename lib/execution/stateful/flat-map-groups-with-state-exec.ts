@@ -87,6 +87,8 @@ export class FlatMapGroupsWithStateExec extends KeyedStatefulExec {
       }
       this.nextTimer = earliest;
     } else this.nextTimer = null;
+    // GroupState has no TTL.
+    this.nextExpiry = null;
     this.recordEvictionWatermark(ctx);
     progress.numRowsTotal = store.size;
     progress.numRowsUpdated = counts.updated;
