@@ -61,10 +61,11 @@ export class KeyedState {
     return this.changedTimers.get(key) ?? this.index.timers.get(key);
   }
 
+  /** Changes this batch's copy of a key's timers (copied from the committed index on its first change). */
   private changeTimers(key: string, keyValues: readonly unknown[], change: (times: Set<number>) => void): void {
-    const times = new Set(this.timersOf(key)?.times ?? []);
-    change(times);
-    this.changedTimers.set(key, { keyValues, times });
+    let own = this.changedTimers.get(key);
+    if (!own) this.changedTimers.set(key, (own = { keyValues, times: new Set(this.index.timers.get(key)?.times ?? []) }));
+    change(own.times);
   }
 
   /** Map entries of one variable and grouping key: map key (encoded) -> store key. */

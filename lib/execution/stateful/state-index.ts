@@ -10,7 +10,7 @@ import type { Expiry, StoredGroup, StoredList, StoredMapEntry, StoredTimer, Stor
 
 export interface KeyTimers {
   readonly keyValues: readonly unknown[];
-  readonly times: ReadonlySet<number>;
+  readonly times: Set<number>;
 }
 
 /** `t|[<key>,<ms>]` -> [key, ms]. */
@@ -46,7 +46,7 @@ export class ProcessorStateIndex implements StateView {
   timerCount = 0;
   /** Items: (expiry, encoded grouping key). */
   readonly timerHeap = new TimeHeap();
-  readonly mapEntries = new Map<string, ReadonlyMap<string, string>>();
+  readonly mapEntries = new Map<string, Map<string, string>>();
   readonly ttl = new Map<string, number>();
   readonly ttlHeap = new TimeHeap();
 
@@ -76,32 +76,33 @@ export class ProcessorStateIndex implements StateView {
     for (const [key, { times }] of this.timers) for (const ms of times) yield [key, ms];
   }
 
+  // Changed in place: only commits change a view, and a batch copies what it changes (KeyedState).
   private applyTimer(storeKey: string, value: StoredTimer | undefined): void {
     const [key, ms] = parseTimerKey(storeKey);
     const entry = this.timers.get(key);
     if (value === undefined) {
-      if (!entry?.times.has(ms)) return;
-      const times = new Set(entry.times);
-      times.delete(ms);
-      if (times.size === 0) this.timers.delete(key);
-      else this.timers.set(key, { keyValues: entry.keyValues, times });
+      if (!entry?.times.delete(ms)) return;
+      if (entry.times.size === 0) this.timers.delete(key);
       this.timerCount--;
       return;
     }
     if (entry?.times.has(ms)) return;
-    // Replaced, never mutated: a batch may hold the previous set as its view of the key.
-    this.timers.set(key, { keyValues: value[0], times: new Set([...(entry?.times ?? []), ms]) });
+    if (entry) entry.times.add(ms);
+    else this.timers.set(key, { keyValues: value[0], times: new Set([ms]) });
     this.timerCount++;
     this.timerHeap.add(ms, key);
   }
 
   private applyMapEntry(storeKey: string, value: unknown): void {
     const { id, mapKey } = parseMapEntryKey(storeKey);
-    const entries = new Map(this.mapEntries.get(id) ?? []);
-    if (value === undefined) entries.delete(mapKey);
-    else entries.set(mapKey, storeKey);
-    if (entries.size === 0) this.mapEntries.delete(id);
-    else this.mapEntries.set(id, entries);
+    let entries = this.mapEntries.get(id);
+    if (value === undefined) {
+      entries?.delete(mapKey);
+      if (entries?.size === 0) this.mapEntries.delete(id);
+    } else {
+      if (!entries) this.mapEntries.set(id, (entries = new Map()));
+      entries.set(mapKey, storeKey);
+    }
   }
 
   private applyTtl(storeKey: string, expiresAtMs: Expiry): void {
