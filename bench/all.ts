@@ -7,21 +7,25 @@
  * for the three queries, round trips per steady-state invocation besides the sink, state write
  * units per event at 100,000 keys; `BENCH_E2E=0` skips it, `BENCH_E2E_BATCHES` sizes it), and
  * `bundles` (the largest function bundle's bytes, the slowest function's median init and the empty
- * handler's, bench/bundles.bench.ts; `BENCH_BUNDLES=0` skips it).
+ * handler's, bench/bundles.bench.ts; `BENCH_BUNDLES=0` skips it), and `statefulTimers` (DynamoDB units and
+ * compute per batch of a timer-heavy transformWithState query, bench/stateful-timers.bench.ts;
+ * `BENCH_TIMERS=0` skips it).
  */
 import { measureWindowedAggregation, printWindowedAggregation } from './windowed-aggregation.bench.js';
 import { measureRepartitionHop, printRepartitionHop } from './repartition-hop.bench.js';
 import { measureLakeFiles, printLakeFiles } from './lake-files.bench.js';
 import { measureEndToEndCost, printEndToEndCost } from './e2e-cost.bench.js';
 import { measureBundles, printBundles } from './bundles.bench.js';
+import { measureStatefulTimers, printStatefulTimers } from './stateful-timers.bench.js';
 
 const engine = await measureWindowedAggregation();
 const repartitionHop = await measureRepartitionHop();
 const lakeFiles = await measureLakeFiles();
 const e2e = process.env.BENCH_E2E === '0' ? null : await measureEndToEndCost();
 const bundles = process.env.BENCH_BUNDLES === '0' ? null : await measureBundles();
+const statefulTimers = process.env.BENCH_TIMERS === '0' ? null : await measureStatefulTimers();
 if (process.argv.includes('--json')) {
-  console.log(JSON.stringify({ ...engine, repartitionHop, lakeFiles, ...(e2e ? { e2e: e2e.summary } : {}), ...(bundles ? { bundles: bundles.summary } : {}) }));
+  console.log(JSON.stringify({ ...engine, repartitionHop, lakeFiles, ...(e2e ? { e2e: e2e.summary } : {}), ...(bundles ? { bundles: bundles.summary } : {}), ...(statefulTimers ? { statefulTimers } : {}) }));
 } else {
   printWindowedAggregation(engine);
   console.log('');
@@ -35,5 +39,9 @@ if (process.argv.includes('--json')) {
   if (bundles) {
     console.log('');
     printBundles(bundles);
+  }
+  if (statefulTimers) {
+    console.log('');
+    printStatefulTimers(statefulTimers);
   }
 }

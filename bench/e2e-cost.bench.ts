@@ -120,7 +120,7 @@ const SHARD = 'shardId-000000000000';
  * iterator is answered at the (empty) stream's tip, which is what it would find. Its calls are
  * traced and counted all the same.
  */
-function answerAtTheTip(clients: AwsClients): AwsClients {
+export function answerAtTheTip(clients: AwsClients): AwsClients {
   clients.kinesis.middlewareStack.add((next, context) => async (args) => {
     const input = args.input as Record<string, unknown>;
     if ((context as { commandName?: string }).commandName === 'GetShardIteratorCommand' && input.StartingSequenceNumber !== undefined) {
@@ -134,7 +134,7 @@ function answerAtTheTip(clients: AwsClients): AwsClients {
 
 let deployments = 0;
 
-async function deploy(clients: AwsClients, name: string): Promise<RuntimeConfig> {
+export async function deploy(clients: AwsClients, name: string): Promise<RuntimeConfig> {
   const id = `${process.pid}-${++deployments}`;
   const config: RuntimeConfig = {
     ...DEPLOYMENT_DEFAULTS,
@@ -149,7 +149,7 @@ async function deploy(clients: AwsClients, name: string): Promise<RuntimeConfig>
   return config;
 }
 
-function toEvent(records: { data: string; partitionKey: string }[], placed: { shardId: string; sequenceNumber: string }[], arrivalSec: number): KinesisStreamEvent {
+export function toEvent(records: { data: string; partitionKey: string }[], placed: { shardId: string; sequenceNumber: string }[], arrivalSec: number): KinesisStreamEvent {
   return {
     Records: records.map((r, i) => ({
       eventID: `${placed[i]!.shardId}:${placed[i]!.sequenceNumber}`,

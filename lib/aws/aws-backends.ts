@@ -25,6 +25,7 @@ import { S3SnapshotSink } from './s3-snapshot-sink.js';
 import { KinesisRepartitionChannel } from './kinesis-repartition-channel.js';
 import { internalStreamNames } from '../query/compiled-query.js';
 import { RepartitionSink } from '../sinks/repartition-sink.js';
+import type { HashKeyRange } from '../state/state-routing.js';
 
 export interface AwsQueryBackends {
   readonly watermarks: DynamoDbWatermarkCoordinator;
@@ -110,6 +111,20 @@ export function createAwsQueryBackends(
     shardLists.set(streamName, { at: Date.now(), shards });
     return shards;
   };
+  // A shard's hash-key range never changes: listed once per stream per container, for initial states.
+  const rangeLists = new Map<string, Promise<Map<string, HashKeyRange>>>();
+  const rangeOf = async (streamName: string, shardId: string): Promise<HashKeyRange> => {
+    let ranges = rangeLists.get(streamName);
+    if (!ranges || !(await ranges).has(shardId)) {
+      ranges = listStreamShards(clients.kinesis, streamName).then((shards) => new Map(shards.map((s) => [s.ShardId!, {
+        start: BigInt(s.HashKeyRange!.StartingHashKey!), end: BigInt(s.HashKeyRange!.EndingHashKey!),
+      }]))).catch((error: unknown) => { rangeLists.delete(streamName); throw error; });
+      rangeLists.set(streamName, ranges);
+    }
+    const range = (await ranges).get(shardId);
+    if (!range) throw new Error(`shard ${shardId} is not a shard of stream ${streamName}`);
+    return range;
+  };
   return {
     watermarks,
     shardReader,
@@ -140,6 +155,7 @@ export function createAwsQueryBackends(
         shardReader: readerOf(stage),
         costMeter: meter,
         ...(input ? { sourcePartitions: (sourceName?: string) => shardsOf(sendersOf(sourceName)) } : {}),
+        stateKeyRange: () => rangeOf(streamOf(stage), shardId),
       };
     },
   };

@@ -48,7 +48,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { CheckpointError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
-import type { StateStore, StateStoreId, StateStoreProvider } from '../state/state-store.js';
+import type { StateStore, StateStoreId, StateStoreProvider, StateView } from '../state/state-store.js';
 import { batchWriteAll, itemSize, mapLimited, meterUnits, queryAll, writeUnitsFor, type Item } from './dynamodb-cost.js';
 import { STATE_ITEMS, padChunk, padId } from './tables.js';
 
@@ -149,6 +149,8 @@ interface LoadedState {
   /** Their gzip'd payload bytes and entries (puts and removals), summed. */
   deltaBytes: number;
   deltaEntries: number;
+  /** Operators' indexes of `map` (`StateStore.view`), told every committed change. */
+  views?: Map<string, StateView>;
 }
 
 /** Latest committed state per store, least recently used evicted beyond `maxEntries`. */
@@ -241,6 +243,13 @@ class DynamoDbStateStore<V> implements StateStore<V> {
 
   get size(): number {
     return this.base.size + this.sizeDelta;
+  }
+
+  view<T extends StateView>(name: string, build: (committed: Iterable<[string, V]>) => T): T {
+    const views = (this.state.views ??= new Map());
+    let view = views.get(name);
+    if (view === undefined) views.set(name, (view = build(this.base.entries())));
+    return view as T;
   }
 
   async commit(): Promise<number> {
@@ -444,6 +453,10 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     for (const [k, v] of delta) {
       if (v === TOMBSTONE) state.map.delete(k);
       else state.map.set(k, v);
+    }
+    for (const view of state.views?.values() ?? []) {
+      for (const [k, v] of delta) view.apply(k, v === TOMBSTONE ? undefined : v);
+      view.committed?.();
     }
     state.version = version;
     this.cache?.set(`${this.table}|${pk}`, state);

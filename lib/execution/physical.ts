@@ -18,6 +18,11 @@ export interface BatchContext {
   store<V>(id: StateStoreId): StateStore<V>;
   /** False when the query has no withWatermark at all (operators then never filter or evict). */
   readonly hasWatermark: boolean;
+  /**
+   * Whether this state partition owns a grouping key (one of several shards); absent: it owns
+   * every key. An initial state is applied only to the keys the partition owns.
+   */
+  readonly ownsStateKey?: (operatorId: number, keyValues: readonly unknown[]) => boolean;
 }
 
 /** A physical operator: computes its output rows for one batch. */
@@ -90,6 +95,11 @@ export interface StatefulExec extends Exec {
    * operator has not run in this process). Lets a no-data batch run only when a timer is due.
    */
   nextTimerMs?(): number | null | undefined;
+  /**
+   * Operators whose state expires by processing time (TTL): the same as `nextTimerMs` for the
+   * earliest expiry. The deployed runtime runs a no-data batch for it, so idle shards evict.
+   */
+  nextStateExpiryMs?(): number | null | undefined;
   /**
    * Records the eviction watermark a batch ran with. `execute` calls it; after a recovery that may
    * run a no-data batch at once (a scheduled trigger), the runtime calls it for the last committed

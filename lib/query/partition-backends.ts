@@ -11,6 +11,7 @@ import type { SinkRowLimits } from '../sinks/row-limits.js';
 import type { DeadLetterWriter } from '../sources/dead-letter.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { SourceShard } from '../sources/repartition-records.js';
+import type { HashKeyRange } from '../state/state-routing.js';
 
 /** Reads a shard's records between two sequence numbers (inclusive): GetRecords on AWS. */
 export interface ShardReader {
@@ -33,4 +34,6 @@ export interface PartitionBackends {
    * back, or carries its parents'.
    */
   readonly sourcePartitions?: (sourceName?: string) => Promise<readonly (string | SourceShard)[]>;
+  /** The hash-key range of the shard this partition is (Kinesis's HashKeyRange): the grouping keys it owns. */
+  readonly stateKeyRange?: () => Promise<HashKeyRange>;
 }

@@ -33,6 +33,7 @@ import type { QueryStage, ShardSource } from './query-stage.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
 import { ANY_ROW, GuardedSink, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
+import { initialStateOwner } from './initial-state-owner.js';
 import { checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
 
 export interface ShardInvocationRequest {
@@ -73,6 +74,7 @@ export async function runShardInvocation(
   // guard also runs the probes that find a record whose values fail the batch (an overflow).
   const limits = backends.sinkRowLimits ?? backends.sink.rowLimits ?? ANY_ROW;
   const guard = new GuardedSink(backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters, source instanceof KinesisShardSource));
+  const owner = await initialStateOwner(query, stage, backends);
   const execution = new StreamExecution({
     plan: stage.plan,
     sources: new Map([[stage.sourceId, source], ...(binding.otherSources ?? []).map((s) => [s.name, s] as const)]),
@@ -92,6 +94,7 @@ export async function runShardInvocation(
     costMeter: backends.costMeter,
     noDataBatchAfterRecovery: request.scheduled === true,
     noDataBatchOnlyWhenDue: true,
+    ...(owner ? { ownsStateKey: owner } : {}),
   });
   await execution.start();
 

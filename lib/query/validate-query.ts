@@ -82,7 +82,6 @@ export function validateQuery(definition: QueryDefinition, options: ValidateOpti
     });
   }
   checkStreamingQuery(df.plan, definition.outputMode, session.conf);
-  checkNoInitialState(df.plan, options.expectedShardCount);
   checkSinkOutputMode(definition.sink.kind, definition.outputMode);
   const schema = df.plan.output.map((a) => ({ name: a.name, type: a.type }));
   checkFilesSink(definition, schema);
@@ -107,20 +106,6 @@ export function validateQuery(definition: QueryDefinition, options: ValidateOpti
     hop,
     lakeTable: lakeTableShapeOf(definition, schema),
   };
-}
-
-/**
- * Every state partition (Kinesis shard) runs its own batch 0, so each would apply the whole
- * initial state (and arm its timers): deployed on more than one shard, it is refused.
- */
-function checkNoInitialState(plan: LogicalPlan, expectedShardCount: number | undefined): void {
-  if (expectedShardCount === 1) return;
-  if (collectNodes(plan, (n): n is StatefulProcessingNode => n.kind === 'StatefulProcessing' && n.initialState !== null).length === 0) return;
-  throw new AnalysisError('transformWithState with an initialState is not supported by a deployed query on several shards.', {
-    code: 'INITIAL_STATE_NOT_PARTITIONED',
-    hint: 'each shard is a state partition that would apply the whole initial state in its first batch; run on a one-shard '
-      + 'stream (expectedShardCount: 1), or seed the state by writing the initial rows to the stream first.',
-  });
 }
 
 function checkCoPartitioning(

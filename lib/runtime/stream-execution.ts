@@ -22,7 +22,7 @@ import { randomUUID } from 'node:crypto';
 import { newEvalContext, type EvalContext } from '../execution/eval-context.js';
 import type { Row } from '../execution/evaluate.js';
 import { planQuery, type PhysicalQuery } from '../execution/incremental-planner.js';
-import type { BatchContext } from '../execution/physical.js';
+import type { BatchContext, StatefulExec } from '../execution/physical.js';
 import type { OutputMode } from '../core/output-mode.js';
 import { formatProgressTimestamp } from '../core/timestamps.js';
 import { outputWatermark, propagateWatermark } from '../execution/watermark-propagator.js';
@@ -89,6 +89,8 @@ export interface StreamExecutionOptions {
    * nothing writes only a new state version). The deployed runtime sets it: each batch costs writes.
    */
   readonly noDataBatchOnlyWhenDue?: boolean;
+  /** The grouping keys this partition owns, when it is one of several (BatchContext.ownsStateKey). */
+  readonly ownsStateKey?: (operatorId: number, keyValues: readonly unknown[]) => boolean;
 }
 
 /** The live sources of the plan's source ids, in plan order; every id must be bound. */
@@ -385,7 +387,7 @@ export class StreamExecution {
   private timerDue(nowMs: number): boolean {
     const timed = this.physical!.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
     if (timed.length === 0) return false;
-    const known = timed.map((op) => op.nextTimerMs!());
+    const known = timed.map((op) => this.operatorNextTimerMs(op));
     const next = known.every((t) => t !== undefined) ? minTimer(known) : this.nextTimerMs;
     if (next === undefined) return true;
     return next !== null && nowMs > next;
@@ -394,7 +396,18 @@ export class StreamExecution {
   /** After a batch ran: the operators' earliest timer (null: none), undefined if no operator has timers. */
   private operatorsNextTimerMs(): number | null | undefined {
     const timed = this.physical!.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
-    return timed.length === 0 ? undefined : minTimer(timed.map((op) => op.nextTimerMs!()));
+    return timed.length === 0 ? undefined : minTimer(timed.map((op) => this.operatorNextTimerMs(op)));
+  }
+
+  /**
+   * An operator's next timer; deployed (noDataBatchOnlyWhenDue), also its next TTL expiry, so an
+   * idle shard's scheduled trigger evicts expired state (Spark evicts only in batches it runs anyway).
+   */
+  private operatorNextTimerMs(op: StatefulExec): number | null | undefined {
+    const timer = op.nextTimerMs!();
+    if (!this.options.noDataBatchOnlyWhenDue || !op.nextStateExpiryMs) return timer;
+    const expiry = op.nextStateExpiryMs();
+    return timer === undefined || expiry === undefined ? undefined : minTimer([timer, expiry]);
   }
 
   /** One trigger: constructs and runs at most one batch. Returns whether a batch ran. */
@@ -472,6 +485,7 @@ export class StreamExecution {
         if (!s) throw new Error(`state store ${storeKey(id)} was not opened`);
         return s as StateStore<V>;
       },
+      ...(this.options.ownsStateKey ? { ownsStateKey: this.options.ownsStateKey } : {}),
     };
 
     const executionStart = Date.now();

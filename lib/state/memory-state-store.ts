@@ -1,5 +1,5 @@
 import { CheckpointError } from '../errors/sluice-error.js';
-import type { StateStore, StateStoreId, StateStoreProvider, VersionedTable } from './state-store.js';
+import type { StateStore, StateStoreId, StateStoreProvider, StateView, VersionedTable } from './state-store.js';
 
 const ABSENT = Symbol('absent');
 
@@ -37,6 +37,8 @@ class VersionedMap<V> {
   table: VersionedTable | null = null;
   /** The version the table was created at (empty then). */
   tableSince = 0;
+  /** Operators' indexes of the committed state (`StateStore.view`); dropped by any revert. */
+  readonly views = new Map<string, StateView>();
 
   constructor(private readonly versionsToRetain: number) {}
 
@@ -77,6 +79,13 @@ class VersionedMap<V> {
     this.latestVersion = store.version + 1;
     this.undo.set(this.latestVersion, log);
     this.table?.commit(this.latestVersion);
+    if (this.views.size > 0) {
+      const changed = new Set(log.keys);
+      for (const view of this.views.values()) {
+        for (const key of changed) view.apply(key, this.live.get(key));
+        view.committed?.();
+      }
+    }
     // Spark's retention: between versionsToRetain and 2 * versionsToRetain - 1 older versions stay available.
     if (this.latestVersion - this.oldestVersion >= this.versionsToRetain * 2) {
       const target = this.latestVersion - this.versionsToRetain;
@@ -103,6 +112,7 @@ class VersionedMap<V> {
 
   private revert(log: UndoLog<V>): void {
     const { keys, previous } = log;
+    if (keys.length > 0) this.views.clear();
     for (let i = keys.length - 1; i >= 0; i--) {
       const old = previous[i]!;
       if (old === ABSENT) this.live.delete(keys[i]!);
@@ -179,6 +189,21 @@ class MemoryStateStore<V> implements StateStore<V> {
       this.map.tableSince = this.version;
     }
     return this.map.table as T;
+  }
+
+  view<T extends StateView>(name: string, build: (committed: Iterable<[string, V]>) => T): T {
+    this.checkWriter();
+    let view = this.map.views.get(name);
+    if (view === undefined) this.map.views.set(name, (view = build(this.committedEntries())));
+    return view as T;
+  }
+
+  /** The live map without this store's uncommitted writes. */
+  private *committedEntries(): IterableIterator<[string, V]> {
+    const original = new Map<string, V | typeof ABSENT>();
+    this.log.keys.forEach((k, i) => { if (!original.has(k)) original.set(k, this.log.previous[i]!); });
+    for (const [k, v] of this.live) if (!original.has(k)) yield [k, v];
+    for (const [k, v] of original) if (v !== ABSENT) yield [k, v];
   }
 
   /** @internal the writes to revert when a newer open supersedes this store */

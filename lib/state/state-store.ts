@@ -29,6 +29,22 @@ export interface StateStore<V = unknown> {
    * persist key-value deltas (DynamoDB) do not offer it.
    */
   ownTable?<T extends VersionedTable>(create: () => T): T;
+  /**
+   * An index the operator derives from the store's committed entries (timers by time, entries by
+   * key), kept by the store with its committed state across batches: `build` runs once (on the
+   * committed entries, without this batch's writes), then the store tells the view every committed
+   * change. A reload, abort or rollback drops it (built again on next use). Stores without it leave
+   * the operator to build its index from `entries()` each batch.
+   */
+  view?<T extends StateView>(name: string, build: (committed: Iterable<[string, V]>) => T): T;
+}
+
+/** See `StateStore.view`. */
+export interface StateView {
+  /** A committed put (`value`) or removal (undefined) of `key`. */
+  apply(key: string, value: unknown): void;
+  /** After the changes of one commit were applied. */
+  committed?(): void;
 }
 
 /** An operator's in-memory state structure, versioned by the state store that holds it. */

@@ -86,9 +86,46 @@ async function inMemoryAnswer(events: readonly Event[]): Promise<string[]> {
   return canonical(sink.allRows().map((r) => toExternalRow(r, schema)));
 }
 
-const definition = (name: string) => defineQuery({
-  name, source: { schema: SCHEMA, partitionKey: 'user' }, transform: sessions, outputMode: 'append', sink: { kind: 's3-files' },
+const definition = (name: string, transform: (df: DataFrame) => DataFrame = sessions) => defineQuery({
+  name, source: { schema: SCHEMA, partitionKey: 'user' }, transform, outputMode: 'append', sink: { kind: 's3-files' },
 });
+
+const TTL_MS = 10 * 60_000;
+
+/** No timers at all: a count per user kept 10 minutes after its last update (TTL), output per batch. */
+class ExpiringCounts implements StatefulProcessor {
+  private events!: ValueState<number>;
+
+  init(handle: StatefulProcessorHandle): void {
+    this.events = handle.getValueState<number>('events', { schema: 'long', ttl: TTL_MS });
+  }
+
+  handleInputRows(key: GroupingKey, rows: readonly Row[]): Row[] {
+    const events = (this.events.get() ?? 0) + rows.length;
+    this.events.update(events);
+    return [{ user: key[0], events, actions: [] }];
+  }
+}
+/** A count per user that starts from the initial state's `events`. */
+class SeededCounts implements StatefulProcessor {
+  private events!: ValueState<number>;
+
+  init(handle: StatefulProcessorHandle): void {
+    this.events = handle.getValueState<number>('events', { schema: 'long' });
+  }
+
+  handleInitialState(_key: GroupingKey, row: Row): void {
+    this.events.update(Number(row.events));
+  }
+
+  handleInputRows(key: GroupingKey, rows: readonly Row[]): Row[] {
+    const events = (this.events.get() ?? 0) + rows.length;
+    this.events.update(events);
+    return [{ user: key[0], events, actions: [] }];
+  }
+}
+const expiringCounts = (df: DataFrame): DataFrame => df.groupByKey('user')
+  .transformWithState(() => new ExpiringCounts(), { timeMode: 'none', outputMode: 'append', outputSchema: 'user string, events long, actions array<string>' });
 
 /** A sink that dies once after writing a batch (with rows, if `withRows`), before the checkpoint commits it. */
 function crashingOnce(counter: { crashes: number }, withRows = true): (sink: Sink) => Sink {
@@ -107,9 +144,9 @@ function crashingOnce(counter: { crashes: number }, withRows = true): (sink: Sin
 }
 
 /** One scheduled invocation at `nowMs`, with the deployment's resources and an optional sink decorator. */
-async function tick(d: Deployment, name: string, nowMs: number, decorateSink?: (sink: Sink) => Sink) {
+async function tick(d: Deployment, name: string, nowMs: number, decorateSink?: (sink: Sink) => Sink, transform?: (df: DataFrame) => DataFrame) {
   const results: { shardId: string; result: ShardInvocationResult }[] = [];
-  const handler = createScheduledTriggerHandler(definition(name), {
+  const handler = createScheduledTriggerHandler(definition(name, transform), {
     config: d.config, clients: d.clients, observability: createQuietObservability(name), now: () => nowMs,
     onInvocation: (shardId, result) => { results.push({ shardId, result }); },
     ...(decorateSink ? { decorateSink } : {}),
@@ -162,6 +199,67 @@ describe('transformWithState with processing-time timers on the emulators', () =
     expect(after.progress).toEqual([]);
     expect(canonical(await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix))).toEqual(expected);
   });
+
+  it('the scheduled function evicts expired TTL state on idle shards, exactly once through a crash', async () => {
+    const name = 'ttl-idle-shards';
+    const d = await deploy(emulators, definition(name, expiringCounts), 2);
+    await d.put(asRecords(eventsFor(12, 3)));
+    const startedAt = Date.now();
+    await d.drain();
+    const dataBatches = d.results.flatMap((r) => r.result.progress);
+    const stored = (progress: readonly StreamingQueryProgress[]): number => progress.reduce((a, p) => a + p.stateOperators[0]!.numRowsTotal, 0);
+    const evicted = (progress: readonly StreamingQueryProgress[]): number => progress.reduce((a, p) => a + (p.stateOperators[0]!.customMetrics.numValuesRemovedDueToTTLExpiry ?? 0), 0);
+    const shardsWithData = new Set(d.results.filter((r) => r.result.progress.length > 0).map((r) => r.shardId));
+    expect(shardsWithData.size).toBe(2);
+    expect(dataBatches.length).toBeGreaterThan(0);
+
+    // Before the TTL: no shard has anything due, so no batch runs.
+    expect((await tick(d, name, startedAt + TTL_MS / 2, undefined, expiringCounts)).progress).toEqual([]);
+
+    // Past it: each shard runs one no-data batch that evicts its users; the first attempt dies before its commit.
+    const crash = { crashes: 0 };
+    const crashed = await tick(d, name, startedAt + TTL_MS + 60_000, crashingOnce(crash, false), expiringCounts);
+    expect(crash.crashes).toBe(1);
+    expect(crashed.results.filter((r) => r.result.error !== undefined)).toHaveLength(1);
+    const retried = await tick(d, name, startedAt + TTL_MS + 120_000, undefined, expiringCounts);
+    expect(retried.results.every((r) => r.result.error === undefined)).toBe(true);
+    const evictions = [...crashed.progress, ...retried.progress];
+    expect(evictions.every((p) => p.numInputRows === 0)).toBe(true);
+    expect(evictions).toHaveLength(2);
+    expect(evicted(evictions)).toBe(12);
+    expect(stored(evictions)).toBe(0);
+
+    // Nothing is left to expire: later ticks run nothing, and the sink has only the data batches' rows.
+    expect((await tick(d, name, startedAt + TTL_MS + 180_000, undefined, expiringCounts)).progress).toEqual([]);
+    expect(await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).toHaveLength(dataBatches.reduce((a, p) => a + p.stateOperators[0]!.numOutputRows, 0));
+  });
+
+  for (const [route, partitionKey, repartitionShards] of [['co-partitioned', 'user', 0], ['through the repartition stage', 'action', 2]] as const) {
+    it(`applies an initial state once per key on two shards (${route})`, async () => {
+      const name = `initial-state-${partitionKey}`;
+      const withInitialState = defineQuery({
+        name, source: { schema: SCHEMA, partitionKey }, outputMode: 'append', sink: { kind: 's3-files' },
+        transform: (df, session) => df.groupByKey('user').transformWithState(() => new SeededCounts(), {
+          timeMode: 'none', outputMode: 'append', outputSchema: 'user string, events long, actions array<string>',
+          initialState: session.createDataFrame(Array.from({ length: 12 }, (_, i) => [`u${i}`, 100]), 'user string, events long').groupByKey('user'),
+        }),
+      });
+      const d = await deploy(emulators, withInitialState, 2, repartitionShards > 0 ? { repartitionShards, expectedShardCount: undefined } : {});
+      await d.put(eventsFor(12, 3).map((e) => ({ data: JSON.stringify(e), partitionKey: partitionKey === 'user' ? e.user : e.action })));
+      await d.drain();
+      expect(d.results.every((r) => r.result.error === undefined)).toBe(true);
+      // Each user's count started at 100 exactly once, wherever its rows went; no shard holds a key it gets no rows for.
+      const rows = await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix);
+      const latest = new Map<string, number>();
+      for (const r of rows) latest.set(r.user as string, Math.max(latest.get(r.user as string) ?? 0, Number(r.events)));
+      expect([...latest.values()]).toEqual(Array(12).fill(103));
+      const statefulShards = d.results.filter((r) => r.result.progress.some((p) => p.stateOperators.length > 0));
+      expect(new Set(statefulShards.map((r) => r.shardId)).size).toBe(2);
+      const totals = new Map<string, number>();
+      for (const r of statefulShards) for (const p of r.result.progress) totals.set(r.shardId, p.stateOperators[0]!.numRowsTotal);
+      expect([...totals.values()].reduce((a, n) => a + n, 0)).toBe(12);
+    });
+  }
 
   it('prints the DynamoDB cost per batch of a timer-heavy query (1,000 keys, a timer each, one shard)', async () => {
     const name = 'sessions-cost';

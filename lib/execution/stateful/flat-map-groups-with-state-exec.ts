@@ -1,9 +1,10 @@
-import type { Attribute } from '../../plan/attribute.js';
 import { parseDataType, typeToString, type DataType } from '../../plan/data-types.js';
 import type { StatefulProcessingNode } from '../../plan/logical-plan.js';
-import type { StateStore, StateStoreId } from '../../state/state-store.js';
+import type { StateStore } from '../../state/state-store.js';
 import type { Row } from '../evaluate.js';
-import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from '../physical.js';
+import type { BatchContext, Exec } from '../physical.js';
+import { KeyedStatefulExec } from './keyed-stateful-exec.js';
+import { GroupTimeoutIndex, indexOf } from './state-index.js';
 import { compareValues, encodeKey } from '../values.js';
 import { dropLateRows, groupInput } from './grouped-input.js';
 import { GroupStateImpl } from './group-state.js';
@@ -21,21 +22,13 @@ interface CallOutcome {
  * the batch timestamp (processing time) or the watermark for eviction (event time), called with no
  * rows and hasTimedOut() true. State: `g|<key>` -> [keyValues, state | null, timeoutMs | null].
  */
-export class FlatMapGroupsWithStateExec implements StatefulExec {
+export class FlatMapGroupsWithStateExec extends KeyedStatefulExec {
   readonly nodeName = 'FlatMapGroupsWithState';
-  readonly children: readonly Exec[];
-  readonly output: readonly Attribute[];
-  readonly stateStoreIds: readonly StateStoreId[];
   readonly stateSchema: string;
   private readonly stateType: DataType | null;
-  private progress: StateOperatorProgress = emptyOperatorProgress('flatMapGroupsWithState');
-  private lastEvictionWatermarkMs: number | null = null;
-  private nextTimeout: number | null | undefined = undefined;
 
-  constructor(readonly operatorId: number, private readonly child: Exec, private readonly node: StatefulProcessingNode) {
-    this.children = [child];
-    this.output = node.output;
-    this.stateStoreIds = [{ operatorId, storeName: 'default' }];
+  constructor(operatorId: number, child: Exec, node: StatefulProcessingNode) {
+    super(operatorId, child, node, 'flatMapGroupsWithState');
     this.stateType = node.stateType === null ? null : parseDataType(node.stateType);
     this.stateSchema = `${node.api}(timeout=${node.timeMode}, keys=[${node.keys.map((k) => `${k.name}:${typeToString(k.type)}`).join(', ')}], `
       + `state=${this.stateType === null ? 'any' : typeToString(this.stateType)})`;
@@ -43,7 +36,7 @@ export class FlatMapGroupsWithStateExec implements StatefulExec {
 
   execute(ctx: BatchContext): Row[] {
     const { node } = this;
-    const progress = emptyOperatorProgress('flatMapGroupsWithState');
+    const progress = this.newProgress();
     const eventTimeTimeout = node.timeMode === 'eventTime';
     // Spark drops late rows only when the timeout is in event time.
     const lateMs = ctx.hasWatermark && eventTimeTimeout ? ctx.lateEventsWatermarkMs(this.operatorId) : null;
@@ -51,6 +44,9 @@ export class FlatMapGroupsWithStateExec implements StatefulExec {
     progress.numRowsDroppedByWatermark = dropped;
 
     const store = ctx.store<StoredGroup>(this.stateStoreIds[0]!);
+    const timeouts = indexOf(store, 'flatMapGroupsWithState', GroupTimeoutIndex.build);
+    /** Groups this batch wrote: their timeouts are not in the committed index yet. */
+    const written = new Set<string>();
     const batchTimestampMs = ctx.eval.batchTimestampMs;
     const watermarkMs = ctx.hasWatermark ? ctx.evictionWatermarkMs(this.operatorId) : null;
     const output: Row[] = [];
@@ -61,6 +57,7 @@ export class FlatMapGroupsWithStateExec implements StatefulExec {
       const state = new GroupStateImpl<unknown>(stored?.[1] ?? undefined, node.timeMode, batchTimestampMs, watermarkMs, timedOut, this.stateType);
       for (const r of node.fn!(keyValues, rows, state)) output.push(outputRow(r, node.output, node.api));
       const outcome = this.saveState(store, storeKey, keyValues, stored, state);
+      if (outcome.updated + outcome.removed > 0) written.add(storeKey);
       counts.updated += outcome.updated;
       counts.removed += outcome.removed;
     };
@@ -68,16 +65,30 @@ export class FlatMapGroupsWithStateExec implements StatefulExec {
     for (const group of groupInput(input, this.child.output, node.keys)) call(group.key, group.keyValues, group.rows, false);
 
     const thresholdMs = node.timeMode === 'processingTime' ? batchTimestampMs : eventTimeTimeout && watermarkMs !== null ? watermarkMs : null;
+    const timeoutNow = (storeKey: string): number | null => store.get(storeKey)?.[2] ?? null;
     if (thresholdMs !== null) {
+      // Strictly before the threshold: the index gives those at or before it, the check below the rest.
+      const candidates = timeouts.heap.due(thresholdMs, (k, t) => timeoutNow(k) === t);
+      for (const k of written) candidates.add(k);
       const timedOut: StoredGroup[] = [];
-      for (const [storeKey, value] of store.entries()) {
-        if (storeKey.startsWith('g|') && value[2] !== null && value[2] < thresholdMs) timedOut.push(value);
+      for (const storeKey of candidates) {
+        const value = store.get(storeKey);
+        if (value !== undefined && value[2] !== null && value[2] < thresholdMs) timedOut.push(value);
       }
       timedOut.sort((a, b) => compareKeys(a[0], b[0]));
       for (const [keyValues] of timedOut) call(encodeKey(keyValues), keyValues, [], true);
     }
 
-    this.nextTimeout = node.timeMode === 'processingTime' ? earliestTimeout(store) : null;
+    if (node.timeMode === 'processingTime') {
+      let earliest = timeouts.heap.earliest((k, t) => !written.has(k) && timeoutNow(k) === t);
+      for (const k of written) {
+        const t = timeoutNow(k);
+        if (t !== null && (earliest === null || t < earliest)) earliest = t;
+      }
+      this.nextTimer = earliest;
+    } else this.nextTimer = null;
+    // GroupState has no TTL.
+    this.nextExpiry = null;
     this.recordEvictionWatermark(ctx);
     progress.numRowsTotal = store.size;
     progress.numRowsUpdated = counts.updated;
@@ -100,23 +111,6 @@ export class FlatMapGroupsWithStateExec implements StatefulExec {
     return { updated: 1, removed: 0 };
   }
 
-  lastProgress(): StateOperatorProgress {
-    return this.progress;
-  }
-
-  recordEvictionWatermark(ctx: WatermarkContext): void {
-    this.lastEvictionWatermarkMs = ctx.hasWatermark ? ctx.evictionWatermarkMs(this.operatorId) : null;
-  }
-
-  shouldRunAnotherBatch(newInputWatermarkMs: number): boolean {
-    // Spark: an event-time timeout re-runs when the watermark moves; processing time: nextTimerMs().
-    return this.node.timeMode === 'eventTime' && this.lastEvictionWatermarkMs !== null && newInputWatermarkMs > this.lastEvictionWatermarkMs;
-  }
-
-  nextTimerMs(): number | null | undefined {
-    return this.node.timeMode === 'processingTime' ? this.nextTimeout : null;
-  }
-
   produceOutputWatermark(inputWatermarkMs: number): number | null {
     return inputWatermarkMs;
   }
@@ -128,12 +122,4 @@ function compareKeys(a: readonly unknown[], b: readonly unknown[]): number {
     if (c !== 0) return c;
   }
   return 0;
-}
-
-function earliestTimeout(store: StateStore<StoredGroup>): number | null {
-  let min: number | null = null;
-  for (const [storeKey, value] of store.entries()) {
-    if (storeKey.startsWith('g|') && value[2] !== null && (min === null || value[2] < min)) min = value[2];
-  }
-  return min;
 }

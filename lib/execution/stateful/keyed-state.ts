@@ -1,38 +1,8 @@
 import type { StateStore } from '../../state/state-store.js';
+import { isExpired, stateKeys, type Expiry, type StoredList, type StoredMapEntry, type StoredTimer, type StoredValue } from './state-layout.js';
+import { indexOf, parseMapEntryKey, ProcessorStateIndex, ttlTimeOf, type KeyTimers } from './state-index.js';
 
-/**
- * How arbitrary stateful operators lay their state out in one key-value state store (the same
- * store, versions and exactly-once commit as every other operator). Every value starts with the
- * grouping key's values, so resharding routes each entry by its key (lib/state/state-routing.ts).
- *
- *   v|<var>|<key>                [keyValues, value, expiresAtMs | null]           ValueState
- *   l|<var>|<key>                [keyValues, [[value, expiresAtMs | null], ...]]  ListState
- *   m|<var>|[<key>,<mapKey>]     [keyValues, mapKey, value, expiresAtMs | null]   MapState entry
- *   t|[<key>,<ms>]               [keyValues, ms]                                 a timer
- *   g|<key>                      [keyValues, state | null, timeoutMs | null]     GroupState
- *
- * `<key>` is the encoded grouping key (execution/values.ts encodeKey). TTL is Spark's: an entry
- * updated at batch timestamp T with ttl D expires once a batch's timestamp is >= T + D; expired
- * values are never read, and are removed at the end of the batch.
- */
-export type Expiry = number | null;
-export type StoredValue = readonly [keyValues: readonly unknown[], value: unknown, expiresAtMs: Expiry];
-export type StoredList = readonly [keyValues: readonly unknown[], elements: readonly (readonly [unknown, Expiry])[]];
-export type StoredMapEntry = readonly [keyValues: readonly unknown[], mapKey: unknown, value: unknown, expiresAtMs: Expiry];
-export type StoredTimer = readonly [keyValues: readonly unknown[], expiryMs: number];
-export type StoredGroup = readonly [keyValues: readonly unknown[], state: unknown, timeoutMs: number | null];
-
-export const stateKeys = {
-  value: (name: string, key: string): string => `v|${name}|${key}`,
-  list: (name: string, key: string): string => `l|${name}|${key}`,
-  mapEntry: (name: string, key: string, mapKey: string): string => `m|${name}|${JSON.stringify([key, mapKey])}`,
-  timer: (key: string, ms: number): string => `t|${JSON.stringify([key, ms])}`,
-  group: (key: string): string => `g|${key}`,
-};
-
-export function isExpired(expiresAtMs: Expiry, batchTimestampMs: number): boolean {
-  return expiresAtMs !== null && batchTimestampMs >= expiresAtMs;
-}
+export * from './state-layout.js';
 
 export interface TimerEntry {
   readonly key: string;
@@ -48,33 +18,26 @@ export interface StateCounters {
 
 /**
  * One batch's view of the operator's store: reads and writes through it, plus the indexes a batch
- * needs (timers by key, map entries by variable and key), built by one pass over the store.
+ * needs (timers by key and by time, map entries by variable and key, TTL entries by expiry). The
+ * indexes of the committed state are kept by the store across batches (state-index.ts); this
+ * batch's changes to them are kept here, copied on write, so an aborted batch leaves them intact.
  */
 export class KeyedState {
   readonly counters: StateCounters = { updated: 0, removed: 0 };
-  private readonly timers = new Map<string, { keyValues: readonly unknown[]; times: Set<number> }>();
+  private readonly index: ProcessorStateIndex;
+  /** Keys whose timers this batch changed: their whole timer set now. */
+  private readonly changedTimers = new Map<string, KeyTimers>();
+  /** Map indexes this batch read or changed (copies of the committed ones). */
   private readonly mapEntries = new Map<string, Map<string, string>>();
+  /** State-variable entries this batch wrote: their earliest TTL now (null: none or removed). */
+  private readonly changedTtl = new Map<string, Expiry>();
   /** Store keys holding a TTL that had expired when the batch started (checked again at its end). */
-  readonly expiredAtStart: string[] = [];
+  readonly expiredAtStart: string[];
 
   constructor(readonly store: StateStore<unknown>, readonly batchTimestampMs: number) {
-    for (const [storeKey, value] of store.entries()) {
-      const kind = storeKey[0];
-      if (kind === 't') {
-        const [keyValues, ms] = value as StoredTimer;
-        const [key] = JSON.parse(storeKey.slice(2)) as [string, number];
-        this.timerSet(key, keyValues).add(ms);
-      } else if (kind === 'm') {
-        const bar = storeKey.indexOf('|', 2);
-        const [key, mapKey] = JSON.parse(storeKey.slice(bar + 1)) as [string, string];
-        this.mapIndex(storeKey.slice(2, bar), key).set(mapKey, storeKey);
-        if (isExpired((value as StoredMapEntry)[3], batchTimestampMs)) this.expiredAtStart.push(storeKey);
-      } else if (kind === 'v') {
-        if (isExpired((value as StoredValue)[2], batchTimestampMs)) this.expiredAtStart.push(storeKey);
-      } else if (kind === 'l') {
-        if ((value as StoredList)[1].some(([, e]) => isExpired(e, batchTimestampMs))) this.expiredAtStart.push(storeKey);
-      }
-    }
+    this.index = indexOf(store, 'transformWithState', ProcessorStateIndex.build);
+    const index = this.index;
+    this.expiredAtStart = [...index.ttlHeap.due(batchTimestampMs, (k, t) => index.ttl.get(k) === t)];
   }
 
   get(storeKey: string): unknown {
@@ -84,47 +47,55 @@ export class KeyedState {
   put(storeKey: string, value: unknown): void {
     this.store.put(storeKey, value);
     this.counters.updated++;
+    if (storeKey[0] !== 't' && storeKey[0] !== 'g') this.changedTtl.set(storeKey, ttlTimeOf(storeKey, value));
   }
 
   remove(storeKey: string): void {
     if (this.store.get(storeKey) === undefined) return;
     this.store.remove(storeKey);
     this.counters.removed++;
+    if (storeKey[0] !== 't' && storeKey[0] !== 'g') this.changedTtl.set(storeKey, null);
   }
 
-  private timerSet(key: string, keyValues: readonly unknown[]): Set<number> {
-    let entry = this.timers.get(key);
-    if (!entry) this.timers.set(key, (entry = { keyValues, times: new Set() }));
-    return entry.times;
+  private timersOf(key: string): KeyTimers | undefined {
+    return this.changedTimers.get(key) ?? this.index.timers.get(key);
+  }
+
+  /** Changes this batch's copy of a key's timers (copied from the committed index on its first change). */
+  private changeTimers(key: string, keyValues: readonly unknown[], change: (times: Set<number>) => void): void {
+    let own = this.changedTimers.get(key);
+    if (!own) this.changedTimers.set(key, (own = { keyValues, times: new Set(this.index.timers.get(key)?.times ?? []) }));
+    change(own.times);
   }
 
   /** Map entries of one variable and grouping key: map key (encoded) -> store key. */
   mapIndex(name: string, key: string): Map<string, string> {
     const id = `${name}|${key}`;
-    let index = this.mapEntries.get(id);
-    if (!index) this.mapEntries.set(id, (index = new Map()));
-    return index;
+    let entries = this.mapEntries.get(id);
+    if (!entries) this.mapEntries.set(id, (entries = new Map(this.index.mapEntries.get(id) ?? [])));
+    return entries;
   }
 
   registerTimer(key: string, keyValues: readonly unknown[], ms: number): boolean {
-    const times = this.timerSet(key, keyValues);
-    if (times.has(ms)) return false;
-    times.add(ms);
+    if (this.timersOf(key)?.times.has(ms)) return false;
+    this.changeTimers(key, keyValues, (times) => times.add(ms));
     this.put(stateKeys.timer(key, ms), [keyValues, ms] satisfies StoredTimer);
     return true;
   }
 
   deleteTimer(key: string, ms: number): boolean {
-    const times = this.timers.get(key)?.times;
-    if (!times?.has(ms)) return false;
-    times.delete(ms);
+    const current = this.timersOf(key);
+    if (!current?.times.has(ms)) return false;
+    this.changeTimers(key, current.keyValues, (times) => times.delete(ms));
     this.remove(stateKeys.timer(key, ms));
     return true;
   }
 
   listTimers(key: string): number[] {
-    return [...(this.timers.get(key)?.times ?? [])].sort((a, b) => a - b);
+    return [...(this.timersOf(key)?.times ?? [])].sort((a, b) => a - b);
   }
+
+  private isTimerNow = (key: string, ms: number): boolean => this.timersOf(key)?.times.has(ms) ?? false;
 
   /**
    * Timers at or before `thresholdMs`, by time then key: Spark 4.0.1's TimerStateImpl.getExpiredTimers
@@ -133,7 +104,12 @@ export class KeyedState {
    */
   expiredTimers(thresholdMs: number): TimerEntry[] {
     const out: TimerEntry[] = [];
-    for (const [key, { keyValues, times }] of this.timers) {
+    for (const key of this.index.timerHeap.due(thresholdMs, this.isTimerNow)) {
+      if (this.changedTimers.has(key)) continue;
+      const { keyValues, times } = this.timersOf(key)!;
+      for (const ms of times) if (ms <= thresholdMs) out.push({ key, keyValues, expiryMs: ms });
+    }
+    for (const [key, { keyValues, times }] of this.changedTimers) {
       for (const ms of times) if (ms <= thresholdMs) out.push({ key, keyValues, expiryMs: ms });
     }
     return out.sort((a, b) => a.expiryMs - b.expiryMs || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
@@ -141,15 +117,24 @@ export class KeyedState {
 
   /** How many timers are registered (store entries that Spark keeps in internal column families). */
   timerCount(): number {
-    let n = 0;
-    for (const { times } of this.timers.values()) n += times.size;
+    let n = this.index.timerCount;
+    for (const [key, { times }] of this.changedTimers) n += times.size - (this.index.timers.get(key)?.times.size ?? 0);
     return n;
   }
 
   /** The earliest registered timer, or null. */
   earliestTimerMs(): number | null {
-    let min: number | null = null;
-    for (const { times } of this.timers.values()) for (const ms of times) if (min === null || ms < min) min = ms;
+    if (this.timerCount() === 0) return null;
+    let min = this.index.timerHeap.earliest(this.isTimerNow);
+    for (const { times } of this.changedTimers.values()) for (const ms of times) if (min === null || ms < min) min = ms;
+    return min;
+  }
+
+  /** The earliest TTL expiry of a stored value, or null. */
+  earliestExpiryMs(): number | null {
+    const { ttl, ttlHeap } = this.index;
+    let min = ttlHeap.earliest((k, t) => !this.changedTtl.has(k) && ttl.get(k) === t);
+    for (const t of this.changedTtl.values()) if (t !== null && (min === null || t < min)) min = t;
     return min;
   }
 
@@ -171,9 +156,9 @@ export class KeyedState {
       const expiresAt = storeKey[0] === 'm' ? (value as StoredMapEntry)[3] : (value as StoredValue)[2];
       if (!isExpired(expiresAt, now)) continue;
       if (storeKey[0] === 'm') {
-        const bar = storeKey.indexOf('|', 2);
-        const [key, mapKey] = JSON.parse(storeKey.slice(bar + 1)) as [string, string];
-        this.mapIndex(storeKey.slice(2, bar), key).delete(mapKey);
+        const { id, mapKey } = parseMapEntryKey(storeKey);
+        const bar = id.indexOf('|');
+        this.mapIndex(id.slice(0, bar), id.slice(bar + 1)).delete(mapKey);
       }
       this.remove(storeKey);
       removed++;

@@ -1,12 +1,11 @@
-import type { Attribute } from '../../plan/attribute.js';
 import { typeToString } from '../../plan/data-types.js';
 import type { StatefulProcessingNode } from '../../plan/logical-plan.js';
 import type { ExpiredTimerInfo, Row as UserRow, StatefulProcessor, TimerValues } from '../../plan/stateful-processor.js';
-import type { StateStoreId } from '../../state/state-store.js';
 import { IllegalArgumentError } from '../../errors/sluice-error.js';
 import { encodeKey } from '../values.js';
 import type { Row } from '../evaluate.js';
-import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperatorProgress, type StatefulExec, type WatermarkContext } from '../physical.js';
+import type { BatchContext, Exec } from '../physical.js';
+import { KeyedStatefulExec } from './keyed-stateful-exec.js';
 import { KeyedState } from './keyed-state.js';
 import { dropLateRows, groupInput } from './grouped-input.js';
 import { describeVariable, ProcessorHandle } from './processor-handle.js';
@@ -20,20 +19,12 @@ import { outputRow } from './state-values.js';
  * timeouts stay strictly before it), each deleted after its handler ran; then TTL cleanup and close. A timer
  * registered while handling input that is already expired fires in the same batch, as in Spark.
  */
-export class TransformWithStateExec implements StatefulExec {
+export class TransformWithStateExec extends KeyedStatefulExec {
   readonly nodeName = 'TransformWithState';
-  readonly children: readonly Exec[];
-  readonly output: readonly Attribute[];
-  readonly stateStoreIds: readonly StateStoreId[];
   readonly stateSchema: string;
-  private progress: StateOperatorProgress = emptyOperatorProgress('transformWithStateExec');
-  private lastEvictionWatermarkMs: number | null = null;
-  private nextTimer: number | null | undefined = undefined;
 
-  constructor(readonly operatorId: number, private readonly child: Exec, private readonly node: StatefulProcessingNode) {
-    this.children = [child];
-    this.output = node.output;
-    this.stateStoreIds = [{ operatorId, storeName: 'default' }];
+  constructor(operatorId: number, child: Exec, node: StatefulProcessingNode) {
+    super(operatorId, child, node, 'transformWithStateExec');
     // Spark runs init on the driver to learn the state variables; their layout is the state schema.
     const handle = new ProcessorHandle(node.timeMode, -1, null);
     const processor = this.newProcessor();
@@ -50,7 +41,7 @@ export class TransformWithStateExec implements StatefulExec {
   execute(ctx: BatchContext): Row[] {
     const { node } = this;
     const id = this.stateStoreIds[0]!;
-    const progress = emptyOperatorProgress('transformWithStateExec');
+    const progress = this.newProgress();
     const lateMs = ctx.hasWatermark ? ctx.lateEventsWatermarkMs(this.operatorId) : null;
     const { rows: input, dropped } = dropLateRows(this.child.execute(ctx), this.child.output, lateMs);
     progress.numRowsDroppedByWatermark = dropped;
@@ -71,7 +62,7 @@ export class TransformWithStateExec implements StatefulExec {
       for (const r of rows ?? []) output.push(outputRow(r, node.output, 'transformWithState'));
     };
 
-    if (ctx.batchId === 0 && node.initialState) this.applyInitialState(processor, handle, timerValues);
+    if (ctx.batchId === 0 && node.initialState) this.applyInitialState(processor, handle, timerValues, ctx.ownsStateKey);
     for (const group of groupInput(input, this.child.output, node.keys)) {
       handle.setKey(group.key, group.keyValues);
       emit(processor.handleInputRows(group.keyValues, group.rows, timerValues));
@@ -98,6 +89,9 @@ export class TransformWithStateExec implements StatefulExec {
     // nextTimerMs() is the time a batch must be past; a timer fires in a batch at its own time.
     const earliest = node.timeMode === 'processingTime' ? state.earliestTimerMs() : null;
     this.nextTimer = earliest === null ? null : earliest - 1;
+    // A value expires in a batch whose timestamp is at or past its expiry.
+    const expiry = state.earliestExpiryMs();
+    this.nextExpiry = expiry === null ? null : expiry - 1;
     this.recordEvictionWatermark(ctx);
     // Spark's RocksDB store leaves its internal column families (timers) out of numRowsTotal.
     progress.numRowsTotal = state.store.size - state.timerCount();
@@ -116,7 +110,8 @@ export class TransformWithStateExec implements StatefulExec {
     return output;
   }
 
-  private applyInitialState(processor: StatefulProcessor, handle: ProcessorHandle, timerValues: TimerValues): void {
+  /** On one of several partitions, only the keys it owns: each key's initial state is applied once, where its rows go. */
+  private applyInitialState(processor: StatefulProcessor, handle: ProcessorHandle, timerValues: TimerValues, owns: BatchContext['ownsStateKey']): void {
     if (!processor.handleInitialState) {
       throw new IllegalArgumentError('transformWithState was given an initial state, but its processor has no handleInitialState method.', {
         code: 'NO_INITIAL_STATE_HANDLER', hint: 'implement handleInitialState(key, row, timerValues), or drop the initialState option.',
@@ -132,26 +127,10 @@ export class TransformWithStateExec implements StatefulExec {
         );
       }
       seen.add(key);
+      if (owns && !owns(this.operatorId, keyValues)) continue;
       handle.setKey(key, keyValues);
       processor.handleInitialState(keyValues, row, timerValues);
     }
-  }
-
-  lastProgress(): StateOperatorProgress {
-    return this.progress;
-  }
-
-  recordEvictionWatermark(ctx: WatermarkContext): void {
-    this.lastEvictionWatermarkMs = ctx.hasWatermark ? ctx.evictionWatermarkMs(this.operatorId) : null;
-  }
-
-  shouldRunAnotherBatch(newInputWatermarkMs: number): boolean {
-    // Event time as Spark: a watermark that moved may expire timers. Processing time: nextTimerMs().
-    return this.node.timeMode === 'eventTime' && this.lastEvictionWatermarkMs !== null && newInputWatermarkMs > this.lastEvictionWatermarkMs;
-  }
-
-  nextTimerMs(): number | null | undefined {
-    return this.node.timeMode === 'processingTime' ? this.nextTimer : null;
   }
 
   produceOutputWatermark(inputWatermarkMs: number): number | null {
