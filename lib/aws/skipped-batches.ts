@@ -15,9 +15,8 @@
  * message recorded twice finds its item and changes nothing.
  */
 import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SKIPPED_RANGES_SUFFIX } from '../runtime/runtime-config.js';
 import { queryAll, type Item } from './dynamodb-cost.js';
-
-export const SKIPPED_SUFFIX = '#skipped';
 
 /** Lambda's description of a batch it gave up on (`KinesisBatchInfo` of the on-failure record). */
 export interface SkippedBatchInfo {
@@ -115,7 +114,7 @@ export class SkippedBatchStore {
   constructor(private readonly options: SkippedBatchStoreOptions) {}
 
   private get pk(): string {
-    return `${this.options.queryName}${SKIPPED_SUFFIX}`;
+    return `${this.options.queryName}${SKIPPED_RANGES_SUFFIX}`;
   }
 
   /** Records a skipped range once; false when it was recorded before (a redelivered message). */
