@@ -17,8 +17,10 @@
  * marked redriven with those counts. A run that stops halfway leaves the range waiting; the next
  * run finds its sent records claimed and sends only the rest.
  *
- * Ranges on an internal repartition stream are reported, not re-driven: stage 2 takes each source
- * batch once, so a routed record put back after later batches were applied would be dropped.
+ * Ranges on an internal repartition stream are not re-driven: stage 2 takes each source batch once,
+ * so a routed record put back after later batches were applied would be dropped. One the scheduled
+ * drain has committed since (it reads stage 2's shards from their committed position) is marked
+ * done; any other is reported for a person.
  */
 import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { PutRecordCommand } from '@aws-sdk/client-kinesis';
@@ -105,12 +107,19 @@ export async function redriveSkippedBatches(
   for (const range of all) {
     const base = { partitionId: range.partitionId, shardId: range.shardId, first: range.firstSequenceNumber, last: range.lastSequenceNumber, reason: range.reason };
     if (range.state === 'redriven') { report.alreadyRedriven++; continue; }
-    if (!sourceStreams.has(range.streamName)) {
-      report.ranges.push({ ...base, outcome: null, note: `on the internal stream ${range.streamName}: not re-drivable (stage 2 takes each source batch once)` });
-      continue;
-    }
     const records = await readRange(clients, range);
     const committed = await committedWithin(clients, deployment, range, options.maxBatchesBack ?? 1000);
+    if (!sourceStreams.has(range.streamName)) {
+      // The scheduled drain reads stage 2's shards from their committed position: a range it reached since is done.
+      const pending = records.filter((r) => !committed(r.sequenceNumber)).length;
+      if (pending === 0 && records.length === range.batchSize && !options.dryRun) {
+        const outcome = { redriven: 0, deadLettered: 0, alreadyCommitted: records.length, expired: 0, skippedAgain: 0 };
+        if (await store.markRedriven(range, outcome)) { report.ranges.push({ ...base, outcome }); accumulate(report, outcome); }
+        continue;
+      }
+      report.ranges.push({ ...base, outcome: null, note: `on the internal stream ${range.streamName}, ${pending} record(s) not committed: not re-drivable (stage 2 takes each source batch once)` });
+      continue;
+    }
     const outcome = { redriven: 0, deadLettered: 0, alreadyCommitted: 0, expired: Math.max(0, range.batchSize - records.length), skippedAgain: 0 };
     const letters: DeadLetterRecord[] = [];
     const toSend: ShardRecord[] = [];
