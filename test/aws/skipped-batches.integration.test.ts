@@ -14,6 +14,9 @@ import { SkippedBatchStore } from '../../lib/aws/skipped-batches.js';
 import { redriveSkippedBatches } from '../../lib/aws/skipped-batch-redrive.js';
 import { deliverToOnFailureHandler, onFailureRecordOf, sqsEventOf } from '../../lib/local/on-failure-destination.js';
 import type { BatchFailureInfo } from '../../lib/local/event-source-mapping.js';
+import type { KinesisStreamEvent } from 'aws-lambda';
+import { createKinesisTriggerHandler } from '../../lib/aws/kinesis-trigger-handler.js';
+import { readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
 import { deploy } from '../support/aws-pipeline.js';
 
 const QUERY = 'skipped-ranges';
@@ -96,6 +99,36 @@ describe('redriveSkippedBatches', () => {
     const shardId = (await clients.kinesis.send(new ListShardsCommand({ StreamName: config.streamName }))).Shards![0]!.ShardId!;
     expect(shardId).toBe('shardId-000000000000');
     expect(await readAll(deployment.clients, config.streamName, shardId)).toBe(6);
+  }, 180_000);
+});
+
+describe('a re-driven record skipped again', () => {
+  it('is dead-lettered with the reason instead of being re-driven in a loop', async () => {
+    const definition = hourlySalesQuery('update', QUERY);
+    const deployment = await deploy(emulators, definition, 1);
+    const { clients, config } = deployment;
+    const poison = JSON.stringify(sale(7));
+    await deployment.put([{ data: JSON.stringify(sale(1)), partitionKey: sale(1).store_id }, { data: poison, partitionKey: sale(7).store_id }]);
+    const observability = createQuietObservability(QUERY);
+    const onFailure = createOnFailureHandler(definition, { config, clientOptions: emulators.clientOptions, observability });
+    const run = createKinesisTriggerHandler(definition, { config, clientOptions: emulators.clientOptions, observability });
+    // A record that crashes the function whatever its sequence number: the re-drive cannot help.
+    const mapping = {
+      handler: async (event: KinesisStreamEvent) => {
+        if (event.Records.some((r) => Buffer.from(r.kinesis.data, 'base64').toString() === poison)) throw new Error('Runtime exited with error');
+        return run(event);
+      },
+      maximumRetryAttempts: 0, onFailure: (info: BatchFailureInfo) => deliverToOnFailureHandler(onFailure, info),
+    };
+    await deployment.drain(mapping);
+    const descriptor = { ...config, sluiceQuery: QUERY };
+    expect(await redriveSkippedBatches(clients, descriptor)).toMatchObject({ redriven: 1, deadLettered: 0, skippedAgain: 0 });
+    await deployment.drain(mapping);
+    const second = await redriveSkippedBatches(clients, descriptor);
+    expect(second).toMatchObject({ redriven: 0, skippedAgain: 1, alreadyRedriven: 1 });
+    const letters = await readDeadLetters(clients.s3, config.deadLetterBucket, `dead-letter/${QUERY}/`);
+    expect(letters.map((l) => [Buffer.from(l.dataBase64, 'base64').toString(), l.reason.split(':')[0]])).toEqual([[poison, 'SKIPPED_AGAIN']]);
+    expect(await redriveSkippedBatches(clients, descriptor)).toMatchObject({ redriven: 0, skippedAgain: 0, alreadyRedriven: 2 });
   }, 180_000);
 });
 
