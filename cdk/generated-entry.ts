@@ -9,14 +9,16 @@ import { importSpecifier, writeFileIfChanged } from './project.js';
 
 /**
  * `kinesis`: the source stream's mapping (the whole query, or stage 1 of a repartitioned one);
- * `scheduled`: the EventBridge rule; `repartition`: the internal stream's mapping (stage 2).
+ * `scheduled`: the EventBridge rule; `repartition`: the internal stream's mapping (stage 2);
+ * `on-failure`: the on-failure queue's mapping (records the batches the others gave up).
  */
-export type HandlerKind = 'kinesis' | 'scheduled' | 'repartition';
+export type HandlerKind = 'kinesis' | 'scheduled' | 'repartition' | 'on-failure';
 
 const FACTORIES: Record<HandlerKind, { factory: string; file: string }> = {
   kinesis: { factory: 'createKinesisTriggerHandler', file: 'kinesis-entry.mjs' },
   scheduled: { factory: 'createScheduledTriggerHandler', file: 'scheduled-entry.mjs' },
   repartition: { factory: 'createRepartitionTriggerHandler', file: 'repartition-entry.mjs' },
+  'on-failure': { factory: 'createOnFailureHandler', file: 'on-failure-entry.mjs' },
 };
 
 /** The entry's source: `export const handler = <factory>(<the module's default export>)`. */

@@ -27,7 +27,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
+import { SqsDlq, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
@@ -52,7 +52,7 @@ import { loadQueryModule } from './query-module.js';
 import { createLakeTable, type LakeTableOptions, type SluiceLakeTable } from './lake-table.js';
 import type { LakeTableShape } from '../lib/query/validate-query.js';
 import { DEFAULT_DASHBOARD_PRICES, createQueryDashboard, type DashboardPrices } from './dashboard.js';
-import { TRACING_ENV } from '../lib/runtime/runtime-config.js';
+import { SKIPPED_RANGES_SUFFIX, TRACING_ENV } from '../lib/runtime/runtime-config.js';
 
 /**
  * The `service` dimension Powertools Metrics adds next to `query` (lib/aws/observability.ts
@@ -543,6 +543,8 @@ export class SluiceQuery extends Construct {
   public readonly deadLetterPrefix: string;
   /** Where the event source mappings send batches they give up (stream, shard and sequence range). */
   public readonly onFailureQueue: sqs.Queue;
+  /** Consumes the on-failure queue: records each skipped range in the checkpoint table (lib/aws/on-failure-handler.ts). */
+  public readonly onFailureFunction: nodejs.NodejsFunction;
   /** The source stream's function: the whole query, or stage 1 of a repartition stage. */
   public readonly kinesisTriggerFunction: nodejs.NodejsFunction;
   public readonly scheduledTriggerFunction: nodejs.NodejsFunction;
@@ -633,11 +635,14 @@ export class SluiceQuery extends Construct {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
       retentionPeriod: Duration.days(14),
+      // Lambda's SQS mapping needs at least the consumer's timeout; a few times it, so a retry waits.
+      visibilityTimeout: Duration.seconds((props.timeout ?? Duration.minutes(1)).toSeconds() * 6),
       removalPolicy,
     });
     acknowledge(this.onFailureQueue, 'AwsSolutions-SQS3',
-      'This queue is itself a dead-letter destination: the on-failure destination of the Kinesis event source mapping, '
-      + 'holding the shard and sequence range of batches given up. Nothing consumes it automatically; it is alarmed on.');
+      'This queue is itself a dead-letter destination: the on-failure destination of the Kinesis event source mappings, '
+      + 'holding the shard and sequence range of batches given up. The on-failure function records each in the checkpoint table; '
+      + 'a message it cannot record stays (14 days) and is retried, and a waiting message is alarmed on.');
 
     // ── Repartition stage: the internal stream stage 1 routes rows to by state key ──────────
     if (this.needsRepartition) {
@@ -693,6 +698,15 @@ export class SluiceQuery extends Construct {
         `Sluice query ${this.queryName}: ${hopCount > 1 ? `stages 2-${hopCount + 1}` : 'stage 2'} (state and sink) per internal repartition shard`);
     }
     this.grantAccess(loaded.validate({ expectedShardCount, allowRepartition }).isStateful);
+    this.onFailureFunction = this.handlerFunction('OnFailure', 'on-failure', props, removalPolicy, `Sluice query ${this.queryName}: records the batches the event source mappings gave up (skipped ranges)`);
+    // Only its own item collection of the checkpoint table: `${query}#skipped`.
+    this.onFailureFunction.addToRolePolicy(new iam.PolicyStatement({
+      actions: ['dynamodb:PutItem'],
+      resources: [this.checkpointTable.tableArn],
+      conditions: { 'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': [`${this.queryName}${SKIPPED_RANGES_SUFFIX}`] } },
+    }));
+    if (props.stateEncryptionKey) props.stateEncryptionKey.grant(this.onFailureFunction, 'kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey');
+    this.onFailureFunction.addEventSource(new SqsEventSource(this.onFailureQueue, { batchSize: 10, reportBatchItemFailures: true }));
 
     // ── Event sources ───────────────────────────────────────────────────────────────────────
     // The query's trigger, as Lambda can run it: processingTime → the batching window; availableNow → drain on the schedule.
@@ -1063,8 +1077,17 @@ export class SluiceQuery extends Construct {
       rowsDroppedByWatermark: alarm('RowsDroppedByWatermarkAlarm', this.metric(METRIC.rowsDroppedByWatermark),
         'rows arrived later than the watermark delay allows and were dropped; consider a longer withWatermark delay.'),
       skippedBatches: alarm('SkippedBatchesAlarm',
-        this.onFailureQueue.metricApproximateNumberOfMessagesVisible({ period: fiveMinutes, statistic: cloudwatch.Stats.MAXIMUM }),
-        'an event source mapping gave up a batch (retries or maximum record age exhausted): its records were skipped. The on-failure queue holds the stream, shard and sequence range to replay while they are still in the stream.'),
+        new cloudwatch.MathExpression({
+          // A skipped batch reaches the on-failure function (one invocation per delivery), or waits in the queue when it cannot be recorded.
+          expression: 'recorded + waiting',
+          usingMetrics: {
+            recorded: this.onFailureFunction.metricInvocations({ period: fiveMinutes, statistic: cloudwatch.Stats.SUM }),
+            waiting: this.onFailureQueue.metricApproximateNumberOfMessagesVisible({ period: fiveMinutes, statistic: cloudwatch.Stats.MAXIMUM }),
+          },
+          period: fiveMinutes,
+        }),
+        'an event source mapping gave up a batch (retries or maximum record age exhausted): its records were skipped. The on-failure function records the '
+        + 'shard and sequence range in the checkpoint table; `sluice status` lists them and `sluice redrive --skipped` re-reads them while the stream still holds them.'),
       ...(repartition ? {
         repartitionIteratorAge: alarm('RepartitionIteratorAgeAlarm',
           repartition.metric('IteratorAge', { statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1) }),

@@ -18,6 +18,7 @@ export {
 export {
   createScheduledTriggerHandler, type ScheduledTriggerHandler, type ScheduledTriggerOptions, type ScheduledTriggerEvent,
 } from '../lib/aws/scheduled-trigger-handler.js';
+export { createOnFailureHandler, type OnFailureHandler, type OnFailureHandlerOptions } from '../lib/aws/on-failure-handler.js';
 export { RUNTIME_ENV, DEPLOYMENT_DEFAULTS, TABLE_KEYS, readRuntimeConfig, type RuntimeConfig } from '../lib/runtime/runtime-config.js';
 export { awsStaticStorage } from '../lib/aws/static-storage.js';
 export { createAwsClients, type AwsClientOptions } from '../lib/aws/clients.js';

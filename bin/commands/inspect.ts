@@ -29,7 +29,10 @@ export function registerInspectCommands(program: Command): void {
               p.lastProgress ? describeProgress(p.lastProgress) : '-', String(p.deadLetters),
             ])),
           `dead letters: ${status.deadLetters} (s3://${c.deployment.deadLetterBucket}/${c.deployment.deadLetterPrefix ?? 'dead-letter/'}${status.query}/)`,
-          `skipped batches in the on-failure queue: ${status.skippedBatches ?? 'unknown (no queue in the deployment)'}`,
+          `skipped batches in the on-failure queue (not yet recorded): ${status.skippedBatches ?? 'unknown (no queue in the deployment)'}`,
+          `skipped ranges waiting for a re-drive: ${status.skippedRanges.length}`,
+          ...status.skippedRanges.map((r) => `  ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber} (${r.batchSize} record(s), `
+            + `skipped ${formatTime(r.skippedAtMs)}): ${r.reason}`),
         ].join('\n'));
         process.exitCode = status.healthy ? EXIT.ok : EXIT.unhealthy;
       } finally {

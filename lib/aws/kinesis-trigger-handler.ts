@@ -23,6 +23,7 @@ import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
 import { createAwsQueryBackends } from './aws-backends.js';
 import { ReshardGuard } from './reshard-guard.js';
+import { skippedRangesOf } from './skipped-batches.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
 import { inSubsegment, tracerForClients } from './tracing.js';
 import { METRIC } from '../runtime/metric-names.js';
@@ -129,6 +130,7 @@ function createShardHandler(
         kinesis: sdk.kinesis, streamName: backends.streamOf(stage), query, stage,
         checkpointOf: (shardId) => forPartition(shardId, stage).checkpoint,
         reader: backends.readerOf(stage),
+        skippedRanges: skippedRangesOf(sdk.dynamodb, config.checkpointTable, query.name, stage),
         ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
       });
     };

@@ -20,6 +20,7 @@ import { DynamoDbCheckpoint } from './dynamodb-checkpoint.js';
 import { DynamoDbWatermarkCoordinator, type PartitionWatermarkRow } from './dynamodb-watermarks.js';
 import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js';
 import { encodeKeySegment, listKeys, normalizePrefix } from './s3-util.js';
+import { SkippedBatchStore, type SkippedRange } from './skipped-batches.js';
 
 /** Stage-2 partitions of a repartition stage are named `state.<internal shard id>`. */
 const STAGE2_PREFIX = 'state.';
@@ -44,8 +45,10 @@ export interface QueryStatus {
   readonly query: string;
   readonly partitions: readonly PartitionStatus[];
   readonly deadLetters: number;
-  /** Messages in the on-failure queue (null: no queue known). */
+  /** Messages in the on-failure queue, given up and not yet recorded by the on-failure function (null: no queue known). */
   readonly skippedBatches: number | null;
+  /** Skipped ranges recorded in the checkpoint table and not re-driven yet (`sluice redrive --skipped`). */
+  readonly skippedRanges: readonly SkippedRange[];
   readonly healthy: boolean;
   readonly problems: readonly string[];
 }
@@ -116,12 +119,20 @@ export async function inspectQuery(clients: AwsClients, deployment: DeploymentDe
     };
   }));
   const skippedBatches = deployment.onFailureQueueUrl && options.sqs ? await queueDepth(options.sqs, deployment.onFailureQueueUrl) : null;
+  const skippedRanges = (await new SkippedBatchStore({
+    client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: deployment.sluiceQuery,
+  }).list()).filter((r) => r.state === 'waiting');
   const problems: string[] = [];
   if (skippedBatches) problems.push(`${skippedBatches} skipped batch(es) wait in the on-failure queue: their records were not processed`);
+  if (skippedRanges.length > 0) {
+    const records = skippedRanges.reduce((n, r) => n + r.batchSize, 0);
+    problems.push(`${skippedRanges.length} skipped range(s) (${records} record(s)) were given up by the event source mapping and wait for \`sluice redrive --skipped\` `
+      + 'while the stream retains them');
+  }
   for (const p of partitions) {
     if (p.lag && p.lag.ms > maxLagMs) problems.push(`${label(p)} is ${Math.round(p.lag.ms / 1000)} s behind its stream (over ${Math.round(maxLagMs / 1000)} s)`);
   }
-  return { query: deployment.sluiceQuery, partitions, deadLetters: deadLetterKeys.length, skippedBatches, healthy: problems.length === 0, problems };
+  return { query: deployment.sluiceQuery, partitions, deadLetters: deadLetterKeys.length, skippedBatches, skippedRanges, healthy: problems.length === 0, problems };
 }
 
 export const label = (p: Pick<PartitionStatus, 'stage' | 'shardId'>): string => (p.stage === 2 ? `stage 2 ${p.shardId}` : p.shardId);

@@ -3,8 +3,9 @@
  * merge one). Before a child shard's partition runs anything, on every path (the Kinesis handler,
  * the scheduled tick, drain, stage 2):
  *
- * 1. every ancestor is finished: its shard is closed and its checkpoint has committed its last
- *    record (an ancestor that never ran, e.g. a short-lived child split again, is seeded and
+ * 1. every ancestor is finished: its shard is closed and every record up to its end is committed,
+ *    or was skipped by the event source mapping and recorded as such (lib/aws/skipped-batches.ts:
+ *    a poison record at a parent's end must not block its children forever) (an ancestor that never ran, e.g. a short-lived child split again, is seeded and
  *    checked the same way, recursively). Until then the child waits (RESHARD_PARENT_PENDING,
  *    retryable: Lambda retries the child's records; the scheduled function skips it this time);
  * 2. a stateful child is seeded from its parents' final state (lib/checkpoint/reshard-seed.ts):
@@ -26,6 +27,9 @@ import { readAfterPosition, seedRepartitionOffset } from '../sources/repartition
 import { repartitionStateRouting, sourceStreamStateRouting, type HashKeyRange, type StoreRouting } from '../state/state-routing.js';
 import type { ShardPosition } from './kinesis-shard-reader.js';
 import { listStreamShards } from './kinesis-shard-reader.js';
+import { skippedRangeHolding, type SkippedRange } from './skipped-batches.js';
+
+export type SkippedSpan = Pick<SkippedRange, 'firstSequenceNumber' | 'lastSequenceNumber'>;
 
 export type ShardReadiness =
   | { readonly state: 'ready' }
@@ -41,6 +45,11 @@ export interface ReshardGuardOptions {
   readonly stage: QueryStage;
   readonly checkpointOf: (shardId: string) => Checkpoint;
   readonly reader: { readAfter(shardId: string, after: string | null, limit?: number): Promise<ShardPosition> };
+  /**
+   * The ranges the event source mapping skipped on a shard of this stage (recorded by the
+   * on-failure handler): done for the guard, as committed records are. Default: none.
+   */
+  readonly skippedRanges?: (shardId: string) => Promise<readonly SkippedSpan[]>;
   /** Takes a finished shard out of the watermark minimum (the source stream's partitions). */
   readonly markClosed?: (shardId: string) => Promise<void>;
 }
@@ -153,14 +162,27 @@ export class ReshardGuard {
     return { state: 'ready' };
   }
 
-  /** Closed, and nothing after its committed position. */
+  /** Closed, and nothing after its committed position but skipped ranges. */
   private async isFinished(shard: Shard): Promise<boolean> {
     const shardId = shard.ShardId!;
     if (this.finished.has(shardId)) return true;
     if (shard.SequenceNumberRange?.EndingSequenceNumber === undefined) return false;
     const committed = await committedShardOffset(this.options.checkpointOf(shardId), this.options.stage.sourceId);
-    const position = await this.options.reader.readAfter(shardId, readAfterPosition(committed?.sequenceNumber), 1);
-    if (position.records.length > 0 || !position.closed) return false;
+    let after = readAfterPosition(committed?.sequenceNumber);
+    let skipped: readonly SkippedSpan[] | undefined;
+    for (;;) {
+      const position = await this.options.reader.readAfter(shardId, after, 1);
+      const next = position.records[0];
+      if (!next) {
+        if (!position.closed) return false;
+        break;
+      }
+      // The next record not committed: done only if a recorded skip holds it; go on after that skip.
+      skipped ??= await this.options.skippedRanges?.(shardId) ?? [];
+      const span = skippedRangeHolding(skipped, next.sequenceNumber);
+      if (!span) return false;
+      after = span.lastSequenceNumber;
+    }
     this.finished.add(shardId);
     await this.options.markClosed?.(shardId);
     return true;

@@ -38,6 +38,7 @@ import { createAwsQueryBackends, type AwsQueryBackends } from './aws-backends.js
 import type { Shard } from '@aws-sdk/client-kinesis';
 import { listStreamShards } from './kinesis-shard-reader.js';
 import { parentsFirst, ReshardGuard, type ShardReadiness } from './reshard-guard.js';
+import { skippedRangesOf } from './skipped-batches.js';
 import { readAfterPosition } from '../sources/repartition-shard-source.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
 import type { Tracer } from '@aws-lambda-powertools/tracer';
@@ -128,6 +129,7 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
         kinesis: clients.kinesis, streamName: backends.streamOf(stage), query, stage,
         checkpointOf: (shardId) => backends.forPartition(shardId, stage).checkpoint,
         reader: backends.readerOf(stage),
+        skippedRanges: skippedRangesOf(clients.dynamodb, config.checkpointTable, query.name, stage),
         ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
       });
       guards.set(stage, guard);

@@ -59,6 +59,12 @@ export const PROGRESS_RECORDS = {
   ttlSeconds: 7 * 24 * 3600,
 } as const;
 
+/**
+ * The checkpoint table's item collection of the ranges the event source mappings skipped
+ * (`${queryName}${SKIPPED_RANGES_SUFFIX}`): the only items the on-failure function writes.
+ */
+export const SKIPPED_RANGES_SUFFIX = '#skipped';
+
 /** Key attribute names of the checkpoint, state and sink tables (all strings). */
 export const TABLE_KEYS = {
   checkpoint: { partitionKey: 'pk', sortKey: 'sk' },

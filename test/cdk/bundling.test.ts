@@ -52,7 +52,10 @@ describe('handler bundling', () => {
   });
 
   it('generates one entry per trigger kind, each importing only its own factory', () => {
-    const factories = { kinesis: 'createKinesisTriggerHandler', scheduled: 'createScheduledTriggerHandler', repartition: 'createRepartitionTriggerHandler' };
+    const factories = {
+      kinesis: 'createKinesisTriggerHandler', scheduled: 'createScheduledTriggerHandler', repartition: 'createRepartitionTriggerHandler',
+      'on-failure': 'createOnFailureHandler',
+    };
     for (const [kind, factory] of Object.entries(factories)) {
       const source = handlerEntrySource(kind as keyof typeof factories, '/q/query.ts');
       expect(source).toContain(`import { ${factory} } from 'sluice/lambda';`);
@@ -65,7 +68,8 @@ describe('handler bundling', () => {
 describe('source maps at init', () => {
   it('are not read by default: no --enable-source-maps in any function\'s NODE_OPTIONS', () => {
     const functions = functionsOf(synth());
-    expect(functions).toHaveLength(3);
+    // Kinesis trigger, scheduled, repartition and on-failure.
+    expect(functions).toHaveLength(4);
     for (const [id, fn] of functions) {
       expect(fn.Properties.Runtime, id).toBe('nodejs22.x');
       expect(fn.Properties.Handler, id).toBe('index.handler');
@@ -77,7 +81,7 @@ describe('source maps at init', () => {
 
   it('are read with debugSourceMaps', () => {
     const functions = functionsOf(synth({ debugSourceMaps: true }));
-    expect(functions).toHaveLength(3);
+    expect(functions).toHaveLength(4);
     for (const [id, fn] of functions) {
       expect(fn.Properties.Environment.Variables.NODE_OPTIONS, id).toMatch(/^--enable-source-maps --max-semi-space-size=\d+$/);
     }

@@ -126,7 +126,7 @@ describe('the query dashboard', () => {
     const t = Template.fromStack(traced);
     const functions = Object.values(t.findResources('AWS::Lambda::Function')) as { Properties: { TracingConfig?: unknown; Environment: { Variables: Record<string, unknown> } } }[];
     const sluiceFunctions = functions.filter((f) => f.Properties.Environment?.Variables?.[TRACING_ENV] !== undefined);
-    expect(sluiceFunctions).toHaveLength(q.functions().length);
+    expect(sluiceFunctions).toHaveLength([...q.functions(), q.onFailureFunction].length);
     for (const f of sluiceFunctions) expect(f.Properties.TracingConfig).toEqual({ Mode: 'Active' });
     t.hasResourceProperties('AWS::IAM::Policy', {
       PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Action: ['xray:PutTraceSegments', 'xray:PutTelemetryRecords'] })]) },

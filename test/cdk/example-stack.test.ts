@@ -31,7 +31,9 @@ describe('SluiceExampleStack: hourly sales per store three ways and per product,
   it('shares one two-shard stream among four event source mappings; the per-product query adds an internal stream', () => {
     template.resourceCountIs('AWS::Kinesis::Stream', 2);
     const arnOf = (stream: { node: { defaultChild?: unknown } }) => ({ 'Fn::GetAtt': [stack.getLogicalId(stream.node.defaultChild as never), 'Arn'] });
-    const mappings = Object.values(template.findResources('AWS::Lambda::EventSourceMapping')) as Resource[];
+    // Kinesis mappings only: each query's on-failure function also has one on its queue.
+    const mappings = (Object.values(template.findResources('AWS::Lambda::EventSourceMapping')) as Resource[])
+      .filter((m) => /stream/i.test(JSON.stringify(m.Properties.EventSourceArn)));
     expect(mappings).toHaveLength(5);
     const on = (stream: { node: { defaultChild?: unknown } }) => mappings.filter((m) => JSON.stringify(m.Properties.EventSourceArn) === JSON.stringify(arnOf(stream)));
     expect(on(stack.salesStream)).toHaveLength(4);
@@ -58,8 +60,8 @@ describe('SluiceExampleStack: hourly sales per store three ways and per product,
     expect(stack.archive.sinkBucket).toBe(stack.resultsBucket);
     expect(stack.snapshot.sinkBucket).toBe(stack.resultsBucket);
     expect([stack.archive.sinkPrefix, stack.snapshot.sinkPrefix]).toEqual(['hourly-sales/archive/', 'hourly-sales/snapshot/']);
-    // Two functions per query, and the per-product query's stage-2 function.
-    template.resourceCountIs('AWS::Lambda::Function', 9);
+    // Three functions per query (Kinesis trigger, scheduled, on-failure), and the per-product query's stage-2 function.
+    template.resourceCountIs('AWS::Lambda::Function', 13);
     template.resourceCountIs('AWS::Events::Rule', 4);
     template.resourceCountIs('AWS::SQS::Queue', 4);
     template.resourceCountIs('AWS::CloudWatch::Alarm', 4 * 7 + 2);

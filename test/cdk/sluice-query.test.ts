@@ -23,6 +23,11 @@ const only = (resources: Record<string, unknown>): Resource => {
   expect(values).toHaveLength(1);
   return values[0] as Resource;
 };
+/** The Kinesis event source mappings (the on-failure function's SQS mapping aside), by id. */
+const kinesisMappings = (template: Template): Record<string, Resource> => Object.fromEntries(
+  (Object.entries(template.findResources('AWS::Lambda::EventSourceMapping')) as [string, Resource][])
+    .filter(([, m]) => /stream/i.test(JSON.stringify(m.Properties.EventSourceArn))),
+);
 const logicalIdOf = (stack: Stack, construct: { node: { defaultChild?: unknown } }): string =>
   stack.getLogicalId(construct.node.defaultChild as never);
 
@@ -49,7 +54,7 @@ describe('SluiceQuery with its defaults (update mode → DynamoDB sink, created 
   });
 
   it('maps the stream to the Kinesis-trigger function with partial batch responses and the default knobs', () => {
-    const esm = only(template.findResources('AWS::Lambda::EventSourceMapping'));
+    const esm = only(kinesisMappings(template));
     expect(esm.Properties).toMatchObject({
       FunctionResponseTypes: ['ReportBatchItemFailures'],
       BatchSize: 100,
@@ -89,14 +94,14 @@ describe('SluiceQuery with its defaults (update mode → DynamoDB sink, created 
     expect(query.sinkBucket).toBeUndefined();
   });
 
-  it('runs both functions on Node.js 22, ARM64, 1024 MiB, one minute, with their own log groups (one month)', () => {
+  it('runs its three functions (Kinesis trigger, scheduled, on-failure) on Node.js 22, ARM64, 1024 MiB, one minute, with their own log groups (one month)', () => {
     const functions = Object.values(template.findResources('AWS::Lambda::Function')) as Resource[];
-    expect(functions).toHaveLength(2);
+    expect(functions).toHaveLength(3);
     for (const fn of functions) {
       expect(fn.Properties).toMatchObject({ Runtime: 'nodejs22.x', Architectures: ['arm64'], MemorySize: 1024, Timeout: 60, Handler: 'index.handler' });
       expect(fn.Properties.LoggingConfig.LogGroup).toBeDefined();
     }
-    template.resourceCountIs('AWS::Logs::LogGroup', 2);
+    template.resourceCountIs('AWS::Logs::LogGroup', 3);
     template.allResourcesProperties('AWS::Logs::LogGroup', { RetentionInDays: 30 });
     // The scheduled function's asynchronous invocations are not retried: the next tick is the retry.
     template.hasResourceProperties('AWS::Lambda::EventInvokeConfig', {
@@ -175,7 +180,34 @@ describe('SluiceQuery with its defaults (update mode → DynamoDB sink, created 
         { Name: 'query', Value: 'hourly-sales-live' }, { Name: 'service', Value: 'sluice' },
       ]));
     }
-    expect(byMetric('ApproximateNumberOfMessagesVisible')[0]!.Properties.Namespace).toBe('AWS/SQS');
+    // Skipped batches: the on-failure function's invocations plus the messages it could not record yet.
+    const skipped = alarms.find((a) => JSON.stringify(a.Properties.Metrics ?? []).includes('ApproximateNumberOfMessagesVisible'))!;
+    expect(skipped.Properties.Metrics[0]).toMatchObject({ Expression: 'recorded + waiting' });
+    const metricsOf = JSON.stringify(skipped.Properties.Metrics);
+    expect(metricsOf).toContain('"Namespace":"AWS/SQS"');
+    expect(metricsOf).toContain(`{"Name":"FunctionName","Value":{"Ref":"${logicalIdOf(stack, query.onFailureFunction)}"}}`);
+  });
+
+  it('records skipped batches: the on-failure function consumes the queue and may only put items under `<query>#skipped`', () => {
+    const mappings = (Object.values(template.findResources('AWS::Lambda::EventSourceMapping')) as Resource[])
+      .filter((m) => JSON.stringify(m.Properties.FunctionName) === JSON.stringify({ Ref: logicalIdOf(stack, query.onFailureFunction) }));
+    expect(mappings).toHaveLength(1);
+    expect(mappings[0]!.Properties).toMatchObject({
+      EventSourceArn: { 'Fn::GetAtt': [logicalIdOf(stack, query.onFailureQueue), 'Arn'] }, BatchSize: 10, FunctionResponseTypes: ['ReportBatchItemFailures'],
+    });
+    // The queue hides a message in flight longer than the function may run.
+    template.hasResourceProperties('AWS::SQS::Queue', { VisibilityTimeout: 360 });
+    const own = statementsOfRole(template, logicalIdOf(stack, query.onFailureFunction.role as never));
+    const onTables = own.filter((st) => JSON.stringify(st.Resource).includes(logicalIdOf(stack, query.checkpointTable))
+      || JSON.stringify(st.Resource).includes(logicalIdOf(stack, query.stateTable)));
+    expect(onTables).toHaveLength(1);
+    expect(onTables[0]).toMatchObject({
+      Action: 'dynamodb:PutItem',
+      Resource: { 'Fn::GetAtt': [logicalIdOf(stack, query.checkpointTable), 'Arn'] },
+      Condition: { 'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': ['hourly-sales-live#skipped'] } },
+    });
+    expect(JSON.stringify(own)).not.toContain('kinesis:');
+    expect(JSON.stringify(own)).not.toContain('s3:');
   });
 
   it('grants no wildcard resources or actions, no managed policies, and only the data-plane actions it needs', () => {
@@ -187,7 +219,7 @@ describe('SluiceQuery with its defaults (update mode → DynamoDB sink, created 
       for (const action of asArray(s.Action)) expect(action).not.toContain('*');
     }
     const roles = Object.values(template.findResources('AWS::IAM::Role')) as Resource[];
-    expect(roles).toHaveLength(2);
+    expect(roles).toHaveLength(3);
     for (const role of roles) expect(role.Properties.ManagedPolicyArns).toBeUndefined();
 
     const actionsOn = (roleStatements: PolicyStatementJson[], resource: unknown) => roleStatements
@@ -222,6 +254,7 @@ describe('SluiceQuery with its defaults (update mode → DynamoDB sink, created 
     expect(acks.map((a) => a.id).sort()).toEqual([
       'AwsSolutions-IAM5[Resource::<LiveDeadLetterBucket8D3E3A1D.Arn>/dead-letter/hourly-sales-live/*]',
       'AwsSolutions-IAM5[Resource::<LiveDeadLetterBucket8D3E3A1D.Arn>/dead-letter/hourly-sales-live/*]',
+      'AwsSolutions-L1',
       'AwsSolutions-L1',
       'AwsSolutions-L1',
       'AwsSolutions-S1',
@@ -378,7 +411,7 @@ describe('SluiceQuery with a repartition stage (hourly sales per product on a st
   });
 
   it('maps the source stream to stage 1 and the internal stream to stage 2, each with partial batch responses', () => {
-    const mappings = Object.values(template.findResources('AWS::Lambda::EventSourceMapping')) as Resource[];
+    const mappings = Object.values(kinesisMappings(template));
     expect(mappings).toHaveLength(2);
     const common = {
       FunctionResponseTypes: ['ReportBatchItemFailures'],
@@ -399,7 +432,7 @@ describe('SluiceQuery with a repartition stage (hourly sales per product on a st
 
   it('bundles the repartition function like the others: Node.js 22, ARM64, 1024 MiB, one minute, its own log group', () => {
     const functions = template.findResources('AWS::Lambda::Function') as Record<string, Resource>;
-    expect(Object.keys(functions)).toHaveLength(3);
+    expect(Object.keys(functions)).toHaveLength(4);
     for (const fn of Object.values(functions)) {
       expect(fn.Properties).toMatchObject({ Runtime: 'nodejs22.x', Architectures: ['arm64'], MemorySize: 1024, Timeout: 60, Handler: 'index.handler' });
     }
@@ -407,7 +440,7 @@ describe('SluiceQuery with a repartition stage (hourly sales per product on a st
     expect(repartition.Properties.Description).toContain('stage 2');
     const logGroup = query.node.findChild('RepartitionTriggerLogs') as logs.LogGroup;
     expect(repartition.Properties.LoggingConfig.LogGroup).toEqual({ Ref: idOf(logGroup) });
-    template.resourceCountIs('AWS::Logs::LogGroup', 3);
+    template.resourceCountIs('AWS::Logs::LogGroup', 4);
     // Only the scheduled function is invoked asynchronously.
     template.resourceCountIs('AWS::Lambda::EventInvokeConfig', 1);
   });
@@ -470,7 +503,7 @@ describe('SluiceQuery with a repartition stage (hourly sales per product on a st
   it('passes cdk-nag AwsSolutions, the repartition function\'s findings acknowledged like the others\'', () => {
     expect(nagViolations(stack)).toEqual([]);
     const acks = acknowledgments(stack).map((a) => a.id.replace(/^Annotation::/, ''));
-    expect(acks.filter((id) => id === 'AwsSolutions-L1')).toHaveLength(3);
+    expect(acks.filter((id) => id === 'AwsSolutions-L1')).toHaveLength(4);
     expect(acks.filter((id) => id.startsWith('AwsSolutions-IAM5['))).toHaveLength(3);
   });
 });
@@ -530,8 +563,8 @@ describe('SluiceQuery repartition knobs', () => {
     expect(query.alarms.repartitionIteratorAge).toBeUndefined();
     template.resourceCountIs('AWS::Kinesis::Stream', 1);
     template.hasResourceProperties('AWS::Kinesis::Stream', { ShardCount: 4 });
-    template.resourceCountIs('AWS::Lambda::EventSourceMapping', 1);
-    template.resourceCountIs('AWS::Lambda::Function', 2);
+    expect(Object.keys(kinesisMappings(template))).toHaveLength(1);
+    template.resourceCountIs('AWS::Lambda::Function', 3);
     template.resourceCountIs('AWS::CloudWatch::Alarm', 7);
     for (const fn of Object.values(template.findResources('AWS::Lambda::Function')) as Resource[]) {
       expect(fn.Properties.Environment.Variables).not.toHaveProperty(RUNTIME_ENV.repartitionStreamName);

@@ -80,8 +80,8 @@ describe('synth refuses what the engine refuses', () => {
     expect(query.laterRepartitionStreams.length).toBe(1);
     const template = Template.fromStack(stack);
     template.resourceCountIs('AWS::Kinesis::Stream', 3);
-    // The source stream's mapping, then one per internal stream on the repartition function.
-    template.resourceCountIs('AWS::Lambda::EventSourceMapping', 3);
+    // The source stream's mapping, then one per internal stream on the repartition function; and the on-failure function's queue mapping.
+    template.resourceCountIs('AWS::Lambda::EventSourceMapping', 4);
     const env = Object.values(template.findResources('AWS::Lambda::Function'))
       .map((f) => (f as { Properties: { Environment?: { Variables?: Record<string, unknown> } } }).Properties.Environment?.Variables ?? {});
     expect(env.some((v) => v.SLUICE_REPARTITION_STREAMS !== undefined)).toBe(true);

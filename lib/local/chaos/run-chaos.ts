@@ -27,6 +27,10 @@ import { ensureTables } from '../../aws/tables.js';
 import type { DeadLetterRecord } from '../../sources/dead-letter.js';
 import { startEmulators, type EmulatorSet } from '../emulators.js';
 import { LocalEventSourceMapping, type BatchFailureInfo, type EventSourceMappingStats } from '../event-source-mapping.js';
+import { deliverToOnFailureHandler } from '../on-failure-destination.js';
+import { createOnFailureHandler } from '../../aws/on-failure-handler.js';
+import { streamNameOfArn } from '../../aws/kinesis-trigger-handler.js';
+import { SkippedBatchStore, type SkippedRange } from '../../aws/skipped-batches.js';
 import { createStreamAndWait, openShards, reshardStream } from '../kinesis-admin.js';
 import { createPrng, generateSalesEvents, pick, DEFAULT_STORES } from '../sample-events.js';
 import { hourlySalesPerProductQuery, hourlySalesQuery } from '../dev/default-query.js';
@@ -97,8 +101,13 @@ export interface QueryOutcome {
     /** What the history and the on-failure destination showed (also counted in `diff`). */
     readonly diff: Diff;
   };
-  /** Poison records the on-failure destination got (of those planned), and other records it got. */
-  readonly poison: { readonly planned: number; readonly deadLettered: number; readonly others: number };
+  /**
+   * Poison records the on-failure destination got (of those planned), and other records it got;
+   * of the poison records, those in a skipped range the on-failure handler recorded, and how many ranges it recorded.
+   */
+  readonly poison: {
+    readonly planned: number; readonly deadLettered: number; readonly others: number; readonly recordedAsSkipped: number; readonly skippedRanges: number;
+  };
 }
 
 export interface RunOutcome {
@@ -146,6 +155,17 @@ interface QueryRun {
   readonly committed: ReadonlySet<string>;
   /** Payloads (UTF-8) of the records the on-failure destination got. */
   readonly discarded: string[];
+  /** The batches the event source mappings gave up on, and the skipped ranges the on-failure handler recorded. */
+  readonly gaveUp: readonly GaveUp[];
+  readonly recordedSkips: readonly SkippedRange[];
+}
+
+interface GaveUp {
+  readonly streamName: string;
+  readonly shardId: string;
+  readonly first: string;
+  readonly last: string;
+  readonly payloads: readonly string[];
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
@@ -217,8 +237,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         };
         const history = new SinkHistory(keyColumns.get(definition.name)!, definition.sink.kind === 'dynamodb' ? '' : sinkPrefixOf(definition, config));
         const discarded: string[] = [];
-        const onFailure = (info: BatchFailureInfo): void => {
-          for (const r of info.records) discarded.push(Buffer.from(r.kinesis.data, 'base64').toString('utf8'));
+        const gaveUp: GaveUp[] = [];
+        // The deployed on-failure function: records each skipped range in the checkpoint table.
+        const onFailureHandler = createOnFailureHandler(definition, { config, clientOptions: emulators!.clientOptions, observability });
+        const onFailure = async (info: BatchFailureInfo): Promise<void> => {
+          const payloads = info.records.map((r) => Buffer.from(r.kinesis.data, 'base64').toString('utf8'));
+          discarded.push(...payloads);
+          gaveUp.push({ streamName: streamNameOfArn(info.streamArn), shardId: info.shardId, first: info.startSequenceNumber, last: info.endSequenceNumber, payloads });
+          await deliverToOnFailureHandler(onFailureHandler, info);
           trace(`r${run} ${definition.name} gave up on ${info.shardId} ${info.startSequenceNumber.slice(-6)}..${info.endSequenceNumber.slice(-6)} (${info.batchSize} records): ${info.reason}`);
         };
         await Promise.all([
@@ -290,7 +316,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             }
           }
         };
-        return { definition, config, functions, tick, history, discarded, scheduledController };
+        return { definition, config, functions, tick, history, discarded, gaveUp, scheduledController };
       }));
       const mappings = parts.flatMap((p) => p.functions.map((f) => f.esm));
       const drain = async (): Promise<void> => {
@@ -328,7 +354,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         for (const p of parts) {
           const [contents, deadLetters] = await Promise.all([readSinkContents(clients!, p.definition, p.config), readDeadLetterContents(clients!, p.config)]);
           out.set(p.definition.name, {
-            rows: contents.rows, deadLetters, history: p.history, discarded: p.discarded,
+            rows: contents.rows, deadLetters, history: p.history, discarded: p.discarded, gaveUp: p.gaveUp,
+            recordedSkips: await new SkippedBatchStore({ client: clients!.dynamodb, checkpointTable: d.checkpointTable, queryName: p.definition.name }).list(),
             committed: await committedBatches(clients!, d.checkpointTable, p.definition.name, p.config.repartitionStreamName ? 'state' : 'source'),
             functions: [
               ...p.functions.map((f) => ({ id: f.id, controller: f.controller, stats: f.esm.stats, processesKilled: f.fn.processesKilled })),
@@ -454,7 +481,21 @@ async function judgeRun(got: QueryRun, poison: ReadonlySet<string>): Promise<{ d
   const deadLettered = new Set(got.discarded.filter((d) => poison.has(d)));
   const missing = [...poison].filter((p) => !deadLettered.has(p));
   if (missing.length > 0) { diff.lost += missing.length; diff.examples.push(`poison record not in the on-failure destination: ${missing[0]}`); }
-  return { diff, poison: { planned: poison.size, deadLettered: deadLettered.size, others: got.discarded.filter((d) => !poison.has(d)).length } };
+  // A given-up batch that is not a recorded skipped range would be silent loss: nothing could re-drive it.
+  const recorded = new Set<string>();
+  for (const g of got.gaveUp) {
+    const found = got.recordedSkips.some((r) => r.streamName === g.streamName && r.shardId === g.shardId && r.firstSequenceNumber === g.first && r.lastSequenceNumber === g.last);
+    if (found) { for (const p of g.payloads) recorded.add(p); continue; }
+    diff.lost += g.payloads.length;
+    diff.examples.push(`batch given up on ${g.shardId} ${g.first}..${g.last} is not recorded as a skipped range`);
+  }
+  return {
+    diff,
+    poison: {
+      planned: poison.size, deadLettered: deadLettered.size, others: got.discarded.filter((d) => !poison.has(d)).length,
+      recordedAsSkipped: [...poison].filter((p) => recorded.has(p)).length, skippedRanges: got.recordedSkips.length,
+    },
+  };
 }
 
 /**
@@ -500,7 +541,10 @@ function formatKinds(qs: readonly QueryOutcome[]): string {
   }
   const poisonPlanned = qs.reduce((n, q) => n + q.poison.planned, 0);
   const poisonDone = qs.reduce((n, q) => n + q.poison.deadLettered, 0);
-  return [...[...planned].map(([k, n]) => `${k} ${happened.get(k) ?? 0}/${n}`), `poison-record ${poisonDone}/${poisonPlanned}`].join(', ');
+  const poisonRecorded = qs.reduce((n, q) => n + q.poison.recordedAsSkipped, 0);
+  const ranges = qs.reduce((n, q) => n + q.poison.skippedRanges, 0);
+  return [...[...planned].map(([k, n]) => `${k} ${happened.get(k) ?? 0}/${n}`),
+    `poison-record ${poisonDone}/${poisonPlanned} (${poisonRecorded} in recorded skipped ranges; ${ranges} skipped ranges recorded)`].join(', ');
 }
 
 function sumStats(all: readonly EventSourceMappingStats[]): EventSourceMappingStats {

@@ -33,6 +33,8 @@ import { copyCommittedSinkFiles } from './sink-files.js';
 import { sinkPrefixOf } from '../../aws/aws-backends.js';
 import { createStreamAndWait } from '../kinesis-admin.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
+import { deliverToOnFailureHandler } from '../on-failure-destination.js';
+import { createOnFailureHandler } from '../../aws/on-failure-handler.js';
 import { LocalEventSourceMapping, type BatchFailureInfo } from '../event-source-mapping.js';
 import { generateSalesEvents, type SampleRecord } from '../sample-events.js';
 import { recordsFromInputBytes } from './input-file.js';
@@ -229,6 +231,8 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     // Lambda runs concurrent invocations (one per shard here) in separate containers: one handler
     // instance per shard, so that each has its own clients and cost meter, as in AWS.
     const failures: BatchFailureInfo[] = [];
+    // As deployed: the on-failure function records each given-up range (`sluice status` shows it, `sluice redrive --skipped` re-reads it).
+    const onFailureHandler = createOnFailureHandler(query, { config, clientOptions: emulators!.clientOptions, observability });
     const mappingFor = (streamName: string, create: typeof createKinesisTriggerHandler, stage: QueryStage): LocalEventSourceMapping => {
       const handlers = new Map<string, KinesisTriggerHandler>();
       const handlerFor = (shardId: string): KinesisTriggerHandler => {
@@ -246,9 +250,10 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
         pollIntervalMs: 50,
         shardDiscoveryIntervalMs: 200,
         retryBackoffMs: 50,
-        onFailure: (info) => {
+        onFailure: async (info) => {
           failures.push(info);
           print(`[${stage.label(info.shardId)}] gave up on records ${info.startSequenceNumber}..${info.endSequenceNumber} after retries: ${info.reason}`);
+          await deliverToOnFailureHandler(onFailureHandler, info);
         },
       });
     };

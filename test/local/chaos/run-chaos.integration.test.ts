@@ -78,6 +78,8 @@ describe('chaos harness (emulators, real handlers, injected faults)', () => {
     // Finite retries: the mapping gave up on the poison records, which reached the on-failure destination.
     for (const q of run1.queries.filter((x) => x.query !== 'chaos-per-product')) {
       expect(q.poison.deadLettered, q.query).toBe(q.poison.planned);
+      // ...and the on-failure handler recorded each as a skipped range (what the reshard guard and `sluice redrive --skipped` read).
+      expect(q.poison.recordedAsSkipped, q.query).toBe(q.poison.planned);
       expect(q.poison.planned).toBeGreaterThan(0);
       expect(q.stats.failedBatches).toBeGreaterThan(0);
     }

@@ -1,0 +1,210 @@
+/**
+ * Skipped batches: when a Kinesis event source mapping gives up on a batch (retries exhausted,
+ * the maximum record age, a bisected half that keeps failing), Lambda moves the shard past it and
+ * sends only its description (shard, first and last sequence number) to the on-failure
+ * destination. The records were never committed. They are recorded here, in the checkpoint table,
+ * so that
+ *
+ *   - the reshard guard treats them as done: a closed parent whose last uncommitted records were
+ *     skipped is finished, and its children run (lib/aws/reshard-guard.ts);
+ *   - `sluice status` lists the ranges still waiting, and `sluice redrive --skipped` re-reads them
+ *     from the stream while it retains them (lib/aws/skipped-batch-redrive.ts).
+ *
+ * Items (checkpoint table): pk = `${queryName}#skipped`, sk = `<checkpoint partition>#<first
+ * sequence number>`. Recording is idempotent: the on-failure queue delivers at least once, and a
+ * message recorded twice finds its item and changes nothing.
+ */
+import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SKIPPED_RANGES_SUFFIX } from '../runtime/runtime-config.js';
+import { queryAll, type Item } from './dynamodb-cost.js';
+
+/** Lambda's description of a batch it gave up on (`KinesisBatchInfo` of the on-failure record). */
+export interface SkippedBatchInfo {
+  readonly shardId: string;
+  readonly streamArn: string;
+  readonly startSequenceNumber: string;
+  readonly endSequenceNumber: string;
+  readonly batchSize: number;
+  /** Why Lambda gave up: its `condition` (RetryAttemptsExhausted, RecordAgeExceeded...) and, when known, the error. */
+  readonly reason: string;
+  /** When Lambda gave up (the record's timestamp), ms. */
+  readonly skippedAtMs: number;
+  readonly approximateArrivalOfFirstRecordMs?: number;
+}
+
+export type SkippedRangeState = 'waiting' | 'redriven';
+
+export interface SkippedRange {
+  /** The checkpoint partition of the stage that skipped it (`<shard>`, or `state.<shard>` for stage 2). */
+  readonly partitionId: string;
+  readonly shardId: string;
+  readonly streamName: string;
+  readonly firstSequenceNumber: string;
+  readonly lastSequenceNumber: string;
+  readonly batchSize: number;
+  readonly reason: string;
+  readonly skippedAtMs: number;
+  readonly recordedAtMs: number;
+  readonly state: SkippedRangeState;
+  /** What the re-drive did (when redriven). */
+  readonly outcome?: SkippedRangeOutcome;
+}
+
+export interface SkippedRangeOutcome {
+  readonly redriven: number;
+  readonly deadLettered: number;
+  /** Committed by a batch after all (e.g. a response lost on every retry of a committed batch). */
+  readonly alreadyCommitted: number;
+  /** No longer in the stream (retention): lost, and said so. */
+  readonly expired: number;
+  /** Records that were themselves re-driven once and were skipped again: not re-driven in a loop. */
+  readonly skippedAgain: number;
+  readonly atMs: number;
+}
+
+/**
+ * The on-failure record Lambda sends for a Kinesis batch (the SQS message body): its
+ * `requestContext.condition`, `responseContext.functionError`, `timestamp` and `KinesisBatchInfo`.
+ */
+export function parseOnFailureRecord(body: string): SkippedBatchInfo {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    throw new Error(`not an on-failure record (not JSON): ${body.slice(0, 80)}`);
+  }
+  const record = parsed as {
+    requestContext?: { condition?: string; approximateInvokeCount?: number };
+    responseContext?: { functionError?: string; statusCode?: number };
+    timestamp?: string;
+    errorMessage?: string;
+    KinesisBatchInfo?: {
+      shardId?: string; streamArn?: string; startSequenceNumber?: string; endSequenceNumber?: string;
+      batchSize?: number; approximateArrivalOfFirstRecord?: string;
+    };
+  };
+  const info = record.KinesisBatchInfo;
+  const seq = /^\d+$/;
+  if (!info?.shardId || !info.streamArn || !seq.test(info.startSequenceNumber ?? '') || !seq.test(info.endSequenceNumber ?? '')) {
+    throw new Error(`not a Kinesis on-failure record (no KinesisBatchInfo with shard, stream and sequence range): ${body.slice(0, 120)}`);
+  }
+  const condition = record.requestContext?.condition ?? 'unknown condition';
+  const functionError = record.responseContext?.functionError;
+  const skippedAtMs = record.timestamp ? Date.parse(record.timestamp) : Number.NaN;
+  const firstArrival = info.approximateArrivalOfFirstRecord ? Date.parse(info.approximateArrivalOfFirstRecord) : Number.NaN;
+  return {
+    shardId: info.shardId,
+    streamArn: info.streamArn,
+    startSequenceNumber: info.startSequenceNumber!,
+    endSequenceNumber: info.endSequenceNumber!,
+    batchSize: info.batchSize ?? 0,
+    reason: [condition, functionError ? `function error ${functionError}` : null, record.errorMessage ?? null].filter(Boolean).join(': '),
+    skippedAtMs: Number.isNaN(skippedAtMs) ? Date.now() : skippedAtMs,
+    ...(Number.isNaN(firstArrival) ? {} : { approximateArrivalOfFirstRecordMs: firstArrival }),
+  };
+}
+
+export interface SkippedBatchStoreOptions {
+  readonly client: DynamoDBClient;
+  readonly checkpointTable: string;
+  readonly queryName: string;
+}
+
+export class SkippedBatchStore {
+  constructor(private readonly options: SkippedBatchStoreOptions) {}
+
+  private get pk(): string {
+    return `${this.options.queryName}${SKIPPED_RANGES_SUFFIX}`;
+  }
+
+  /** Records a skipped range once; false when it was recorded before (a redelivered message). */
+  async record(partitionId: string, streamName: string, info: SkippedBatchInfo, nowMs = Date.now()): Promise<boolean> {
+    const item: Item = {
+      pk: { S: this.pk },
+      sk: { S: `${partitionId}#${info.startSequenceNumber}` },
+      partitionId: { S: partitionId },
+      shardId: { S: info.shardId },
+      streamName: { S: streamName },
+      first: { S: info.startSequenceNumber },
+      last: { S: info.endSequenceNumber },
+      batchSize: { N: String(info.batchSize) },
+      reason: { S: info.reason },
+      skippedAtMs: { N: String(info.skippedAtMs) },
+      recordedAtMs: { N: String(nowMs) },
+      state: { S: 'waiting' },
+    };
+    try {
+      await this.options.client.send(new PutItemCommand({ TableName: this.options.checkpointTable, Item: item, ConditionExpression: 'attribute_not_exists(pk)' }));
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return false;
+      throw error;
+    }
+  }
+
+  /** Every recorded range of the query, or of one partition; in sequence order per partition. */
+  async list(partitionId?: string): Promise<SkippedRange[]> {
+    const items = await queryAll(this.options.client, {
+      TableName: this.options.checkpointTable,
+      ConsistentRead: true,
+      ...(partitionId === undefined
+        ? { KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: this.pk } } }
+        : { KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)', ExpressionAttributeValues: { ':pk': { S: this.pk }, ':p': { S: `${partitionId}#` } } }),
+    }, undefined);
+    return items.map(rangeOf).sort((a, b) => a.partitionId.localeCompare(b.partitionId) || compareSequence(a.firstSequenceNumber, b.firstSequenceNumber));
+  }
+
+  /** Marks a waiting range redriven with what happened; false when another run did it first. */
+  async markRedriven(range: SkippedRange, outcome: Omit<SkippedRangeOutcome, 'atMs'>, nowMs = Date.now()): Promise<boolean> {
+    try {
+      await this.options.client.send(new UpdateItemCommand({
+        TableName: this.options.checkpointTable,
+        Key: { pk: { S: this.pk }, sk: { S: `${range.partitionId}#${range.firstSequenceNumber}` } },
+        UpdateExpression: 'SET #state = :redriven, outcome = :outcome',
+        ConditionExpression: '#state = :waiting',
+        ExpressionAttributeNames: { '#state': 'state' },
+        ExpressionAttributeValues: { ':redriven': { S: 'redriven' }, ':waiting': { S: 'waiting' }, ':outcome': { S: JSON.stringify({ ...outcome, atMs: nowMs }) } },
+      }));
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return false;
+      throw error;
+    }
+  }
+}
+
+function rangeOf(item: Item): SkippedRange {
+  return {
+    partitionId: item.partitionId!.S!,
+    shardId: item.shardId!.S!,
+    streamName: item.streamName!.S!,
+    firstSequenceNumber: item.first!.S!,
+    lastSequenceNumber: item.last!.S!,
+    batchSize: Number(item.batchSize?.N ?? 0),
+    reason: item.reason?.S ?? '',
+    skippedAtMs: Number(item.skippedAtMs?.N ?? 0),
+    recordedAtMs: Number(item.recordedAtMs?.N ?? 0),
+    state: (item.state?.S ?? 'waiting') as SkippedRangeState,
+    ...(item.outcome?.S ? { outcome: JSON.parse(item.outcome.S) as SkippedRangeOutcome } : {}),
+  };
+}
+
+export function compareSequence(a: string, b: string): number {
+  const x = BigInt(a);
+  const y = BigInt(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** The recorded range holding `sequenceNumber`, if any. */
+export function skippedRangeHolding(ranges: readonly Pick<SkippedRange, 'firstSequenceNumber' | 'lastSequenceNumber'>[], sequenceNumber: string)
+  : Pick<SkippedRange, 'firstSequenceNumber' | 'lastSequenceNumber'> | undefined {
+  const seq = BigInt(sequenceNumber);
+  return ranges.find((r) => BigInt(r.firstSequenceNumber) <= seq && seq <= BigInt(r.lastSequenceNumber));
+}
+
+/** The reshard guard's view of a stage's skipped ranges: per shard, from the checkpoint table. */
+export function skippedRangesOf(client: DynamoDBClient, checkpointTable: string, queryName: string, stage: { checkpointPartition(shardId: string): string })
+  : (shardId: string) => Promise<SkippedRange[]> {
+  const store = new SkippedBatchStore({ client, checkpointTable, queryName });
+  return (shardId) => store.list(stage.checkpointPartition(shardId));
+}
