@@ -129,9 +129,11 @@ def call(e):
         if fn in ("first", "last"):
             return getattr(F, fn)(a[0], bool(e.get("ignoreNulls")))
         return getattr(F, fn)(*a)
-    if hasattr(F, fn):
-        return getattr(F, fn)(*a)
-    raise ValueError(f"function {fn} is not mapped to PySpark")
+    if fn == "in":
+        return a[0].isin(*a[1:])
+    # Every other function by its SQL name, its arguments as columns (literals as lit()): the
+    # function registry's resolution, as Spark SQL text and Sluice's calls by name both do.
+    return F.call_function(fn, *a)
 
 
 def new_memory_stream():

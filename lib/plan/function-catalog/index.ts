@@ -1,4 +1,10 @@
 import type { ScalarFunctionSignature } from './signature.js';
+import { COLLECTION_SIGNATURES } from './collection-signatures.js';
+import { HASH_SIGNATURES } from './hash-signatures.js';
+import { JSON_SIGNATURES } from './json-signatures.js';
+import { MATH_SIGNATURES } from './math-signatures.js';
+import { NULL_SIGNATURES } from './null-signatures.js';
+import { REGEX_SIGNATURES } from './regex-signatures.js';
 import { STRING_SIGNATURES } from './string-signatures.js';
 
 export type { ArgumentInfo, ScalarFunctionSignature } from './signature.js';
@@ -8,7 +14,9 @@ export { argumentTypeError, wrongNumberOfArguments } from './errors.js';
  * Built-in scalar functions beyond the operators the binder types itself. Add a family by adding
  * its signature list here and its implementation list to lib/execution/functions/index.ts.
  */
-const FAMILIES: readonly (readonly ScalarFunctionSignature[])[] = [STRING_SIGNATURES];
+const FAMILIES: readonly (readonly ScalarFunctionSignature[])[] = [
+  STRING_SIGNATURES, REGEX_SIGNATURES, MATH_SIGNATURES, NULL_SIGNATURES, JSON_SIGNATURES, COLLECTION_SIGNATURES, HASH_SIGNATURES,
+];
 
 const BY_NAME: ReadonlyMap<string, ScalarFunctionSignature> = indexByName(FAMILIES.flat());
 
