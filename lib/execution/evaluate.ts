@@ -312,13 +312,15 @@ function compileCall(fn: string, args: Args, e: Extract<BoundExpr, { kind: 'call
       const [a] = args as [Evaluator];
       return (row) => {
         const v = a(row) as unknown[] | null;
-        return v === null ? -1 : v.length;
+        // Spark 4 (ANSI mode) gives NULL for size(NULL); -1 was the legacy answer.
+        return v === null ? null : v.length;
       };
     }
     case 'array': return (row) => args.map((a) => a(row));
     case 'upper': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.toUpperCase()); }
     case 'lower': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.toLowerCase()); }
-    case 'trim': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.trim()); }
+    // Spark's trim removes spaces (U+0020) only, not tabs or line breaks.
+    case 'trim': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.replace(/^ +| +$/g, '')); }
     case 'length': { const [a] = args as [Evaluator]; return (row) => { const s = a(row); return s === null ? null : String(s).length; }; }
     case 'concat': return (row) => {
       const parts = args.map((a) => a(row));

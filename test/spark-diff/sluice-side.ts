@@ -14,6 +14,8 @@ function refusal(phase: Refusal['phase'], error: unknown): Refusal {
 function plain(v: unknown, t: DataType): unknown {
   if (v === null || v === undefined) return null;
   if (typeof v === 'bigint') return Number(v);
+  // JSON has no NaN or infinities: both sides write them as these strings (see spark_runner.py).
+  if (typeof v === 'number' && !Number.isFinite(v)) return Number.isNaN(v) ? 'NaN' : v > 0 ? 'Infinity' : '-Infinity';
   if (typeof t === 'object' && t.kind === 'array' && Array.isArray(v)) return v.map((x) => plain(x, t.element));
   if (typeof t === 'object' && t.kind === 'struct' && typeof v === 'object') {
     return Object.fromEntries(t.fields.map((f) => [f.name, plain((v as Record<string, unknown>)[f.name], f.type)]));

@@ -11,6 +11,7 @@ MemoryStream.addData does, so it runs a data batch with no rows.
 """
 import datetime as dt
 import json
+import math
 import sys
 import time
 import traceback
@@ -234,6 +235,9 @@ def build_query(ops, inputs):
 def plain(v):
     if v is None:
         return None
+    if isinstance(v, float) and not math.isfinite(v):
+        # JSON has no NaN or infinities: both sides write them as these strings.
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
     if isinstance(v, dt.datetime):
         return round((v.replace(tzinfo=None) - EPOCH) / dt.timedelta(microseconds=1))
     if hasattr(v, "asDict"):

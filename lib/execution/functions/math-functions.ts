@@ -159,7 +159,8 @@ export const MATH_FUNCTIONS: readonly ScalarFunctionImplementation[] = [
   doubleFunction('sign', (x) => (Number.isNaN(x!) || x === 0 ? x! : Math.sign(x!))),
   doubleFunction('pow', (a, b) => a! ** b!),
   doubleFunction('power', (a, b) => a! ** b!),
-  doubleFunction('atan2', (y, x) => Math.atan2(y!, x!)),
+  // Spark's Atan2 adds 0.0 to both, so -0.0 counts as 0.0.
+  doubleFunction('atan2', (y, x) => Math.atan2(y! + 0, x! + 0)),
   doubleFunction('hypot', (a, b) => Math.hypot(a!, b!)),
   doubleFunction('e', () => Math.E),
   doubleFunction('pi', () => Math.PI),

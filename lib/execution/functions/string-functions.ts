@@ -1,6 +1,6 @@
 import type { ScalarFunctionImplementation, Evaluator } from './implementation.js';
 import { nullIntolerant } from './implementation.js';
-import { asStrings } from './spark-values.js';
+import { asStrings, sparkString } from './spark-values.js';
 import { codePointLength, codePoints, indexOfCodePoints, sliceCodePoints } from './code-points.js';
 import { IllegalArgumentError } from '../../errors/sluice-error.js';
 import { longToDouble, type LongValue } from '../../core/long.js';
@@ -61,6 +61,8 @@ function locate(name: string): ScalarFunctionImplementation {
         if (s === null || s === undefined) return null;
         const start = int(p);
         if (start < 1) return 0;
+        // UTF8String.indexOf: an empty needle is found at the start, whatever the position.
+        if (needle === '') return 1;
         return indexOfCodePoints(String(s), String(needle), start - 1) + 1;
       };
     },
@@ -125,17 +127,22 @@ export const STRING_FUNCTIONS: readonly ScalarFunctionImplementation[] = [
   {
     // Spark's concat_ws: NULL separator gives NULL; NULL values (and NULL array elements) are skipped.
     name: 'concat_ws',
-    compile: ([separator, ...values]) => (row) => {
+    compile: (args, call) => {
+      const [separator, ...values] = args;
+      const types = call.args.slice(1).map((a) => a.type);
+      const text = types.map((t) => (v: unknown): string => sparkString(v, typeof t === 'object' && t.kind === 'array' ? t.element : t));
+      return (row) => {
       const sep = separator!(row);
       if (sep === null) return null;
       const parts: string[] = [];
-      for (const value of values) {
+      values.forEach((value, i) => {
         const v = value(row);
-        if (v === null || v === undefined) continue;
-        if (Array.isArray(v)) for (const x of v) { if (x !== null && x !== undefined) parts.push(String(x)); }
-        else parts.push(String(v));
-      }
+        if (v === null || v === undefined) return;
+        if (Array.isArray(v)) for (const x of v) { if (x !== null && x !== undefined) parts.push(text[i]!(x)); }
+        else parts.push(text[i]!(v));
+      });
       return parts.join(String(sep));
+      };
     },
   },
   trimmer('ltrim', true, false),
