@@ -67,7 +67,7 @@ export function translateJavaRegex(pattern: string, fn: string): { source: strin
   const multiline = flags.includes('m');
   while (i < pattern.length) {
     const c = pattern[i]!;
-    const previousWasQuantifier = afterQuantifier;
+    const previousWasQuantifier: boolean = afterQuantifier;
     afterQuantifier = false;
     if (c === '\\') {
       const n = pattern[i + 1];
