@@ -10,6 +10,8 @@ import {
 } from '../core/long.js';
 import { AnsiDataError, castInvalidInput, divideByZero } from '../core/ansi-errors.js';
 import { builtinImplementation } from './functions/index.js';
+import { compileSplit } from './functions/regex-functions.js';
+import { codePointLength } from './functions/code-points.js';
 
 export type Row = unknown[];
 export type Evaluator = (row: Row) => unknown;
@@ -298,14 +300,8 @@ function compileCall(fn: string, args: Args, e: Extract<BoundExpr, { kind: 'call
         return w === null ? null : w.end - 1;
       };
     }
-    case 'split': {
-      const [a, p] = args as [Evaluator, Evaluator];
-      return (row) => {
-        const s = a(row) as string | null;
-        if (s === null) return null;
-        return s.split(new RegExp(p(row) as string));
-      };
-    }
+    // A Java regular expression, split as Java's String.split (lib/execution/functions/regex-functions.ts).
+    case 'split': return compileSplit(args, e);
     case 'explode':
       throw new Error('explode is a generator: only allowed in select()');
     case 'size': {
@@ -321,7 +317,8 @@ function compileCall(fn: string, args: Args, e: Extract<BoundExpr, { kind: 'call
     case 'lower': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.toLowerCase()); }
     // Spark's trim removes spaces (U+0020) only, not tabs or line breaks.
     case 'trim': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.replace(/^ +| +$/g, '')); }
-    case 'length': { const [a] = args as [Evaluator]; return (row) => { const s = a(row); return s === null ? null : String(s).length; }; }
+    // Spark counts characters (code points), not UTF-16 units.
+    case 'length': { const [a] = args as [Evaluator]; return (row) => { const s = a(row); return s === null ? null : codePointLength(String(s)); }; }
     case 'concat': return (row) => {
       const parts = args.map((a) => a(row));
       return parts.some((x) => x === null) ? null : parts.map(String).join('');

@@ -1,6 +1,6 @@
 /** PySpark-style function builders: `import { col, window, count } from 'sluice'`. */
 import { Column, toColumn, toExpr, literalExpr, type ColumnLike, type ColumnOrValue, type LiteralValue } from './column.js';
-import type { AggregateFunctionName, Expr } from './expressions.js';
+import { defaultName, type AggregateFunctionName, type Expr } from './expressions.js';
 import { durationToMicros } from './intervals.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 
@@ -59,7 +59,8 @@ export function approx_count_distinct(c: ColumnLike, rsd?: number): Column {
 export const timestamp_seconds = (c: ColumnLike): Column => fn('timestamp_seconds', toColumn(c));
 export const unix_micros = (c: ColumnLike): Column => fn('unix_micros', toColumn(c));
 export const current_timestamp = (): Column => fn('current_timestamp');
-export const split = (c: ColumnLike, pattern: string): Column => fn('split', toColumn(c), pattern);
+/** Splits around matches of a Java regex (as Spark: trailing empty strings kept); at most `limit` parts when limit > 0. */
+export const split = (c: ColumnLike, pattern: string, limit = -1): Column => fn('split', toColumn(c), pattern, limit);
 export const explode = (c: ColumnLike): Column => fn('explode', toColumn(c));
 export const size = (c: ColumnLike): Column => fn('size', toColumn(c));
 export const array = (...cs: ColumnLike[]): Column => fn('array', ...cs.map(toColumn));
@@ -242,6 +243,14 @@ export const arrays_overlap = (a: ColumnLike, b: ColumnLike): Column => fn('arra
 export const array_union = (a: ColumnLike, b: ColumnLike): Column => fn('array_union', toColumn(a), toColumn(b));
 export const array_intersect = (a: ColumnLike, b: ColumnLike): Column => fn('array_intersect', toColumn(a), toColumn(b));
 export const array_except = (a: ColumnLike, b: ColumnLike): Column => fn('array_except', toColumn(a), toColumn(b));
+
+/** A struct of the columns, each field named as the column (as Spark's struct()). */
+export function struct(...cs: ColumnLike[]): Column {
+  return fn('named_struct', ...cs.flatMap((c) => { const e = toColumn(c).expr; return [defaultName(e), new Column(e)]; }));
+}
+export const named_struct = (...namesAndValues: ColumnOrValue[]): Column => fn('named_struct', ...namesAndValues);
+/** `x` with `d` decimals and thousands separators ('1,234.57'), rounded HALF_EVEN. */
+export const format_number = (c: ColumnLike, d: number): Column => fn('format_number', toColumn(c), d);
 
 export const md5 = (c: ColumnLike): Column => fn('md5', toColumn(c));
 export const sha1 = (c: ColumnLike): Column => fn('sha1', toColumn(c));

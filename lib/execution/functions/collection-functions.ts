@@ -185,6 +185,17 @@ export const COLLECTION_FUNCTIONS: readonly ScalarFunctionImplementation[] = [
       return Array.from({ length: Math.max(0, int(count)) }, () => value);
     },
   },
+  {
+    name: 'named_struct',
+    compile: (args, call) => {
+      const fields = (call.type as { fields: readonly { name: string }[] }).fields.map((f, i) => [f.name, args[2 * i + 1]!] as const);
+      return (row) => {
+        const out: Record<string, unknown> = {};
+        for (const [name, value] of fields) out[name] = value(row) ?? null;
+        return out;
+      };
+    },
+  },
   twoArrays('arrays_overlap', (a, b) => {
     if (a.some((x) => !isNull(x) && contains(b, x))) return true;
     return a.length > 0 && b.length > 0 && (a.some(isNull) || b.some(isNull)) ? null : false;

@@ -40,3 +40,27 @@ export function roundInteger(v: bigint, scale: number, mode: RoundingMode): bigi
   const units = roundDigits(negative ? -v : v, 0, scale, mode) * 10n ** BigInt(-scale);
   return negative ? -units : units;
 }
+
+/** The exact binary value of a finite double as `digits * 10^-scale` (Java's new BigDecimal(double)). */
+function exactDecimalOf(d: number): { digits: bigint; scale: number } {
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, Math.abs(d));
+  const bits = view.getBigUint64(0);
+  const biased = Number(bits >> 52n);
+  const fraction = bits & ((1n << 52n) - 1n);
+  const mantissa = biased === 0 ? fraction : fraction | (1n << 52n);
+  const exponent = (biased === 0 ? 1 : biased) - 1075;
+  if (exponent >= 0) return { digits: mantissa << BigInt(exponent), scale: 0 };
+  return { digits: mantissa * 5n ** BigInt(-exponent), scale: -exponent };
+}
+
+/**
+ * `|d|` with exactly `decimals` fraction digits, rounded on its exact binary value, as Java's
+ * DecimalFormat rounds a double (format_number: HALF_EVEN).
+ */
+export function fixedDigitsExact(d: number, decimals: number, mode: RoundingMode): string {
+  const { digits, scale } = exactDecimalOf(d);
+  const units = roundDigits(digits, -scale, decimals, mode);
+  const text = units.toString().padStart(decimals + 1, '0');
+  return decimals === 0 ? text : `${text.slice(0, -decimals)}.${text.slice(-decimals)}`;
+}

@@ -3,7 +3,7 @@ import { divideByZero } from '../../core/ansi-errors.js';
 import { INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, longFromBigInt, longToDouble, negateLong, overflow, remainderLong, type LongValue } from '../../core/long.js';
 import type { Evaluator, ScalarFunctionImplementation } from './implementation.js';
 import { nullIntolerant } from './implementation.js';
-import { roundDouble, roundInteger, type RoundingMode } from './decimal-rounding.js';
+import { fixedDigitsExact, roundDouble, roundInteger, type RoundingMode } from './decimal-rounding.js';
 import { coerced } from './spark-values.js';
 import { compareValues } from '../values.js';
 
@@ -115,6 +115,16 @@ function pmod(t: DataType, a: Evaluator, b: Evaluator): Evaluator {
   });
 }
 
+function formatNumber(x: number, decimals: number): string | null {
+  if (decimals < 0) return null;
+  if (!Number.isFinite(x)) return Number.isNaN(x) ? '\uFFFD' : x > 0 ? '\u221E' : '-\u221E';
+  const [whole, fraction] = fixedDigitsExact(x, decimals, 'HALF_EVEN').split('.');
+  const grouped = whole!.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  // Java's DecimalFormat keeps the sign of a negative number that rounds to zero ('-0.00').
+  const negative = x < 0 || Object.is(x, -0);
+  return `${negative ? '-' : ''}${grouped}${fraction === undefined ? '' : `.${fraction}`}`;
+}
+
 /** Math functions (signatures: lib/plan/function-catalog/math-signatures.ts). */
 export const MATH_FUNCTIONS: readonly ScalarFunctionImplementation[] = [
   rounding('round', 'HALF_UP'),
@@ -170,6 +180,11 @@ export const MATH_FUNCTIONS: readonly ScalarFunctionImplementation[] = [
       const [a, b] = args.map((x, i) => coerced(x, call.args[i]!.type, call.type));
       return pmod(call.type, a!, b!);
     },
+  },
+  {
+    // Spark's FormatNumber: '#,###,###,##0.00' (d decimals), HALF_EVEN; a negative d gives NULL.
+    name: 'format_number',
+    compile: (args, call) => nullIntolerant([coerced(args[0]!, call.args[0]!.type, 'double'), args[1]!], ([x, d]) => formatNumber(x as number, asDouble(d))),
   },
   extremum('greatest', 1),
   extremum('least', -1),

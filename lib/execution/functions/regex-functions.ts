@@ -165,3 +165,43 @@ export const REGEX_FUNCTIONS: readonly ScalarFunctionImplementation[] = [
     return group === 0 ? m.index + 1 : s.indexOf(m[group]!, m.index) + 1;
   }),
 ];
+
+/**
+ * Spark's split(str, regex[, limit]): Java's String.split with limit -1 (0 counts as -1): trailing
+ * empty strings kept, no leading empty string for a zero-width match at the start, at most `limit`
+ * parts when limit > 0; an empty pattern splits into characters.
+ */
+export function javaSplit(s: string, re: RegExp, limit: number): string[] {
+  const max = limit <= 0 ? Infinity : limit;
+  if (s !== '' && re.source === '(?:)') {
+    const chars = Array.from(s);
+    if (max >= chars.length) return chars;
+    return [...chars.slice(0, max - 1), chars.slice(max - 1).join('')];
+  }
+  const parts: string[] = [];
+  let last = 0;
+  re.lastIndex = 0;
+  for (const m of s.matchAll(re)) {
+    if (parts.length === max - 1) break;
+    if (m[0] === '' && m.index === 0) continue;
+    parts.push(s.slice(last, m.index));
+    last = m.index + m[0].length;
+  }
+  parts.push(s.slice(last));
+  return parts;
+}
+
+export function compileSplit(args: readonly Evaluator[], call: BoundCall): Evaluator {
+  const [str, pattern] = asStrings(args.slice(0, 2), call.args.slice(0, 2).map((a) => a.type));
+  const limit = args[2];
+  const re = patternCache(pattern!, call, 1, (text) => compileJavaRegex(text, 'split', 'g'));
+  return (row) => {
+    const s = str!(row);
+    if (s === null || s === undefined) return null;
+    const r = re(row);
+    if (r === null) return null;
+    const n = limit ? limit(row) : -1;
+    if (n === null || n === undefined) return null;
+    return javaSplit(String(s), r, longToDouble(n as LongValue));
+  };
+}

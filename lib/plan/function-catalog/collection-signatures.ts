@@ -1,7 +1,8 @@
-import { arrayOf, isArray, type DataType } from '../data-types.js';
+import { AnalysisError } from '../../errors/sluice-error.js';
+import { arrayOf, isArray, structOf, type DataType } from '../data-types.js';
 import { argumentTypeError } from './errors.js';
 import type { ArgumentInfo, ScalarFunctionSignature } from './signature.js';
-import { commonType, requireArray, requireIntegral, requireStrings } from './type-rules.js';
+import { commonType, literalOf, requireArray, requireIntegral, requireStrings } from './type-rules.js';
 
 /** The array argument's type itself (array_distinct, sort_array, ...). */
 const sameArray = (name: string, rest: (args: readonly ArgumentInfo[]) => void = () => undefined) => (args: readonly ArgumentInfo[]): DataType => {
@@ -83,6 +84,20 @@ export const COLLECTION_SIGNATURES: readonly ScalarFunctionSignature[] = [
     },
   },
   { name: 'array_repeat', minArgs: 2, maxArgs: 2, resultType: (args) => { requireIntegral('array_repeat', args, 1); return arrayOf(args[0]!.type); } },
+  {
+    // named_struct(name1, value1, ...): the names must be string literals (struct() builds one).
+    name: 'named_struct', minArgs: 2, maxArgs: Infinity,
+    resultType: (args) => {
+      if (args.length % 2 !== 0) throw new AnalysisError(`[WRONG_NUM_ARGS.WITHOUT_SUGGESTION] The \`named_struct\` requires 2n (n > 0) parameters but the actual number is ${args.length}.`, { code: 'WRONG_NUM_ARGS', errorClass: 'WRONG_NUM_ARGS.WITHOUT_SUGGESTION' });
+      const fields = [];
+      for (let i = 0; i < args.length; i += 2) {
+        const name = literalOf(args, i);
+        if (typeof name !== 'string') throw new AnalysisError('[DATATYPE_MISMATCH.CREATE_NAMED_STRUCT_WITHOUT_FOLDABLE_STRING] Cannot resolve "named_struct(...)": only foldable STRING expressions are allowed to appear at odd position.', { code: 'DATATYPE_MISMATCH', errorClass: 'DATATYPE_MISMATCH.CREATE_NAMED_STRUCT_WITHOUT_FOLDABLE_STRING' });
+        fields.push({ name, type: args[i + 1]!.type });
+      }
+      return structOf(fields);
+    },
+  },
   twoArrays('arrays_overlap', () => 'boolean'),
   twoArrays('array_union', (t) => t),
   twoArrays('array_intersect', (t) => t),

@@ -70,6 +70,10 @@ export const MATH_SIGNATURES: readonly ScalarFunctionSignature[] = [
     name: 'pmod', minArgs: 2, maxArgs: 2,
     resultType: (args) => { numericArgs('pmod', args); return commonType('pmod', args.map((a) => a.type)); },
   },
+  {
+    name: 'format_number', minArgs: 2, maxArgs: 2,
+    resultType: (args) => { requireNumeric('format_number', args, 0); requireIntegral('format_number', args, 1); return 'string'; },
+  },
   extremum('greatest'),
   extremum('least'),
 ];

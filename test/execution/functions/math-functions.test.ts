@@ -69,3 +69,15 @@ describe('math functions (Spark semantics)', () => {
     expect(() => ev(pmod('i', 0)).run(-7, null, null)).toThrow(/DIVIDE_BY_ZERO/);
   });
 });
+
+describe('format_number', () => {
+  it('groups thousands, rounds HALF_EVEN on the exact binary value as Java\'s DecimalFormat, keeps a negative zero\'s sign', async () => {
+    const { format_number } = await import('../../../lib/plan/functions.js');
+    const f = (x: number, d: number): unknown => ev(format_number('d', d)).run(null, null, x);
+    expect(f(1234567.891, 2)).toBe('1,234,567.89');
+    expect(f(0.125, 2)).toBe('0.12');
+    expect(f(2.675, 2)).toBe('2.67');
+    expect(f(-0.001, 2)).toBe('-0.00');
+    expect(f(1.5, -1)).toBeNull();
+  });
+});

@@ -75,3 +75,15 @@ describe('string functions (Spark semantics)', () => {
     expect(() => evaluator(lpad('w', 3), { w: 'struct<a:int>' })).toThrow(/DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE/);
   });
 });
+
+describe('split (a Java regex, as Java\'s String.split with limit -1)', () => {
+  it('keeps trailing empty strings, splits an empty pattern into characters, and honours a positive limit', async () => {
+    const { split } = await import('../../../lib/plan/functions.js');
+    expect(run(split('s', ','), 'a,b,,c,,')).toEqual(['a', 'b', '', 'c', '', '']);
+    expect(run(split('s', ',', 2), 'a,b,,c')).toEqual(['a', 'b,,c']);
+    expect(run(split('s', ''), '😀ab')).toEqual(['😀', 'a', 'b']);
+    expect(run(split('s', '(?=y)'), 'xyzy')).toEqual(['x', 'yz', 'y']);
+    expect(run(split('s', ','), '')).toEqual(['']);
+    expect(run(split('s', ','), null)).toBeNull();
+  });
+});
