@@ -1,0 +1,11 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { builtinFunctionNames } from '../../../lib/plan/function-catalog/index.js';
+
+describe('the scalar function catalog against Spark', () => {
+  it('has every function called in a spark-diff case (test/spark-diff/cases/functions.json), so each is checked against PySpark', () => {
+    const cases = readFileSync(new URL('../../spark-diff/cases/functions.json', import.meta.url), 'utf8');
+    const called = new Set([...cases.matchAll(/"fn": "([^"]+)"/g)].map((m) => m[1]));
+    expect(builtinFunctionNames().filter((name) => !called.has(name))).toEqual([]);
+  });
+});
