@@ -8,6 +8,9 @@
  *
  * The functions read their configuration (tables, buckets, stream) from the environment variables
  * in RUNTIME_ENV, which the construct sets.
+ *
+ * @packageDocumentation
+ * @module sluice/lambda
  */
 export {
   createKinesisTriggerHandler, createRepartitionTriggerHandler, type KinesisTriggerHandler, type KinesisTriggerOptions,

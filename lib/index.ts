@@ -4,6 +4,9 @@
  * validation `cdk synth` and `sluice explain` run. Test helpers (memory streams and sinks, the
  * testStream DSL, the emulators) are in `sluice/testing`; the construct in `sluice/cdk`; the Lambda
  * handler factories in `sluice/lambda`.
+ *
+ * @packageDocumentation
+ * @module sluice
  */
 export { SluiceSession, toSchema, type SchemaLike } from './api/session.js';
 export { DataFrame, GroupedData } from './api/data-frame.js';

@@ -144,7 +144,10 @@ function solveLessThan(lhs: BoundExpr, rhs: BoundExpr, onSide: (ordinal: number)
     seen.add(id);
     return true;
   });
-  const isConstraint = (t: Term): boolean => t.ref !== null && onSide(t.ref.ordinal) && t.ref.type === 'timestamp';
+  // Any column of the state side is the constraint term, whatever its type, as in Spark: so
+  // `leftValue > 10` bounds the left state at the constant 10 s (applied to the side's event-time
+  // column), and the lowest bound wins; such a bound keeps later rows for good.
+  const isConstraint = (t: Term): boolean => t.ref !== null && onSide(t.ref.ordinal);
   const constraint = terms.filter(isConstraint);
   if (constraint.length !== 1 || !constraint[0]!.negated) return null;
   const rest = terms.filter((t) => !isConstraint(t));

@@ -83,6 +83,12 @@ export class StreamingAggregateExec implements StatefulExec {
       lateMs: ctx.hasWatermark && this.keyEventTimeMs && ctx.outputMode !== 'complete' ? ctx.lateEventsWatermarkMs(this.operatorId) : null,
     };
 
+    if (this.scratchKey.length === 0) {
+      // A global aggregation has its one group in every batch, input or not (Spark's hash
+      // aggregate gives a row of initial values for empty input without grouping keys): an empty
+      // first batch emits [0, NULL, ...], and update mode re-emits the stored row.
+      this.touch(table, this.scratchKey, batch);
+    }
     if (this.partialInput) {
       // [max event time, ...key values, ...buffers]: one row per group and stage-1 batch.
       const keyCount = this.scratchKey.length;

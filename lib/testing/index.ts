@@ -3,6 +3,9 @@
  * StreamTest DSL (`testStream(df, mode)(addData(...), checkNewAnswer(...), ...)`); and the local
  * AWS emulators `sluice dev` runs on (kinesis-mock, DynamoDB Local, s3rver: optional peer
  * dependencies, installed next to sluice when used).
+ *
+ * @packageDocumentation
+ * @module sluice/testing
  */
 export { MemoryStream } from '../sources/memory-stream.js';
 export { JsonMemoryStream, type InvalidRecord, type JsonMemoryStreamOptions } from '../sources/json-memory-stream.js';

@@ -94,4 +94,21 @@ describe('stream-stream join state bounds: one solver for the checker, explain a
     const numeric = w1().join(w2(), col('k').eq(col('k2')).and(asDouble('a').leq(asDouble('b').plus(2))), 'inner');
     expect(streamStreamJoinBounds(numeric.plan as JoinNode).right.map((b) => [b.coefficient, b.micros, b.adjustMs])).toEqual([[1, -2_000_000, 1]]);
   });
+
+  it('a non-time column of the state side compared with a constant is a bound too, as Spark solves it', () => {
+    // Spark's getStateValueWatermark takes any state-side column as the constraint term: `v > 10`
+    // gives the constant 10 s, applied to the side's event-time column, and the lowest bound wins,
+    // so left rows after 10 s are kept for good (confirmed on PySpark 4.0.1 by spark-diff,
+    // join-left-outer-non-key-condition/violated). `v2 < 300` bounds nothing (wrong direction).
+    const left = (): DataFrame => session.memoryStream('k int, a timestamp, v long').df.withWatermark('a', '1 second');
+    const right = (): DataFrame => session.memoryStream('k2 int, b timestamp, v2 long').df.withWatermark('b', '1 second');
+    const range = col('a').between(col('b').minus(interval('5 seconds')), col('b').plus(interval('5 seconds')));
+    const df = left().join(right(), col('k').eq(col('k2')).and(range).and(col('v').gt(10)).and(col('v2').lt(300)), 'left_outer');
+    const join = df.plan as JoinNode;
+    const bounds = streamStreamJoinBounds(join);
+    expect(bounds.left.map((b) => [b.stateColumn.name, b.coefficient, b.micros])).toEqual([['a', 1, -5_000_000], ['v', 0, 10_000_000]]);
+    expect(bounds.right.map((b) => b.stateColumn.name)).toEqual(['b']);
+    const cleanup = planStateCleanup(join.left.output, join.right.output, bounds);
+    expect(cleanup.left).toMatchObject({ kind: 'value', ordinal: 1 });
+  });
 });
