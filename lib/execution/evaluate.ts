@@ -14,6 +14,8 @@ import { compileDecimalArithmetic } from './decimal-arithmetic.js';
 import { compileDateArithmetic } from './functions/datetime-functions.js';
 import { newTypeCast } from './type-casts.js';
 import { compileUserFunction } from './functions/user-function.js';
+import { compileSplit } from './functions/regex-functions.js';
+import { codePointLength } from './functions/code-points.js';
 
 export type Row = unknown[];
 export type Evaluator = (row: Row) => unknown;
@@ -309,28 +311,25 @@ function compileCall(fn: string, args: Args, e: Extract<BoundExpr, { kind: 'call
         return w === null ? null : w.end - 1;
       };
     }
-    case 'split': {
-      const [a, p] = args as [Evaluator, Evaluator];
-      return (row) => {
-        const s = a(row) as string | null;
-        if (s === null) return null;
-        return s.split(new RegExp(p(row) as string));
-      };
-    }
+    // A Java regular expression, split as Java's String.split (lib/execution/functions/regex-functions.ts).
+    case 'split': return compileSplit(args, e);
     case 'explode':
       throw new Error('explode is a generator: only allowed in select()');
     case 'size': {
       const [a] = args as [Evaluator];
       return (row) => {
         const v = a(row) as unknown[] | null;
-        return v === null ? -1 : v.length;
+        // Spark 4 (ANSI mode) gives NULL for size(NULL); -1 was the legacy answer.
+        return v === null ? null : v.length;
       };
     }
     case 'array': return (row) => args.map((a) => a(row));
     case 'upper': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.toUpperCase()); }
     case 'lower': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.toLowerCase()); }
-    case 'trim': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.trim()); }
-    case 'length': { const [a] = args as [Evaluator]; return (row) => { const s = a(row); return s === null ? null : String(s).length; }; }
+    // Spark's trim removes spaces (U+0020) only, not tabs or line breaks.
+    case 'trim': { const [a] = args as [Evaluator]; return (row) => mapString(a(row), (s) => s.replace(/^ +| +$/g, '')); }
+    // Spark counts characters (code points), not UTF-16 units.
+    case 'length': { const [a] = args as [Evaluator]; return (row) => { const s = a(row); return s === null ? null : codePointLength(String(s)); }; }
     case 'concat': return (row) => {
       const parts = args.map((a) => a(row));
       return parts.some((x) => x === null) ? null : parts.map(String).join('');

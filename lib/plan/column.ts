@@ -42,6 +42,17 @@ export class Column {
   between(lower: ColumnOrValue, upper: ColumnOrValue): Column {
     return new Column({ kind: 'call', fn: 'between', args: [this.expr, toExpr(lower), toExpr(upper)] });
   }
+  /** SQL `IN`: true when the value equals one of `values`; NULL (not false) when none does but one is NULL. */
+  isin(...values: (ColumnOrValue | readonly ColumnOrValue[])[]): Column {
+    const flat = values.flatMap((v) => (Array.isArray(v) ? v : [v])) as ColumnOrValue[];
+    return new Column({ kind: 'call', fn: 'in', args: [this.expr, ...flat.map(toExpr)] });
+  }
+  /** SQL `LIKE`: `_` one character, `%` any run, `\` escapes them; matches the whole string. */
+  like(pattern: string | Column): Column { return binary('like', this, pattern); }
+  /** Case-insensitive `LIKE`. */
+  ilike(pattern: string | Column): Column { return binary('ilike', this, pattern); }
+  /** SQL `RLIKE`: a Java regular expression found anywhere in the string (see lib/execution/functions/java-regex.ts). */
+  rlike(pattern: string | Column): Column { return binary('rlike', this, pattern); }
   /** Struct field access: `col("window").getField("start")`. */
   getField(name: string): Column {
     if (this.expr.kind === 'column') return new Column({ kind: 'column', name: `${this.expr.name}.${name}` });

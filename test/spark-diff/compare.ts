@@ -33,10 +33,13 @@ function refusalMatches(spark: Refusal, sluice: Refusal): boolean {
   if (spark.errorClass && sluice.errorClass === spark.errorClass) return true;
   const core = coreMessage(spark.message).toLowerCase();
   if (core.length > 0 && sluice.message.toLowerCase().includes(core)) return true;
-  // A failed batch: Spark wraps the cause; Sluice's sentence must appear in Spark's whole text.
-  // Sluice wraps a value error (`Query <id> terminated with exception: [CLASS] ...`): compare the cause's sentence.
+  // A failed batch: Spark wraps the cause (STREAM_FAILED, FOREACH_BATCH_USER_FUNCTION_ERROR); the
+  // cause's error class, or Sluice's sentence, must appear in Spark's whole text.
+  if (spark.phase !== 'runtime') return false;
+  const detail = spark.detail ?? '';
+  if (sluice.errorClass && detail.includes(`[${sluice.errorClass}]`)) return true;
   const ours = coreMessage(sluice.message.replace(/^Query \S+ terminated with exception: /, '')).toLowerCase();
-  return spark.phase === 'runtime' && ours.length > 0 && (spark.detail ?? '').toLowerCase().includes(ours);
+  return ours.length > 0 && detail.toLowerCase().includes(ours);
 }
 
 export function compare(c: DiffCase, spark: EngineResult, sluice: EngineResult, columns: readonly string[]): Difference[] {

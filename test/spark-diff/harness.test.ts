@@ -29,6 +29,17 @@ describe('spark-diff harness', () => {
     expect(compare(base, spark, { ...ours, refusal: { ...ours.refusal, phase: 'definition' } }, [])).toHaveLength(1);
   });
 
+  it('matches a failed batch by the cause\'s error class inside Spark\'s STREAM_FAILED wrapper', () => {
+    const spark = { id: 't', steps: [], refusal: { phase: 'runtime' as const, errorClass: 'STREAM_FAILED', message: '[STREAM_FAILED] Query [id = 1] terminated with exception: ...', detail: 'Traceback ... ArithmeticException: [ARITHMETIC_OVERFLOW] integer overflow. SQLSTATE: 22003' } };
+    const ours = { id: 't', steps: [], refusal: { phase: 'runtime' as const, errorClass: 'ARITHMETIC_OVERFLOW', message: 'Query q terminated with exception: [ARITHMETIC_OVERFLOW] int overflow in abs.' } };
+    expect(compare(base, spark, ours, [])).toEqual([]);
+    expect(compare(base, spark, { ...ours, refusal: { ...ours.refusal, errorClass: 'DIVIDE_BY_ZERO', message: 'Query q terminated with exception: [DIVIDE_BY_ZERO] Division by zero.' } }, [])).toHaveLength(1);
+  });
+
+  it('compares NaN and the infinities as such, not as NULL', () => {
+    expect(compare(base, result([['NaN']]), result([[null]]), [])).toHaveLength(1);
+  });
+
   it('generates the same case for the same seed', () => {
     const shape = { inputs: [{ name: 'in', kind: 'stream', schema: [] }], query: [], outputMode: 'append' };
     const opts = { maxSteps: 5, maxRowsPerStep: 4, spread: 12 };

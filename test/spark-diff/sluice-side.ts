@@ -18,6 +18,8 @@ function plain(v: unknown, t: DataType): unknown {
   if (v instanceof Decimal) return v.toString(); // the runner writes Spark's Decimal as its text
   if (v instanceof Uint8Array) return [...v];
   if (v instanceof Map && typeof t === 'object' && t.kind === 'map') return Object.fromEntries([...v].map(([k, x]) => [String(k), plain(x, t.value)]));
+  // JSON has no NaN or infinities: both sides write them as these strings (see spark_runner.py).
+  if (typeof v === 'number' && !Number.isFinite(v)) return Number.isNaN(v) ? 'NaN' : v > 0 ? 'Infinity' : '-Infinity';
   if (typeof t === 'object' && t.kind === 'array' && Array.isArray(v)) return v.map((x) => plain(x, t.element));
   if (typeof t === 'object' && t.kind === 'struct' && typeof v === 'object') {
     return Object.fromEntries(t.fields.map((f) => [f.name, plain((v as Record<string, unknown>)[f.name], f.type)]));

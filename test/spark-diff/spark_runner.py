@@ -11,6 +11,7 @@ MemoryStream.addData does, so it runs a data batch with no rows.
 """
 import datetime as dt
 import json
+import math
 import sys
 import time
 import traceback
@@ -133,9 +134,11 @@ def call(e):
         if fn in ("first", "last"):
             return getattr(F, fn)(a[0], bool(e.get("ignoreNulls")))
         return getattr(F, fn)(*a)
-    if hasattr(F, fn):
-        return getattr(F, fn)(*a)
-    raise ValueError(f"function {fn} is not mapped to PySpark")
+    if fn == "in":
+        return a[0].isin(*a[1:])
+    # Every other function by its SQL name, its arguments as columns (literals as lit()): the
+    # function registry's resolution, as Spark SQL text and Sluice's calls by name both do.
+    return F.call_function(fn, *a)
 
 
 def new_memory_stream():
@@ -242,6 +245,9 @@ def build_query(ops, inputs):
 def plain(v):
     if v is None:
         return None
+    if isinstance(v, float) and not math.isfinite(v):
+        # JSON has no NaN or infinities: both sides write them as these strings.
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
     if isinstance(v, dt.datetime):
         return round((v.replace(tzinfo=None) - EPOCH) / dt.timedelta(microseconds=1))
     if isinstance(v, dt.date):  # days since the epoch, as Sluice keeps a date

@@ -1,4 +1,10 @@
 import type { ScalarFunctionSignature } from './signature.js';
+import { COLLECTION_SIGNATURES } from './collection-signatures.js';
+import { HASH_SIGNATURES } from './hash-signatures.js';
+import { JSON_SIGNATURES } from './json-signatures.js';
+import { MATH_SIGNATURES } from './math-signatures.js';
+import { NULL_SIGNATURES } from './null-signatures.js';
+import { REGEX_SIGNATURES } from './regex-signatures.js';
 import { STRING_SIGNATURES } from './string-signatures.js';
 import { DATETIME_SIGNATURES } from './datetime-signatures.js';
 import type { UserFunction } from '../user-function.js';
@@ -13,7 +19,7 @@ export { registerUserFunction, registeredUserFunction, unregisterUserFunction } 
  * its signature list here and its implementation list to lib/execution/functions/index.ts.
  */
 const FAMILIES: readonly (readonly ScalarFunctionSignature[])[] = [
-  STRING_SIGNATURES,
+  STRING_SIGNATURES, REGEX_SIGNATURES, MATH_SIGNATURES, NULL_SIGNATURES, JSON_SIGNATURES, COLLECTION_SIGNATURES, HASH_SIGNATURES,
   DATETIME_SIGNATURES,
 ];
 
