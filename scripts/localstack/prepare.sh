@@ -5,13 +5,15 @@
 #
 # LocalStack finds an installed package at <var_libs>/<installer name>/<version>/ by a marker file
 # (localstack/packages/api.py, PackageInstaller.get_installed_dir); running on the host, var_libs
-# is $FILESYSTEM_ROOT/var/lib/localstack/lib (localstack/config.py, Directories.for_host).
+# is $FILESYSTEM_ROOT/var/lib/localstack/lib (localstack/config.py, Directories.for_host). Each run
+# has a root of its own (with-localstack.sh) whose var/lib/localstack/lib links to the one laid out here.
 #   kinesis-mock:   kinesis-local/<KINESIS_MOCK_VERSION>/node_modules/kinesis-local/main.js
 #   DynamoDB Local: dynamodb-local/2/DynamoDBLocal.jar (+ DynamoDBLocal_lib, and the Java agent
 #                   LocalStack passes with -javaagent: see NoPatchAgent.java)
 #   Java 21:        java/21/bin/java
 #
-# Prints the environment to start LocalStack with (KEY=value lines) on stdout.
+# Prints the environment to start LocalStack with (KEY=value lines) on stdout, and
+# SLUICE_LOCALSTACK_LIBS=<the packages' directory>.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$repo/scripts/localstack"
@@ -83,5 +85,5 @@ ln -sfn "$java_home" "$var_libs/java/21"
 # OVERRIDE_IN_DOCKER=0: this machine is itself a container; without it LocalStack takes the
 # container layout (/var/lib/localstack, /tmp/localstack) and ignores FILESYSTEM_ROOT.
 echo "OVERRIDE_IN_DOCKER=0"
-echo "FILESYSTEM_ROOT=$filesystem"
+echo "SLUICE_LOCALSTACK_LIBS=$var_libs"
 echo "KINESIS_MOCK_VERSION=$kinesis_version"

@@ -53,6 +53,16 @@ let stack: DeployedStack;
 
 /** LocalStack's reason when it cannot prepare a function for running (no Docker, no runtime-init download). */
 const LAMBDA_WITHOUT_DOCKER = /lambda-runtime|Docker|docker/;
+/**
+ * Template properties LocalStack 2026.3.0's CloudFormation creates the resource without (read in its
+ * resource providers, localstack/services/<service>/resource_providers). The tests check that the
+ * template asks for each and that LocalStack reports it unapplied: a LocalStack that applies one
+ * fails the test, and its entry (and docs/localstack.md's) goes.
+ */
+const LOCALSTACK_CFN_IGNORES = {
+  pitr: 'AWS::DynamoDB::Table PointInTimeRecoverySpecification: aws_dynamodb_table.py creates the table, TTL and Kinesis destination, never UpdateContinuousBackups',
+  streamEncryption: 'AWS::Kinesis::Stream StreamEncryption: aws_kinesis_stream.py calls CreateStream only, never StartStreamEncryption',
+} as const;
 const describeOutcome = (o: ResourceOutcome): string => `${o.type} ${o.logicalId}: ${o.status}${o.reason ? `: ${o.reason}` : ''}`;
 
 /** The created resources of a type; none created skips the test with the template's outcomes as the reason. */
@@ -95,7 +105,7 @@ describe('cdklocal deploy SluiceExampleStack', () => {
     expect(causes.filter((o) => !(o.type === 'AWS::Lambda::Function' && LAMBDA_WITHOUT_DOCKER.test(o.reason!))).map(describeOutcome)).toEqual([]);
   });
 
-  it('tables: checkpoint and state keyed (pk, sk), sinks keyed pk; on demand, point-in-time recovery on', async (ctx) => {
+  it('tables: checkpoint and state keyed (pk, sk), sinks keyed pk; on demand; point-in-time recovery asked (LocalStack does not apply it)', async (ctx) => {
     expect(logicalIds(stack.template, 'AWS::DynamoDB::Table')).toHaveLength(10);
     for (const id of createdOf(ctx, 'AWS::DynamoDB::Table')) {
       const { Table } = await aws.dynamodb.send(new DescribeTableCommand({ TableName: stack.physicalId(id) }));
@@ -104,13 +114,17 @@ describe('cdklocal deploy SluiceExampleStack', () => {
         ? { HASH: TABLE_KEYS.sink.partitionKey }
         : { HASH: TABLE_KEYS.state.partitionKey, RANGE: TABLE_KEYS.state.sortKey };
       expect({ id, keys, billing: Table!.BillingModeSummary?.BillingMode }).toEqual({ id, keys: expected, billing: 'PAY_PER_REQUEST' });
+      const asked = (stack.template[id]!.Properties as { PointInTimeRecoverySpecification?: { PointInTimeRecoveryEnabled?: boolean } })
+        .PointInTimeRecoverySpecification?.PointInTimeRecoveryEnabled;
+      expect({ id, asked }).toEqual({ id, asked: true });
       const backups = await aws.dynamodb.send(new DescribeContinuousBackupsCommand({ TableName: stack.physicalId(id) }));
-      expect({ id, pitr: backups.ContinuousBackupsDescription?.PointInTimeRecoveryDescription?.PointInTimeRecoveryStatus })
-        .toEqual({ id, pitr: 'ENABLED' });
+      // AWS: ENABLED. LocalStack: DISABLED (LOCALSTACK_CFN_IGNORES.pitr).
+      expect({ id, pitr: backups.ContinuousBackupsDescription?.PointInTimeRecoveryDescription?.PointInTimeRecoveryStatus }, LOCALSTACK_CFN_IGNORES.pitr)
+        .toEqual({ id, pitr: 'DISABLED' });
     }
   });
 
-  it('streams: the sales stream with two shards, the internal stream of the repartition stage, 24 h, KMS', async (ctx) => {
+  it('streams: the sales stream with two shards, the internal stream of the repartition stage, 24 h; KMS asked (LocalStack does not apply it)', async (ctx) => {
     expect(logicalIds(stack.template, 'AWS::Kinesis::Stream')).toHaveLength(2);
     const streams = createdOf(ctx, 'AWS::Kinesis::Stream');
     const byName = new Map<string, { shards: number; retention: number; encryption: string }>();
@@ -120,9 +134,14 @@ describe('cdklocal deploy SluiceExampleStack', () => {
     }
     // Outputs exist only when the stack completed: name the streams by their logical ids.
     const described = (prefix: string) => byName.get(streams.filter((id) => id.startsWith(prefix)).map((id) => stack.physicalId(id))[0] ?? '');
-    expect(described('SalesStream')).toEqual({ shards: 2, retention: 24, encryption: 'KMS' });
+    for (const id of streams) {
+      const asked = (stack.template[id]!.Properties as { StreamEncryption?: { EncryptionType?: string } }).StreamEncryption?.EncryptionType;
+      expect({ id, asked }).toEqual({ id, asked: 'KMS' });
+    }
+    // AWS: encryption KMS. LocalStack: NONE (LOCALSTACK_CFN_IGNORES.streamEncryption).
+    expect(described('SalesStream'), LOCALSTACK_CFN_IGNORES.streamEncryption).toEqual({ shards: 2, retention: 24, encryption: 'NONE' });
     if (streams.some((id) => id.startsWith('HourlySalesPerProductRepartitionStream'))) {
-      expect(described('HourlySalesPerProductRepartitionStream')).toMatchObject({ shards: 2, retention: 24, encryption: 'KMS' });
+      expect(described('HourlySalesPerProductRepartitionStream'), LOCALSTACK_CFN_IGNORES.streamEncryption).toMatchObject({ shards: 2, retention: 24, encryption: 'NONE' });
     }
   });
 

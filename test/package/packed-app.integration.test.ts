@@ -211,7 +211,8 @@ describe('the packed package in a fresh CDK app outside the repository', () => {
   });
 
   it('npx sluice dev ./query.ts: without the emulator packages it names the one to install; with them it runs the query and prints every batch', async () => {
-    const missing = await run('npx', ['--no-install', 'sluice', 'dev', './query.ts'], app);
+    // The embedded emulators' check: under LocalStack (AWS_ENDPOINT_URL set) sluice dev starts none.
+    const missing = await run('npx', ['--no-install', 'sluice', 'dev', './query.ts'], app, { AWS_ENDPOINT_URL: '' });
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/the local emulators need the package '(kinesis-local|amplify-dynamodb-simulator|s3rver)', which is not installed\. Install it next to sluice: npm install --save-dev /);
     // The emulators are optional peers (about 250 MB with DynamoDB Local): linked from this
