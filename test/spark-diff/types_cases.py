@@ -101,6 +101,13 @@ cases.append(case("date-string-comparison", inp(("d", "date"), ("t", "timestamp"
     {"op": "select", "exprs": [col("d"), a(fn(">", col("t"), lit("2024-01-01 12:00:00")), "after_noon"), a(fn("=", col("d"), lit("2024-01-02")), "is_2nd"),
                                a(fn("=", col("a"), lit(2)), "a_is_2"), a(fn("<", col("a"), lit(2.5)), "a_lt")]}],
     [[["2024-01-01", 1704067200, 2], ["2024-01-02", 1704196800, 2.01], ["2024-01-03", None, None]]]))
+cases.append(case("date-conversions", inp(("d", "date"), ("n", "long")), [{"op": "select", "exprs": [
+    a(fn("day", col("d")), "day"), a(fn("date_from_unix_date", col("n")), "from_unix_date"),
+    a(fn("timestamp_millis", col("n")), "ts_millis"), a(fn("timestamp_micros", col("n")), "ts_micros"),
+    # The batch's date is not fixed between the engines; both must agree it is today's date of the batch time.
+    a(fn("=", fn("current_date"), fn("to_date", fn("current_timestamp"))), "current_is_today"),
+    a(fn("=", fn("curdate"), fn("current_date")), "curdate_is_current"),
+]}], [[["2024-02-29", 19782], ["1969-12-31", -1]], [[None, None]]]))
 import os
 json.dump(cases, open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases", "types.json"), "w"), indent=1)
 print(len(cases))
