@@ -44,7 +44,9 @@ export function callOnStreamingUnsupported(methodName: string, hint: string): An
 
 /** Spark's WRITE_STREAM_NOT_ALLOWED: `writeStream` on a static DataFrame. */
 export function writeStreamNotAllowed(): AnalysisError {
-  return new AnalysisError('[WRITE_STREAM_NOT_ALLOWED] `writeStream` can be called only on streaming Dataset/DataFrame. SQLSTATE: 42601', {
+  // Spark 4's Dataset API text, then the analyzer's sentence (UnsupportedOperationChecker) for the same plan.
+  return new AnalysisError('[WRITE_STREAM_NOT_ALLOWED] `writeStream` can be called only on streaming Dataset/DataFrame. SQLSTATE: 42601. '
+    + 'Queries without streaming sources cannot be executed with writeStream.start().', {
     code: 'WRITE_STREAM_NOT_ALLOWED', errorClass: 'WRITE_STREAM_NOT_ALLOWED', hint: 'a static DataFrame is written with df.write.sink(sink).save(), or read with collect()/show().',
   });
 }
