@@ -6,6 +6,9 @@ import { emptyOperatorProgress, type BatchContext, type Exec, type StateOperator
 import { encodeKey } from './values.js';
 
 /** Reads an event-time column in ms: a timestamp, or the end of a window struct. */
+/** The expiry of a key that is never evicted (a JSON-safe number, unlike Infinity). */
+const NEVER_EVICTED_MS = Number.MAX_SAFE_INTEGER;
+
 export function eventTimeReader(attrs: readonly Attribute[], ordinalOf: (a: Attribute) => number): ((row: Row) => number | null) | null {
   const attr = attrs.find((a) => a.eventTimeDelayMs !== null);
   if (!attr) return null;
@@ -79,7 +82,9 @@ export class StreamingDeduplicateExec implements StatefulExec {
         droppedDuplicates++;
         continue;
       }
-      const expiresAtMs = this.withinWatermark ? (t ?? 0) + this.delayMs : this.keyHasEventTime ? (t ?? 0) : 0;
+      // A key whose event time is NULL never passes Spark's `eventTime <= watermark` eviction
+      // predicate (NULL is not true): it stays for good.
+      const expiresAtMs = this.withinWatermark ? (t ?? 0) + this.delayMs : this.keyHasEventTime ? (t ?? NEVER_EVICTED_MS) : 0;
       store.put(key, expiresAtMs);
       progress.numRowsUpdated++;
       output.push(row);
