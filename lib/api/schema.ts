@@ -1,12 +1,12 @@
 import { AnalysisError } from '../errors/sluice-error.js';
-import { parseDataType, UnknownDataTypeError, type StructField } from '../plan/data-types.js';
+import { parseDataType, splitTopLevelParts, UnknownDataTypeError, type StructField } from '../plan/data-types.js';
 
 export type SchemaLike = readonly StructField[] | readonly { name: string; type: string }[] | string;
 
 /** `"user string, amount double, ts timestamp"` or a field list. */
 export function toSchema(schema: SchemaLike): StructField[] {
   if (typeof schema === 'string') {
-    return splitFields(schema).map(({ text, start }) => {
+    return splitTopLevelParts(schema).filter((part) => part.text.trim()).map(({ text, start }) => {
       const name = /^\s*(\S+)/.exec(text)![1]!;
       const nameEnd = text.indexOf(name) + name.length;
       const typeText = text.slice(nameEnd);
@@ -34,20 +34,4 @@ function fieldType(schema: string, name: string, typeText: string, position: num
       { code: 'UNSUPPORTED_DATATYPE', errorClass: 'UNSUPPORTED_DATATYPE', hint: 'use int, long, double, string, boolean, timestamp, date, binary, decimal(p,s), array<T>, map<K,V> or struct<...>.' },
     );
   }
-}
-
-function splitFields(s: string): { text: string; start: number }[] {
-  const out: { text: string; start: number }[] = [];
-  let depth = 0;
-  let start = 0;
-  for (let i = 0; i < s.length; i++) {
-    if (s[i] === '<' || s[i] === '(') depth++;
-    else if (s[i] === '>' || s[i] === ')') depth--;
-    else if (s[i] === ',' && depth === 0) {
-      out.push({ text: s.slice(start, i), start });
-      start = i + 1;
-    }
-  }
-  out.push({ text: s.slice(start), start });
-  return out.filter((x) => x.text.trim());
 }

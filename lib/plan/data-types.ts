@@ -141,8 +141,19 @@ function parseDecimalType(text: string, precisionText: string | undefined, scale
   return decimalOf(precision, scale);
 }
 
-function splitTopLevel(s: string): string[] {
-  const parts: string[] = [];
+/** A part of a type or field list, with where it starts in the text (for error positions). */
+export interface TopLevelPart {
+  readonly text: string;
+  readonly start: number;
+}
+
+/**
+ * Splits a type or field list at its top-level commas (`a int, m map<string,int>` gives two
+ * parts), the one splitter the DDL readers share. A blank last part (a trailing comma) is dropped;
+ * blank inner parts are kept so each caller decides whether they are an error.
+ */
+export function splitTopLevelParts(s: string): TopLevelPart[] {
+  const parts: TopLevelPart[] = [];
   let depth = 0;
   let start = 0;
   for (let i = 0; i < s.length; i++) {
@@ -150,10 +161,14 @@ function splitTopLevel(s: string): string[] {
     if (c === '<' || c === '(') depth++;
     else if (c === '>' || c === ')') depth--;
     else if (c === ',' && depth === 0) {
-      parts.push(s.slice(start, i));
+      parts.push({ text: s.slice(start, i), start });
       start = i + 1;
     }
   }
-  if (s.slice(start).trim()) parts.push(s.slice(start));
+  if (s.slice(start).trim()) parts.push({ text: s.slice(start), start });
   return parts;
+}
+
+export function splitTopLevel(s: string): string[] {
+  return splitTopLevelParts(s).map((part) => part.text);
 }

@@ -1,5 +1,5 @@
 import { AnalysisError } from '../../errors/sluice-error.js';
-import { arrayOf, isArray, isStruct, parseDataType, structOf, type DataType } from '../data-types.js';
+import { arrayOf, isArray, isStruct, parseDataType, splitTopLevel, structOf, type DataType } from '../data-types.js';
 import { argumentTypeError } from './errors.js';
 import type { ScalarFunctionSignature } from './signature.js';
 import { literalOf, requireStrings } from './type-rules.js';
@@ -17,22 +17,6 @@ export function parseSchemaString(text: string): DataType {
     return { name: m[1]!.replace(/^`|`$/g, ''), type: parseDataType(m[2]!) };
   });
   return structOf(fields);
-}
-
-function splitTopLevel(s: string): string[] {
-  const parts: string[] = [];
-  let depth = 0;
-  let start = 0;
-  for (let i = 0; i < s.length; i++) {
-    if (s[i] === '<' || s[i] === '(') depth++;
-    else if (s[i] === '>' || s[i] === ')') depth--;
-    else if (s[i] === ',' && depth === 0) {
-      parts.push(s.slice(start, i));
-      start = i + 1;
-    }
-  }
-  if (s.slice(start).trim()) parts.push(s.slice(start));
-  return parts;
 }
 
 /** Signatures of JSON functions (implementations: lib/execution/functions/json-functions.ts). */
