@@ -43,6 +43,8 @@ export interface HopInput {
   readonly routingOrdinals: readonly number[];
   /** Cut-output ordinal of the event-time column whose maximum travels with the rows; null without a watermark. */
   readonly eventTimeOrdinal: number | null;
+  /** Stage 2 only forwards its rows to a join behind hop 2 (routed by that join's key, to share the load). */
+  readonly forwarded?: boolean;
 }
 
 /** A watermark operator of stage 2: which inputs' shards it is computed from, and its delay. */
@@ -218,6 +220,7 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
     cutOutput: cuts.get(id)!.output,
     routingOrdinals: ordinals.get(id)!,
     eventTimeOrdinal: eventTimeOrdinal.get(id) ?? null,
+    ...(split?.forwarded.includes(id) ? { forwarded: true } : {}),
   }));
   const partial = {
     inputs,
@@ -399,6 +402,8 @@ interface SplitAtJoin {
   readonly above: readonly LogicalPlan[];
   readonly routing: Routing;
   readonly operator: StatefulOperatorInfo;
+  /** The inputs stage 2 forwards unchanged. */
+  readonly forwarded: readonly string[];
 }
 
 /**
@@ -409,6 +414,7 @@ interface SplitAtJoin {
 function splitAtJoin(root: LogicalPlan, join: JoinNode, statefulNodes: readonly LogicalPlan[], ids: readonly string[], cuts: Cuts): SplitAtJoin | null {
   const routing: Routing = { names: [], ordinals: new Map() };
   const below: LogicalPlan[] = [];
+  const forwarded: string[] = [];
   const pairs = routedPairs(join);
   for (const [index, side] of [join.left, join.right].entries()) {
     const sideIds = ids.filter((id) => holdsNode(side, cuts.get(id)!));
@@ -420,6 +426,7 @@ function splitAtJoin(root: LogicalPlan, join: JoinNode, statefulNodes: readonly 
         routing.ordinals.set(id, ordinals.every((o) => o >= 0) ? ordinals : []);
       }
       if (sideIds.length > 0) routing.names.push('(forwarded)');
+      forwarded.push(...sideIds);
       continue;
     }
     const top = sideOperators.find((n) => sideIds.every((id) => holdsNode(n, cuts.get(id)!)));
@@ -437,7 +444,7 @@ function splitAtJoin(root: LogicalPlan, join: JoinNode, statefulNodes: readonly 
   const { names } = joinKeySets(join);
   const operator = { kind: describeOperator(join), keys: names };
   return {
-    plan, exchange, join: rewritten, keyPairs: pairs, below, above: [...new Set(above)], routing,
+    plan, exchange, join: rewritten, keyPairs: pairs, below, above: [...new Set(above)], routing, forwarded,
     operator: { kind: below.map(describeOperator).join(' + '), keys: routing.names },
     hop: {
       index: 1, output: exchange.output,
