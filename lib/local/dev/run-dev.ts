@@ -198,7 +198,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     await provisionLocal(clients, deployment, shards);
     for (const name of [...[...sourceStreams.values()].slice(1), ...internalStreams]) await createStreamAndWait(clients.kinesis, name, shards);
     const streamList = [...sourceStreams.entries()].map(([source, stream]) => `${stream}${sources.length > 1 ? ` (${source})` : ''}`).join(', ');
-    say(`created: stream${sources.length > 1 ? 's' : ''} ${streamList} (${plural(shards, 'shard')} each)${internalStreams.length ? `, internal repartition stream${internalStreams.length > 1 ? 's' : ''} ${internalStreams.join(', ')} (${plural(shards, 'shard')})` : ''}, tables ${deployment.checkpointTable} / ${deployment.stateTable} / ${deployment.sinkTable}, buckets ${deployment.sinkBucket} / ${deployment.deadLetterBucket}`);
+    say(`created: stream${sources.length > 1 ? 's' : ''} ${streamList} (${plural(shards, 'shard')}${sources.length > 1 ? ' each' : ''})${internalStreams.length ? `, internal repartition stream${internalStreams.length > 1 ? 's' : ''} ${internalStreams.join(', ')} (${plural(shards, 'shard')})` : ''}, tables ${deployment.checkpointTable} / ${deployment.stateTable} / ${deployment.sinkTable}, buckets ${deployment.sinkBucket} / ${deployment.deadLetterBucket}`);
     if (query.stages.length > 1) {
       say(`stages: ${query.stages.map((st) => `stage ${st.index + 1}${st.sourceName && sources.length > 1 ? ` (${st.sourceName})` : ''} ${st.writes === 'sink' ? '→ sink' : `→ internal stream ${st.outputHop!.index + 1}`}`).join('; ')}`);
     }
