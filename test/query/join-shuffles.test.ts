@@ -10,7 +10,7 @@ import { compileQuery } from '../../lib/query/compiled-query.js';
 import { explainQuery } from '../../lib/query/validate-query.js';
 import { inMemoryJoin, joinEvents } from '../support/join-queries.js';
 import {
-  aggregateThenJoin, inMemoryThree, joinThenCountByAmount, joinThenCountByJoinKey, joinThenJoinOnOtherKey, shipmentsByAmount,
+  aggregateThenJoin, aggregatesJoinedOnWindow, inMemoryThree, joinThenCountByAmount, joinThenCountByJoinKey, joinThenJoinOnOtherKey, shipmentsByAmount,
 } from '../support/chain-queries.js';
 import { runThroughHops } from '../support/run-through-hops.js';
 
@@ -92,6 +92,20 @@ describe('an aggregate feeding a join', () => {
     expect(expected.length).toBeGreaterThan(20);
     for (const shards of [1, 2, 4]) {
       expect({ shards, rows: (await runThroughHops(def, events, shards, 3, shards === 2 ? 3 : 0)).rows }).toEqual({ shards, rows: expected });
+    }
+  });
+});
+
+describe('two aggregates joined on their window (Spark\'s documented chain)', () => {
+  const events = joinEvents(540, 9);
+
+  it('each aggregate in stage 2 (a window alone routes nowhere: one partition), the join in stage 3 routed by the window', async () => {
+    expect(shape(aggregatesJoinedOnWindow('aggs-join-shape'))).toEqual({ stages: 3, hops: [['(one partition)', '(one partition)'], ['ow = pw']] });
+    const def = aggregatesJoinedOnWindow('aggs-join-run');
+    const expected = await inMemoryJoin(def, events);
+    expect(expected.length).toBeGreaterThan(10);
+    for (const shards of [1, 2, 4]) {
+      expect({ shards, rows: (await runThroughHops(def, events, shards, 3)).rows }).toEqual({ shards, rows: expected });
     }
   });
 });

@@ -174,3 +174,19 @@ export function aggregateThenJoin(name: string): MultiSourceQueryDefinition {
     },
   });
 }
+
+/**
+ * Spark's documented chain: two windowed aggregates joined on their window (spark-diff
+ * `agg-join-agg-window` checks the shape against PySpark 4.0.1): orders and payments counted per
+ * 10-minute window, each in stage 2 by its own window, joined in stage 3 routed by the window.
+ */
+export function aggregatesJoinedOnWindow(name: string): MultiSourceQueryDefinition {
+  return defineQuery({
+    name, sources, outputMode: 'append', sink: { kind: 's3-files' },
+    transform: ({ orders, payments }) => {
+      const ordered = orders!.withWatermark('ts', '10 minutes').groupBy(window(col('ts'), '10 minutes').as('ow')).agg(count('*').as('orders'));
+      const paid = payments!.withWatermark('pts', '10 minutes').groupBy(window(col('pts'), '10 minutes').as('pw')).agg(sum(col('paid')).as('paid'));
+      return ordered.join(paid, col('ow').eq(col('pw')));
+    },
+  });
+}
