@@ -1,7 +1,7 @@
 /**
  * The `sluice` command line (bin/sluice.ts registers the TypeScript loader, then imports this).
  *
- *   sluice dev [query-module] [--input events.jsonl] [--shards N] [--out DIR] [--batch-size N]
+ *   sluice dev [query-module] [--input events.jsonl | --input <source>=<file> ...] [--shards N] [--out DIR] [--batch-size N]
  *              [--mode append|update|complete] [--seed S] [--quiet] [--rate N/s] [--ui [port]]
  *   sluice explain [query-module] [--shards N] [--no-repartition]
  *   sluice status|progress|state <query> ...   a deployed query (bin/commands/)
@@ -44,7 +44,8 @@ program
   .description('run a query locally, end to end: embedded Kinesis/DynamoDB/S3 emulators, the real Lambda handlers, '
     + 'a local event source mapping; prints every batch')
   .argument('[query-module]', 'a module whose default export is a QueryDefinition (default: hourly sales per store)')
-  .option('--input <file>', 'events to put, one JSON object (or CSV line) per line (default: generated sample sales)')
+  .option('--input <file>', 'events to put, one JSON object (or CSV line) per line (default: generated sample sales); '
+    + 'a query over several streams takes <source>=<file> once per source', (value: string, previous: string[] = []) => [...previous, value])
   .option('--shards <n>', 'Kinesis shards', positiveInt('--shards'), 2)
   .option('--out <dir>', 'write the final sink contents and dead-letters.jsonl here')
   .option('--batch-size <n>', 'records per Lambda invocation (the event source mapping\'s BatchSize)', positiveInt('--batch-size'), 25)
@@ -57,7 +58,7 @@ program
   })
   .option('--ui [port]', 'serve a live progress page (Spark UI\'s streaming tab) on 127.0.0.1 (default: a free port); it stays up after the run until Ctrl-C')
   .action(async (queryModule: string | undefined, opts: {
-    input?: string; shards: number; out?: string; batchSize: number; mode?: OutputMode; seed?: number; quiet?: boolean; rate?: number; ui?: string | boolean;
+    input?: string[]; shards: number; out?: string; batchSize: number; mode?: OutputMode; seed?: number; quiet?: boolean; rate?: number; ui?: string | boolean;
   }) => {
     const board = opts.ui ? new ProgressBoard() : undefined;
     const port = typeof opts.ui === 'string' ? positiveInt('--ui')(opts.ui) : 0;

@@ -28,7 +28,8 @@ import { AnalysisError } from '../errors/sluice-error.js';
 import { bind, resolveName } from './binder.js';
 import { splitJoinCondition } from './join-condition.js';
 import { isStatefulOperator } from './stateful-operators.js';
-import { chainAbove, traceToCut, withChildren, type Hop, type PlannedStage, type StatefulOperatorInfo } from './stages.js';
+import { chainAbove, traceToCut, withChildren, type Hop, type OperatorKeys, type PlannedStage, type StatefulOperatorInfo } from './stages.js';
+import { joinExchange } from './join-exchange.js';
 
 /** One source stream's side of the hop. */
 export interface HopInput {
@@ -42,6 +43,8 @@ export interface HopInput {
   readonly routingOrdinals: readonly number[];
   /** Cut-output ordinal of the event-time column whose maximum travels with the rows; null without a watermark. */
   readonly eventTimeOrdinal: number | null;
+  /** Stage 2 only forwards its rows to a join behind hop 2 (routed by that join's key, to share the load). */
+  readonly forwarded?: boolean;
 }
 
 /** A watermark operator of stage 2: which inputs' shards it is computed from, and its delay. */
@@ -177,41 +180,20 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   }
   const lower = statefulNodes.filter((n) => n !== stateful && holds(stateful, n));
   const blocking = [stateful, ...lower].find((n) => n.kind !== 'Join');
-  if (lower.length > 0 && blocking) {
+  const route = lower.length > 0 && !blocking ? routeGroup(stateful, lower, inputIds, cuts) : null;
+  // A join over operators it cannot share a stage with (an aggregate, or joins on other keys) gets
+  // its own hop: the stage below runs them and forwards the rest (join-exchange.ts).
+  const split = lower.length > 0 && stateful.kind === 'Join' && (blocking || route?.names.length === 0)
+    ? splitAtJoin(plan, stateful, statefulNodes, inputIds, cuts)
+    : null;
+  if (lower.length > 0 && blocking && !split) {
     throw refuse(`${describeOperator(blocking)} and the stream-stream join it feeds or reads would share a stage, which only joins on one key can`,
       'join the streams first, then aggregate or deduplicate the result; or co-partition the streams by the key.');
   }
-
-  // Routing: a key position routes when, on every side, it traces to an unchanged column of every input below that side.
-  const { names, sides } = keySetsOf(stateful);
-  const ordinals = new Map<string, number[]>(inputIds.map((id) => [id, []]));
-  const routingNames: string[] = [];
-  if (lower.length > 0) {
-    // Join → join in one stage: every stream routed by one class of keys the joins equate.
-    const route = joinChainRouting([...lower, stateful] as JoinNode[], inputIds.map((id) => [id, cuts.get(id)!] as const));
-    if (route) {
-      routingNames.push(route.name);
-      for (const id of inputIds) ordinals.get(id)!.push(route.ordinals.get(id)!);
-    }
-  } else {
-    for (let k = 0; k < names.length; k++) {
-      const found = new Map<string, number>();
-      let usable = true;
-      for (const side of sides) {
-        const key = side.keys[k];
-        for (const id of inputIds) {
-          const cut = cuts.get(id)!;
-          if (!holds(side.subtree, cut)) continue;
-          const ordinal = key ? traceToCut(side.subtree, key, cut) : -1;
-          if (ordinal < 0 || (found.has(id) && found.get(id) !== ordinal)) usable = false;
-          found.set(id, ordinal);
-        }
-      }
-      if (!usable || inputIds.some((id) => !found.has(id))) continue;
-      routingNames.push(names[k]!);
-      for (const id of inputIds) ordinals.get(id)!.push(found.get(id)!);
-    }
-  }
+  const routed = split?.routing ?? route ?? routeGroup(stateful, [], inputIds, cuts);
+  const { names } = keySetsOf(stateful);
+  const ordinals = routed.ordinals;
+  const routingNames = routed.names;
 
   // Watermarks: each is computed from the shards of the streams below it; its column must cross the hop unchanged.
   const watermarkNodes = collect(plan, (n) => n.kind === 'EventTimeWatermark') as EventTimeWatermarkNode[];
@@ -238,34 +220,61 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
     cutOutput: cuts.get(id)!.output,
     routingOrdinals: ordinals.get(id)!,
     eventTimeOrdinal: eventTimeOrdinal.get(id) ?? null,
+    ...(split?.forwarded.includes(id) ? { forwarded: true } : {}),
   }));
   const partial = {
     inputs,
     routingColumns: routingNames,
     watermarks,
-    statefulOperator: { kind: describeOperator(stateful), keys: names },
+    statefulOperator: split?.operator ?? { kind: describeOperator(stateful), keys: names },
   };
+  const replaceInputs = (relationIdOf: (sourceId: string) => string) => {
+    const replace = (node: LogicalPlan): LogicalPlan => {
+      const input = inputs.find((i) => i.stage1 === node);
+      if (input) {
+        return {
+          kind: 'StreamingRelation', sourceId: relationIdOf(input.sourceId),
+          schema: input.cutOutput.map((a) => ({ name: a.name, type: a.type })), output: input.cutOutput,
+        };
+      }
+      const children = planChildren(node);
+      const replaced = children.map(replace);
+      return replaced.every((c, i) => c === children[i]) ? node : withChildren(node, replaced);
+    };
+    return replace;
+  };
+  if (split) {
+    // Stage 2 runs what is below the join and writes the exchange; stage 3 runs the join and chains on.
+    const chain = chainAbove(split.plan, split.above, {
+      cut: null, hop: split.hop, coPartitioned: (_node, keys) => keepsJoinRouting(split.join, split.keyPairs, keys),
+    });
+    const joinStage: PlannedStage = {
+      index: 2, input: split.hop, output: chain.hops[1] ?? null, operators: chain.firstOperators,
+      plan: (sourceId) => replaceNode(chain.firstTop, split.exchange, { kind: 'StreamingRelation', sourceId, schema: split.hop.output.map((a) => ({ name: a.name, type: a.type })), output: split.hop.output }),
+    };
+    return {
+      ...partial,
+      hops: [hopOf(partial, inputs[0]!), ...chain.hops],
+      later: [joinStage, ...chain.later],
+      stage2Operators: split.below.map((n) => ({ kind: describeOperator(n), keys: keySetsOf(n).names })),
+      stage2: (relationIdOf) => replaceInputs(relationIdOf)(split.exchange),
+    };
+  }
   // The stateful operators above: each behind its own hop from stage 2 on, as a single stream's chain.
-  const chain = chainAbove(plan, statefulNodes.filter((n) => !lower.includes(n)), { cut: null, hop: hopOf(partial, inputs[0]!) });
+  // One directly above a single join whose routing its keys keep runs in stage 2 (no hop).
+  const chain = chainAbove(plan, statefulNodes.filter((n) => !lower.includes(n)), {
+    cut: null, hop: hopOf(partial, inputs[0]!),
+    ...(stateful.kind === 'Join' && lower.length === 0 && routingNames.length > 0
+      ? { coPartitioned: (_node: LogicalPlan, keys: OperatorKeys) => keepsJoinRouting(stateful, routedPairs(stateful), keys) }
+      : {}),
+  });
   return {
     ...partial,
     hops: chain.hops,
     later: chain.later,
     stage2Operators: [...lower.map((n) => ({ kind: describeOperator(n), keys: keySetsOf(n).names })), ...chain.firstOperators],
     stage2: (relationIdOf) => {
-      const replace = (node: LogicalPlan): LogicalPlan => {
-        const input = inputs.find((i) => i.stage1 === node);
-        if (input) {
-          return {
-            kind: 'StreamingRelation', sourceId: relationIdOf(input.sourceId),
-            schema: input.cutOutput.map((a) => ({ name: a.name, type: a.type })), output: input.cutOutput,
-          };
-        }
-        const children = planChildren(node);
-        const replaced = children.map(replace);
-        return replaced.every((c, i) => c === children[i]) ? node : withChildren(node, replaced);
-      };
-      return replace(chain.firstTop);
+      return replaceInputs(relationIdOf)(chain.firstTop);
     },
   };
 }
@@ -307,6 +316,142 @@ function joinChainRouting(joins: readonly JoinNode[], inputs: readonly (readonly
     }
   }
   return null;
+}
+
+type Cuts = ReadonlyMap<string, LogicalPlan>;
+interface Routing { names: string[]; ordinals: Map<string, number[]> }
+
+const holdsNode = (node: LogicalPlan, target: LogicalPlan): boolean => collect(node, (n) => n === target).length > 0;
+
+/**
+ * How the inputs `ids` are routed so that the rows `stateful` (and the joins `lower` below it, in one
+ * stage) must see together meet on one shard. No routing key ([] names): one partition.
+ */
+function routeGroup(stateful: LogicalPlan, lower: readonly LogicalPlan[], ids: readonly string[], cuts: Cuts): Routing {
+  const ordinals = new Map<string, number[]>(ids.map((id) => [id, []]));
+  const names: string[] = [];
+  if (lower.length > 0) {
+    // Join → join in one stage: every stream routed by one class of keys the joins equate.
+    const route = joinChainRouting([...lower, stateful] as JoinNode[], ids.map((id) => [id, cuts.get(id)!] as const));
+    if (route) {
+      names.push(route.name);
+      for (const id of ids) ordinals.get(id)!.push(route.ordinals.get(id)!);
+    }
+    return { names, ordinals };
+  }
+  // A key position routes when, on every side, it traces to an unchanged column of every input below that side.
+  const { names: keyNames, sides } = keySetsOf(stateful);
+  for (let k = 0; k < keyNames.length; k++) {
+    const found = new Map<string, number>();
+    let usable = true;
+    for (const side of sides) {
+      const key = side.keys[k];
+      for (const id of ids) {
+        const cut = cuts.get(id)!;
+        if (!holdsNode(side.subtree, cut)) continue;
+        const ordinal = key ? traceToCut(side.subtree, key, cut) : -1;
+        if (ordinal < 0 || (found.has(id) && found.get(id) !== ordinal)) usable = false;
+        found.set(id, ordinal);
+      }
+    }
+    if (!usable || ids.some((id) => !found.has(id))) continue;
+    names.push(keyNames[k]!);
+    for (const id of ids) ordinals.get(id)!.push(found.get(id)!);
+  }
+  return { names, ordinals };
+}
+
+/** A join's equi-key pairs that can route (plain columns of the same type on both sides). */
+function routedPairs(join: JoinNode): (readonly [Attribute, Attribute])[] {
+  const { sides } = joinKeySets(join);
+  return sides[0]!.keys.map((l, k) => [l, sides[1]!.keys[k]!] as const)
+    .filter((p): p is readonly [Attribute, Attribute] => p[0] !== null && p[1] !== null);
+}
+
+/**
+ * Whether the stateful operator `node` right above `join` (routed by `pairs`) sees each of its
+ * groups on one shard: for every key pair, one of its keys is that pair's column, unchanged, from
+ * a side the join never pads with NULL (an outer join's unmatched rows carry NULL on the other side,
+ * routed by their own side's key).
+ */
+function keepsJoinRouting(join: JoinNode, pairs: readonly (readonly [Attribute, Attribute])[], keys: OperatorKeys): boolean {
+  if (pairs.length === 0) return false;
+  const leftKept = join.joinType === 'inner' || join.joinType === 'left_outer' || join.joinType === 'left_semi';
+  const rightKept = join.joinType === 'inner' || join.joinType === 'right_outer';
+  const traced = new Set(keys.keys.map((k) => traceToCut(keys.child, k, join)).filter((o) => o >= 0).map((o) => join.output[o]!.id));
+  return pairs.every(([l, r]) => (leftKept && traced.has(l.id)) || (rightKept && traced.has(r.id)));
+}
+
+function replaceNode(plan: LogicalPlan, target: LogicalPlan, replacement: LogicalPlan): LogicalPlan {
+  if (plan === target) return replacement;
+  const children = planChildren(plan);
+  const replaced = children.map((c) => replaceNode(c, target, replacement));
+  return replaced.every((c, i) => c === children[i]) ? plan : withChildren(plan, replaced);
+}
+
+interface SplitAtJoin {
+  /** The query with the join reading its sides back from the exchange. */
+  readonly plan: LogicalPlan;
+  readonly exchange: LogicalPlan;
+  readonly join: JoinNode;
+  readonly keyPairs: readonly (readonly [Attribute, Attribute])[];
+  /** Hop 2: the exchange, routed by the join's keys, carrying stage 2's output watermark. */
+  readonly hop: Hop;
+  /** Stage 2's stateful operators, and the join and those above it (children first). */
+  readonly below: readonly LogicalPlan[];
+  readonly above: readonly LogicalPlan[];
+  readonly routing: Routing;
+  readonly operator: StatefulOperatorInfo;
+  /** The inputs stage 2 forwards unchanged. */
+  readonly forwarded: readonly string[];
+}
+
+/**
+ * Stage 2 below `join`, stage 3 from `join` up. Each side of the join is either plain streams
+ * (forwarded by stage 2) or one group of stateful operators stage 2 can run: the lowest one its
+ * streams all feed, with the joins below it on one key class. Null when a side needs more.
+ */
+function splitAtJoin(root: LogicalPlan, join: JoinNode, statefulNodes: readonly LogicalPlan[], ids: readonly string[], cuts: Cuts): SplitAtJoin | null {
+  const routing: Routing = { names: [], ordinals: new Map() };
+  const below: LogicalPlan[] = [];
+  const forwarded: string[] = [];
+  const pairs = routedPairs(join);
+  for (const [index, side] of [join.left, join.right].entries()) {
+    const sideIds = ids.filter((id) => holdsNode(side, cuts.get(id)!));
+    const sideOperators = statefulNodes.filter((n) => holdsNode(side, n));
+    if (sideOperators.length === 0) {
+      // Forwarded: routed by the join's own key, so stage 2's shards share the load.
+      for (const id of sideIds) {
+        const ordinals = pairs.map((p) => traceToCut(side, p[index]!, cuts.get(id)!));
+        routing.ordinals.set(id, ordinals.every((o) => o >= 0) ? ordinals : []);
+      }
+      if (sideIds.length > 0) routing.names.push('(forwarded)');
+      forwarded.push(...sideIds);
+      continue;
+    }
+    const top = sideOperators.find((n) => sideIds.every((id) => holdsNode(n, cuts.get(id)!)));
+    if (!top) return null;
+    const lower = sideOperators.filter((n) => n !== top);
+    if (lower.some((n) => !holdsNode(top, n) || n.kind !== 'Join') || (lower.length > 0 && top.kind !== 'Join')) return null;
+    const group = routeGroup(top, lower, sideIds, cuts);
+    for (const id of sideIds) routing.ordinals.set(id, group.ordinals.get(id)!);
+    routing.names.push(group.names.length > 0 ? group.names.join(', ') : '(one partition)');
+    below.push(...sideOperators);
+  }
+  const { exchange, keyOrdinals, join: rewritten } = joinExchange(join, pairs);
+  const plan = replaceNode(root, join, rewritten);
+  const above = collectPostOrder(plan, isStatefulOperator).filter((n) => !holdsNode(exchange, n));
+  const { names } = joinKeySets(join);
+  const operator = { kind: describeOperator(join), keys: names };
+  return {
+    plan, exchange, join: rewritten, keyPairs: pairs, below, above: [...new Set(above)], routing, forwarded,
+    operator: { kind: below.map(describeOperator).join(' + '), keys: routing.names },
+    hop: {
+      index: 1, output: exchange.output,
+      routingOrdinals: keyOrdinals, routingColumns: pairs.map(([l, r]) => `${l.name} = ${r.name}`),
+      routingKeyPositions: [], eventTime: null, carries: 'watermark', operator, partial: null,
+    },
+  };
 }
 
 function describeOperator(node: LogicalPlan): string {

@@ -160,9 +160,9 @@ export function traceToCut(node: LogicalPlan, attribute: Attribute, cut: Logical
   return child ? traceToCut(child, attribute, cut) : -1;
 }
 
-interface OperatorKeys { child: LogicalPlan; keys: Attribute[]; names: string[]; positions: number[] }
+export interface OperatorKeys { child: LogicalPlan; keys: Attribute[]; names: string[]; positions: number[] }
 
-function keyAttributes(stateful: LogicalPlan): OperatorKeys {
+export function keyAttributes(stateful: LogicalPlan): OperatorKeys {
   if (stateful.kind === 'Deduplicate' || stateful.kind === 'StatefulProcessing') {
     return { child: stateful.child, keys: [...stateful.keys], names: stateful.keys.map((k) => k.name), positions: stateful.keys.map((_, i) => i) };
   }
@@ -290,7 +290,10 @@ export interface ChainAbove {
  * join, or an operator over several streams), whose routing the next operator's keys cannot be
  * checked against (an outer join's NULL-padded keys route elsewhere): it always gets a hop.
  */
-export function chainAbove(plan: LogicalPlan, statefulNodes: readonly LogicalPlan[], first: { cut: LogicalPlan | null; hop: Hop }): ChainAbove {
+export function chainAbove(
+  plan: LogicalPlan, statefulNodes: readonly LogicalPlan[],
+  first: { cut: LogicalPlan | null; hop: Hop; coPartitioned?: (node: LogicalPlan, keys: OperatorKeys) => boolean },
+): ChainAbove {
   // Stateful operators must form one chain: each is below the next, with nothing joining in between.
   for (let i = 1; i < statefulNodes.length; i++) {
     const op = statefulNodes[i]!;
@@ -301,6 +304,8 @@ export function chainAbove(plan: LogicalPlan, statefulNodes: readonly LogicalPla
         'stage a chain of stateful operators over one join or one set of streams: a join (or an aggregation over several streams) first, then aggregations and deduplications of its result.');
     }
   }
+  // The first stage reads hop `base` (0, or 1 when a stage before the join only forwards its inputs).
+  const base = first.hop.index;
   const hops: Hop[] = [first.hop];
   const cuts: (LogicalPlan | null)[] = [first.cut];
   const operatorsOf: StatefulOperatorInfo[][] = [[{ kind: describe(statefulNodes[0]!), keys: first.hop.operator.keys }]];
@@ -308,13 +313,16 @@ export function chainAbove(plan: LogicalPlan, statefulNodes: readonly LogicalPla
     const op = keyAttributes(node);
     const input = hops[hops.length - 1]!;
     const inputCut = cuts[cuts.length - 1]!;
-    // Co-partitioned with the stage's input when every routing column is one of the keys, unchanged.
-    const coPartitioned = inputCut !== null && input.routingOrdinals.every((o) => new Set(routingOf(op, inputCut).map((r) => r.ordinal)).has(o));
+    // Co-partitioned with the stage's input when every routing column is one of the keys, unchanged;
+    // behind a multi-input hop (no single cut) the planner that routed it decides.
+    const coPartitioned = inputCut !== null
+      ? input.routingOrdinals.every((o) => new Set(routingOf(op, inputCut).map((r) => r.ordinal)).has(o))
+      : hops.length === 1 && first.coPartitioned !== undefined && first.coPartitioned(node, op);
     if (!coPartitioned) {
       const routing = routingOf(op, op.child);
       hops.push({
         partial: null,
-        index: hops.length, output: op.child.output,
+        index: base + hops.length, output: op.child.output,
         routingOrdinals: routing.map((r) => r.ordinal), routingColumns: routing.map((r) => r.name), routingKeyPositions: routing.map((r) => r.position),
         eventTime: null, carries: 'watermark',
         operator: { kind: node.kind, keys: op.names },
@@ -331,7 +339,7 @@ export function chainAbove(plan: LogicalPlan, statefulNodes: readonly LogicalPla
     const cut = cuts[k - 1]!;
     const top = k < cuts.length ? topOf(k) : plan;
     return {
-      index: k, input, output: hops[k] ?? null, operators: operatorsOf[k - 1]!,
+      index: base + k, input, output: hops[k] ?? null, operators: operatorsOf[k - 1]!,
       plan: (sourceId: string) => replace(top, cut, relationOver(input, sourceId)),
     };
   });

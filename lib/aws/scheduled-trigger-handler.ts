@@ -80,7 +80,8 @@ export interface ShardRun {
   deferred?: 'deadline';
 }
 
-export type ShardSummary = ShardRun & { stage: StageKind; caughtUp: boolean };
+/** `label`: the shard as reports name it (`stage 3 shardId-…`: the stage kind alone does not tell stages 2 and 3 apart). */
+export type ShardSummary = ShardRun & { stage: StageKind; label: string; caughtUp: boolean };
 
 /** The part of Lambda's context the handler uses: the time left before the function's timeout. */
 export interface ScheduledInvocationContext {
@@ -166,7 +167,7 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
       for (const shard of shards) {
         const shardId = shard.ShardId!;
         const entry = await runGuarded(context, tick, guardOf(stage), shards, shardId, stage, drain);
-        summary.push({ ...entry, stage: stage.kind, caughtUp: caughtUp.get(stage.partitionId(shardId)) ?? false });
+        summary.push({ ...entry, stage: stage.kind, label: stage.label(shardId), caughtUp: caughtUp.get(stage.partitionId(shardId)) ?? false });
       }
     }
     // Each later stage in order: the internal stream's shards, with whatever the stage before just sent.
@@ -174,7 +175,7 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
       const internalShards = parentsFirst(await listStreamShards(clients.kinesis, backends.streamOf(stage)));
       for (const shard of internalShards) {
         const entry = await runGuarded(context, tick, guardOf(stage), internalShards, shard.ShardId!, stage, true);
-        summary.push({ ...entry, stage: stage.kind, caughtUp: entry.error === undefined });
+        summary.push({ ...entry, stage: stage.kind, label: stage.label(shard.ShardId!), caughtUp: entry.error === undefined });
       }
     }
     const compaction = await compactAfterTick(context, clients, meter, lambdaContext);

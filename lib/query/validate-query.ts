@@ -235,6 +235,13 @@ function hopBoundary(senderIndex: number, hop: Hop): string {
   return `---- repartition boundary ${hop.index + 1}: internal Kinesis stream, one record per partition per batch; ${carried} ----`;
 }
 
+/** Which of an input's own columns route it. */
+function inputRouting(input: MultiInputHopPlan['inputs'][number]): string {
+  const columns = input.routingOrdinals.map((o) => input.cutOutput[o]!.name);
+  const own = columns.length > 0 ? ` (its ${columns.join(', ')})` : ' (one partition)';
+  return own;
+}
+
 function explainHop(definition: QueryDefinition, hop: MultiInputHopPlan, conf: ReadonlyMap<string, string>): string[] {
   const routing = hop.routingColumns.length > 0 ? `[${hop.routingColumns.join(', ')}]` : 'nothing (every row to one state partition)';
   const policy = conf.get('spark.sql.streaming.multipleWatermarkPolicy') ?? 'min';
@@ -242,8 +249,9 @@ function explainHop(definition: QueryDefinition, hop: MultiInputHopPlan, conf: R
   return [
     '== Stages ==',
     ...hop.inputs.flatMap((input) => [
-      `Stage 1 (each shard of ${input.sourceId}): decode, then the stateless part; rows routed by ${routing} to the internal stream, tagged '${input.sourceId}'`
-      + `${input.eventTimeOrdinal !== null ? `, max event time of ${input.cutOutput[input.eventTimeOrdinal]!.name} with them` : ''}.`,
+      `Stage 1 (each shard of ${input.sourceId}): decode, then the stateless part; rows routed by ${routing}${inputRouting(input)} to the internal stream, tagged '${input.sourceId}'`
+      + `${input.eventTimeOrdinal !== null ? `, max event time of ${input.cutOutput[input.eventTimeOrdinal]!.name} with them` : ''}`
+      + `${input.forwarded ? '; stage 2 forwards them unchanged to the join behind internal stream 2' : ''}.`,
       ...renderTree(input.stage1).map((l) => `  ${l}`),
     ]),
     '---- repartition boundary: internal Kinesis stream, one record per input, state partition and batch; each stream\'s shard watermarks travel with its rows ----',

@@ -140,20 +140,32 @@ describe('join → aggregate and stateful operators over a union, through the ho
       });
     }
 
-    it('on a computed key no stream carries: one state partition, still the in-memory answer', async () => {
+    it('on a computed key no stream carries: the first join by its key, the second behind its own hop on one state partition, still the in-memory answer', async () => {
       const def = joinThenJoin('jj-zone', 'inner', 'zone');
-      expect(compileQuery(def, { allowRepartition: true }).hops[0]!.routingColumns).toEqual([]);
+      expect(compileQuery(def, { allowRepartition: true }).hops.map((h) => h.routingColumns)).toEqual([['order_id = ref', '(forwarded)'], []]);
       const expected = await inMemoryThree(def, three);
       expect(expected.length).toBeGreaterThan(20);
       expect((await runThroughHops(def, three, 2, 2)).rows).toEqual(expected);
     });
 
-    it('an aggregate feeding a join in one stage is refused before it runs, naming the operator', () => {
+    it('a deduplication feeding a join: the deduplication behind hop 1, the join behind hop 2', () => {
       const def = defineQuery({
-        name: 'agg-join', sources: { a: { schema: 'id string, ts timestamp' }, b: { schema: 'bid string, bts timestamp' } },
+        name: 'dedup-join', sources: { a: { schema: 'id string, ts timestamp' }, b: { schema: 'bid string, bts timestamp' } },
         outputMode: 'append', sink: { kind: 's3-files' },
         transform: ({ a, b }) => a!.withWatermark('ts', '1 minute').dropDuplicatesWithinWatermark(['id'])
           .join(b!.withWatermark('bts', '1 minute'), col('id').eq(col('bid')).and(col('bts').between(col('ts'), col('ts').plus(interval('5 minutes'))))),
+      });
+      expect(compileQuery(def, { allowRepartition: true }).hops.map((h) => h.routingColumns)).toEqual([['id', '(forwarded)'], ['id = bid']]);
+    });
+
+    it('a join side that needs two stages of its own (join → deduplication → join) is refused before it runs, naming the operator', () => {
+      const def = defineQuery({
+        name: 'join-dedup-join', outputMode: 'append', sink: { kind: 's3-files' },
+        sources: { orders: { schema: ORDERS_SCHEMA }, payments: { schema: PAYMENTS_SCHEMA }, shipments: { schema: 'sid string, zone long, sts timestamp' } },
+        transform: ({ orders, payments, shipments }) => orders!.withWatermark('ts', '10 minutes')
+          .join(payments!.withWatermark('pts', '10 minutes'), col('order_id').eq(col('ref')).and(col('pts').between(col('ts'), col('ts').plus(interval('30 minutes')))))
+          .dropDuplicatesWithinWatermark(['amount'])
+          .join(shipments!.withWatermark('sts', '10 minutes'), col('amount').eq(col('zone')).and(col('sts').between(col('ts'), col('ts').plus(interval('60 minutes'))))),
       });
       expect(() => compileQuery(def, { allowRepartition: true })).toThrow(/Deduplicate and the stream-stream join it feeds or reads would share a stage/);
     });

@@ -112,3 +112,81 @@ export async function inMemoryThree(def: MultiSourceQueryDefinition, events: { o
   const schema = result.plan.output.map((a) => ({ name: a.name, type: a.type }));
   return sink.allRows().map((r) => canonicalRow(toExternalRow(r, schema as never) as Record<string, unknown>)).sort();
 }
+
+/** Shipments for about 60% of the orders, 0–50 minutes after them, each in the zone of its order's amount (sometimes the next one). */
+export function shipmentsByAmount(orders: readonly Order[], seed: number): Shipment[] {
+  const rand = prng(seed);
+  return orders.filter(() => rand() < 0.6)
+    .map((o) => ({ sid: `s-${o.order_id}`, zone: o.amount + (rand() < 0.7 ? 0 : 1), sts: new Date(Date.parse(o.ts) + Math.floor(rand() * 50 * 60_000)).toISOString() }))
+    .sort((a, b) => Date.parse(a.sts) - Date.parse(b.sts));
+}
+
+/**
+ * orders ⋈ payments on order_id, then ⋈ shipments on `amount = zone`: keys unrelated to the first
+ * join's, so the second join gets its own hop routed by amount (Spark's shuffle before it).
+ */
+export function joinThenJoinOnOtherKey(name: string, how: JoinShape = 'inner'): MultiSourceQueryDefinition {
+  return defineQuery({
+    name, outputMode: 'append', sink: { kind: 's3-files' },
+    sources: { ...sources, shipments: { schema: SHIPMENTS_SCHEMA } },
+    transform: ({ orders, payments, shipments }) => orders!.withWatermark('ts', '10 minutes')
+      .join(payments!.withWatermark('pts', '10 minutes'),
+        col('order_id').eq(col('ref')).and(col('pts').between(col('ts'), col('ts').plus(interval('30 minutes')))), how)
+      .join(shipments!.withWatermark('sts', '10 minutes'),
+        col('amount').eq(col('zone')).and(col('sts').between(col('ts'), col('ts').plus(interval('60 minutes'))))),
+  });
+}
+
+/** The join, then per order and 10-minute window its payments: keyed by the join key, so it shares the join's stage. */
+export function joinThenCountByJoinKey(name: string, how: JoinShape = 'inner'): MultiSourceQueryDefinition {
+  return defineQuery({
+    name, sources, outputMode: 'append', sink: { kind: 's3-files' },
+    transform: ({ orders, payments }) => orders!.withWatermark('ts', '10 minutes')
+      .join(payments!.withWatermark('pts', '10 minutes'),
+        col('order_id').eq(col('ref')).and(col('pts').between(col('ts'), col('ts').plus(interval('30 minutes')))), how)
+      .groupBy(window(col('ts'), '10 minutes'), col('order_id')).agg(count('*').as('payments'), sum(col('paid')).as('paid')),
+  });
+}
+
+/** The join, then per amount and 10-minute window: keys unrelated to the join's, so it gets its own hop. */
+export function joinThenCountByAmount(name: string): MultiSourceQueryDefinition {
+  return defineQuery({
+    name, sources, outputMode: 'append', sink: { kind: 's3-files' },
+    transform: ({ orders, payments }) => orders!.withWatermark('ts', '10 minutes')
+      .join(payments!.withWatermark('pts', '10 minutes'),
+        col('order_id').eq(col('ref')).and(col('pts').between(col('ts'), col('ts').plus(interval('30 minutes')))))
+      .groupBy(window(col('ts'), '10 minutes'), col('amount')).agg(count('*').as('orders')),
+  });
+}
+
+/**
+ * A windowed aggregate feeding a join (Spark 4's chained stateful operators in append mode; checked
+ * against PySpark 4.0.1 by spark-diff `agg-then-join-stream`): payments summed per reference and
+ * 10-minute window, then joined with the orders on the reference.
+ */
+export function aggregateThenJoin(name: string): MultiSourceQueryDefinition {
+  return defineQuery({
+    name, sources, outputMode: 'append', sink: { kind: 's3-files' },
+    transform: ({ orders, payments }) => {
+      const paid = payments!.withWatermark('pts', '10 minutes')
+        .groupBy(window(col('pts'), '10 minutes').as('pw'), col('ref')).agg(count('*').as('payments'), sum(col('paid')).as('paid'));
+      return paid.join(orders!.withWatermark('ts', '10 minutes'), col('ref').eq(col('order_id')));
+    },
+  });
+}
+
+/**
+ * Spark's documented chain: two windowed aggregates joined on their window (spark-diff
+ * `agg-join-agg-window` checks the shape against PySpark 4.0.1): orders and payments counted per
+ * 10-minute window, each in stage 2 by its own window, joined in stage 3 routed by the window.
+ */
+export function aggregatesJoinedOnWindow(name: string): MultiSourceQueryDefinition {
+  return defineQuery({
+    name, sources, outputMode: 'append', sink: { kind: 's3-files' },
+    transform: ({ orders, payments }) => {
+      const ordered = orders!.withWatermark('ts', '10 minutes').groupBy(window(col('ts'), '10 minutes').as('ow')).agg(count('*').as('orders'));
+      const paid = payments!.withWatermark('pts', '10 minutes').groupBy(window(col('pts'), '10 minutes').as('pw')).agg(sum(col('paid')).as('paid'));
+      return ordered.join(paid, col('ow').eq(col('pw')));
+    },
+  });
+}

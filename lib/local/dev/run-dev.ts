@@ -14,7 +14,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { stringifyWithLongs } from '../../core/long.js';
-import { isMultiSource, type StreamingQueryDefinition } from '../../query/query-definition.js';
+import { isMultiSource, sourcesOf, type QueryDefinition } from '../../query/query-definition.js';
 import { IllegalArgumentError } from '../../errors/sluice-error.js';
 import { compileQuery } from '../../query/compiled-query.js';
 import type { QueryStage } from '../../query/query-stage.js';
@@ -50,8 +50,11 @@ import { putAtRate } from './put-at-rate.js';
 export interface DevOptions {
   /** A module whose default export is a StreamingQueryDefinition; default: hourly sales per store. */
   readonly queryModule?: string;
-  /** JSON Lines (or CSV lines for a csv source): one record per line. */
-  readonly input?: string;
+  /**
+   * JSON Lines (or CSV lines for a csv source): one record per line. A query over several streams
+   * takes one file per source, `<source>=<file>` (repeat the option).
+   */
+  readonly input?: string | readonly string[];
   readonly shards?: number;
   readonly out?: string;
   readonly batchSize?: number;
@@ -91,7 +94,7 @@ export interface DevSummary {
 /** A record to put: generated sample events, or one line of `--input` (bytes). */
 type DevRecord = Pick<SampleRecord, 'partitionKey' | 'wave' | 'kind'> & { readonly data: string | Uint8Array };
 
-function withMode(definition: StreamingQueryDefinition, mode: OutputMode | undefined, print: (line: string) => void): StreamingQueryDefinition {
+function withMode(definition: QueryDefinition, mode: OutputMode | undefined, print: (line: string) => void): QueryDefinition {
   if (!mode || mode === definition.outputMode) return definition;
   const fits = sinkSupportsMode(definition.sink.kind, mode);
   const sink = fits ? definition.sink : defaultSinkFor(mode);
@@ -116,36 +119,40 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
   if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) throw new Error(`--batch-size must be an integer from 1 to 10000, got ${options.batchSize}`);
 
   const loaded = options.queryModule ? await importQueryModule(options.queryModule) : hourlySalesQuery(options.mode ?? 'update');
-  if (isMultiSource(loaded)) {
-    throw new IllegalArgumentError(`query '${loaded.name}' reads several streams (${Object.keys(loaded.sources).join(', ')}); sluice dev runs one-stream queries.`, {
-      code: 'MULTI_SOURCE_DEV_UNSUPPORTED', hint: 'run it on the emulators from a test (test/support/aws-pipeline.ts deploys several streams), or deploy it.',
-    });
-  }
   const definition = options.queryModule ? withMode(loaded, options.mode, print) : loaded;
   // Refused shapes are reported before anything starts. A query whose state is not keyed by the
-  // stream's partition key runs with a repartition stage (an internal stream, a second function).
+  // stream's partition key runs with repartition stages (one internal stream per hop).
   const query = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true });
   const { columns, needsRepartition } = query;
-  const stages = new Map([query.sourceStage, query.stateStage].flatMap((s) => (s ? [[s.kind, s] as const] : [])));
+  const sources = sourcesOf(definition);
+  const inputFiles = inputFilesOf(definition, options.input);
 
-  let records: readonly DevRecord[];
+  // Each source stream's records (a one-stream query: the one stream).
+  const inputs: { source: string; records: readonly DevRecord[] }[] = [];
   let origin: string;
-  let inputNotes: readonly string[] = [];
+  const inputNotes: string[] = [];
   let skippedInput: DevSummary['skippedInput'] = [];
-  if (options.input) {
-    if (!existsSync(options.input)) throw new Error(`input file ${options.input} not found`);
-    // Bytes, not text: invalid UTF-8 must reach the decoder (and its dead letters) unchanged.
-    const input = recordsFromInputBytes(readFileSync(options.input), definition.source, options.seed ?? 1);
-    records = input.records.map((r) => ({ ...r, kind: 'event' as const }));
-    inputNotes = input.notes;
-    skippedInput = input.skipped;
-    origin = `${options.input} (${plural(records.length, 'record')}${skippedInput.length ? `, ${skippedInput.length} skipped` : ''})`;
+  if (inputFiles) {
+    const origins: string[] = [];
+    for (const { name, spec } of sources) {
+      const file = inputFiles.get(name)!;
+      if (!existsSync(file)) throw new Error(`input file ${file} not found`);
+      // Bytes, not text: invalid UTF-8 must reach the decoder (and its dead letters) unchanged.
+      const input = recordsFromInputBytes(readFileSync(file), spec, options.seed ?? 1);
+      inputs.push({ source: name, records: input.records.map((r) => ({ ...r, kind: 'event' as const })) });
+      inputNotes.push(...input.notes);
+      skippedInput = [...skippedInput, ...input.skipped];
+      origins.push(`${sources.length > 1 ? `${name}: ` : ''}${file} (${plural(input.records.length, 'record')}${input.skipped.length ? `, ${input.skipped.length} skipped` : ''})`);
+    }
+    origin = origins.join(', ');
   } else {
-    records = generateSalesEvents({ seed: options.seed ?? 3 });
-    const late = records.filter((r) => r.kind === 'late').length;
-    const bad = records.filter((r) => r.kind === 'malformed').length;
-    origin = `generated sample sales (${plural(records.length, 'record')}: ${late} late, ${bad} malformed; seed ${options.seed ?? 3})`;
+    const generated = generateSalesEvents({ seed: options.seed ?? 3 });
+    inputs.push({ source: sources[0]!.name, records: generated });
+    const late = generated.filter((r) => r.kind === 'late').length;
+    const bad = generated.filter((r) => r.kind === 'malformed').length;
+    origin = `generated sample sales (${plural(generated.length, 'record')}: ${late} late, ${bad} malformed; seed ${options.seed ?? 3})`;
   }
+  const records = inputs.flatMap((i) => i.records);
 
   say(`sluice dev: query '${definition.name}' (${definition.outputMode} mode → ${definition.sink.kind} sink), ${plural(shards, 'shard')}, batch size ${batchSize}`);
   say(`events: ${origin}${options.ratePerSecond ? `, put at ${options.ratePerSecond} records/s` : ''}`);
@@ -179,17 +186,26 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     clients = createAwsClients(emulators.clientOptions);
     // On an external LocalStack, earlier runs' resources may still exist: use fresh names.
     const deployment = localDeployment(emulators.external ? `dev-${Date.now().toString(36)}` : 'dev');
+    // One stream per source (the first is the deployment's), one internal stream per hop, as the construct deploys them.
+    const sourceStreams = new Map(sources.map((s, i) => [s.name, i === 0 ? deployment.streamName : `${deployment.streamName}-${s.name}`]));
+    const internalStreams = query.hops.map((h) => (h.index === 0 ? `${deployment.streamName}-repartition` : `${deployment.streamName}-repartition-${h.index + 1}`));
     const config: RuntimeConfig = {
       ...localRuntimeConfig(deployment, { shards, idleShardTimeoutMs: 0 }),
-      ...(needsRepartition ? { repartitionStreamName: `${deployment.streamName}-repartition` } : {}),
+      ...(internalStreams.length > 0 ? { repartitionStreamName: internalStreams[0] } : {}),
+      ...(internalStreams.length > 1 ? { repartitionStreamNames: internalStreams } : {}),
+      ...(isMultiSource(definition) ? { sourceStreams: Object.fromEntries(sourceStreams) } : {}),
     };
     await provisionLocal(clients, deployment, shards);
-    if (config.repartitionStreamName) await createStreamAndWait(clients.kinesis, config.repartitionStreamName, shards);
-    say(`created: stream ${deployment.streamName} (${plural(shards, 'shard')})${config.repartitionStreamName ? `, internal repartition stream ${config.repartitionStreamName} (${plural(shards, 'shard')})` : ''}, tables ${deployment.checkpointTable} / ${deployment.stateTable} / ${deployment.sinkTable}, buckets ${deployment.sinkBucket} / ${deployment.deadLetterBucket}`);
+    for (const name of [...[...sourceStreams.values()].slice(1), ...internalStreams]) await createStreamAndWait(clients.kinesis, name, shards);
+    const streamList = [...sourceStreams.entries()].map(([source, stream]) => `${stream}${sources.length > 1 ? ` (${source})` : ''}`).join(', ');
+    say(`created: stream${sources.length > 1 ? 's' : ''} ${streamList} (${plural(shards, 'shard')}${sources.length > 1 ? ' each' : ''})${internalStreams.length ? `, internal repartition stream${internalStreams.length > 1 ? 's' : ''} ${internalStreams.join(', ')} (${plural(shards, 'shard')})` : ''}, tables ${deployment.checkpointTable} / ${deployment.stateTable} / ${deployment.sinkTable}, buckets ${deployment.sinkBucket} / ${deployment.deadLetterBucket}`);
+    if (query.stages.length > 1) {
+      say(`stages: ${query.stages.map((st) => `stage ${st.index + 1}${st.sourceName && sources.length > 1 ? ` (${st.sourceName})` : ''} ${st.writes === 'sink' ? '→ sink' : `→ internal stream ${st.outputHop!.index + 1}`}`).join('; ')}`);
+    }
 
     const totals = {
       batches: 0, noData: 0, deadLetterOnly: 0, byTick: 0, stage1: 0, inputRows: 0, routed: 0, outputRows: 0, late: 0,
-      deadLettered: 0, writeUnits: 0, readUnits: 0, s3Puts: 0,
+      deadLettered: 0, writeUnits: 0, readUnits: 0, s3Puts: 0, byStage: new Map<number, number>(),
     };
     // One per handler (the Kinesis one, then the scheduled one): each keeps its batches' tables.
     const capturers: CapturingSink[] = [];
@@ -197,9 +213,12 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     const reportFrom = (via: 'mapping' | 'tick') => (shardId: string, result: ShardInvocationResult): void => {
       const label = result.stage.label(shardId);
       const routes = result.stage.writes === 'internal-stream';
+      const fromSource = result.stage.reads === 'source-stream';
+      const hop = result.stage.outputHop;
+      const routedTo = hop ? ` (routed by ${hop.routingColumns.length ? `[${hop.routingColumns.join(', ')}]` : 'nothing: one partition'} to internal stream ${hop.index + 1})` : '';
       for (const p of result.progress) {
         say('');
-        say(`${formatProgressLine(label, p)}${routes ? ' (routed by state key to the internal stream)' : ''}`);
+        say(`${formatProgressLine(label, p)}${routedTo}`);
         const captured = routes ? undefined : capturers.map((c) => c.take(shardId, p.batchId)).find((t) => t !== undefined);
         if (captured) say(captured.table);
         board?.publish(boardBatch(label, result.stage, p, captured?.output));
@@ -209,14 +228,16 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
         if (p.numInputRows === 0) { if (p.numDeadLetteredRows > 0) totals.deadLetterOnly++; else totals.noData++; }
         if (via === 'tick') totals.byTick++;
         totals.deadLettered += p.numDeadLetteredRows;
+        totals.byStage.set(result.stage.index + 1, (totals.byStage.get(result.stage.index + 1) ?? 0) + 1);
         if (!routes) count(p);
-        else { totals.stage1++; totals.inputRows += p.numInputRows; totals.routed += p.sink.numOutputRows; }
+        else if (fromSource) { totals.stage1++; totals.inputRows += p.numInputRows; totals.routed += p.sink.numOutputRows; }
+        else count(p, false);
       }
       if (result.error) print(`[${label}] batch failed, will be retried from ${result.firstUncommittedSequenceNumber ?? 'the pending batch'}: ${result.error.message}`);
     };
-    const count = (p: StreamingQueryProgress): void => {
+    const count = (p: StreamingQueryProgress, final = true): void => {
       if (!needsRepartition) totals.inputRows += p.numInputRows;
-      totals.outputRows += p.sink.numOutputRows;
+      if (final) totals.outputRows += p.sink.numOutputRows;
       totals.late += p.stateOperators.reduce((n, op) => n + op.numRowsDroppedByWatermark, 0);
       totals.writeUnits += p.cost.dynamoDbWriteUnits ?? 0;
       totals.readUnits += p.cost.dynamoDbReadUnits ?? 0;
@@ -257,8 +278,8 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
         },
       });
     };
-    mappings.push(mappingFor(deployment.streamName, createKinesisTriggerHandler, query.sourceStage));
-    if (config.repartitionStreamName) mappings.push(mappingFor(config.repartitionStreamName, createRepartitionTriggerHandler, query.requireStateStage()));
+    for (const [source, stream] of sourceStreams) mappings.push(mappingFor(stream, createKinesisTriggerHandler, query.sourceStageOf(source)));
+    internalStreams.forEach((stream, i) => mappings.push(mappingFor(stream, createRepartitionTriggerHandler, query.stageReadingHop(i))));
     await Promise.all(mappings.map((m) => m.start()));
     const drainAll = async (): Promise<void> => {
       // Stage 1 feeds stage 2: drain until a whole round invoked nothing.
@@ -270,15 +291,19 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
       }
     };
     const waves = [...new Set(records.map((r) => r.wave))].sort((a, b) => a - b);
+    const put = async (source: string, chunk: readonly DevRecord[]): Promise<void> => { await putSampleRecords(clients!, sourceStreams.get(source)!, chunk); };
     const showDeadLetters = async (): Promise<void> => { if (board) board.publishDeadLetters(await readDeadLetterContents(clients!, config)); };
     for (const wave of waves) {
       const batch = records.filter((r) => r.wave === wave);
       say('');
       say(`== wave ${wave}: put ${plural(batch.length, 'record')}${wave > 1 ? ' (after the records before it were processed: late rows, if the watermark moved past them)' : ''}; `
-        + `the event source mapping invokes the Kinesis handler${needsRepartition ? ', and the repartition handler on the internal stream' : ''} ==`);
+        + `the event source mapping invokes the Kinesis handler${needsRepartition ? `, and the repartition handler on the internal stream${internalStreams.length > 1 ? 's' : ''}` : ''} ==`);
       status(`wave ${wave} of ${waves.length}: putting ${plural(batch.length, 'record')}`);
-      if (options.ratePerSecond) await putAtRate((chunk) => putSampleRecords(clients!, deployment.streamName, chunk), batch, options.ratePerSecond);
-      else await putSampleRecords(clients, deployment.streamName, batch);
+      for (const input of inputs) {
+        const ofWave = input.records.filter((r) => r.wave === wave);
+        if (options.ratePerSecond) await putAtRate((chunk) => put(input.source, chunk), ofWave, options.ratePerSecond);
+        else await put(input.source, ofWave);
+      }
       status(`wave ${wave} of ${waves.length}: processing`);
       await drainAll();
       await showDeadLetters();
@@ -292,9 +317,13 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     say('== scheduled handler (tick): caught-up shards go idle; no-data batches close what the watermark passed ==');
     status('scheduled tick: no-data batches');
     const tick = createScheduledTriggerHandler(query, { config, clients, observability, onInvocation: reportFrom('tick'), decorateSink });
-    const tickSummary = await tick({ mode: 'tick' });
-    for (const s of tickSummary.shards) {
-      say(`[${stages.get(s.stage)?.label(s.shardId) ?? s.shardId}] tick: ${s.caughtUp ? 'caught up (idle)' : 'not caught up'}, ${s.batches} ${s.batches === 1 ? 'batch' : 'batches'}${s.batches === 0 ? ' (nothing to close)' : ''}${s.error ? `, error: ${s.error}` : ''}`);
+    // One tick per stage: each forwards its watermark over its hop, which the next tick's stage reads.
+    for (let round = 0; round < query.stages.filter((st) => st.reads === 'internal-stream').length + 1; round++) {
+      const tickSummary = await tick({ mode: 'tick' });
+      for (const s of tickSummary.shards) {
+        if (round > 0 && s.batches === 0) continue;
+        say(`[${s.label}] tick: ${s.caughtUp ? 'caught up (idle)' : 'not caught up'}, ${s.batches} ${s.batches === 1 ? 'batch' : 'batches'}${s.batches === 0 ? ' (nothing to close)' : ''}${s.error ? `, error: ${s.error}` : ''}`);
+      }
     }
 
     const [read, deadLetters] = await Promise.all([readSinkContents(clients, definition, config), readDeadLetterContents(clients, config)]);
@@ -304,7 +333,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     print('== summary ==');
     for (const line of summaryLines({
       totals, records: records.length, waves: waves.length, invocations: stats.invocations, retries: stats.retries, bisects: stats.bisects,
-      givenUp: failures.length, needsRepartition, outputMode: definition.outputMode,
+      givenUp: failures.length, needsRepartition, outputMode: definition.outputMode, byStage: totals.byStage,
     })) print(line);
     print(`cost (sum of the batches' progress): ${formatCost({ dynamoDbWriteUnits: totals.writeUnits, dynamoDbReadUnits: totals.readUnits, s3Puts: totals.s3Puts })}`);
     if (skippedInput.length) print(`input lines not put: ${skippedInput.map((s) => `line ${s.line} (${s.reason})`).join('; ')}`);
@@ -354,6 +383,8 @@ interface SummaryFigures {
   readonly givenUp: number;
   readonly needsRepartition: boolean;
   readonly outputMode: OutputMode;
+  /** Batches per stage number (1: the source streams' shards); absent: stage 1 and stage 2 as the totals give them. */
+  readonly byStage?: ReadonlyMap<number, number>;
 }
 
 /** The summary's counts, each with what it is made of, so that every number adds up on the page. */
@@ -374,11 +405,46 @@ export function summaryLines(f: SummaryFigures): string[] {
     + `${idle > 0 ? `; ${idle} invocation${idle === 1 ? '' : 's'} committed no batch: a failed attempt or records already committed` : ''})`
     + ` + ${t.byTick} by the scheduled tick`);
   if (f.needsRepartition) {
-    lines.push(`  stages: ${t.stage1} batches of stage 1 (decode, route rows by state key: ${t.routed} rows routed) + ${t.batches - t.stage1} of stage 2 (state and sink)`);
+    const later = [...(f.byStage ?? new Map([[2, t.batches - t.stage1]])).entries()].filter(([stage]) => stage > 1).sort(([a], [b]) => a - b);
+    lines.push(`  stages: ${t.stage1} batches of stage 1 (decode, route rows by state key: ${t.routed} rows routed)`
+      + later.map(([stage, n], i) => ` + ${n} of stage ${stage}${i === later.length - 1 ? ' (state and sink)' : ' (state, rows routed on)'}`).join(''));
   }
   lines.push(`rows: ${t.inputRows} in, ${t.outputRows} out, ${t.late} late rows dropped by the watermark`
     + ` (out: rows the batches wrote to the sink, ${f.outputMode === 'update' ? 'a key again in every batch that changed it' : f.outputMode === 'complete' ? 'the whole result in every batch' : 'each row once, when final'})`);
   return lines;
+}
+
+/**
+ * `--input` as one file per source: a one-stream query takes a plain path; a query over several
+ * streams takes `<source>=<file>` for each of its sources. Null: no input (generated sample sales,
+ * which only a one-stream query can take).
+ */
+export function inputFilesOf(definition: QueryDefinition, input: string | readonly string[] | undefined): Map<string, string> | null {
+  const given = input === undefined ? [] : typeof input === 'string' ? [input] : [...input];
+  const sources = sourcesOf(definition).map((s) => s.name);
+  if (!isMultiSource(definition)) {
+    if (given.length > 1) throw new IllegalArgumentError(`query '${definition.name}' reads one stream: give one --input file, not ${given.length}.`, { code: 'DEV_INPUT_INVALID' });
+    return given.length === 0 ? null : new Map([[sources[0]!, given[0]!]]);
+  }
+  const usage = `give each source its events: ${sources.map((s) => `--input ${s}=<file>`).join(' ')}`;
+  if (given.length === 0) {
+    throw new IllegalArgumentError(`query '${definition.name}' reads several streams (${sources.join(', ')}): the sample sales fit none of them; ${usage}.`, {
+      code: 'DEV_INPUT_MISSING', hint: usage,
+    });
+  }
+  const files = new Map<string, string>();
+  for (const entry of given) {
+    const at = entry.indexOf('=');
+    const name = at > 0 ? entry.slice(0, at) : '';
+    if (!sources.includes(name)) {
+      throw new IllegalArgumentError(`--input ${entry} names no source of query '${definition.name}' (its sources: ${sources.join(', ')}); ${usage}.`, { code: 'DEV_INPUT_INVALID', hint: usage });
+    }
+    if (files.has(name)) throw new IllegalArgumentError(`--input names source '${name}' twice.`, { code: 'DEV_INPUT_INVALID', hint: usage });
+    files.set(name, entry.slice(at + 1));
+  }
+  const missing = sources.filter((s) => !files.has(s));
+  if (missing.length > 0) throw new IllegalArgumentError(`no --input for source${missing.length > 1 ? 's' : ''} ${missing.join(', ')} of query '${definition.name}'; ${usage}.`, { code: 'DEV_INPUT_MISSING', hint: usage });
+  return files;
 }
 
 function sinkNote(mode: OutputMode, kind: SinkContents['kind'], outputRows: number, held: number): string {

@@ -1,6 +1,8 @@
 /** `sluice dev`'s summary: every count says what it is made of, and the parts add up. */
 import { describe, expect, it } from 'vitest';
-import { summaryLines } from '../../../lib/local/dev/run-dev.js';
+import { inputFilesOf, summaryLines } from '../../../lib/local/dev/run-dev.js';
+import { joinThenJoinOnOtherKey } from '../../support/chain-queries.js';
+import { hourlySalesQuery } from '../../../lib/local/dev/default-query.js';
 
 const totals = {
   batches: 20, noData: 7, deadLetterOnly: 1, byTick: 4, stage1: 0, inputRows: 130, routed: 0, outputRows: 32, late: 3, deadLettered: 2,
@@ -26,5 +28,32 @@ describe('summaryLines', () => {
     expect(lines[0]).toBe('records put: 132 = 120 read as input rows + 2 dead-lettered (10 not read: in 2 batches given up after retries)');
     expect(lines[3]).toBe('  stages: 9 batches of stage 1 (decode, route rows by state key: 120 rows routed) + 11 of stage 2 (state and sink)');
     expect(lines[4]).toMatch(/out: rows the batches wrote to the sink, each row once, when final\)$/);
+  });
+
+  it('counts the batches of every stage of a longer chain, the last one writing the sink', () => {
+    const lines = summaryLines({
+      totals: { ...totals, stage1: 9, routed: 120, inputRows: 120 }, records: 132, waves: 1, invocations: 16, retries: 0, bisects: 0, givenUp: 0,
+      needsRepartition: true, outputMode: 'append', byStage: new Map([[1, 9], [2, 6], [3, 5]]),
+    });
+    expect(lines[3]).toBe('  stages: 9 batches of stage 1 (decode, route rows by state key: 120 rows routed) + 6 of stage 2 (state, rows routed on) + 5 of stage 3 (state and sink)');
+  });
+});
+
+describe('inputFilesOf (--input)', () => {
+  const three = joinThenJoinOnOtherKey('dev-inputs');
+
+  it('takes one plain file for a one-stream query, and <source>=<file> per source for several streams', () => {
+    expect(inputFilesOf(hourlySalesQuery('update'), 'sales.jsonl')).toEqual(new Map([['kinesis', 'sales.jsonl']]));
+    expect(inputFilesOf(hourlySalesQuery('update'), undefined)).toBeNull();
+    expect(inputFilesOf(three, ['orders=o.jsonl', 'payments=p=1.jsonl', 'shipments=s.jsonl']))
+      .toEqual(new Map([['orders', 'o.jsonl'], ['payments', 'p=1.jsonl'], ['shipments', 's.jsonl']]));
+  });
+
+  it('refuses what it cannot map to the sources, saying how to give them', () => {
+    expect(() => inputFilesOf(three, undefined)).toThrow(/reads several streams \(orders, payments, shipments\).*--input orders=<file> --input payments=<file> --input shipments=<file>/);
+    expect(() => inputFilesOf(three, ['orders=o.jsonl', 'payments=p.jsonl'])).toThrow(/no --input for source shipments/);
+    expect(() => inputFilesOf(three, ['orders=o.jsonl', 'refunds=r.jsonl', 'x'])).toThrow(/--input refunds=r.jsonl names no source/);
+    expect(() => inputFilesOf(three, ['orders=a', 'orders=b'])).toThrow(/names source 'orders' twice/);
+    expect(() => inputFilesOf(hourlySalesQuery('update'), ['a.jsonl', 'b.jsonl'])).toThrow(/reads one stream: give one --input file, not 2/);
   });
 });
