@@ -52,6 +52,7 @@ export class AggregationTable implements VersionedTable {
   private log: UndoLog | null;
   private version = -1;
   private readonly committed = new Map<number, UndoLog>();
+  private readonly timeIsFirstLevel: boolean;
 
   constructor(
     keyTypes: readonly DataType[],
@@ -60,8 +61,12 @@ export class AggregationTable implements VersionedTable {
     readonly versioned: boolean,
     /** The key-value store key of a group (as the operator writes it through). */
     private readonly keyOf: (keyValues: readonly unknown[]) => string = encodeKey,
+    /** The key column `keyEventTimeMs` reads (null: unknown). */
+    timeKeyIndex: number | null = null,
   ) {
     this.index = createGroupIndex<GroupEntry>(keyTypes, windowKeys);
+    // The event time is the first key's window: a time's groups are exactly the window's level.
+    this.timeIsFirstLevel = timeKeyIndex === 0 && windowKeys[0] === true;
     this.byTime = keyEventTimeMs ? new Map() : null;
     this.log = versioned ? emptyLog() : null;
   }
@@ -80,7 +85,9 @@ export class AggregationTable implements VersionedTable {
   }
 
   setState(entry: GroupEntry, state: GroupState): void {
-    if (this.log !== null) {
+    // A group without a state was inserted in this run of changes: undoing its insert drops it,
+    // so its first state needs no undo record.
+    if (this.log !== null && entry.state !== null) {
       this.log.ops.push(Op.Change);
       this.log.items.push(entry, entry.state);
     }
@@ -94,10 +101,13 @@ export class AggregationTable implements VersionedTable {
       if (time > timeMs) continue;
       for (const entry of entries) {
         visit(entry);
-        this.index.delete(entry.keyValues);
-        this.size--;
         this.record(Op.Remove, entry);
       }
+      // A closed window's level goes at once when the window is the first key.
+      if (!(this.timeIsFirstLevel && this.index.deleteFirstLevel(entries[0]!.keyValues, entries.length))) {
+        for (const entry of entries) this.index.delete(entry.keyValues);
+      }
+      this.size -= entries.length;
       this.byTime.delete(time);
     }
   }

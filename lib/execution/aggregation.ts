@@ -227,10 +227,16 @@ function replaceAggregates(e: BoundExpr, found: BoundAggregate[], keyCount: numb
  * watermark), and how to read its time in ms: `window.end` for a window, the value for a timestamp.
  */
 export function eventTimeOfKey(keyAttributes: readonly Attribute[]): ((keyValues: readonly unknown[]) => number) | null {
-  const index = keyAttributes.findIndex((a) => a.eventTimeDelayMs !== null);
-  if (index < 0) return null;
+  const index = eventTimeKeyIndex(keyAttributes);
+  if (index === null) return null;
   const isWindow = typeof keyAttributes[index]!.type === 'object';
   return isWindow
     ? (k) => ((k[index] as { end: number }).end) / 1000
     : (k) => (k[index] as number) / 1000;
+}
+
+/** The key column `eventTimeOfKey` reads, or null. */
+export function eventTimeKeyIndex(keyAttributes: readonly Attribute[]): number | null {
+  const index = keyAttributes.findIndex((a) => a.eventTimeDelayMs !== null);
+  return index < 0 ? null : index;
 }

@@ -2,7 +2,7 @@ import type { Attribute } from '../plan/attribute.js';
 import { describe, unalias, type Expr } from '../plan/expressions.js';
 import { typeToString, type DataType } from '../plan/data-types.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
-import { compileAggregation, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
+import { compileAggregation, eventTimeKeyIndex, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
 import { AggregationTable, type GroupEntry } from './aggregation-table.js';
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
@@ -38,6 +38,7 @@ export class StreamingAggregateExec implements StatefulExec {
   readonly stateSchema: string;
   private readonly agg: CompiledAggregation;
   private readonly keyEventTimeMs: ((k: readonly unknown[]) => number) | null;
+  private readonly timeKeyIndex: number | null;
   private progress: StateOperatorProgress = emptyOperatorProgress('stateStoreSave');
   private lastEvictionWatermarkMs: number | null = null;
   /** After a batch ran here: the earliest event time of a group still held (Infinity: none). */
@@ -60,6 +61,7 @@ export class StreamingAggregateExec implements StatefulExec {
     this.children = [child];
     this.agg = compileAggregation(groupingExprs, aggregateExprs, child.output, evalContext);
     this.keyEventTimeMs = eventTimeOfKey(output.slice(0, groupingExprs.length));
+    this.timeKeyIndex = eventTimeKeyIndex(output.slice(0, groupingExprs.length));
     this.keyTypes = output.slice(0, groupingExprs.length).map((a) => a.type);
     this.scratchKey = new Array<unknown>(groupingExprs.length);
     this.stateStoreIds = [{ operatorId, storeName: 'default' }];
@@ -174,7 +176,7 @@ export class StreamingAggregateExec implements StatefulExec {
 
   /** The store's own table, or a cache of its groups kept from the last batch or rebuilt. */
   private tableFor(store: StateStore<StoredGroup>): AggregationTable {
-    const create = (versioned: boolean): AggregationTable => new AggregationTable(this.keyTypes, this.agg.windowKeys, this.keyEventTimeMs, versioned, this.agg.encodeKey);
+    const create = (versioned: boolean): AggregationTable => new AggregationTable(this.keyTypes, this.agg.windowKeys, this.keyEventTimeMs, versioned, this.agg.encodeKey, this.timeKeyIndex);
     if (store.ownTable) return store.ownTable(() => create(true));
     if (this.cache !== null && this.cache.forVersion === store.version) {
       this.cache.forVersion = -1; // invalid until this batch completes
