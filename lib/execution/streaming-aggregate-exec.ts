@@ -109,11 +109,16 @@ export class StreamingAggregateExec implements StatefulExec {
       }
     } else {
       const scratch = this.scratchKey;
+      const { index } = table;
+      const { keyInto, updateBuffers } = agg;
+      const { stamp } = batch;
       for (let r = 0; r < input.length; r++) {
         const row = input[r]!;
-        if (!agg.keyInto(row, scratch)) continue;
-        const entry = this.touch(table, scratch, batch);
-        if (entry !== null) agg.updateBuffers(entry.partial!, row);
+        if (!keyInto(row, scratch)) continue;
+        // A group's later rows in the batch go straight to its buffers.
+        let entry: GroupEntry | null | undefined = index.get(scratch);
+        if (entry === undefined || entry.touched !== stamp) entry = this.admit(table, scratch, entry, batch);
+        if (entry !== null) updateBuffers(entry.partial!, row);
       }
     }
     progress.numRowsDroppedByWatermark = batch.lateKeys?.size ?? 0;
@@ -158,8 +163,13 @@ export class StreamingAggregateExec implements StatefulExec {
    * row is dropped; each late group counts once per batch).
    */
   private touch(table: AggregationTable, keyValues: unknown[], batch: BatchGroups): GroupEntry | null {
-    let entry = table.index.get(keyValues);
+    const entry = table.index.get(keyValues);
     if (entry !== undefined && entry.touched === batch.stamp) return entry;
+    return this.admit(table, keyValues, entry, batch);
+  }
+
+  /** `touch` for a group not yet touched in this batch (`entry`: its table entry, if any). */
+  private admit(table: AggregationTable, keyValues: unknown[], entry: GroupEntry | undefined, batch: BatchGroups): GroupEntry | null {
     if (batch.lateMs !== null && this.keyEventTimeMs!(keyValues) <= batch.lateMs) {
       (batch.lateKeys ??= new Set()).add(this.agg.encodeKey(keyValues));
       return null;
