@@ -45,6 +45,9 @@ export class AggregationTable implements VersionedTable {
   readonly index: GroupIndex<GroupEntry>;
   /** Groups by their key's event time (ms): eviction visits only the groups it closes. */
   private byTime: Map<number, GroupEntry[]> | null;
+  /** The time index's last list (new groups mostly share their window's time): one lookup less. */
+  private lastTime = NaN;
+  private lastTimeEntries: GroupEntry[] | null = null;
   size = 0;
   /** Cache use: the store version the table reflects (-1: none, e.g. during a batch). */
   forVersion = -1;
@@ -109,6 +112,7 @@ export class AggregationTable implements VersionedTable {
       }
       this.size -= entries.length;
       this.byTime.delete(time);
+      if (entries === this.lastTimeEntries) this.lastTimeEntries = null;
     }
   }
 
@@ -199,15 +203,22 @@ export class AggregationTable implements VersionedTable {
   private addByTime(entry: GroupEntry): void {
     if (this.byTime === null) return;
     const time = this.keyEventTimeMs!(entry.keyValues);
-    const entries = this.byTime.get(time);
-    if (entries === undefined) this.byTime.set(time, [entry]);
+    if (time === this.lastTime && this.lastTimeEntries !== null) {
+      this.lastTimeEntries.push(entry);
+      return;
+    }
+    let entries = this.byTime.get(time);
+    if (entries === undefined) this.byTime.set(time, (entries = [entry]));
     else entries.push(entry);
+    this.lastTime = time;
+    this.lastTimeEntries = entries;
   }
 
   /** After undoing: the time index again from the groups (rare: failed or re-executed batches). */
   private rebuildByTime(): void {
     if (this.byTime === null) return;
     this.byTime = new Map();
+    this.lastTimeEntries = null;
     this.index.forEach((entry) => this.addByTime(entry));
   }
 }
