@@ -64,7 +64,7 @@ function startTiming(): () => Timing {
   };
 }
 
-async function runEngine(batches: string[][]): Promise<Timing & { answer: Answer }> {
+export async function runEngine(batches: string[][]): Promise<Timing & { answer: Answer }> {
   // Raw JSON records in, as a Kinesis shard delivers them: the engine decodes (only the columns
   // the query reads) as part of each batch.
   const { stream, df } = new SluiceSession().jsonMemoryStream(schema);
@@ -94,7 +94,7 @@ async function runEngine(batches: string[][]): Promise<Timing & { answer: Answer
   return { ...timing, answer };
 }
 
-function runBaseline(batches: string[][]): Timing & { answer: Answer } {
+export function runBaseline(batches: string[][]): Timing & { answer: Answer } {
   const windows = new Map<number, Map<string, { count: number; sum: number }>>();
   let maxEventMs = 0;
   const answer: Answer = { groups: 0, events: 0, amount: 0 };
@@ -150,24 +150,38 @@ export interface WindowedAggregationResult {
   readonly engineEventsPerCpuSec: number;
   readonly baselineEventsPerCpuSec: number;
   readonly ratioCpu: number;
+  /** Median over the alternated rounds of each round's baseline/engine ratio (wall, CPU): less luck than best-of. */
+  readonly ratioMedian: number;
+  readonly ratioCpuMedian: number;
+  readonly rounds: number;
   /** V8 flags of the process (npm run bench sizes the young generation as the Lambda functions do). */
   readonly v8Flags: readonly string[];
 }
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
 /** Engine vs baseline on the same batches, measured alternately; the best run of each. */
 export async function measureWindowedAggregation(): Promise<WindowedAggregationResult> {
   const batches = makeBatches();
   const events = batches.length * BATCH;
-  // Warm up both paths, then measure alternately and keep the best of each (noisy 2-core machine).
+  // Warm up both paths, then measure alternately: the best of each, and the median ratio of the rounds (noisy 2-core machine).
   runBaseline(batches.slice(0, 20));
   await runEngine(batches.slice(0, 20));
   const best = { engineWall: Infinity, baselineWall: Infinity, engineCpu: Infinity, baselineCpu: Infinity };
+  const wallRatios: number[] = [];
+  const cpuRatios: number[] = [];
   for (let i = 0; i < ROUNDS; i++) {
     const b = runBaseline(batches);
     const e = await runEngine(batches);
     checkSameAnswer(e.answer, b.answer);
+    wallRatios.push(b.wallSec / e.wallSec);
+    cpuRatios.push(b.cpuSec / e.cpuSec);
     best.baselineWall = Math.min(best.baselineWall, b.wallSec);
     best.baselineCpu = Math.min(best.baselineCpu, b.cpuSec);
     best.engineWall = Math.min(best.engineWall, e.wallSec);
@@ -180,6 +194,9 @@ export async function measureWindowedAggregation(): Promise<WindowedAggregationR
     engineEventsPerCpuSec: Math.round(events / best.engineCpu),
     baselineEventsPerCpuSec: Math.round(events / best.baselineCpu),
     ratioCpu: Number((best.baselineCpu / best.engineCpu).toFixed(3)),
+    ratioMedian: Number(median(wallRatios).toFixed(3)),
+    ratioCpuMedian: Number(median(cpuRatios).toFixed(3)),
+    rounds: ROUNDS,
     v8Flags: process.execArgv.filter((a) => a.startsWith('--max-semi-space-size')),
   };
 }
@@ -190,7 +207,8 @@ export function printWindowedAggregation(result: WindowedAggregationResult): voi
   console.log(`  engine:   ${result.engineEventsPerSec.toLocaleString('en-US')} events/s`);
   console.log(`  baseline: ${result.baselineEventsPerSec.toLocaleString('en-US')} events/s (JSON.parse + Map per window)`);
   console.log(`  ratio:    ${result.ratio} (wall clock); ${result.ratioCpu} per CPU second of the process `
-    + `(engine ${result.engineEventsPerCpuSec.toLocaleString('en-US')}, baseline ${result.baselineEventsPerCpuSec.toLocaleString('en-US')})`);
+    + `(engine ${result.engineEventsPerCpuSec.toLocaleString('en-US')}, baseline ${result.baselineEventsPerCpuSec.toLocaleString('en-US')}), best of each`);
+  console.log(`  median of ${result.rounds} alternated rounds: ${result.ratioMedian} (wall clock); ${result.ratioCpuMedian} per CPU second`);
 }
 
 // Run directly (npm run bench:engine), not when imported by bench/all.ts.

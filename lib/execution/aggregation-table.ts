@@ -2,6 +2,7 @@ import type { DataType } from '../plan/data-types.js';
 import type { VersionedTable } from '../state/state-store.js';
 import { createGroupIndex, type GroupIndex } from './group-index.js';
 import { encodeKey } from './values.js';
+import { UndoLog, type UndoVisitor } from './aggregation-undo-log.js';
 
 /** A group's state: its aggregate buffers. Never mutated once set (older versions share it). */
 export type GroupState = readonly unknown[];
@@ -19,18 +20,8 @@ export interface GroupEntry {
   touched: number;
 }
 
-const enum Op { Insert, Change, Remove }
-
-/**
- * What a run of changes did, in order, to undo it backwards: one op per change, and its entry (a
- * change also its previous state) in `items`.
- */
-interface UndoLog {
-  readonly ops: Op[];
-  readonly items: (GroupEntry | GroupState | null)[];
-}
-
-const emptyLog = (): UndoLog => ({ ops: [], items: [] });
+/** Logs kept for reuse once forgotten: a committed one per retained version, plus the open one. */
+const SPARE_LOGS = 2;
 
 /**
  * A streaming aggregation's groups, indexed by key values and by event time. Two uses:
@@ -45,13 +36,31 @@ export class AggregationTable implements VersionedTable {
   readonly index: GroupIndex<GroupEntry>;
   /** Groups by their key's event time (ms): eviction visits only the groups it closes. */
   private byTime: Map<number, GroupEntry[]> | null;
+  /** The time index's last list (new groups mostly share their window's time): one lookup less. */
+  private lastTime = NaN;
+  private lastTimeEntries: GroupEntry[] | null = null;
   size = 0;
   /** Cache use: the store version the table reflects (-1: none, e.g. during a batch). */
   forVersion = -1;
   private stamp = 0;
-  private log: UndoLog | null;
+  private log: UndoLog<GroupEntry, GroupState> | null;
   private version = -1;
-  private readonly committed = new Map<number, UndoLog>();
+  private readonly committed = new Map<number, UndoLog<GroupEntry, GroupState>>();
+  private readonly spareLogs: UndoLog<GroupEntry, GroupState>[] = [];
+  private readonly undoVisitor: UndoVisitor<GroupEntry, GroupState> = {
+    inserted: (entry) => {
+      this.index.delete(entry.keyValues);
+      this.size--;
+    },
+    changed: (entry, previous) => {
+      entry.state = previous;
+    },
+    removed: (entry) => {
+      this.index.set(entry.keyValues, entry);
+      this.size++;
+    },
+  };
+  private readonly timeIsFirstLevel: boolean;
 
   constructor(
     keyTypes: readonly DataType[],
@@ -60,10 +69,14 @@ export class AggregationTable implements VersionedTable {
     readonly versioned: boolean,
     /** The key-value store key of a group (as the operator writes it through). */
     private readonly keyOf: (keyValues: readonly unknown[]) => string = encodeKey,
+    /** The key column `keyEventTimeMs` reads (null: unknown). */
+    timeKeyIndex: number | null = null,
   ) {
     this.index = createGroupIndex<GroupEntry>(keyTypes, windowKeys);
+    // The event time is the first key's window: a time's groups are exactly the window's level.
+    this.timeIsFirstLevel = timeKeyIndex === 0 && windowKeys[0] === true;
     this.byTime = keyEventTimeMs ? new Map() : null;
-    this.log = versioned ? emptyLog() : null;
+    this.log = versioned ? new UndoLog<GroupEntry, GroupState>() : null;
   }
 
   /** A stamp for a new batch, unique for the table's life (it outlives operator instances). */
@@ -76,14 +89,13 @@ export class AggregationTable implements VersionedTable {
     this.index.set(entry.keyValues, entry);
     this.addByTime(entry);
     this.size++;
-    this.record(Op.Insert, entry);
+    this.log?.insert(entry);
   }
 
   setState(entry: GroupEntry, state: GroupState): void {
-    if (this.log !== null) {
-      this.log.ops.push(Op.Change);
-      this.log.items.push(entry, entry.state);
-    }
+    // A group without a state was inserted in this run of changes: undoing its insert drops it,
+    // so its first state needs no undo record.
+    if (this.log !== null && entry.state !== null) this.log.change(entry, entry.state);
     entry.state = state;
   }
 
@@ -94,11 +106,15 @@ export class AggregationTable implements VersionedTable {
       if (time > timeMs) continue;
       for (const entry of entries) {
         visit(entry);
-        this.index.delete(entry.keyValues);
-        this.size--;
-        this.record(Op.Remove, entry);
+        this.log?.remove(entry);
       }
+      // A closed window's level goes at once when the window is the first key.
+      if (!(this.timeIsFirstLevel && this.index.deleteFirstLevel(entries[0]!.keyValues, entries.length))) {
+        for (const entry of entries) this.index.delete(entry.keyValues);
+      }
+      this.size -= entries.length;
       this.byTime.delete(time);
+      if (entries === this.lastTimeEntries) this.lastTimeEntries = null;
     }
   }
 
@@ -127,14 +143,14 @@ export class AggregationTable implements VersionedTable {
     if (this.log === null) return;
     this.committed.set(version, this.log);
     this.version = version;
-    this.log = emptyLog();
+    this.log = this.spareLogs.pop() ?? new UndoLog<GroupEntry, GroupState>();
   }
 
   abort(): void {
     const log = this.log;
-    if (log === null || log.ops.length === 0) return;
-    this.revert(log);
-    this.log = emptyLog();
+    if (log === null || log.isEmpty) return;
+    log.undo(this.undoVisitor);
+    log.clear();
     this.rebuildByTime();
   }
 
@@ -144,60 +160,44 @@ export class AggregationTable implements VersionedTable {
       if (!this.committed.has(v)) throw new Error(`aggregation state version ${v} can no longer be rolled back (to ${version})`);
     }
     for (let v = this.version; v > version; v--) {
-      this.revert(this.committed.get(v)!);
-      this.committed.delete(v);
+      this.committed.get(v)!.undo(this.undoVisitor);
+      this.forget(v);
     }
     this.version = version;
     this.rebuildByTime();
   }
 
   forgetBefore(version: number): void {
-    for (const v of this.committed.keys()) if (v <= version) this.committed.delete(v);
+    for (const v of this.committed.keys()) if (v <= version) this.forget(v);
   }
 
-  private record(op: Op.Insert | Op.Remove, entry: GroupEntry): void {
-    if (this.log === null) return;
-    this.log.ops.push(op);
-    this.log.items.push(entry);
-  }
-
-  private revert(log: UndoLog): void {
-    const { ops, items } = log;
-    let j = items.length;
-    for (let i = ops.length - 1; i >= 0; i--) {
-      switch (ops[i]!) {
-        case Op.Insert: {
-          this.index.delete((items[--j] as GroupEntry).keyValues);
-          this.size--;
-          break;
-        }
-        case Op.Change: {
-          const previous = items[--j] as GroupState;
-          (items[--j] as GroupEntry).state = previous;
-          break;
-        }
-        case Op.Remove: {
-          const entry = items[--j] as GroupEntry;
-          this.index.set(entry.keyValues, entry);
-          this.size++;
-          break;
-        }
-      }
-    }
+  private forget(version: number): void {
+    const log = this.committed.get(version)!;
+    this.committed.delete(version);
+    if (this.spareLogs.length >= SPARE_LOGS) return;
+    log.clear();
+    this.spareLogs.push(log);
   }
 
   private addByTime(entry: GroupEntry): void {
     if (this.byTime === null) return;
     const time = this.keyEventTimeMs!(entry.keyValues);
-    const entries = this.byTime.get(time);
-    if (entries === undefined) this.byTime.set(time, [entry]);
+    if (time === this.lastTime && this.lastTimeEntries !== null) {
+      this.lastTimeEntries.push(entry);
+      return;
+    }
+    let entries = this.byTime.get(time);
+    if (entries === undefined) this.byTime.set(time, (entries = [entry]));
     else entries.push(entry);
+    this.lastTime = time;
+    this.lastTimeEntries = entries;
   }
 
   /** After undoing: the time index again from the groups (rare: failed or re-executed batches). */
   private rebuildByTime(): void {
     if (this.byTime === null) return;
     this.byTime = new Map();
+    this.lastTimeEntries = null;
     this.index.forEach((entry) => this.addByTime(entry));
   }
 }

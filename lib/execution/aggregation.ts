@@ -5,7 +5,7 @@ import type { Expr } from '../plan/expressions.js';
 import { AnalysisError } from '../errors/sluice-error.js';
 import { makeAggregateFunction, type AggregateFunction } from './aggregate-functions.js';
 import type { EvalContext } from './eval-context.js';
-import { compile, compileGenerator, type Row } from './evaluate.js';
+import { compile, compileGenerator, type Evaluator, type Row } from './evaluate.js';
 import { compileKeyEncoder } from './values.js';
 
 /** A group of one batch: its key values and its (mutable) partial buffers. */
@@ -101,14 +101,15 @@ export function compileAggregation(
   const copyKey = keyCount === 1 ? (k: readonly unknown[]): unknown[] => [k[0]]
     : keyCount === 2 ? (k: readonly unknown[]): unknown[] => [k[0], k[1]]
       : (k: readonly unknown[]): unknown[] => k.slice();
-  const keyInto = (row: Row, key: unknown[]): boolean => {
-    for (let i = 0; i < keyCount; i++) {
-      const v = keyEvals[i]!(row);
-      if (v === null && dropsNull[i]) return false;
-      key[i] = v;
-    }
-    return true;
-  };
+  const keyInto = keyCount === 2 && generator === null ? keyIntoTwo(keyEvals[0]!, keyEvals[1]!, dropsNull[0]!, dropsNull[1]!)
+    : (row: Row, key: unknown[]): boolean => {
+      for (let i = 0; i < keyCount; i++) {
+        const v = keyEvals[i]!(row);
+        if (v === null && dropsNull[i]) return false;
+        key[i] = v;
+      }
+      return true;
+    };
   const initialBuffers = (): unknown[] => {
     if (n === 1) return [f0!.initial()];
     if (n === 2) return [f0!.initial(), f1!.initial()];
@@ -116,9 +117,33 @@ export function compileAggregation(
     for (let i = 0; i < n; i++) buffers[i] = functions[i]!.initial();
     return buffers;
   };
-  const updateBuffers = (buffers: unknown[], row: Row): void => {
-    for (let i = 0; i < n; i++) buffers[i] = functions[i]!.update(buffers[i], row);
-  };
+  // One, two or three aggregates (the usual shapes) unrolled: each call site then always calls the
+  // same function, which V8 inlines; a loop's one site sees them all and inlines none well.
+  const u0 = f0?.update;
+  const u1 = f1?.update;
+  const u2 = functions[2]?.update;
+  const updateBuffers = n === 1 ? (b: unknown[], row: Row): void => { b[0] = u0!(b[0], row); }
+    : n === 2 ? (b: unknown[], row: Row): void => {
+      b[0] = u0!(b[0], row);
+      b[1] = u1!(b[1], row);
+    }
+      : n === 3 ? (b: unknown[], row: Row): void => {
+        b[0] = u0!(b[0], row);
+        b[1] = u1!(b[1], row);
+        b[2] = u2!(b[2], row);
+      }
+        : (buffers: unknown[], row: Row): void => {
+          for (let i = 0; i < n; i++) buffers[i] = functions[i]!.update(buffers[i], row);
+        };
+  const m0 = f0?.merge;
+  const m1 = f1?.merge;
+  const mergeInto = n === 2 ? (stored: readonly unknown[], partial: unknown[]): void => {
+    partial[0] = m0!(stored[0], partial[0]);
+    partial[1] = m1!(stored[1], partial[1]);
+  }
+    : (stored: readonly unknown[], partial: unknown[]): void => {
+      for (let i = 0; i < n; i++) partial[i] = functions[i]!.merge(stored[i], partial[i]);
+    };
   const scratch = new Array<unknown>(keyCount);
   const groupInto = generator === null
     ? (row: Row, groups: Map<string, PartialGroup>): void => {
@@ -181,9 +206,20 @@ export function compileAggregation(
       for (let i = 0; i < n; i++) merged[i] = functions[i]!.merge(stored[i], partial[i]);
       return merged;
     },
-    mergeInto(stored, partial) {
-      for (let i = 0; i < n; i++) partial[i] = functions[i]!.merge(stored[i], partial[i]);
-    },
+    mergeInto,
+  };
+}
+
+/** `keyInto` for two key columns: each evaluator at its own call site (see updateBuffers). */
+function keyIntoTwo(k0: Evaluator, k1: Evaluator, dropsNull0: boolean, dropsNull1: boolean): (row: Row, key: unknown[]) => boolean {
+  return (row, key) => {
+    const v0 = k0(row);
+    if (v0 === null && dropsNull0) return false;
+    const v1 = k1(row);
+    if (v1 === null && dropsNull1) return false;
+    key[0] = v0;
+    key[1] = v1;
+    return true;
   };
 }
 
@@ -227,10 +263,16 @@ function replaceAggregates(e: BoundExpr, found: BoundAggregate[], keyCount: numb
  * watermark), and how to read its time in ms: `window.end` for a window, the value for a timestamp.
  */
 export function eventTimeOfKey(keyAttributes: readonly Attribute[]): ((keyValues: readonly unknown[]) => number) | null {
-  const index = keyAttributes.findIndex((a) => a.eventTimeDelayMs !== null);
-  if (index < 0) return null;
+  const index = eventTimeKeyIndex(keyAttributes);
+  if (index === null) return null;
   const isWindow = typeof keyAttributes[index]!.type === 'object';
   return isWindow
     ? (k) => ((k[index] as { end: number }).end) / 1000
     : (k) => (k[index] as number) / 1000;
+}
+
+/** The key column `eventTimeOfKey` reads, or null. */
+export function eventTimeKeyIndex(keyAttributes: readonly Attribute[]): number | null {
+  const index = keyAttributes.findIndex((a) => a.eventTimeDelayMs !== null);
+  return index < 0 ? null : index;
 }

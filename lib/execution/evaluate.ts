@@ -60,8 +60,10 @@ export function compile(e: BoundExpr, ctx: EvalContext): Evaluator {
       // Consecutive rows mostly fall in the same window: they share its (never mutated) struct.
       let last: { start: number; end: number } | null = null;
       return (row) => {
-        const t = time(row);
+        const t = time(row) as number | null;
         if (t === null) return null;
+        // Inside the last window: the same struct, without the division of floorMod.
+        if (last !== null && t >= last.start && t < last.end) return last;
         const start = t - floorMod(t - startMicros, windowMicros);
         if (last !== null && last.start === start) return last;
         return (last = { start, end: start + windowMicros });

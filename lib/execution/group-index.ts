@@ -13,6 +13,12 @@ export interface GroupIndex<E> {
   set(key: readonly unknown[], entry: E): void;
   delete(key: readonly unknown[]): void;
   clear(): void;
+  /**
+   * Removes at once the entries under `key[0]`'s first-level value when there are exactly `count`
+   * of them (a closed window's groups, when the window is the first key); false, removing
+   * nothing, otherwise or when the index has no such level.
+   */
+  deleteFirstLevel(key: readonly unknown[], count: number): boolean;
   /** Every entry (order unspecified). */
   forEach(visit: (entry: E) => void): void;
 }
@@ -49,6 +55,7 @@ function singleEntryIndex<E>(): GroupIndex<E> {
     set: (_, e) => { entry = e; },
     delete: () => { entry = undefined; },
     clear: () => { entry = undefined; },
+    deleteFirstLevel: () => false,
     forEach: (visit) => { if (entry !== undefined) visit(entry); },
   };
 }
@@ -60,29 +67,64 @@ function oneLevelIndex<E>(p0: ToPrimitive): GroupIndex<E> {
     set: (key, e) => { map.set(p0(key[0]), e); },
     delete: (key) => { map.delete(p0(key[0])); },
     clear: () => map.clear(),
+    deleteFirstLevel: () => false,
     forEach: (visit) => map.forEach((e) => visit(e)),
   };
 }
 
 function twoLevelIndex<E>(p0: ToPrimitive, p1: ToPrimitive): GroupIndex<E> {
   const outer = new Map<Primitive, Map<Primitive, E>>();
+  // Consecutive rows mostly share their first key (a window): its level is remembered, which
+  // saves one of the two Map lookups per row.
+  let lastK0: Primitive | undefined;
+  let lastInner: Map<Primitive, E> | undefined;
+  const levelOf = (k0: Primitive): Map<Primitive, E> | undefined => {
+    if (k0 === lastK0 && lastInner !== undefined) return lastInner;
+    const inner = outer.get(k0);
+    if (inner !== undefined) {
+      lastK0 = k0;
+      lastInner = inner;
+    }
+    return inner;
+  };
+  const forget = (): void => {
+    lastK0 = undefined;
+    lastInner = undefined;
+  };
   return {
-    get: (key) => outer.get(p0(key[0]))?.get(p1(key[1])),
+    get: (key) => levelOf(p0(key[0]))?.get(p1(key[1])),
     set: (key, e) => {
       const k0 = p0(key[0]);
-      let inner = outer.get(k0);
-      if (inner === undefined) outer.set(k0, (inner = new Map()));
+      let inner = levelOf(k0);
+      if (inner === undefined) {
+        outer.set(k0, (inner = new Map()));
+        lastK0 = k0;
+        lastInner = inner;
+      }
       inner.set(p1(key[1]), e);
     },
     delete: (key) => {
       const k0 = p0(key[0]);
-      const inner = outer.get(k0);
+      const inner = levelOf(k0);
       if (inner === undefined) return;
       inner.delete(p1(key[1]));
       // A closed window's level goes with its last group.
-      if (inner.size === 0) outer.delete(k0);
+      if (inner.size === 0) {
+        outer.delete(k0);
+        forget();
+      }
     },
-    clear: () => outer.clear(),
+    clear: () => {
+      outer.clear();
+      forget();
+    },
+    deleteFirstLevel: (key, count) => {
+      const k0 = p0(key[0]);
+      if (levelOf(k0)?.size !== count) return false;
+      outer.delete(k0);
+      forget();
+      return true;
+    },
     forEach: (visit) => outer.forEach((inner) => inner.forEach((e) => visit(e))),
   };
 }
@@ -123,6 +165,8 @@ function nestedIndex<E>(toPrimitive: readonly ToPrimitive[]): GroupIndex<E> {
       }
     },
     clear: () => root.clear(),
+    // A level below the first counts its next level's keys, not entries: not checkable by count.
+    deleteFirstLevel: () => false,
     forEach: (visit) => {
       const walk = (level: Level, depth: number): void => level.forEach((v) => (depth === last ? visit(v as E) : walk(v as Level, depth + 1)));
       walk(root, 0);

@@ -2,7 +2,7 @@ import type { Attribute } from '../plan/attribute.js';
 import { describe, unalias, type Expr } from '../plan/expressions.js';
 import { typeToString, type DataType } from '../plan/data-types.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
-import { compileAggregation, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
+import { compileAggregation, eventTimeKeyIndex, eventTimeOfKey, type CompiledAggregation } from './aggregation.js';
 import { AggregationTable, type GroupEntry } from './aggregation-table.js';
 import type { EvalContext } from './eval-context.js';
 import type { Row } from './evaluate.js';
@@ -38,6 +38,7 @@ export class StreamingAggregateExec implements StatefulExec {
   readonly stateSchema: string;
   private readonly agg: CompiledAggregation;
   private readonly keyEventTimeMs: ((k: readonly unknown[]) => number) | null;
+  private readonly timeKeyIndex: number | null;
   private progress: StateOperatorProgress = emptyOperatorProgress('stateStoreSave');
   private lastEvictionWatermarkMs: number | null = null;
   /** After a batch ran here: the earliest event time of a group still held (Infinity: none). */
@@ -60,6 +61,7 @@ export class StreamingAggregateExec implements StatefulExec {
     this.children = [child];
     this.agg = compileAggregation(groupingExprs, aggregateExprs, child.output, evalContext);
     this.keyEventTimeMs = eventTimeOfKey(output.slice(0, groupingExprs.length));
+    this.timeKeyIndex = eventTimeKeyIndex(output.slice(0, groupingExprs.length));
     this.keyTypes = output.slice(0, groupingExprs.length).map((a) => a.type);
     this.scratchKey = new Array<unknown>(groupingExprs.length);
     this.stateStoreIds = [{ operatorId, storeName: 'default' }];
@@ -107,11 +109,16 @@ export class StreamingAggregateExec implements StatefulExec {
       }
     } else {
       const scratch = this.scratchKey;
+      const { index } = table;
+      const { keyInto, updateBuffers } = agg;
+      const { stamp } = batch;
       for (let r = 0; r < input.length; r++) {
         const row = input[r]!;
-        if (!agg.keyInto(row, scratch)) continue;
-        const entry = this.touch(table, scratch, batch);
-        if (entry !== null) agg.updateBuffers(entry.partial!, row);
+        if (!keyInto(row, scratch)) continue;
+        // A group's later rows in the batch go straight to its buffers.
+        let entry: GroupEntry | null | undefined = index.get(scratch);
+        if (entry === undefined || entry.touched !== stamp) entry = this.admit(table, scratch, entry, batch);
+        if (entry !== null) updateBuffers(entry.partial!, row);
       }
     }
     progress.numRowsDroppedByWatermark = batch.lateKeys?.size ?? 0;
@@ -156,8 +163,13 @@ export class StreamingAggregateExec implements StatefulExec {
    * row is dropped; each late group counts once per batch).
    */
   private touch(table: AggregationTable, keyValues: unknown[], batch: BatchGroups): GroupEntry | null {
-    let entry = table.index.get(keyValues);
+    const entry = table.index.get(keyValues);
     if (entry !== undefined && entry.touched === batch.stamp) return entry;
+    return this.admit(table, keyValues, entry, batch);
+  }
+
+  /** `touch` for a group not yet touched in this batch (`entry`: its table entry, if any). */
+  private admit(table: AggregationTable, keyValues: unknown[], entry: GroupEntry | undefined, batch: BatchGroups): GroupEntry | null {
     if (batch.lateMs !== null && this.keyEventTimeMs!(keyValues) <= batch.lateMs) {
       (batch.lateKeys ??= new Set()).add(this.agg.encodeKey(keyValues));
       return null;
@@ -174,7 +186,7 @@ export class StreamingAggregateExec implements StatefulExec {
 
   /** The store's own table, or a cache of its groups kept from the last batch or rebuilt. */
   private tableFor(store: StateStore<StoredGroup>): AggregationTable {
-    const create = (versioned: boolean): AggregationTable => new AggregationTable(this.keyTypes, this.agg.windowKeys, this.keyEventTimeMs, versioned, this.agg.encodeKey);
+    const create = (versioned: boolean): AggregationTable => new AggregationTable(this.keyTypes, this.agg.windowKeys, this.keyEventTimeMs, versioned, this.agg.encodeKey, this.timeKeyIndex);
     if (store.ownTable) return store.ownTable(() => create(true));
     if (this.cache !== null && this.cache.forVersion === store.version) {
       this.cache.forVersion = -1; // invalid until this batch completes

@@ -7,7 +7,7 @@ import { isStatefulExec, type Exec } from './physical.js';
  * and it outputs `produceOutputWatermark(input)`; other nodes pass the min through. Returns each
  * stateful operator's input watermark (ms, never below 0). A global watermark of 0 skips the walk.
  */
-export function propagateWatermark(root: Exec, globalWatermarkMs: number): Map<number, number> {
+export function propagateWatermark(root: Exec, globalWatermarkMs: number): ReadonlyMap<number, number> {
   return walk(root, globalWatermarkMs).inputs;
 }
 
@@ -21,7 +21,32 @@ export function outputWatermark(root: Exec, globalWatermarkMs: number): number |
   return out === null ? null : globalWatermarkMs === 0 ? 0 : Math.max(out, 0);
 }
 
-function walk(root: Exec, globalWatermarkMs: number): { inputs: Map<number, number>; output: number | null } {
+interface Walk {
+  readonly inputs: ReadonlyMap<number, number>;
+  readonly output: number | null;
+}
+
+/**
+ * Per plan, its last walks by global watermark: a batch asks for the same two or three watermarks
+ * (this batch's, the previous one's) several times, and the walk depends on nothing else (a plan's
+ * operators and their produceOutputWatermark are fixed).
+ */
+const recentWalks = new WeakMap<Exec, Map<number, Walk>>();
+const WALKS_KEPT = 4;
+
+function walk(root: Exec, globalWatermarkMs: number): Walk {
+  let walks = recentWalks.get(root);
+  if (walks === undefined) recentWalks.set(root, (walks = new Map()));
+  let result = walks.get(globalWatermarkMs);
+  if (result === undefined) {
+    result = walkPlan(root, globalWatermarkMs);
+    if (walks.size >= WALKS_KEPT) walks.delete(walks.keys().next().value!);
+    walks.set(globalWatermarkMs, result);
+  }
+  return result;
+}
+
+function walkPlan(root: Exec, globalWatermarkMs: number): Walk {
   const inputs = new Map<number, number>();
   const visit = (e: Exec): number | null => {
     const childOutputs = e.children.map(visit).filter((w): w is number => w !== null);

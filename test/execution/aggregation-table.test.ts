@@ -18,6 +18,8 @@ interface Shape {
   readonly windowKeys: readonly boolean[];
   /** The table's keyEventTimeMs. */
   readonly timeMs: (k: readonly unknown[]) => number;
+  /** The key column timeMs reads (with a window first, eviction drops the window's level at once). */
+  readonly timeKeyIndex: number;
   /** A fresh key-values array (a new object each call, so lookups are by value). */
   readonly key: (group: number, time: number) => unknown[];
 }
@@ -31,6 +33,7 @@ const STRING_LONG: Shape = {
   keyTypes: ['string', 'long'],
   windowKeys: [false, false],
   timeMs: (k) => (k[1] as number) / MS,
+  timeKeyIndex: 1,
   key: (group, time) => [LABELS[group % LABELS.length]!, time * MS],
 };
 
@@ -40,6 +43,7 @@ const WINDOW_STRING: Shape = {
   keyTypes: [WINDOW_STRUCT, 'string'],
   windowKeys: [true, false],
   timeMs: (k) => (k[0] as { end: number }).end / 1000,
+  timeKeyIndex: 0,
   key: (group, time) => [{ start: time * 1_000_000, end: (time + 1) * 1_000_000 }, LABELS[group % LABELS.length]!],
 };
 
@@ -49,11 +53,12 @@ const STRING_LONG_BOOL: Shape = {
   keyTypes: ['string', 'long', 'boolean'],
   windowKeys: [false, false, false],
   timeMs: (k) => (k[1] as number) / MS,
+  timeKeyIndex: 1,
   key: (group, time) => [LABELS[group % LABELS.length]!, time * MS, group % 2 === 0],
 };
 
 const newTable = (shape: Shape, versioned = true): AggregationTable =>
-  new AggregationTable(shape.keyTypes, shape.windowKeys, shape.timeMs, versioned);
+  new AggregationTable(shape.keyTypes, shape.windowKeys, shape.timeMs, versioned, undefined, shape.timeKeyIndex);
 
 const newEntry = (keyValues: unknown[]): GroupEntry => ({ keyValues, state: null, partial: null, encoded: null, touched: 0 });
 const stateOf = (entry: GroupEntry, ...buffers: unknown[]): GroupState => [entry.keyValues, buffers];
