@@ -296,8 +296,8 @@ export async function measureInvocation(
     stateWriteUnits: stateUnitsPerVersion * batchesPerInvocation,
     // One conditional PutItem per result row; result items stay under 1 KB for these shapes.
     sinkWriteUnits: sinkKind === 'dynamodb' ? rows : 0,
-    // s3-files: the staged file and its copy once committed; s3-snapshot: the object and the pointer.
-    s3Puts: sinkKind === 'dynamodb' ? 0 : rows > 0 || sinkKind === 's3-snapshot' ? 2 * batchesPerInvocation : 0,
+    // s3-files: the staged file and its copy once committed; s3-snapshot: the partition's one object.
+    s3Puts: sinkKind === 'dynamodb' ? 0 : sinkKind === 's3-snapshot' ? batchesPerInvocation : rows > 0 ? 2 * batchesPerInvocation : 0,
     stateBytes: snapshot.bytes,
   };
 }
