@@ -6,9 +6,8 @@ import { build } from 'esbuild';
 import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { esbuildOptionsFor } from '../cdk/bundling.js';
+import { esbuildOptionsFor, type BundledSinkKind } from '../cdk/bundling.js';
 import { handlerEntrySource, type HandlerKind } from '../cdk/generated-entry.js';
-import type { DeployedSinkKind } from '../lib/sinks/sink-output-modes.js';
 
 export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -18,7 +17,7 @@ export const BUNDLED_QUERIES = [
   { name: 'append-s3-files', module: 'examples/hourly-sales-archive.ts', sink: 's3-files', kinds: ['kinesis', 'scheduled'] },
   { name: 'complete-s3-snapshot', module: 'examples/hourly-sales-snapshot.ts', sink: 's3-snapshot', kinds: ['kinesis', 'scheduled'] },
   { name: 'per-product-repartitioned', module: 'examples/hourly-sales-per-product.ts', sink: 'dynamodb', kinds: ['kinesis', 'scheduled', 'repartition'] },
-] as const satisfies readonly { name: string; module: string; sink: DeployedSinkKind; kinds: readonly HandlerKind[] }[];
+] as const satisfies readonly { name: string; module: string; sink: BundledSinkKind; kinds: readonly HandlerKind[] }[];
 
 export interface BuiltBundle {
   readonly name: string;
@@ -69,7 +68,7 @@ const PER_SINK = process.env.BENCH_BUNDLE_PER_SINK !== '0';
  */
 const SDK_BUNDLED = process.env.BENCH_BUNDLE_SDK === 'bundled';
 
-async function buildOne(name: string, entry: string, outfile: string, sinkKind?: DeployedSinkKind): Promise<BuiltBundle> {
+async function buildOne(name: string, entry: string, outfile: string, sinkKind?: BundledSinkKind): Promise<BuiltBundle> {
   await build({ ...esbuildOptionsFor(entry, outfile, PER_SINK ? sinkKind : undefined), ...(SDK_BUNDLED ? { external: [] } : {}) });
   const mapBytes = (() => { try { return statSync(`${outfile}.map`).size; } catch { return 0; } })();
   return { name, file: outfile, bytes: statSync(outfile).size, sourceMapBytes: mapBytes };

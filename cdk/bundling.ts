@@ -7,7 +7,10 @@
 import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import type { BuildOptions } from 'esbuild';
 import { SOURCE_CONDITIONS } from './project.js';
-import type { DeployedSinkKind } from '../lib/sinks/sink-output-modes.js';
+import type { QueryDefinition } from '../lib/query/query-definition.js';
+
+/** A deployed query's sink kind: a function is bundled for one (see handlerBundling). */
+export type BundledSinkKind = QueryDefinition['sink']['kind'];
 
 /**
  * The AWS SDK v3 (`@aws-sdk/*` and the `@smithy/*` packages it is built on) is left to the
@@ -31,7 +34,7 @@ export const MAX_BUNDLE_BYTES = 1_000_000;
  * other sinks' branches become dead code, and what only they use (Parquet, the upsert sink, the
  * compaction step) is left out of the bundle.
  */
-export function handlerBundling(sinkKind?: DeployedSinkKind): nodejs.BundlingOptions {
+export function handlerBundling(sinkKind?: BundledSinkKind): nodejs.BundlingOptions {
   return {
     ...(sinkKind ? { define: { SLUICE_BUNDLED_SINK: JSON.stringify(sinkKind) } } : {}),
     minify: true,
@@ -50,7 +53,7 @@ export function handlerBundling(sinkKind?: DeployedSinkKind): nodejs.BundlingOpt
 }
 
 /** The esbuild API options equivalent to `handlerBundling()` as NodejsFunction runs it. */
-export function esbuildOptionsFor(entry: string, outfile: string, sinkKind?: DeployedSinkKind): BuildOptions {
+export function esbuildOptionsFor(entry: string, outfile: string, sinkKind?: BundledSinkKind): BuildOptions {
   const bundling = handlerBundling(sinkKind);
   return {
     entryPoints: [entry],
