@@ -42,7 +42,7 @@ function unitsByTable(consumed: unknown): Map<string, number> {
   return units;
 }
 
-/** What AWS charges for a write it refused (a failed condition): the item's units, as if written. */
+/** What AWS charges for a write it refused (a failed condition): the item's units, as if written; for a transaction, what it charges anyway. */
 function refusedWriteUnits(command: string, input: Input): Map<string, number> {
   const units = new Map<string, number>();
   const add = (table: string, n: number): void => { units.set(table, (units.get(table) ?? 0) + n); };
@@ -75,7 +75,10 @@ export class AwsCallTrace {
           call.endMs = performance.now();
           if (service === 'dynamodb') {
             const output = result.output as Input;
-            const units = unitsByTable(output.ConsumedCapacity);
+            // DynamoDB Local misreports transactions (4 units per KB of a Put, none for a
+            // ConditionCheck or an Update; measured 2026-12-05): AWS's formula instead, 2 units per
+            // KB of every item, the condition checks included.
+            const units = command === 'TransactWriteItems' ? refusedWriteUnits(command, input) : unitsByTable(output.ConsumedCapacity);
             if (units.size === 0 && resources.length === 1) {
               // No ConsumedCapacity (an emulator that omits it): AWS's formula for what came back.
               const items = (output.Items ?? (output.Item ? [output.Item] : [])) as Item[];

@@ -196,6 +196,7 @@ async function measureQuery(emulators: EmulatorSet, workload: Workload): Promise
     const roundTripsWithSink: number[] = [];
     let lambdaMs = 0;
     let b = 0;
+    const role = (resource: string): string => (resource === config.sinkTable || resource === config.sinkBucket ? 'sink' : resource === config.stateTable ? 'state' : 'checkpoint');
     const isSink = (c: TracedCall): boolean => c.resources.some((r) => r === config.sinkTable || r === config.sinkBucket);
     for (const records of eventBatches(workload.users, workload.batches, fill)) {
       const placed = records.map(() => ({ shardId: SHARD, sequenceNumber: `4968${String(++sequence).padStart(52, '0')}` }));
@@ -219,6 +220,13 @@ async function measureQuery(emulators: EmulatorSet, workload: Workload): Promise
         roundTripsWithSink.push(trips);
       }
       if (process.env.BENCH_VERBOSE) console.error(`${workload.name} batch ${b}: ${Math.round(ended - started)} ms, ${calls.length} calls, ${trips} round trips`);
+      // BENCH_VERBOSE=calls: every call of the invocation with the units it cost (where the money goes).
+      if (process.env.BENCH_VERBOSE === 'calls') {
+        for (const c of calls) {
+          const units = (m: Map<string, number>): string => [...m].map(([t, n]) => `${role(t)} ${n}`).join(', ');
+          console.error(`    ${c.service} ${c.command} ${c.resources.map(role).join(',')} W[${units(c.writeUnits)}] R[${units(c.readUnits)}]`);
+        }
+      }
       b++;
       nowMs += 1_000;
       if (b % TICK_EVERY === 0) {
@@ -241,7 +249,6 @@ async function measureQuery(emulators: EmulatorSet, workload: Workload): Promise
     const writes = sumUnits('writeUnits');
     const reads = sumUnits('readUnits');
     const total = (m: Map<string, number>): number => [...m.values()].reduce((a, n) => a + n, 0);
-    const role = (table: string): string => (table === config.sinkTable ? 'sink' : table === config.stateTable ? 'state' : 'checkpoint');
     const writeUnitsByTable: Record<string, number> = {};
     for (const [t, n] of writes) writeUnitsByTable[role(t)] = round((writeUnitsByTable[role(t)] ?? 0) + n * perMillion);
     const s3Puts = measured.filter((c) => c.service === 's3' && S3_PUT_CLASS.has(c.command)).length;

@@ -6,18 +6,18 @@ import { build } from 'esbuild';
 import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { esbuildOptionsFor } from '../cdk/bundling.js';
+import { esbuildOptionsFor, type BundledSinkKind } from '../cdk/bundling.js';
 import { handlerEntrySource, type HandlerKind } from '../cdk/generated-entry.js';
 
 export const PROJECT_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** One example per sink kind, deployed as the construct deploys them (bin/../cdk/sluice-example-stack.ts). */
 export const BUNDLED_QUERIES = [
-  { name: 'update-dynamodb', module: 'examples/hourly-sales-live.ts', kinds: ['kinesis', 'scheduled'] },
-  { name: 'append-s3-files', module: 'examples/hourly-sales-archive.ts', kinds: ['kinesis', 'scheduled'] },
-  { name: 'complete-s3-snapshot', module: 'examples/hourly-sales-snapshot.ts', kinds: ['kinesis', 'scheduled'] },
-  { name: 'per-product-repartitioned', module: 'examples/hourly-sales-per-product.ts', kinds: ['kinesis', 'scheduled', 'repartition'] },
-] as const satisfies readonly { name: string; module: string; kinds: readonly HandlerKind[] }[];
+  { name: 'update-dynamodb', module: 'examples/hourly-sales-live.ts', sink: 'dynamodb', kinds: ['kinesis', 'scheduled'] },
+  { name: 'append-s3-files', module: 'examples/hourly-sales-archive.ts', sink: 's3-files', kinds: ['kinesis', 'scheduled'] },
+  { name: 'complete-s3-snapshot', module: 'examples/hourly-sales-snapshot.ts', sink: 's3-snapshot', kinds: ['kinesis', 'scheduled'] },
+  { name: 'per-product-repartitioned', module: 'examples/hourly-sales-per-product.ts', sink: 'dynamodb', kinds: ['kinesis', 'scheduled', 'repartition'] },
+] as const satisfies readonly { name: string; module: string; sink: BundledSinkKind; kinds: readonly HandlerKind[] }[];
 
 export interface BuiltBundle {
   readonly name: string;
@@ -39,7 +39,7 @@ export async function buildFunctionBundles(dir = join(PROJECT_ROOT, 'cdk.out', '
       const name = `${query.name}/${kind}`;
       const entry = join(dir, `${query.name}-${kind}-entry.mjs`);
       writeFileSync(entry, handlerEntrySource(kind, join(PROJECT_ROOT, query.module)));
-      built.push(await buildOne(name, entry, join(dir, 'out', query.name, kind, 'index.js')));
+      built.push(await buildOne(name, entry, join(dir, 'out', query.name, kind, 'index.js'), query.sink));
     }
   }
   return built;
@@ -59,14 +59,17 @@ function prepare(dir: string): void {
   writeFileSync(join(dir, 'out', 'package.json'), '{ "type": "commonjs" }\n');
 }
 
+/** `BENCH_BUNDLE_PER_SINK=0` builds every function with all three sinks (as before per-sink bundles), for comparing. */
+const PER_SINK = process.env.BENCH_BUNDLE_PER_SINK !== '0';
+
 /**
  * `BENCH_BUNDLE_SDK=bundled` bundles `@aws-sdk/*` too (the alternative to leaving it to the runtime),
  * for comparing the two choices.
  */
 const SDK_BUNDLED = process.env.BENCH_BUNDLE_SDK === 'bundled';
 
-async function buildOne(name: string, entry: string, outfile: string): Promise<BuiltBundle> {
-  await build({ ...esbuildOptionsFor(entry, outfile), ...(SDK_BUNDLED ? { external: [] } : {}) });
+async function buildOne(name: string, entry: string, outfile: string, sinkKind?: BundledSinkKind): Promise<BuiltBundle> {
+  await build({ ...esbuildOptionsFor(entry, outfile, PER_SINK ? sinkKind : undefined), ...(SDK_BUNDLED ? { external: [] } : {}) });
   const mapBytes = (() => { try { return statSync(`${outfile}.map`).size; } catch { return 0; } })();
   return { name, file: outfile, bytes: statSync(outfile).size, sourceMapBytes: mapBytes };
 }

@@ -7,6 +7,10 @@
 import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import type { BuildOptions } from 'esbuild';
 import { SOURCE_CONDITIONS } from './project.js';
+import type { QueryDefinition } from '../lib/query/query-definition.js';
+
+/** A deployed query's sink kind: a function is bundled for one (see handlerBundling). */
+export type BundledSinkKind = QueryDefinition['sink']['kind'];
 
 /**
  * The AWS SDK v3 (`@aws-sdk/*` and the `@smithy/*` packages it is built on) is left to the
@@ -25,9 +29,14 @@ export const MAX_BUNDLE_BYTES = 1_000_000;
  * The source map is written beside the bundle (uploaded with it, never inlined) and Node reads it
  * only with `--enable-source-maps`, which the construct sets only under the `debugSourceMaps` prop:
  * mapping every stack trace costs init time and memory.
+ *
+ * With the query's sink kind, `SLUICE_BUNDLED_SINK` is defined as it (lib/aws/aws-backends.ts): the
+ * other sinks' branches become dead code, and what only they use (Parquet, the upsert sink, the
+ * compaction step) is left out of the bundle.
  */
-export function handlerBundling(): nodejs.BundlingOptions {
+export function handlerBundling(sinkKind?: BundledSinkKind): nodejs.BundlingOptions {
   return {
+    ...(sinkKind ? { define: { SLUICE_BUNDLED_SINK: JSON.stringify(sinkKind) } } : {}),
     minify: true,
     sourceMap: true,
     sourceMapMode: nodejs.SourceMapMode.DEFAULT,
@@ -44,8 +53,8 @@ export function handlerBundling(): nodejs.BundlingOptions {
 }
 
 /** The esbuild API options equivalent to `handlerBundling()` as NodejsFunction runs it. */
-export function esbuildOptionsFor(entry: string, outfile: string): BuildOptions {
-  const bundling = handlerBundling();
+export function esbuildOptionsFor(entry: string, outfile: string, sinkKind?: BundledSinkKind): BuildOptions {
+  const bundling = handlerBundling(sinkKind);
   return {
     entryPoints: [entry],
     outfile,
@@ -58,6 +67,7 @@ export function esbuildOptionsFor(entry: string, outfile: string): BuildOptions 
     sourcesContent: bundling.sourcesContent,
     external: bundling.externalModules,
     conditions: SOURCE_CONDITIONS,
+    ...(bundling.define ? { define: bundling.define } : {}),
     logLevel: 'error',
   };
 }

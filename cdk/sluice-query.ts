@@ -1016,7 +1016,7 @@ export class SluiceQuery extends Construct {
       ...(props.tracing ? { tracing: lambda.Tracing.ACTIVE } : {}),
       // Scheduled invocations are asynchronous; the next tick is the retry.
       ...(kind === 'scheduled' ? { retryAttempts: 0 } : {}),
-      bundling: handlerBundling(),
+      bundling: handlerBundling(this.definition.sink.kind),
     });
     if (props.tracing) {
       acknowledge(role, 'AwsSolutions-IAM5[Resource::*]',

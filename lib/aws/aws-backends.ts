@@ -161,11 +161,19 @@ export function createAwsQueryBackends(
   };
 }
 
+/**
+ * The sink kind the function was bundled for: the construct's bundler defines it (cdk/bundling.ts),
+ * so the other sinks' branches below are dead code and their modules stay out of the bundle.
+ * Unbundled (tests, `sluice dev`, `sluice/lambda` wired by hand) it is undefined: every sink.
+ */
+declare const SLUICE_BUNDLED_SINK: string | undefined;
+
 function createSink(
   definition: QueryDefinition, keyColumns: readonly string[], config: RuntimeConfig, clients: AwsClients, meter: CostMeter,
 ): Sink {
   const spec = definition.sink;
-  if (spec.kind === 'dynamodb') {
+  // The bundled kind is tested first, so that a defined one folds the condition to a constant.
+  if ((typeof SLUICE_BUNDLED_SINK === 'undefined' || SLUICE_BUNDLED_SINK === 'dynamodb') && spec.kind === 'dynamodb') {
     if (!config.sinkTable) throw missing('SLUICE_SINK_TABLE', 'the DynamoDB sink table');
     let spill: SpillLocation | undefined;
     if (spec.onUnwritableRow === 'spill') {
@@ -174,9 +182,21 @@ function createSink(
     }
     return new DynamoDbUpsertSink({ client: clients.dynamodb, tableName: config.sinkTable, keyColumns, meter, ...(spill ? { spill } : {}) });
   }
+  if ((typeof SLUICE_BUNDLED_SINK === 'undefined' || SLUICE_BUNDLED_SINK === 's3-files') && spec.kind === 's3-files') {
+    return new S3FilesSink({ ...s3SinkOptions(definition, config, clients, meter), format: spec.format, partitionBy: spec.partitionBy });
+  }
+  if ((typeof SLUICE_BUNDLED_SINK === 'undefined' || SLUICE_BUNDLED_SINK === 's3-snapshot') && spec.kind === 's3-snapshot') {
+    return new S3SnapshotSink(s3SinkOptions(definition, config, clients, meter));
+  }
+  throw new IllegalArgumentError(
+    `This function was bundled for a ${typeof SLUICE_BUNDLED_SINK === 'string' ? SLUICE_BUNDLED_SINK : 'different'} sink; the query '${definition.name}' writes to a ${spec.kind} sink.`,
+    { code: 'INVALID_RUNTIME_CONFIG', hint: 'redeploy: the construct bundles each function for its query\'s sink.' },
+  );
+}
+
+function s3SinkOptions(definition: QueryDefinition, config: RuntimeConfig, clients: AwsClients, meter: CostMeter) {
   if (!config.sinkBucket) throw missing('SLUICE_SINK_BUCKET', 'the S3 sink bucket');
-  const options = { client: clients.s3, bucket: config.sinkBucket, prefix: sinkPrefixOf(definition, config), meter };
-  return spec.kind === 's3-files' ? new S3FilesSink({ ...options, format: spec.format, partitionBy: spec.partitionBy }) : new S3SnapshotSink(options);
+  return { client: clients.s3, bucket: config.sinkBucket, prefix: sinkPrefixOf(definition, config), meter };
 }
 
 function missing(variable: string, what: string): IllegalArgumentError {

@@ -35,6 +35,8 @@ import type { StateStore, StateStoreId, StateStoreProvider } from '../state/stat
 import { encodeStateJson } from './dynamodb-state-store.js';
 import { itemSize, writeUnitsFor, type Item } from './dynamodb-cost.js';
 import { CURRENT_PRICES, type PriceTable } from '../core/price-table.js';
+import { progressRecordItem } from './progress-record.js';
+
 
 // The price table lives in the engine core (the dashboard and the benchmark use it too).
 export { PRICES_2026_12_US_EAST_1, type PriceTable } from '../core/price-table.js';
@@ -264,7 +266,7 @@ export async function measureInvocation(
       // Sized as the deployed record is: Kinesis offsets, the sink's name, a cost map.
       const deployed = { ...p, sink: { ...p.sink, description: `DynamoDbUpsertSink[${definition.name}-sink-table by ${keyColumns}]` },
         cost: { dynamoDbReadUnits: 10, dynamoDbWriteUnits: 56, stateBytesWritten: 1022 } };
-      progressUnits += 2 * writeUnitsFor(itemSize({ ...checkpointItem(pk, 'progress#01', p.batchId, deployed), expiresAt: { N: '1800000000' } }));
+      progressUnits += 2 * writeUnitsFor(itemSize(progressRecordItem({ pk: { S: pk }, sk: { S: 'progress#01' } }, p.batchId, deployed, startMs)));
       const commit = await memory.commitLog.get(p.batchId);
       commitUnits += 2 * writeUnitsFor(itemSize(checkpointItem(pk, 'commit#000000000001', p.batchId, commit))) + (p.batchId > 0 ? 2 : 0);
     }
@@ -294,8 +296,8 @@ export async function measureInvocation(
     stateWriteUnits: stateUnitsPerVersion * batchesPerInvocation,
     // One conditional PutItem per result row; result items stay under 1 KB for these shapes.
     sinkWriteUnits: sinkKind === 'dynamodb' ? rows : 0,
-    // s3-files: the staged file and its copy once committed; s3-snapshot: the object and the pointer.
-    s3Puts: sinkKind === 'dynamodb' ? 0 : rows > 0 || sinkKind === 's3-snapshot' ? 2 * batchesPerInvocation : 0,
+    // s3-files: the staged file and its copy once committed; s3-snapshot: the partition's one object.
+    s3Puts: sinkKind === 'dynamodb' ? 0 : sinkKind === 's3-snapshot' ? batchesPerInvocation : rows > 0 ? 2 * batchesPerInvocation : 0,
     stateBytes: snapshot.bytes,
   };
 }

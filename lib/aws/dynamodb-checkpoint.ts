@@ -33,8 +33,9 @@
  * batch's input is fixed by its offset entry and execution is deterministic.
  *
  * Items (checkpoint table, pk = `${queryName}#${partitionId}`): `meta`, `offset#<12-digit id>`,
- * `commit#<12-digit id>`, the ring of recent progress `progress#<2 digits>` (TTL), each with the entry as a JSON string attribute `entry`, the format
- * version `fmt` and the `batchId`. All reads are strongly consistent; every request's consumed
+ * `commit#<12-digit id>`, each with the entry as a JSON string attribute `entry`, the format
+ * version `fmt` and the `batchId`; and the ring of recent progress `progress#<2 digits>` (TTL), its
+ * records compressed (lib/aws/progress-record.ts). All reads are strongly consistent; every request's consumed
  * capacity goes to the CostMeter.
  */
 import {
@@ -55,6 +56,7 @@ import { batchWriteAll, itemSize, meterUnits, queryAll, readUnitsFor, sleep, wri
 import { DynamoDbStateStoreProvider, type StateCache } from './dynamodb-state-store.js';
 import { CHECKPOINT_ITEMS, padId } from './tables.js';
 import { PROGRESS_RECORDS } from '../runtime/runtime-config.js';
+import { parseProgressRecord, progressRecordItem } from './progress-record.js';
 
 export interface DynamoDbCheckpointOptions {
   readonly client: DynamoDBClient;
@@ -288,13 +290,7 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
   }
 
   private progressItem(batchId: number, progress: object): Item {
-    return {
-      ...this.items.key(progressSortKey(batchId)),
-      fmt: { N: String(CHECKPOINT_FORMAT_VERSION) },
-      batchId: { N: String(batchId) },
-      entry: { S: JSON.stringify(progress) },
-      [PROGRESS_RECORDS.ttlAttribute]: { N: String(Math.floor(Date.now() / 1000) + PROGRESS_RECORDS.ttlSeconds) },
-    };
+    return progressRecordItem(this.items.key(progressSortKey(batchId)), batchId, progress, Date.now());
   }
 }
 
@@ -338,7 +334,7 @@ export class DynamoDbCheckpoint implements Checkpoint {
       ConsistentRead: true,
     }, this.items.meter).catch((e: unknown) => { throw wrap(e, 'read recent progress'); });
     return items
-      .map((item) => ({ batchId: Number(item.batchId?.N ?? -1), entry: parseEntry<T>(item, this.items.pk) }))
+      .map((item) => ({ batchId: Number(item.batchId?.N ?? -1), entry: parseProgressRecord<T>(item, this.items.pk) }))
       .sort((a, b) => a.batchId - b.batchId)
       .map((p) => p.entry);
   }

@@ -1,23 +1,29 @@
 /**
- * S3SnapshotSink: complete mode. Every batch writes the partition's whole result table as one JSON
- * Lines object, then moves the partition's pointer to it:
+ * S3SnapshotSink: complete mode. Every batch replaces the partition's whole result table, one JSON
+ * Lines object per partition:
  *
- *   ${prefix}snapshots/partition=${partitionId}/batch=${batchId:012}.jsonl   the result table
- *   ${prefix}_latest/partition=${partitionId}.json                          the pointer
+ *   ${prefix}current/partition=${partitionId}.jsonl
  *
- * The pointer is `{ formatVersion: 1, partitionId, batchId, key, rows }`. A reader reads the pointer,
- * then the object it names, so it sees one whole snapshot: the current one, or (mid-write) the
- * previous one. S3 PUTs replace objects atomically, so the pointer is never half-written.
+ * with the batch id, the row count and the layout's format in its user metadata (`x-amz-meta-
+ * sluice-batch-id`, `-sluice-rows`, `-sluice-format`). S3 replaces an object atomically and reads
+ * are strongly consistent, so a reader's one GET sees one whole snapshot: the current one, or (while
+ * a batch is being written) the previous one.
  *
- * The pointer never moves backwards: it is read first, and a batch whose id is lower than the
- * pointer's (a stale or reordered write) is a no-op, as is a batch equal to it (a re-run of a batch
- * that was already published). After moving the pointer, snapshots older than the previous one are
- * deleted: the previous snapshot stays, since a reader may have just read the old pointer. Deleting
- * is housekeeping, so a failure to delete does not fail the published batch; it is kept in
- * `lastCleanupError` and retried (by listing) on the next batch.
+ * One PUT per batch. The first layout (format 1) wrote each batch's table to its own object, then
+ * moved a pointer to it, listed the partition's snapshots and deleted the old ones: two PUTs and a
+ * LIST (all PUT-priced), three times the S3 cost, for the same guarantee.
  *
- * This assumes one writer per partition at a time (the runtime's shard lease). The pointer's
- * read-then-write is not a compare-and-swap.
+ * The snapshot never moves backwards: its metadata is read first (a HEAD), and a batch whose id is
+ * lower than the stored one (a stale or reordered write) is a no-op, as is a batch equal to it (a
+ * re-run of a batch that was already published; its table would be the same bytes, since a batch's
+ * input is fixed by its offset entry and execution is deterministic). This assumes one writer per
+ * partition at a time (the runtime's shard lease): the read-then-write is not a compare-and-swap;
+ * the checkpoint's conditional writes are what stop a stale writer from committing.
+ *
+ * A partition still in format 1 (written by an earlier version): its pointer is honoured the same
+ * way while no current object exists, and once the first current object is written, the pointer and
+ * the snapshots are deleted (housekeeping: a failure is kept in `lastCleanupError`, and a reader
+ * prefers the current object anyway).
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
@@ -26,10 +32,15 @@ import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { toJsonLines } from './s3-files-sink.js';
 import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';
 import {
-  deleteKeys, encodeKeySegment, getObjectText, listKeys, normalizePrefix, padBatchId, putObject, toSinkError,
+  deleteKeys, encodeKeySegment, getObjectText, listKeys, normalizePrefix, objectMetadata, padBatchId, putObject, toSinkError,
 } from './s3-util.js';
 
-export const S3_SNAPSHOT_FORMAT_VERSION = 1;
+export const S3_SNAPSHOT_FORMAT_VERSION = 2;
+/** Format 2: one object per partition, replaced by each batch. */
+export const S3_CURRENT_DIR = 'current/';
+/** The user metadata of a current object (lower-case: S3 returns them so). */
+export const SNAPSHOT_METADATA = { batchId: 'sluice-batch-id', rows: 'sluice-rows', format: 'sluice-format' } as const;
+/** Format 1 (read, and removed once a partition moves to format 2): per-batch objects behind a pointer. */
 export const S3_SNAPSHOTS_DIR = 'snapshots/';
 export const S3_LATEST_DIR = '_latest/';
 
@@ -49,6 +60,21 @@ export interface S3SnapshotPointer {
   readonly rows: number;
 }
 
+/** The partition's current snapshot (format 2). */
+export function s3CurrentSnapshotKey(prefix: string, partitionId: string): string {
+  return `${normalizePrefix(prefix)}${S3_CURRENT_DIR}partition=${encodeKeySegment(partitionId)}.jsonl`;
+}
+
+/** The batch id and row count in a current object's metadata; malformed metadata is an error. */
+export function currentSnapshotHeader(metadata: Record<string, string>, key: string): { batchId: number; rows: number } {
+  const batchId = Number(metadata[SNAPSHOT_METADATA.batchId]);
+  const rows = Number(metadata[SNAPSHOT_METADATA.rows]);
+  if (!Number.isInteger(batchId) || !Number.isInteger(rows)) {
+    throw new Error(`Snapshot ${key} has no valid ${SNAPSHOT_METADATA.batchId}/${SNAPSHOT_METADATA.rows} metadata: ${JSON.stringify(metadata)}`);
+  }
+  return { batchId, rows };
+}
+
 export function s3SnapshotDir(prefix: string, partitionId: string): string {
   return `${normalizePrefix(prefix)}${S3_SNAPSHOTS_DIR}partition=${encodeKeySegment(partitionId)}/`;
 }
@@ -59,12 +85,6 @@ export function s3SnapshotKey(prefix: string, partitionId: string, batchId: numb
 
 export function s3SnapshotPointerKey(prefix: string, partitionId: string): string {
   return `${normalizePrefix(prefix)}${S3_LATEST_DIR}partition=${encodeKeySegment(partitionId)}.json`;
-}
-
-/** The batch id in a snapshot key (`.../batch=000000000042.jsonl` → 42), or undefined. */
-export function snapshotBatchIdOf(key: string): number | undefined {
-  const match = /\/batch=(\d+)\.jsonl$/.exec(key);
-  return match ? Number(match[1]) : undefined;
 }
 
 export function parseSnapshotPointer(text: string, key: string): S3SnapshotPointer {
@@ -100,38 +120,41 @@ export class S3SnapshotSink implements Sink {
         hint: 'use S3FilesSink for append mode or DynamoDbUpsertSink for update mode.',
       });
     }
+    const key = s3CurrentSnapshotKey(this.prefix, batch.partitionId);
     const pointerKey = s3SnapshotPointerKey(this.prefix, batch.partitionId);
-    const key = s3SnapshotKey(this.prefix, batch.partitionId, batch.batchId);
-    let action = `reading ${pointerKey}`;
-    let previous: S3SnapshotPointer | undefined;
+    let action = `reading ${key}`;
+    let formatOne: S3SnapshotPointer | undefined;
     try {
-      const text = await getObjectText(this.client, this.bucket, pointerKey, this.meter);
-      previous = text === undefined ? undefined : parseSnapshotPointer(text, pointerKey);
+      const metadata = await objectMetadata(this.client, this.bucket, key, this.meter);
+      let publishedBatchId: number | undefined;
+      if (metadata !== undefined) {
+        publishedBatchId = currentSnapshotHeader(metadata, key).batchId;
+      } else {
+        // No current object: a new partition, or one still in format 1 (its pointer decides).
+        action = `reading ${pointerKey}`;
+        const text = await getObjectText(this.client, this.bucket, pointerKey, this.meter);
+        formatOne = text === undefined ? undefined : parseSnapshotPointer(text, pointerKey);
+        publishedBatchId = formatOne?.batchId;
+      }
       // Equal: this batch was already published (a re-run). Lower: stale; never move back.
-      if (previous && batch.batchId <= previous.batchId) return;
+      if (publishedBatchId !== undefined && batch.batchId <= publishedBatchId) return;
       action = `writing ${key}`;
-      await putObject(this.client, this.bucket, key, toJsonLines(batch), 'application/x-ndjson', this.meter);
-      const pointer: S3SnapshotPointer = {
-        formatVersion: S3_SNAPSHOT_FORMAT_VERSION, partitionId: batch.partitionId, batchId: batch.batchId,
-        key, rows: batch.rows.length,
-      };
-      action = `writing ${pointerKey}`;
-      await putObject(this.client, this.bucket, pointerKey, JSON.stringify(pointer), 'application/json', this.meter);
+      await putObject(this.client, this.bucket, key, toJsonLines(batch), 'application/x-ndjson', this.meter, {
+        [SNAPSHOT_METADATA.batchId]: String(batch.batchId),
+        [SNAPSHOT_METADATA.rows]: String(batch.rows.length),
+        [SNAPSHOT_METADATA.format]: String(S3_SNAPSHOT_FORMAT_VERSION),
+      });
     } catch (error) {
       throw toSinkError(error, this.description, action);
     }
-    if (previous) await this.deleteOlderThan(batch.partitionId, previous.batchId);
+    if (formatOne) await this.removeFormatOne(batch.partitionId, pointerKey);
   }
 
-  /** Deletes the partition's snapshots with a batch id below `keepFrom`. */
-  private async deleteOlderThan(partitionId: string, keepFrom: number): Promise<void> {
+  /** Deletes a partition's format-1 pointer and snapshots, now that its current object exists. */
+  private async removeFormatOne(partitionId: string, pointerKey: string): Promise<void> {
     try {
-      const keys = await listKeys(this.client, this.bucket, s3SnapshotDir(this.prefix, partitionId), this.meter);
-      const old = keys.filter((k) => {
-        const id = snapshotBatchIdOf(k);
-        return id !== undefined && id < keepFrom;
-      });
-      if (old.length > 0) await deleteKeys(this.client, this.bucket, old);
+      const snapshots = await listKeys(this.client, this.bucket, s3SnapshotDir(this.prefix, partitionId), this.meter);
+      await deleteKeys(this.client, this.bucket, [pointerKey, ...snapshots]);
       this.lastCleanupError = undefined;
     } catch (error) {
       this.lastCleanupError = error;

@@ -48,12 +48,12 @@ export function decodeKeySegment(segment: string): string {
 }
 
 export async function putObject(
-  client: S3Client, bucket: string, key: string, body: string, contentType: string, meter?: CostMeter,
+  client: S3Client, bucket: string, key: string, body: string, contentType: string, meter?: CostMeter, metadata?: Record<string, string>,
 ): Promise<void> {
   meter?.add('s3Puts', 1);
   const bytes = Buffer.from(body, 'utf-8');
   await client.send(new PutObjectCommand({
-    Bucket: bucket, Key: key, Body: bytes, ContentLength: bytes.byteLength, ContentType: contentType,
+    Bucket: bucket, Key: key, Body: bytes, ContentLength: bytes.byteLength, ContentType: contentType, ...(metadata ? { Metadata: metadata } : {}),
   }));
 }
 
@@ -114,6 +114,17 @@ export async function getObjectText(
   try {
     const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
     return (await response.Body?.transformToString('utf-8')) ?? '';
+  } catch (error) {
+    if (isNotFound(error) || await absentWhenDenied(client, bucket, key, error)) return undefined;
+    throw error;
+  }
+}
+
+/** An object's user metadata (`x-amz-meta-*`, names lower-case), or undefined when it does not exist; one counted HEAD. */
+export async function objectMetadata(client: S3Client, bucket: string, key: string, meter?: CostMeter): Promise<Record<string, string> | undefined> {
+  meter?.add('s3Gets', 1);
+  try {
+    return (await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))).Metadata ?? {};
   } catch (error) {
     if (isNotFound(error) || await absentWhenDenied(client, bucket, key, error)) return undefined;
     throw error;

@@ -185,9 +185,14 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
   };
 }
 
+/** The sink kind the function was bundled for (lib/aws/aws-backends.ts); only s3-files compacts. */
+declare const SLUICE_BUNDLED_SINK: string | undefined;
+
 async function compactAfterTick(
   context: Context, clients: AwsClients, meter: CostMeter, lambdaContext: ScheduledInvocationContext | undefined,
 ): Promise<ScheduledTriggerSummary['compaction'] | null> {
+  // Folds to a constant in a bundle for another sink, which leaves compaction (and Parquet reading) out.
+  if (typeof SLUICE_BUNDLED_SINK === 'string' && SLUICE_BUNDLED_SINK !== 's3-files') return null;
   try {
     return await compactSinkIfDue({
       query: context.query, config: context.config, clients, meter,

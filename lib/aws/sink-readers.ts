@@ -1,15 +1,15 @@
 /**
  * Reading what the AWS sinks committed, the way a downstream consumer must: through the manifest
- * (S3FilesSink), through the pointers (S3SnapshotSink), or by a consistent scan (DynamoDbUpsertSink).
+ * (S3FilesSink), through each partition's current object (S3SnapshotSink), or by a consistent scan (DynamoDbUpsertSink).
  * `sluice dev --out`, the integration tests and run-to-run comparisons use these.
  */
 import { ScanCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { S3Client } from '@aws-sdk/client-s3';
+import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { CostMeter } from '../core/cost-meter.js';
 import { DYNAMODB_SINK_RESERVED } from './dynamodb-upsert-sink.js';
 import { S3_FILES_METADATA_DIR, type S3FilesManifestEntry, type S3FilesManifestFile } from './s3-files-sink.js';
-import { S3_LATEST_DIR, parseSnapshotPointer } from './s3-snapshot-sink.js';
+import { S3_CURRENT_DIR, S3_LATEST_DIR, currentSnapshotHeader, parseSnapshotPointer } from './s3-snapshot-sink.js';
 import { decodeKeySegment, getObjectBytes, getObjectText, listKeys, mapWithConcurrency, normalizePrefix } from './s3-util.js';
 import { parquetRowsAsJson } from './parquet-reader.js';
 import { readCompactionLog } from './s3-compaction.js';
@@ -134,36 +134,56 @@ export async function readS3Files(
 }
 
 /**
- * Each partition's current S3SnapshotSink snapshot, ordered by partition id. A snapshot deleted
- * between reading its pointer and fetching it (the writer moved on twice) is retried from the
- * pointer.
+ * Each partition's current S3SnapshotSink snapshot, ordered by partition id: its current object
+ * (format 2), or for a partition still in format 1, the snapshot its pointer names (retried from the
+ * pointer if the writer deleted it meanwhile).
  */
 export async function readS3SnapshotPartitions(
   client: S3Client, bucket: string, prefix: string, options: ReaderOptions = {},
 ): Promise<CommittedBatch[]> {
-  const base = `${normalizePrefix(prefix)}${S3_LATEST_DIR}`;
-  const pointers: { partitionId: string; key: string }[] = [];
-  for (const key of await listKeys(client, bucket, base, options.meter)) {
-    const match = /^partition=([^/]+)\.json$/.exec(key.slice(base.length));
-    if (match) pointers.push({ partitionId: decodeKeySegment(match[1]!), key });
-  }
-  pointers.sort((a, b) => compareStrings(a.partitionId, b.partitionId));
-  return mapWithConcurrency(pointers, options.concurrency ?? 16, async ({ partitionId, key }) => {
-    for (let attempt = 1; ; attempt++) {
-      const text = await getObjectText(client, bucket, key, options.meter);
-      if (text === undefined) throw new Error(`snapshot pointer ${key} disappeared while reading`);
-      const pointer = parseSnapshotPointer(text, key);
-      const data = await getObjectText(client, bucket, pointer.key, options.meter);
-      if (data !== undefined) {
-        const rows = parseJsonLines(data, pointer.key);
-        if (rows.length !== pointer.rows) {
-          throw new Error(`${pointer.key} has ${rows.length} rows; its pointer ${key} says ${pointer.rows}`);
-        }
-        return { partitionId, batchId: pointer.batchId, rows };
-      }
-      if (attempt >= 3) throw new Error(`snapshot ${pointer.key} named by ${key} does not exist`);
+  const base = normalizePrefix(prefix);
+  const partitions = new Map<string, { current?: string; pointer?: string }>();
+  const find = async (dir: string, extension: string, slot: 'current' | 'pointer'): Promise<void> => {
+    for (const key of await listKeys(client, bucket, `${base}${dir}`, options.meter)) {
+      const name = key.slice(base.length + dir.length);
+      if (!name.startsWith('partition=') || !name.endsWith(extension) || name.includes('/')) continue;
+      const id = decodeKeySegment(name.slice('partition='.length, -extension.length));
+      partitions.set(id, { ...partitions.get(id), [slot]: key });
     }
+  };
+  await Promise.all([find(S3_CURRENT_DIR, '.jsonl', 'current'), find(S3_LATEST_DIR, '.json', 'pointer')]);
+  const found = [...partitions].map(([partitionId, keys]) => ({ partitionId, ...keys }))
+    .sort((a, b) => compareStrings(a.partitionId, b.partitionId));
+  return mapWithConcurrency(found, options.concurrency ?? 16, async ({ partitionId, current, pointer }) => {
+    if (current !== undefined) return { partitionId, ...await readCurrentSnapshot(client, bucket, current, options) };
+    return { partitionId, ...await readFormatOneSnapshot(client, bucket, pointer!, options) };
   });
+}
+
+async function readCurrentSnapshot(client: S3Client, bucket: string, key: string, options: ReaderOptions): Promise<{ batchId: number; rows: Record<string, unknown>[] }> {
+  options.meter?.add('s3Gets', 1);
+  const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+  const header = currentSnapshotHeader(response.Metadata ?? {}, key);
+  const rows = parseJsonLines((await response.Body?.transformToString('utf-8')) ?? '', key);
+  if (rows.length !== header.rows) throw new Error(`${key} has ${rows.length} rows; its metadata says ${header.rows}`);
+  return { batchId: header.batchId, rows };
+}
+
+async function readFormatOneSnapshot(client: S3Client, bucket: string, key: string, options: ReaderOptions): Promise<{ batchId: number; rows: Record<string, unknown>[] }> {
+  for (let attempt = 1; ; attempt++) {
+    const text = await getObjectText(client, bucket, key, options.meter);
+    if (text === undefined) throw new Error(`snapshot pointer ${key} disappeared while reading`);
+    const pointer = parseSnapshotPointer(text, key);
+    const data = await getObjectText(client, bucket, pointer.key, options.meter);
+    if (data !== undefined) {
+      const rows = parseJsonLines(data, pointer.key);
+      if (rows.length !== pointer.rows) {
+        throw new Error(`${pointer.key} has ${rows.length} rows; its pointer ${key} says ${pointer.rows}`);
+      }
+      return { batchId: pointer.batchId, rows };
+    }
+    if (attempt >= 3) throw new Error(`snapshot ${pointer.key} named by ${key} does not exist`);
+  }
 }
 
 /** The rows of every partition's current S3SnapshotSink snapshot, partitions in id order. */

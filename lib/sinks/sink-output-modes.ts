@@ -28,7 +28,7 @@ export function sinkSupportsMode(kind: DeployedSinkKind, mode: OutputMode): bool
 
 const DEPLOYED_HINTS: Partial<Record<`${DeployedSinkKind}/${OutputMode}`, string>> = {
   's3-files/update': "update mode changes rows already written, and S3 files cannot be updated: use sink { kind: 'dynamodb' } (an upsert per result key), or append mode with a watermark.",
-  's3-files/complete': "complete mode rewrites the whole result every batch: use sink { kind: 's3-snapshot' } (one object per batch behind a pointer) or { kind: 'dynamodb' }.",
+  's3-files/complete': "complete mode rewrites the whole result every batch: use sink { kind: 's3-snapshot' } (one object per partition, replaced each batch) or { kind: 'dynamodb' }.",
   's3-snapshot/append': "use sink { kind: 's3-files' } for append mode; the snapshot sink holds a whole result table.",
   's3-snapshot/update': "use sink { kind: 'dynamodb' } for update mode (an upsert per result key).",
 };

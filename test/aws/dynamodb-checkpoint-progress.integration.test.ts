@@ -4,11 +4,12 @@
  * item has its TTL, and a commit that is refused writes no record.
  */
 import { randomUUID } from 'node:crypto';
-import { QueryCommand } from '@aws-sdk/client-dynamodb';
+import { PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
 import { ensureTables } from '../../lib/aws/tables.js';
+import { itemSize } from '../../lib/aws/dynamodb-cost.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { CHECKPOINT_FORMAT_VERSION } from '../../lib/checkpoint/checkpoint.js';
 import { PROGRESS_RECORDS } from '../../lib/runtime/runtime-config.js';
@@ -71,5 +72,47 @@ describe('progress ring in the checkpoint table', () => {
     cp.stageProgress(7, { batchId: 7 });
     expect(await cp.commitLog.add(1, commit(1))).toBe(true);
     expect(await cp.readRecentProgress()).toEqual([{ batchId: 0, run: 'first' }]);
+  });
+
+  it('stores a deployed-size record compressed, under 1 KB (2 write units in the transaction instead of 4), and reads it back whole', async () => {
+    const cp = new DynamoDbCheckpoint({ client: aws.dynamodb, checkpointTable: CP, stateTable: STATE, queryName: `q-${randomUUID().slice(0, 8)}`, partitionId: 'shardId-000000000002' });
+    const offset = (seq: string, first: string) => ({ shardId: 'shardId-000000000002', sequenceNumber: seq, firstSequenceNumber: first, recordCount: 1000 });
+    const progress = {
+      id: randomUUID(), runId: randomUUID(), name: 'hourly-sales-live', timestamp: '2026-12-05T01:32:01.206Z', batchId: 0, batchDuration: 54,
+      numInputRows: 1000, inputRowsPerSecond: 8064.5161290322585, processedRowsPerSecond: 18518.51851851852,
+      durationMs: { addBatch: 29, triggerExecution: 54 }, eventTime: { max: '2024-05-01T00:10:00.000Z', min: '2024-05-01T00:08:01.000Z', watermark: '2024-05-01T00:08:00.000Z' },
+      batchWatermarkMs: 1714521480000,
+      stateOperators: [{ operatorName: 'stateStoreSave', numRowsTotal: 3965, numRowsUpdated: 957, numRowsRemoved: 0, numRowsDroppedByWatermark: 0, numOutputRows: 3965, numShufflePartitions: 1, numStateStoreInstances: 1, customMetrics: {} }],
+      sources: [{
+        description: 'kinesis',
+        startOffset: offset('49654839173946301839274610293847561029384756102938475610', '49654839173946301839274610293847561029384756102938471203'),
+        endOffset: offset('49654839173946301839274610293847561029384756102938479934', '49654839173946301839274610293847561029384756102938475622'),
+        numInputRows: 1000,
+      }],
+      sink: { description: 'S3SnapshotSink[s3://hourly-sales-live-sink/complete-s3-snapshot/]', numOutputRows: 3965 },
+      numDeadLetteredRows: 0, numRowsNullEventTime: 0,
+      cost: { dynamoDbReadUnits: 4, dynamoDbWriteUnits: 10, s3Gets: 1, s3Puts: 2, stateBytesWritten: 9209, s3Lists: 1 },
+    };
+    expect(JSON.stringify(progress).length).toBeGreaterThan(1024);
+    cp.stageProgress(0, progress);
+    expect(await cp.commitLog.add(0, commit(0))).toBe(true);
+    const items = await aws.dynamodb.send(new QueryCommand({
+      TableName: CP, KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)', ExpressionAttributeValues: { ':pk': { S: cp.pk }, ':p': { S: 'progress#' } },
+    }));
+    expect(items.Items).toHaveLength(1);
+    expect(itemSize(items.Items![0]!)).toBeLessThan(1024);
+    expect(await cp.readRecentProgress()).toEqual([progress]);
+  });
+
+  it('still reads a ring item of format 1 (the JSON as a string), written before an upgrade', async () => {
+    const cp = new DynamoDbCheckpoint({ client: aws.dynamodb, checkpointTable: CP, stateTable: STATE, queryName: `q-${randomUUID().slice(0, 8)}`, partitionId: 'shardId-000000000003' });
+    await aws.dynamodb.send(new PutItemCommand({
+      TableName: CP,
+      Item: { pk: { S: cp.pk }, sk: { S: 'progress#04' }, fmt: { N: '1' }, batchId: { N: '4' }, entry: { S: JSON.stringify({ batchId: 4, numInputRows: 12 }) } },
+    }));
+    expect(await cp.commitLog.add(0, commit(0))).toBe(true);
+    cp.stageProgress(1, { batchId: 1, numInputRows: 7 });
+    expect(await cp.commitLog.add(1, commit(1))).toBe(true);
+    expect(await cp.readRecentProgress()).toEqual([{ batchId: 1, numInputRows: 7 }, { batchId: 4, numInputRows: 12 }]);
   });
 });

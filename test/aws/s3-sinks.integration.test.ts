@@ -1,13 +1,13 @@
 /**
  * S3FilesSink, S3SnapshotSink, S3DeadLetterWriter and their readers against s3rver (real SDK calls).
  */
-import { CreateBucketCommand, ListObjectsV2Command, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { S3DeadLetterWriter, deadLetterKey, readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
 import { S3FilesSink, s3FilesDataKey, s3FilesManifestKey } from '../../lib/aws/s3-files-sink.js';
-import { S3SnapshotSink, s3SnapshotKey, s3SnapshotPointerKey } from '../../lib/aws/s3-snapshot-sink.js';
+import { S3SnapshotSink, s3CurrentSnapshotKey, s3SnapshotKey, s3SnapshotPointerKey } from '../../lib/aws/s3-snapshot-sink.js';
 import { readS3FileBatches, readS3Files, readS3SnapshotPartitions, readS3Snapshots } from '../../lib/aws/sink-readers.js';
-import { getObjectText } from '../../lib/aws/s3-util.js';
+import { getObjectText, putObject } from '../../lib/aws/s3-util.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { deleteResourcesNamed } from '../support/cleanup.js';
@@ -260,51 +260,58 @@ describe('S3SnapshotSink', () => {
   const w1 = win('2024-05-01T14:00:00Z', '2024-05-01T15:00:00Z');
   const w2 = win('2024-05-01T15:00:00Z', '2024-05-01T16:00:00Z');
 
-  it('writes the whole result and moves the pointer to it', async () => {
+  it('replaces the partition\'s one object with the whole result, one PUT per batch, batch id and rows in its metadata', async () => {
     const bucket = await newBucket();
     const meter = new CostMeter();
     const sink = new S3SnapshotSink({ client: s3, bucket, prefix: 'agg', meter });
     expect(sink.supportedOutputModes).toEqual(['complete']);
     await sink.addBatch(snap('shard-0', 0, [[w1, 'north', 15]]));
-    expect(meter.snapshot()).toEqual({ s3Gets: 1, s3Puts: 2 });
-    expect(await allKeys(bucket)).toEqual([
-      'agg/_latest/partition=shard-0.json',
-      'agg/snapshots/partition=shard-0/batch=000000000000.jsonl',
-    ]);
-    expect(JSON.parse((await getObjectText(s3, bucket, s3SnapshotPointerKey('agg/', 'shard-0')))!)).toEqual({
-      formatVersion: 1, partitionId: 'shard-0', batchId: 0, key: s3SnapshotKey('agg/', 'shard-0', 0), rows: 1,
-    });
+    // A HEAD finds no current object, a GET finds no format-1 pointer, one PUT.
+    expect(meter.snapshot()).toEqual({ s3Gets: 2, s3Puts: 1 });
+    expect(await allKeys(bucket)).toEqual(['agg/current/partition=shard-0.jsonl']);
+    const head = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: s3CurrentSnapshotKey('agg/', 'shard-0') }));
+    expect(head.Metadata).toEqual({ 'sluice-batch-id': '0', 'sluice-rows': '1', 'sluice-format': '2' });
+    const before = meter.snapshot();
     await sink.addBatch(snap('shard-0', 1, [[w1, 'north', 20], [w2, 'north', 5]]));
+    expect(meter.since(before)).toEqual({ s3Gets: 1, s3Puts: 1 });
+    expect(await allKeys(bucket)).toEqual(['agg/current/partition=shard-0.jsonl']);
     expect(await readS3Snapshots(s3, bucket, 'agg')).toEqual([
       { window: { start: '2024-05-01T14:00:00Z', end: '2024-05-01T15:00:00Z' }, store: 'north', revenue: 20 },
       { window: { start: '2024-05-01T15:00:00Z', end: '2024-05-01T16:00:00Z' }, store: 'north', revenue: 5 },
     ]);
   });
 
-  it('never moves the pointer back: an older batch, or the same batch again, is a no-op', async () => {
+  it('never moves back: an older batch, or the same batch again, is a no-op', async () => {
     const bucket = await newBucket();
     const meter = new CostMeter();
     const sink = new S3SnapshotSink({ client: s3, bucket, prefix: 'agg/', meter });
     await sink.addBatch(snap('p', 5, [[w1, 'north', 50]]));
     const before = meter.snapshot();
     await sink.addBatch(snap('p', 4, [[w1, 'north', 40]]));
-    await sink.addBatch(snap('p', 5, [[w1, 'north', 50]]));
-    expect(meter.since(before)).toEqual({ s3Gets: 2 }); // two pointer reads, nothing written
-    expect(await allKeys(bucket)).toEqual(['agg/_latest/partition=p.json', 'agg/snapshots/partition=p/batch=000000000005.jsonl']);
+    await sink.addBatch(snap('p', 5, [[w1, 'north', 51]]));
+    expect(meter.since(before)).toEqual({ s3Gets: 2 }); // two HEADs, nothing written
     const [current] = await readS3SnapshotPartitions(s3, bucket, 'agg/');
     expect(current).toEqual({ partitionId: 'p', batchId: 5, rows: [expect.objectContaining({ revenue: 50 })] });
   });
 
-  it('keeps the current and previous snapshot and deletes older ones', async () => {
+  it('takes over a partition written in format 1: honours its pointer, then deletes the pointer and its snapshots', async () => {
     const bucket = await newBucket();
+    const pointer = s3SnapshotPointerKey('agg/', 'p');
+    const old = s3SnapshotKey('agg/', 'p', 7);
+    await putObject(s3, bucket, old, `${JSON.stringify({ store: 'north', revenue: 70 })}\n`, 'application/x-ndjson');
+    await putObject(s3, bucket, s3SnapshotKey('agg/', 'p', 6), `${JSON.stringify({ store: 'north', revenue: 60 })}\n`, 'application/x-ndjson');
+    await putObject(s3, bucket, pointer, JSON.stringify({ formatVersion: 1, partitionId: 'p', batchId: 7, key: old, rows: 1 }), 'application/json');
+    await putObject(s3, bucket, s3SnapshotPointerKey('agg/', 'q'), JSON.stringify({ formatVersion: 1, partitionId: 'q', batchId: 2, key: s3SnapshotKey('agg/', 'q', 2), rows: 1 }), 'application/json');
+    await putObject(s3, bucket, s3SnapshotKey('agg/', 'q', 2), `${JSON.stringify({ store: 'south', revenue: 2 })}\n`, 'application/x-ndjson');
     const sink = new S3SnapshotSink({ client: s3, bucket, prefix: 'agg/' });
-    for (let id = 0; id < 4; id++) await sink.addBatch(snap('p', id, [[w1, 'north', id]]));
-    expect(sink.lastCleanupError).toBeUndefined();
-    expect(await allKeys(bucket)).toEqual([
-      'agg/_latest/partition=p.json',
-      'agg/snapshots/partition=p/batch=000000000002.jsonl',
-      'agg/snapshots/partition=p/batch=000000000003.jsonl',
+    await sink.addBatch(snap('p', 7, [[w1, 'north', 99]])); // published in format 1 already: a no-op
+    expect((await readS3SnapshotPartitions(s3, bucket, 'agg/')).map((p) => [p.partitionId, p.batchId, p.rows])).toEqual([
+      ['p', 7, [{ store: 'north', revenue: 70 }]], ['q', 2, [{ store: 'south', revenue: 2 }]],
     ]);
+    await sink.addBatch(snap('p', 8, [[w1, 'north', 80]]));
+    expect(sink.lastCleanupError).toBeUndefined();
+    expect((await allKeys(bucket)).filter((k) => k.includes('partition=p'))).toEqual(['agg/current/partition=p.jsonl']);
+    expect((await readS3SnapshotPartitions(s3, bucket, 'agg/')).map((p) => [p.partitionId, p.batchId, p.rows.length])).toEqual([['p', 8, 1], ['q', 2, 1]]);
   });
 
   it('keeps partitions apart, and an empty result is an empty snapshot', async () => {

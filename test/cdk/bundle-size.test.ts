@@ -76,4 +76,24 @@ describe('the functions\' bundles, built by the construct', () => {
       expect(code, b.fn).not.toContain('PutBucketLifecycleConfigurationCommand');
     }
   });
+
+  it('bundles each function for its query\'s sink: the other sinks\' code is left out', () => {
+    // The functions that run the query (the on-failure function writes to no sink).
+    const codeOf = (prefix: string): string[] => bundles.filter((b) => b.fn.startsWith(prefix) && /(Kinesis|Scheduled|Repartition)Trigger/.test(b.fn))
+      .map((b) => readFileSync(b.code, 'utf8'));
+    // Live and PerProduct write to DynamoDB, Archive to S3 files.
+    expect(codeOf('Live').length).toBeGreaterThanOrEqual(2);
+    expect(codeOf('Archive').length).toBeGreaterThanOrEqual(2);
+    for (const code of [...codeOf('Live'), ...codeOf('PerProduct')]) {
+      expect(code).toContain('DynamoDbUpsertSink[');
+      expect(code).not.toContain('S3FilesSink[');
+      expect(code).not.toContain('S3SnapshotSink[');
+    }
+    for (const code of codeOf('Archive')) {
+      expect(code).toContain('S3FilesSink[');
+      expect(code).not.toContain('DynamoDbUpsertSink[');
+      expect(code).not.toContain('S3SnapshotSink[');
+    }
+  });
 });
+
