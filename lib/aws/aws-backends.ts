@@ -60,7 +60,7 @@ export function createAwsQueryBackends(
   decorateSink: (sink: Sink) => Sink = (sink) => sink,
 ): AwsQueryBackends {
   const { definition } = query;
-  const resultSink = createSink(definition, query.keyColumns, config, clients, meter);
+  const resultSink = createSink(definition, query.keyColumns, config, clients, meter, (partitionId) => ancestorsOf(partitionId));
   const sink = decorateSink(resultSink);
   const deadLetters = new S3DeadLetterWriter({
     client: clients.s3, bucket: config.deadLetterBucket, prefix: config.deadLetterPrefix, meter,
@@ -125,6 +125,24 @@ export function createAwsQueryBackends(
     if (!range) throw new Error(`shard ${shardId} is not a shard of stream ${streamName}`);
     return range;
   };
+  // The sink stage's partitions after reshards (the snapshot sink's lineage): listed afresh, since
+  // it is asked once per partition, at its first publish, when a cached list may predate the reshard.
+  const sinkStage = query.stages.find((s) => s.writes === 'sink') ?? query.sourceStage;
+  const ancestorsOf = async (partitionId: string): Promise<string[]> => {
+    const shards = await listStreamShards(clients.kinesis, streamOf(sinkStage));
+    const byId = new Map(shards.map((s) => [s.ShardId!, s]));
+    const own = shards.find((s) => sinkStage.partitionId(s.ShardId!) === partitionId);
+    if (!own) throw new Error(`partition ${partitionId} is not a shard of stream ${streamOf(sinkStage)}`);
+    const ancestors: string[] = [];
+    const visit = (shardId: string | undefined): void => {
+      if (!shardId || ancestors.includes(sinkStage.partitionId(shardId))) return;
+      ancestors.push(sinkStage.partitionId(shardId));
+      const shard = byId.get(shardId);
+      if (shard) for (const parent of [shard.ParentShardId, shard.AdjacentParentShardId]) visit(parent);
+    };
+    for (const parent of [own.ParentShardId, own.AdjacentParentShardId]) visit(parent);
+    return ancestors;
+  };
   return {
     watermarks,
     shardReader,
@@ -163,6 +181,7 @@ export function createAwsQueryBackends(
 
 function createSink(
   definition: QueryDefinition, keyColumns: readonly string[], config: RuntimeConfig, clients: AwsClients, meter: CostMeter,
+  ancestorsOf: (partitionId: string) => Promise<readonly string[]>,
 ): Sink {
   const spec = definition.sink;
   if (spec.kind === 'dynamodb') {
@@ -176,7 +195,9 @@ function createSink(
   }
   if (!config.sinkBucket) throw missing('SLUICE_SINK_BUCKET', 'the S3 sink bucket');
   const options = { client: clients.s3, bucket: config.sinkBucket, prefix: sinkPrefixOf(definition, config), meter };
-  return spec.kind === 's3-files' ? new S3FilesSink({ ...options, format: spec.format, partitionBy: spec.partitionBy }) : new S3SnapshotSink(options);
+  return spec.kind === 's3-files'
+    ? new S3FilesSink({ ...options, format: spec.format, partitionBy: spec.partitionBy })
+    : new S3SnapshotSink({ ...options, keyColumns, ancestorsOf });
 }
 
 function missing(variable: string, what: string): IllegalArgumentError {

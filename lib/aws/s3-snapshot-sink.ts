@@ -18,6 +18,14 @@
  *
  * This assumes one writer per partition at a time (the runtime's shard lease). The pointer's
  * read-then-write is not a compare-and-swap.
+ *
+ * After a reshard, a parent's last snapshot stays beside its children's. A child's state starts
+ * from its parents' restricted to its hash range, and complete mode never drops a group, so every
+ * parent row of the child's range is in each of the child's snapshots, with its newer value. The
+ * pointer names the partition's ancestors (from the stream's shard list, at its first publish) and
+ * the result's key columns; the reader (lib/aws/sink-readers.ts) drops an ancestor's row whose key
+ * a descendant's snapshot holds. At every moment a reader thus sees, per key, one committed value:
+ * the parent's final one until the child that owns the key has published, the child's after.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
@@ -39,6 +47,10 @@ export interface S3SnapshotSinkOptions {
   /** Key prefix; a trailing `/` is added when missing. */
   readonly prefix: string;
   readonly meter?: CostMeter;
+  /** The result's key columns (the grouping columns): how a reader matches a child's rows to its parent's. */
+  readonly keyColumns?: readonly string[];
+  /** A partition's ancestors after reshards (its shard's parents, theirs, ...); default: none. */
+  readonly ancestorsOf?: (partitionId: string) => Promise<readonly string[]>;
 }
 
 export interface S3SnapshotPointer {
@@ -47,6 +59,9 @@ export interface S3SnapshotPointer {
   readonly batchId: number;
   readonly key: string;
   readonly rows: number;
+  /** The partitions this one descends from (absent: written before Sluice recorded lineage). */
+  readonly ancestors?: readonly string[];
+  readonly keyColumns?: readonly string[];
 }
 
 export function s3SnapshotDir(prefix: string, partitionId: string): string {
@@ -84,12 +99,16 @@ export class S3SnapshotSink implements Sink {
   private readonly bucket: string;
   private readonly prefix: string;
   private readonly meter: CostMeter | undefined;
+  private readonly keyColumns: readonly string[] | undefined;
+  private readonly ancestorsOf: ((partitionId: string) => Promise<readonly string[]>) | undefined;
 
   constructor(options: S3SnapshotSinkOptions) {
     this.client = options.client;
     this.bucket = options.bucket;
     this.prefix = normalizePrefix(options.prefix);
     this.meter = options.meter;
+    this.keyColumns = options.keyColumns;
+    this.ancestorsOf = options.ancestorsOf;
     this.description = `S3SnapshotSink[s3://${this.bucket}/${this.prefix}]`;
   }
 
@@ -111,9 +130,14 @@ export class S3SnapshotSink implements Sink {
       if (previous && batch.batchId <= previous.batchId) return;
       action = `writing ${key}`;
       await putObject(this.client, this.bucket, key, toJsonLines(batch), 'application/x-ndjson', this.meter);
+      // A shard's parents never change: looked up once, at the partition's first publish.
+      action = `finding the ancestors of ${batch.partitionId}`;
+      const ancestors = previous?.ancestors ?? await this.ancestorsOf?.(batch.partitionId);
       const pointer: S3SnapshotPointer = {
         formatVersion: S3_SNAPSHOT_FORMAT_VERSION, partitionId: batch.partitionId, batchId: batch.batchId,
         key, rows: batch.rows.length,
+        ...(ancestors ? { ancestors: [...ancestors] } : {}),
+        ...(this.keyColumns ? { keyColumns: [...this.keyColumns] } : {}),
       };
       action = `writing ${pointerKey}`;
       await putObject(this.client, this.bucket, pointerKey, JSON.stringify(pointer), 'application/json', this.meter);

@@ -136,11 +136,42 @@ export async function readS3Files(
 /**
  * Each partition's current S3SnapshotSink snapshot, ordered by partition id. A snapshot deleted
  * between reading its pointer and fetching it (the writer moved on twice) is retried from the
- * pointer.
+ * pointer. After a reshard, a parent's rows whose key a descendant's snapshot holds are left out
+ * (the descendant's is the newer value; see lib/aws/s3-snapshot-sink.ts).
  */
 export async function readS3SnapshotPartitions(
   client: S3Client, bucket: string, prefix: string, options: ReaderOptions = {},
 ): Promise<CommittedBatch[]> {
+  return withoutSupersededRows(await readSnapshotPointers(client, bucket, prefix, options));
+}
+
+interface SnapshotRead extends CommittedBatch {
+  readonly ancestors: readonly string[];
+  readonly keyColumns: readonly string[] | undefined;
+}
+
+/** JSON with bigints (exact longs) as digits, for comparing keys. */
+function keyText(row: Record<string, unknown>, columns: readonly string[]): string {
+  return JSON.stringify(columns.map((c) => row[c] ?? null), (_, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v));
+}
+
+function withoutSupersededRows(partitions: readonly SnapshotRead[]): CommittedBatch[] {
+  const descendants = new Map<string, SnapshotRead[]>();
+  for (const p of partitions) {
+    for (const a of p.ancestors) descendants.set(a, [...descendants.get(a) ?? [], p]);
+  }
+  return partitions.map(({ partitionId, batchId, rows }) => {
+    const newer = descendants.get(partitionId) ?? [];
+    if (newer.length === 0) return { partitionId, batchId, rows };
+    const columns = newer[0]!.keyColumns ?? [];
+    const held = new Set(newer.flatMap((d) => d.rows.map((r) => keyText(r, columns))));
+    return { partitionId, batchId, rows: rows.filter((r) => !held.has(keyText(r, columns))) };
+  });
+}
+
+async function readSnapshotPointers(
+  client: S3Client, bucket: string, prefix: string, options: ReaderOptions,
+): Promise<SnapshotRead[]> {
   const base = `${normalizePrefix(prefix)}${S3_LATEST_DIR}`;
   const pointers: { partitionId: string; key: string }[] = [];
   for (const key of await listKeys(client, bucket, base, options.meter)) {
@@ -159,7 +190,7 @@ export async function readS3SnapshotPartitions(
         if (rows.length !== pointer.rows) {
           throw new Error(`${pointer.key} has ${rows.length} rows; its pointer ${key} says ${pointer.rows}`);
         }
-        return { partitionId, batchId: pointer.batchId, rows };
+        return { partitionId, batchId: pointer.batchId, rows, ancestors: pointer.ancestors ?? [], keyColumns: pointer.keyColumns };
       }
       if (attempt >= 3) throw new Error(`snapshot ${pointer.key} named by ${key} does not exist`);
     }

@@ -282,6 +282,33 @@ describe('S3SnapshotSink', () => {
     ]);
   });
 
+  it('after a split and a merge, a reader sees per key the newest committed value: a parent\'s rows give way to its children\'s as each publishes', async () => {
+    const bucket = await newBucket();
+    // Shard p split into c1 (north, south) and c2 (east), then c1 and c2 merged into m.
+    const lineage: Record<string, string[]> = { p: [], c1: ['p'], c2: ['p'], m: ['c1', 'p', 'c2'] };
+    let lookups = 0;
+    const sink = new S3SnapshotSink({
+      client: s3, bucket, prefix: 'rs/', keyColumns: ['window', 'store'],
+      ancestorsOf: async (partitionId) => { lookups++; return lineage[partitionId]!; },
+    });
+    const answer = async () => (await readS3Snapshots(s3, bucket, 'rs/')).map((r) => `${r.store}:${r.revenue}`).sort();
+    await sink.addBatch(snap('p', 0, [[w1, 'north', 1], [w1, 'south', 2], [w1, 'east', 3]]));
+    await sink.addBatch(snap('p', 1, [[w1, 'north', 10], [w1, 'south', 2], [w1, 'east', 3]]));
+    // c1 publishes its range (the parent's rows, one changed, one new group); c2 has not run yet.
+    await sink.addBatch(snap('c1', 1, [[w1, 'north', 11], [w1, 'south', 2], [w2, 'south', 4]]));
+    expect(await answer()).toEqual(['east:3', 'north:11', 'south:2', 'south:4']);
+    await sink.addBatch(snap('c2', 1, [[w1, 'east', 30]]));
+    expect(await answer()).toEqual(['east:30', 'north:11', 'south:2', 'south:4']);
+    await sink.addBatch(snap('c1', 2, [[w1, 'north', 12], [w1, 'south', 2], [w2, 'south', 4]]));
+    await sink.addBatch(snap('m', 1, [[w1, 'north', 12], [w1, 'south', 2], [w2, 'south', 4], [w1, 'east', 31]]));
+    expect(await answer()).toEqual(['east:31', 'north:12', 'south:2', 'south:4']);
+    // The lineage is looked up once per partition, at its first publish, and kept in its pointer.
+    expect(lookups).toBe(4);
+    expect(JSON.parse((await getObjectText(s3, bucket, s3SnapshotPointerKey('rs/', 'm')))!)).toMatchObject({
+      ancestors: ['c1', 'p', 'c2'], keyColumns: ['window', 'store'],
+    });
+  });
+
   it('never moves the pointer back: an older batch, or the same batch again, is a no-op', async () => {
     const bucket = await newBucket();
     const meter = new CostMeter();
