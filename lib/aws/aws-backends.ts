@@ -60,7 +60,7 @@ export function createAwsQueryBackends(
   decorateSink: (sink: Sink) => Sink = (sink) => sink,
 ): AwsQueryBackends {
   const { definition } = query;
-  const resultSink = createSink(definition, query.keyColumns, config, clients, meter);
+  const resultSink = createSink(definition, query.keyColumns, config, clients, meter, (partitionId) => ancestorsOf(partitionId));
   const sink = decorateSink(resultSink);
   const deadLetters = new S3DeadLetterWriter({
     client: clients.s3, bucket: config.deadLetterBucket, prefix: config.deadLetterPrefix, meter,
@@ -125,6 +125,24 @@ export function createAwsQueryBackends(
     if (!range) throw new Error(`shard ${shardId} is not a shard of stream ${streamName}`);
     return range;
   };
+  // The sink stage's partitions after reshards (the snapshot sink's lineage): listed afresh, since
+  // it is asked once per partition, at its first publish, when a cached list may predate the reshard.
+  const sinkStage = query.stages.find((s) => s.writes === 'sink') ?? query.sourceStage;
+  const ancestorsOf = async (partitionId: string): Promise<string[]> => {
+    const shards = await listStreamShards(clients.kinesis, streamOf(sinkStage));
+    const byId = new Map(shards.map((s) => [s.ShardId!, s]));
+    const own = shards.find((s) => sinkStage.partitionId(s.ShardId!) === partitionId);
+    if (!own) throw new Error(`partition ${partitionId} is not a shard of stream ${streamOf(sinkStage)}`);
+    const ancestors: string[] = [];
+    const visit = (shardId: string | undefined): void => {
+      if (!shardId || ancestors.includes(sinkStage.partitionId(shardId))) return;
+      ancestors.push(sinkStage.partitionId(shardId));
+      const shard = byId.get(shardId);
+      if (shard) for (const parent of [shard.ParentShardId, shard.AdjacentParentShardId]) visit(parent);
+    };
+    for (const parent of [own.ParentShardId, own.AdjacentParentShardId]) visit(parent);
+    return ancestors;
+  };
   return {
     watermarks,
     shardReader,
@@ -170,6 +188,7 @@ declare const SLUICE_BUNDLED_SINK: string | undefined;
 
 function createSink(
   definition: QueryDefinition, keyColumns: readonly string[], config: RuntimeConfig, clients: AwsClients, meter: CostMeter,
+  ancestorsOf: (partitionId: string) => Promise<readonly string[]>,
 ): Sink {
   const spec = definition.sink;
   // The bundled kind is tested first, so that a defined one folds the condition to a constant.
@@ -186,7 +205,7 @@ function createSink(
     return new S3FilesSink({ ...s3SinkOptions(definition, config, clients, meter), format: spec.format, partitionBy: spec.partitionBy });
   }
   if ((typeof SLUICE_BUNDLED_SINK === 'undefined' || SLUICE_BUNDLED_SINK === 's3-snapshot') && spec.kind === 's3-snapshot') {
-    return new S3SnapshotSink(s3SinkOptions(definition, config, clients, meter));
+    return new S3SnapshotSink({ ...s3SinkOptions(definition, config, clients, meter), keyColumns, ancestorsOf });
   }
   throw new IllegalArgumentError(
     `This function was bundled for a ${typeof SLUICE_BUNDLED_SINK === 'string' ? SLUICE_BUNDLED_SINK : 'different'} sink; the query '${definition.name}' writes to a ${spec.kind} sink.`,

@@ -11,13 +11,21 @@
  *
  * Per batch: the data files are written to staging, then the manifest entry, which names each
  * staged file and the visible key it becomes (`addBatch`). After the checkpoint commits the batch,
- * `onCommitted` copies each staged file to its visible key (S3 makes an object appear whole) and
- * deletes the staged ones. A crash before the commit leaves nothing visible; the re-run (same
- * input, same output) finds the manifest entry and writes nothing. A crash after the commit and
- * before the reveal is repaired at the next start, which calls `onCommitted` for the last
- * committed batch. Names are deterministic per (shard, batch, folder), so a repeated reveal
- * rewrites the same key and a row never shows twice; a stale run cannot reveal anything, since its
- * checkpoint commit fails first.
+ * `onCommitted` copies each staged file to its visible key (S3 makes an object appear whole). A
+ * crash before the commit leaves nothing visible; the re-run (same input, same output) finds the
+ * manifest entry and writes nothing. A crash after the commit and before the reveal is repaired at
+ * the next start, which calls `onCommitted` for the last committed batch (a runner can plan batch
+ * N+1 only after a reveal of N succeeded, so the last one is the only one that can be missing).
+ * Names are deterministic per (shard, batch, folder), so a repeated reveal rewrites the same key
+ * and a row never shows twice; a stale run cannot reveal anything, since its checkpoint commit
+ * fails first.
+ *
+ * Two reveals of one batch can run at once (the committer's, and the at-start repair of a trigger
+ * racing it on the same shard), so no reveal deletes the staged files: one reveal's delete could
+ * pull the source from under the other's copy, and a store whose copy onto an existing key is not
+ * atomic (s3rver unlinks the destination first) then loses the visible file for good. The staged
+ * copies are deleted later by `sweepRevealedStaging` (lib/aws/s3-staged-sweep.ts, run by the
+ * scheduled function) once the visible files are older than any invocation can live.
  *
  * An empty batch writes an entry with `files: []` (as Spark logs every batch).
  *
@@ -38,7 +46,7 @@ import { UnwritableRowsError, type UnwritableRow } from '../sinks/row-limits.js'
 import { dataRowProblem, encodeDataFile, FILE_CONTENT_TYPES, FILE_EXTENSIONS, type FileFormat } from '../sinks/file-format.js';
 import { keyBytes, partitionPath, resolvePartitionColumns, S3_MAX_KEY_BYTES } from '../sinks/partition-path.js';
 import {
-  copyObject, deleteKeys, encodeKeySegment, getObjectText, listKeys, mapWithConcurrency, normalizePrefix, objectExists,
+  copyObject, encodeKeySegment, getObjectText, listKeys, mapWithConcurrency, normalizePrefix, objectExists,
   padBatchId, putObject, putObjectBytes, toSinkError,
 } from './s3-util.js';
 import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';
@@ -226,13 +234,14 @@ export class S3FilesSink implements Sink {
     }
   }
 
-  /** Makes the committed batch's staged files visible (see the header); safe to repeat. */
+  /** Makes the committed batch's staged files visible (see the header); safe to repeat and to run concurrently. */
   async onCommitted(partitionId: string, batchId: number): Promise<void> {
     const id = `${partitionId}/${batchId}`;
     if ((this.revealed.get(partitionId) ?? -1) >= batchId) return;
     let action = `revealing batch ${batchId} of ${partitionId}`;
     try {
-      let entry = this.unrevealed.get(id);
+      const written = this.unrevealed.get(id);
+      let entry = written;
       if (!entry) {
         // Not written by this container: reveal only what is still staged (one LIST when nothing is).
         const staged = await listKeys(this.client, this.bucket, s3FilesStagingFolder(this.prefix, partitionId, batchId), this.meter);
@@ -246,12 +255,10 @@ export class S3FilesSink implements Sink {
       const files = (entry?.files ?? []).filter((f) => f.stagedKey !== undefined);
       await mapWithConcurrency(files, WRITE_CONCURRENCY, async (file) => {
         action = `revealing ${file.key}`;
+        // A repair finds the staged files until the sweep, revealed or not: a HEAD (priced as a GET) spares the copy.
+        if (!written && await objectExists(this.client, this.bucket, file.key, this.meter)) return;
         await this.revealFile(file.stagedKey!, file.key);
       });
-      if (files.length > 0) {
-        action = `deleting the staged files of batch ${batchId} of ${partitionId}`;
-        await deleteKeys(this.client, this.bucket, files.map((f) => f.stagedKey!));
-      }
       this.unrevealed.delete(id);
       this.revealed.set(partitionId, batchId);
     } catch (error) {
@@ -262,10 +269,10 @@ export class S3FilesSink implements Sink {
   }
 
   /**
-   * Copies a staged file to its visible key. A missing staged file usually means an earlier call
-   * revealed (and deleted) it, which the visible key confirms; if neither exists, a concurrent
-   * re-run of the batch may be re-writing the staged file (a store without atomic PUTs shows no
-   * object meanwhile), so the copy is retried before the staged copy is ever deleted.
+   * Copies a staged file to its visible key. A missing staged file usually means the sweep deleted
+   * it after a reveal, which the visible key confirms; if neither exists, a concurrent re-run of the
+   * batch may be re-writing the staged file (a store without atomic PUTs shows no object
+   * meanwhile), so the copy is retried.
    */
   private async revealFile(stagedKey: string, visibleKey: string): Promise<void> {
     for (let attempt = 0; attempt < REVEAL_ATTEMPTS; attempt++) {

@@ -24,6 +24,15 @@
  * way while no current object exists, and once the first current object is written, the pointer and
  * the snapshots are deleted (housekeeping: a failure is kept in `lastCleanupError`, and a reader
  * prefers the current object anyway).
+ *
+ * After a reshard, a parent's last snapshot stays beside its children's. A child's state starts
+ * from its parents' restricted to its hash range, and complete mode never drops a group, so every
+ * parent row of the child's range is in each of the child's snapshots, with its newer value. The
+ * object's metadata names the partition's ancestors (from the stream's shard list, at its first
+ * publish) and the result's key columns; the reader (lib/aws/sink-readers.ts) drops an ancestor's
+ * row whose key a descendant's snapshot holds. At every moment a reader thus sees, per key, one
+ * committed value: the parent's final one until the child that owns the key has published, the
+ * child's after.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
@@ -39,7 +48,9 @@ export const S3_SNAPSHOT_FORMAT_VERSION = 2;
 /** Format 2: one object per partition, replaced by each batch. */
 export const S3_CURRENT_DIR = 'current/';
 /** The user metadata of a current object (lower-case: S3 returns them so). */
-export const SNAPSHOT_METADATA = { batchId: 'sluice-batch-id', rows: 'sluice-rows', format: 'sluice-format' } as const;
+export const SNAPSHOT_METADATA = {
+  batchId: 'sluice-batch-id', rows: 'sluice-rows', format: 'sluice-format', ancestors: 'sluice-ancestors', keyColumns: 'sluice-key-columns',
+} as const;
 /** Format 1 (read, and removed once a partition moves to format 2): per-batch objects behind a pointer. */
 export const S3_SNAPSHOTS_DIR = 'snapshots/';
 export const S3_LATEST_DIR = '_latest/';
@@ -50,6 +61,10 @@ export interface S3SnapshotSinkOptions {
   /** Key prefix; a trailing `/` is added when missing. */
   readonly prefix: string;
   readonly meter?: CostMeter;
+  /** The result's key columns (the grouping columns): how a reader matches a child's rows to its parent's. */
+  readonly keyColumns?: readonly string[];
+  /** A partition's ancestors after reshards (its shard's parents, theirs, ...); default: none. */
+  readonly ancestorsOf?: (partitionId: string) => Promise<readonly string[]>;
 }
 
 export interface S3SnapshotPointer {
@@ -58,6 +73,9 @@ export interface S3SnapshotPointer {
   readonly batchId: number;
   readonly key: string;
   readonly rows: number;
+  /** The partitions this one descends from (absent: written before Sluice recorded lineage). */
+  readonly ancestors?: readonly string[];
+  readonly keyColumns?: readonly string[];
 }
 
 /** The partition's current snapshot (format 2). */
@@ -65,14 +83,36 @@ export function s3CurrentSnapshotKey(prefix: string, partitionId: string): strin
   return `${normalizePrefix(prefix)}${S3_CURRENT_DIR}partition=${encodeKeySegment(partitionId)}.jsonl`;
 }
 
-/** The batch id and row count in a current object's metadata; malformed metadata is an error. */
-export function currentSnapshotHeader(metadata: Record<string, string>, key: string): { batchId: number; rows: number } {
+export interface CurrentSnapshotHeader {
+  readonly batchId: number;
+  readonly rows: number;
+  /** The partitions this one descends from (absent: written before Sluice recorded lineage). */
+  readonly ancestors?: readonly string[];
+  readonly keyColumns?: readonly string[];
+}
+
+/** What a current object's metadata says (batch id, row count, lineage); malformed metadata is an error. */
+export function currentSnapshotHeader(metadata: Record<string, string>, key: string): CurrentSnapshotHeader {
   const batchId = Number(metadata[SNAPSHOT_METADATA.batchId]);
   const rows = Number(metadata[SNAPSHOT_METADATA.rows]);
   if (!Number.isInteger(batchId) || !Number.isInteger(rows)) {
     throw new Error(`Snapshot ${key} has no valid ${SNAPSHOT_METADATA.batchId}/${SNAPSHOT_METADATA.rows} metadata: ${JSON.stringify(metadata)}`);
   }
-  return { batchId, rows };
+  const ancestors = listMetadata(metadata[SNAPSHOT_METADATA.ancestors]);
+  const keyColumns = listMetadata(metadata[SNAPSHOT_METADATA.keyColumns]);
+  return { batchId, rows, ...(ancestors ? { ancestors } : {}), ...(keyColumns ? { keyColumns } : {}) };
+}
+
+/** User metadata travels as HTTP headers: a list is URI-encoded JSON, so any column name survives. */
+function lineageMetadata(ancestors: readonly string[] | undefined, keyColumns: readonly string[] | undefined): Record<string, string> {
+  return {
+    ...(ancestors ? { [SNAPSHOT_METADATA.ancestors]: encodeURIComponent(JSON.stringify(ancestors)) } : {}),
+    ...(keyColumns ? { [SNAPSHOT_METADATA.keyColumns]: encodeURIComponent(JSON.stringify(keyColumns)) } : {}),
+  };
+}
+
+function listMetadata(text: string | undefined): string[] | undefined {
+  return text === undefined ? undefined : (JSON.parse(decodeURIComponent(text)) as string[]);
 }
 
 export function s3SnapshotDir(prefix: string, partitionId: string): string {
@@ -104,12 +144,16 @@ export class S3SnapshotSink implements Sink {
   private readonly bucket: string;
   private readonly prefix: string;
   private readonly meter: CostMeter | undefined;
+  private readonly keyColumns: readonly string[] | undefined;
+  private readonly ancestorsOf: ((partitionId: string) => Promise<readonly string[]>) | undefined;
 
   constructor(options: S3SnapshotSinkOptions) {
     this.client = options.client;
     this.bucket = options.bucket;
     this.prefix = normalizePrefix(options.prefix);
     this.meter = options.meter;
+    this.keyColumns = options.keyColumns;
+    this.ancestorsOf = options.ancestorsOf;
     this.description = `S3SnapshotSink[s3://${this.bucket}/${this.prefix}]`;
   }
 
@@ -127,8 +171,9 @@ export class S3SnapshotSink implements Sink {
     try {
       const metadata = await objectMetadata(this.client, this.bucket, key, this.meter);
       let publishedBatchId: number | undefined;
-      if (metadata !== undefined) {
-        publishedBatchId = currentSnapshotHeader(metadata, key).batchId;
+      const published = metadata === undefined ? undefined : currentSnapshotHeader(metadata, key);
+      if (published !== undefined) {
+        publishedBatchId = published.batchId;
       } else {
         // No current object: a new partition, or one still in format 1 (its pointer decides).
         action = `reading ${pointerKey}`;
@@ -138,11 +183,15 @@ export class S3SnapshotSink implements Sink {
       }
       // Equal: this batch was already published (a re-run). Lower: stale; never move back.
       if (publishedBatchId !== undefined && batch.batchId <= publishedBatchId) return;
+      // A shard's parents never change: looked up once, at the partition's first publish, then carried.
+      action = `finding the ancestors of ${batch.partitionId}`;
+      const ancestors = published?.ancestors ?? formatOne?.ancestors ?? await this.ancestorsOf?.(batch.partitionId);
       action = `writing ${key}`;
       await putObject(this.client, this.bucket, key, toJsonLines(batch), 'application/x-ndjson', this.meter, {
         [SNAPSHOT_METADATA.batchId]: String(batch.batchId),
         [SNAPSHOT_METADATA.rows]: String(batch.rows.length),
         [SNAPSHOT_METADATA.format]: String(S3_SNAPSHOT_FORMAT_VERSION),
+        ...lineageMetadata(ancestors, this.keyColumns),
       });
     } catch (error) {
       throw toSinkError(error, this.description, action);

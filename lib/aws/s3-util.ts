@@ -143,6 +143,18 @@ export async function objectExists(client: S3Client, bucket: string, key: string
   }
 }
 
+/** When the object was last written, or undefined when it does not exist (one HEAD, priced as a GET). */
+export async function objectLastModified(client: S3Client, bucket: string, key: string, meter?: CostMeter): Promise<Date | undefined> {
+  meter?.add('s3Gets', 1);
+  try {
+    const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+    return head.LastModified ?? new Date(0);
+  } catch (error) {
+    if (isNotFound(error) || await absentWhenDenied(client, bucket, key, error)) return undefined;
+    throw error;
+  }
+}
+
 export interface ListedObject {
   readonly key: string;
   readonly bytes: number;

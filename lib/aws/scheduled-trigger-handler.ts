@@ -22,9 +22,10 @@
  * them from their checkpoints. A state that outgrows the function's memory fails its shard with
  * STATE_EXCEEDS_MEMORY after the batch commits.
  *
- * After the batches, an s3-files sink's quiet small files are compacted, bounded by the time the
- * invocation has left (lib/aws/scheduled-compaction.ts); a compaction failure is logged and
- * reported, never fails the tick (the next tick finishes it).
+ * After the batches, an s3-files sink's staged copies revealed long ago are deleted and its quiet
+ * small files are compacted, bounded by the time the invocation has left
+ * (lib/aws/scheduled-compaction.ts); a failure there is logged and reported, never fails the tick
+ * (the next tick finishes it).
  */
 import { compileForDeployment, type CompiledQuery, type DeployableQuery } from '../query/compiled-query.js';
 import type { QueryStage, StageKind } from '../query/query-stage.js';
@@ -43,7 +44,8 @@ import { readAfterPosition } from '../sources/repartition-shard-source.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
 import type { Tracer } from '@aws-lambda-powertools/tracer';
 import { inSubsegment, tracerForClients } from './tracing.js';
-import { compactSinkIfDue } from './scheduled-compaction.js';
+import { compactSinkIfDue, sweepStagingIfFilesSink } from './scheduled-compaction.js';
+import type { StagedSweepReport } from './s3-staged-sweep.js';
 import { hasTimeForBatch, invocationLimitsOf, type InvocationLimits } from '../query/invocation-limits.js';
 import type { CompactionReport } from './s3-compaction.js';
 import { NO_BATCH_COMMITTED } from '../sources/repartition-records.js';
@@ -70,6 +72,8 @@ export interface ScheduledTriggerSummary {
   readonly stoppedBy?: 'deadline';
   /** The s3-files sink's compaction after the batches (absent for other sinks or when turned off). */
   readonly compaction?: CompactionReport | { readonly error: string };
+  /** The s3-files sink's sweep of staged copies revealed long ago (absent for other sinks). */
+  readonly staging?: StagedSweepReport | { readonly error: string };
 }
 
 export interface ShardRun {
@@ -178,10 +182,11 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
         summary.push({ ...entry, stage: stage.kind, label: stage.label(shard.ShardId!), caughtUp: entry.error === undefined });
       }
     }
+    const staging = await sweepAfterTick(context, clients, meter, lambdaContext);
     const compaction = await compactAfterTick(context, clients, meter, lambdaContext);
     observability.metrics.publishStoredMetrics();
     if (tick.stoppedBy) observability.logger.warn('tick stopped before the deadline; the next tick resumes the deferred shards', { deferred: summary.filter((s) => s.deferred).map((s) => s.shardId) });
-    return { shards: summary, ...(tick.stoppedBy ? { stoppedBy: tick.stoppedBy } : {}), ...(compaction ? { compaction } : {}) };
+    return { shards: summary, ...(tick.stoppedBy ? { stoppedBy: tick.stoppedBy } : {}), ...(compaction ? { compaction } : {}), ...(staging ? { staging } : {}) };
   };
 }
 
@@ -200,6 +205,20 @@ async function compactAfterTick(
     });
   } catch (error) {
     context.observability.logger.error('compaction failed; the next tick retries it', { error: error as Error });
+    return { error: (error as Error).message };
+  }
+}
+
+async function sweepAfterTick(
+  context: Context, clients: AwsClients, meter: CostMeter, lambdaContext: ScheduledInvocationContext | undefined,
+): Promise<ScheduledTriggerSummary['staging'] | null> {
+  try {
+    return await sweepStagingIfFilesSink({
+      query: context.query, config: context.config, clients, meter,
+      ...(lambdaContext ? { remainingMs: () => lambdaContext.getRemainingTimeInMillis() } : {}),
+    });
+  } catch (error) {
+    context.observability.logger.error('sweeping staged files failed; the next tick retries it', { error: error as Error });
     return { error: (error as Error).message };
   }
 }

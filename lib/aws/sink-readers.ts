@@ -137,10 +137,42 @@ export async function readS3Files(
  * Each partition's current S3SnapshotSink snapshot, ordered by partition id: its current object
  * (format 2), or for a partition still in format 1, the snapshot its pointer names (retried from the
  * pointer if the writer deleted it meanwhile).
+ * After a reshard, a parent's rows whose key a descendant's snapshot holds are left out (the
+ * descendant's is the newer value; see lib/aws/s3-snapshot-sink.ts).
  */
 export async function readS3SnapshotPartitions(
   client: S3Client, bucket: string, prefix: string, options: ReaderOptions = {},
 ): Promise<CommittedBatch[]> {
+  return withoutSupersededRows(await readSnapshotObjects(client, bucket, prefix, options));
+}
+
+interface SnapshotRead extends CommittedBatch {
+  readonly ancestors?: readonly string[];
+  readonly keyColumns?: readonly string[];
+}
+
+/** JSON with bigints (exact longs) as digits, for comparing keys. */
+function keyText(row: Record<string, unknown>, columns: readonly string[]): string {
+  return JSON.stringify(columns.map((c) => row[c] ?? null), (_, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v));
+}
+
+function withoutSupersededRows(partitions: readonly SnapshotRead[]): CommittedBatch[] {
+  const descendants = new Map<string, SnapshotRead[]>();
+  for (const p of partitions) {
+    for (const a of p.ancestors ?? []) descendants.set(a, [...descendants.get(a) ?? [], p]);
+  }
+  return partitions.map(({ partitionId, batchId, rows }) => {
+    const newer = descendants.get(partitionId) ?? [];
+    if (newer.length === 0) return { partitionId, batchId, rows };
+    const columns = newer[0]!.keyColumns ?? [];
+    const held = new Set(newer.flatMap((d) => d.rows.map((r) => keyText(r, columns))));
+    return { partitionId, batchId, rows: rows.filter((r) => !held.has(keyText(r, columns))) };
+  });
+}
+
+async function readSnapshotObjects(
+  client: S3Client, bucket: string, prefix: string, options: ReaderOptions,
+): Promise<SnapshotRead[]> {
   const base = normalizePrefix(prefix);
   const partitions = new Map<string, { current?: string; pointer?: string }>();
   const find = async (dir: string, extension: string, slot: 'current' | 'pointer'): Promise<void> => {
@@ -160,16 +192,16 @@ export async function readS3SnapshotPartitions(
   });
 }
 
-async function readCurrentSnapshot(client: S3Client, bucket: string, key: string, options: ReaderOptions): Promise<{ batchId: number; rows: Record<string, unknown>[] }> {
+async function readCurrentSnapshot(client: S3Client, bucket: string, key: string, options: ReaderOptions): Promise<Omit<SnapshotRead, 'partitionId'>> {
   options.meter?.add('s3Gets', 1);
   const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
   const header = currentSnapshotHeader(response.Metadata ?? {}, key);
   const rows = parseJsonLines((await response.Body?.transformToString('utf-8')) ?? '', key);
   if (rows.length !== header.rows) throw new Error(`${key} has ${rows.length} rows; its metadata says ${header.rows}`);
-  return { batchId: header.batchId, rows };
+  return { batchId: header.batchId, rows, ancestors: header.ancestors, keyColumns: header.keyColumns };
 }
 
-async function readFormatOneSnapshot(client: S3Client, bucket: string, key: string, options: ReaderOptions): Promise<{ batchId: number; rows: Record<string, unknown>[] }> {
+async function readFormatOneSnapshot(client: S3Client, bucket: string, key: string, options: ReaderOptions): Promise<Omit<SnapshotRead, 'partitionId'>> {
   for (let attempt = 1; ; attempt++) {
     const text = await getObjectText(client, bucket, key, options.meter);
     if (text === undefined) throw new Error(`snapshot pointer ${key} disappeared while reading`);
@@ -180,7 +212,7 @@ async function readFormatOneSnapshot(client: S3Client, bucket: string, key: stri
       if (rows.length !== pointer.rows) {
         throw new Error(`${pointer.key} has ${rows.length} rows; its pointer ${key} says ${pointer.rows}`);
       }
-      return { batchId: pointer.batchId, rows };
+      return { batchId: pointer.batchId, rows, ancestors: pointer.ancestors, keyColumns: pointer.keyColumns };
     }
     if (attempt >= 3) throw new Error(`snapshot ${pointer.key} named by ${key} does not exist`);
   }

@@ -171,12 +171,7 @@ describe('Kinesis → Lambda handler → DynamoDB state → sinks (emulators)', 
     expect(progress.reduce((n, p) => n + p.numInputRows, 0)).toBe(sales.length);
   });
 
-  // KNOWN FLAKE (stop 22's note, issue 11): since the chained-stages merge (206bf4c), under load about 1 run in 5
-  // ends with a committed batch whose manifest names a visible file that was never revealed
-  // ("manifest entry ... names ... which does not exist"): 3 of 14 parallel runs at 206bf4c, 0 of 9
-  // at 6276ed3. The retries keep CI from landing nothing while the cause is found; every attempt
-  // still fails on a duplicate, a wrong row or a wrong input count.
-  it('a scheduled trigger racing the Kinesis trigger on the same shards changes nothing', { retry: 2 }, async () => {
+  it('a scheduled trigger racing the Kinesis trigger on the same shards changes nothing', async () => {
     const d = await deploy(emulators, query('append', { kind: 's3-files' }), 2);
     await d.put(asRecords(sales));
     let ticking = true;

@@ -176,7 +176,7 @@ describe('every SDK call a function sends is allowed by its synthesized policy',
       .toEqual({ kinesisTrigger: [], scheduled: [] });
   }, 120_000);
 
-  it('append → Parquet files (staged, copied into place, the staged copies deleted)', async () => {
+  it('append → Parquet files (staged, copied into place, the staged copies swept by the scheduled function)', async () => {
     expect(await checkGrants(fixture('lake-parquet.ts'), 1)).toEqual({ kinesisTrigger: [], scheduled: [] });
   }, 120_000);
 });

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineQuery, type StreamingQueryDefinition } from '../../lib/query/query-definition.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
-import { readS3Files, scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
+import { readS3Files, readS3Snapshots, scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { col, count, sum, window } from '../../lib/plan/functions.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
@@ -23,7 +23,7 @@ const hourlySales = (df: DataFrame): DataFrame => df
   .agg(sum('amount').as('revenue'), count('*').as('orders'));
 
 /** One stage: the producer's partition key is the grouping column. Else a repartition stage. */
-function query(mode: Mode, repartition: boolean, n: number): StreamingQueryDefinition {
+function query(mode: Mode, repartition: boolean, n: number, snapshots = false): StreamingQueryDefinition {
   return defineQuery({
     name: `reshard-${mode}-${repartition ? 'rp' : 'one'}-${n}`,
     source: repartition
@@ -31,7 +31,7 @@ function query(mode: Mode, repartition: boolean, n: number): StreamingQueryDefin
       : { schema: 'order_id string, store_id string, amount long, ts timestamp', partitionKey: 'store_id' },
     transform: hourlySales,
     outputMode: mode,
-    sink: mode === 'append' ? { kind: 's3-files' } : { kind: 'dynamodb' },
+    sink: mode === 'append' ? { kind: 's3-files' } : snapshots ? { kind: 's3-snapshot' } : { kind: 'dynamodb' },
   });
 }
 
@@ -58,10 +58,12 @@ async function process(d: Deployment, path: Path): Promise<void> {
   }
 }
 
-async function sinkRows(d: Deployment, mode: Mode): Promise<string[]> {
+async function sinkRows(d: Deployment, mode: Mode, snapshots = false): Promise<string[]> {
   const rows = mode === 'append'
     ? await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)
-    : await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!);
+    : snapshots
+      ? await readS3Snapshots(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)
+      : await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!);
   return rows.map((r) => JSON.stringify({ window: r.window, store_id: r.store_id, revenue: r.revenue, orders: r.orders })).sort();
 }
 
@@ -77,13 +79,17 @@ interface Scenario {
   readonly steps: readonly (readonly ReshardStep[])[];
   /** Reshard before the phase's records are processed (the parent still has unread records). */
   readonly reshardBeforeProcessing?: boolean;
+  /** Complete mode to the S3 snapshot sink (else DynamoDB). */
+  readonly snapshots?: boolean;
 }
 
 let runs = 0;
 
-async function run(scenario: Scenario, reshard: boolean): Promise<{ rows: string[]; d: Deployment }> {
+async function run(scenario: Scenario, reshard: boolean): Promise<{ rows: string[]; d: Deployment; phaseRows: string[][] }> {
   const repartition = scenario.repartition ?? false;
-  const d = await deploy(emulators, query(scenario.mode, repartition, ++runs), scenario.shards ?? 1, {
+  const snapshots = scenario.snapshots ?? false;
+  const phaseRows: string[][] = [];
+  const d = await deploy(emulators, query(scenario.mode, repartition, ++runs, snapshots), scenario.shards ?? 1, {
     ...(repartition ? { repartitionShards: scenario.internalShards ?? 1, expectedShardCount: undefined } : {}),
   });
   const started = Date.now();
@@ -93,6 +99,8 @@ async function run(scenario: Scenario, reshard: boolean): Promise<{ rows: string
     const steps = reshard ? scenario.steps[i] ?? [] : [];
     if (scenario.reshardBeforeProcessing && steps.length > 0) await reshardStream(d.clients.kinesis, streamName, steps);
     await process(d, scenario.path);
+    // What a reader sees once the phase is processed (complete mode: the answer so far).
+    if (snapshots) phaseRows.push(await sinkRows(d, scenario.mode, true));
     if (globalThis.process.env.RESHARD_DEBUG) console.log(reshard ? 'resharded' : 'baseline', 'phase', i, Date.now() - started, 'ms');
     if (!scenario.reshardBeforeProcessing && steps.length > 0) await reshardStream(d.clients.kinesis, streamName, steps);
   }
@@ -104,13 +112,14 @@ async function run(scenario: Scenario, reshard: boolean): Promise<{ rows: string
     await d.tick(Date.now() + 30 * 60_000, 'drain');
     await d.tick(Date.now() + 40 * 60_000);
   }
-  return { rows: await sinkRows(d, scenario.mode), d };
+  return { rows: await sinkRows(d, scenario.mode, snapshots), d, phaseRows };
 }
 
 async function expectSameAsWithoutReshard(scenario: Scenario): Promise<void> {
   const [baseline, resharded] = await Promise.all([run(scenario, false), run(scenario, true)]);
   expect(baseline.rows.length).toBeGreaterThan(0);
   expect(resharded.rows).toEqual(baseline.rows);
+  expect(resharded.phaseRows).toEqual(baseline.phaseRows);
   // The reshard happened: some committed batch ran on a child shard.
   const children = new Set(resharded.d.results.filter((r) => r.result.progress.length > 0).map((r) => r.shardId));
   expect([...children].some((s) => s !== 'shardId-000000000000' && s !== 'shardId-000000000001')).toBe(true);
@@ -139,6 +148,10 @@ describe('resharding a stateful query gives the answer of the run without reshar
 
   it('split twice (a child split again before it ran), complete mode, scheduled drain', async () => {
     await expectSameAsWithoutReshard({ mode: 'complete', path: 'drain', steps: [[split], [split, split]], reshardBeforeProcessing: true });
+  }, TIMEOUT);
+
+  it('split then merge back mid-stream, complete mode to the S3 snapshot sink: a reader sees each phase\'s answer, never a parent\'s rows beside its children\'s', async () => {
+    await expectSameAsWithoutReshard({ mode: 'complete', path: 'esm', snapshots: true, steps: [[split], [merge]] });
   }, TIMEOUT);
 
   it('split then merge back, append mode, the parent still holding unread records at the reshard', async () => {

@@ -20,8 +20,9 @@ import type { PartitionBackends } from '../../lib/query/partition-backends.js';
 import { readS3Files } from '../../lib/aws/sink-readers.js';
 import { listKeys } from '../../lib/aws/s3-util.js';
 import { compactFiles } from '../../lib/aws/s3-compaction.js';
+import { sweepRevealedStaging } from '../../lib/aws/s3-staged-sweep.js';
 import { S3Client } from '@aws-sdk/client-s3';
-import { deploy } from '../support/aws-pipeline.js';
+import { deploy, type Deployment } from '../support/aws-pipeline.js';
 import { createScheduledTriggerHandler } from '../../lib/aws/scheduled-trigger-handler.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
 import { COMPACTION_SAFETY_MARGIN_MS } from '../../lib/aws/scheduled-compaction.js';
@@ -100,6 +101,11 @@ async function readWithDuckDb(d: { clients: { s3: import('@aws-sdk/client-s3').S
   return { keys, columns: result.columns, rows: (result.rows as unknown as LakeRow[]).sort(bySeq) };
 }
 
+/** The scheduled sweep as it runs once the grace period after the last reveal has passed. */
+async function sweepAfterGrace(d: Deployment): Promise<void> {
+  await sweepRevealedStaging({ client: d.clients.s3, bucket: d.config.sinkBucket!, prefix: d.config.sinkPrefix, graceMs: 60_000, now: () => Date.now() + 120_000 });
+}
+
 beforeAll(async () => {
   emulators = await startEmulators();
   expected = (await inMemoryRows()).sort(bySeq);
@@ -144,12 +150,16 @@ describe('Parquet files sink read by DuckDB (emulators)', { timeout: 300_000 }, 
     ]);
     const codecs = await queryWithDuckDb(() => `SELECT DISTINCT compression FROM parquet_metadata('${join(dir, '**', '*.parquet')}')`, '');
     expect(codecs.rows).toEqual([{ compression: 'SNAPPY' }]);
-    // Hive folders: escaped values, two days; nothing staged is left once every batch committed.
+    // Hive folders: escaped values, two days.
     const visible = keys.filter((k) => k.endsWith('.parquet')).map((k) => k.slice(d.config.sinkPrefix.length));
     expect(new Set(visible.map((k) => k.split('/').slice(0, 2).join('/')))).toEqual(new Set([
       ...['2026-12-01', '2026-12-02'].flatMap((day) => ['north', 'a%2Fb', 'x%3Dy', '..', 'sp ace', 'ünï'].map((s) => `dt=${day}/store=${s}`)),
     ]));
-    expect(keys.filter((k) => k.includes('_sluice_staging/'))).toEqual([]);
+    // Staged copies stay until the scheduled sweep; once every batch committed and the grace
+    // period passed, it deletes all of them.
+    expect(keys.some((k) => k.includes('_sluice_staging/'))).toBe(true);
+    await sweepAfterGrace(d);
+    expect(await listKeys(d.clients.s3, d.config.sinkBucket!, `${d.config.sinkPrefix}_sluice_staging/`)).toEqual([]);
     // The manifest reader agrees.
     expect((await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).length).toBe(events.length);
   });
@@ -212,6 +222,7 @@ describe('Parquet files sink read by DuckDB (emulators)', { timeout: 300_000 }, 
     expect(revealFaults).toBeGreaterThan(1);
     const after = await readWithDuckDb(d);
     expect(after.rows).toEqual(expected.slice(0, 24));
+    await sweepAfterGrace(d);
     expect(await listKeys(d.clients.s3, d.config.sinkBucket!, `${d.config.sinkPrefix}_sluice_staging/`)).toEqual([]);
   });
 
@@ -229,6 +240,8 @@ describe('Parquet files sink read by DuckDB (emulators)', { timeout: 300_000 }, 
     // Files newer than minAgeMs are left alone.
     expect(await compactFiles({ client: d.clients.s3, bucket: sinkBucket!, prefix: sinkPrefix, format: 'parquet' })).toMatchObject({ filesMerged: 0 });
 
+    // The scheduled sweep has deleted the staged copies by the time files are old enough to compact.
+    await sweepAfterGrace(d);
     // A crash between the compacted file's PUT and the deletes: the next run finishes the swap.
     const client = new S3Client({
       region: emulators.clientOptions.region, endpoint: emulators.endpoints.s3, forcePathStyle: true,
@@ -276,8 +289,10 @@ describe('Parquet files sink read by DuckDB (emulators)', { timeout: 300_000 }, 
       config: { ...d.config, ...overrides }, clients: d.clients, observability: createQuietObservability(definition.name),
     });
 
-    // The deployed defaults: an hour-old minimum, so this tick's fresh files stay as they are.
-    expect((await scheduled({})({ mode: 'tick' })).compaction).toMatchObject({ filesMerged: 0, complete: true });
+    // The deployed defaults: an hour-old minimum, so this tick's fresh files stay as they are, staged copies too.
+    const fresh = await scheduled({})({ mode: 'tick' });
+    expect(fresh.compaction).toMatchObject({ filesMerged: 0, complete: true });
+    expect(fresh.staging).toEqual({ batchesSwept: 0, filesDeleted: 0, batchesKept: 0 });
     // Turned off (the construct's `compaction: false`): no compaction step at all.
     expect((await scheduled({ compaction: false })({ mode: 'tick' })).compaction).toBeUndefined();
     // No time left before the function's timeout: the tick merges nothing and says so.
@@ -288,6 +303,10 @@ describe('Parquet files sink read by DuckDB (emulators)', { timeout: 300_000 }, 
     const summary = await scheduled({ compactionMinAgeMs: 0 })({ mode: 'tick' }, { getRemainingTimeInMillis: () => 60_000 });
     expect(summary.shards.every((s) => s.error === undefined)).toBe(true);
     expect(summary.compaction).toMatchObject({ complete: true });
+    // The staged copies of the revealed batches went first.
+    expect(summary.staging).toMatchObject({ batchesKept: 0 });
+    expect((summary.staging as { filesDeleted: number }).filesDeleted).toBeGreaterThan(0);
+    expect(await listKeys(d.clients.s3, d.config.sinkBucket!, `${d.config.sinkPrefix}_sluice_staging/`)).toEqual([]);
     const after = await readWithDuckDb(d);
     expect(after.rows).toEqual(expected);
     const dataFiles = after.keys.filter((k) => k.endsWith('.parquet'));

@@ -5,7 +5,7 @@ import { CreateBucketCommand, HeadObjectCommand, ListObjectsV2Command, PutObject
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { S3DeadLetterWriter, deadLetterKey, readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
 import { S3FilesSink, s3FilesDataKey, s3FilesManifestKey } from '../../lib/aws/s3-files-sink.js';
-import { S3SnapshotSink, s3CurrentSnapshotKey, s3SnapshotKey, s3SnapshotPointerKey } from '../../lib/aws/s3-snapshot-sink.js';
+import { S3SnapshotSink, currentSnapshotHeader, s3CurrentSnapshotKey, s3SnapshotKey, s3SnapshotPointerKey } from '../../lib/aws/s3-snapshot-sink.js';
 import { readS3FileBatches, readS3Files, readS3SnapshotPartitions, readS3Snapshots } from '../../lib/aws/sink-readers.js';
 import { getObjectText, putObject } from '../../lib/aws/s3-util.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
@@ -100,9 +100,10 @@ describe('S3FilesSink', () => {
     });
     // One HEAD (is the batch committed?) and two PUTs (data, then manifest entry).
     expect(meter.snapshot()).toEqual({ s3Gets: 1, s3Puts: 2 });
-    // The checkpoint commit reveals it: one COPY (priced as a PUT); the staged object is deleted.
+    // The checkpoint commit reveals it: one COPY (priced as a PUT). The staged object stays until
+    // the scheduled sweep (a racing reveal of the same batch may still be copying it).
     await sink.onCommitted('shardId-000000000000', 0);
-    expect(await allKeys(bucket)).toEqual(['out/revenue/_sluice_metadata/partition=shardId-000000000000/000000000000.json', dataKey]);
+    expect(await allKeys(bucket)).toEqual(['out/revenue/_sluice_metadata/partition=shardId-000000000000/000000000000.json', stagedKey, dataKey].sort());
     expect(await getObjectText(s3, bucket, dataKey)).toBe(body);
     expect(meter.snapshot()).toEqual({ s3Gets: 1, s3Puts: 3 });
   });
@@ -281,7 +282,35 @@ describe('S3SnapshotSink', () => {
     ]);
   });
 
-  it('never moves back: an older batch, or the same batch again, is a no-op', async () => {
+  it('after a split and a merge, a reader sees per key the newest committed value: a parent\'s rows give way to its children\'s as each publishes', async () => {
+    const bucket = await newBucket();
+    // Shard p split into c1 (north, south) and c2 (east), then c1 and c2 merged into m.
+    const lineage: Record<string, string[]> = { p: [], c1: ['p'], c2: ['p'], m: ['c1', 'p', 'c2'] };
+    let lookups = 0;
+    const sink = new S3SnapshotSink({
+      client: s3, bucket, prefix: 'rs/', keyColumns: ['window', 'store'],
+      ancestorsOf: async (partitionId) => { lookups++; return lineage[partitionId]!; },
+    });
+    const answer = async () => (await readS3Snapshots(s3, bucket, 'rs/')).map((r) => `${r.store}:${r.revenue}`).sort();
+    await sink.addBatch(snap('p', 0, [[w1, 'north', 1], [w1, 'south', 2], [w1, 'east', 3]]));
+    await sink.addBatch(snap('p', 1, [[w1, 'north', 10], [w1, 'south', 2], [w1, 'east', 3]]));
+    // c1 publishes its range (the parent's rows, one changed, one new group); c2 has not run yet.
+    await sink.addBatch(snap('c1', 1, [[w1, 'north', 11], [w1, 'south', 2], [w2, 'south', 4]]));
+    expect(await answer()).toEqual(['east:3', 'north:11', 'south:2', 'south:4']);
+    await sink.addBatch(snap('c2', 1, [[w1, 'east', 30]]));
+    expect(await answer()).toEqual(['east:30', 'north:11', 'south:2', 'south:4']);
+    await sink.addBatch(snap('c1', 2, [[w1, 'north', 12], [w1, 'south', 2], [w2, 'south', 4]]));
+    await sink.addBatch(snap('m', 1, [[w1, 'north', 12], [w1, 'south', 2], [w2, 'south', 4], [w1, 'east', 31]]));
+    expect(await answer()).toEqual(['east:31', 'north:12', 'south:2', 'south:4']);
+    // The lineage is looked up once per partition, at its first publish, and kept in its metadata.
+    expect(lookups).toBe(4);
+    const head = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: s3CurrentSnapshotKey('rs/', 'm') }));
+    expect(currentSnapshotHeader(head.Metadata ?? {}, 'm')).toMatchObject({
+      ancestors: ['c1', 'p', 'c2'], keyColumns: ['window', 'store'],
+    });
+  });
+
+    it('never moves back: an older batch, or the same batch again, is a no-op', async () => {
     const bucket = await newBucket();
     const meter = new CostMeter();
     const sink = new S3SnapshotSink({ client: s3, bucket, prefix: 'agg/', meter });
