@@ -155,7 +155,9 @@ export class ReshardGuard {
         parents,
         stores: this.stores,
         sourceName: this.options.stage.sourceId,
-        startOffset: (offsets) => (this.options.stage.reads === 'internal-stream' ? seedRepartitionOffset(shardId, offsets) : null),
+        startOffset: (offsets) => (this.options.stage.reads === 'internal-stream'
+          ? seedRepartitionOffset(shardId, rangeOf(shard), offsets.map((offset, i) => ({ offset, range: parents[i]!.range })))
+          : null),
       });
     }
     this.ready.add(shardId);
