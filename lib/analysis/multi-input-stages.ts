@@ -54,6 +54,11 @@ export interface MultiInputHopPlan {
   readonly inputs: readonly HopInput[];
   /** The routing keys as written (`order_id = ref` for a join). */
   readonly routingColumns: readonly string[];
+  /**
+   * Where each routing key sits among the stateful operator's keys (a join's equi-join keys, an
+   * aggregate's grouping keys): a reshard of the internal stream routes state entries by them.
+   */
+  readonly routingKeyPositions: readonly number[];
   readonly watermarks: readonly HopWatermark[];
   readonly statefulOperator: { readonly kind: string; readonly keys: readonly string[] };
   /** Stage 2's stateful operators: the one the inputs feed, then those co-partitioned with it (none yet). */
@@ -186,6 +191,7 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   const { names, sides } = keySetsOf(stateful);
   const ordinals = new Map<string, number[]>(inputIds.map((id) => [id, []]));
   const routingNames: string[] = [];
+  const routingKeyPositions: number[] = [];
   if (lower.length > 0) {
     // Join → join in one stage: every stream routed by one class of keys the joins equate.
     const route = joinChainRouting([...lower, stateful] as JoinNode[], inputIds.map((id) => [id, cuts.get(id)!] as const));
@@ -209,6 +215,7 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
       }
       if (!usable || inputIds.some((id) => !found.has(id))) continue;
       routingNames.push(names[k]!);
+      routingKeyPositions.push(k);
       for (const id of inputIds) ordinals.get(id)!.push(found.get(id)!);
     }
   }
@@ -242,6 +249,8 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   const partial = {
     inputs,
     routingColumns: routingNames,
+    // Joins chained in one stage route by a class of keys no single join's key list holds: their state merges, never splits.
+    routingKeyPositions,
     watermarks,
     statefulOperator: { kind: describeOperator(stateful), keys: names },
   };
@@ -327,7 +336,7 @@ export function hopOfInput(hop: MultiInputHopPlan, input: HopInput): Hop {
   return hopOf(hop, input);
 }
 
-type HopShape = Pick<MultiInputHopPlan, 'routingColumns' | 'watermarks' | 'statefulOperator'>;
+type HopShape = Pick<MultiInputHopPlan, 'routingColumns' | 'routingKeyPositions' | 'watermarks' | 'statefulOperator'>;
 
 function hopOf(hop: HopShape, input: HopInput): Hop {
   const delayMs = hop.watermarks.find((w) => w.inputs.includes(input.sourceId))?.delayMs ?? 0;
@@ -336,8 +345,7 @@ function hopOf(hop: HopShape, input: HopInput): Hop {
     output: input.cutOutput,
     routingOrdinals: input.routingOrdinals,
     routingColumns: hop.routingColumns,
-    // A join's state is keyed by its own layout: a reshard routes it by the whole key.
-    routingKeyPositions: [],
+    routingKeyPositions: hop.routingKeyPositions,
     eventTime: input.eventTimeOrdinal === null ? null : { ordinal: input.eventTimeOrdinal, delayMs },
     carries: 'max-event-time',
     operator: hop.statefulOperator,

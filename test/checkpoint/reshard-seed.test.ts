@@ -168,3 +168,26 @@ describe('seedFromParents', () => {
     expect(offset.sources.s1!.ranges).toMatchObject([{ batch: 1, lo: upper.start.toString(16), hi: upper.end.toString(16) }]);
   });
 });
+
+describe('seedFromParents of a stage reading several sources (a join\'s stage 2)', () => {
+  it('carries every source\'s offset the parents committed, not only the stage\'s first one', async () => {
+    const p = new MemoryCheckpoint();
+    const progress = (batch: number) => ({ span: ['0', MAX.toString(16)], ranges: [{ lo: '0', hi: MAX.toString(16), batch, maxEventTimeMs: 5 }], idle: false });
+    await p.offsetLog.add(2, {
+      formatVersion: 1, batchId: 2, batchWatermarkMs: 0, batchTimestampMs: 0, conf: {},
+      offsets: {
+        'repartition.orders': { shardId: 'p', sequenceNumber: '9', recordCount: 1, sources: { 'orders.s0': progress(4) } },
+        'repartition.payments': { shardId: 'p', sequenceNumber: '9', recordCount: 1, sources: { 'payments.s0': progress(6) } },
+      } as never,
+    });
+    await p.commitLog.add(2, { formatVersion: 1, batchId: 2, nextBatchWatermarkMs: 0 });
+    const child = new MemoryCheckpoint();
+    await seedFromParents({
+      childPartitionId: 'c', child, childRange: lower, parents: [parent(p, whole)], stores: [], sourceName: 'repartition.orders',
+      startOffset: (offsets) => seedRepartitionOffset('c', lower, offsets.map((offset) => ({ offset, range: whole }))),
+    });
+    const offsets = (await child.offsetLog.get(0))!.offsets as Record<string, { sources: Record<string, { ranges: { batch: number }[] }> }>;
+    expect(Object.keys(offsets).sort()).toEqual(['repartition.orders', 'repartition.payments']);
+    expect(offsets['repartition.payments']!.sources['payments.s0']!.ranges[0]!.batch).toBe(6);
+  });
+});
