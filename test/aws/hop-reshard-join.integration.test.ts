@@ -14,7 +14,7 @@ import { listAllShards, reshardStream, type ReshardStep } from '../../lib/local/
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import type { MultiSourceQueryDefinition } from '../../lib/query/query-definition.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
-import { canonicalRow, inMemoryJoin, joinEvents, joinQuery, prng, type Order, type Payment } from '../support/join-queries.js';
+import { canonicalRow, inMemoryJoin, joinEvents, joinPhases, joinQuery, prng } from '../support/join-queries.js';
 import { joinThenWindowedSum } from '../support/chain-queries.js';
 
 let emulators: EmulatorSet;
@@ -22,18 +22,6 @@ beforeAll(async () => { emulators = await startEmulators(); });
 afterAll(async () => { await emulators?.stop(); });
 
 const TIMEOUT = Number(process.env.RESHARD_TEST_TIMEOUT_MS ?? 600_000);
-
-/** The events in three phases cut by event time, so that nothing in a later phase is late. */
-function phasesOf(events: { orders: Order[]; payments: Payment[] }): { orders: Order[]; payments: Payment[] }[] {
-  const first = Date.parse(events.orders[0]!.ts);
-  const span = Date.parse(events.orders[events.orders.length - 1]!.ts) - first;
-  const cuts = [first + span / 3, first + (2 * span) / 3, Number.POSITIVE_INFINITY];
-  const phaseOf = (t: number): number => cuts.findIndex((c) => t < c);
-  return cuts.map((_, i) => ({
-    orders: events.orders.filter((o) => phaseOf(Date.parse(o.ts)) === i),
-    payments: events.payments.filter((p) => phaseOf(Date.parse(p.pts)) === i),
-  }));
-}
 
 /** Reshards per internal stream (hop index) after each phase but the last. */
 type Plan = readonly (Readonly<Record<number, readonly ReshardStep[]>>)[];
@@ -44,7 +32,7 @@ async function runWithReshards(query: MultiSourceQueryDefinition, events: Return
   const internal = d.config.repartitionStreamNames ?? [d.config.repartitionStreamName!];
   const rand = prng(23);
   const key = () => `k${Math.floor(rand() * 1e6)}`;
-  const phases = phasesOf(events);
+  const phases = joinPhases(events);
   for (let i = 0; i < phases.length; i++) {
     await d.put(phases[i]!.orders.map((e) => ({ data: JSON.stringify(e), partitionKey: key() })), 'orders');
     await d.put(phases[i]!.payments.map((e) => ({ data: JSON.stringify(e), partitionKey: key() })), 'payments');
