@@ -163,9 +163,10 @@ export interface SluiceQueryProps {
   readonly repartition?: boolean;
 
   /**
-   * Shards of the internal repartition stream: the number of state partitions of stage 2. Only
-   * used when the query has a repartition stage. The internal stream may be resharded later
-   * (SplitShard, MergeShards, UpdateShardCount): each child shard starts from its parents' state.
+   * Shards of the internal repartition stream(s): the number of state partitions of stage 2. Only
+   * used when the query has a repartition stage. May be changed on a deployed query: the stream is
+   * updated in place (UpdateShardCount; at most double or half per deploy, Kinesis's limit) and
+   * each new shard starts from its parents' state, join state included (docs/deploy.md, Shard count).
    *
    * @default - the source stream's shard count when known, else 2
    */

@@ -57,6 +57,13 @@ export interface MultiInputHopPlan {
   readonly inputs: readonly HopInput[];
   /** The routing keys as written (`order_id = ref` for a join). */
   readonly routingColumns: readonly string[];
+  /**
+   * Where each routing key sits among the stateful operator's keys (a join's equi-join keys, an
+   * aggregate's grouping keys): a reshard of the internal stream routes state entries by them.
+   */
+  readonly routingKeyPositions: readonly number[];
+  /** Why a reshard of the internal stream cannot split stage 2's state (absent: it can, by routingKeyPositions). */
+  readonly stateUnroutable?: string;
   readonly watermarks: readonly HopWatermark[];
   readonly statefulOperator: { readonly kind: string; readonly keys: readonly string[] };
   /** Stage 2's stateful operators: the one the inputs feed, then those co-partitioned with it (none yet). */
@@ -194,6 +201,8 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   const { names } = keySetsOf(stateful);
   const ordinals = routed.ordinals;
   const routingNames = routed.names;
+  // Stage 2 of a split runs each side of the join on its own routing: no one key list routes its state.
+  const stateUnroutable = routed.positions === undefined ? 'stage 2 runs each side of a join on its own routing' : undefined;
 
   // Watermarks: each is computed from the shards of the streams below it; its column must cross the hop unchanged.
   const watermarkNodes = collect(plan, (n) => n.kind === 'EventTimeWatermark') as EventTimeWatermarkNode[];
@@ -225,6 +234,9 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   const partial = {
     inputs,
     routingColumns: routingNames,
+    // Joins chained in one stage route by a class of keys no single join's key list holds: their state merges, never splits.
+    routingKeyPositions: routed.positions ?? [],
+    ...(stateUnroutable ? { stateUnroutable } : {}),
     watermarks,
     statefulOperator: split?.operator ?? { kind: describeOperator(stateful), keys: names },
   };
@@ -319,7 +331,8 @@ function joinChainRouting(joins: readonly JoinNode[], inputs: readonly (readonly
 }
 
 type Cuts = ReadonlyMap<string, LogicalPlan>;
-interface Routing { names: string[]; ordinals: Map<string, number[]> }
+/** `positions`: where each routing key sits among the stateful operator's keys; absent when no one key list routes its state. */
+interface Routing { names: string[]; ordinals: Map<string, number[]>; positions?: number[] }
 
 const holdsNode = (node: LogicalPlan, target: LogicalPlan): boolean => collect(node, (n) => n === target).length > 0;
 
@@ -337,10 +350,12 @@ function routeGroup(stateful: LogicalPlan, lower: readonly LogicalPlan[], ids: r
       names.push(route.name);
       for (const id of ids) ordinals.get(id)!.push(route.ordinals.get(id)!);
     }
-    return { names, ordinals };
+    // Joins chained in one stage route by a class of keys no single join's key list holds: their state merges, never splits.
+    return { names, ordinals, positions: [] };
   }
   // A key position routes when, on every side, it traces to an unchanged column of every input below that side.
   const { names: keyNames, sides } = keySetsOf(stateful);
+  const positions: number[] = [];
   for (let k = 0; k < keyNames.length; k++) {
     const found = new Map<string, number>();
     let usable = true;
@@ -356,9 +371,16 @@ function routeGroup(stateful: LogicalPlan, lower: readonly LogicalPlan[], ids: r
     }
     if (!usable || ids.some((id) => !found.has(id))) continue;
     names.push(keyNames[k]!);
+    positions.push(k);
     for (const id of ids) ordinals.get(id)!.push(found.get(id)!);
   }
-  return { names, ordinals };
+  return { names, ordinals, positions };
+}
+
+/** Where the pairs `routedPairs` keeps sit among the join's keys (how a reshard routes its state). */
+function routedPairPositions(join: JoinNode): number[] {
+  const { sides } = joinKeySets(join);
+  return sides[0]!.keys.flatMap((l, k) => (l !== null && sides[1]!.keys[k] !== null ? [k] : []));
 }
 
 /** A join's equi-key pairs that can route (plain columns of the same type on both sides). */
@@ -449,7 +471,7 @@ function splitAtJoin(root: LogicalPlan, join: JoinNode, statefulNodes: readonly 
     hop: {
       index: 1, output: exchange.output,
       routingOrdinals: keyOrdinals, routingColumns: pairs.map(([l, r]) => `${l.name} = ${r.name}`),
-      routingKeyPositions: [], eventTime: null, carries: 'watermark', operator, partial: null,
+      routingKeyPositions: routedPairPositions(join), eventTime: null, carries: 'watermark', operator, partial: null,
     },
   };
 }
@@ -472,7 +494,7 @@ export function hopOfInput(hop: MultiInputHopPlan, input: HopInput): Hop {
   return hopOf(hop, input);
 }
 
-type HopShape = Pick<MultiInputHopPlan, 'routingColumns' | 'watermarks' | 'statefulOperator'>;
+type HopShape = Pick<MultiInputHopPlan, 'routingColumns' | 'routingKeyPositions' | 'stateUnroutable' | 'watermarks' | 'statefulOperator'>;
 
 function hopOf(hop: HopShape, input: HopInput): Hop {
   const delayMs = hop.watermarks.find((w) => w.inputs.includes(input.sourceId))?.delayMs ?? 0;
@@ -481,8 +503,8 @@ function hopOf(hop: HopShape, input: HopInput): Hop {
     output: input.cutOutput,
     routingOrdinals: input.routingOrdinals,
     routingColumns: hop.routingColumns,
-    // A join's state is keyed by its own layout: a reshard routes it by the whole key.
-    routingKeyPositions: [],
+    routingKeyPositions: hop.routingKeyPositions,
+    ...(hop.stateUnroutable ? { stateUnroutable: hop.stateUnroutable } : {}),
     eventTime: input.eventTimeOrdinal === null ? null : { ordinal: input.eventTimeOrdinal, delayMs },
     carries: 'max-event-time',
     operator: hop.statefulOperator,

@@ -42,6 +42,8 @@ export interface Hop {
   readonly routingColumns: readonly string[];
   /** Where each routing column sits among the receiving stage's first operator's keys (reshards route state by them). */
   readonly routingKeyPositions: readonly number[];
+  /** Why a reshard of this hop's stream cannot split the receiving stage's state (absent: it can). */
+  readonly stateUnroutable?: string;
   /**
    * Hop 0: the event-time column (hop-output ordinal) and delay; each record carries its batch's
    * maximum event time. Later hops carry the sending stage's batch watermark instead (delay 0).

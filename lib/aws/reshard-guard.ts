@@ -57,7 +57,7 @@ export interface ReshardGuardOptions {
 /** How a stage's state entries follow their keys to child shards. */
 export function stateRoutingOf(query: CompiledQuery, stage: QueryStage): StoreRouting[] {
   if (!stage.isStateful) return [];
-  if (stage.reads === 'internal-stream') return repartitionStateRouting(stage.plan, stage.inputHop?.routingKeyPositions ?? []);
+  if (stage.reads === 'internal-stream') return repartitionStateRouting(stage.plan, stage.inputHop?.routingKeyPositions ?? [], stage.inputHop?.stateUnroutable);
   return sourceStreamStateRouting(stage.plan, query.definition.source?.partitionKey);
 }
 
@@ -155,7 +155,9 @@ export class ReshardGuard {
         parents,
         stores: this.stores,
         sourceName: this.options.stage.sourceId,
-        startOffset: (offsets) => (this.options.stage.reads === 'internal-stream' ? seedRepartitionOffset(shardId, offsets) : null),
+        startOffset: (offsets) => (this.options.stage.reads === 'internal-stream'
+          ? seedRepartitionOffset(shardId, rangeOf(shard), offsets.map((offset, i) => ({ offset, range: parents[i]!.range })))
+          : null),
       });
     }
     this.ready.add(shardId);

@@ -34,8 +34,12 @@ export interface SeedRequest {
   readonly parents: readonly SeedParent[];
   /** Every state store of the stage and how its entries route. */
   readonly stores: readonly StoreRouting[];
+  /** The stage's source; the other sources its parents' offsets name are carried too (a join's stage 2 reads one per input). */
   readonly sourceName: string;
-  /** The child's starting offset from its parents' last committed ones (null: read from the start). */
+  /**
+   * The child's starting offset of a source from its parents' last committed ones, in the order
+   * of `parents` (null: read from the start).
+   */
   readonly startOffset: (parentOffsets: readonly (Offset | null)[]) => Offset | null;
 }
 
@@ -102,6 +106,10 @@ function unsplittable(request: SeedRequest, parent: SeedParent, store: StoreRout
   );
 }
 
+function sourceNamesOf(request: SeedRequest, ends: readonly ParentEnd[]): string[] {
+  return [...new Set([request.sourceName, ...ends.flatMap((e) => Object.keys(e.offsets.offsets))])];
+}
+
 /** Seeds the child from its finished parents, unless it has committed already. */
 export async function seedFromParents(request: SeedRequest): Promise<SeedOutcome> {
   const { child } = request;
@@ -119,14 +127,16 @@ export async function seedFromParents(request: SeedRequest): Promise<SeedOutcome
     await seeded.commit();
   }
 
-  const parentOffsets = request.parents.map((p) => ends.find((e) => e.parent === p)?.offsets.offsets[request.sourceName] ?? null);
+  const startOffsetOf = (sourceName: string): Offset | null => request.startOffset(
+    request.parents.map((p) => ends.find((e) => e.parent === p)?.offsets.offsets[sourceName] ?? null),
+  );
   const first = ends[0]!.offsets;
   // The child resumes as after a batch that ran with the lowest parent watermark, and runs the next
   // with the highest: windows a parent had not closed yet close in the child's next batch, once.
   await child.offsetLog.add(0, {
     formatVersion: CHECKPOINT_FORMAT_VERSION,
     batchId: 0,
-    offsets: { [request.sourceName]: request.startOffset(parentOffsets) },
+    offsets: Object.fromEntries(sourceNamesOf(request, ends).map((name) => [name, startOffsetOf(name)])),
     batchWatermarkMs: Math.min(...ends.map((e) => e.offsets.batchWatermarkMs)),
     batchTimestampMs: Math.max(...ends.map((e) => e.offsets.batchTimestampMs)),
     conf: first.conf,

@@ -13,6 +13,7 @@ import {
   ResourceInUseException,
   ResourceNotFoundException,
   SplitShardCommand,
+  UpdateShardCountCommand,
   MergeShardsCommand,
   type KinesisClient,
   type PutRecordsRequestEntry,
@@ -180,6 +181,12 @@ export async function mergeShards(
   return child;
 }
 
+/** UpdateShardCount with uniform scaling (what the construct does when the repartition shard count changes), then waits until ACTIVE. */
+export async function updateShardCount(kinesis: KinesisClient, streamName: string, targetShardCount: number, options: WaitOptions = {}): Promise<void> {
+  await kinesis.send(new UpdateShardCountCommand({ StreamName: streamName, TargetShardCount: targetShardCount, ScalingType: 'UNIFORM_SCALING' }));
+  await waitForStreamActive(kinesis, streamName, options);
+}
+
 function childShardsOf(shards: readonly Shard[], parentId: string): string[] {
   return shards
     .filter((s) => s.ParentShardId === parentId || s.AdjacentParentShardId === parentId)
@@ -207,7 +214,9 @@ export function hashKeyForShard(shard: Shard): string {
  */
 export type ReshardStep =
   | { readonly split: 'first-open' | string }
-  | { readonly merge: 'first-adjacent' | readonly [string, string] };
+  | { readonly merge: 'first-adjacent' | readonly [string, string] }
+  /** UpdateShardCount (uniform scaling): Kinesis splits and merges as it needs to reach the count. */
+  | { readonly shardCount: number };
 
 /** The open shards, lowest hash key first. */
 export async function openShards(kinesis: KinesisClient, streamName: string): Promise<Shard[]> {
@@ -226,7 +235,11 @@ export async function reshardStream(
   const created: string[][] = [];
   for (const step of steps) {
     const open = await openShards(kinesis, streamName);
-    if ('split' in step) {
+    if ('shardCount' in step) {
+      const before = new Set((await listAllShards(kinesis, streamName)).map((s) => s.ShardId!));
+      await updateShardCount(kinesis, streamName, step.shardCount, options);
+      created.push((await listAllShards(kinesis, streamName)).map((s) => s.ShardId!).filter((id) => !before.has(id)));
+    } else if ('split' in step) {
       const shardId = step.split === 'first-open' ? open[0]?.ShardId : step.split;
       if (!shardId) throw new Error(`stream ${streamName} has no open shard to split`);
       created.push(await splitShardEvenly(kinesis, streamName, shardId, options));

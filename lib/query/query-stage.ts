@@ -24,6 +24,7 @@ import type { DeadLetterRecord } from '../sources/dead-letter.js';
 import { KinesisShardSource, type ShardRecord } from '../sources/kinesis-shard-source.js';
 import { createRecordDecoder, type RecordDecoder } from '../sources/record-decoder.js';
 import { RepartitionShardSource } from '../sources/repartition-shard-source.js';
+import { kinesisHashKey as hashKeyOf, repartitionRoutingKey } from '../state/state-routing.js';
 import { compilePartialAggregator } from '../execution/partial-aggregation.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import type { PartitionBackends } from './partition-backends.js';
@@ -280,7 +281,10 @@ export class StateStage extends QueryStage {
   }
 
   bind(shardId: string, backends: PartitionBackends): StageBinding {
-    const source = new RepartitionShardSource(REPARTITION_SOURCE_NAME, this.inputSchema, shardId, this.toPartialRows);
+    const hop = this.inputHop;
+    const source = new RepartitionShardSource(REPARTITION_SOURCE_NAME, this.inputSchema, shardId, this.toPartialRows, undefined, (row, partial) => hashKeyOf(
+      repartitionRoutingKey(partial ? hop.routingKeyPositions.map((p) => row[1 + p]) : hop.routingOrdinals.map((i) => row[i])),
+    ));
     const { delayMs } = this;
     return {
       source,
@@ -339,6 +343,7 @@ export class MultiInputStateStage extends QueryStage {
   bind(shardId: string, backends: PartitionBackends): StageBinding {
     const views = new Map(this.hop.inputs.map((input) => [input.sourceId, new RepartitionShardSource(
       hopRelationId(input.sourceId), input.cutOutput.map((a) => ({ name: a.name, type: a.type })), shardId, undefined, input.sourceId,
+      (row) => hashKeyOf(repartitionRoutingKey(input.routingOrdinals.map((i) => row[i]))),
     )]));
     const [first, ...others] = [...views.values()];
     // Shard ids become partition ids (`<source>.<shard>`), a reshard's parents too.

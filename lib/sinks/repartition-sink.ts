@@ -1,12 +1,13 @@
 /**
  * Stage 1's sink: routes each row by its state key to a shard of the internal stream and sends,
- * for every shard, one record (or several parts) per batch, empty ones included, so each state
- * partition hears of every source shard's progress. Idempotent by construction: a re-run batch
- * sends the same records, and stage 2 applies each (source, batch, part) once.
+ * for every shard, one record (or several, each holding one hash range's rows) per batch, empty
+ * ones included, so each state partition hears of every source shard's progress. Idempotent by
+ * construction: a re-run batch sends the same rows, and stage 2 applies each (source, batch, hash) once.
  */
 import { stringifyWithLongs } from '../core/long.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import { encodeRepartitionRecord, REPARTITION_RECORD_VERSION, type RepartitionRecord } from '../sources/repartition-records.js';
+import { hexRange, type HashRange } from '../sources/hash-range-progress.js';
 import { StreamingQueryError } from '../errors/sluice-error.js';
 import { kinesisHashKey, repartitionRoutingKey } from '../state/state-routing.js';
 import type { Sink, SinkBatch } from './sink.js';
@@ -102,7 +103,7 @@ export class RepartitionSink implements Sink {
 
   async addBatch(batch: SinkBatch): Promise<void> {
     const targets = await this.options.channel.shards();
-    const byTarget = new Map<string, (readonly unknown[])[]>(targets.map((t) => [t.shardId, []]));
+    const byTarget = new Map<string, Routed[]>(targets.map((t) => [t.shardId, []]));
     const { routingOrdinals, eventTimeOrdinal } = this.options;
     // Partial aggregates cross when they are at most half the rows; else the rows do (late rows
     // need no filter either way: a group's rows share its key, so the final aggregate drops a late
@@ -111,15 +112,15 @@ export class RepartitionSink implements Sink {
     const partial = partialRows !== null && partialRows.length * 2 <= batch.rows.length ? this.options.partial! : null;
     if (partial) {
       for (const row of partialRows!) {
-        const key = repartitionRoutingKey(partial.routingKeyPositions.map((p) => row[1 + p]));
-        byTarget.get(targetFor(targets, hashKeyOf(key)).shardId)!.push(row);
+        const hash = hashKeyOf(repartitionRoutingKey(partial.routingKeyPositions.map((p) => row[1 + p])));
+        byTarget.get(targetFor(targets, hash).shardId)!.push({ row, hash });
       }
     }
     let maxEventTimeMicros: number | null = null;
     for (const row of batch.rows) {
       if (!partial) {
-        const key = repartitionRoutingKey(routingOrdinals.map((i) => row[i]));
-        byTarget.get(targetFor(targets, hashKeyOf(key)).shardId)!.push(row);
+        const hash = hashKeyOf(repartitionRoutingKey(routingOrdinals.map((i) => row[i])));
+        byTarget.get(targetFor(targets, hash).shardId)!.push({ row, hash });
       }
       if (eventTimeOrdinal !== null) {
         const t = row[eventTimeOrdinal];
@@ -131,11 +132,15 @@ export class RepartitionSink implements Sink {
       : maxEventTimeMicros === null ? null : Math.floor(maxEventTimeMicros / 1000);
     const out: RepartitionRecordOut[] = [];
     for (const target of targets) {
-      const parts = this.split(byTarget.get(target.shardId)!);
-      parts.forEach((rows, part) => out.push(this.record(target, {
-        v: REPARTITION_RECORD_VERSION, kind: 'rows', src: batch.partitionId, batch: batch.batchId,
-        part, parts: parts.length, maxEventTimeMs, rows, ...(partial ? { partial: true } : {}),
-      })));
+      const span = hexRange({ start: target.startingHashKey, end: target.endingHashKey });
+      for (const piece of this.split(byTarget.get(target.shardId)!, target)) {
+        const hr = hexRange(piece.range);
+        out.push(this.record(target, {
+          v: REPARTITION_RECORD_VERSION, kind: 'rows', src: batch.partitionId, batch: batch.batchId,
+          part: piece.part, parts: piece.parts, maxEventTimeMs, rows: piece.rows, ...(partial ? { partial: true } : {}),
+          hr, ...(hr[0] === span[0] && hr[1] === span[1] ? {} : { sr: span }),
+        }));
+      }
     }
     await this.send(out);
   }
@@ -145,6 +150,7 @@ export class RepartitionSink implements Sink {
     const targets = await this.options.channel.shards();
     await this.send(targets.map((target) => this.record(target, {
       v: REPARTITION_RECORD_VERSION, kind: 'idle', src, batch: lastBatchId, part: 0, parts: 1, maxEventTimeMs: null, rows: [],
+      hr: hexRange({ start: target.startingHashKey, end: target.endingHashKey }),
     })));
   }
 
@@ -168,20 +174,76 @@ export class RepartitionSink implements Sink {
     }
   }
 
-  /** Splits rows into parts that encode below the record size limit (at least one part). */
-  private split(rows: readonly (readonly unknown[])[]): (readonly unknown[])[][] {
+  /**
+   * Cuts a target's rows into records that encode below the size limit (at least one), each
+   * holding every row of one hash range, so that stage 2 can tell per hash what it applied even
+   * when the batch is sent again cut differently after a reshard. The rows of a single hash that
+   * outgrow a record share that hash's range as numbered parts (a hash never moves between shards).
+   */
+  private split(routed: readonly Routed[], target: RepartitionTarget): Piece[] {
     const limit = this.options.maxRecordBytes ?? 900_000;
-    const parts: (readonly unknown[])[][] = [[]];
+    const whole: HashRange = { start: target.startingHashKey, end: target.endingHashKey };
+    const sizes = routed.map((r) => stringifyWithLongs(r.row).length + 1);
+    if (sizes.reduce((a, b) => a + b, 0) <= limit) return [{ range: whole, part: 0, parts: 1, rows: routed.map((r) => r.row) }];
+    // Sorted by hash, stably: rows of one key keep their order.
+    const order = routed.map((_, i) => i).sort((a, b) => (routed[a]!.hash < routed[b]!.hash ? -1 : routed[a]!.hash > routed[b]!.hash ? 1 : a - b));
+    const groups: { hash: bigint; rows: (readonly unknown[])[]; bytes: number }[] = [];
+    for (const i of order) {
+      const last = groups[groups.length - 1];
+      if (last && last.hash === routed[i]!.hash) {
+        last.rows.push(routed[i]!.row);
+        last.bytes += sizes[i]!;
+      } else groups.push({ hash: routed[i]!.hash, rows: [routed[i]!.row], bytes: sizes[i]! });
+    }
+    const pieces: Piece[] = [];
+    let open: { start: bigint; rows: (readonly unknown[])[]; bytes: number } = { start: whole.start, rows: [], bytes: 0 };
+    const close = (end: bigint): void => {
+      if (end >= open.start) pieces.push({ range: { start: open.start, end }, part: 0, parts: 1, rows: open.rows });
+    };
+    for (const group of groups) {
+      if (group.bytes > limit) {
+        close(group.hash - 1n);
+        const shares = this.shares(group.rows, limit);
+        shares.forEach((rows, part) => pieces.push({ range: { start: group.hash, end: group.hash }, part, parts: shares.length, rows }));
+        open = { start: group.hash + 1n, rows: [], bytes: 0 };
+        continue;
+      }
+      if (open.bytes + group.bytes > limit && open.rows.length > 0) {
+        close(group.hash - 1n);
+        open = { start: group.hash, rows: [], bytes: 0 };
+      }
+      open.rows.push(...group.rows);
+      open.bytes += group.bytes;
+    }
+    close(whole.end);
+    return pieces;
+  }
+
+  /** One hash's rows in shares below the limit, in order. */
+  private shares(rows: readonly (readonly unknown[])[], limit: number): (readonly unknown[])[][] {
+    const shares: (readonly unknown[])[][] = [[]];
     let size = 0;
     for (const row of rows) {
       const rowBytes = stringifyWithLongs(row).length + 1;
-      if (size + rowBytes > limit && parts[parts.length - 1]!.length > 0) {
-        parts.push([]);
+      if (size + rowBytes > limit && shares[shares.length - 1]!.length > 0) {
+        shares.push([]);
         size = 0;
       }
-      parts[parts.length - 1]!.push(row);
+      shares[shares.length - 1]!.push(row);
       size += rowBytes;
     }
-    return parts;
+    return shares;
   }
+}
+
+interface Routed {
+  readonly row: readonly unknown[];
+  readonly hash: bigint;
+}
+
+interface Piece {
+  readonly range: HashRange;
+  readonly part: number;
+  readonly parts: number;
+  readonly rows: readonly (readonly unknown[])[];
 }

@@ -1,14 +1,19 @@
 /**
  * What crosses the repartition hop. Stage 1 sends, for each of its batches, one record to every
- * shard of the internal stream (split in parts when large): the rows routed there, and the
+ * shard of the internal stream (split by hash range when large): the rows routed there, and the
  * batch's maximum event time, which is how every source shard's watermark reaches every state
  * partition, in order with its rows. A confirmed-idle source shard sends an `idle` record.
  *
  * Kinesis PutRecords may write a record twice, and stage 1 re-sends a batch it re-runs, so stage 2
- * applies each (source shard, batch, part) once: what it applied per source is part of its
- * offsets, committed with its batches.
+ * applies each source shard's batch once per hash range (hash-range-progress.ts): what it applied
+ * per source is part of its offsets, committed with its batches.
  */
 import { longReplacer, longReviver, mayHoldTaggedValues } from '../core/long.js';
+import {
+  applyIdle, applyRange, clipTo, FULL_HASH_RANGE, hexRange, mergeRanges, rangeOfHex, rangeSummary, type HashRange, type RangeProgress,
+} from './hash-range-progress.js';
+
+type Summary = { readonly maxEventTimeMs: number | null; readonly idle: boolean };
 export const REPARTITION_RECORD_VERSION = 1;
 /** An idle record's batch for a source shard that has committed nothing yet. */
 export const NO_BATCH_COMMITTED = -1;
@@ -42,12 +47,22 @@ export interface RepartitionRecord {
    * streams); absent for the single input of a one-stream cut.
    */
   readonly in?: string;
+  /**
+   * The hash-key range (hex, both ends included) whose rows of the batch this record holds, all of
+   * them (with `parts`, a share: one hash's rows too large for one record). Absent from records
+   * of older versions: the whole shard.
+   */
+  readonly hr?: readonly [string, string];
+  /** The range of the shard the record was built for, when `hr` is only part of it. */
+  readonly sr?: readonly [string, string];
 }
 
-/** What a state partition has applied from one source shard. */
-export interface SourceProgress {
+/** What a state partition has applied from one source shard, per hash range (hash-range-progress.ts). */
+export type SourceProgress = RangeProgress;
+
+/** The progress of offsets committed before progress was kept per hash range (read, never written). */
+interface LegacySourceProgress {
   readonly batch: number;
-  /** Parts of `batch` applied so far. */
   readonly parts: readonly number[];
   readonly complete: boolean;
   readonly maxEventTimeMs: number | null;
@@ -55,6 +70,18 @@ export interface SourceProgress {
 }
 
 export type SourceProgressMap = Readonly<Record<string, SourceProgress>>;
+
+/** Progress as stored, in either format, as hash ranges: a legacy entry covers the whole hash space. */
+export function asRangeProgress(p: SourceProgress | LegacySourceProgress): RangeProgress {
+  if ('ranges' in p) return p;
+  return {
+    span: hexRange(FULL_HASH_RANGE),
+    ranges: [{ ...hexRangeFields(FULL_HASH_RANGE), batch: p.batch, ...(p.complete ? {} : { parts: p.parts }), maxEventTimeMs: p.maxEventTimeMs }],
+    idle: p.idle,
+  };
+}
+
+const hexRangeFields = (r: HashRange): { lo: string; hi: string } => ({ lo: hexRange(r)[0], hi: hexRange(r)[1] });
 
 export function encodeRepartitionRecord(record: RepartitionRecord): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(record, longReplacer));
@@ -70,35 +97,32 @@ export function decodeRepartitionRecord(data: Uint8Array): RepartitionRecord {
   return parsed;
 }
 
-const maxOf = (a: number | null, b: number | null): number | null => (a === null ? b : b === null ? a : Math.max(a, b));
-
 /**
  * Applies one record to the progress map. Returns the rows to process, or null when the record
- * was already applied (a duplicate).
+ * was already applied (a duplicate). `hashOf` gives a row's routing hash: needed when a batch
+ * re-sent after a reshard of the internal stream was partly applied before it.
  */
-export function applyRepartitionRecord(progress: Record<string, SourceProgress>, record: RepartitionRecord): readonly (readonly unknown[])[] | null {
-  const current = progress[record.src];
+export function applyRepartitionRecord(
+  progress: Record<string, SourceProgress>, record: RepartitionRecord, hashOf?: (row: readonly unknown[]) => bigint,
+): readonly (readonly unknown[])[] | null {
+  const stored = progress[record.src] as SourceProgress | LegacySourceProgress | undefined;
+  const current = stored === undefined ? undefined : asRangeProgress(stored);
+  const range = record.hr ? rangeOfHex(record.hr) : current ? rangeOfHex(current.span) : FULL_HASH_RANGE;
+  const span = record.sr ? rangeOfHex(record.sr) : record.hr ? range : current ? rangeOfHex(current.span) : FULL_HASH_RANGE;
   if (record.kind === 'idle') {
-    if (current && record.batch < current.batch) return null;
-    progress[record.src] = current
-      ? { ...current, idle: true }
-      : { batch: record.batch, parts: [], complete: true, maxEventTimeMs: record.maxEventTimeMs, idle: true };
+    const next = applyIdle(current === undefined ? undefined : clipTo(current, span), record.batch, span, record.maxEventTimeMs);
+    if (!next) return null;
+    progress[record.src] = next;
     return [];
   }
-  if (current && (record.batch < current.batch || (record.batch === current.batch && (current.complete || current.parts.includes(record.part))))) {
-    return null;
-  }
-  const parts = current && current.batch === record.batch ? [...current.parts, record.part] : [record.part];
-  const complete = parts.length >= record.parts;
-  // A batch's event time counts once all its parts are in: until then some of its rows are not.
-  progress[record.src] = {
-    batch: record.batch,
-    parts,
-    complete,
-    maxEventTimeMs: complete ? maxOf(current?.maxEventTimeMs ?? null, record.maxEventTimeMs) : current?.maxEventTimeMs ?? null,
-    idle: false,
-  };
-  return record.rows;
+  const { progress: next, verdict } = applyRange(current, {
+    batch: record.batch, range, span, part: record.part, parts: record.parts, maxEventTimeMs: record.maxEventTimeMs,
+  });
+  if (verdict.kind === 'duplicate') return null;
+  progress[record.src] = next;
+  if (verdict.kind === 'all') return record.rows;
+  if (!hashOf) throw new Error(`repartition record of ${record.src} batch ${record.batch} was partly applied before, and its rows cannot be hashed here`);
+  return record.rows.filter((row) => verdict.fresh(hashOf(row)));
 }
 
 /** A shard of the source stream, with the shards it replaced when a reshard created it. */
@@ -114,17 +138,18 @@ export interface SourceShard {
  * unless a reshard created it: then it carries its parents' event time (a watermark carries over
  * a split or merge, as in a one-stage query), and a parent, closed, is represented by its children.
  */
-export function sourcesWatermarkMs(progress: SourceProgressMap, delayMs: number, knownSources: readonly (string | SourceShard)[] = []): number {
+export function sourcesWatermarkMs(progress: Readonly<Record<string, SourceProgress | LegacySourceProgress>>, delayMs: number, knownSources: readonly (string | SourceShard)[] = []): number {
   const shards = new Map(knownSources.map((s) => (typeof s === 'string' ? [s, [] as readonly string[]] : [s.id, s.parents ?? []])));
-  const effective = new Map<string, SourceProgress>(Object.entries(progress));
+  const summaries: Record<string, Summary> = Object.fromEntries(Object.entries(progress).map(([id, p]) => [id, rangeSummary(asRangeProgress(p))]));
+  const effective = new Map<string, Summary>(Object.entries(summaries));
   // What a shard not heard from yet carries from its parents (null: nothing known, it holds at 0).
-  const inherited = (id: string, seen: ReadonlySet<string>): SourceProgress | null => {
+  const inherited = (id: string, seen: ReadonlySet<string>): Summary | null => {
     const parents = shards.get(id) ?? [];
     if (parents.length === 0 || seen.has(id)) return null;
-    const carried = parents.map((p) => progress[p] ?? inherited(p, new Set([...seen, id])));
+    const carried = parents.map((p) => summaries[p] ?? inherited(p, new Set([...seen, id])));
     if (carried.some((c) => c === null)) return null;
     const times = carried.map((c) => c!.maxEventTimeMs).filter((t): t is number => t !== null);
-    return { batch: NO_BATCH_COMMITTED, parts: [], complete: true, maxEventTimeMs: times.length > 0 ? Math.max(...times) : null, idle: carried.every((c) => c!.idle) };
+    return { maxEventTimeMs: times.length > 0 ? Math.max(...times) : null, idle: carried.every((c) => c!.idle) };
   };
   for (const id of shards.keys()) {
     if (effective.has(id)) continue;
@@ -146,26 +171,27 @@ export function sourcesWatermarkMs(progress: SourceProgressMap, delayMs: number,
   for (const parents of shards.values()) for (const p of parents) effective.delete(p);
   const entries = [...effective.values()];
   if (entries.length === 0) return 0;
-  const watermark = (p: SourceProgress): number => (p.maxEventTimeMs === null ? 0 : Math.max(0, p.maxEventTimeMs - delayMs));
+  const watermark = (p: Summary): number => (p.maxEventTimeMs === null ? 0 : Math.max(0, p.maxEventTimeMs - delayMs));
   const live = entries.filter((p) => !p.idle);
   return live.length === 0 ? Math.max(...entries.map(watermark)) : Math.min(...live.map(watermark));
 }
 
 /**
  * What a child shard of the internal stream starts from after a reshard: its parents' applied
- * progress, per source shard. After a split, each child has seen what its parent saw. After a
- * merge, the parents agree on every source batch stage 1 committed (it sends a batch to every
- * shard before committing it); where they differ, stage 1 was re-sending an uncommitted batch, and
- * the parent that had it decides (see docs/architecture.md, Resharding: the one case not covered).
+ * progress per source shard, restricted to its hash range (a split) or side by side (a merge).
+ * Per hash range, nothing is guessed: where one parent applied a batch and the other did not yet
+ * (stage 1 resharded between its PutRecords calls), the child takes the re-sent rows of the
+ * second parent's range and skips the first's.
  */
-export function mergeSourceProgress(parents: readonly (SourceProgressMap | null)[]): Record<string, SourceProgress> {
+export function mergeSourceProgress(
+  parents: readonly { readonly sources: Readonly<Record<string, SourceProgress | LegacySourceProgress>> | null; readonly range: HashRange }[], span: HashRange,
+): Record<string, SourceProgress> {
+  const sources = new Set(parents.flatMap((p) => Object.keys(p.sources ?? {})));
   const merged: Record<string, SourceProgress> = {};
-  for (const progress of parents) {
-    for (const [src, p] of Object.entries(progress ?? {})) {
-      const current = merged[src];
-      if (!current || p.batch > current.batch || (p.batch === current.batch && p.complete && !current.complete)) merged[src] = p;
-      else if (p.batch === current.batch && !p.idle && current.idle) merged[src] = { ...current, idle: false };
-    }
+  for (const src of sources) {
+    // A parent's entry never reaches past its own range (an older entry says the whole hash space).
+    const ranges = parents.flatMap((p) => (p.sources?.[src] === undefined ? [] : [clipTo(asRangeProgress(p.sources[src]!), p.range)]));
+    merged[src] = mergeRanges(ranges, span);
   }
   return merged;
 }

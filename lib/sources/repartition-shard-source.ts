@@ -10,6 +10,7 @@ import {
   applyRepartitionRecord, decodeRepartitionRecord, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap, type SourceShard,
 } from './repartition-records.js';
 import type { MicroBatchStream, Offset } from './source.js';
+import type { HashRange } from './hash-range-progress.js';
 
 export interface RepartitionOffset extends KinesisOffset {
   readonly sources: SourceProgressMap;
@@ -33,6 +34,11 @@ export class RepartitionShardSource implements MicroBatchStream {
     private readonly toPartialRows?: (rows: readonly (readonly unknown[])[]) => unknown[][],
     /** Read only the records of this hop input (several inputs share a shard); none: the untagged ones. */
     private readonly input?: string,
+    /**
+     * A row's routing hash, as stage 1 routed it (`partial`: a partial-aggregate row): tells which
+     * rows of a batch re-sent after a reshard of this stream were applied before.
+     */
+    private readonly hashOf?: (row: readonly unknown[], partial: boolean) => bigint,
   ) {}
 
   setCommitted(offset: Offset | null): void {
@@ -85,7 +91,8 @@ export class RepartitionShardSource implements MicroBatchStream {
     const records = this.recordsIn(start, end);
     for (const b of records) {
       if (!b.decoded || !this.isForThisShard(b.decoded)) continue;
-      const applied = applyRepartitionRecord(sources, b.decoded);
+      const record = b.decoded;
+      const applied = applyRepartitionRecord(sources, record, this.hashOf && ((row) => this.hashOf!(row, record.partial === true)));
       if (!applied || !rows) continue;
       const converted = this.toPartialRows && !b.decoded.partial ? this.toPartialRows(applied) : applied;
       for (const r of converted) rows.push([...r]);
@@ -143,13 +150,15 @@ export class RepartitionShardSource implements MicroBatchStream {
  */
 export const SEED_SEQUENCE_NUMBER = '0';
 
-/** The starting offset of a child shard of the internal stream, from its parents' last ones. */
-export function seedRepartitionOffset(shardId: string, parentOffsets: readonly (Offset | null)[]): Offset {
+/** The starting offset of a child shard of the internal stream (hash range `range`), from its parents' last ones. */
+export function seedRepartitionOffset(
+  shardId: string, range: HashRange, parents: readonly { readonly offset: Offset | null; readonly range: HashRange }[],
+): Offset {
   const offset: RepartitionOffset = {
     shardId,
     sequenceNumber: SEED_SEQUENCE_NUMBER,
     recordCount: 0,
-    sources: mergeSourceProgress(parentOffsets.map((o) => asOffset(o)?.sources ?? null)),
+    sources: mergeSourceProgress(parents.map((p) => ({ sources: asOffset(p.offset)?.sources ?? null, range: p.range })), range),
   };
   return offset as unknown as Offset;
 }

@@ -10,8 +10,9 @@
  *
  * Entries are read from the value where operators store their key values (aggregations and
  * session windows: `[keyValues, ...]`), else from the key (`encodeKey` of the key values:
- * deduplication). A stream-stream join's index store holds neither in a routable form: its state
- * can be merged, not split.
+ * deduplication; a stream-stream join's stores, `<encoded join key>` and `<encoded join key>#<index>`).
+ * On the source stream a join's state can be merged, not split (its keys are not the stream's
+ * partition key); through the hop it is routed by the join keys the hop routes by.
  */
 import { createHash } from 'node:crypto';
 import { stringifyWithLongs } from '../core/long.js';
@@ -98,6 +99,16 @@ function keyValuesOf(key: string, value: unknown): readonly unknown[] | null {
   return decodeKey(key);
 }
 
+/**
+ * A join entry's join-key values, from its key alone (both stores decode the same way, so a key's
+ * count and its rows always go to the same child): `<encoded key>#<index>` for the rows.
+ */
+function joinKeyValuesOf(storeName: string, key: string): readonly unknown[] | null {
+  if (!storeName.endsWith('keyWithIndexToValue')) return decodeKey(key);
+  const hash = key.lastIndexOf('#');
+  return hash < 0 ? null : decodeKey(key.slice(0, hash));
+}
+
 /** The inverse of execution/values.ts `encodeKey`. */
 export function decodeKey(key: string): unknown[] | null {
   if (key.startsWith('s')) return [key.slice(1)];
@@ -113,14 +124,16 @@ export function decodeKey(key: string): unknown[] | null {
   }
 }
 
-function routingFor(operatorId: number, stores: readonly string[], positions: KeyPositions, keyOf: (values: readonly unknown[]) => string | null): StoreRouting[] {
+function routingFor(
+  operatorId: number, stores: readonly string[], positions: KeyPositions, keyOf: (values: readonly unknown[]) => string | null, join = false,
+): StoreRouting[] {
   return stores.map((storeName) => {
     const id = { operatorId, storeName };
     if ('unroutable' in positions) return { id, routingKey: null, unroutable: positions.unroutable };
     return {
       id,
       routingKey: (key: string, value: unknown) => {
-        const values = keyValuesOf(key, value);
+        const values = join ? joinKeyValuesOf(storeName, key) : keyValuesOf(key, value);
         return values === null ? null : keyOf(positions.positions.map((p) => values[p]));
       },
     };
@@ -140,10 +153,16 @@ export function sourceStreamStateRouting(plan: LogicalPlan, partitionKey: string
  * sink hashes a row (`JSON.stringify` of the values, null for a missing one). `keyPositions` are
  * the routing columns' positions among the stateful operator's keys.
  */
-export function repartitionStateRouting(plan: LogicalPlan, keyPositions: readonly number[]): StoreRouting[] {
-  return stateStoresOf(plan).flatMap(({ operatorId, node, stores }) => routingFor(
-    operatorId, stores, node.kind === 'Join' ? partitionKeyPositions(node, undefined) : { positions: keyPositions },
+export function repartitionStateRouting(plan: LogicalPlan, keyPositions: readonly number[], unroutable?: string): StoreRouting[] {
+  const operators = stateStoresOf(plan);
+  if (unroutable) return operators.flatMap(({ operatorId, stores }) => routingFor(operatorId, stores, { unroutable }, repartitionRoutingKey));
+  // Joins chained in one stage route by one class of equated keys, not by each join's key list.
+  const joins = operators.filter((o) => o.node.kind === 'Join').length;
+  return operators.flatMap(({ operatorId, node, stores }) => routingFor(
+    operatorId, stores,
+    node.kind === 'Join' && joins > 1 ? { unroutable: 'joins chained in one stage route by a class of keys that is not each join\'s key list' } : { positions: keyPositions },
     (values) => repartitionRoutingKey(values),
+    node.kind === 'Join',
   ));
 }
 

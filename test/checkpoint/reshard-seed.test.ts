@@ -155,12 +155,39 @@ describe('seedFromParents', () => {
     })).rejects.toMatchObject({ code: 'RESHARD_STATE_CONFLICT' });
   });
 
-  it('a stage-2 child starts from what its parents applied per source shard', () => {
-    const offset = seedRepartitionOffset('c', [
-      { shardId: 'a', sequenceNumber: '9', sources: { s0: { batch: 3, parts: [0], complete: true, maxEventTimeMs: 10, idle: false } } } as never,
-      { shardId: 'b', sequenceNumber: '7', sources: { s0: { batch: 3, parts: [0], complete: true, maxEventTimeMs: 10, idle: false }, s1: { batch: 1, parts: [0], complete: true, maxEventTimeMs: 5, idle: true } } } as never,
-    ]) as unknown as { sources: Record<string, { batch: number }> };
+  it('a stage-2 child starts from what its parents applied per source shard, in its own hash range', () => {
+    const legacy = (batch: number, maxEventTimeMs: number, idle = false) => ({ batch, parts: [0], complete: true, maxEventTimeMs, idle });
+    const offset = seedRepartitionOffset('c', whole, [
+      { offset: { shardId: 'a', sequenceNumber: '9', sources: { s0: legacy(3, 10) } } as never, range: lower },
+      { offset: { shardId: 'b', sequenceNumber: '7', sources: { s0: legacy(3, 10), s1: legacy(1, 5, true) } } as never, range: upper },
+    ]) as unknown as { sources: Record<string, { span: string[]; ranges: { lo: string; hi: string; batch: number }[] }> };
     expect(Object.keys(offset.sources).sort()).toEqual(['s0', 's1']);
-    expect(offset.sources.s0!.batch).toBe(3);
+    // Both parents applied batch 3 of s0: one range over the whole child.
+    expect(offset.sources.s0!.ranges).toMatchObject([{ batch: 3, lo: whole.start.toString(16), hi: whole.end.toString(16) }]);
+    // Only the upper parent heard of s1: the lower half has nothing applied.
+    expect(offset.sources.s1!.ranges).toMatchObject([{ batch: 1, lo: upper.start.toString(16), hi: upper.end.toString(16) }]);
+  });
+});
+
+describe('seedFromParents of a stage reading several sources (a join\'s stage 2)', () => {
+  it('carries every source\'s offset the parents committed, not only the stage\'s first one', async () => {
+    const p = new MemoryCheckpoint();
+    const progress = (batch: number) => ({ span: ['0', MAX.toString(16)], ranges: [{ lo: '0', hi: MAX.toString(16), batch, maxEventTimeMs: 5 }], idle: false });
+    await p.offsetLog.add(2, {
+      formatVersion: 1, batchId: 2, batchWatermarkMs: 0, batchTimestampMs: 0, conf: {},
+      offsets: {
+        'repartition.orders': { shardId: 'p', sequenceNumber: '9', recordCount: 1, sources: { 'orders.s0': progress(4) } },
+        'repartition.payments': { shardId: 'p', sequenceNumber: '9', recordCount: 1, sources: { 'payments.s0': progress(6) } },
+      } as never,
+    });
+    await p.commitLog.add(2, { formatVersion: 1, batchId: 2, nextBatchWatermarkMs: 0 });
+    const child = new MemoryCheckpoint();
+    await seedFromParents({
+      childPartitionId: 'c', child, childRange: lower, parents: [parent(p, whole)], stores: [], sourceName: 'repartition.orders',
+      startOffset: (offsets) => seedRepartitionOffset('c', lower, offsets.map((offset) => ({ offset, range: whole }))),
+    });
+    const offsets = (await child.offsetLog.get(0))!.offsets as Record<string, { sources: Record<string, { ranges: { batch: number }[] }> }>;
+    expect(Object.keys(offsets).sort()).toEqual(['repartition.orders', 'repartition.payments']);
+    expect(offsets['repartition.payments']!.sources['payments.s0']!.ranges[0]!.batch).toBe(6);
   });
 });

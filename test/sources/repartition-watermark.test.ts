@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { sourcesWatermarkMs, type SourceProgress } from '../../lib/sources/repartition-records.js';
 
-const at = (maxEventTimeMs: number | null, idle = false): SourceProgress => ({ batch: 3, parts: [0], complete: true, maxEventTimeMs, idle });
+const at = (maxEventTimeMs: number | null, idle = false): SourceProgress => ({ span: ['0', 'f'.repeat(32)], ranges: [{ lo: '0', hi: 'f'.repeat(32), batch: 3, maxEventTimeMs }], idle });
 const MIN = 60_000;
 
 describe('sourcesWatermarkMs across a reshard of the source stream', () => {

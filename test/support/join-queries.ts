@@ -84,3 +84,15 @@ export function canonicalRow(row: Record<string, unknown>): string {
   const sorted = Object.keys(row).sort().map((k) => [k, typeof row[k] === 'bigint' ? Number(row[k]) : row[k]]);
   return JSON.stringify(Object.fromEntries(sorted));
 }
+
+/** The events in three phases cut by event time, so that nothing in a later phase is late (reshard tests run a reshard between phases). */
+export function joinPhases(events: { orders: Order[]; payments: Payment[] }): { orders: Order[]; payments: Payment[] }[] {
+  const first = Date.parse(events.orders[0]!.ts);
+  const span = Date.parse(events.orders[events.orders.length - 1]!.ts) - first;
+  const cuts = [first + span / 3, first + (2 * span) / 3, Number.POSITIVE_INFINITY];
+  const phaseOf = (t: number): number => cuts.findIndex((c) => t < c);
+  return cuts.map((_, i) => ({
+    orders: events.orders.filter((o) => phaseOf(Date.parse(o.ts)) === i),
+    payments: events.payments.filter((p) => phaseOf(Date.parse(p.pts)) === i),
+  }));
+}

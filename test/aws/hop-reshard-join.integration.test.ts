@@ -1,0 +1,89 @@
+/**
+ * The internal stream resharded mid-run under join state, on the emulators (kinesis-mock's
+ * SplitShard, MergeShards and UpdateShardCount; DynamoDB Local; s3rver). Orders and payments go in
+ * three phases cut by event time; between the phases the internal stream(s) are split, merged or
+ * scaled with UpdateShardCount. Each child starts from its parents' join state restricted to its
+ * hash range (a merge: the union) once their last records are committed, with their watermarks
+ * and, for each of the join's inputs, what they applied. The sink must hold the in-memory engine's
+ * rows. Before this, a split child of a join was refused (RESHARD_WITH_STATE) and never ran.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readS3Files } from '../../lib/aws/sink-readers.js';
+import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
+import { listAllShards, reshardStream, type ReshardStep } from '../../lib/local/kinesis-admin.js';
+import { compileQuery } from '../../lib/query/compiled-query.js';
+import type { MultiSourceQueryDefinition } from '../../lib/query/query-definition.js';
+import { deploy, type Deployment } from '../support/aws-pipeline.js';
+import { canonicalRow, inMemoryJoin, joinEvents, joinPhases, joinQuery, prng } from '../support/join-queries.js';
+import { joinThenWindowedSum } from '../support/chain-queries.js';
+
+let emulators: EmulatorSet;
+beforeAll(async () => { emulators = await startEmulators(); });
+afterAll(async () => { await emulators?.stop(); });
+
+const TIMEOUT = Number(process.env.RESHARD_TEST_TIMEOUT_MS ?? 600_000);
+
+/** Reshards per internal stream (hop index) after each phase but the last. */
+type Plan = readonly (Readonly<Record<number, readonly ReshardStep[]>>)[];
+
+async function runWithReshards(query: MultiSourceQueryDefinition, events: ReturnType<typeof joinEvents>, plan: Plan): Promise<{ rows: string[]; d: Deployment }> {
+  const hops = compileQuery(query, { allowRepartition: true }).hops.length;
+  const d = await deploy(emulators, query, 2, { repartitionShards: 2, expectedShardCount: undefined, hops });
+  const internal = d.config.repartitionStreamNames ?? [d.config.repartitionStreamName!];
+  const rand = prng(23);
+  const key = () => `k${Math.floor(rand() * 1e6)}`;
+  const phases = joinPhases(events);
+  for (let i = 0; i < phases.length; i++) {
+    await d.put(phases[i]!.orders.map((e) => ({ data: JSON.stringify(e), partitionKey: key() })), 'orders');
+    await d.put(phases[i]!.payments.map((e) => ({ data: JSON.stringify(e), partitionKey: key() })), 'payments');
+    await d.drain({ batchSize: 20 });
+    for (const [hop, steps] of Object.entries(plan[i] ?? {})) await reshardStream(d.clients.kinesis, internal[Number(hop)]!, steps);
+  }
+  await d.drain({ batchSize: 20 });
+  // Every source shard caught up and quiet: idle; one tick per stage lets each forward its watermark.
+  for (let tick = 0; tick <= hops + 1; tick++) await d.tick(Date.now() + 3_600_000);
+  const rows = (await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).map((r) => canonicalRow(r)).sort();
+  return { rows, d };
+}
+
+/** The join's buffered rows each child started with: from its first committed batch's progress. */
+function joinRowsAtStart(d: Deployment, shardId: string, stageIndex: number): number | null {
+  const first = d.results.filter((r) => r.shardId === shardId && r.result.stage.index === stageIndex).flatMap((r) => r.result.progress)[0];
+  return first?.stateOperators[0]?.numRowsTotal ?? null;
+}
+
+describe('resharding the internal stream under a stream-stream join', () => {
+  it('left outer join: split, then merge, mid-run — the in-memory answer', async () => {
+    const query = joinQuery('hop-reshard-join', 'left_outer');
+    const events = joinEvents(240, 31);
+    const expected = await inMemoryJoin(query, events);
+    expect(expected.length).toBeGreaterThan(100);
+    const { rows, d } = await runWithReshards(query, events, [{ 0: [{ split: 'first-open' }] }, { 0: [{ merge: 'first-adjacent' }] }]);
+    expect(rows).toEqual(expected);
+    expect(d.results.map((r) => (r.result.error as { code?: string } | undefined)?.code).filter((c) => c !== undefined && c !== 'RESHARD_PARENT_PENDING' && c !== 'REPARTITION_RESHARDED')).toEqual([]);
+    // The split's children (2, 3) and the merge's child (4) ran, starting from their parents' join rows.
+    const shards = await listAllShards(d.clients.kinesis, d.config.repartitionStreamName!);
+    expect(shards.map((s) => s.ShardId)).toEqual(expect.arrayContaining(['shardId-000000000002', 'shardId-000000000003', 'shardId-000000000004']));
+    const carried = ['shardId-000000000002', 'shardId-000000000003'].map((s) => joinRowsAtStart(d, s, 1));
+    expect(carried.every((n) => n !== null && n > 0)).toBe(true);
+  }, TIMEOUT);
+
+  it('inner join → windowed sum: both internal streams scaled with UpdateShardCount (up, then down), hop 2 split too — the in-memory answer', async () => {
+    const query = joinThenWindowedSum('hop-reshard-join-sum');
+    const events = joinEvents(240, 37);
+    const expected = await inMemoryJoin(query, events);
+    expect(expected.length).toBeGreaterThan(2);
+    const { rows, d } = await runWithReshards(query, events, [
+      { 0: [{ shardCount: 4 }], 1: [{ split: 'first-open' }] },
+      // Kinesis scales by at most half or double per call.
+      { 0: [{ shardCount: 2 }], 1: [{ shardCount: 2 }] },
+    ]);
+    expect(rows).toEqual(expected);
+    const internal = d.config.repartitionStreamNames!;
+    const open = async (stream: string) => (await listAllShards(d.clients.kinesis, stream)).filter((s) => s.SequenceNumberRange?.EndingSequenceNumber === undefined);
+    expect((await open(internal[0]!)).length).toBe(2);
+    expect((await open(internal[1]!)).length).toBe(2);
+    // Children of hop 1 committed join batches.
+    expect(d.results.some((r) => r.result.stage.index === 1 && !['shardId-000000000000', 'shardId-000000000001'].includes(r.shardId) && r.result.progress.length > 0)).toBe(true);
+  }, TIMEOUT);
+});
