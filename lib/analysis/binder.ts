@@ -272,12 +272,15 @@ export function bind(e: Expr, input: readonly Attribute[]): BoundExpr {
   }
 }
 
-const COMPARISONS = new Set(['=', '!=', '<', '<=', '>', '>=', '<=>', 'between']);
+const COMPARISONS = new Set(['=', '!=', '<', '<=', '>', '>=', '<=>', 'between', 'in']);
 
-/** `date_col > '2024-01-01'`: Spark casts the string side to the date or timestamp it is compared with. */
+/**
+ * `date_col > '2024-01-01'`, `ts_col IN ('2024-05-01')`: Spark casts the string side to the date or
+ * timestamp it is compared with (under ANSI a malformed string then raises CAST_INVALID_INPUT).
+ */
 function coerceDateComparison(fn: string, args: BoundExpr[]): BoundExpr[] {
   if (!COMPARISONS.has(fn)) return args;
-  const target = args.find((a) => a.type === 'date' || a.type === 'timestamp')?.type;
+  const target = fn === 'in' && args.some((a) => a.type === 'timestamp') ? 'timestamp' : args.find((a) => a.type === 'date' || a.type === 'timestamp')?.type;
   if (target === undefined) return args;
   return args.map((a) => (a.type === 'string' ? { kind: 'cast', child: a, type: target } : a));
 }
