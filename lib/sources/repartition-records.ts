@@ -42,6 +42,18 @@ export interface RepartitionRecord {
    * streams); absent for the single input of a one-stream cut.
    */
   readonly in?: string;
+  /**
+   * Put back by `sluice redrive --skipped` from a skipped range of the internal stream (the range's
+   * id): stage 2 has moved past the record's batch since, so it applies the record under its own
+   * progress entry (`redriveProgressKey`), once, and the watermark ignores that entry (the rows
+   * arrive late, and are treated as late rows).
+   */
+  readonly redrive?: string;
+}
+
+/** The progress entry a record is applied under: its source shard, or the re-drive's own. */
+export function redriveProgressKey(record: Pick<RepartitionRecord, 'src' | 'redrive'>): string {
+  return record.redrive === undefined ? record.src : `${record.src}@redrive:${record.redrive}`;
 }
 
 /** What a state partition has applied from one source shard. */
@@ -52,6 +64,8 @@ export interface SourceProgress {
   readonly complete: boolean;
   readonly maxEventTimeMs: number | null;
   readonly idle: boolean;
+  /** The entry of re-driven records (RepartitionRecord.redrive): no part of the watermark. */
+  readonly redriven?: boolean;
 }
 
 export type SourceProgressMap = Readonly<Record<string, SourceProgress>>;
@@ -77,10 +91,11 @@ const maxOf = (a: number | null, b: number | null): number | null => (a === null
  * was already applied (a duplicate).
  */
 export function applyRepartitionRecord(progress: Record<string, SourceProgress>, record: RepartitionRecord): readonly (readonly unknown[])[] | null {
-  const current = progress[record.src];
+  const key = redriveProgressKey(record);
+  const current = progress[key];
   if (record.kind === 'idle') {
     if (current && record.batch < current.batch) return null;
-    progress[record.src] = current
+    progress[key] = current
       ? { ...current, idle: true }
       : { batch: record.batch, parts: [], complete: true, maxEventTimeMs: record.maxEventTimeMs, idle: true };
     return [];
@@ -91,12 +106,13 @@ export function applyRepartitionRecord(progress: Record<string, SourceProgress>,
   const parts = current && current.batch === record.batch ? [...current.parts, record.part] : [record.part];
   const complete = parts.length >= record.parts;
   // A batch's event time counts once all its parts are in: until then some of its rows are not.
-  progress[record.src] = {
+  progress[key] = {
     batch: record.batch,
     parts,
     complete,
     maxEventTimeMs: complete ? maxOf(current?.maxEventTimeMs ?? null, record.maxEventTimeMs) : current?.maxEventTimeMs ?? null,
     idle: false,
+    ...(record.redrive === undefined ? {} : { redriven: true }),
   };
   return record.rows;
 }
@@ -116,7 +132,7 @@ export interface SourceShard {
  */
 export function sourcesWatermarkMs(progress: SourceProgressMap, delayMs: number, knownSources: readonly (string | SourceShard)[] = []): number {
   const shards = new Map(knownSources.map((s) => (typeof s === 'string' ? [s, [] as readonly string[]] : [s.id, s.parents ?? []])));
-  const effective = new Map<string, SourceProgress>(Object.entries(progress));
+  const effective = new Map<string, SourceProgress>(Object.entries(progress).filter(([, p]) => p.redriven !== true));
   // What a shard not heard from yet carries from its parents (null: nothing known, it holds at 0).
   const inherited = (id: string, seen: ReadonlySet<string>): SourceProgress | null => {
     const parents = shards.get(id) ?? [];
