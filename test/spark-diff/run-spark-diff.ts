@@ -38,6 +38,7 @@ const CI_STATEFUL = ['stateful/tws-session-event-time-timer'];
 const CI_CASES = [
   'global-update-watermark/no-data-batch-re-emits', 'join-left-outer-non-key-condition/violated', 'dedup-with-watermark/null-event-time-kept',
   'tumbling-first-last-collect-append/basic', 'join-right-outer/basic', 'stream-static-inner/basic', 'chained-dedup-then-count-append/basic',
+  'types/cast-timestamp-spark-forms', 'types/timestamp-vs-malformed-string', 'types/timestamp-in-malformed-string',
 ];
 const inCiSelection = (c: DiffCase): boolean => CI_SHAPES.includes(c.shape) || c.shape.startsWith('functions-')
   || CI_STATEFUL.includes(c.id) || CI_CASES.includes(c.id) || (c.id.endsWith('/seed-1') && CI_RANDOM_SHAPES.includes(c.shape));
