@@ -70,6 +70,16 @@ describe('string to timestamp, as Spark 4 casts it', () => {
   });
 });
 
+describe('a malformed string literal cast to a timestamp or date', () => {
+  it('refuses the query when it is defined (every row would raise), with Spark\'s error class and message; try_cast is left to run', () => {
+    const { df } = new SluiceSession().memoryStream('t timestamp, d date');
+    expect(() => df.filter(col('t').gt(lit('yesterday')))).toThrow(sparkMessage('yesterday', 'TIMESTAMP'));
+    expect(() => df.select(col('d').eq(lit('May 1st')))).toThrow(sparkMessage('May 1st', 'DATE'));
+    expect(() => df.select(lit('x').cast('timestamp'))).toThrow(/CAST_INVALID_INPUT/);
+    expect(() => df.select(lit('x').try_cast('timestamp'), col('t').gt(lit('2024-5-1 10:00 UTC')))).not.toThrow();
+  });
+});
+
 describe('on the streaming runtime', () => {
   it('records whose string does not cast are dead-lettered with CAST_INVALID_INPUT; the others are counted', async () => {
     const definition = defineQuery({
