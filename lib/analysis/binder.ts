@@ -5,6 +5,9 @@ import {
 import { asDecimalType, decimalResultType } from '../plan/decimal-rules.js';
 import { assertNever, type Expr } from '../plan/expressions.js';
 import { AnalysisError } from '../errors/sluice-error.js';
+import { castInvalidInput } from '../core/ansi-errors.js';
+import { parseDate } from '../core/dates.js';
+import { castStringToTimestamp } from '../core/timestamp-cast.js';
 import type { BoundExpr } from './bound-expr.js';
 import { builtinSignature, registeredUserFunction, wrongNumberOfArguments } from '../plan/function-catalog/index.js';
 
@@ -240,6 +243,7 @@ export function bind(e: Expr, input: readonly Attribute[]): BoundExpr {
     case 'cast': {
       const child = bind(e.child, input);
       refuseDateCast(child, e.to);
+      if (!e.try) refuseMalformedDatetimeLiteral(child, e.to);
       return { kind: 'cast', child, type: e.to, ...(e.try ? { try: true } : {}) };
     }
     case 'case': {
@@ -272,14 +276,34 @@ export function bind(e: Expr, input: readonly Attribute[]): BoundExpr {
   }
 }
 
-const COMPARISONS = new Set(['=', '!=', '<', '<=', '>', '>=', '<=>', 'between']);
+const COMPARISONS = new Set(['=', '!=', '<', '<=', '>', '>=', '<=>', 'between', 'in']);
 
-/** `date_col > '2024-01-01'`: Spark casts the string side to the date or timestamp it is compared with. */
+/**
+ * `date_col > '2024-01-01'`, `ts_col IN ('2024-05-01')`: Spark casts the string side to the date or
+ * timestamp it is compared with (under ANSI a malformed string then raises CAST_INVALID_INPUT).
+ */
 function coerceDateComparison(fn: string, args: BoundExpr[]): BoundExpr[] {
   if (!COMPARISONS.has(fn)) return args;
-  const target = args.find((a) => a.type === 'date' || a.type === 'timestamp')?.type;
+  const target = fn === 'in' && args.some((a) => a.type === 'timestamp') ? 'timestamp' : args.find((a) => a.type === 'date' || a.type === 'timestamp')?.type;
   if (target === undefined) return args;
-  return args.map((a) => (a.type === 'string' ? { kind: 'cast', child: a, type: target } : a));
+  return args.map((a) => {
+    if (a.type !== 'string') return a;
+    refuseMalformedDatetimeLiteral(a, target);
+    return { kind: 'cast', child: a, type: target };
+  });
+}
+
+/**
+ * A string literal that is no timestamp or date, cast to one (`ts_col > 'yesterday'`): every row
+ * would raise CAST_INVALID_INPUT (Spark raises it when it folds the constant), so the query is
+ * refused before it runs instead of dead-lettering every record.
+ */
+function refuseMalformedDatetimeLiteral(child: BoundExpr, to: DataType): void {
+  if (child.kind !== 'literal' || typeof child.value !== 'string' || (to !== 'timestamp' && to !== 'date')) return;
+  const malformed = to === 'date' ? parseDate(child.value) === null : castStringToTimestamp(child.value).kind === 'malformed';
+  if (!malformed) return;
+  const error = castInvalidInput(child.value, 'string', to);
+  throw new AnalysisError(error.message, { code: 'CAST_INVALID_INPUT', errorClass: 'CAST_INVALID_INPUT', hint: 'fix the literal, or use try_cast.' });
 }
 
 /** Spark refuses a cast between date and a number or boolean before the query runs (no ANSI cast exists). */

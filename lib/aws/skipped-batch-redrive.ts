@@ -17,10 +17,10 @@
  * marked redriven with those counts. A run that stops halfway leaves the range waiting; the next
  * run finds its sent records claimed and sends only the rest.
  *
- * Ranges on an internal repartition stream are not re-driven: stage 2 takes each source batch once,
- * so a routed record put back after later batches were applied would be dropped. One the scheduled
- * drain has committed since (it reads stage 2's shards from their committed position) is marked
- * done; any other is reported for a person.
+ * Ranges on an internal repartition stream: records the scheduled drain has committed since (it
+ * reads stage 2's shards from their committed position) are left; the others that stage 2 never
+ * applied are put back on their shard tagged with the range, so stage 2 applies them once although
+ * it has moved past their source batches (lib/aws/internal-range-redrive.ts).
  */
 import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { PutRecordCommand } from '@aws-sdk/client-kinesis';
@@ -37,6 +37,7 @@ import { KinesisShardReader } from './kinesis-shard-reader.js';
 import { checkpointOf } from './query-inspection.js';
 import { S3DeadLetterWriter } from './s3-dead-letter-writer.js';
 import { SkippedBatchStore, type SkippedRange, type SkippedRangeOutcome } from './skipped-batches.js';
+import { openShardHashKey, planInternalRedrive, sendInternalRedrive } from './internal-range-redrive.js';
 
 export type RecordCheck = (data: Uint8Array, streamName: string) => { readonly ok: true } | { readonly ok: false; readonly reason: string };
 
@@ -110,14 +111,7 @@ export async function redriveSkippedBatches(
     const records = await readRange(clients, range);
     const committed = await committedWithin(clients, deployment, range, options.maxBatchesBack ?? 1000);
     if (!sourceStreams.has(range.streamName)) {
-      // The scheduled drain reads stage 2's shards from their committed position: a range it reached since is done.
-      const pending = records.filter((r) => !committed(r.sequenceNumber)).length;
-      if (pending === 0 && records.length === range.batchSize && !options.dryRun) {
-        const outcome = { redriven: 0, deadLettered: 0, alreadyCommitted: records.length, expired: 0, skippedAgain: 0 };
-        if (await store.markRedriven(range, outcome)) { report.ranges.push({ ...base, outcome }); accumulate(report, outcome); }
-        continue;
-      }
-      report.ranges.push({ ...base, outcome: null, note: `on the internal stream ${range.streamName}, ${pending} record(s) not committed: not re-drivable (stage 2 takes each source batch once)` });
+      await redriveInternalRange(clients, deployment, store, range, records.filter((r) => !committed(r.sequenceNumber)), records.length, options, report);
       continue;
     }
     const outcome = { redriven: 0, deadLettered: 0, alreadyCommitted: 0, expired: Math.max(0, range.batchSize - records.length), skippedAgain: 0 };
@@ -174,6 +168,41 @@ export async function redriveSkippedBatches(
     }
   }
   return report;
+}
+
+/** A range of an internal repartition stream: its records stage 2 never applied go back to its shard (lib/aws/internal-range-redrive.ts). */
+async function redriveInternalRange(
+  clients: AwsClients, deployment: DeploymentDescriptor, store: SkippedBatchStore, range: SkippedRange, pending: readonly ShardRecord[], held: number,
+  options: SkippedRedriveOptions, report: { -readonly [K in keyof SkippedRedriveReport]: SkippedRedriveReport[K] },
+): Promise<void> {
+  const base = { partitionId: range.partitionId, shardId: range.shardId, first: range.firstSequenceNumber, last: range.lastSequenceNumber, reason: range.reason };
+  const plan = await planInternalRedrive(clients, deployment, range, pending);
+  const hashKey = plan && plan.send.length > 0 ? await openShardHashKey(clients, range.streamName, range.shardId) : '';
+  if (plan === null || hashKey === null) {
+    const why = plan === null ? 'what stage 2 applied before it is no longer in its offset log' : 'its shard is closed (the internal stream was resharded)';
+    report.ranges.push({ ...base, outcome: null, note: `on the internal stream ${range.streamName}: not re-drivable, ${why}; ${pending.length} record(s) not committed` });
+    return;
+  }
+  const outcome = {
+    redriven: plan.send.length, deadLettered: plan.letters.length - plan.skippedAgain, alreadyCommitted: held - pending.length + plan.alreadyApplied + plan.idle,
+    expired: Math.max(0, range.batchSize - held), skippedAgain: plan.skippedAgain,
+  };
+  if (options.dryRun) {
+    report.ranges.push({ ...base, outcome, note: 'dry run: nothing changed' });
+    accumulate(report, outcome);
+    return;
+  }
+  if (plan.letters.length > 0) {
+    await new S3DeadLetterWriter({ client: clients.s3, bucket: deployment.deadLetterBucket, prefix: deployment.deadLetterPrefix ?? 'dead-letter/' }).write(plan.letters);
+  }
+  // Sent again by a run that stopped before marking the range: stage 2 drops the second copy.
+  await sendInternalRedrive(clients, range, hashKey!, plan);
+  if (await store.markRedriven(range, outcome)) {
+    report.ranges.push({ ...base, outcome });
+    accumulate(report, outcome);
+  } else {
+    report.alreadyRedriven++;
+  }
 }
 
 function accumulate(report: { redriven: number; deadLettered: number; alreadyCommitted: number; expired: number; skippedAgain: number }, o: Omit<SkippedRangeOutcome, 'atMs'>): void {

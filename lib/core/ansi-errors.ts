@@ -24,8 +24,10 @@ export function divideByZero(): AnsiDataError {
 export function castInvalidInput(value: string, sourceType: string, targetType: string): AnsiDataError {
   // Spark quotes the value; a long one is cut so a reason never carries a whole payload.
   const shown = value.length > 40 ? `${value.slice(0, 40)}...` : value;
+  // Spark 4.0.1's datetime form of the message (invalidInputInCastToDatetimeError) has no sentence on the ANSI setting.
+  const bypass = targetType === 'date' || targetType === 'timestamp' ? '' : `If necessary set ${ANSI_CONFIG} to "false" to bypass this error. `;
   const message = (quoted: string): string => `[CAST_INVALID_INPUT] The value ${quoted} of the type "${sourceType.toUpperCase()}" cannot be cast to "${targetType.toUpperCase()}" because it is malformed. `
-    + `Correct the value as per the syntax, or change its target type. Use \`try_cast\` to tolerate malformed input and return NULL instead. If necessary set ${ANSI_CONFIG} to "false" to bypass this error. SQLSTATE: 22018`;
+    + `Correct the value as per the syntax, or change its target type. Use \`try_cast\` to tolerate malformed input and return NULL instead. ${bypass}SQLSTATE: 22018`;
   return new AnsiDataError(message(`'${shown}'`), {
     code: 'CAST_INVALID_INPUT', errorClass: 'CAST_INVALID_INPUT', retryable: false, hint: 'use try_cast, or fix the producer of the value.',
     // Logs carry no data values (lib/aws/log-redaction.ts); the dead letter, which holds the record, has the full message.

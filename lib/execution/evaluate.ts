@@ -4,7 +4,7 @@ import { isStruct } from '../plan/data-types.js';
 import { StreamingQueryError } from '../errors/sluice-error.js';
 import type { EvalContext } from './eval-context.js';
 import { compareValues, valuesEqual } from './values.js';
-import { formatTimestamp, isTimestampInRange, parseTimestamp } from '../core/timestamps.js';
+import { formatTimestamp, isTimestampInRange } from '../core/timestamps.js';
 import {
   addLong, ArithmeticOverflowError, checkedInt, INT_MAX, INT_MIN, longFromBigInt, longToDouble, multiplyLong, negateLong, remainderLong, stringifyWithLongs, subtractLong, type LongValue,
 } from '../core/long.js';
@@ -12,7 +12,7 @@ import { AnsiDataError, castInvalidInput, divideByZero } from '../core/ansi-erro
 import { builtinImplementation } from './functions/index.js';
 import { compileDecimalArithmetic } from './decimal-arithmetic.js';
 import { compileDateArithmetic } from './functions/datetime-functions.js';
-import { newTypeCast } from './type-casts.js';
+import { newTypeCast, stringToTimestamp } from './type-casts.js';
 import { compileUserFunction } from './functions/user-function.js';
 import { compileSplit } from './functions/regex-functions.js';
 import { codePointLength } from './functions/code-points.js';
@@ -439,7 +439,7 @@ function castFunction(from: DataType, to: DataType): (v: unknown) => unknown {
       if (typeof from === 'object') return (v) => stringifyWithLongs(v);
       return (v) => String(v);
     case 'timestamp':
-      if (from === 'string') return (v) => parseTimestamp(v as string);
+      if (from === 'string') return (v) => stringToTimestamp(v as string);
       if (from === 'double') return (v) => inTimestampRange(Math.trunc((v as number) * 1_000_000));
       return (v) => inTimestampRange(longToDouble(v as LongValue) * 1_000_000);
     case 'boolean':

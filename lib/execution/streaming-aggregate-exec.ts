@@ -78,12 +78,7 @@ export class StreamingAggregateExec implements StatefulExec {
     const table = this.tableFor(store);
     // A key-value store gets every change written through; a store that keeps the table, none.
     const writeThrough = table.versioned ? null : store;
-    const batch: BatchGroups = {
-      stamp: table.nextBatchStamp(),
-      changed: [],
-      lateKeys: null,
-      lateMs: ctx.hasWatermark && this.keyEventTimeMs && ctx.outputMode !== 'complete' ? ctx.lateEventsWatermarkMs(this.operatorId) : null,
-    };
+    const batch: BatchGroups = { stamp: table.nextBatchStamp(), changed: [], lateKeys: null, lateMs: this.lateMs(ctx) };
 
     if (this.scratchKey.length === 0) {
       // A global aggregation has its one group in every batch, input or not (Spark's hash
@@ -155,6 +150,32 @@ export class StreamingAggregateExec implements StatefulExec {
     progress.numOutputRows = output.length;
     this.progress = progress;
     return output;
+  }
+
+  /** Groups at or behind this event time take no rows this batch (null: none are late). */
+  private lateMs(ctx: BatchContext): number | null {
+    return ctx.hasWatermark && this.keyEventTimeMs && ctx.outputMode !== 'complete' ? ctx.lateEventsWatermarkMs(this.operatorId) : null;
+  }
+
+  /**
+   * What `execute` evaluates for one input row before it merges into state (row screening): the
+   * row's keys, then its aggregate inputs for each group the watermark does not drop. Partial
+   * aggregates (after a hop) are merged, not evaluated: nothing per row.
+   */
+  screenInputRow(row: Row, ctx: BatchContext): void {
+    if (this.partialInput) return;
+    const { agg } = this;
+    const lateMs = this.lateMs(ctx);
+    const fold = (keyValues: readonly unknown[]): void => {
+      if (lateMs !== null && this.keyEventTimeMs!(keyValues) <= lateMs) return;
+      agg.updateBuffers(agg.initialBuffers(), row);
+    };
+    if (agg.hasExpandingKey) {
+      agg.forEachKeyValues(row, fold);
+      return;
+    }
+    const key = new Array<unknown>(this.scratchKey.length);
+    if (agg.keyInto(row, key)) fold(key);
   }
 
   /**

@@ -10,6 +10,19 @@ import {
 } from '../core/decimal.js';
 import { ArithmeticOverflowError, INT_MAX, INT_MIN, longFromBigInt } from '../core/long.js';
 import { isDecimal, typeToString, type DataType } from '../plan/data-types.js';
+import { castStringToTimestamp } from '../core/timestamp-cast.js';
+import { isTimestampInRange } from '../core/timestamps.js';
+
+/**
+ * Spark's string-to-timestamp cast (lib/core/timestamp-cast.ts): a malformed string raises
+ * CAST_INVALID_INPUT under ANSI; a time outside the range held exactly, or a time without a date
+ * (Spark takes the current date), gives NULL.
+ */
+export function stringToTimestamp(text: string): number | null {
+  const parsed = castStringToTimestamp(text);
+  if (parsed.kind === 'malformed') throw castInvalidInput(text, 'string', 'timestamp');
+  return parsed.kind === 'micros' && isTimestampInRange(parsed.micros) ? parsed.micros : null;
+}
 
 type Convert = (v: unknown) => unknown;
 

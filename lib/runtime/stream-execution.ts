@@ -22,6 +22,7 @@ import { randomUUID } from 'node:crypto';
 import { newEvalContext, type EvalContext } from '../execution/eval-context.js';
 import type { Row } from '../execution/evaluate.js';
 import { planQuery, type PhysicalQuery } from '../execution/incremental-planner.js';
+import { screenRows } from '../execution/row-screening.js';
 import type { BatchContext, StatefulExec } from '../execution/physical.js';
 import type { OutputMode } from '../core/output-mode.js';
 import { formatProgressTimestamp } from '../core/timestamps.js';
@@ -436,6 +437,56 @@ export class StreamExecution {
     return watermarkMs;
   }
 
+  /** Each stateful operator's watermarks for batch `batchId`: for late rows (the previous batch's) and for eviction. */
+  private async operatorWatermarks(batchId: number): Promise<{ late: ReadonlyMap<number, number>; eviction: ReadonlyMap<number, number> }> {
+    const root = this.physical!.root;
+    return {
+      late: propagateWatermark(root, await this.previousBatchWatermarkMs(batchId)),
+      eviction: propagateWatermark(root, this.metadata.batchWatermarkMs),
+    };
+  }
+
+  /** What the operators see of batch `batchId`; resets the per-batch evaluation values (a re-run sees the same). */
+  private batchContext(
+    batchId: number, sourceRows: ReadonlyMap<string, Row[]>, watermarks: { late: ReadonlyMap<number, number>; eviction: ReadonlyMap<number, number> },
+    store: BatchContext['store'],
+  ): BatchContext {
+    this.evalContext.batchTimestampMs = this.metadata.batchTimestampMs;
+    this.evalContext.nextRowId = 0;
+    return {
+      batchId,
+      sourceRows,
+      eval: this.evalContext,
+      outputMode: this.options.outputMode,
+      hasWatermark: this.physical!.watermarkOperators.length > 0,
+      lateEventsWatermarkMs: (id) => watermarks.late.get(id) ?? 0,
+      evictionWatermarkMs: (id) => watermarks.eviction.get(id) ?? 0,
+      store,
+      ...(this.options.ownsStateKey ? { ownsStateKey: this.options.ownsStateKey } : {}),
+    };
+  }
+
+  /**
+   * The rows of source `sourceName` in the planned, uncommitted batch that raise a data error on
+   * their own (row screening, lib/execution/row-screening.ts), by their index in the source's
+   * batch, each with its error. Opens no state and writes nothing.
+   */
+  async screenPendingBatch(sourceName: string, isDataError: (error: unknown) => boolean): Promise<Map<number, unknown>> {
+    const source = this.sources.find((s) => s.name === sourceName);
+    if (!this.isCurrentBatchConstructed || !source) return new Map();
+    const start = this.committedOffsets.get(source.name) ?? null;
+    const end = this.availableOffsets.get(source.name) ?? null;
+    if (end === null || JSON.stringify(start) === JSON.stringify(end)) return new Map();
+    const rows = source.getBatch(start, end);
+    const ctx = this.batchContext(this.currentBatchId, new Map(), await this.operatorWatermarks(this.currentBatchId), () => {
+      throw new Error('row screening opens no state');
+    });
+    const { sink } = this.options;
+    return screenRows(this.physical!.root, {
+      ctx, sourceName, rows, isDataError, ...(sink.screenRow ? { screenOutputRow: (row: Row) => sink.screenRow!(row) } : {}),
+    });
+  }
+
   private async runBatch(triggerStartMs: number, triggerIntervalMs: number | null): Promise<void> {
     const physical = this.physical!;
     const batchId = this.currentBatchId;
@@ -445,8 +496,7 @@ export class StreamExecution {
     }
 
     const watermarkMs = this.metadata.batchWatermarkMs;
-    const eviction = propagateWatermark(physical.root, watermarkMs);
-    const late = propagateWatermark(physical.root, await this.previousBatchWatermarkMs(batchId));
+    const { late, eviction } = await this.operatorWatermarks(batchId);
 
     const stores = new Map<string, StateStore<unknown>>();
     const storeKey = (id: StateStoreId): string => `${id.operatorId}/${id.storeName}`;
@@ -469,24 +519,11 @@ export class StreamExecution {
       sourceProgress.push({ description: s.name, startOffset: start, endOffset: end, numInputRows: rows.length });
     }
 
-    this.evalContext.batchTimestampMs = this.metadata.batchTimestampMs;
-    this.evalContext.nextRowId = 0;
-    const hasWatermark = physical.watermarkOperators.length > 0;
-    const ctx: BatchContext = {
-      batchId,
-      sourceRows,
-      eval: this.evalContext,
-      outputMode,
-      hasWatermark,
-      lateEventsWatermarkMs: (id) => late.get(id) ?? 0,
-      evictionWatermarkMs: (id) => eviction.get(id) ?? 0,
-      store: <V>(id: StateStoreId) => {
-        const s = stores.get(storeKey(id));
-        if (!s) throw new Error(`state store ${storeKey(id)} was not opened`);
-        return s as StateStore<V>;
-      },
-      ...(this.options.ownsStateKey ? { ownsStateKey: this.options.ownsStateKey } : {}),
-    };
+    const ctx = this.batchContext(batchId, sourceRows, { late, eviction }, <V>(id: StateStoreId) => {
+      const s = stores.get(storeKey(id));
+      if (!s) throw new Error(`state store ${storeKey(id)} was not opened`);
+      return s as StateStore<V>;
+    });
 
     const executionStart = Date.now();
     let output: Row[];

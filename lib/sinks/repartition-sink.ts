@@ -145,6 +145,10 @@ export class RepartitionSink implements Sink {
     await this.send(out);
   }
 
+  screenRow(row: readonly unknown[]): void {
+    this.options.partial?.aggregator.toPartialRows([row]);
+  }
+
   /** Tells every state partition that source shard `src` is idle (confirmed caught up and quiet). */
   async broadcastIdle(src: string, lastBatchId: number): Promise<void> {
     const targets = await this.options.channel.shards();

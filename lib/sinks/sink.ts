@@ -39,6 +39,11 @@ export interface Sink {
    * idempotently.
    */
   onCommitted?(partitionId: string, batchId: number): Promise<void>;
+  /**
+   * Evaluates what `addBatch` computes from one row alone (a partial aggregation's inputs), raising
+   * what it would raise for that row; writes nothing. Lets row screening blame the row.
+   */
+  screenRow?(row: readonly unknown[]): void;
 }
 
 /** A refusal that every retry would repeat. */

@@ -184,6 +184,11 @@ export class KinesisShardSource implements MicroBatchStream {
     return rows;
   }
 
+  /** The sequence number of each row `getBatch(start, end)` returns, in the same order. */
+  rowSequenceNumbers(start: Offset | null, end: Offset): string[] {
+    return this.range(start, end).filter((b) => b.row && !this.withheld.has(b.record.sequenceNumber)).map((b) => b.record.sequenceNumber);
+  }
+
   numInvalidRecords(start: Offset | null, end: Offset): number {
     return this.range(start, end).filter((b) => this.reasonOf(b) !== null).length;
   }

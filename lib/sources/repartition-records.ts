@@ -55,7 +55,22 @@ export interface RepartitionRecord {
   readonly hr?: readonly [string, string];
   /** The range of the shard the record was built for, when `hr` is only part of it. */
   readonly sr?: readonly [string, string];
+  /**
+   * Put back by `sluice redrive --skipped` from a skipped range of the internal stream (the range's
+   * id): stage 2 has moved past the record's batch since, so it applies the record under its own
+   * progress entry (`redriveProgressKey`), once, and the watermark ignores that entry (the rows
+   * arrive late, and are treated as late rows).
+   */
+  readonly redrive?: string;
 }
+
+/** The progress entry a record is applied under: its source shard, or the re-drive's own. */
+export function redriveProgressKey(record: Pick<RepartitionRecord, 'src' | 'redrive'>): string {
+  return record.redrive === undefined ? record.src : `${record.src}${REDRIVE_KEY_MARK}${record.redrive}`;
+}
+
+const REDRIVE_KEY_MARK = '@redrive:';
+const isRedriveProgressKey = (key: string): boolean => key.includes(REDRIVE_KEY_MARK);
 
 /** What a state partition has applied from one source shard, per hash range (hash-range-progress.ts). */
 export type SourceProgress = RangeProgress;
@@ -67,6 +82,8 @@ interface LegacySourceProgress {
   readonly complete: boolean;
   readonly maxEventTimeMs: number | null;
   readonly idle: boolean;
+  /** The entry of re-driven records (RepartitionRecord.redrive): no part of the watermark. */
+  readonly redriven?: boolean;
 }
 
 export type SourceProgressMap = Readonly<Record<string, SourceProgress>>;
@@ -105,21 +122,22 @@ export function decodeRepartitionRecord(data: Uint8Array): RepartitionRecord {
 export function applyRepartitionRecord(
   progress: Record<string, SourceProgress>, record: RepartitionRecord, hashOf?: (row: readonly unknown[]) => bigint,
 ): readonly (readonly unknown[])[] | null {
-  const stored = progress[record.src] as SourceProgress | LegacySourceProgress | undefined;
+  const key = redriveProgressKey(record);
+  const stored = progress[key] as SourceProgress | LegacySourceProgress | undefined;
   const current = stored === undefined ? undefined : asRangeProgress(stored);
   const range = record.hr ? rangeOfHex(record.hr) : current ? rangeOfHex(current.span) : FULL_HASH_RANGE;
   const span = record.sr ? rangeOfHex(record.sr) : record.hr ? range : current ? rangeOfHex(current.span) : FULL_HASH_RANGE;
   if (record.kind === 'idle') {
     const next = applyIdle(current === undefined ? undefined : clipTo(current, span), record.batch, span, record.maxEventTimeMs);
     if (!next) return null;
-    progress[record.src] = next;
+    progress[key] = next;
     return [];
   }
   const { progress: next, verdict } = applyRange(current, {
     batch: record.batch, range, span, part: record.part, parts: record.parts, maxEventTimeMs: record.maxEventTimeMs,
   });
   if (verdict.kind === 'duplicate') return null;
-  progress[record.src] = next;
+  progress[key] = next;
   if (verdict.kind === 'all') return record.rows;
   if (!hashOf) throw new Error(`repartition record of ${record.src} batch ${record.batch} was partly applied before, and its rows cannot be hashed here`);
   return record.rows.filter((row) => verdict.fresh(hashOf(row)));
@@ -140,7 +158,7 @@ export interface SourceShard {
  */
 export function sourcesWatermarkMs(progress: Readonly<Record<string, SourceProgress | LegacySourceProgress>>, delayMs: number, knownSources: readonly (string | SourceShard)[] = []): number {
   const shards = new Map(knownSources.map((s) => (typeof s === 'string' ? [s, [] as readonly string[]] : [s.id, s.parents ?? []])));
-  const summaries: Record<string, Summary> = Object.fromEntries(Object.entries(progress).map(([id, p]) => [id, rangeSummary(asRangeProgress(p))]));
+  const summaries: Record<string, Summary> = Object.fromEntries(Object.entries(progress).filter(([id]) => !isRedriveProgressKey(id)).map(([id, p]) => [id, rangeSummary(asRangeProgress(p))]));
   const effective = new Map<string, Summary>(Object.entries(summaries));
   // What a shard not heard from yet carries from its parents (null: nothing known, it holds at 0).
   const inherited = (id: string, seen: ReadonlySet<string>): Summary | null => {

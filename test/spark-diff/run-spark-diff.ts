@@ -40,6 +40,7 @@ const CI_CASES = [
   'tumbling-first-last-collect-append/basic', 'join-right-outer/basic', 'stream-static-inner/basic', 'chained-dedup-then-count-append/basic',
   // A windowed aggregation feeding a stream-stream join (Spark 4 runs it in append mode; Sluice stages it behind two hops).
   'agg-then-join-stream/basic',
+  'types/cast-timestamp-spark-forms', 'types/timestamp-vs-malformed-string', 'types/timestamp-in-malformed-string',
 ];
 const inCiSelection = (c: DiffCase): boolean => CI_SHAPES.includes(c.shape) || c.shape.startsWith('functions-')
   || CI_STATEFUL.includes(c.id) || CI_CASES.includes(c.id) || (c.id.endsWith('/seed-1') && CI_RANDOM_SHAPES.includes(c.shape));

@@ -33,7 +33,8 @@ export interface Deployment {
 
 /** The deployed function an invocation runs as (its role), for tests that watch what each one sends. */
 export type FunctionRole = 'kinesisTrigger' | 'scheduled' | 'repartition';
-export type InvocationWrapper = <T>(role: FunctionRole, invoke: () => Promise<T>) => Promise<T>;
+/** `event`: what the function was invoked with (a Kinesis event, the scheduled payload). */
+export type InvocationWrapper = <T>(role: FunctionRole, invoke: () => Promise<T>, event?: unknown) => Promise<T>;
 
 export async function deploy(
   emulators: EmulatorSet, definition: QueryDefinition, shards: number,
@@ -85,7 +86,7 @@ export async function deploy(
   await clients.s3.send(new CreateBucketCommand({ Bucket: config.deadLetterBucket }));
   const results: Deployment['results'] = [];
   const asHandler = <A extends unknown[], R>(role: FunctionRole, handler: (...args: A) => Promise<R>) =>
-    (...args: A) => asFunction(role, () => handler(...args));
+    (...args: A) => asFunction(role, () => handler(...args), args[0]);
   const observability = createQuietObservability(definition.name);
   return {
     clients,

@@ -3,7 +3,7 @@ import { AnsiDataError, castInvalidInput } from '../../core/ansi-errors.js';
 import { civilFromDays, daysFromCivil, daysInMonth, daysOfMicros, MICROS_PER_DAY, parseDate } from '../../core/dates.js';
 import { compileDatetimePattern, DatetimeParseError, DatetimePatternError, type DatetimePattern } from '../../core/datetime-pattern.js';
 import { longToDouble, type LongValue } from '../../core/long.js';
-import { parseTimestamp } from '../../core/timestamps.js';
+import { stringToTimestamp } from '../type-casts.js';
 import type { DataType } from '../../plan/data-types.js';
 import { invalidDatetimePattern } from '../../plan/function-catalog/datetime-signatures.js';
 import { nullIntolerant, type Evaluator, type ScalarFunctionImplementation } from './implementation.js';
@@ -30,17 +30,16 @@ function daysReader(type: DataType): (v: unknown) => number {
 }
 
 /** A date-like argument as epoch microseconds (a string is cast to timestamp, ANSI). */
-function microsReader(type: DataType): (v: unknown) => number {
+function microsReader(type: DataType): (v: unknown) => number | null {
   if (type === 'timestamp') return (v) => v as number;
   if (type === 'date') return (v) => (v as number) * MICROS_PER_DAY;
-  return (v) => {
-    const micros = parseTimestamp(String(v));
-    if (micros === null) throw castInvalidInput(String(v), 'string', 'timestamp');
-    return micros;
-  };
+  return (v) => stringToTimestamp(String(v));
 }
 
 const argType = (call: BoundCall, i: number): DataType => call.args[i]!.type;
+
+/** `f` of a time that a string cast gave (NULL for one it cannot hold: beyond the exact range, or without a date). */
+const ifKnown = <T>(micros: number | null, f: (micros: number) => T): T | null => (micros === null ? null : f(micros));
 
 /** Spark's CANNOT_PARSE_TIMESTAMP (SQLSTATE 22007). */
 function cannotParseTimestamp(reason: string): AnsiDataError {
@@ -100,9 +99,12 @@ function compileToMicros(args: readonly Evaluator[], call: BoundCall, tolerate: 
   if (format === undefined && defaultPattern === null) {
     // Without a pattern, Spark casts the string: CAST_INVALID_INPUT under ANSI.
     return nullIntolerant([value!], ([v]) => {
-      const micros = parseTimestamp(String(v));
-      if (micros === null && !tolerate) throw castInvalidInput(String(v), 'string', 'timestamp');
-      return micros;
+      try {
+        return stringToTimestamp(String(v));
+      } catch (error) {
+        if (tolerate && error instanceof AnsiDataError) return null;
+        throw error;
+      }
     });
   }
   const pattern = patternOf(call.args[1], format, defaultPattern ?? DEFAULT_TIMESTAMP_PATTERN);
@@ -119,7 +121,7 @@ function dateFunction(name: string, f: (days: number) => unknown): ScalarFunctio
     name,
     compile: (args, call) => {
       const read = daysReader(argType(call, 0));
-      return nullIntolerant(args, ([v]) => f(read(v)));
+      return nullIntolerant(args, ([v]) => ifKnown(read(v), f));
     },
   };
 }
@@ -129,7 +131,7 @@ function timeFunction(name: string, f: (micros: number) => number): ScalarFuncti
     name,
     compile: (args, call) => {
       const read = microsReader(argType(call, 0));
-      return nullIntolerant(args, ([v]) => f(read(v)));
+      return nullIntolerant(args, ([v]) => ifKnown(read(v), f));
     },
   };
 }
@@ -264,7 +266,7 @@ export const DATETIME_FUNCTIONS: readonly ScalarFunctionImplementation[] = [
         const v = value!(row);
         if (v === null || v === undefined) return null;
         const p = pattern(row);
-        return p === null ? null : p.format(read(v));
+        return p === null ? null : ifKnown(read(v), (micros) => p.format(micros));
       };
     },
   },
@@ -272,7 +274,7 @@ export const DATETIME_FUNCTIONS: readonly ScalarFunctionImplementation[] = [
     name: 'date_trunc',
     compile: (args, call) => {
       const read = microsReader(argType(call, 1));
-      return nullIntolerant(args, ([unit, v]) => truncateMicros(read(v), String(unit).toUpperCase()));
+      return nullIntolerant(args, ([unit, v]) => ifKnown(read(v), (micros) => truncateMicros(micros, String(unit).toUpperCase())));
     },
   },
   {
@@ -318,7 +320,7 @@ export const DATETIME_FUNCTIONS: readonly ScalarFunctionImplementation[] = [
     compile: (args, call) => {
       const a = microsReader(argType(call, 0));
       const b = microsReader(argType(call, 1));
-      return nullIntolerant(args, ([x, y, roundOff]) => monthsBetween(a(x), b(y), roundOff !== false));
+      return nullIntolerant(args, ([x, y, roundOff]) => ifKnown(a(x), (ma) => ifKnown(b(y), (mb) => monthsBetween(ma, mb, roundOff !== false))));
     },
   },
   dateFunction('last_day', (days) => {

@@ -76,6 +76,10 @@ export class CapturingSink implements Sink {
     await this.inner.onCommitted?.(partitionId, batchId);
   }
 
+  screenRow(row: readonly unknown[]): void {
+    this.inner.screenRow?.(row);
+  }
+
   take(partitionId: string, batchId: number): CapturedOutput | undefined {
     const key = `${partitionId}#${batchId}`;
     const table = this.tables.get(key);

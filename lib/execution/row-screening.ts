@@ -1,0 +1,104 @@
+/**
+ * Row-at-a-time isolation of a batch's expression evaluation, before any state is touched: which
+ * of one source's rows raise a data error (an ANSI error: a zero divisor, a malformed cast) on
+ * their own. A batch holding such rows fails as a whole; finding them one failing run at a time
+ * costs a search per row, so one pass here names all of them.
+ *
+ * The pass runs, for each row alone, the plan's row-local operators above the source (project,
+ * filter, alias, watermark, union), then what the first stateful operator above them evaluates
+ * per input row before it merges into state (an aggregate's keys and input expressions, for the
+ * rows its watermark does not drop), or, when the whole plan is row-local, what the sink computes
+ * per row (the partial aggregation before a repartition hop). The batch run evaluates exactly
+ * these expressions on exactly these rows, so a row raises here if and only if it raises there.
+ * Errors that depend on several rows (a sum that overflows) are not found here.
+ */
+import { EventTimeWatermarkExec, FilterExec, PassThroughExec, ProjectExec, StreamScanExec, UnionExec } from './basic-execs.js';
+import type { Row } from './evaluate.js';
+import type { BatchContext, Exec } from './physical.js';
+
+/** An operator that can evaluate, for one input row, what its `execute` evaluates per row before it touches state. */
+export interface RowScreeningExec extends Exec {
+  screenInputRow(row: Row, ctx: BatchContext): void;
+}
+
+function screensInputRows(e: Exec): e is RowScreeningExec {
+  return typeof (e as Partial<RowScreeningExec>).screenInputRow === 'function';
+}
+
+/** Operators whose output for a set of rows is the union of their outputs for each row alone. */
+function isRowLocal(e: Exec): boolean {
+  const local = e instanceof StreamScanExec || e instanceof ProjectExec || e instanceof FilterExec
+    || e instanceof PassThroughExec || e instanceof EventTimeWatermarkExec || e instanceof UnionExec;
+  return local && e.children.every(isRowLocal);
+}
+
+function readsSource(e: Exec, sourceName: string): boolean {
+  return (e instanceof StreamScanExec && e.sourceName === sourceName) || e.children.some((c) => readsSource(c, sourceName));
+}
+
+/** A row-local part of the plan over the source, and what consumes each of its rows. */
+interface ScreenedPart {
+  readonly rows: Exec;
+  readonly consume: ((row: Row, ctx: BatchContext) => void) | null;
+}
+
+function screenedParts(root: Exec, sourceName: string, screenOutputRow: ((row: Row) => void) | null): ScreenedPart[] {
+  const parts: ScreenedPart[] = [];
+  const visit = (e: Exec, consume: ScreenedPart['consume']): void => {
+    if (!readsSource(e, sourceName)) return;
+    if (isRowLocal(e)) {
+      parts.push({ rows: e, consume });
+      return;
+    }
+    const next = screensInputRows(e) ? (row: Row, ctx: BatchContext) => e.screenInputRow(row, ctx) : null;
+    for (const child of e.children) visit(child, next);
+  };
+  visit(root, screenOutputRow ? (row) => screenOutputRow(row) : null);
+  return parts;
+}
+
+export interface ScreeningOptions {
+  /** The batch's context (watermarks, output mode); its source rows and stores are not used. */
+  readonly ctx: BatchContext;
+  readonly sourceName: string;
+  readonly rows: readonly Row[];
+  /** Errors that belong to a row's values; any other error is thrown. */
+  readonly isDataError: (error: unknown) => boolean;
+  /** What the sink evaluates per row, when the whole plan is row-local (absent: nothing). */
+  readonly screenOutputRow?: (row: Row) => void;
+}
+
+/** The rows (by index) that raise a data error on their own, each with its error. */
+export function screenRows(root: Exec, options: ScreeningOptions): Map<number, unknown> {
+  const { ctx, sourceName, rows, isDataError } = options;
+  const noState = (): never => {
+    throw new Error('row screening must not touch state');
+  };
+  const contextWith = (sourceRows: Row[]): BatchContext => ({ ...ctx, sourceRows: new Map([[sourceName, sourceRows]]), store: noState });
+  const run = (part: ScreenedPart, context: BatchContext): void => {
+    const out = part.rows.execute(context);
+    if (part.consume) for (const row of out) part.consume(row, context);
+  };
+  // A part that raises with no source row at all (a static relation in a union) blames no row.
+  const parts = screenedParts(root, sourceName, options.screenOutputRow ?? null).filter((part) => {
+    try {
+      run(part, contextWith([]));
+      return true;
+    } catch (error) {
+      if (isDataError(error)) return false;
+      throw error;
+    }
+  });
+  const raised = new Map<number, unknown>();
+  if (parts.length === 0) return raised;
+  for (let i = 0; i < rows.length; i++) {
+    const context = contextWith([[...rows[i]!]]);
+    try {
+      for (const part of parts) run(part, context);
+    } catch (error) {
+      if (!isDataError(error)) throw error;
+      raised.set(i, error);
+    }
+  }
+  return raised;
+}
