@@ -145,7 +145,7 @@ describe('sluice replay', () => {
     // status: every record the live run committed is still to be read; the cutover is refused
     const waiting = await cli.run(['replay', 'status', QUERY, '--json']);
     expect(waiting.code).toBe(1);
-    const w = JSON.parse(waiting.stdout) as { ready: boolean; shards: { behind: number; shadowBatch: number | null }[] };
+    const w = JSON.parse(waiting.stdout) as { ready: boolean; shards: { shardId: string; behind: number; shadowBatch: number | null }[] };
     expect(w.ready).toBe(false);
     expect(w.shards.reduce((n, s) => n + s.behind, 0)).toBe(first.length);
     const early = await cli.run(['replay', 'cutover', QUERY]);
@@ -184,10 +184,9 @@ describe('sluice replay', () => {
     expect(c).toMatchObject({ namespace: run.namespace, retired: QUERY, readerPointer: { key: 'results/_sluice_active.json', prefix: run.sinkPrefix } });
 
     // A writer of the old namespace that read the pointer before the cutover cannot commit any more.
-    const liveShard = w.shards.length > 0 ? (JSON.parse(waiting.stdout) as { shards: { shardId: string; liveBatch: number }[] }).shards[0]! : null;
     const stale = new DynamoDbCheckpoint({
       client: deployment.clients.dynamodb, checkpointTable: descriptor.checkpointTable, stateTable: descriptor.stateTable,
-      queryName: QUERY, partitionId: liveShard!.shardId, stateCache: null, commitFence: namespaceFence(descriptor.checkpointTable, QUERY, QUERY),
+      queryName: QUERY, partitionId: w.shards[0]!.shardId, stateCache: null, commitFence: namespaceFence(descriptor.checkpointTable, QUERY, QUERY),
     });
     const [latest] = (await stale.commitLog.getLatest())!;
     await expect(stale.commitLog.add(latest + 1, { formatVersion: CHECKPOINT_FORMAT_VERSION, batchId: latest + 1, nextBatchWatermarkMs: 0 }))
@@ -206,9 +205,14 @@ describe('sluice replay', () => {
     expect(after.stdout).toMatch(new RegExp(`no replay of ${QUERY} is running; live namespace: ${run.namespace} \\(retired: ${QUERY}\\)`));
   }, 480_000);
 
-  it('the scheduled function drives a replay of the deployed code; abort removes the shadow and a new replay can start', async () => {
+  it('the scheduled function drives a replay of the deployed code from --from; abort removes the shadow and a new replay can start', async () => {
     const { deployment, cli, descriptor } = await deployed();
-    const from = new Date(Date.now() - 60_000).toISOString();
+    // Records that arrived before --from are not replayed (AT_TIMESTAMP), on either shard.
+    const before = wave(10, 100);
+    await put(deployment, before);
+    await new Promise((r) => setTimeout(r, 1_500));
+    const from = new Date().toISOString();
+    await new Promise((r) => setTimeout(r, 1_500));
     const sales = wave(16, 0);
     await put(deployment, sales);
     await deployment.drain();
@@ -237,7 +241,7 @@ describe('sluice replay', () => {
       expect((left.Items ?? []).some((i) => i.pk!.S!.startsWith(`${QUERY}#`))).toBe(true);
     }
     expect(await readS3Snapshots(deployment.clients.s3, descriptor.sinkBucket!, run.sinkPrefix)).toEqual([]);
-    expect(answerOf(await readS3Snapshots(deployment.clients.s3, descriptor.sinkBucket!, 'results/'))).toEqual(answerOver(sales, belowTwenty));
+    expect(answerOf(await readS3Snapshots(deployment.clients.s3, descriptor.sinkBucket!, 'results/'))).toEqual(answerOver([...before, ...sales], belowTwenty));
     const again = await cli.run(['replay', 'abort', QUERY]);
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/No replay of 'replay-sales' to abort/);
