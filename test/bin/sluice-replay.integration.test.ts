@@ -21,6 +21,7 @@ import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
 import { namespaceFence } from '../../lib/aws/query-namespace.js';
 import { CHECKPOINT_FORMAT_VERSION } from '../../lib/checkpoint/checkpoint.js';
 import type { ScheduledTriggerSummary } from '../../lib/aws/scheduled-trigger-handler.js';
+import type { QueryStatus } from '../../lib/aws/query-inspection.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
 import { PROJECT_ROOT, runSluice } from '../support/sluice-cli.js';
 import fixed from './fixtures/replay-sales-fixed.js';
@@ -200,6 +201,16 @@ describe('sluice replay', () => {
     expect(await readLive()).toEqual(answerOver(history, all));
     // The retired namespace's answer is kept for a rollback, as it was at the cutover.
     expect(answerOf(await readS3Snapshots(deployment.clients.s3, bucket, 'results/'))).toEqual(answerOver([...first, ...second], belowTwenty));
+    // status reads the live namespace now: its last batches are the fixed query's, past the retired ones.
+    const status = JSON.parse((await cli.run(['status', QUERY, '--json'])).stdout) as QueryStatus;
+    for (const p of status.partitions) {
+      const inNamespace = async (namespace: string) => (await new DynamoDbCheckpoint({
+        client: deployment.clients.dynamodb, checkpointTable: descriptor.checkpointTable, stateTable: descriptor.stateTable,
+        queryName: namespace, partitionId: p.partitionId, stateCache: null,
+      }).commitLog.getLatest())?.[0];
+      expect(p.lastCommittedBatch).toBe(await inNamespace(run.namespace));
+      expect(p.lastCommittedBatch).toBeGreaterThan((await inNamespace(QUERY))!);
+    }
     const after = await cli.run(['replay', 'status', QUERY]);
     expect(after.code).toBe(1);
     expect(after.stdout).toMatch(new RegExp(`no replay of ${QUERY} is running; live namespace: ${run.namespace} \\(retired: ${QUERY}\\)`));
