@@ -15,7 +15,8 @@ import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
 import { col, count, sum, window } from '../../lib/plan/functions.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
-import { readS3Snapshots } from '../../lib/aws/sink-readers.js';
+import { readS3Snapshots, scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
+import { deleteResources } from '../support/cleanup.js';
 import { liveSinkPrefix } from '../../lib/aws/replay.js';
 import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
 import { namespaceFence } from '../../lib/aws/query-namespace.js';
@@ -258,5 +259,43 @@ describe('sluice replay', () => {
     expect(again.stderr).toMatch(/No replay of 'replay-sales' to abort/);
     const restarted = await cli.run(['replay', 'start', QUERY, '--from', from]);
     expect(restarted.code, restarted.stderr).toBe(0);
+  }, 300_000);
+
+  it('a DynamoDB-sink query replays into a table of its own, which becomes the live one at the cutover', async () => {
+    const update = defineQuery({ ...buggy, outputMode: 'update', sink: { kind: 'dynamodb' } });
+    const deployment = await deploy(emulators, update, 2);
+    const descriptor: DeploymentDescriptor = { ...deployment.config, sinkBucket: undefined, sluiceQuery: QUERY };
+    const file = join(dir, `deployment-${deployment.config.checkpointTable}.json`);
+    writeFileSync(file, JSON.stringify(descriptor));
+    const cli = cliFor(file);
+    const from = new Date(Date.now() - 60_000).toISOString();
+    const sales = wave(16, 0);
+    await put(deployment, sales);
+    await deployment.drain();
+    const liveTable = descriptor.sinkTable!;
+    const shadowTable = `${liveTable}-fixed`;
+    const tableAnswer = async (table: string) => answerOf(await scanDynamoDbSink(deployment.clients.dynamodb, table));
+    const liveBefore = await tableAnswer(liveTable);
+    expect(liveBefore).toEqual(answerOver(sales, belowTwenty));
+
+    const refused = await cli.run(['replay', 'start', QUERY, '--from', from]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/a replay needs a table of its own.*--sink-table/s);
+    const started = await cli.run(['replay', 'start', QUERY, '--from', from, '--sink-table', shadowTable, '--json']);
+    expect(started.code, started.stderr).toBe(0);
+    expect(JSON.parse(started.stdout)).toMatchObject({ sinkTable: shadowTable, drivenBy: 'scheduled-function' });
+    await deployment.tick(Date.now(), 'tick');
+    expect(await tableAnswer(shadowTable)).toEqual(answerOver(sales, belowTwenty));
+    expect(await tableAnswer(liveTable)).toEqual(liveBefore);
+
+    const cut = await cli.run(['replay', 'cutover', QUERY]);
+    expect(cut.code, cut.stderr).toBe(0);
+    expect(cut.stdout).toMatch(new RegExp(`readers: the live sink table is ${shadowTable}`));
+    const more = wave(10, 16);
+    await put(deployment, more);
+    await deployment.drain();
+    expect(await tableAnswer(shadowTable)).toEqual(answerOver([...sales, ...more], belowTwenty));
+    expect(await tableAnswer(liveTable)).toEqual(liveBefore);
+    await deleteResources(deployment.clients, { tables: [shadowTable] });
   }, 300_000);
 });
