@@ -17,6 +17,7 @@ import { col, count, sum, window } from '../../lib/plan/functions.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { readS3Snapshots, scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { deleteResources } from '../support/cleanup.js';
+import { reshardStream } from '../../lib/local/kinesis-admin.js';
 import { liveSinkPrefix } from '../../lib/aws/replay.js';
 import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
 import { namespaceFence } from '../../lib/aws/query-namespace.js';
@@ -296,6 +297,40 @@ describe('sluice replay', () => {
     await deployment.drain();
     expect(await tableAnswer(shadowTable)).toEqual(answerOver([...sales, ...more], belowTwenty));
     expect(await tableAnswer(liveTable)).toEqual(liveBefore);
+    await deleteResources(deployment.clients, { tables: [shadowTable] });
+  }, 300_000);
+
+  it('replays across a reshard: the closed parent shard first, then its children seeded from it', async () => {
+    const update = defineQuery({ ...buggy, outputMode: 'update', sink: { kind: 'dynamodb' } });
+    const deployment = await deploy(emulators, update, 1);
+    const descriptor: DeploymentDescriptor = { ...deployment.config, sinkBucket: undefined, sluiceQuery: QUERY };
+    const file = join(dir, `deployment-${deployment.config.checkpointTable}.json`);
+    writeFileSync(file, JSON.stringify(descriptor));
+    const cli = cliFor(file);
+    const from = new Date(Date.now() - 60_000).toISOString();
+    const first = wave(16, 0);
+    await put(deployment, first);
+    await deployment.drain();
+    const [children] = await reshardStream(deployment.clients.kinesis, descriptor.streamName, [{ split: 'first-open' }]);
+    const second = wave(16, 16);
+    await put(deployment, second);
+    await deployment.drain();
+    const expected = answerOver([...first, ...second], belowTwenty);
+    const tableAnswer = async (table: string) => answerOf(await scanDynamoDbSink(deployment.clients.dynamodb, table));
+    expect(await tableAnswer(descriptor.sinkTable!)).toEqual(expected);
+
+    const shadowTable = `${descriptor.sinkTable!}-replayed`;
+    const started = await cli.run(['replay', 'start', QUERY, '--from', from, '--sink-table', shadowTable]);
+    expect(started.code, started.stderr).toBe(0);
+    const summary = await deployment.tick(Date.now(), 'tick') as ScheduledTriggerSummary;
+    const shards = summary.replay!.shards;
+    // Parents first: the closed parent, then both children, each with batches of its own.
+    expect(shards.map((s) => s.shardId)).toEqual(['shardId-000000000000', ...children!]);
+    for (const s of shards) expect(s.batches, JSON.stringify(s)).toBeGreaterThan(0);
+    const ready = await cli.run(['replay', 'status', QUERY, '--json']);
+    expect(ready.code, ready.stdout).toBe(0);
+    expect((JSON.parse(ready.stdout) as { shards: unknown[] }).shards).toHaveLength(3);
+    expect(await tableAnswer(shadowTable)).toEqual(expected);
     await deleteResources(deployment.clients, { tables: [shadowTable] });
   }, 300_000);
 });
