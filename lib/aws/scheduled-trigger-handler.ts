@@ -128,6 +128,15 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
   const meter = new CostMeter();
   const clients = options.clients ?? createAwsClients(options.clientOptions);
   const observability = options.observability ?? createObservability(query.name);
+  // A replay's batches are metered under its own namespace as the Query dimension, so the live
+  // query's dashboard and alarms do not count the history it recomputes.
+  const shadowMetrics = new Map<string, Observability['metrics']>();
+  const shadowObservability = (namespace: string): Observability => {
+    if (options.observability) return observability;
+    let metrics = shadowMetrics.get(namespace);
+    if (!metrics) shadowMetrics.set(namespace, metrics = createObservability(namespace).metrics);
+    return { logger: observability.logger, metrics };
+  };
   const tracing = tracerForClients(clients);
   // One context per namespace this container has run: the live one, a replay shadow.
   const contexts = new Map<string, Context>();
@@ -137,7 +146,9 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
     if (!context) {
       const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink, namespace);
       context = {
-        query, config: namespacedConfig(query.definition, config, namespace.location), clients, backends, observability, options, tracing,
+        query, config: namespacedConfig(query.definition, config, namespace.location), clients, backends, options, tracing,
+        // Only the shadow (driven from a start time): after a cutover the live namespace is a replay's.
+        observability: startAtMs === undefined ? observability : shadowObservability(namespace.location.namespace),
         guards: new Map(), ...(startAtMs !== undefined ? { startAtMs } : {}),
       };
       contexts.set(key, context);
@@ -188,6 +199,7 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
       }
     }
     observability.metrics.publishStoredMetrics();
+    for (const metrics of shadowMetrics.values()) metrics.publishStoredMetrics();
     if (tick.stoppedBy) observability.logger.warn('tick stopped before the deadline; the next tick resumes the deferred shards', { deferred: summary.filter((s) => s.deferred).map((s) => s.shardId) });
     return { shards: summary, ...(tick.stoppedBy ? { stoppedBy: tick.stoppedBy } : {}), ...(compaction ? { compaction } : {}), ...(replay ? { replay } : {}) };
   };

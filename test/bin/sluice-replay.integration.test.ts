@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
 import { col, count, sum, window } from '../../lib/plan/functions.js';
@@ -22,7 +22,8 @@ import { liveSinkPrefix } from '../../lib/aws/replay.js';
 import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
 import { namespaceFence } from '../../lib/aws/query-namespace.js';
 import { CHECKPOINT_FORMAT_VERSION } from '../../lib/checkpoint/checkpoint.js';
-import type { ScheduledTriggerSummary } from '../../lib/aws/scheduled-trigger-handler.js';
+import { createScheduledTriggerHandler, type ScheduledTriggerSummary } from '../../lib/aws/scheduled-trigger-handler.js';
+import { METRIC, METRIC_DIMENSION_QUERY } from '../../lib/runtime/metric-names.js';
 import type { QueryStatus } from '../../lib/aws/query-inspection.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
 import { PROJECT_ROOT, runSluice } from '../support/sluice-cli.js';
@@ -105,6 +106,24 @@ async function deployed(): Promise<{ deployment: Deployment; cli: ReturnType<typ
   const file = join(dir, `deployment-${deployment.config.checkpointTable}.json`);
   writeFileSync(file, JSON.stringify(descriptor));
   return { deployment, cli: cliFor(file), descriptor };
+}
+
+/** Runs `run` with Powertools printing its metrics (EMF documents), and returns them. */
+async function withEmittedMetrics<T>(run: () => Promise<T>): Promise<{ summary: T; docs: Record<string, unknown>[] }> {
+  const saved = { dev: process.env.POWERTOOLS_DEV, disabled: process.env.POWERTOOLS_METRICS_DISABLED };
+  process.env.POWERTOOLS_DEV = 'true';
+  process.env.POWERTOOLS_METRICS_DISABLED = 'false';
+  const lines: string[] = [];
+  const spies = [vi.spyOn(console, 'log').mockImplementation((text: unknown) => { lines.push(String(text)); }),
+    ...(['info', 'warn', 'error', 'debug'] as const).map((level) => vi.spyOn(console, level).mockImplementation(() => {}))];
+  try {
+    const summary = await run();
+    return { summary, docs: lines.filter((l) => l.startsWith('{') && l.includes('"_aws"')).map((l) => JSON.parse(l) as Record<string, unknown>) };
+  } finally {
+    for (const spy of spies) spy.mockRestore();
+    if (saved.dev === undefined) delete process.env.POWERTOOLS_DEV; else process.env.POWERTOOLS_DEV = saved.dev;
+    if (saved.disabled === undefined) delete process.env.POWERTOOLS_METRICS_DISABLED; else process.env.POWERTOOLS_METRICS_DISABLED = saved.disabled;
+  }
 }
 
 const put = (deployment: Deployment, sales: readonly Sale[]) => deployment.put(sales.map((s) => ({ data: JSON.stringify(s), partitionKey: s.store_id })));
@@ -234,9 +253,17 @@ describe('sluice replay', () => {
     expect(started.code, started.stderr).toBe(0);
     const run = JSON.parse(started.stdout) as { runId: string; namespace: string; sinkPrefix: string; drivenBy: string };
     expect(run.drivenBy).toBe('scheduled-function');
-    const summary = await deployment.tick(Date.now(), 'tick') as ScheduledTriggerSummary;
+    // One tick of the deployed scheduled function, with the metrics it really publishes.
+    const { summary, docs } = await withEmittedMetrics(() => createScheduledTriggerHandler(buggy, {
+      config: deployment.config, clients: deployment.clients,
+    })({ mode: 'tick' }));
     expect(summary.replay?.runId).toBe(run.runId);
     expect(summary.replay!.shards.reduce((n, s) => n + s.batches, 0)).toBeGreaterThan(0);
+    // The shadow's batches are metered under its own namespace, not in the live query's figures.
+    const inputRows = (query: string) => docs.filter((d) => d[METRIC_DIMENSION_QUERY] === query)
+      .reduce((n, d) => n + [d[METRIC.inputRows] ?? []].flat().reduce((a: number, v) => a + Number(v), 0), 0);
+    expect(inputRows(run.namespace)).toBe(sales.length);
+    expect(inputRows(QUERY)).toBe(0);
     const ready = await cli.run(['replay', 'status', QUERY]);
     expect(ready.code, ready.stdout).toBe(0);
     expect(answerOf(await readS3Snapshots(deployment.clients.s3, descriptor.sinkBucket!, run.sinkPrefix))).toEqual(answerOver(sales, belowTwenty));
