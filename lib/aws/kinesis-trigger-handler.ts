@@ -148,6 +148,8 @@ function createShardHandler(
       }
       return wiring;
     };
+    // Cold start: a missing stream or sink setting fails here, not at the first record.
+    wiringOf({ location: { namespace: query.name } });
   } else {
     if (stages.some((s) => s.isStateful) && options.reshardGuard === undefined) {
       throw new Error(

@@ -155,6 +155,8 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
     }
     return context;
   };
+  // Cold start: a missing stream or sink setting fails here, not at the first tick.
+  contextOf({ location: { namespace: query.name } });
   const guardOf = (context: Context, stage: QueryStage): ReshardGuard => {
     const { backends } = context;
     let guard = context.guards.get(stage);
