@@ -6,6 +6,7 @@
  *   sluice explain [query-module] [--shards N] [--no-repartition]
  *   sluice status|progress|state <query> ...   a deployed query (bin/commands/)
  *   sluice diff <query-module> --against <query>, sluice cost <query-module> --rate N/s
+ *   sluice replay start|run|status|cutover|abort <query> ...   recompute a query beside the live run, then switch
  *
  * Exit codes: 0 healthy or done, 1 unhealthy or failed, 2 usage error (bad option, unknown query).
  */

@@ -9,6 +9,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { createAwsClients, type AwsClientOptions, type AwsClients, type AwsEndpoints } from '../../lib/aws/clients.js';
 import { findDeployment } from '../../lib/aws/deployment-lookup.js';
+import { readNamespacePointer } from '../../lib/aws/query-namespace.js';
 import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
 
 export const EXIT = { ok: 0, unhealthy: 1, usage: 2 } as const;
@@ -68,8 +69,11 @@ export async function connect(query: string, options: AwsOptions): Promise<Conne
   const cloudFormation = (): CloudFormationClient => new CloudFormationClient({
     ...(region ? { region } : {}), ...(endpoints.cloudformation ? { endpoint: endpoints.cloudformation } : {}),
   });
-  const deployment = await findDeployment(query, { deploymentFile: options.deployment, stack: options.stack, cloudFormation });
+  const found = await findDeployment(query, { deploymentFile: options.deployment, stack: options.stack, cloudFormation });
   const clients = createAwsClients(clientOptions);
+  // After a replay's cutover the query's checkpoint and state live in another namespace.
+  const { active } = await readNamespacePointer(clients.dynamodb, found.checkpointTable, found.sluiceQuery);
+  const deployment: DeploymentDescriptor = active.namespace === found.sluiceQuery ? found : { ...found, activeNamespace: active.namespace };
   const sqs = new SQSClient({ ...(region ? { region } : {}), ...(endpoints.sqs ? { endpoint: endpoints.sqs } : {}) });
   return { clients, sqs, deployment, close: () => { clients.destroy(); sqs.destroy(); } };
 }

@@ -4,10 +4,12 @@ import { registerCostCommand } from './cost.js';
 import { registerDiffCommand } from './diff.js';
 import { registerInspectCommands } from './inspect.js';
 import { registerRedriveCommand } from './redrive.js';
+import { registerReplayCommand } from './replay.js';
 
 export function registerDeployedQueryCommands(program: Command): void {
   registerInspectCommands(program);
   registerDiffCommand(program);
   registerCostCommand(program);
   registerRedriveCommand(program);
+  registerReplayCommand(program);
 }

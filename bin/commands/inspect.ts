@@ -45,13 +45,19 @@ export function registerInspectCommands(program: Command): void {
     .description('the recent progress records of a deployed query (Spark\'s StreamingQueryProgress), oldest first, from the checkpoint table')
     .argument('<query>', 'the query\'s name')
     .option('--shard <id>', 'only this shard (a stage-2 partition is state.<shard>)')
-    .option('--follow', 'keep printing new records as batches commit (Ctrl-C stops)')
-    .option('--interval <seconds>', 'how often --follow polls', positiveInt('--interval'), 2))
-    .action(async (query: string, opts: AwsOptions & { shard?: string; follow?: boolean; interval: number }) => {
+    .option('--follow', 'keep printing new records as batches commit (Ctrl-C, --max or --timeout stops)')
+    .option('--interval <seconds>', 'how often --follow polls', positiveInt('--interval'), 2)
+    .option('--max <n>', 'stop after printing this many records', positiveInt('--max'))
+    .option('--timeout <seconds>', 'with --follow: stop after this long', positiveInt('--timeout')))
+    .action(async (query: string, opts: AwsOptions & { shard?: string; follow?: boolean; interval: number; max?: number; timeout?: number }) => {
       const c = await connect(query, opts);
       const seen = new Set<string>();
       const stop = { now: false };
-      const onSignal = (): void => { stop.now = true; };
+      let printed = 0;
+      // SIGINT ends the wait at once; the records of the current poll are still printed.
+      let wake = (): void => {};
+      const onSignal = (): void => { stop.now = true; wake(); };
+      const deadline = opts.timeout === undefined ? Infinity : Date.now() + opts.timeout * 1000;
       process.once('SIGINT', onSignal);
       try {
         for (;;) {
@@ -66,13 +72,16 @@ export function registerInspectCommands(program: Command): void {
             }
           }
           records.sort((a, b) => a.progress.timestamp.localeCompare(b.progress.timestamp));
-          for (const r of records) {
+          for (const r of records.slice(0, opts.max === undefined ? undefined : opts.max - printed)) {
             process.stdout.write(opts.json
               ? `${JSON.stringify({ partitionId: r.partitionId, ...r.progress })}\n`
               : `${r.partitionId}  ${describeProgress(r.progress)}\n`);
+            printed++;
           }
-          if (!opts.follow || stop.now) break;
-          await new Promise((r) => setTimeout(r, opts.interval * 1000));
+          if (!opts.follow || stop.now || printed === opts.max) break;
+          const waitMs = Math.min(opts.interval * 1000, deadline - Date.now());
+          if (waitMs <= 0) break;
+          await new Promise<void>((r) => { const timer = setTimeout(r, waitMs); wake = () => { clearTimeout(timer); r(); }; });
           if (stop.now) break;
         }
       } finally {

@@ -26,6 +26,18 @@ import { KinesisRepartitionChannel } from './kinesis-repartition-channel.js';
 import { internalStreamNames } from '../query/compiled-query.js';
 import { RepartitionSink } from '../sinks/repartition-sink.js';
 import type { HashKeyRange } from '../state/state-routing.js';
+import type { TransactWriteItem } from '@aws-sdk/client-dynamodb';
+import type { NamespaceLocation } from './query-namespace.js';
+
+/**
+ * The namespace the backends keep checkpoint, state and watermarks in (lib/aws/query-namespace.ts),
+ * where its sink writes, and the fence its commits carry; default: the query's own name, the
+ * deployment's sink, no fence.
+ */
+export interface BackendsNamespace {
+  readonly location: NamespaceLocation;
+  readonly fence?: TransactWriteItem;
+}
 
 export interface AwsQueryBackends {
   readonly watermarks: DynamoDbWatermarkCoordinator;
@@ -58,15 +70,18 @@ export function createAwsQueryBackends(
   clients: AwsClients,
   meter: CostMeter,
   decorateSink: (sink: Sink) => Sink = (sink) => sink,
+  namespace: BackendsNamespace = { location: { namespace: query.definition.name } },
 ): AwsQueryBackends {
   const { definition } = query;
+  config = namespacedConfig(definition, config, namespace.location);
+  const stateNamespace = namespace.location.namespace;
   const resultSink = createSink(definition, query.keyColumns, config, clients, meter, (partitionId) => ancestorsOf(partitionId));
   const sink = decorateSink(resultSink);
   const deadLetters = new S3DeadLetterWriter({
     client: clients.s3, bucket: config.deadLetterBucket, prefix: config.deadLetterPrefix, meter,
   });
   const watermarks = new DynamoDbWatermarkCoordinator({
-    client: clients.dynamodb, checkpointTable: config.checkpointTable, queryName: definition.name,
+    client: clients.dynamodb, checkpointTable: config.checkpointTable, queryName: stateNamespace,
     idleTimeoutMs: config.idleShardTimeoutMs, meter,
   });
   const multiSource = isMultiSource(definition);
@@ -163,8 +178,9 @@ export function createAwsQueryBackends(
       return {
         checkpoint: new DynamoDbCheckpoint({
           client: clients.dynamodb, checkpointTable: config.checkpointTable, stateTable: config.stateTable,
-          queryName: definition.name, partitionId: stage.checkpointPartition(shardId), meter,
+          queryName: stateNamespace, partitionId: stage.checkpointPartition(shardId), meter,
           snapshotEvery: config.snapshotEveryBatches, snapshotByBytes: true,
+          ...(namespace.fence ? { commitFence: namespace.fence } : {}),
         }),
         sink: toHop ?? sink,
         ...(toHop ? {} : { sinkRowLimits: resultSink.rowLimits }),
@@ -176,6 +192,24 @@ export function createAwsQueryBackends(
         stateKeyRange: () => rangeOf(streamOf(stage), shardId),
       };
     },
+  };
+}
+
+/**
+ * The configuration a namespace's backends run with: its sink location in place of the
+ * deployment's. A replay of a DynamoDB-sink query must name its own table: writing the live table
+ * would change the live answer before the cutover.
+ */
+export function namespacedConfig(definition: QueryDefinition, config: RuntimeConfig, location: NamespaceLocation): RuntimeConfig {
+  if (location.namespace !== definition.name && definition.sink.kind === 'dynamodb' && !location.sinkTable) {
+    throw new IllegalArgumentError(`The namespace ${location.namespace} of query '${definition.name}' has no sink table of its own.`, {
+      code: 'INVALID_RUNTIME_CONFIG', hint: 'start the replay with --sink-table <a table for the replayed answer>.',
+    });
+  }
+  return {
+    ...config,
+    ...(location.sinkPrefix ? { sinkPrefix: location.sinkPrefix } : {}),
+    ...(location.sinkTable ? { sinkTable: location.sinkTable } : {}),
   };
 }
 

@@ -291,8 +291,9 @@ export async function measureInvocation(
       + perInvocation(commitUnits, mark.commitUnits) + perInvocation(progressUnits, mark.progressUnits)
       // The watermark row: one update per batch.
       + batchesPerInvocation,
-    // The logs' reads, plus the watermark rows' Query per batch (combine).
-    checkpointReadUnits: perInvocation(offsetLog.reads + commitLog.reads + metadataReads, mark.reads) + batchesPerInvocation,
+    // The logs' reads, plus the watermark rows' Query per batch (combine), plus the namespace
+    // pointer read at the start of each invocation (lib/aws/query-namespace.ts).
+    checkpointReadUnits: perInvocation(offsetLog.reads + commitLog.reads + metadataReads, mark.reads) + batchesPerInvocation + 1,
     stateWriteUnits: stateUnitsPerVersion * batchesPerInvocation,
     // One conditional PutItem per result row; result items stay under 1 KB for these shapes.
     sinkWriteUnits: sinkKind === 'dynamodb' ? rows : 0,
@@ -319,7 +320,8 @@ export async function estimateMonthlyCost(definition: StreamingQueryDefinition, 
   const invocations = invocationsPerShardSecond * shards * SECONDS_PER_MONTH;
   const ticks = MINUTES_PER_MONTH;
   const records = input.recordsPerSecond * SECONDS_PER_MONTH;
-  const tickReadUnits = ticks * (1 + 4 * shards);
+  // Per tick: the namespace pointer, the watermark rows, and per shard its commit, offsets and idle check.
+  const tickReadUnits = ticks * (2 + 4 * shards);
   const tickWriteUnits = ticks * shards;
   const line = (component: string, quantity: number, unit: string, usdPerUnit: number): CostLine => ({ component, quantity, unit, usd: quantity * usdPerUnit });
   const lines: CostLine[] = [

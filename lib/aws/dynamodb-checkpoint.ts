@@ -73,6 +73,12 @@ export interface DynamoDbCheckpointOptions {
   readonly stateCache?: StateCache | null;
   /** State payload bytes per item before chunking (default 350 KB). */
   readonly stateChunkBytes?: number;
+  /**
+   * A condition every commit also checks (lib/aws/query-namespace.ts): the namespace this
+   * checkpoint lives in is still live or the replay shadow, so a writer that started before a
+   * cutover cannot commit into the retired namespace.
+   */
+  readonly commitFence?: TransactWriteItem;
 }
 
 /** Shared request plumbing of the logs and the metadata item. */
@@ -218,6 +224,10 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
   /** Batch N's progress record, staged by the engine to ride in commit N's transaction. */
   staged: { batchId: number; progress: object } | null = null;
 
+  constructor(items: CheckpointItems, prefix: string, private readonly fence?: TransactWriteItem) {
+    super(items, prefix);
+  }
+
   override async add(batchId: number, entry: CommitEntry): Promise<boolean> {
     return this.addWithSideWrites(batchId, entry, []);
   }
@@ -235,6 +245,7 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
     commitItems.push({ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } });
     const checkIndex = batchId > 0 ? 0 : -1;
     const putIndex = commitItems.length - 1;
+    const fenceIndex = this.fence ? commitItems.push(this.fence) - 1 : -1;
     const staged = this.staged?.batchId === batchId ? this.staged.progress : null;
     this.staged = null;
     const progressItem = staged ? this.progressItem(batchId, staged) : null;
@@ -243,7 +254,7 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
     let included = writes;
     for (let attempt = 0; ; attempt++) {
       const transactItems = [...commitItems, ...included.map((w) => w.item)];
-      const units = (): number => writeUnitsFor(itemSize(item), true) + (batchId > 0 ? 2 : 0) + progressUnits + included.length * 2;
+      const units = (): number => writeUnitsFor(itemSize(item), true) + (batchId > 0 ? 2 : 0) + progressUnits + included.length * 2 + (fenceIndex >= 0 ? 2 : 0);
       try {
         const out = await this.items.client.send(new TransactWriteItemsCommand({ TransactItems: transactItems, ReturnConsumedCapacity: 'TOTAL' }));
         meterUnits(this.items.meter, 'write', out.ConsumedCapacity, units);
@@ -255,6 +266,12 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
         const reasons = (error.CancellationReasons ?? []).map((r) => r.Code ?? 'None');
         const failed = (i: number): boolean => reasons[i] === 'ConditionalCheckFailed';
         if (failed(putIndex)) return false;
+        if (fenceIndex >= 0 && failed(fenceIndex)) {
+          throw new CheckpointError(`Cannot commit batch ${batchId} of ${this.items.pk}: its namespace is no longer the query's live one nor its replay (cut over or aborted).`, {
+            code: 'NAMESPACE_RETIRED', retryable: true, context: { batchId, pk: this.items.pk },
+            hint: 'nothing to do: the retried invocation reads the live namespace again.',
+          });
+        }
         if (checkIndex >= 0 && failed(checkIndex)) {
           // DynamoDB may stop at the first failed condition: see whether commit N is there after all.
           if (await this.items.get(this.sk(batchId))) return false;
@@ -309,7 +326,7 @@ export class DynamoDbCheckpoint implements Checkpoint {
     this.pk = `${options.queryName}#${options.partitionId}`;
     this.items = new CheckpointItems(options.client, options.checkpointTable, this.pk, options.meter);
     this.offsetLog = new DynamoDbMetadataLog<OffsetSeq>(this.items, CHECKPOINT_ITEMS.offsetPrefix);
-    this.commits = new DynamoDbCommitLog(this.items, CHECKPOINT_ITEMS.commitPrefix);
+    this.commits = new DynamoDbCommitLog(this.items, CHECKPOINT_ITEMS.commitPrefix, options.commitFence);
     this.commitLog = this.commits;
     this.stateStore = new DynamoDbStateStoreProvider({
       client: options.client, table: options.stateTable, queryName: options.queryName, partitionId: options.partitionId,

@@ -53,11 +53,14 @@ export class KinesisShardReader implements ShardReader {
     return out;
   }
 
-  /** Records after `afterSequenceNumber` (or from the oldest), up to `limit`, and whether caught up. */
-  async readAfter(shardId: string, afterSequenceNumber: string | null, limit = 10_000): Promise<ShardPosition> {
-    let iterator = afterSequenceNumber === null
-      ? await this.iterator(shardId, 'TRIM_HORIZON')
-      : await this.iterator(shardId, 'AFTER_SEQUENCE_NUMBER', afterSequenceNumber);
+  /**
+   * Records after `afterSequenceNumber` (or from the oldest, or with `startAtMs` from the first that
+   * arrived at or after that time), up to `limit`, and whether caught up.
+   */
+  async readAfter(shardId: string, afterSequenceNumber: string | null, limit = 10_000, startAtMs?: number): Promise<ShardPosition> {
+    let iterator = afterSequenceNumber !== null
+      ? await this.iterator(shardId, 'AFTER_SEQUENCE_NUMBER', afterSequenceNumber)
+      : startAtMs !== undefined ? await this.iterator(shardId, 'AT_TIMESTAMP', undefined, startAtMs) : await this.iterator(shardId, 'TRIM_HORIZON');
     const records: ShardRecord[] = [];
     let millisBehindLatest = 0;
     for (let pages = 0; iterator && pages < 50 && records.length < limit; pages++) {
@@ -71,10 +74,13 @@ export class KinesisShardReader implements ShardReader {
     return { records, millisBehindLatest, closed: iterator === undefined || iterator === null };
   }
 
-  private async iterator(shardId: string, type: 'AT_SEQUENCE_NUMBER' | 'AFTER_SEQUENCE_NUMBER' | 'TRIM_HORIZON', sequenceNumber?: string): Promise<string | undefined> {
+  private async iterator(
+    shardId: string, type: 'AT_SEQUENCE_NUMBER' | 'AFTER_SEQUENCE_NUMBER' | 'TRIM_HORIZON' | 'AT_TIMESTAMP', sequenceNumber?: string, atMs?: number,
+  ): Promise<string | undefined> {
     const response = await this.kinesis.send(new GetShardIteratorCommand({
       StreamName: this.streamName, ShardId: shardId, ShardIteratorType: type,
       ...(sequenceNumber !== undefined ? { StartingSequenceNumber: sequenceNumber } : {}),
+      ...(atMs !== undefined ? { Timestamp: new Date(atMs) } : {}),
     }));
     return response.ShardIterator;
   }

@@ -21,7 +21,8 @@ import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
-import { createAwsQueryBackends } from './aws-backends.js';
+import { createAwsQueryBackends, type BackendsNamespace } from './aws-backends.js';
+import { namespaceFence, readNamespacePointer } from './query-namespace.js';
 import { ReshardGuard } from './reshard-guard.js';
 import { skippedRangesOf } from './skipped-batches.js';
 import { createObservability, recordBatchProgress, type Observability } from './observability.js';
@@ -115,36 +116,63 @@ function createShardHandler(
       code: 'UNKNOWN_SOURCE_STREAM', hint: 'map every event source of the function to a source of the query (SLUICE_SOURCE_STREAMS, set by the SluiceQuery construct).',
     });
   };
-  let backendsFor = options.backendsFor ? (shardId: string, stage: QueryStage) => options.backendsFor!(shardId, stage) : undefined;
   type ForPartition = (shardId: string, stage: QueryStage) => PartitionBackends;
-  let guardOf: ((stage: QueryStage, forPartition: ForPartition) => ReshardGuard) | null = null;
-  if (!backendsFor) {
+  type Guards = Map<QueryStage, { check(shardId: string): Promise<void> } | null>;
+  const decorate = (base: ForPartition): ForPartition => (shardId, stage) => (options.decorateBackends ?? ((b) => b))(base(shardId, stage));
+  /** The partitions' backends and reshard guards of the namespace an invocation runs in. */
+  let wiringOf: (namespace: BackendsNamespace) => { forPartition: ForPartition; guards: Guards };
+  if (!options.backendsFor) {
     const sdk = options.clients ?? createAwsClients(options.clientOptions);
     clients = sdk;
-    const backends = createAwsQueryBackends(query, config, sdk, meter, options.decorateSink);
-    backendsFor = (shardId, stage) => backends.forPartition(shardId, stage);
-    // The guard seeds children through the same (decorated) checkpoint the invocations use.
-    guardOf = (stage, forPartition) => {
-      const internal = stage.reads === 'internal-stream';
-      return new ReshardGuard({
-        kinesis: sdk.kinesis, streamName: backends.streamOf(stage), query, stage,
-        checkpointOf: (shardId) => forPartition(shardId, stage).checkpoint,
-        reader: backends.readerOf(stage),
-        skippedRanges: skippedRangesOf(sdk.dynamodb, config.checkpointTable, query.name, stage),
-        ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
-      });
+    // One wiring per namespace this container has run (the live one; a new one after a cutover).
+    const wirings = new Map<string, { forPartition: ForPartition; guards: Guards }>();
+    wiringOf = (namespace) => {
+      const key = JSON.stringify(namespace);
+      let wiring = wirings.get(key);
+      if (!wiring) {
+        const backends = createAwsQueryBackends(query, config, sdk, meter, options.decorateSink, namespace);
+        const forPartition = decorate((shardId, stage) => backends.forPartition(shardId, stage));
+        // The guard seeds children through the same (decorated) checkpoint the invocations use.
+        const guardOf = (stage: QueryStage): ReshardGuard => {
+          const internal = stage.reads === 'internal-stream';
+          return new ReshardGuard({
+            kinesis: sdk.kinesis, streamName: backends.streamOf(stage), query, stage,
+            checkpointOf: (shardId) => forPartition(shardId, stage).checkpoint,
+            reader: backends.readerOf(stage),
+            skippedRanges: skippedRangesOf(sdk.dynamodb, config.checkpointTable, query.name, stage),
+            ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
+          });
+        };
+        wiring = { forPartition, guards: new Map(stages.filter((s) => s.isStateful).map((s) => [s, guardOf(s)])) };
+        wirings.set(key, wiring);
+      }
+      return wiring;
     };
-  } else if (stages.some((s) => s.isStateful) && options.reshardGuard === undefined) {
-    throw new Error(
-      `${definition.name}: backendsFor replaces the AWS backends of a stateful stage, so the handler cannot guard reshards itself; `
-      + 'pass reshardGuard (null only for backends whose stream is never resharded), or inject clients and decorateBackends instead.',
-    );
+    // Cold start: a missing stream or sink setting fails here, not at the first record.
+    wiringOf({ location: { namespace: query.name } });
+  } else {
+    if (stages.some((s) => s.isStateful) && options.reshardGuard === undefined) {
+      throw new Error(
+        `${definition.name}: backendsFor replaces the AWS backends of a stateful stage, so the handler cannot guard reshards itself; `
+        + 'pass reshardGuard (null only for backends whose stream is never resharded), or inject clients and decorateBackends instead.',
+      );
+    }
+    const given = options.backendsFor;
+    const wiring = {
+      forPartition: decorate((shardId, stage) => given(shardId, stage)),
+      guards: new Map(stages.filter((s) => s.isStateful).map((s) => [s, options.reshardGuard ?? null])) as Guards,
+    };
+    wiringOf = () => wiring;
   }
-  const base = backendsFor;
-  const forPartition: ForPartition = (shardId, stage) => (options.decorateBackends ?? ((b) => b))(base(shardId, stage));
-  const reshardGuards = new Map<QueryStage, { check(shardId: string): Promise<void> } | null>(
-    stages.filter((s) => s.isStateful).map((s) => [s, guardOf ? guardOf(s, forPartition) : options.reshardGuard ?? null]),
-  );
+  /** Read at the start of every invocation: a cutover takes effect at the next one (lib/aws/query-namespace.ts). */
+  const currentNamespace = async (): Promise<BackendsNamespace> => {
+    if (!clients) return { location: { namespace: query.name } };
+    const pointer = await readNamespacePointer(clients.dynamodb, config.checkpointTable, query.name, meter);
+    return {
+      location: pointer.active,
+      ...(pointer.exists ? { fence: namespaceFence(config.checkpointTable, query.name, pointer.active.namespace) } : {}),
+    };
+  };
 
   const tracing = tracerForClients(clients);
 
@@ -161,11 +189,14 @@ function createShardHandler(
       byShard.set(key, entry);
     }
     const batchItemFailures: { itemIdentifier: string }[] = [];
+    let wiring: { forPartition: ForPartition; guards: Guards } | undefined;
     for (const { stage, shardId, records } of byShard.values()) {
       const shardRecords = records.map(toShardRecordFromEvent);
       let result: ShardInvocationResult;
       try {
-        await reshardGuards.get(stage)?.check(shardId);
+        wiring ??= wiringOf(await currentNamespace());
+        const { forPartition } = wiring;
+        await wiring.guards.get(stage)?.check(shardId);
         result = await inSubsegment(tracer, 'sluice batch', { query: definition.name, shard: shardId, stage: stage.kind },
           () => runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId, stage)));
       } catch (error) {

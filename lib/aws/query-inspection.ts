@@ -65,14 +65,14 @@ export interface InspectOptions {
 export function checkpointOf(clients: AwsClients, deployment: DeploymentDescriptor, partitionId: string): DynamoDbCheckpoint {
   return new DynamoDbCheckpoint({
     client: clients.dynamodb, checkpointTable: deployment.checkpointTable, stateTable: deployment.stateTable,
-    queryName: deployment.sluiceQuery, partitionId, stateCache: null,
+    queryName: deployment.activeNamespace ?? deployment.sluiceQuery, partitionId, stateCache: null,
   });
 }
 
 /** Every partition of the query: committed ones (watermark rows) and the streams' shards. */
 export async function listPartitions(clients: AwsClients, deployment: DeploymentDescriptor): Promise<{ rows: PartitionWatermarkRow[]; ids: string[] }> {
   const rows = await new DynamoDbWatermarkCoordinator({
-    client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: deployment.sluiceQuery, idleTimeoutMs: 0,
+    client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: deployment.activeNamespace ?? deployment.sluiceQuery, idleTimeoutMs: 0,
   }).list();
   const ids = new Set(rows.map((r) => r.partitionId));
   for (const shard of await listStreamShards(clients.kinesis, deployment.streamName)) ids.add(shard.ShardId!);

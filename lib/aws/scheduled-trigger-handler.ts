@@ -35,7 +35,8 @@ import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
-import { createAwsQueryBackends, type AwsQueryBackends } from './aws-backends.js';
+import { createAwsQueryBackends, namespacedConfig, type AwsQueryBackends, type BackendsNamespace } from './aws-backends.js';
+import { namespaceFence, readNamespacePointer } from './query-namespace.js';
 import type { Shard } from '@aws-sdk/client-kinesis';
 import { listStreamShards } from './kinesis-shard-reader.js';
 import { parentsFirst, ReshardGuard, type ShardReadiness } from './reshard-guard.js';
@@ -63,7 +64,11 @@ export interface ScheduledTriggerOptions {
 }
 
 export interface ScheduledTriggerEvent {
-  readonly mode?: 'tick' | 'drain';
+  /**
+   * tick (default) or drain: the live namespace, then the replay shadow if the scheduled function
+   * drives it; replay: only the shadow (`sluice replay run` drives it so, in-process).
+   */
+  readonly mode?: 'tick' | 'drain' | 'replay';
 }
 
 export interface ScheduledTriggerSummary {
@@ -74,6 +79,8 @@ export interface ScheduledTriggerSummary {
   readonly compaction?: CompactionReport | { readonly error: string };
   /** The s3-files sink's sweep of staged copies revealed long ago (absent for other sinks). */
   readonly staging?: StagedSweepReport | { readonly error: string };
+  /** The replay shadow's shards, when this invocation drove it (lib/aws/query-namespace.ts). */
+  readonly replay?: { readonly runId: string; readonly shards: readonly ShardSummary[]; readonly error?: string };
 }
 
 export interface ShardRun {
@@ -100,11 +107,16 @@ export type ScheduledTriggerHandler = (
 interface Context {
   readonly query: CompiledQuery;
   readonly config: RuntimeConfig;
+  readonly clients: AwsClients;
   readonly backends: AwsQueryBackends;
   readonly observability: Observability;
   readonly options: ScheduledTriggerOptions;
   /** The tracer when tracing is on (lib/aws/tracing.ts). */
   readonly tracing: Promise<Tracer | undefined>;
+  /** The namespace's reshard guards, one per stage. */
+  readonly guards: Map<QueryStage, ReshardGuard>;
+  /** A replay shadow: a shard with no commit yet starts at its first record at or after this time. */
+  readonly startAtMs?: number;
 }
 
 /** One tick's limits and what it learnt of batch durations (shared by every shard it runs). */
@@ -120,14 +132,39 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
   const query = compileForDeployment(deployable, config);
   const meter = new CostMeter();
   const clients = options.clients ?? createAwsClients(options.clientOptions);
-  const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink);
   const observability = options.observability ?? createObservability(query.name);
-  const now = options.now ?? Date.now;
-  const context: Context = { query, config, backends, observability, options, tracing: tracerForClients(clients) };
-
-  const guards = new Map<QueryStage, ReshardGuard>();
-  const guardOf = (stage: QueryStage): ReshardGuard => {
-    let guard = guards.get(stage);
+  // A replay's batches are metered under its own namespace as the Query dimension, so the live
+  // query's dashboard and alarms do not count the history it recomputes.
+  const shadowMetrics = new Map<string, Observability['metrics']>();
+  const shadowObservability = (namespace: string): Observability => {
+    if (options.observability) return observability;
+    let metrics = shadowMetrics.get(namespace);
+    if (!metrics) shadowMetrics.set(namespace, metrics = createObservability(namespace).metrics);
+    return { logger: observability.logger, metrics };
+  };
+  const tracing = tracerForClients(clients);
+  // One context per namespace this container has run: the live one, a replay shadow.
+  const contexts = new Map<string, Context>();
+  const contextOf = (namespace: BackendsNamespace, startAtMs?: number): Context => {
+    const key = JSON.stringify([namespace, startAtMs]);
+    let context = contexts.get(key);
+    if (!context) {
+      const backends = createAwsQueryBackends(query, config, clients, meter, options.decorateSink, namespace);
+      context = {
+        query, config: namespacedConfig(query.definition, config, namespace.location), clients, backends, options, tracing,
+        // Only the shadow (driven from a start time): after a cutover the live namespace is a replay's.
+        observability: startAtMs === undefined ? observability : shadowObservability(namespace.location.namespace),
+        guards: new Map(), ...(startAtMs !== undefined ? { startAtMs } : {}),
+      };
+      contexts.set(key, context);
+    }
+    return context;
+  };
+  // Cold start: a missing stream or sink setting fails here, not at the first tick.
+  contextOf({ location: { namespace: query.name } });
+  const guardOf = (context: Context, stage: QueryStage): ReshardGuard => {
+    const { backends } = context;
+    let guard = context.guards.get(stage);
     if (!guard) {
       const internal = stage.reads === 'internal-stream';
       guard = new ReshardGuard({
@@ -137,57 +174,92 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
         skippedRanges: skippedRangesOf(clients.dynamodb, config.checkpointTable, query.name, stage),
         ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
       });
-      guards.set(stage, guard);
+      context.guards.set(stage, guard);
     }
     return guard;
   };
 
   return async (event = {}, lambdaContext) => {
-    const drain = (event as ScheduledTriggerEvent).mode === 'drain';
+    const mode = (event as ScheduledTriggerEvent).mode ?? 'tick';
+    const drain = mode === 'drain';
     const tick: Tick = { limits: invocationLimitsOf(config.functionMemoryMb, lambdaContext?.getRemainingTimeInMillis?.bind(lambdaContext)), longestBatchMs: 0 };
-    // Each source stream's shards (one stream, or several for a query over several streams).
-    const streams = await Promise.all(query.sourceStages.map(async (stage) => ({
-      stage, shards: parentsFirst(await listStreamShards(clients.kinesis, backends.streamOf(stage))),
-    })));
-    // First every shard's idle state, so that each no-data batch below sees all of them.
-    const caughtUp = new Map<string, boolean>();
-    for (const { stage, shards } of streams) {
-      for (const shard of shards) {
-        const partition = stage.partitionId(shard.ShardId!);
-        const idle = await confirmIdle(backends, stage, shard.ShardId!, now());
-        caughtUp.set(partition, idle);
-        const hop = backends.repartitionSinkOf(stage);
-        if (idle && hop) {
-          // Every state partition learns that this source shard no longer holds the watermark back.
-          // An idle record says which batches are done: -1 for a shard that committed none yet (a new
-          // child of a split, a shard no key hashed to), so that its batch 0 is not taken as applied.
-          const committed = await backends.forPartition(shard.ShardId!, stage).checkpoint.commitLog.getLatest();
-          await hop.broadcastIdle(partition, committed?.[0] ?? NO_BATCH_COMMITTED);
-        }
+    // The namespaces, read at every invocation: a cutover takes effect at the next tick.
+    const pointer = await readNamespacePointer(clients.dynamodb, config.checkpointTable, query.name, meter);
+    const fenceOf = (namespace: string) => (pointer.exists ? { fence: namespaceFence(config.checkpointTable, query.name, namespace) } : {});
+    const driveShadow = pointer.shadow !== null && (mode === 'replay' || pointer.shadow.drivenBy === 'scheduled-function');
+    let summary: ShardSummary[] = [];
+    let compaction: ScheduledTriggerSummary['compaction'] | null = null;
+    let staging: ScheduledTriggerSummary['staging'] | null = null;
+    if (mode !== 'replay') {
+      const context = contextOf({ location: pointer.active, ...fenceOf(pointer.active.namespace) });
+      summary = await runNamespace(context, tick, (stage) => guardOf(context, stage), drain);
+      staging = await sweepAfterTick(context, clients, meter, lambdaContext);
+      compaction = await compactAfterTick(context, clients, meter, lambdaContext);
+    }
+    let replay: ScheduledTriggerSummary['replay'];
+    if (driveShadow) {
+      const shadow = pointer.shadow!;
+      if (query.hops.length > 0) {
+        // Its stage 1 would write into the internal streams the live stage 2 reads.
+        replay = { runId: shadow.runId, shards: [], error: 'a replay of a query with a repartition stage is not supported: its internal streams are shared with the live run' };
+      } else {
+        const context = contextOf({ location: shadow, ...fenceOf(shadow.namespace) }, shadow.fromMs);
+        replay = { runId: shadow.runId, shards: await runNamespace(context, tick, (stage) => guardOf(context, stage), true, false) };
       }
     }
-    const summary: ShardSummary[] = [];
-    for (const { stage, shards } of streams) {
-      for (const shard of shards) {
-        const shardId = shard.ShardId!;
-        const entry = await runGuarded(context, tick, guardOf(stage), shards, shardId, stage, drain);
-        summary.push({ ...entry, stage: stage.kind, label: stage.label(shardId), caughtUp: caughtUp.get(stage.partitionId(shardId)) ?? false });
-      }
-    }
-    // Each later stage in order: the internal stream's shards, with whatever the stage before just sent.
-    for (const stage of query.stages.filter((s) => s.reads === 'internal-stream')) {
-      const internalShards = parentsFirst(await listStreamShards(clients.kinesis, backends.streamOf(stage)));
-      for (const shard of internalShards) {
-        const entry = await runGuarded(context, tick, guardOf(stage), internalShards, shard.ShardId!, stage, true);
-        summary.push({ ...entry, stage: stage.kind, label: stage.label(shard.ShardId!), caughtUp: entry.error === undefined });
-      }
-    }
-    const staging = await sweepAfterTick(context, clients, meter, lambdaContext);
-    const compaction = await compactAfterTick(context, clients, meter, lambdaContext);
     observability.metrics.publishStoredMetrics();
+    for (const metrics of shadowMetrics.values()) metrics.publishStoredMetrics();
     if (tick.stoppedBy) observability.logger.warn('tick stopped before the deadline; the next tick resumes the deferred shards', { deferred: summary.filter((s) => s.deferred).map((s) => s.shardId) });
-    return { shards: summary, ...(tick.stoppedBy ? { stoppedBy: tick.stoppedBy } : {}), ...(compaction ? { compaction } : {}), ...(staging ? { staging } : {}) };
+    return { shards: summary, ...(tick.stoppedBy ? { stoppedBy: tick.stoppedBy } : {}), ...(compaction ? { compaction } : {}), ...(staging ? { staging } : {}), ...(replay ? { replay } : {}) };
   };
+}
+
+/** One namespace's shards: every source stream's, then each later stage's internal stream. */
+async function runNamespace(
+  context: Context, tick: Tick, guardOf: (stage: QueryStage) => ReshardGuard, drain: boolean, confirmIdleShards = true,
+): Promise<ShardSummary[]> {
+  const { query, backends, options } = context;
+  const now = options.now ?? Date.now;
+  const { kinesis } = context.clients;
+  // Each source stream's shards (one stream, or several for a query over several streams).
+  const streams = await Promise.all(query.sourceStages.map(async (stage) => ({
+    stage, shards: parentsFirst(await listStreamShards(kinesis, backends.streamOf(stage))),
+  })));
+  // First every shard's idle state, so that each no-data batch below sees all of them.
+  const caughtUp = new Map<string, boolean>();
+  for (const { stage, shards } of confirmIdleShards ? streams : []) {
+    for (const shard of shards) {
+      const partition = stage.partitionId(shard.ShardId!);
+      const idle = await confirmIdle(backends, stage, shard.ShardId!, now());
+      caughtUp.set(partition, idle);
+      const hop = backends.repartitionSinkOf(stage);
+      if (idle && hop) {
+        // Every state partition learns that this source shard no longer holds the watermark back.
+        // An idle record says which batches are done: -1 for a shard that committed none yet (a new
+        // child of a split, a shard no key hashed to), so that its batch 0 is not taken as applied.
+        const committed = await backends.forPartition(shard.ShardId!, stage).checkpoint.commitLog.getLatest();
+        await hop.broadcastIdle(partition, committed?.[0] ?? NO_BATCH_COMMITTED);
+      }
+    }
+  }
+  const summary: ShardSummary[] = [];
+  for (const { stage, shards } of streams) {
+    for (const shard of shards) {
+      const shardId = shard.ShardId!;
+      const entry = await runGuarded(context, tick, guardOf(stage), shards, shardId, stage, drain);
+      const drained = drain && entry.error === undefined && entry.deferred === undefined;
+      summary.push({ ...entry, stage: stage.kind, label: stage.label(shardId), caughtUp: caughtUp.get(stage.partitionId(shardId)) ?? (confirmIdleShards ? false : drained) });
+    }
+  }
+  // Each later stage in order: the internal stream's shards, with whatever the stage before just sent.
+  for (const stage of query.stages.filter((s) => s.reads === 'internal-stream')) {
+    const internalShards = parentsFirst(await listStreamShards(kinesis, backends.streamOf(stage)));
+    for (const shard of internalShards) {
+      const entry = await runGuarded(context, tick, guardOf(stage), internalShards, shard.ShardId!, stage, true);
+      summary.push({ ...entry, stage: stage.kind, label: stage.label(shard.ShardId!), caughtUp: entry.error === undefined });
+    }
+  }
+  return summary;
 }
 
 /** The sink kind the function was bundled for (lib/aws/aws-backends.ts); only s3-files compacts. */
@@ -299,7 +371,8 @@ async function drainShard(context: Context, tick: Tick, shardId: string, stage: 
         return { shardId, batches, deferred: 'deadline' };
       }
       const committed = await committedShardOffset(backends.forPartition(shardId, stage).checkpoint, stage.sourceId);
-      const position = await reader.readAfter(shardId, readAfterPosition(committed?.sequenceNumber), options.drainBatchSize ?? 1000);
+      const after = readAfterPosition(committed?.sequenceNumber);
+      const position = await reader.readAfter(shardId, after, options.drainBatchSize ?? 1000, after === null ? context.startAtMs : undefined);
       const result = await runAndReport(context, tick, shardId, stage, position.records);
       batches += result.progress.length;
       if (result.error) return { shardId, batches, error: result.error.message };

@@ -194,6 +194,11 @@ export interface DeploymentDescriptor extends Partial<RuntimeConfig> {
   readonly deadLetterBucket: string;
   readonly onFailureQueueUrl?: string;
   readonly stack?: string;
+  /**
+   * The namespace its checkpoint and state live in now, when a replay was cut over to
+   * (lib/aws/query-namespace.ts); the CLI reads it from the checkpoint table, never the construct.
+   */
+  readonly activeNamespace?: string;
 }
 
 export const DEPLOYMENT_OUTPUT_DESCRIPTION = 'Sluice query deployment (read by the sluice CLI): ';

@@ -25,8 +25,11 @@ export interface Deployment {
   readonly results: { shardId: string; result: ShardInvocationResult }[];
   /** Writes to the query's stream, or to the stream of source `source` of a query over several. */
   put(events: readonly { data: string; partitionKey: string }[], source?: string): Promise<void>;
-  /** Runs the event source mapping until every shard is drained. */
-  drain(options?: Partial<LocalEventSourceMappingOptions>, handlerOptions?: KinesisTriggerOptions): Promise<void>;
+  /**
+   * Runs the event source mapping until every shard is drained; with `redeployed`, the handlers run
+   * that definition instead (a new version of the query deployed over the same resources).
+   */
+  drain(options?: Partial<LocalEventSourceMappingOptions>, handlerOptions?: KinesisTriggerOptions, redeployed?: QueryDefinition): Promise<void>;
   /** One scheduled invocation, as EventBridge would invoke it at `nowMs`. */
   tick(nowMs: number, mode?: 'tick' | 'drain'): Promise<unknown>;
 }
@@ -97,20 +100,20 @@ export async function deploy(
       if (!stream) throw new Error(`no stream for source '${source}'`);
       await putRecordsBatched(clients.kinesis, stream, events.map((e) => ({ data: e.data, partitionKey: e.partitionKey })));
     },
-    async drain(options = {}, handlerOptions = {}) {
+    async drain(options = {}, handlerOptions = {}, redeployed = definition) {
       const handlerOptions_ = {
         config, clientOptions: emulators.clientOptions, observability,
         onInvocation: (shardId: string, result: ShardInvocationResult) => { results.push({ shardId, result }); },
         ...handlerOptions,
       };
       // One function, an event source mapping per source stream (as the construct deploys it).
-      const sourceHandler = asHandler('kinesisTrigger', createKinesisTriggerHandler(definition, handlerOptions_));
+      const sourceHandler = asHandler('kinesisTrigger', createKinesisTriggerHandler(redeployed, handlerOptions_));
       const mappings = sourceStreamNames.map((streamName) => new LocalEventSourceMapping({
         kinesis: clients.kinesis, streamName, handler: sourceHandler,
         batchSize: 4, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
       }));
       // One repartition function, one mapping per internal stream (it runs the stage reading the record's stream).
-      const repartitionHandler = internalStreams.length > 0 ? asHandler('repartition', createRepartitionTriggerHandler(definition, handlerOptions_)) : null;
+      const repartitionHandler = internalStreams.length > 0 ? asHandler('repartition', createRepartitionTriggerHandler(redeployed, handlerOptions_)) : null;
       for (const internal of internalStreams) {
         mappings.push(new LocalEventSourceMapping({
           kinesis: clients.kinesis, streamName: internal, handler: repartitionHandler!,
