@@ -461,13 +461,17 @@ export async function estimateMultiSourceCost(
     const units = await measureInvocation(single, compileQuery(single, { expectedShardCount: 1 }), {
       recordsPerBatch: receiving.recordsPerBatch, keys: 1, perShardRate: receiving.perShardRate, snapshotEvery,
     });
-    hops.push({ hop: hop.index + 1, internalShards, recordsPerSecond: batchesPerSecond * internalShards, invocationsPerMonth: receiving.invocationsPerMonth, perBatch: units });
+    // A stateful stage with event time also runs a no-data batch when its watermark moved, which a
+    // pass-through never does: two batches' checkpoint rows per invocation.
+    const batches = hop.eventTime ? 2 : 1;
+    const stageUnits = { ...units, batchesPerInvocation: batches, checkpointWriteUnits: units.checkpointWriteUnits * batches, checkpointReadUnits: units.checkpointReadUnits * batches };
+    hops.push({ hop: hop.index + 1, internalShards, recordsPerSecond: batchesPerSecond * internalShards, invocationsPerMonth: receiving.invocationsPerMonth, perBatch: stageUnits });
     const prefix = `stage ${stage} `;
     lines.push(
       line(stage, `${prefix}Lambda requests`, receiving.invocationsPerMonth, 'requests', prices.lambdaPerMillionRequests / 1e6),
       line(stage, `${prefix}Lambda compute`, receiving.invocationsPerMonth * invocationMs / 1000 * (memoryMb / 1024), 'GB-seconds', prices.lambdaPerGbSecond),
-      line(stage, `${prefix}DynamoDB checkpoint writes`, receiving.invocationsPerMonth * units.checkpointWriteUnits + ticks * internalShards, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
-      line(stage, `${prefix}DynamoDB checkpoint reads`, receiving.invocationsPerMonth * units.checkpointReadUnits + ticks * 4 * internalShards, 'read units', prices.dynamoDbPerMillionReadUnits / 1e6),
+      line(stage, `${prefix}DynamoDB checkpoint writes`, receiving.invocationsPerMonth * stageUnits.checkpointWriteUnits + ticks * internalShards, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
+      line(stage, `${prefix}DynamoDB checkpoint reads`, receiving.invocationsPerMonth * stageUnits.checkpointReadUnits + ticks * 4 * internalShards, 'read units', prices.dynamoDbPerMillionReadUnits / 1e6),
       line(stage, `${prefix}Kinesis shard-hours`, internalShards * 730, 'shard-hours', prices.kinesisPerShardHour),
       line(stage, `${prefix}Kinesis PUT payload units`, batchesPerSecond * internalShards * SECONDS_PER_MONTH, '25 KB units', prices.kinesisPerMillionPutPayloadUnits / 1e6),
     );

@@ -9,11 +9,11 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { KinesisClient } from '@aws-sdk/client-kinesis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { estimateMonthlyCost, syntheticRecords } from '../../lib/aws/cost-estimate.js';
-import { itemSize, writeUnitsFor, type Item } from '../../lib/aws/dynamodb-cost.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { hourlySalesQuery } from '../../lib/local/dev/default-query.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { deploy } from '../support/aws-pipeline.js';
+import { countHopRecords, writeUnitsByTable } from './request-units.js';
 
 let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });
@@ -23,22 +23,6 @@ const SHARDS = 2;
 const BATCH = 25;
 const KEYS = 10;
 const RECORDS = 400;
-
-/** Write units of one request, by table, by AWS's rules on the items written. */
-function writeUnitsByTable(command: { constructor: { name: string }; input: Record<string, any> }): [string, number][] {
-  const i = command.input;
-  switch (command.constructor.name) {
-    case 'PutItemCommand': return [[i.TableName, writeUnitsFor(itemSize(i.Item))]];
-    case 'UpdateItemCommand': case 'DeleteItemCommand': return [[i.TableName, 1]];
-    case 'BatchWriteItemCommand': return Object.entries(i.RequestItems as Record<string, unknown[]>).map(([t, r]) => [t, r.length]);
-    case 'TransactWriteItemsCommand':
-      return (i.TransactItems as Record<string, { TableName: string; Item?: Item }>[]).map((t) => {
-        const [kind, op] = Object.entries(t)[0]!;
-        return [op.TableName, kind === 'Put' ? writeUnitsFor(itemSize(op.Item!), true) : 2];
-      });
-    default: return [];
-  }
-}
 
 describe('sluice cost with a repartition stage', () => {
   it('estimates the hop (PUT payload units, stage 2 invocations) and DynamoDB writes per stage within 25% of a measured run', async () => {
@@ -63,13 +47,7 @@ describe('sluice cost with a repartition stage', () => {
       return (dynamoSend as (...a: unknown[]) => Promise<unknown>).apply(this, args);
     } as typeof dynamoSend;
     KinesisClient.prototype.send = async function (this: KinesisClient, ...args: Parameters<typeof kinesisSend>) {
-      const command = args[0] as { constructor: { name: string }; input: Record<string, any> };
-      if (command.constructor.name === 'PutRecordsCommand' && String(command.input.StreamName ?? command.input.StreamARN).includes('repartition')) {
-        for (const r of command.input.Records as { Data: Uint8Array; PartitionKey: string }[]) {
-          hop.records++;
-          hop.payloadUnits += Math.ceil((r.Data.byteLength + r.PartitionKey.length) / 25_600);
-        }
-      }
+      countHopRecords(args[0] as never, hop);
       return (kinesisSend as (...a: unknown[]) => Promise<unknown>).apply(this, args);
     } as typeof kinesisSend;
     try {
