@@ -1,11 +1,10 @@
 /** `sluice cost <query-module> --rate N/s`: a monthly estimate before deploying (lib/aws/cost-estimate.ts). */
 import { readFileSync } from 'node:fs';
 import { type Command, InvalidArgumentError } from 'commander';
-import { estimateMonthlyCost } from '../../lib/aws/cost-estimate.js';
+import { estimateMonthlyCost, estimateMultiSourceCost } from '../../lib/aws/cost-estimate.js';
 import { CURRENT_PRICES, type PriceTable } from '../../lib/core/price-table.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
-import { isMultiSource } from '../../lib/query/query-definition.js';
-import { IllegalArgumentError } from '../../lib/errors/sluice-error.js';
+import { isMultiSource, sourcesOf, type QueryDefinition } from '../../lib/query/query-definition.js';
 import { positiveInt, print, table } from './common.js';
 
 /** `1000/s`, `60000/min`, `3600000/h` or a bare number (per second). */
@@ -14,6 +13,40 @@ export function parseRate(value: string): number {
   if (!m || Number(m[1]) <= 0) throw new InvalidArgumentError('--rate must be records per second, e.g. 1000/s (or N/min, N/h).');
   const per = { s: 1, sec: 1, second: 1, m: 60, min: 60, minute: 60, h: 3600, hour: 3600 }[(m[2] ?? 's') as 's'];
   return Number(m[1]) / per;
+}
+
+/** `--rate 1000/s` (one stream) or `--rate orders=1000/s,payments=200/s` (a rate per source). */
+export type RateOption = number | Readonly<Record<string, number>>;
+
+export function parseRateOption(value: string): RateOption {
+  if (!value.includes('=')) return parseRate(value);
+  const rates: Record<string, number> = {};
+  for (const part of value.split(',')) {
+    const [name, rate, ...rest] = part.split('=');
+    if (!name?.trim() || rate === undefined || rest.length > 0) throw new InvalidArgumentError(`--rate: '${part}' is not source=N/s (e.g. orders=1000/s,payments=200/s).`);
+    if (name.trim() in rates) throw new InvalidArgumentError(`--rate: source '${name.trim()}' is given twice.`);
+    rates[name.trim()] = parseRate(rate);
+  }
+  return rates;
+}
+
+/** The rate of each of the query's sources, or why the option does not fit the query (a usage error). */
+export function ratesFor(definition: QueryDefinition, rate: RateOption): { rates: Record<string, number> } | { error: string } {
+  const names = sourcesOf(definition).map((s) => s.name);
+  if (typeof rate === 'number') {
+    if (names.length === 1) return { rates: { [names[0]!]: rate } };
+    return { error: `--rate: query '${definition.name}' reads ${names.length} streams; give each its rate, e.g. --rate ${names.map((n) => `${n}=1000/s`).join(',')}.` };
+  }
+  if (!isMultiSource(definition)) {
+    const given = Object.values(rate);
+    if (given.length === 1) return { rates: { [names[0]!]: given[0]! } };
+    return { error: `--rate: query '${definition.name}' reads one stream; give one rate, e.g. --rate 1000/s.` };
+  }
+  const unknown = Object.keys(rate).filter((n) => !names.includes(n));
+  if (unknown.length > 0) return { error: `--rate: query '${definition.name}' has no source ${unknown.map((n) => `'${n}'`).join(', ')} (its sources: ${names.join(', ')}).` };
+  const missing = names.filter((n) => !(n in rate));
+  if (missing.length > 0) return { error: `--rate: no rate for source${missing.length > 1 ? 's' : ''} ${missing.map((n) => `'${n}'`).join(', ')} of query '${definition.name}' (give one per source: ${names.map((n) => `${n}=N/s`).join(',')}).` };
+  return { rates: { ...rate } };
 }
 
 /** `--prices file.json`: the current table with the file's prices in place of its own. */
@@ -37,35 +70,41 @@ export function registerCostCommand(program: Command): void {
     .description('a monthly cost estimate for a query module at a given input rate, by component '
       + '(Lambda, DynamoDB state/checkpoint/sink, S3, Kinesis, EventBridge)')
     .argument('<query-module>', 'a module whose default export is a StreamingQueryDefinition')
-    .requiredOption('--rate <n/s>', 'input records per second (N/s, N/min or N/h)', parseRate)
+    .requiredOption('--rate <n/s>', 'input records per second (N/s, N/min or N/h); per source for a query over several streams: orders=N/s,payments=N/s', parseRateOption)
     .option('--keys <n>', 'distinct partition-key values (e.g. stores)', positiveInt('--keys'), 100)
     .option('--shards <n>', 'Kinesis shards', positiveInt('--shards'), 1)
+    .option('--internal-shards <n>', 'shards of each internal stream of a repartitioned query (default: --shards)', positiveInt('--internal-shards'))
     .option('--batch-size <n>', 'the event source mapping\'s batch size (the construct\'s default is 100)', positiveInt('--batch-size'), 100)
     .option('--memory <mb>', 'function memory', positiveInt('--memory'), 1024)
     .option('--duration-ms <n>', 'average Kinesis-trigger invocation duration', positiveInt('--duration-ms'), 200)
     .option('--prices <file>', `JSON overriding prices of the table (${CURRENT_PRICES.version})`)
     .option('--json', 'print JSON instead of text')
     .action(async (queryModule: string, opts: {
-      rate: number; keys: number; shards: number; batchSize: number; memory: number; durationMs: number; prices?: string; json?: boolean;
-    }) => {
+      rate: RateOption; keys: number; shards: number; internalShards?: number; batchSize: number; memory: number; durationMs: number; prices?: string; json?: boolean;
+    }, command: Command) => {
       const prices = opts.prices ? readPrices(opts.prices) : CURRENT_PRICES;
       const definition = await importQueryModule(queryModule);
-      if (isMultiSource(definition)) {
-        throw new IllegalArgumentError(`query '${definition.name}' reads several streams (${Object.keys(definition.sources).join(', ')}); sluice cost estimates one-stream queries.`, {
-          code: 'MULTI_SOURCE_COST_UNSUPPORTED', hint: 'estimate each stream\'s side as a one-stream query for now.',
-        });
-      }
-      const estimate = await estimateMonthlyCost(definition, {
-        recordsPerSecond: opts.rate, keys: opts.keys, shards: opts.shards, batchSize: opts.batchSize,
+      const resolved = ratesFor(definition, opts.rate);
+      if ('error' in resolved) command.error(resolved.error, { exitCode: 2, code: 'sluice.cost.rate' });
+      const { rates } = resolved as { rates: Record<string, number> };
+      const common = {
+        keys: opts.keys, shards: opts.shards, internalShards: opts.internalShards, batchSize: opts.batchSize,
         memoryMb: opts.memory, invocationMs: opts.durationMs, prices,
-      });
+      };
+      const estimate = isMultiSource(definition)
+        ? await estimateMultiSourceCost(definition, { ...common, sourceRates: rates })
+        : await estimateMonthlyCost(definition, { ...common, recordsPerSecond: Object.values(rates)[0]! });
+      const rateText = Object.entries(rates).map(([n, r]) => (isMultiSource(definition) ? `${n} ${r}` : `${r}`)).join(', ');
       print(opts, estimate, () => [
-        `query ${estimate.query}: ${opts.rate} records/s on ${opts.shards} shard(s), ${opts.keys} keys, `
+        `query ${estimate.query}: ${rateText} records/s on ${opts.shards} shard(s), ${opts.keys} keys, `
           + `${estimate.perBatch.records} records per batch (prices: ${estimate.prices})`,
-        table(['component', 'per month', 'unit', 'USD'], estimate.lines.map((l) => [l.component, l.quantity.toPrecision(4), l.unit, usd(l.usd)])),
+        table(['stage', 'component', 'per month', 'unit', 'USD'], estimate.lines.map((l) => [String(l.stage), l.component, l.quantity.toPrecision(4), l.unit, usd(l.usd)])),
         `total ${usd(estimate.totalUsd)} per month`,
         `per batch: ${estimate.perBatch.checkpointWriteUnits} checkpoint WCU, ${estimate.perBatch.stateWriteUnits.toFixed(2)} state WCU, `
           + `${estimate.perBatch.sinkWriteUnits} sink WCU, ${estimate.perBatch.checkpointReadUnits} RCU, ${estimate.perBatch.outputRows} output rows`,
+        ...estimate.hops.map((h) => `hop ${h.hop}: ${h.recordsPerSecond.toPrecision(3)} records/s on ${h.internalShards} internal shard(s), `
+          + `${h.perBatch.records} records per stage ${h.hop + 1} invocation`),
+        ...(estimate.notEstimated?.length ? [`not estimated (left out of the total): ${estimate.notEstimated.join('; ')}`] : []),
       ].join('\n'));
     });
 }

@@ -24,7 +24,7 @@ import { MemoryCheckpoint } from '../checkpoint/memory-checkpoint.js';
 import type { Checkpoint, MetadataLog } from '../checkpoint/checkpoint.js';
 import type { StructField } from '../plan/data-types.js';
 import { compileQuery, type CompiledQuery } from '../query/compiled-query.js';
-import type { StreamingQueryDefinition } from '../query/query-definition.js';
+import { defineQuery, sourcesOf, type MultiSourceQueryDefinition, type StreamingQueryDefinition } from '../query/query-definition.js';
 import { runShardInvocation } from '../query/shard-invocation.js';
 import { sourceSchemaOf } from '../query/validate-query.js';
 import { MemorySink } from '../sinks/memory-sink.js';
@@ -53,6 +53,8 @@ export interface CostEstimateInput {
   readonly invocationMs?: number;
   readonly snapshotEvery?: number;
   readonly prices?: PriceTable;
+  /** Shards of each internal stream of a repartitioned query (default: `shards`). */
+  readonly internalShards?: number;
 }
 
 /** What one steady-state invocation of one shard costs, in requests and units. */
@@ -70,6 +72,8 @@ export interface BatchUnits {
 }
 
 export interface CostLine {
+  /** 1 for the source stage; k + 1 for hop k's internal stream and the stage reading it. */
+  readonly stage: number;
   readonly component: string;
   readonly quantity: number;
   readonly unit: string;
@@ -83,8 +87,21 @@ export interface CostEstimate {
   readonly recordsPerSecond: number;
   readonly invocationsPerMonth: number;
   readonly perBatch: BatchUnits;
+  /** Per hop: records crossing per second, and the receiving stage's per-invocation units. */
+  readonly hops: readonly HopEstimate[];
   readonly lines: readonly CostLine[];
   readonly totalUsd: number;
+  /** Components left out of the total because they cannot be measured in memory yet. */
+  readonly notEstimated?: readonly string[];
+}
+
+export interface HopEstimate {
+  readonly hop: number;
+  readonly internalShards: number;
+  readonly recordsPerSecond: number;
+  readonly invocationsPerMonth: number;
+  /** One invocation of the receiving stage on one internal shard. */
+  readonly perBatch: BatchUnits;
 }
 
 const SECONDS_PER_MONTH = 730 * 3600;
@@ -303,42 +320,167 @@ export async function measureInvocation(
   };
 }
 
+/** The event source mapping invokes when a batch is full, else once per 1 s batching window with what came. */
+function invocationModel(recordsPerSecond: number, shards: number, batchSize: number) {
+  const perShardRate = recordsPerSecond / shards;
+  const invocationsPerShardSecond = perShardRate >= batchSize ? perShardRate / batchSize : Math.min(1, perShardRate);
+  const recordsPerBatch = Math.max(1, Math.round(perShardRate / Math.max(invocationsPerShardSecond, 1e-9)));
+  return { perShardRate, recordsPerBatch, invocationsPerMonth: invocationsPerShardSecond * shards * SECONDS_PER_MONTH };
+}
+
 export async function estimateMonthlyCost(definition: StreamingQueryDefinition, input: CostEstimateInput): Promise<CostEstimate> {
   const prices = input.prices ?? CURRENT_PRICES;
   const shards = input.shards ?? 1;
+  const internalShards = input.internalShards ?? shards;
   const keys = input.keys ?? 100;
   const batchSize = input.batchSize ?? 100;
   const memoryMb = input.memoryMb ?? 1024;
   const invocationMs = input.invocationMs ?? 200;
   const snapshotEvery = input.snapshotEvery ?? 20;
-  const query = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true });
-  const perShardRate = input.recordsPerSecond / shards;
-  // The mapping invokes when a batch is full, else once per 1 s batching window with what came.
-  const invocationsPerShardSecond = perShardRate >= batchSize ? perShardRate / batchSize : Math.min(1, perShardRate);
-  const recordsPerBatch = Math.max(1, Math.round(perShardRate / Math.max(invocationsPerShardSecond, 1e-9)));
-  const perBatch = await measureInvocation(definition, query, { recordsPerBatch, keys: Math.max(1, Math.round(keys / shards)), perShardRate, snapshotEvery });
-  const invocations = invocationsPerShardSecond * shards * SECONDS_PER_MONTH;
+  const staged = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true });
+  // The per-invocation units are measured on the whole query as one stage (one shard makes every
+  // operator co-partitioned); with hops, stage 1 keeps its checkpoint share and the last stage the
+  // state and sink writes, measured at that stage's own batch size.
+  const whole = staged.hops.length === 0 ? staged : compileQuery(definition, { expectedShardCount: 1 });
+  const source = invocationModel(input.recordsPerSecond, shards, batchSize);
+  const measured = await measureInvocation(definition, whole, {
+    recordsPerBatch: source.recordsPerBatch, keys: Math.max(1, Math.round(keys / shards)), perShardRate: source.perShardRate, snapshotEvery,
+  });
+  // Stage 1 sends, per batch, one record to every internal shard (empty ones too, so each state
+  // partition hears of every source shard's progress; repartition-sink.ts), holding the rows
+  // routed there; one payload unit each while a record stays under 25 KB.
+  const sourceBatchesPerSecond = (source.invocationsPerMonth / SECONDS_PER_MONTH) * measured.batchesPerInvocation;
+  const hops: HopEstimate[] = [];
+  for (const hop of staged.hops) {
+    const receiving = invocationModel(sourceBatchesPerSecond * internalShards, internalShards, batchSize);
+    // A receiving invocation holds the rows of `recordsPerBatch` stage-1 batches for its share of
+    // the keys: measured as the whole query over as many source records on that share.
+    const rawRecords = Math.max(1, Math.round((receiving.recordsPerBatch * source.recordsPerBatch) / internalShards));
+    const units = await measureInvocation(definition, whole, {
+      recordsPerBatch: rawRecords, keys: Math.max(1, Math.round(keys / internalShards)), perShardRate: input.recordsPerSecond / internalShards, snapshotEvery,
+    });
+    hops.push({
+      hop: hop.index + 1, internalShards, recordsPerSecond: sourceBatchesPerSecond * internalShards,
+      invocationsPerMonth: receiving.invocationsPerMonth, perBatch: { ...units, records: receiving.recordsPerBatch },
+    });
+  }
+  const last = hops.length;
+  const stageUnits = (stage: number, units: BatchUnits): BatchUnits => (stage === last + 1 ? units
+    : { ...units, stateWriteUnits: 0, sinkWriteUnits: 0, s3Puts: 0, stateBytes: 0 });
   const ticks = MINUTES_PER_MONTH;
-  const records = input.recordsPerSecond * SECONDS_PER_MONTH;
-  // Per tick: the namespace pointer, the watermark rows, and per shard its commit, offsets and idle check.
-  const tickReadUnits = ticks * (2 + 4 * shards);
-  const tickWriteUnits = ticks * shards;
-  const line = (component: string, quantity: number, unit: string, usdPerUnit: number): CostLine => ({ component, quantity, unit, usd: quantity * usdPerUnit });
+  const line = (stage: number, component: string, quantity: number, unit: string, usdPerUnit: number): CostLine => ({ stage, component, quantity, unit, usd: quantity * usdPerUnit });
+  const stageLines = (stage: number, invocations: number, units: BatchUnits, streamShards: number, records: number, tick: boolean): CostLine[] => {
+    const prefix = stage === 1 ? '' : `stage ${stage} `;
+    // Per tick: the namespace pointer, the watermark rows, and per shard its commit, offsets and idle check.
+    const tickReads = tick ? ticks * (2 + 4 * streamShards) : ticks * 4 * streamShards;
+    return [
+      line(stage, `${prefix}Lambda requests`, invocations + (tick ? ticks : 0), 'requests', prices.lambdaPerMillionRequests / 1e6),
+      line(stage, `${prefix}Lambda compute`, (invocations * invocationMs + (tick ? ticks * 500 : 0)) / 1000 * (memoryMb / 1024), 'GB-seconds', prices.lambdaPerGbSecond),
+      line(stage, `${prefix}DynamoDB state writes`, invocations * units.stateWriteUnits, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
+      line(stage, `${prefix}DynamoDB checkpoint writes`, invocations * units.checkpointWriteUnits + ticks * streamShards, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
+      line(stage, `${prefix}DynamoDB checkpoint reads`, invocations * units.checkpointReadUnits + tickReads, 'read units', prices.dynamoDbPerMillionReadUnits / 1e6),
+      line(stage, `${prefix}DynamoDB sink writes`, invocations * units.sinkWriteUnits, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
+      line(stage, `${prefix}DynamoDB storage (state)`, (units.stateBytes * streamShards) / 1024 ** 3, 'GB-months', prices.dynamoDbPerGbMonth),
+      line(stage, `${prefix}S3 requests`, invocations * units.s3Puts, 'PUTs', prices.s3PerThousandPuts / 1000),
+      line(stage, `${prefix}Kinesis shard-hours`, streamShards * 730, 'shard-hours', prices.kinesisPerShardHour),
+      // A record under 25 KB is one payload unit (stage 1's PutRecords ships each hop row as one record).
+      line(stage, `${prefix}Kinesis PUT payload units`, records, '25 KB units', prices.kinesisPerMillionPutPayloadUnits / 1e6),
+    ];
+  };
   const lines: CostLine[] = [
-    line('Lambda requests', invocations + ticks, 'requests', prices.lambdaPerMillionRequests / 1e6),
-    line('Lambda compute', (invocations * invocationMs + ticks * 500) / 1000 * (memoryMb / 1024), 'GB-seconds', prices.lambdaPerGbSecond),
-    line('DynamoDB state writes', invocations * perBatch.stateWriteUnits, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
-    line('DynamoDB checkpoint writes', invocations * perBatch.checkpointWriteUnits + tickWriteUnits, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
-    line('DynamoDB checkpoint reads', invocations * perBatch.checkpointReadUnits + tickReadUnits, 'read units', prices.dynamoDbPerMillionReadUnits / 1e6),
-    line('DynamoDB sink writes', invocations * perBatch.sinkWriteUnits, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
-    line('DynamoDB storage (state)', (perBatch.stateBytes * shards) / 1024 ** 3, 'GB-months', prices.dynamoDbPerGbMonth),
-    line('S3 requests', invocations * perBatch.s3Puts, 'PUTs', prices.s3PerThousandPuts / 1000),
-    line('Kinesis shard-hours', shards * 730, 'shard-hours', prices.kinesisPerShardHour),
-    line('Kinesis PUT payload units', records, '25 KB units', prices.kinesisPerMillionPutPayloadUnits / 1e6),
-    line('EventBridge schedule', ticks, 'events', prices.eventBridgePerMillionEvents / 1e6),
+    ...stageLines(1, source.invocationsPerMonth, stageUnits(1, measured), shards, input.recordsPerSecond * SECONDS_PER_MONTH, true),
+    line(1, 'EventBridge schedule', ticks, 'events', prices.eventBridgePerMillionEvents / 1e6),
+    ...hops.flatMap((h) => stageLines(h.hop + 1, h.invocationsPerMonth, stageUnits(h.hop + 1, h.perBatch), h.internalShards, h.recordsPerSecond * SECONDS_PER_MONTH, false)),
   ];
   return {
     query: definition.name, prices: prices.version, shards, recordsPerSecond: input.recordsPerSecond,
-    invocationsPerMonth: invocations, perBatch, lines, totalUsd: lines.reduce((a, l) => a + l.usd, 0),
+    invocationsPerMonth: source.invocationsPerMonth, perBatch: stageUnits(1, measured), hops, lines, totalUsd: lines.reduce((a, l) => a + l.usd, 0),
+  };
+}
+
+/**
+ * A query over several streams, each at its own rate. Each source stage is measured as its stream
+ * read and passed on (offsets, commit, progress, watermark row per batch; it keeps no state), and
+ * sends one record per batch to every internal shard. The stage reading the hop is priced for its
+ * invocations, checkpoint and internal stream; its join state and sink writes are not estimated:
+ * running a join's receiving stage in memory needs the hop's records, which only stage 1 makes.
+ */
+export async function estimateMultiSourceCost(
+  definition: MultiSourceQueryDefinition, input: Omit<CostEstimateInput, 'recordsPerSecond'> & { sourceRates: Readonly<Record<string, number>> },
+): Promise<CostEstimate> {
+  const prices = input.prices ?? CURRENT_PRICES;
+  const shards = input.shards ?? 1;
+  const internalShards = input.internalShards ?? shards;
+  const batchSize = input.batchSize ?? 100;
+  const memoryMb = input.memoryMb ?? 1024;
+  const invocationMs = input.invocationMs ?? 200;
+  const snapshotEvery = input.snapshotEvery ?? 20;
+  const keys = input.keys ?? 100;
+  const staged = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true });
+  const ticks = MINUTES_PER_MONTH;
+  const line = (stage: number, component: string, quantity: number, unit: string, usdPerUnit: number): CostLine => ({ stage, component, quantity, unit, usd: quantity * usdPerUnit });
+  const lines: CostLine[] = [];
+  const passThrough = (name: string, spec: StreamingQueryDefinition['source']): StreamingQueryDefinition =>
+    defineQuery({ name: `${definition.name}-${name}`, source: spec, transform: (df) => df, outputMode: 'append', sink: { kind: 's3-files' } });
+  let batchesPerSecond = 0;
+  let invocationsPerMonth = 0;
+  let perBatch: BatchUnits | undefined;
+  for (const { name, spec } of sourcesOf(definition)) {
+    const rate = input.sourceRates[name]!;
+    const model = invocationModel(rate, shards, batchSize);
+    const single = passThrough(name, spec);
+    const units = await measureInvocation(single, compileQuery(single, { expectedShardCount: 1 }), {
+      recordsPerBatch: model.recordsPerBatch, keys: Math.max(1, Math.round(keys / shards)), perShardRate: model.perShardRate, snapshotEvery,
+    });
+    const own = { ...units, stateWriteUnits: 0, sinkWriteUnits: 0, s3Puts: 0, stateBytes: 0 };
+    perBatch ??= own;
+    batchesPerSecond += (model.invocationsPerMonth / SECONDS_PER_MONTH) * units.batchesPerInvocation;
+    invocationsPerMonth += model.invocationsPerMonth;
+    lines.push(
+      line(1, `${name}: Lambda requests`, model.invocationsPerMonth, 'requests', prices.lambdaPerMillionRequests / 1e6),
+      line(1, `${name}: Lambda compute`, model.invocationsPerMonth * invocationMs / 1000 * (memoryMb / 1024), 'GB-seconds', prices.lambdaPerGbSecond),
+      line(1, `${name}: DynamoDB checkpoint writes`, model.invocationsPerMonth * own.checkpointWriteUnits + ticks * shards, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
+      line(1, `${name}: DynamoDB checkpoint reads`, model.invocationsPerMonth * own.checkpointReadUnits + ticks * 4 * shards, 'read units', prices.dynamoDbPerMillionReadUnits / 1e6),
+      line(1, `${name}: Kinesis shard-hours`, shards * 730, 'shard-hours', prices.kinesisPerShardHour),
+      line(1, `${name}: Kinesis PUT payload units`, rate * SECONDS_PER_MONTH, '25 KB units', prices.kinesisPerMillionPutPayloadUnits / 1e6),
+    );
+  }
+  lines.push(
+    line(1, 'scheduled Lambda requests', ticks, 'requests', prices.lambdaPerMillionRequests / 1e6),
+    line(1, 'scheduled Lambda compute', ticks * 0.5 * (memoryMb / 1024), 'GB-seconds', prices.lambdaPerGbSecond),
+    line(1, 'EventBridge schedule', ticks, 'events', prices.eventBridgePerMillionEvents / 1e6),
+  );
+  const hops: HopEstimate[] = [];
+  const notEstimated: string[] = [];
+  const [firstSource] = sourcesOf(definition);
+  for (const hop of staged.hops) {
+    const stage = hop.index + 2;
+    const receiving = invocationModel(batchesPerSecond * internalShards, internalShards, batchSize);
+    // The receiving stage's own checkpoint rows per invocation, as a pass-through stage would write them.
+    const single = passThrough(firstSource!.name, firstSource!.spec);
+    const units = await measureInvocation(single, compileQuery(single, { expectedShardCount: 1 }), {
+      recordsPerBatch: receiving.recordsPerBatch, keys: 1, perShardRate: receiving.perShardRate, snapshotEvery,
+    });
+    // A stateful stage with event time also runs a no-data batch when its watermark moved, which a
+    // pass-through never does: two batches' checkpoint rows per invocation.
+    const batches = hop.eventTime ? 2 : 1;
+    const stageUnits = { ...units, batchesPerInvocation: batches, checkpointWriteUnits: units.checkpointWriteUnits * batches, checkpointReadUnits: units.checkpointReadUnits * batches };
+    hops.push({ hop: hop.index + 1, internalShards, recordsPerSecond: batchesPerSecond * internalShards, invocationsPerMonth: receiving.invocationsPerMonth, perBatch: stageUnits });
+    const prefix = `stage ${stage} `;
+    lines.push(
+      line(stage, `${prefix}Lambda requests`, receiving.invocationsPerMonth, 'requests', prices.lambdaPerMillionRequests / 1e6),
+      line(stage, `${prefix}Lambda compute`, receiving.invocationsPerMonth * invocationMs / 1000 * (memoryMb / 1024), 'GB-seconds', prices.lambdaPerGbSecond),
+      line(stage, `${prefix}DynamoDB checkpoint writes`, receiving.invocationsPerMonth * stageUnits.checkpointWriteUnits + ticks * internalShards, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
+      line(stage, `${prefix}DynamoDB checkpoint reads`, receiving.invocationsPerMonth * stageUnits.checkpointReadUnits + ticks * 4 * internalShards, 'read units', prices.dynamoDbPerMillionReadUnits / 1e6),
+      line(stage, `${prefix}Kinesis shard-hours`, internalShards * 730, 'shard-hours', prices.kinesisPerShardHour),
+      line(stage, `${prefix}Kinesis PUT payload units`, batchesPerSecond * internalShards * SECONDS_PER_MONTH, '25 KB units', prices.kinesisPerMillionPutPayloadUnits / 1e6),
+    );
+    notEstimated.push(`stage ${stage} state writes (${hop.operator.kind})`);
+  }
+  notEstimated.push(staged.hops.length > 0 ? `stage ${staged.hops.length + 1} sink writes` : 'sink writes');
+  const recordsPerSecond = Object.values(input.sourceRates).reduce((a, b) => a + b, 0);
+  return {
+    query: definition.name, prices: prices.version, shards, recordsPerSecond, invocationsPerMonth,
+    perBatch: perBatch!, hops, lines, totalUsd: lines.reduce((a, l) => a + l.usd, 0), notEstimated,
   };
 }

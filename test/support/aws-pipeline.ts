@@ -29,10 +29,13 @@ export interface Deployment {
    * Runs the event source mapping until every shard is drained; with `redeployed`, the handlers run
    * that definition instead (a new version of the query deployed over the same resources).
    */
-  drain(options?: Partial<LocalEventSourceMappingOptions>, handlerOptions?: KinesisTriggerOptions, redeployed?: QueryDefinition): Promise<void>;
+  drain(options?: DrainOptions, handlerOptions?: KinesisTriggerOptions, redeployed?: QueryDefinition): Promise<void>;
   /** One scheduled invocation, as EventBridge would invoke it at `nowMs`. */
   tick(nowMs: number, mode?: 'tick' | 'drain'): Promise<unknown>;
 }
+
+/** `internalBatchSize`: the internal streams' mappings' batch size, when it differs from the sources'. */
+export type DrainOptions = Partial<LocalEventSourceMappingOptions> & { internalBatchSize?: number };
 
 /** The deployed function an invocation runs as (its role), for tests that watch what each one sends. */
 export type FunctionRole = 'kinesisTrigger' | 'scheduled' | 'repartition';
@@ -118,6 +121,7 @@ export async function deploy(
         mappings.push(new LocalEventSourceMapping({
           kinesis: clients.kinesis, streamName: internal, handler: repartitionHandler!,
           batchSize: 10, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
+          ...(options.internalBatchSize ? { batchSize: options.internalBatchSize } : {}),
         }));
       }
       // The internal streams' mappings run beside the source's, as Lambda would.
