@@ -14,7 +14,7 @@
  *   the event source mapping answers by bisecting the batch), a lost response (afterInvoke hook).
  */
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
-import type { StreamingQueryDefinition } from '../../query/query-definition.js';
+import type { QueryDefinition } from '../../query/query-definition.js';
 import { compileForDeployment } from '../../query/compiled-query.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from '../../aws/clients.js';
 import { DynamoDbCheckpoint } from '../../aws/dynamodb-checkpoint.js';
@@ -44,7 +44,7 @@ interface Container {
 }
 
 export interface ChaosFunctionOptions {
-  readonly definition: StreamingQueryDefinition;
+  readonly definition: QueryDefinition;
   /**
    * Which function of the deployment: the source stream's (the whole query, or stage 1 when it
    * has a repartition stage) or the internal repartition stream's (stage 2). Default 'source'.

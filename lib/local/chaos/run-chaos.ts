@@ -18,7 +18,7 @@
  *     (fault-free), then the sinks and the dead letters are read as a consumer would and compared
  *     with run 0: rows lost, duplicated, mismatched.
  */
-import type { StreamingQueryDefinition } from '../../query/query-definition.js';
+import { isMultiSource, type QueryDefinition } from '../../query/query-definition.js';
 import { createAwsClients, type AwsClients } from '../../aws/clients.js';
 import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
@@ -47,7 +47,8 @@ import { ChaosKill, FaultController, planFaults, type FaultKind, type FaultPoint
 import { SinkHistory, type HistoryFigures } from './history.js';
 import { instrumentClients, type ContainerHandle } from './instrument.js';
 import type { Sink, SinkBatch } from '../../sinks/sink.js';
-import { keyColumnsOf, runInMemory, type PlacedRecord } from './memory-reference.js';
+import { keyColumnsOf, runInMemory, runMultiSourceInMemory, type PlacedRecord } from './memory-reference.js';
+import { chainedAggregatesQuery, generatePayments, joinThenAggregateQuery, withSaleIds } from './staged-queries.js';
 
 export interface ChaosOptions {
   readonly seed: number;
@@ -68,6 +69,11 @@ export interface ChaosOptions {
   readonly lateRows?: number;
   /** Also run hourly sales per product, which needs a repartition stage (default true). */
   readonly repartition?: boolean;
+  /**
+   * Also run the queries of several stages (default true): a chain of two aggregates (3 stages)
+   * and a join of the sales stream with a payments stream, then an aggregate (4 stages).
+   */
+  readonly stages?: boolean;
   /**
    * Retries of a failed batch before the event source mapping gives up and sends it to the
    * on-failure destination (default 4; Lambda's maximumRetryAttempts). -1 retries forever.
@@ -174,14 +180,22 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const batchSize = options.batchSize ?? 10;
   const seed = options.seed;
   const storeNames = [...DEFAULT_STORES, 'harbor', 'airport', 'mall', 'station', 'campus'].slice(0, options.stores ?? 6);
-  const records = generateSalesEvents({
+  const staged = options.stages !== false;
+  const generated = generateSalesEvents({
     seed, stores: storeNames, hours: options.hours ?? 4, eventsPerStoreHour: options.eventsPerStoreHour ?? 4, lateRows: options.lateRows ?? 3, malformed: 2,
   });
-  const queries: StreamingQueryDefinition[] = [
+  // The join needs a key in each sale; the other queries ignore it.
+  const records = staged ? withSaleIds(generated) : generated;
+  // The second stream of the join: payments of the sales of wave 1.
+  const payments = staged ? generatePayments(records, seed) : [];
+  const queries: QueryDefinition[] = [
     hourlySalesQuery('append', 'chaos-archive'),
     hourlySalesQuery('update', 'chaos-live'),
     ...(options.repartition === false ? [] : [hourlySalesPerProductQuery('chaos-per-product')]),
+    ...(staged ? [chainedAggregatesQuery('chaos-chain'), joinThenAggregateQuery('chaos-join')] : []),
   ];
+  /** Hops per query on these shards: one internal stream each. */
+  const hopsOf = new Map(queries.map((q) => [q.name, compileQuery(q, { expectedShardCount: shards, allowRepartition: true }).hops.length]));
   const keyColumns = new Map(queries.map((q) => [q.name, keyColumnsOf(q)]));
   const maxRetries = options.maxRetries ?? 4;
   // Poison records: on-time events of wave 1 with a payload no other record has, from the seed.
@@ -199,9 +213,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const base = localDeployment(`chaos-${seed}-${Date.now().toString(36)}`);
     await Promise.all([ensureBucket(clients.s3, base.sinkBucket), ensureBucket(clients.s3, base.deadLetterBucket)]);
     print(`chaos: seed ${seed}, ${records.length} records (${records.filter((r) => r.kind === 'malformed').length} malformed, ${poison.size} poison, `
-      + `${records.filter((r) => r.kind === 'late').length} late in wave 2) on ${shards} shards, `
+      + `${records.filter((r) => r.kind === 'late').length} late in wave 2)${payments.length > 0 ? ` and ${payments.length} payments` : ''} on ${shards} shards per stream, `
       + `batch size ${batchSize}, ${maxRetries < 0 ? 'unlimited' : maxRetries} retries; queries ${queries.map((q) => `${q.name} (${q.outputMode} → ${q.sink.kind}${
-        compileQuery(q, { expectedShardCount: shards, allowRepartition: true }).needsRepartition ? ', via a repartition stage' : ''})`).join(', ')}; `
+        hopsOf.get(q.name)! > 0 ? `, ${hopsOf.get(q.name)! + 1} stages` : ''}${isMultiSource(q) ? `, ${Object.keys(q.sources).length} source streams` : ''})`).join(', ')}; `
       + `emulators ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
     const observability = quietObservability('chaos', (message, error) => {
@@ -210,21 +224,30 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const trace = (line: string): void => { if (options.trace) print(`      +${((Date.now() - t0) / 1000).toFixed(1)}s ${line}`); };
 
     /** One run: a fresh stream, tables and prefixes; both queries under their fault plans. */
-    const runOnce = async (run: number, plans: ReadonlyMap<string, PlannedFault[]>): Promise<{ queries: Map<string, QueryRun>; placed: PlacedRecord[] }> => {
+    const runOnce = async (run: number, plans: ReadonlyMap<string, PlannedFault[]>): Promise<{ queries: Map<string, QueryRun>; placed: PlacedRecord[]; placedPayments: PlacedRecord[] }> => {
       const d = {
         ...base, streamName: `${base.streamName}-r${run}`,
         checkpointTable: `${base.checkpointTable}-r${run}`, stateTable: `${base.stateTable}-r${run}`, sinkTable: `${base.sinkTable}-r${run}`,
       };
+      const paymentsStream = `${d.streamName}-payments`;
       await Promise.all([
         createStreamAndWait(clients!.kinesis, d.streamName, shards),
+        payments.length > 0 ? createStreamAndWait(clients!.kinesis, paymentsStream, shards) : undefined,
         ensureTables(clients!.dynamodb, { checkpointTable: d.checkpointTable, stateTable: d.stateTable, maxWaitSeconds: 60 }),
       ]);
       const wave1 = records.filter((r) => r.wave === 1);
       const put = await putSampleRecords(clients!, d.streamName, wave1);
       const placed: PlacedRecord[] = wave1.map((r, i) => ({ ...put[i]!, partitionKey: r.partitionKey, data: r.data }));
+      const putPayments = await putSampleRecords(clients!, paymentsStream, payments);
+      const placedPayments: PlacedRecord[] = payments.map((r, i) => ({ ...putPayments[i]!, partitionKey: r.partitionKey, data: r.data }));
       const rnd = createPrng(seed * 7919 + run);
       const parts = await Promise.all(queries.map(async (definition) => {
-        const needsRepartition = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true }).needsRepartition;
+        const hops = hopsOf.get(definition.name)!;
+        // One internal stream per hop (the first keeps the name it had with one hop).
+        const internalStreams = Array.from({ length: hops }, (_, k) => `${d.streamName}-${definition.name}-internal${k === 0 ? '' : `-${k + 1}`}`);
+        const sourceStreams: Record<string, string> = isMultiSource(definition)
+          ? Object.fromEntries(Object.keys(definition.sources).map((name) => [name, name === 'payments' ? paymentsStream : d.streamName]))
+          : {};
         const config: RuntimeConfig = {
           ...localRuntimeConfig(
             {
@@ -233,7 +256,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             },
             { shards, idleShardTimeoutMs: 0, snapshotEveryBatches: 3 },
           ),
-          ...(needsRepartition ? { repartitionStreamName: `${d.streamName}-${definition.name}-internal` } : {}),
+          ...(hops > 0 ? { repartitionStreamName: internalStreams[0]! } : {}),
+          ...(hops > 1 ? { repartitionStreamNames: internalStreams } : {}),
+          ...(isMultiSource(definition) ? { sourceStreams } : {}),
         };
         const history = new SinkHistory(keyColumns.get(definition.name)!, definition.sink.kind === 'dynamodb' ? '' : sinkPrefixOf(definition, config));
         const discarded: string[] = [];
@@ -250,17 +275,20 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         await Promise.all([
           // Each query has its own sink table, as each deployment has.
           definition.sink.kind === 'dynamodb' ? ensureTables(clients!.dynamodb, { checkpointTable: d.checkpointTable, stateTable: d.stateTable, sinkTable: config.sinkTable, maxWaitSeconds: 60 }) : undefined,
-          config.repartitionStreamName ? createStreamAndWait(clients!.kinesis, config.repartitionStreamName, shards) : undefined,
+          ...internalStreams.map((name) => createStreamAndWait(clients!.kinesis, name, shards)),
         ]);
         const onInvocation = (shardId: string, result: ShardInvocationResult): void => {
           const where = result.stage.label(shardId);
           for (const p of result.progress) trace(`r${run} ${definition.name} ${formatProgressLine(where, p)}`);
           if (result.error) trace(`r${run} ${definition.name} [${where}] error: ${result.error.message.split('\n')[0]}`);
         };
-        // The source stream's function, and with a repartition stage the internal stream's.
+        // The source stream's function (one per source stream: its own mapping, containers and
+        // faults), and per hop the function of the stage reading that internal stream.
         const functions = [
-          { id: definition.name, kind: 'source' as const, streamName: d.streamName },
-          ...(config.repartitionStreamName ? [{ id: `${definition.name}/stage-2`, kind: 'repartition' as const, streamName: config.repartitionStreamName }] : []),
+          ...(isMultiSource(definition)
+            ? Object.entries(sourceStreams).map(([source, streamName]) => ({ id: `${definition.name}/${source}`, kind: 'source' as const, streamName }))
+            : [{ id: definition.name, kind: 'source' as const, streamName: d.streamName }]),
+          ...internalStreams.map((streamName, k) => ({ id: `${definition.name}/stage-${k + 2}`, kind: 'repartition' as const, streamName })),
         ].map((f) => {
           const controller = new FaultController(plans.get(f.id) ?? [], rnd);
           // A split while the stream has its first shard count or fewer open shards, else a merge.
@@ -356,14 +384,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           out.set(p.definition.name, {
             rows: contents.rows, deadLetters, history: p.history, discarded: p.discarded, gaveUp: p.gaveUp,
             recordedSkips: await new SkippedBatchStore({ client: clients!.dynamodb, checkpointTable: d.checkpointTable, queryName: p.definition.name }).list(),
-            committed: await committedBatches(clients!, d.checkpointTable, p.definition.name, p.config.repartitionStreamName ? 'state' : 'source'),
+            committed: await committedBatches(clients!, d.checkpointTable, p.definition.name, hopsOf.get(p.definition.name)!),
             functions: [
               ...p.functions.map((f) => ({ id: f.id, controller: f.controller, stats: f.esm.stats, processesKilled: f.fn.processesKilled })),
               { id: `${p.definition.name}/scheduled`, controller: p.scheduledController, stats: sumStats([]), processesKilled: 0 },
             ],
           });
         }
-        return { queries: out, placed };
+        return { queries: out, placed, placedPayments };
       } finally {
         await Promise.allSettled(mappings.map((m) => m.stop()));
         await Promise.allSettled(parts.flatMap((p) => p.functions.map((f) => f.fn.wakeZombies())));
@@ -373,13 +401,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     // Run 0: fault-free.
     const t1 = Date.now();
-    const { queries: baseline, placed } = await runOnce(0, new Map());
+    const { queries: baseline, placed, placedPayments } = await runOnce(0, new Map());
 
     // The reference: the same records, in the order they were put, through the engine in memory.
     const reference = new Map<string, { rows: Record<string, unknown>[]; deadLetters: DeadLetterRecord[] }>();
     // Poison records never reach a sink: they end in the on-failure destination.
     const clean = placed.filter((r) => !poison.has(r.data));
-    for (const q of queries) reference.set(q.name, await runInMemory(q, clean, { batchSize }));
+    const wave1Count = records.filter((r) => r.wave === 1).length;
+    for (const q of queries) {
+      reference.set(q.name, isMultiSource(q)
+        // Several streams: each wave of both streams at once (the join's answer does not depend on batches).
+        ? await runMultiSourceInMemory(q, [{ sales: placed.slice(0, wave1Count).filter((r) => !poison.has(r.data)), payments: placedPayments }, { sales: placed.slice(wave1Count) }])
+        : await runInMemory(q, clean, { batchSize }));
+    }
     const memoryDiff = emptyDiff();
     const memoryRows: Record<string, number> = {};
     for (const q of queries) {
@@ -503,7 +537,10 @@ async function judgeRun(got: QueryRun, poison: ReadonlySet<string>): Promise<{ d
  * `${partitionId}#${batchId}`. With a repartition stage that is stage 2, whose checkpoint
  * partitions are `state.<internal shard>` while its sink batches name the internal shard.
  */
-async function committedBatches(clients: AwsClients, table: string, queryName: string, sinkStage: 'source' | 'state'): Promise<Set<string>> {
+async function committedBatches(clients: AwsClients, table: string, queryName: string, hops: number): Promise<Set<string>> {
+  // The last stage writes the sink: its checkpoint partitions are `state.<shard>` (stage 2) or
+  // `stage<N>.<shard>` (later stages), its sink batches name the internal shard.
+  const stagePrefix = hops === 0 ? null : hops === 1 ? 'state.' : `stage${hops + 1}.`;
   const out = new Set<string>();
   let start: Record<string, import('@aws-sdk/client-dynamodb').AttributeValue> | undefined;
   do {
@@ -513,8 +550,8 @@ async function committedBatches(clients: AwsClients, table: string, queryName: s
       const sk = item.sk?.S ?? '';
       if (!pk.startsWith(`${queryName}#`) || !sk.startsWith('commit#')) continue;
       const partition = pk.slice(queryName.length + 1);
-      if ((sinkStage === 'state') !== partition.startsWith('state.')) continue;
-      out.add(`${sinkStage === 'state' ? partition.slice('state.'.length) : partition}#${Number(sk.slice('commit#'.length))}`);
+      if (stagePrefix === null ? /^(state|stage\d+)\./.test(partition) : !partition.startsWith(stagePrefix)) continue;
+      out.add(`${stagePrefix === null ? partition : partition.slice(stagePrefix.length)}#${Number(sk.slice('commit#'.length))}`);
     }
     start = page.LastEvaluatedKey;
   } while (start);

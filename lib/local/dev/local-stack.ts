@@ -6,7 +6,7 @@
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import type { StreamingQueryDefinition } from '../../query/query-definition.js';
+import type { QueryDefinition } from '../../query/query-definition.js';
 import type { AwsClients } from '../../aws/clients.js';
 import type { Observability } from '../../aws/observability.js';
 import { sinkPrefixOf } from '../../aws/aws-backends.js';
@@ -120,7 +120,7 @@ export type SinkContents =
   | { readonly kind: 'dynamodb'; readonly location: string; readonly rows: Record<string, unknown>[] };
 
 /** What the query's sink committed, read the way a consumer reads it. */
-export async function readSinkContents(clients: AwsClients, definition: StreamingQueryDefinition, config: RuntimeConfig): Promise<SinkContents> {
+export async function readSinkContents(clients: AwsClients, definition: QueryDefinition, config: RuntimeConfig): Promise<SinkContents> {
   const kind = definition.sink.kind;
   if (kind === 'dynamodb') {
     return { kind, location: `dynamodb://${config.sinkTable}`, rows: await scanDynamoDbSink(clients.dynamodb, config.sinkTable!, { s3: clients.s3 }) };
