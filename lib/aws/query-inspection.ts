@@ -49,6 +49,11 @@ export interface QueryStatus {
   readonly skippedBatches: number | null;
   /** Skipped ranges recorded in the checkpoint table and not re-driven yet (`sluice redrive --skipped`). */
   readonly skippedRanges: readonly SkippedRange[];
+  /**
+   * Skipped ranges whose records expired from the stream before the re-drive read them: lost to
+   * retention, which Sluice cannot undo, and reported (unhealthy) so that the loss is never silent.
+   */
+  readonly lostRanges: readonly SkippedRange[];
   readonly healthy: boolean;
   readonly problems: readonly string[];
 }
@@ -119,9 +124,11 @@ export async function inspectQuery(clients: AwsClients, deployment: DeploymentDe
     };
   }));
   const skippedBatches = deployment.onFailureQueueUrl && options.sqs ? await queueDepth(options.sqs, deployment.onFailureQueueUrl) : null;
-  const skippedRanges = (await new SkippedBatchStore({
+  const ranges = await new SkippedBatchStore({
     client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: deployment.sluiceQuery,
-  }).list()).filter((r) => r.state === 'waiting');
+  }).list();
+  const skippedRanges = ranges.filter((r) => r.state === 'waiting');
+  const lostRanges = ranges.filter((r) => r.state === 'redriven' && (r.outcome?.expired ?? 0) > 0);
   const problems: string[] = [];
   if (skippedBatches) problems.push(`${skippedBatches} skipped batch(es) wait in the on-failure queue: their records were not processed`);
   if (skippedRanges.length > 0) {
@@ -129,10 +136,15 @@ export async function inspectQuery(clients: AwsClients, deployment: DeploymentDe
     problems.push(`${skippedRanges.length} skipped range(s) (${records} record(s)) were given up by the event source mapping and wait for \`sluice redrive --skipped\` `
       + 'while the stream retains them');
   }
+  for (const r of lostRanges) {
+    const lost = r.outcome!.expiredRange;
+    problems.push(`${r.outcome!.expired} record(s) of the skipped range ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber} expired from `
+      + `${r.streamName} before the re-drive read them: lost${lost ? ` (sequence numbers ${lost.first}..${lost.last})` : ''}`);
+  }
   for (const p of partitions) {
     if (p.lag && p.lag.ms > maxLagMs) problems.push(`${label(p)} is ${Math.round(p.lag.ms / 1000)} s behind its stream (over ${Math.round(maxLagMs / 1000)} s)`);
   }
-  return { query: deployment.sluiceQuery, partitions, deadLetters: deadLetterKeys.length, skippedBatches, skippedRanges, healthy: problems.length === 0, problems };
+  return { query: deployment.sluiceQuery, partitions, deadLetters: deadLetterKeys.length, skippedBatches, skippedRanges, lostRanges, healthy: problems.length === 0, problems };
 }
 
 export const label = (p: Pick<PartitionStatus, 'stage' | 'shardId'>): string => (p.stage === 2 ? `stage 2 ${p.shardId}` : p.shardId);
