@@ -11,12 +11,17 @@
  *     hourly sales per store in append mode → S3 files and in update mode → DynamoDB upserts, and
  *     hourly sales per product (update → DynamoDB), whose state is not keyed by the stream's
  *     partition key: it runs with a repartition stage, stage 1 on the source shards routing rows
- *     through an internal stream to stage 2 (a second function, the repartition handler). It must
- *     agree with the reference, and it counts the fault points;
+ *     through an internal stream to stage 2 (a second function, the repartition handler); with
+ *     `stages` (default) also a chain of two aggregates (three stages, two internal streams) and
+ *     a join of the sales stream with a payments stream, then an aggregate (a source stage per
+ *     stream, the join's stage, the aggregate's), every stream read by its own faulted function
+ *     (staged-queries.ts). It must agree with the reference, and it counts the fault points;
  *   - runs 1..R, each on fresh tables and S3 prefixes, with faults planned from the seed at those
  *     points (see faults.ts). After the shards are drained, the scheduled handler runs once
  *     (fault-free), then the sinks and the dead letters are read as a consumer would and compared
- *     with run 0: rows lost, duplicated, mismatched.
+ *     with run 0: rows lost, duplicated, mismatched. A query whose records expired while skipped
+ *     ('skipped-then-expired', expiry.ts) is compared with the in-memory answer without them,
+ *     once the harness checked that their loss was reported.
  */
 import { isMultiSource, type QueryDefinition } from '../../query/query-definition.js';
 import { createAwsClients, type AwsClients } from '../../aws/clients.js';
@@ -43,7 +48,8 @@ import { compileQuery } from '../../query/compiled-query.js';
 import { formatProgressLine } from '../dev/report.js';
 import { addDiff, compareDeadLetters, compareRows, emptyDiff, type Diff } from './compare.js';
 import { ChaosFunction } from './chaos-function.js';
-import { ChaosKill, FaultController, planFaults, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault } from './faults.js';
+import { ChaosKill, FaultController, planFaults, SOURCE_ONLY_KINDS, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault } from './faults.js';
+import { expireAndRedrive, type ExpiryOutcome, type OutageRecord } from './expiry.js';
 import { SinkHistory, type HistoryFigures } from './history.js';
 import { instrumentClients, type ContainerHandle } from './instrument.js';
 import type { Sink, SinkBatch } from '../../sinks/sink.js';
@@ -114,6 +120,8 @@ export interface QueryOutcome {
   readonly poison: {
     readonly planned: number; readonly deadLettered: number; readonly others: number; readonly recordedAsSkipped: number; readonly skippedRanges: number;
   };
+  /** 'skipped-then-expired': skipped ranges that expired, records the re-drive reported expired, records really lost (never committed). */
+  readonly expired: { readonly ranges: number; readonly reported: number; readonly lost: number };
 }
 
 export interface RunOutcome {
@@ -142,6 +150,8 @@ export interface ChaosReport {
   /** The fault-free emulator run against the in-memory engine. */
   readonly memory: { readonly matches: boolean; readonly diff: Diff; readonly rows: Record<string, number> };
   readonly records: number;
+  /** Records lost to retention after a skip, and reported as such (not counted in `lost`: see expiry.ts). */
+  readonly lostToRetention: number;
   readonly summaryLine: string;
 }
 
@@ -164,6 +174,8 @@ interface QueryRun {
   /** The batches the event source mappings gave up on, and the skipped ranges the on-failure handler recorded. */
   readonly gaveUp: readonly GaveUp[];
   readonly recordedSkips: readonly SkippedRange[];
+  /** 'skipped-then-expired': what expired, what the status and the re-drive said. */
+  readonly expiry: ExpiryOutcome;
 }
 
 interface GaveUp {
@@ -172,6 +184,7 @@ interface GaveUp {
   readonly first: string;
   readonly last: string;
   readonly payloads: readonly string[];
+  readonly records: readonly { readonly sequenceNumber: string; readonly data: string }[];
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
@@ -268,7 +281,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         const onFailure = async (info: BatchFailureInfo): Promise<void> => {
           const payloads = info.records.map((r) => Buffer.from(r.kinesis.data, 'base64').toString('utf8'));
           discarded.push(...payloads);
-          gaveUp.push({ streamName: streamNameOfArn(info.streamArn), shardId: info.shardId, first: info.startSequenceNumber, last: info.endSequenceNumber, payloads });
+          gaveUp.push({
+            streamName: streamNameOfArn(info.streamArn), shardId: info.shardId, first: info.startSequenceNumber, last: info.endSequenceNumber, payloads,
+            records: info.records.map((r, i) => ({ sequenceNumber: r.kinesis.sequenceNumber, data: payloads[i]! })),
+          });
           await deliverToOnFailureHandler(onFailureHandler, info);
           trace(`r${run} ${definition.name} gave up on ${info.shardId} ${info.startSequenceNumber.slice(-6)}..${info.endSequenceNumber.slice(-6)} (${info.batchSize} records): ${info.reason}`);
         };
@@ -378,11 +394,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           await settle();
         }
         for (const p of parts) await p.tick();
+        // Skipped ranges of an outage ('skipped-then-expired'): retention passes them, then the re-drive.
+        const expiries = new Map<string, ExpiryOutcome>();
+        for (const p of parts) {
+          const outage: OutageRecord[] = p.functions.flatMap((f) => [...f.fn.outage.values()].map((o) => ({ ...o, streamName: f.streamName })));
+          expiries.set(p.definition.name, await expireAndRedrive({
+            clients: clients!, clientOptions: emulators!.clientOptions, deployment: { ...p.config, sluiceQuery: p.definition.name }, outage, gaveUp: p.gaveUp, poison,
+          }));
+        }
+        // Nothing was put back; if something was, it is processed and shows in the comparison.
+        await drain();
         const out = new Map<string, QueryRun>();
         for (const p of parts) {
           const [contents, deadLetters] = await Promise.all([readSinkContents(clients!, p.definition, p.config), readDeadLetterContents(clients!, p.config)]);
           out.set(p.definition.name, {
-            rows: contents.rows, deadLetters, history: p.history, discarded: p.discarded, gaveUp: p.gaveUp,
+            rows: contents.rows, deadLetters, history: p.history, discarded: p.discarded, gaveUp: p.gaveUp, expiry: expiries.get(p.definition.name)!,
             recordedSkips: await new SkippedBatchStore({ client: clients!.dynamodb, checkpointTable: d.checkpointTable, queryName: p.definition.name }).list(),
             committed: await committedBatches(clients!, d.checkpointTable, p.definition.name, hopsOf.get(p.definition.name)!),
             functions: [
@@ -439,23 +465,52 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const counts = new Map<string, Partial<Record<FaultPoint, number>>>(
       [...baseline.values()].flatMap((b) => b.functions.map((f) => [f.id, { ...f.controller.counts }] as const)),
     );
+    /** The in-memory answer without `lost` (payloads, each once), and the fault-free run's dead letters without them. */
+    const expectedWithout = async (q: QueryDefinition, lost: readonly string[]): Promise<{ rows: Record<string, unknown>[]; deadLetters: DeadLetterRecord[] }> => {
+      const without = (list: readonly PlacedRecord[]): PlacedRecord[] => {
+        const left = new Map<string, number>();
+        for (const d of lost) left.set(d, (left.get(d) ?? 0) + 1);
+        return list.filter((r) => {
+          const n = left.get(r.data) ?? 0;
+          if (n > 0) left.set(r.data, n - 1);
+          return n === 0;
+        });
+      };
+      const rows = isMultiSource(q)
+        ? (await runMultiSourceInMemory(q, [
+          { sales: without(placed.slice(0, wave1Count).filter((r) => !poison.has(r.data))), payments: without(placedPayments) },
+          { sales: without(placed.slice(wave1Count)) },
+        ])).rows
+        : (await runInMemory(q, without(clean), { batchSize })).rows;
+      const gone = new Set(lost);
+      return { rows, deadLetters: baseline.get(q.name)!.deadLetters.filter((d) => !gone.has(Buffer.from(d.dataBase64, 'base64').toString('utf8'))) };
+    };
     const outcomes: RunOutcome[] = [];
     const byKind: Partial<Record<FaultKind, number>> = {};
     const plannedByKind: Partial<Record<FaultKind, number>> = {};
     for (let run = 1; run <= options.runs; run++) {
       const planRnd = createPrng(seed * 104_729 + run);
       const plans = new Map([...counts].map(([id, c]) => {
-        const plan = planFaults(planRnd, c, options.extraFaults ?? 2, options.reshard ? ['reshard-mid-run'] : []);
+        // A stage reading an internal stream has no re-drive; the scheduled function no mapping.
+        const sourceFunction = !/\/(stage-\d+|scheduled)$/.test(id);
+        // The scheduled function's share of the work shrinks when faults make the stages' own
+        // invocations do more of it (a chain of stages most): its faults land in the first 40%.
+        // A reshard of an internal stream under join state is not supported yet (issue 12): not planned there.
+        const joinHop = id.endsWith('/stage-2') && isMultiSource(queries.find((q) => id.startsWith(`${q.name}/`))!);
+        const plan = planFaults(planRnd, c, options.extraFaults ?? 2, options.reshard && !joinHop ? ['reshard-mid-run'] : [], sourceFunction ? [] : SOURCE_ONLY_KINDS,
+          id.endsWith('/scheduled') ? 0.4 : 0.7);
         return [id, options.alterPlan ? options.alterPlan(run, id, plan) : plan] as const;
       }));
       const started = Date.now();
       const result = (await runOnce(run, plans)).queries;
       const qs: QueryOutcome[] = await Promise.all(queries.map(async (q) => {
         const got = result.get(q.name)!;
-        const want = baseline.get(q.name)!;
+        // Records lost to retention (reported, see expiry.ts): the answer without them.
+        const want = got.expiry.lost.length === 0 ? baseline.get(q.name)! : await expectedWithout(q, got.expiry.lost);
         const diff = addDiff(compareRows(want.rows, got.rows, keyColumns.get(q.name)!), compareDeadLetters(want.deadLetters, got.deadLetters));
         const judged = await judgeRun(got, poison);
         addDiff(diff, { ...judged.diff, examples: [...judged.diff.examples] });
+        addDiff(diff, got.expiry.diff);
         const injected = got.functions.flatMap((f) => f.controller.injected.map((i) => ({ ...i, fn: f.id })));
         const missed = got.functions.flatMap((f) => f.controller.missed.map((m) => ({ ...m, fn: f.id })));
         for (const f of injected) byKind[f.kind] = (byKind[f.kind] ?? 0) + 1;
@@ -466,6 +521,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           processesKilled: got.functions.reduce((n, f) => n + f.processesKilled, 0),
           functions: got.functions.map((f) => f.id),
           history: { ...got.history.figures(got.committed), diff: judged.diff }, poison: judged.poison,
+          expired: { ranges: got.expiry.ranges, reported: got.expiry.reportedExpired, lost: got.expiry.lost.length },
         };
       }));
       const outcome: RunOutcome = {
@@ -491,12 +547,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     print(`faults: ${faultsPlanned} planned, ${faultsInjected} happened, ${total('missed')} never happened (${
       Object.entries(plannedByKind).map(([k, n]) => `${k} ${byKind[k as FaultKind] ?? 0}/${n}`).join(', ')})`);
     if (total('missed') > 0) print(`FAILED: ${total('missed')} planned faults never happened: those runs did not test what they claim`);
+    const expired = outcomes.flatMap((o) => o.queries.map((q) => q.expired));
+    const lostToRetention = expired.reduce((n, e) => n + e.lost, 0);
+    print(`lost to retention, reported (skipped-then-expired): ${lostToRetention} records never committed, `
+      + `${expired.reduce((n, e) => n + e.reported, 0)} reported expired in ${expired.reduce((n, e) => n + e.ranges, 0)} skipped ranges `
+      + '(each: recorded, status unhealthy before and after, the re-drive\'s expired count and sequence range; nothing else missing)');
     const summaryLine = `runs=${options.runs} lost=${total('lost')} duplicated=${total('duplicated')} mismatched=${total('mismatched')}`;
     print(summaryLine);
     const ok = total('lost') + total('duplicated') + total('mismatched') + total('missed') === 0 && memoryMatches;
     return {
       seed, runs: outcomes, lost: total('lost'), duplicated: total('duplicated'), mismatched: total('mismatched'), missed: total('missed'), ok,
-      faultsInjected, faultsByKind: byKind, faultsPlannedByKind: plannedByKind, memory: { matches: memoryMatches, diff: memoryDiff, rows: memoryRows },
+      faultsInjected, faultsByKind: byKind, faultsPlannedByKind: plannedByKind, memory: { matches: memoryMatches, diff: memoryDiff, rows: memoryRows }, lostToRetention,
       records: records.length, summaryLine,
     };
   } finally {
@@ -599,6 +660,7 @@ function formatRun(o: RunOutcome, runs: number): string {
   const crashes = o.queries.reduce((n, q) => n + q.processesKilled, 0);
   const gaveUp = o.queries.reduce((n, q) => n + q.stats.failedBatches, 0);
   const perQuery = o.queries.map((q) => `${q.query}: ${q.rows} rows, ${q.history.writes} writes (${q.history.orphans} staged files left hidden), `
+    + `${q.expired.ranges > 0 ? `${q.expired.lost} records lost to retention and reported (${q.expired.reported} expired in ${q.expired.ranges} skipped ranges), ` : ''}`
     + `lost=${q.diff.lost} dup=${q.diff.duplicated} mismatch=${q.diff.mismatched}`).join('; ');
   return `run ${o.run}/${runs}: faults ${injected}/${planned} happened, ${crashes} processes killed, ${inv} invocations, ${retries} retries, ${bisects} bisects, `
     + `${gaveUp} batches given up | ${perQuery} | lost=${o.lost} duplicated=${o.duplicated} mismatched=${o.mismatched} missed=${o.missed} (${o.seconds.toFixed(1)} s)`;
