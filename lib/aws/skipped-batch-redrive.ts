@@ -58,6 +58,8 @@ export interface SkippedRedriveOptions {
   readonly shardId?: string;
   /** Only the range starting at this sequence number. */
   readonly firstSequenceNumber?: string;
+  /** Only the ranges this accepts. */
+  readonly only?: (range: SkippedRange) => boolean;
   readonly dryRun?: boolean;
   /** The query's source decoder: undecodable records are dead-lettered instead of put back. */
   readonly check?: RecordCheck;
@@ -95,7 +97,7 @@ export async function redriveSkippedBatches(
   const query = deployment.sluiceQuery;
   const store = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: query });
   const all = (await store.list()).filter((r) => (!options.shardId || r.shardId === options.shardId)
-    && (!options.firstSequenceNumber || r.firstSequenceNumber === options.firstSequenceNumber));
+    && (!options.firstSequenceNumber || r.firstSequenceNumber === options.firstSequenceNumber) && (options.only?.(r) ?? true));
   const sourceStreams = new Set([deployment.streamName, ...Object.values(deployment.sourceStreams ?? {})]);
   const ledgerPk = `${query}#redrive`;
   const ledger = await queryAll(clients.dynamodb, {

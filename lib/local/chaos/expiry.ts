@@ -83,9 +83,11 @@ export async function expireAndRedrive(options: {
   let reportedExpired = 0;
   const redriveClients = expiredView(options.clientOptions, expiring);
   try {
+    const key = (partitionId: string, first: string): string => `${partitionId}#${first}`;
+    const wanted = new Set(expiring.map((r) => key(r.partitionId, r.firstSequenceNumber)));
+    const report = await redriveSkippedBatches(redriveClients, deployment, { only: (r) => wanted.has(key(r.partitionId, r.firstSequenceNumber)) });
     for (const r of expiring) {
-      const report = await redriveSkippedBatches(redriveClients, deployment, { shardId: r.shardId, firstSequenceNumber: r.firstSequenceNumber });
-      const outcome = report.ranges[0]?.outcome;
+      const outcome = report.ranges.find((x) => x.partitionId === r.partitionId && x.first === r.firstSequenceNumber)?.outcome;
       reportedExpired += outcome?.expired ?? 0;
       if (!outcome || outcome.expired !== r.batchSize || outcome.redriven !== 0
         || outcome.expiredRange?.first !== r.firstSequenceNumber || outcome.expiredRange.last !== r.lastSequenceNumber) {
