@@ -329,7 +329,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         // The scheduled function, under its own fault plan: each attempt in a fresh container (a
         // kill leaves the rest of that attempt failing); EventBridge's next tick is the retry.
         const scheduledId = `${definition.name}/scheduled`;
-        const scheduledController = new FaultController(options.scheduledFaults === false ? [] : plans.get(scheduledId) ?? [], rnd);
+        // Not with two hops or more: how much of a chain's work its scheduled function finds depends
+        // on how far the stages' own invocations got, so a planned occurrence may never come
+        // (seed 1: 4 of 11 missed even in the first 40%). Its stages' functions are faulted.
+        const scheduledFaulted = options.scheduledFaults !== false && hops < 2;
+        const scheduledController = new FaultController(scheduledFaulted ? plans.get(scheduledId) ?? [] : [], rnd);
         let scheduledContainers = 0;
         const decorate = (sink: Sink): Sink => recordingSink(options.decorateSink ? options.decorateSink(sink, run) : sink, history);
         const tick = async (): Promise<void> => {
