@@ -28,6 +28,7 @@ const program = new Command()
   .option('--verbose', 'print every injected fault')
   .option('--trace', 'print every batch\'s progress')
   .option('--no-repartition', 'leave out the query with a repartition stage (hourly sales per product)')
+  .option('--no-stages', 'leave out the queries of several stages (a chain of two aggregates; a join of two streams, then an aggregate)')
   .option('--late-rows <n>', 'late rows put in wave 2, after every shard went idle', int(0), 3)
   .option('--events-per-store-hour <n>', 'average events per store and hour', int(1), 4)
   .option('--large', 'thousands of rows: 11 stores, 8 hours, 30 events per store and hour, batch size 100')
@@ -39,7 +40,7 @@ const program = new Command()
 
 const opts = program.opts<{
   seed: number; runs: number; shards: number; batchSize: number; stores: number; hours: number; extraFaults: number; verbose?: boolean; trace?: boolean;
-  lateRows: number; repartition: boolean; eventsPerStoreHour: number; large?: boolean; maxRetries: number; poison: number; scheduledFaults: boolean; reshard?: boolean;
+  lateRows: number; repartition: boolean; stages: boolean; eventsPerStoreHour: number; large?: boolean; maxRetries: number; poison: number; scheduledFaults: boolean; reshard?: boolean;
 }>();
 const large = opts.large === true;
 const given = (name: string): boolean => program.getOptionValueSource(name) === 'cli';
@@ -51,7 +52,7 @@ try {
     stores: large && !given('stores') ? 11 : Math.min(opts.stores, 11),
     hours: large && !given('hours') ? 8 : opts.hours,
     eventsPerStoreHour: large && !given('eventsPerStoreHour') ? 30 : opts.eventsPerStoreHour,
-    extraFaults: opts.extraFaults, verbose: opts.verbose === true, trace: opts.trace === true, lateRows: opts.lateRows, repartition: opts.repartition,
+    extraFaults: opts.extraFaults, verbose: opts.verbose === true, trace: opts.trace === true, lateRows: opts.lateRows, repartition: opts.repartition, stages: opts.stages,
     maxRetries: opts.maxRetries, poisonRecords: opts.poison, scheduledFaults: opts.scheduledFaults, reshard: opts.reshard === true,
   });
   // Loss, duplicates, mismatches, a planned fault that never happened, or memory disagreeing.

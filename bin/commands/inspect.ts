@@ -33,6 +33,9 @@ export function registerInspectCommands(program: Command): void {
           `skipped ranges waiting for a re-drive: ${status.skippedRanges.length}`,
           ...status.skippedRanges.map((r) => `  ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber} (${r.batchSize} record(s), `
             + `skipped ${formatTime(r.skippedAtMs)}): ${r.reason}`),
+          ...(status.lostRanges.length > 0 ? [`skipped ranges whose records expired before the re-drive (lost): ${status.lostRanges.length}`] : []),
+          ...status.lostRanges.map((r) => `  ${r.partitionId} ${r.outcome!.expiredRange?.first ?? r.firstSequenceNumber}..${r.outcome!.expiredRange?.last ?? r.lastSequenceNumber}`
+            + ` (${r.outcome!.expired} record(s) lost)`),
         ].join('\n'));
         process.exitCode = status.healthy ? EXIT.ok : EXIT.unhealthy;
       } finally {

@@ -15,7 +15,7 @@ function parseTime(value: string): number {
   return ms;
 }
 
-type RedriveOptions = AwsOptions & { since?: number; shard?: string; dryRun?: boolean; skipped?: boolean; queryModule?: string };
+type RedriveOptions = AwsOptions & { since?: number; shard?: string; dryRun?: boolean; skipped?: boolean; queryModule?: string; range?: string };
 
 export function registerRedriveCommand(program: Command): void {
   addAwsOptions(program
@@ -27,10 +27,12 @@ export function registerRedriveCommand(program: Command): void {
     .option('--since <time>', 'only records that arrived at or after this time', parseTime)
     .option('--shard <id>', 'only this shard\'s dead letters (or skipped ranges)')
     .option('--skipped', 're-drive the recorded skipped ranges (`sluice status` lists them) instead of the dead letters')
+    .option('--range <sequence number>', 'with --skipped: only the skipped range starting at this sequence number')
     .option('--query-module <file>', 'with --skipped: decode each record with this query module\'s source; what it refuses is dead-lettered with the reason')
     .option('--dry-run', 'list what would be re-driven'))
     .action(async (query: string, opts: RedriveOptions) => {
       if (opts.queryModule && !opts.skipped) throw new InvalidArgumentError('--query-module goes with --skipped.');
+      if (opts.range && !opts.skipped) throw new InvalidArgumentError('--range goes with --skipped.');
       if (opts.skipped && opts.since !== undefined) throw new InvalidArgumentError('--since filters dead letters; skipped ranges are re-driven whole.');
       const definition = opts.queryModule ? await importQueryModule(opts.queryModule) : undefined;
       const c = await connect(query, opts);
@@ -56,7 +58,9 @@ async function deadLetters(c: Connected, opts: RedriveOptions): Promise<void> {
 }
 
 async function skipped(c: Connected, opts: RedriveOptions, check: RecordCheck | undefined): Promise<void> {
-  const report: SkippedRedriveReport = await redriveSkippedBatches(c.clients, c.deployment, { shardId: opts.shard, dryRun: opts.dryRun, ...(check ? { check } : {}) });
+  const report: SkippedRedriveReport = await redriveSkippedBatches(c.clients, c.deployment, {
+    shardId: opts.shard, dryRun: opts.dryRun, ...(opts.range ? { firstSequenceNumber: opts.range } : {}), ...(check ? { check } : {}),
+  });
   print(opts, report, () => [
     `${opts.dryRun ? 'would re-drive' : 're-drove'} ${report.redriven} record(s) of ${report.ranges.filter((r) => r.outcome).length} skipped range(s)`,
     `dead-lettered: ${report.deadLettered} refused by the source, ${report.skippedAgain} skipped again after a re-drive`,
@@ -64,7 +68,8 @@ async function skipped(c: Connected, opts: RedriveOptions, check: RecordCheck | 
     `expired from the stream (lost): ${report.expired}`,
     `ranges re-driven before: ${report.alreadyRedriven}`,
     ...report.ranges.map((r) => `  ${r.partitionId} ${r.first}..${r.last}: ${r.outcome
-      ? `${r.outcome.redriven} re-driven, ${r.outcome.deadLettered + r.outcome.skippedAgain} dead-lettered, ${r.outcome.alreadyCommitted} committed, ${r.outcome.expired} expired`
+      ? `${r.outcome.redriven} re-driven, ${r.outcome.deadLettered + r.outcome.skippedAgain} dead-lettered, ${r.outcome.alreadyCommitted} committed, ${r.outcome.expired} expired${
+        r.outcome.expiredRange ? ` (lost: ${r.outcome.expiredRange.first}..${r.outcome.expiredRange.last})` : ''}`
       : ''}${r.note ? ` (${r.note})` : ''}`),
   ].join('\n'));
   // Records lost to retention, or a range that cannot be re-driven, need a person.

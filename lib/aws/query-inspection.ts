@@ -27,7 +27,10 @@ const STAGE2_PREFIX = 'state.';
 
 export interface PartitionStatus {
   readonly partitionId: string;
-  readonly stage: 1 | 2;
+  /** 1: a source stream's shard; 2, 3…: the stage reading internal stream 1, 2… */
+  readonly stage: number;
+  /** With several source streams, the source whose stream this shard is of. */
+  readonly source?: string;
   readonly shardId: string;
   readonly lastCommittedBatch: number | null;
   /** A batch planned and not committed (running now, or failed and to be retried). */
@@ -49,6 +52,11 @@ export interface QueryStatus {
   readonly skippedBatches: number | null;
   /** Skipped ranges recorded in the checkpoint table and not re-driven yet (`sluice redrive --skipped`). */
   readonly skippedRanges: readonly SkippedRange[];
+  /**
+   * Skipped ranges whose records expired from the stream before the re-drive read them: lost to
+   * retention, which Sluice cannot undo, and reported (unhealthy) so that the loss is never silent.
+   */
+  readonly lostRanges: readonly SkippedRange[];
   readonly healthy: boolean;
   readonly problems: readonly string[];
 }
@@ -75,11 +83,35 @@ export async function listPartitions(clients: AwsClients, deployment: Deployment
     client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: deployment.activeNamespace ?? deployment.sluiceQuery, idleTimeoutMs: 0,
   }).list();
   const ids = new Set(rows.map((r) => r.partitionId));
-  for (const shard of await listStreamShards(clients.kinesis, deployment.streamName)) ids.add(shard.ShardId!);
-  if (deployment.repartitionStreamName) {
-    for (const shard of await listStreamShards(clients.kinesis, deployment.repartitionStreamName)) ids.add(`${STAGE2_PREFIX}${shard.ShardId!}`);
+  // Each stream's shards under the partition ids their stage runs them as.
+  const sources = deployment.sourceStreams ? Object.entries(deployment.sourceStreams).map(([name, stream]) => [`${name}.`, stream] as const) : [['', deployment.streamName] as const];
+  const internal = internalStreamsOf(deployment).map((stream, k) => [k === 0 ? STAGE2_PREFIX : `stage${k + 2}.`, stream] as const);
+  for (const [prefix, stream] of [...sources, ...internal]) {
+    for (const shard of await listStreamShards(clients.kinesis, stream)) ids.add(`${prefix}${shard.ShardId!}`);
   }
   return { rows, ids: [...ids].sort() };
+}
+
+function internalStreamsOf(deployment: DeploymentDescriptor): readonly string[] {
+  return deployment.repartitionStreamNames ?? (deployment.repartitionStreamName ? [deployment.repartitionStreamName] : []);
+}
+
+/**
+ * Which stage and stream a checkpoint partition belongs to: `<shard>` (the one source stream),
+ * `<source>.<shard>` (one of several), `state.<shard>` (stage 2), `stage<N>.<shard>` (stage N).
+ */
+export function partitionStreamOf(deployment: DeploymentDescriptor, partitionId: string): { stage: number; shardId: string; streamName?: string; source?: string } {
+  const internal = internalStreamsOf(deployment);
+  if (partitionId.startsWith(STAGE2_PREFIX)) return { stage: 2, shardId: partitionId.slice(STAGE2_PREFIX.length), ...(internal[0] ? { streamName: internal[0] } : {}) };
+  const later = /^stage(\d+)\.(.+)$/.exec(partitionId);
+  if (later) {
+    const stage = Number(later[1]);
+    return { stage, shardId: later[2]!, ...(internal[stage - 2] ? { streamName: internal[stage - 2] } : {}) };
+  }
+  for (const [source, streamName] of Object.entries(deployment.sourceStreams ?? {})) {
+    if (partitionId.startsWith(`${source}.`)) return { stage: 1, shardId: partitionId.slice(source.length + 1), streamName, source };
+  }
+  return { stage: 1, shardId: partitionId, streamName: deployment.streamName };
 }
 
 export async function inspectQuery(clients: AwsClients, deployment: DeploymentDescriptor, options: InspectOptions = {}): Promise<QueryStatus> {
@@ -94,20 +126,18 @@ export async function inspectQuery(clients: AwsClients, deployment: DeploymentDe
     deadLettersByShard.set(shard, (deadLettersByShard.get(shard) ?? 0) + 1);
   }
   const partitions = await Promise.all(ids.map(async (partitionId): Promise<PartitionStatus> => {
-    const stage = partitionId.startsWith(STAGE2_PREFIX) ? 2 : 1;
-    const shardId = stage === 2 ? partitionId.slice(STAGE2_PREFIX.length) : partitionId;
+    const { stage, shardId, streamName, source } = partitionStreamOf(deployment, partitionId);
     const checkpoint = checkpointOf(clients, deployment, partitionId);
     const [commit, planned, progress] = await Promise.all([
       checkpoint.commitLog.getLatest(), checkpoint.offsetLog.getLatest(), checkpoint.readRecentProgress<StreamingQueryProgress>(),
     ]);
     const committedOffsets = commit ? (await checkpoint.offsetLog.get(commit[0])) : undefined;
     const row = rows.find((r) => r.partitionId === partitionId);
-    const streamName = stage === 2 ? deployment.repartitionStreamName : deployment.streamName;
     const lag = streamName && !row?.closed
       ? await lagOf(new KinesisShardReader(clients.kinesis, streamName), shardId, committedSequenceNumber(committedOffsets), options.lagCap ?? 10_000, nowMs)
       : null;
     return {
-      partitionId, stage, shardId,
+      partitionId, stage, shardId, ...(source ? { source } : {}),
       lastCommittedBatch: commit ? commit[0] : null,
       pendingBatch: planned && (!commit || planned[0] > commit[0]) ? planned[0] : null,
       watermarkMs: commit ? commit[1].nextBatchWatermarkMs : null,
@@ -119,9 +149,11 @@ export async function inspectQuery(clients: AwsClients, deployment: DeploymentDe
     };
   }));
   const skippedBatches = deployment.onFailureQueueUrl && options.sqs ? await queueDepth(options.sqs, deployment.onFailureQueueUrl) : null;
-  const skippedRanges = (await new SkippedBatchStore({
+  const ranges = await new SkippedBatchStore({
     client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: deployment.sluiceQuery,
-  }).list()).filter((r) => r.state === 'waiting');
+  }).list();
+  const skippedRanges = ranges.filter((r) => r.state === 'waiting');
+  const lostRanges = ranges.filter((r) => r.state === 'redriven' && (r.outcome?.expired ?? 0) > 0);
   const problems: string[] = [];
   if (skippedBatches) problems.push(`${skippedBatches} skipped batch(es) wait in the on-failure queue: their records were not processed`);
   if (skippedRanges.length > 0) {
@@ -129,13 +161,19 @@ export async function inspectQuery(clients: AwsClients, deployment: DeploymentDe
     problems.push(`${skippedRanges.length} skipped range(s) (${records} record(s)) were given up by the event source mapping and wait for \`sluice redrive --skipped\` `
       + 'while the stream retains them');
   }
+  for (const r of lostRanges) {
+    const lost = r.outcome!.expiredRange;
+    problems.push(`${r.outcome!.expired} record(s) of the skipped range ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber} expired from `
+      + `${r.streamName} before the re-drive read them: lost${lost ? ` (sequence numbers ${lost.first}..${lost.last})` : ''}`);
+  }
   for (const p of partitions) {
     if (p.lag && p.lag.ms > maxLagMs) problems.push(`${label(p)} is ${Math.round(p.lag.ms / 1000)} s behind its stream (over ${Math.round(maxLagMs / 1000)} s)`);
   }
-  return { query: deployment.sluiceQuery, partitions, deadLetters: deadLetterKeys.length, skippedBatches, skippedRanges, healthy: problems.length === 0, problems };
+  return { query: deployment.sluiceQuery, partitions, deadLetters: deadLetterKeys.length, skippedBatches, skippedRanges, lostRanges, healthy: problems.length === 0, problems };
 }
 
-export const label = (p: Pick<PartitionStatus, 'stage' | 'shardId'>): string => (p.stage === 2 ? `stage 2 ${p.shardId}` : p.shardId);
+export const label = (p: Pick<PartitionStatus, 'stage' | 'shardId' | 'source'>): string =>
+  (p.stage > 1 ? `stage ${p.stage} ${p.shardId}` : p.source ? `${p.source} ${p.shardId}` : p.shardId);
 
 function committedSequenceNumber(offsets: OffsetSeq | undefined): string | null {
   if (!offsets) return null;

@@ -57,6 +57,10 @@ export function sourceCheckOf(definition: QueryDefinition, deployment: Deploymen
 
 export interface SkippedRedriveOptions {
   readonly shardId?: string;
+  /** Only the range starting at this sequence number. */
+  readonly firstSequenceNumber?: string;
+  /** Only the ranges this accepts. */
+  readonly only?: (range: SkippedRange) => boolean;
   readonly dryRun?: boolean;
   /** The query's source decoder: undecodable records are dead-lettered instead of put back. */
   readonly check?: RecordCheck;
@@ -93,7 +97,8 @@ export async function redriveSkippedBatches(
 ): Promise<SkippedRedriveReport> {
   const query = deployment.sluiceQuery;
   const store = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: query });
-  const all = (await store.list()).filter((r) => !options.shardId || r.shardId === options.shardId);
+  const all = (await store.list()).filter((r) => (!options.shardId || r.shardId === options.shardId)
+    && (!options.firstSequenceNumber || r.firstSequenceNumber === options.firstSequenceNumber) && (options.only?.(r) ?? true));
   const sourceStreams = new Set([deployment.streamName, ...Object.values(deployment.sourceStreams ?? {})]);
   const ledgerPk = `${query}#redrive`;
   const ledger = await queryAll(clients.dynamodb, {
@@ -114,7 +119,11 @@ export async function redriveSkippedBatches(
       await redriveInternalRange(clients, deployment, store, range, records.filter((r) => !committed(r.sequenceNumber)), records.length, options, report);
       continue;
     }
-    const outcome = { redriven: 0, deadLettered: 0, alreadyCommitted: 0, expired: Math.max(0, range.batchSize - records.length), skippedAgain: 0 };
+    const expired = Math.max(0, range.batchSize - records.length);
+    const outcome = {
+      redriven: 0, deadLettered: 0, alreadyCommitted: 0, expired, skippedAgain: 0,
+      ...(expired > 0 ? { expiredRange: expiredRangeOf(range, records) } : {}),
+    };
     const letters: DeadLetterRecord[] = [];
     const toSend: ShardRecord[] = [];
     for (const record of records) {
@@ -213,6 +222,12 @@ function accumulate(report: { redriven: number; deadLettered: number; alreadyCom
   report.skippedAgain += o.skippedAgain;
 }
 
+/** Where the range's expired records were: from its first up to the first record still held. */
+function expiredRangeOf(range: SkippedRange, held: readonly ShardRecord[]): { first: string; last: string } {
+  const firstHeld = held.reduce<bigint | null>((min, r) => (min === null || BigInt(r.sequenceNumber) < min ? BigInt(r.sequenceNumber) : min), null);
+  return { first: range.firstSequenceNumber, last: firstHeld === null ? range.lastSequenceNumber : String(firstHeld - 1n) };
+}
+
 /** The range's records the stream still holds (none once the shard is past retention). */
 async function readRange(clients: AwsClients, range: SkippedRange): Promise<ShardRecord[]> {
   try {
@@ -230,7 +245,7 @@ async function readRange(clients: AwsClients, range: SkippedRange): Promise<Shar
  * Whether a sequence number of the range was committed by a batch of its partition after all: the
  * committed batches, newest first, back to the first one that ends before the range.
  */
-async function committedWithin(
+export async function committedWithin(
   clients: AwsClients, deployment: DeploymentDescriptor, range: SkippedRange, maxBatchesBack: number,
 ): Promise<(sequenceNumber: string) => boolean> {
   const checkpoint = checkpointOf(clients, deployment, range.partitionId);

@@ -57,6 +57,12 @@ export interface SkippedRangeOutcome {
   readonly alreadyCommitted: number;
   /** No longer in the stream (retention): lost, and said so. */
   readonly expired: number;
+  /**
+   * With `expired`, the sequence numbers they had: retention trims a shard from its oldest record,
+   * so the expired ones are the range's first, up to the first record still held (its number
+   * less one) or to the range's last.
+   */
+  readonly expiredRange?: { readonly first: string; readonly last: string };
   /** Records that were themselves re-driven once and were skipped again: not re-driven in a loop. */
   readonly skippedAgain: number;
   readonly atMs: number;

@@ -14,6 +14,7 @@ import { deploy, type Deployment } from '../support/aws-pipeline.js';
 import { canonicalRow, inMemoryJoin, joinEvents, joinQuery, prng, type JoinShape } from '../support/join-queries.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { col } from '../../lib/plan/functions.js';
+import { inspectQuery, label } from '../../lib/aws/query-inspection.js';
 
 const events = joinEvents(240, 11);
 const SHARD_COUNTS = (process.env.JOIN_SHARDS ?? '1,2,4').split(',').map(Number);
@@ -74,6 +75,22 @@ describe('stream-stream joins of two streams through the hop, on the emulators',
       }
     }, 900_000);
   }
+
+  it('sluice status of a join of two streams: each source stream\'s shards under their own partitions, the join\'s stage beside them', async () => {
+    const query = joinQuery('join-status', 'inner');
+    const d = await deploy(emulators, query, 2, { repartitionShards: 1, expectedShardCount: undefined });
+    const rand = prng(3);
+    await d.put(events.orders.slice(0, 20).map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'orders');
+    await d.put(events.payments.slice(0, 20).map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'payments');
+    await d.drain({ batchSize: 25 });
+    // It read every partition id as a shard of the first stream, and failed on `orders.shardId-…`.
+    const status = await inspectQuery(d.clients, { ...d.config, sluiceQuery: query.name });
+    expect(status.partitions.map((p) => label(p)).sort()).toEqual([
+      'orders shardId-000000000000', 'orders shardId-000000000001', 'payments shardId-000000000000', 'payments shardId-000000000001', 'stage 2 shardId-000000000000',
+    ]);
+    expect(status.partitions.every((p) => p.lag !== null && p.lag.records === 0)).toBe(true);
+    expect(status.partitions.filter((p) => p.lastCommittedBatch !== null).length).toBeGreaterThanOrEqual(3);
+  }, 300_000);
 
   it('a union of the two streams (stateless) runs in one stage on each stream\'s shards: every row once, no hop', async () => {
     const query = defineQuery({

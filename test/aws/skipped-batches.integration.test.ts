@@ -12,6 +12,7 @@ import { createOnFailureHandler } from '../../lib/aws/on-failure-handler.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
 import { SkippedBatchStore } from '../../lib/aws/skipped-batches.js';
 import { redriveSkippedBatches } from '../../lib/aws/skipped-batch-redrive.js';
+import { inspectQuery } from '../../lib/aws/query-inspection.js';
 import { deliverToOnFailureHandler, onFailureRecordOf, sqsEventOf } from '../../lib/local/on-failure-destination.js';
 import type { BatchFailureInfo } from '../../lib/local/event-source-mapping.js';
 import type { KinesisStreamEvent } from 'aws-lambda';
@@ -87,13 +88,24 @@ describe('redriveSkippedBatches', () => {
     expect((await store.list()).map((r) => [r.firstSequenceNumber, r.lastSequenceNumber])).toEqual([[seqs[3], seqs[5]], gone]);
 
     const descriptor = { ...config, sluiceQuery: QUERY };
+    const before = await inspectQuery(clients, descriptor);
+    expect({ healthy: before.healthy, waiting: before.skippedRanges.length, lost: before.lostRanges.length }).toEqual({ healthy: false, waiting: 2, lost: 0 });
     const report = await redriveSkippedBatches(clients, descriptor);
     expect(report).toMatchObject({ redriven: 0, deadLettered: 0, alreadyCommitted: 3, expired: 2, skippedAgain: 0, alreadyRedriven: 0 });
     expect(report.ranges.map((r) => r.outcome)).toEqual([
       { redriven: 0, deadLettered: 0, alreadyCommitted: 3, expired: 0, skippedAgain: 0 },
-      { redriven: 0, deadLettered: 0, alreadyCommitted: 0, expired: 2, skippedAgain: 0 },
+      { redriven: 0, deadLettered: 0, alreadyCommitted: 0, expired: 2, skippedAgain: 0, expiredRange: { first: gone[0], last: gone[1] } },
     ]);
     expect((await store.list()).map((r) => r.state)).toEqual(['redriven', 'redriven']);
+    // Lost to retention: the query stays unhealthy, naming the lost sequence numbers; the re-driven committed range is done.
+    const after = await inspectQuery(clients, descriptor);
+    expect(after.healthy).toBe(false);
+    expect(after.skippedRanges).toEqual([]);
+    expect(after.lostRanges.map((r) => [r.firstSequenceNumber, r.outcome?.expired])).toEqual([[gone[0], 2]]);
+    expect(after.problems.filter((p) => /expired/.test(p))).toEqual([
+      `2 record(s) of the skipped range shardId-000000000000 ${gone[0]}..${gone[1]} expired from ${config.streamName} before the re-drive read them: lost `
+      + `(sequence numbers ${gone[0]}..${gone[1]})`,
+    ]);
     expect(await redriveSkippedBatches(clients, descriptor)).toMatchObject({ ranges: [], alreadyRedriven: 2 });
     // Nothing was put back: the shard holds the six records it had.
     const shardId = (await clients.kinesis.send(new ListShardsCommand({ StreamName: config.streamName }))).Shards![0]!.ShardId!;

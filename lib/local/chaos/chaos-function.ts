@@ -14,7 +14,7 @@
  *   the event source mapping answers by bisecting the batch), a lost response (afterInvoke hook).
  */
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
-import type { StreamingQueryDefinition } from '../../query/query-definition.js';
+import type { QueryDefinition } from '../../query/query-definition.js';
 import { compileForDeployment } from '../../query/compiled-query.js';
 import { createAwsClients, type AwsClientOptions, type AwsClients } from '../../aws/clients.js';
 import { DynamoDbCheckpoint } from '../../aws/dynamodb-checkpoint.js';
@@ -44,7 +44,7 @@ interface Container {
 }
 
 export interface ChaosFunctionOptions {
-  readonly definition: StreamingQueryDefinition;
+  readonly definition: QueryDefinition;
   /**
    * Which function of the deployment: the source stream's (the whole query, or stage 1 when it
    * has a repartition stage) or the internal repartition stream's (stage 2). Default 'source'.
@@ -78,6 +78,11 @@ export class ChaosFunction {
   private readonly zombies = new Set<Promise<unknown>>();
   /** Poison-record invocations (each a function error). */
   poisonCrashes = 0;
+  /**
+   * Records of this function's stream it fails on every time ('skipped-then-expired'), by
+   * `<shard>#<sequence number>`: the payload (UTF-8).
+   */
+  readonly outage = new Map<string, { readonly shardId: string; readonly sequenceNumber: string; readonly data: string }>();
   /** Containers started (one per shard + one per simulated crash). */
   get containers(): number { return this.containerCount; }
   /** Simulated process deaths (kills and crashes), each followed by a cold container. */
@@ -103,7 +108,17 @@ export class ChaosFunction {
       this.replace(container, 'poison record');
       throw new Error('Runtime exited with error: signal: killed (chaos: a poison record in the event)');
     }
+    const outageKey = (r: KinesisStreamEvent['Records'][number]): string => `${shardIdOf(r)}#${r.kinesis.sequenceNumber}`;
+    if (event.Records.some((r) => this.outage.has(outageKey(r)))) {
+      throw new Error('chaos: the function fails on these records until the event source mapping gives them up (an outage)');
+    }
     const fault = controller.hit('invocation', () => `${shardId}, ${event.Records.length} records from ${event.Records[0]?.kinesis.sequenceNumber.slice(-6)}`);
+    if (fault?.kind === 'skipped-then-expired') {
+      for (const r of event.Records) {
+        this.outage.set(outageKey(r), { shardId: shardIdOf(r), sequenceNumber: r.kinesis.sequenceNumber, data: Buffer.from(r.kinesis.data, 'base64').toString('utf8') });
+      }
+      throw new Error('chaos: an outage starts: the function fails on these records until the event source mapping gives them up');
+    }
     if (fault?.kind === 'crash-before-run') {
       this.replace(container, 'crash before run');
       throw new Error('chaos: the runtime crashed before running the handler');

@@ -73,6 +73,14 @@ export const FAULT_KINDS = [
    * state, after them (lib/aws/reshard-guard.ts).
    */
   'reshard-mid-run',
+  /**
+   * A source function fails on this invocation's records every time (an outage that outlasts the
+   * mapping's retries): the mapping gives the batch up, the on-failure function records the range,
+   * and the records expire from the stream before `sluice redrive --skipped` reads them. Lost to
+   * retention, which Sluice cannot prevent: the harness checks the loss is reported (status
+   * unhealthy, the re-drive's expired count and sequence range), never silent, and nothing else lost.
+   */
+  'skipped-then-expired',
 ] as const;
 
 /**
@@ -129,7 +137,11 @@ export const FAULT_POINT: Record<FaultKind, FaultPoint> = {
   'zombie-wakes-late': 'sink-attempt',
   'clock-skew': 'invocation',
   'reshard-mid-run': 'invocation',
+  'skipped-then-expired': 'invocation',
 };
+
+/** Kinds a source stream's function only can meet (a stage reading an internal stream cannot be re-driven). */
+export const SOURCE_ONLY_KINDS: readonly FaultKind[] = ['skipped-then-expired'];
 
 export const isKill = (kind: FaultKind): boolean => kind.startsWith('kill-') || kind.endsWith('-mid-write');
 
@@ -149,11 +161,14 @@ export type PointCounts = Partial<Record<FaultPoint, number>>;
  * plus `extra` more of random kinds, each at a random occurrence. Two faults never share an
  * occurrence of one point.
  */
-export function planFaults(rnd: () => number, counts: PointCounts, extra = 2, optIn: readonly FaultKind[] = []): PlannedFault[] {
+export function planFaults(
+  rnd: () => number, counts: PointCounts, extra = 2, optIn: readonly FaultKind[] = [], excluded: readonly FaultKind[] = [], within = 0.7,
+): PlannedFault[] {
   // A point met once or twice without faults (a snapshot the scheduled function happened to
   // write) may not come at all once faults move work elsewhere: a fault planned there would be
   // missed by chance, not by a bug.
-  const usable = FAULT_KINDS.filter((k) => (counts[FAULT_POINT[k]] ?? 0) >= MIN_OCCURRENCES && (!OPT_IN_KINDS.includes(k) || optIn.includes(k)));
+  const usable = FAULT_KINDS.filter((k) => (counts[FAULT_POINT[k]] ?? 0) >= MIN_OCCURRENCES
+    && (!OPT_IN_KINDS.includes(k) || optIn.includes(k)) && !excluded.includes(k));
   const kinds = [...usable];
   for (let i = 0; i < extra && usable.length > 0; i++) kinds.push(pick(rnd, usable));
   const taken = new Set<string>();
@@ -164,7 +179,7 @@ export function planFaults(rnd: () => number, counts: PointCounts, extra = 2, op
     // Uniform over the first 70% of the occurrences the fault-free run met: a run with faults
     // retries and splits batches, so it meets at least those (a fault whose occurrence never
     // comes fails the run), and the early ones are hit as often as the late ones.
-    const last = Math.max(0, Math.floor((n - 1) * 0.7));
+    const last = Math.max(0, Math.floor((n - 1) * within));
     for (let attempt = 0; attempt < 8; attempt++) {
       const at = randomInt(rnd, 0, last);
       if (taken.has(`${point}#${at}`)) continue;

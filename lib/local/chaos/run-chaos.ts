@@ -11,14 +11,19 @@
  *     hourly sales per store in append mode → S3 files and in update mode → DynamoDB upserts, and
  *     hourly sales per product (update → DynamoDB), whose state is not keyed by the stream's
  *     partition key: it runs with a repartition stage, stage 1 on the source shards routing rows
- *     through an internal stream to stage 2 (a second function, the repartition handler). It must
- *     agree with the reference, and it counts the fault points;
+ *     through an internal stream to stage 2 (a second function, the repartition handler); with
+ *     `stages` (default) also a chain of two aggregates (three stages, two internal streams) and
+ *     a join of the sales stream with a payments stream, then an aggregate (a source stage per
+ *     stream, the join's stage, the aggregate's), every stream read by its own faulted function
+ *     (staged-queries.ts). It must agree with the reference, and it counts the fault points;
  *   - runs 1..R, each on fresh tables and S3 prefixes, with faults planned from the seed at those
  *     points (see faults.ts). After the shards are drained, the scheduled handler runs once
  *     (fault-free), then the sinks and the dead letters are read as a consumer would and compared
- *     with run 0: rows lost, duplicated, mismatched.
+ *     with run 0: rows lost, duplicated, mismatched. A query whose records expired while skipped
+ *     ('skipped-then-expired', expiry.ts) is compared with the in-memory answer without them,
+ *     once the harness checked that their loss was reported.
  */
-import type { StreamingQueryDefinition } from '../../query/query-definition.js';
+import { isMultiSource, type QueryDefinition } from '../../query/query-definition.js';
 import { createAwsClients, type AwsClients } from '../../aws/clients.js';
 import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
@@ -43,11 +48,13 @@ import { compileQuery } from '../../query/compiled-query.js';
 import { formatProgressLine } from '../dev/report.js';
 import { addDiff, compareDeadLetters, compareRows, emptyDiff, type Diff } from './compare.js';
 import { ChaosFunction } from './chaos-function.js';
-import { ChaosKill, FaultController, planFaults, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault } from './faults.js';
+import { ChaosKill, FaultController, planFaults, SOURCE_ONLY_KINDS, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault } from './faults.js';
+import { expireAndRedrive, type ExpiryOutcome, type OutageRecord } from './expiry.js';
 import { SinkHistory, type HistoryFigures } from './history.js';
 import { instrumentClients, type ContainerHandle } from './instrument.js';
 import type { Sink, SinkBatch } from '../../sinks/sink.js';
-import { keyColumnsOf, runInMemory, type PlacedRecord } from './memory-reference.js';
+import { keyColumnsOf, runInMemory, runMultiSourceInMemory, type PlacedRecord } from './memory-reference.js';
+import { chainedAggregatesQuery, generatePayments, joinThenAggregateQuery, withSaleIds } from './staged-queries.js';
 
 export interface ChaosOptions {
   readonly seed: number;
@@ -68,6 +75,11 @@ export interface ChaosOptions {
   readonly lateRows?: number;
   /** Also run hourly sales per product, which needs a repartition stage (default true). */
   readonly repartition?: boolean;
+  /**
+   * Also run the queries of several stages (default true): a chain of two aggregates (3 stages)
+   * and a join of the sales stream with a payments stream, then an aggregate (4 stages).
+   */
+  readonly stages?: boolean;
   /**
    * Retries of a failed batch before the event source mapping gives up and sends it to the
    * on-failure destination (default 4; Lambda's maximumRetryAttempts). -1 retries forever.
@@ -108,6 +120,8 @@ export interface QueryOutcome {
   readonly poison: {
     readonly planned: number; readonly deadLettered: number; readonly others: number; readonly recordedAsSkipped: number; readonly skippedRanges: number;
   };
+  /** 'skipped-then-expired': skipped ranges that expired, records the re-drive reported expired, records really lost (never committed). */
+  readonly expired: { readonly ranges: number; readonly reported: number; readonly lost: number };
 }
 
 export interface RunOutcome {
@@ -136,6 +150,8 @@ export interface ChaosReport {
   /** The fault-free emulator run against the in-memory engine. */
   readonly memory: { readonly matches: boolean; readonly diff: Diff; readonly rows: Record<string, number> };
   readonly records: number;
+  /** Records lost to retention after a skip, and reported as such (not counted in `lost`: see expiry.ts). */
+  readonly lostToRetention: number;
   readonly summaryLine: string;
 }
 
@@ -158,6 +174,8 @@ interface QueryRun {
   /** The batches the event source mappings gave up on, and the skipped ranges the on-failure handler recorded. */
   readonly gaveUp: readonly GaveUp[];
   readonly recordedSkips: readonly SkippedRange[];
+  /** 'skipped-then-expired': what expired, what the status and the re-drive said. */
+  readonly expiry: ExpiryOutcome;
 }
 
 interface GaveUp {
@@ -166,6 +184,7 @@ interface GaveUp {
   readonly first: string;
   readonly last: string;
   readonly payloads: readonly string[];
+  readonly records: readonly { readonly sequenceNumber: string; readonly data: string }[];
 }
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
@@ -174,14 +193,22 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const batchSize = options.batchSize ?? 10;
   const seed = options.seed;
   const storeNames = [...DEFAULT_STORES, 'harbor', 'airport', 'mall', 'station', 'campus'].slice(0, options.stores ?? 6);
-  const records = generateSalesEvents({
+  const staged = options.stages !== false;
+  const generated = generateSalesEvents({
     seed, stores: storeNames, hours: options.hours ?? 4, eventsPerStoreHour: options.eventsPerStoreHour ?? 4, lateRows: options.lateRows ?? 3, malformed: 2,
   });
-  const queries: StreamingQueryDefinition[] = [
+  // The join needs a key in each sale; the other queries ignore it.
+  const records = staged ? withSaleIds(generated) : generated;
+  // The second stream of the join: payments of the sales of wave 1.
+  const payments = staged ? generatePayments(records, seed) : [];
+  const queries: QueryDefinition[] = [
     hourlySalesQuery('append', 'chaos-archive'),
     hourlySalesQuery('update', 'chaos-live'),
     ...(options.repartition === false ? [] : [hourlySalesPerProductQuery('chaos-per-product')]),
+    ...(staged ? [chainedAggregatesQuery('chaos-chain'), joinThenAggregateQuery('chaos-join')] : []),
   ];
+  /** Hops per query on these shards: one internal stream each. */
+  const hopsOf = new Map(queries.map((q) => [q.name, compileQuery(q, { expectedShardCount: shards, allowRepartition: true }).hops.length]));
   const keyColumns = new Map(queries.map((q) => [q.name, keyColumnsOf(q)]));
   const maxRetries = options.maxRetries ?? 4;
   // Poison records: on-time events of wave 1 with a payload no other record has, from the seed.
@@ -199,9 +226,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const base = localDeployment(`chaos-${seed}-${Date.now().toString(36)}`);
     await Promise.all([ensureBucket(clients.s3, base.sinkBucket), ensureBucket(clients.s3, base.deadLetterBucket)]);
     print(`chaos: seed ${seed}, ${records.length} records (${records.filter((r) => r.kind === 'malformed').length} malformed, ${poison.size} poison, `
-      + `${records.filter((r) => r.kind === 'late').length} late in wave 2) on ${shards} shards, `
+      + `${records.filter((r) => r.kind === 'late').length} late in wave 2)${payments.length > 0 ? ` and ${payments.length} payments` : ''} on ${shards} shards per stream, `
       + `batch size ${batchSize}, ${maxRetries < 0 ? 'unlimited' : maxRetries} retries; queries ${queries.map((q) => `${q.name} (${q.outputMode} → ${q.sink.kind}${
-        compileQuery(q, { expectedShardCount: shards, allowRepartition: true }).needsRepartition ? ', via a repartition stage' : ''})`).join(', ')}; `
+        hopsOf.get(q.name)! > 0 ? `, ${hopsOf.get(q.name)! + 1} stages` : ''}${isMultiSource(q) ? `, ${Object.keys(q.sources).length} source streams` : ''})`).join(', ')}; `
       + `emulators ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
     const observability = quietObservability('chaos', (message, error) => {
@@ -210,21 +237,30 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const trace = (line: string): void => { if (options.trace) print(`      +${((Date.now() - t0) / 1000).toFixed(1)}s ${line}`); };
 
     /** One run: a fresh stream, tables and prefixes; both queries under their fault plans. */
-    const runOnce = async (run: number, plans: ReadonlyMap<string, PlannedFault[]>): Promise<{ queries: Map<string, QueryRun>; placed: PlacedRecord[] }> => {
+    const runOnce = async (run: number, plans: ReadonlyMap<string, PlannedFault[]>): Promise<{ queries: Map<string, QueryRun>; placed: PlacedRecord[]; placedPayments: PlacedRecord[] }> => {
       const d = {
         ...base, streamName: `${base.streamName}-r${run}`,
         checkpointTable: `${base.checkpointTable}-r${run}`, stateTable: `${base.stateTable}-r${run}`, sinkTable: `${base.sinkTable}-r${run}`,
       };
+      const paymentsStream = `${d.streamName}-payments`;
       await Promise.all([
         createStreamAndWait(clients!.kinesis, d.streamName, shards),
+        payments.length > 0 ? createStreamAndWait(clients!.kinesis, paymentsStream, shards) : undefined,
         ensureTables(clients!.dynamodb, { checkpointTable: d.checkpointTable, stateTable: d.stateTable, maxWaitSeconds: 60 }),
       ]);
       const wave1 = records.filter((r) => r.wave === 1);
       const put = await putSampleRecords(clients!, d.streamName, wave1);
       const placed: PlacedRecord[] = wave1.map((r, i) => ({ ...put[i]!, partitionKey: r.partitionKey, data: r.data }));
+      const putPayments = await putSampleRecords(clients!, paymentsStream, payments);
+      const placedPayments: PlacedRecord[] = payments.map((r, i) => ({ ...putPayments[i]!, partitionKey: r.partitionKey, data: r.data }));
       const rnd = createPrng(seed * 7919 + run);
       const parts = await Promise.all(queries.map(async (definition) => {
-        const needsRepartition = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true }).needsRepartition;
+        const hops = hopsOf.get(definition.name)!;
+        // One internal stream per hop (the first keeps the name it had with one hop).
+        const internalStreams = Array.from({ length: hops }, (_, k) => `${d.streamName}-${definition.name}-internal${k === 0 ? '' : `-${k + 1}`}`);
+        const sourceStreams: Record<string, string> = isMultiSource(definition)
+          ? Object.fromEntries(Object.keys(definition.sources).map((name) => [name, name === 'payments' ? paymentsStream : d.streamName]))
+          : {};
         const config: RuntimeConfig = {
           ...localRuntimeConfig(
             {
@@ -233,7 +269,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             },
             { shards, idleShardTimeoutMs: 0, snapshotEveryBatches: 3 },
           ),
-          ...(needsRepartition ? { repartitionStreamName: `${d.streamName}-${definition.name}-internal` } : {}),
+          ...(hops > 0 ? { repartitionStreamName: internalStreams[0]! } : {}),
+          ...(hops > 1 ? { repartitionStreamNames: internalStreams } : {}),
+          ...(isMultiSource(definition) ? { sourceStreams } : {}),
         };
         const history = new SinkHistory(keyColumns.get(definition.name)!, definition.sink.kind === 'dynamodb' ? '' : sinkPrefixOf(definition, config));
         const discarded: string[] = [];
@@ -243,24 +281,30 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         const onFailure = async (info: BatchFailureInfo): Promise<void> => {
           const payloads = info.records.map((r) => Buffer.from(r.kinesis.data, 'base64').toString('utf8'));
           discarded.push(...payloads);
-          gaveUp.push({ streamName: streamNameOfArn(info.streamArn), shardId: info.shardId, first: info.startSequenceNumber, last: info.endSequenceNumber, payloads });
+          gaveUp.push({
+            streamName: streamNameOfArn(info.streamArn), shardId: info.shardId, first: info.startSequenceNumber, last: info.endSequenceNumber, payloads,
+            records: info.records.map((r, i) => ({ sequenceNumber: r.kinesis.sequenceNumber, data: payloads[i]! })),
+          });
           await deliverToOnFailureHandler(onFailureHandler, info);
           trace(`r${run} ${definition.name} gave up on ${info.shardId} ${info.startSequenceNumber.slice(-6)}..${info.endSequenceNumber.slice(-6)} (${info.batchSize} records): ${info.reason}`);
         };
         await Promise.all([
           // Each query has its own sink table, as each deployment has.
           definition.sink.kind === 'dynamodb' ? ensureTables(clients!.dynamodb, { checkpointTable: d.checkpointTable, stateTable: d.stateTable, sinkTable: config.sinkTable, maxWaitSeconds: 60 }) : undefined,
-          config.repartitionStreamName ? createStreamAndWait(clients!.kinesis, config.repartitionStreamName, shards) : undefined,
+          ...internalStreams.map((name) => createStreamAndWait(clients!.kinesis, name, shards)),
         ]);
         const onInvocation = (shardId: string, result: ShardInvocationResult): void => {
           const where = result.stage.label(shardId);
           for (const p of result.progress) trace(`r${run} ${definition.name} ${formatProgressLine(where, p)}`);
           if (result.error) trace(`r${run} ${definition.name} [${where}] error: ${result.error.message.split('\n')[0]}`);
         };
-        // The source stream's function, and with a repartition stage the internal stream's.
+        // The source stream's function (one per source stream: its own mapping, containers and
+        // faults), and per hop the function of the stage reading that internal stream.
         const functions = [
-          { id: definition.name, kind: 'source' as const, streamName: d.streamName },
-          ...(config.repartitionStreamName ? [{ id: `${definition.name}/stage-2`, kind: 'repartition' as const, streamName: config.repartitionStreamName }] : []),
+          ...(isMultiSource(definition)
+            ? Object.entries(sourceStreams).map(([source, streamName]) => ({ id: `${definition.name}/${source}`, kind: 'source' as const, streamName }))
+            : [{ id: definition.name, kind: 'source' as const, streamName: d.streamName }]),
+          ...internalStreams.map((streamName, k) => ({ id: `${definition.name}/stage-${k + 2}`, kind: 'repartition' as const, streamName })),
         ].map((f) => {
           const controller = new FaultController(plans.get(f.id) ?? [], rnd);
           // A split while the stream has its first shard count or fewer open shards, else a merge.
@@ -285,7 +329,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         // The scheduled function, under its own fault plan: each attempt in a fresh container (a
         // kill leaves the rest of that attempt failing); EventBridge's next tick is the retry.
         const scheduledId = `${definition.name}/scheduled`;
-        const scheduledController = new FaultController(options.scheduledFaults === false ? [] : plans.get(scheduledId) ?? [], rnd);
+        // Not with two hops or more: how much of a chain's work its scheduled function finds depends
+        // on how far the stages' own invocations got, so a planned occurrence may never come
+        // (seed 1: 4 of 11 missed even in the first 40%). Its stages' functions are faulted.
+        const scheduledFaulted = options.scheduledFaults !== false && hops < 2;
+        const scheduledController = new FaultController(scheduledFaulted ? plans.get(scheduledId) ?? [] : [], rnd);
         let scheduledContainers = 0;
         const decorate = (sink: Sink): Sink => recordingSink(options.decorateSink ? options.decorateSink(sink, run) : sink, history);
         const tick = async (): Promise<void> => {
@@ -350,20 +398,30 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           await settle();
         }
         for (const p of parts) await p.tick();
+        // Skipped ranges of an outage ('skipped-then-expired'): retention passes them, then the re-drive.
+        const expiries = new Map<string, ExpiryOutcome>();
+        for (const p of parts) {
+          const outage: OutageRecord[] = p.functions.flatMap((f) => [...f.fn.outage.values()].map((o) => ({ ...o, streamName: f.streamName })));
+          expiries.set(p.definition.name, await expireAndRedrive({
+            clients: clients!, clientOptions: emulators!.clientOptions, deployment: { ...p.config, sluiceQuery: p.definition.name }, outage, gaveUp: p.gaveUp, poison,
+          }));
+        }
+        // Nothing was put back; if something was, it is processed and shows in the comparison.
+        await drain();
         const out = new Map<string, QueryRun>();
         for (const p of parts) {
           const [contents, deadLetters] = await Promise.all([readSinkContents(clients!, p.definition, p.config), readDeadLetterContents(clients!, p.config)]);
           out.set(p.definition.name, {
-            rows: contents.rows, deadLetters, history: p.history, discarded: p.discarded, gaveUp: p.gaveUp,
+            rows: contents.rows, deadLetters, history: p.history, discarded: p.discarded, gaveUp: p.gaveUp, expiry: expiries.get(p.definition.name)!,
             recordedSkips: await new SkippedBatchStore({ client: clients!.dynamodb, checkpointTable: d.checkpointTable, queryName: p.definition.name }).list(),
-            committed: await committedBatches(clients!, d.checkpointTable, p.definition.name, p.config.repartitionStreamName ? 'state' : 'source'),
+            committed: await committedBatches(clients!, d.checkpointTable, p.definition.name, hopsOf.get(p.definition.name)!),
             functions: [
               ...p.functions.map((f) => ({ id: f.id, controller: f.controller, stats: f.esm.stats, processesKilled: f.fn.processesKilled })),
               { id: `${p.definition.name}/scheduled`, controller: p.scheduledController, stats: sumStats([]), processesKilled: 0 },
             ],
           });
         }
-        return { queries: out, placed };
+        return { queries: out, placed, placedPayments };
       } finally {
         await Promise.allSettled(mappings.map((m) => m.stop()));
         await Promise.allSettled(parts.flatMap((p) => p.functions.map((f) => f.fn.wakeZombies())));
@@ -373,13 +431,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     // Run 0: fault-free.
     const t1 = Date.now();
-    const { queries: baseline, placed } = await runOnce(0, new Map());
+    const { queries: baseline, placed, placedPayments } = await runOnce(0, new Map());
 
     // The reference: the same records, in the order they were put, through the engine in memory.
     const reference = new Map<string, { rows: Record<string, unknown>[]; deadLetters: DeadLetterRecord[] }>();
     // Poison records never reach a sink: they end in the on-failure destination.
     const clean = placed.filter((r) => !poison.has(r.data));
-    for (const q of queries) reference.set(q.name, await runInMemory(q, clean, { batchSize }));
+    const wave1Count = records.filter((r) => r.wave === 1).length;
+    for (const q of queries) {
+      reference.set(q.name, isMultiSource(q)
+        // Several streams: each wave of both streams at once (the join's answer does not depend on batches).
+        ? await runMultiSourceInMemory(q, [{ sales: placed.slice(0, wave1Count).filter((r) => !poison.has(r.data)), payments: placedPayments }, { sales: placed.slice(wave1Count) }])
+        : await runInMemory(q, clean, { batchSize }));
+    }
     const memoryDiff = emptyDiff();
     const memoryRows: Record<string, number> = {};
     for (const q of queries) {
@@ -405,23 +469,52 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const counts = new Map<string, Partial<Record<FaultPoint, number>>>(
       [...baseline.values()].flatMap((b) => b.functions.map((f) => [f.id, { ...f.controller.counts }] as const)),
     );
+    /** The in-memory answer without `lost` (payloads, each once), and the fault-free run's dead letters without them. */
+    const expectedWithout = async (q: QueryDefinition, lost: readonly string[]): Promise<{ rows: Record<string, unknown>[]; deadLetters: DeadLetterRecord[] }> => {
+      const without = (list: readonly PlacedRecord[]): PlacedRecord[] => {
+        const left = new Map<string, number>();
+        for (const d of lost) left.set(d, (left.get(d) ?? 0) + 1);
+        return list.filter((r) => {
+          const n = left.get(r.data) ?? 0;
+          if (n > 0) left.set(r.data, n - 1);
+          return n === 0;
+        });
+      };
+      const rows = isMultiSource(q)
+        ? (await runMultiSourceInMemory(q, [
+          { sales: without(placed.slice(0, wave1Count).filter((r) => !poison.has(r.data))), payments: without(placedPayments) },
+          { sales: without(placed.slice(wave1Count)) },
+        ])).rows
+        : (await runInMemory(q, without(clean), { batchSize })).rows;
+      const gone = new Set(lost);
+      return { rows, deadLetters: baseline.get(q.name)!.deadLetters.filter((d) => !gone.has(Buffer.from(d.dataBase64, 'base64').toString('utf8'))) };
+    };
     const outcomes: RunOutcome[] = [];
     const byKind: Partial<Record<FaultKind, number>> = {};
     const plannedByKind: Partial<Record<FaultKind, number>> = {};
     for (let run = 1; run <= options.runs; run++) {
       const planRnd = createPrng(seed * 104_729 + run);
       const plans = new Map([...counts].map(([id, c]) => {
-        const plan = planFaults(planRnd, c, options.extraFaults ?? 2, options.reshard ? ['reshard-mid-run'] : []);
+        // A stage reading an internal stream has no re-drive; the scheduled function no mapping.
+        const sourceFunction = !/\/(stage-\d+|scheduled)$/.test(id);
+        // The scheduled function's share of the work shrinks when faults make the stages' own
+        // invocations do more of it (a chain of stages most): its faults land in the first 40%.
+        // A reshard of an internal stream under join state is not supported yet (issue 12): not planned there.
+        const joinHop = id.endsWith('/stage-2') && isMultiSource(queries.find((q) => id.startsWith(`${q.name}/`))!);
+        const plan = planFaults(planRnd, c, options.extraFaults ?? 2, options.reshard && !joinHop ? ['reshard-mid-run'] : [], sourceFunction ? [] : SOURCE_ONLY_KINDS,
+          id.endsWith('/scheduled') ? 0.4 : 0.7);
         return [id, options.alterPlan ? options.alterPlan(run, id, plan) : plan] as const;
       }));
       const started = Date.now();
       const result = (await runOnce(run, plans)).queries;
       const qs: QueryOutcome[] = await Promise.all(queries.map(async (q) => {
         const got = result.get(q.name)!;
-        const want = baseline.get(q.name)!;
+        // Records lost to retention (reported, see expiry.ts): the answer without them.
+        const want = got.expiry.lost.length === 0 ? baseline.get(q.name)! : await expectedWithout(q, got.expiry.lost);
         const diff = addDiff(compareRows(want.rows, got.rows, keyColumns.get(q.name)!), compareDeadLetters(want.deadLetters, got.deadLetters));
         const judged = await judgeRun(got, poison);
         addDiff(diff, { ...judged.diff, examples: [...judged.diff.examples] });
+        addDiff(diff, got.expiry.diff);
         const injected = got.functions.flatMap((f) => f.controller.injected.map((i) => ({ ...i, fn: f.id })));
         const missed = got.functions.flatMap((f) => f.controller.missed.map((m) => ({ ...m, fn: f.id })));
         for (const f of injected) byKind[f.kind] = (byKind[f.kind] ?? 0) + 1;
@@ -432,6 +525,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           processesKilled: got.functions.reduce((n, f) => n + f.processesKilled, 0),
           functions: got.functions.map((f) => f.id),
           history: { ...got.history.figures(got.committed), diff: judged.diff }, poison: judged.poison,
+          expired: { ranges: got.expiry.ranges, reported: got.expiry.reportedExpired, lost: got.expiry.lost.length },
         };
       }));
       const outcome: RunOutcome = {
@@ -457,12 +551,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     print(`faults: ${faultsPlanned} planned, ${faultsInjected} happened, ${total('missed')} never happened (${
       Object.entries(plannedByKind).map(([k, n]) => `${k} ${byKind[k as FaultKind] ?? 0}/${n}`).join(', ')})`);
     if (total('missed') > 0) print(`FAILED: ${total('missed')} planned faults never happened: those runs did not test what they claim`);
+    const expired = outcomes.flatMap((o) => o.queries.map((q) => q.expired));
+    const lostToRetention = expired.reduce((n, e) => n + e.lost, 0);
+    print(`lost to retention, reported (skipped-then-expired): ${lostToRetention} records never committed, `
+      + `${expired.reduce((n, e) => n + e.reported, 0)} reported expired in ${expired.reduce((n, e) => n + e.ranges, 0)} skipped ranges `
+      + '(each: recorded, status unhealthy before and after, the re-drive\'s expired count and sequence range; nothing else missing)');
     const summaryLine = `runs=${options.runs} lost=${total('lost')} duplicated=${total('duplicated')} mismatched=${total('mismatched')}`;
     print(summaryLine);
     const ok = total('lost') + total('duplicated') + total('mismatched') + total('missed') === 0 && memoryMatches;
     return {
       seed, runs: outcomes, lost: total('lost'), duplicated: total('duplicated'), mismatched: total('mismatched'), missed: total('missed'), ok,
-      faultsInjected, faultsByKind: byKind, faultsPlannedByKind: plannedByKind, memory: { matches: memoryMatches, diff: memoryDiff, rows: memoryRows },
+      faultsInjected, faultsByKind: byKind, faultsPlannedByKind: plannedByKind, memory: { matches: memoryMatches, diff: memoryDiff, rows: memoryRows }, lostToRetention,
       records: records.length, summaryLine,
     };
   } finally {
@@ -503,7 +602,10 @@ async function judgeRun(got: QueryRun, poison: ReadonlySet<string>): Promise<{ d
  * `${partitionId}#${batchId}`. With a repartition stage that is stage 2, whose checkpoint
  * partitions are `state.<internal shard>` while its sink batches name the internal shard.
  */
-async function committedBatches(clients: AwsClients, table: string, queryName: string, sinkStage: 'source' | 'state'): Promise<Set<string>> {
+async function committedBatches(clients: AwsClients, table: string, queryName: string, hops: number): Promise<Set<string>> {
+  // The last stage writes the sink: its checkpoint partitions are `state.<shard>` (stage 2) or
+  // `stage<N>.<shard>` (later stages), its sink batches name the internal shard.
+  const stagePrefix = hops === 0 ? null : hops === 1 ? 'state.' : `stage${hops + 1}.`;
   const out = new Set<string>();
   let start: Record<string, import('@aws-sdk/client-dynamodb').AttributeValue> | undefined;
   do {
@@ -513,8 +615,8 @@ async function committedBatches(clients: AwsClients, table: string, queryName: s
       const sk = item.sk?.S ?? '';
       if (!pk.startsWith(`${queryName}#`) || !sk.startsWith('commit#')) continue;
       const partition = pk.slice(queryName.length + 1);
-      if ((sinkStage === 'state') !== partition.startsWith('state.')) continue;
-      out.add(`${sinkStage === 'state' ? partition.slice('state.'.length) : partition}#${Number(sk.slice('commit#'.length))}`);
+      if (stagePrefix === null ? /^(state|stage\d+)\./.test(partition) : !partition.startsWith(stagePrefix)) continue;
+      out.add(`${stagePrefix === null ? partition : partition.slice(stagePrefix.length)}#${Number(sk.slice('commit#'.length))}`);
     }
     start = page.LastEvaluatedKey;
   } while (start);
@@ -562,6 +664,7 @@ function formatRun(o: RunOutcome, runs: number): string {
   const crashes = o.queries.reduce((n, q) => n + q.processesKilled, 0);
   const gaveUp = o.queries.reduce((n, q) => n + q.stats.failedBatches, 0);
   const perQuery = o.queries.map((q) => `${q.query}: ${q.rows} rows, ${q.history.writes} writes (${q.history.orphans} staged files left hidden), `
+    + `${q.expired.ranges > 0 ? `${q.expired.lost} records lost to retention and reported (${q.expired.reported} expired in ${q.expired.ranges} skipped ranges), ` : ''}`
     + `lost=${q.diff.lost} dup=${q.diff.duplicated} mismatch=${q.diff.mismatched}`).join('; ');
   return `run ${o.run}/${runs}: faults ${injected}/${planned} happened, ${crashes} processes killed, ${inv} invocations, ${retries} retries, ${bisects} bisects, `
     + `${gaveUp} batches given up | ${perQuery} | lost=${o.lost} duplicated=${o.duplicated} mismatched=${o.mismatched} missed=${o.missed} (${o.seconds.toFixed(1)} s)`;

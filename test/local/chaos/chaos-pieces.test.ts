@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { compareRows } from '../../../lib/local/chaos/compare.js';
-import { FAULT_KINDS, FAULT_POINT, FaultController, OPT_IN_KINDS, planFaults } from '../../../lib/local/chaos/faults.js';
+import { FAULT_KINDS, FAULT_POINT, FaultController, OPT_IN_KINDS, planFaults, SOURCE_ONLY_KINDS } from '../../../lib/local/chaos/faults.js';
 import { SinkHistory } from '../../../lib/local/chaos/history.js';
 import { createPrng } from '../../../lib/local/sample-events.js';
 import type { SinkBatch } from '../../../lib/sinks/sink.js';
@@ -203,6 +203,12 @@ describe('fault plans', () => {
     expect(a.some((f) => f.kind === 'short-get-records')).toBe(false);
     for (const f of a) expect(f.at).toBeLessThanOrEqual(Math.floor(((counts as Record<string, number>)[FAULT_POINT[f.kind]]! - 1) * 0.7));
     expect(new Set(a.map((f) => `${FAULT_POINT[f.kind]}#${f.at}`)).size).toBe(a.length);
+  });
+
+  it('an outage whose skipped records then expire is planned for source functions only (a stage reading an internal stream has no re-drive)', () => {
+    const counts = { invocation: 20, response: 20 };
+    expect(planFaults(createPrng(3), counts, 0).filter((f) => f.kind === 'skipped-then-expired')).toHaveLength(1);
+    expect(planFaults(createPrng(3), counts, 6, [], SOURCE_ONLY_KINDS).some((f) => f.kind === 'skipped-then-expired')).toBe(false);
   });
 
   it('a planned fault whose occurrence never comes is reported missed', () => {

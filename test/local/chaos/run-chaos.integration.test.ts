@@ -38,7 +38,8 @@ describe('chaos harness (emulators, real handlers, injected faults)', () => {
 
   it('a run with faults: nothing lost, duplicated or mismatched where no bug was planted; the planted bugs reported', async () => {
     report = await runChaos({
-      seed: 11, runs: 1, hours: 2, stores: 3, eventsPerStoreHour: 4, print: (line) => lines.push(line),
+      // The queries of several stages (a chain, a join of two streams) are left out here to bound CI time: `npm run chaos` runs them.
+      seed: 11, runs: 1, hours: 2, stores: 3, eventsPerStoreHour: 4, print: (line) => lines.push(line), stages: false,
       decorateSink: writesTwice,
       // A crash planned at an invocation that never comes.
       alterPlan: (_run, fn, plan) => (fn === 'chaos-archive' ? [...plan, { kind: 'crash-before-run', at: 1_000_000 }] : plan),
@@ -68,7 +69,7 @@ describe('chaos harness (emulators, real handlers, injected faults)', () => {
     expect(run1.missed).toBe(1); // the planted one only
     const kinds = new Set(run1.queries.flatMap((q) => q.injected.map((f) => f.kind)));
     for (const kind of ['kill-after-sink-write', 'kill-after-commit', 'throttle-dynamodb', 'ambiguous-write', 'transaction-conflict',
-      'put-records-partial', 'zombie-wakes-late', 'clock-skew', 'timeout-mid-write', 's3-5xx', 'short-get-records'] as const) {
+      'put-records-partial', 'zombie-wakes-late', 'clock-skew', 'timeout-mid-write', 's3-5xx', 'short-get-records', 'skipped-then-expired'] as const) {
       expect(kinds.has(kind), kind).toBe(true);
     }
     // Faults in the scheduled function too.
@@ -83,6 +84,18 @@ describe('chaos harness (emulators, real handlers, injected faults)', () => {
       expect(q.poison.planned).toBeGreaterThan(0);
       expect(q.stats.failedBatches).toBeGreaterThan(0);
     }
+  });
+
+  it('records that expired while skipped are lost visibly: status unhealthy before and after the re-drive, which reports them expired with their range', () => {
+    const [, live, perProduct] = report.runs[0]!.queries;
+    for (const q of [live!, perProduct!]) {
+      // One outage per source function: its ranges expired, each reported (a failure of the report would show as lost above).
+      expect(q.injected.filter((f) => f.kind === 'skipped-then-expired').length, q.query).toBeGreaterThan(0);
+      expect(q.expired.ranges, q.query).toBeGreaterThan(0);
+      expect(q.expired.reported, q.query).toBeGreaterThanOrEqual(q.expired.lost);
+    }
+    expect(report.lostToRetention).toBeGreaterThan(0);
+    expect(lines.some((l) => /^lost to retention, reported \(skipped-then-expired\): [1-9]\d* records never committed/.test(l))).toBe(true);
   });
 
   it('the fault-free run gives the in-memory engine\'s final answer (poison records left out)', () => {
