@@ -9,7 +9,8 @@
  * `bundles` (the largest function bundle's bytes, the slowest function's median init and the empty
  * handler's, bench/bundles.bench.ts; `BENCH_BUNDLES=0` skips it), and `statefulTimers` (DynamoDB units and
  * compute per batch of a timer-heavy transformWithState query, bench/stateful-timers.bench.ts;
- * `BENCH_TIMERS=0` skips it).
+ * `BENCH_TIMERS=0` skips it), and `timestampParse` (the decoders' event-time parsing against the
+ * general ISO-8601 parser, bench/timestamp-parse.bench.ts).
  */
 import { measureWindowedAggregation, printWindowedAggregation } from './windowed-aggregation.bench.js';
 import { measureRepartitionHop, printRepartitionHop } from './repartition-hop.bench.js';
@@ -17,6 +18,7 @@ import { measureLakeFiles, printLakeFiles } from './lake-files.bench.js';
 import { measureEndToEndCost, printEndToEndCost } from './e2e-cost.bench.js';
 import { measureBundles, printBundles } from './bundles.bench.js';
 import { measureStatefulTimers, printStatefulTimers } from './stateful-timers.bench.js';
+import { measureTimestampParse, printTimestampParse } from './timestamp-parse.bench.js';
 
 const engine = await measureWindowedAggregation();
 const repartitionHop = await measureRepartitionHop();
@@ -24,8 +26,9 @@ const lakeFiles = await measureLakeFiles();
 const e2e = process.env.BENCH_E2E === '0' ? null : await measureEndToEndCost();
 const bundles = process.env.BENCH_BUNDLES === '0' ? null : await measureBundles();
 const statefulTimers = process.env.BENCH_TIMERS === '0' ? null : await measureStatefulTimers();
+const timestampParse = measureTimestampParse();
 if (process.argv.includes('--json')) {
-  console.log(JSON.stringify({ ...engine, repartitionHop, lakeFiles, ...(e2e ? { e2e: e2e.summary } : {}), ...(bundles ? { bundles: bundles.summary } : {}), ...(statefulTimers ? { statefulTimers } : {}) }));
+  console.log(JSON.stringify({ ...engine, repartitionHop, lakeFiles, ...(e2e ? { e2e: e2e.summary } : {}), ...(bundles ? { bundles: bundles.summary } : {}), ...(statefulTimers ? { statefulTimers } : {}), timestampParse }));
 } else {
   printWindowedAggregation(engine);
   console.log('');
@@ -44,4 +47,6 @@ if (process.argv.includes('--json')) {
     console.log('');
     printStatefulTimers(statefulTimers);
   }
+  console.log('');
+  printTimestampParse(timestampParse);
 }

@@ -42,9 +42,66 @@ export function isTimestampInRange(micros: number): boolean {
  * does a time outside the exactly held range (`TIMESTAMP_RANGE_TEXT`).
  */
 export function parseTimestamp(text: string): number | null {
-  const micros = parseTimestampUnbounded(text);
+  const micros = parseCanonicalUtc(text) ?? parseTimestampUnbounded(text);
   return micros !== null && Number.isSafeInteger(micros) ? micros : null;
 }
+
+/** The last day the fast path met (as yyyymmdd) and its midnight in ms: a stream's events share a few days. */
+let cachedDayKey = -1;
+let cachedDayMs = 0;
+
+const digitAt = (text: string, i: number): number => {
+  const d = text.charCodeAt(i) - 0x30;
+  return d >= 0 && d <= 9 ? d : -1;
+};
+
+/**
+ * The form nearly every event carries, `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, read from its characters
+ * with the day's midnight cached: the same micros as parseTimestampUnbounded, at a fraction of its
+ * cost on the decoders' hot path. Undefined for any other form (the general parser decides);
+ * null for this form with a field out of range, as the general parser gives.
+ */
+function parseCanonicalUtc(text: string): number | null | undefined {
+  const n = text.length;
+  if (n < 20 || n > 30 || text.charCodeAt(n - 1) !== 0x5a /* Z */ || text.charCodeAt(4) !== 0x2d || text.charCodeAt(7) !== 0x2d
+    || text.charCodeAt(10) !== 0x54 /* T */ || text.charCodeAt(13) !== 0x3a || text.charCodeAt(16) !== 0x3a) return undefined;
+  let dayKey = 0;
+  for (let k = 0; k < DATE_DIGITS.length; k++) {
+    const d = digitAt(text, DATE_DIGITS[k]!);
+    if (d < 0) return undefined;
+    dayKey = dayKey * 10 + d;
+  }
+  const h1 = digitAt(text, 11), h2 = digitAt(text, 12), m1 = digitAt(text, 14), m2 = digitAt(text, 15), s1 = digitAt(text, 17), s2 = digitAt(text, 18);
+  if ((h1 | h2 | m1 | m2 | s1 | s2) < 0) return undefined;
+  let fractionMicros = 0;
+  if (n > 20) {
+    // `.` and 1 to 9 digits; digits past the sixth are cut, as the general parser does.
+    if (text.charCodeAt(19) !== 0x2e || n === 21) return undefined;
+    let scale = 100_000;
+    for (let i = 20; i < n - 1; i++) {
+      const d = digitAt(text, i);
+      if (d < 0) return undefined;
+      fractionMicros += d * scale;
+      scale = Math.floor(scale / 10);
+    }
+  } else if (text.charCodeAt(19) !== 0x5a) return undefined;
+  if (dayKey !== cachedDayKey) {
+    const y = Math.floor(dayKey / 10_000);
+    const mo = Math.floor(dayKey / 100) % 100;
+    const d = dayKey % 100;
+    if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo)) return null;
+    let ms = Date.UTC(y, mo - 1, d);
+    // Date.UTC maps years 0-99 to 1900-1999.
+    if (y < 100) ms = new Date(ms).setUTCFullYear(y);
+    cachedDayKey = dayKey;
+    cachedDayMs = ms;
+  }
+  const h = h1 * 10 + h2, mi = m1 * 10 + m2, s = s1 * 10 + s2;
+  if (h > 23 || mi > 59 || s > 59) return null;
+  return (cachedDayMs + ((h * 60 + mi) * 60 + s) * 1000) * 1000 + fractionMicros;
+}
+
+const DATE_DIGITS = [0, 1, 2, 3, 5, 6, 8, 9] as const;
 
 /** A valid time's micros even outside the exactly held range (for the decoders' reasons). */
 export function parseTimestampUnbounded(text: string): number | null {

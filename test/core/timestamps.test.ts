@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatProgressTimestamp, formatTimestamp, parseTimestamp, timestampToIso } from '../../lib/core/timestamps.js';
+import { formatProgressTimestamp, formatTimestamp, parseTimestamp, parseTimestampUnbounded, timestampToIso } from '../../lib/core/timestamps.js';
 
 describe('timestamp codecs', () => {
   const micros = Date.UTC(2024, 4, 1, 14, 0, 0) * 1000;
@@ -34,5 +34,30 @@ describe('timestamp codecs', () => {
     expect(parseTimestamp('2255-06-05T23:47:34.740992Z')).toBeNull();
     expect(parseTimestamp('1684-07-28T00:12:25.259009Z')).toBe(-Number.MAX_SAFE_INTEGER);
     expect(timestampToIso(parseTimestamp('2255-06-05T23:47:34.740991Z')!)).toBe('2255-06-05T23:47:34.740991Z');
+  });
+
+  it('reads `YYYY-MM-DDTHH:MM:SS[.f]Z` on its fast path exactly as the general parser does, days changing or not', () => {
+    // A seeded generator: canonical strings, near misses (fields out of range, other separators,
+    // 0-10 fraction digits, years below 100, leap days, whitespace), each checked against the general parser.
+    let seed = 7;
+    const next = (n: number): number => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return seed % n;
+    };
+    const pad = (v: number, w: number): string => String(v).padStart(w, '0');
+    const pick = <T,>(xs: readonly T[]): T => xs[next(xs.length)]!;
+    let fastPathShaped = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const year = pick([1969, 1970, 2000, 2024, 2100, 9999, 42, 0, 1900]);
+      const text = `${pad(year, 4)}-${pad(next(14), 2)}-${pad(next(33), 2)}${pick(['T', 'T', 'T', ' ', 't'])}`
+        + `${pad(next(26), 2)}:${pad(next(62), 2)}:${pad(next(62), 2)}`
+        + `${pick(['', '', '.', `.${pad(next(1000), 3)}`, `.${pad(next(1_000_000), 6)}`, `.${pad(next(1_000_000_000), 9)}`, '.1234567890'])}`
+        + `${pick(['Z', 'Z', 'Z', '', '+02:00', 'Z '])}`;
+      const general = parseTimestampUnbounded(text);
+      const expected = general !== null && Number.isSafeInteger(general) ? general : null;
+      if (/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/.test(text)) fastPathShaped++;
+      expect([text, parseTimestamp(text)]).toEqual([text, expected]);
+    }
+    expect(fastPathShaped).toBeGreaterThan(3_000);
   });
 });
