@@ -27,7 +27,7 @@ import { deliverToOnFailureHandler } from '../../lib/local/on-failure-destinatio
 import { reshardStream } from '../../lib/local/kinesis-admin.js';
 import type { BatchFailureInfo } from '../../lib/local/event-source-mapping.js';
 import { deploy } from '../support/aws-pipeline.js';
-import { runSluice } from '../support/sluice-cli.js';
+import { runSluice, emulatorCliEnv } from '../support/sluice-cli.js';
 
 const QUERY = 'skipped-hourly-sales';
 const stores = ['north', 'south', 'east', 'west', 'central'];
@@ -48,11 +48,7 @@ let cliEnv: Record<string, string>;
 beforeAll(async () => {
   emulators = await startEmulators();
   dir = mkdtempSync(join(tmpdir(), 'sluice-skipped-test-'));
-  cliEnv = {
-    AWS_ACCESS_KEY_ID: emulators.clientOptions.credentials!.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: emulators.clientOptions.credentials!.secretAccessKey,
-    AWS_REGION: emulators.clientOptions.region!,
-  };
+  cliEnv = emulatorCliEnv(emulators);
 });
 afterAll(async () => {
   await emulators?.stop();

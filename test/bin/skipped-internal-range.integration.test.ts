@@ -23,7 +23,7 @@ import type { SkippedRedriveReport } from '../../lib/aws/skipped-batch-redrive.j
 import { deliverToOnFailureHandler } from '../../lib/local/on-failure-destination.js';
 import type { BatchFailureInfo } from '../../lib/local/event-source-mapping.js';
 import { deploy, type InvocationWrapper } from '../support/aws-pipeline.js';
-import { runSluice } from '../support/sluice-cli.js';
+import { runSluice, emulatorCliEnv } from '../support/sluice-cli.js';
 
 const QUERY = 'skipped-stage-two';
 const stores = ['north', 'south', 'east', 'west', 'central'];
@@ -39,11 +39,7 @@ let cliEnv: Record<string, string>;
 beforeAll(async () => {
   emulators = await startEmulators();
   dir = mkdtempSync(join(tmpdir(), 'sluice-skipped-internal-'));
-  cliEnv = {
-    AWS_ACCESS_KEY_ID: emulators.clientOptions.credentials!.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: emulators.clientOptions.credentials!.secretAccessKey,
-    AWS_REGION: emulators.clientOptions.region!,
-  };
+  cliEnv = emulatorCliEnv(emulators);
 });
 afterAll(async () => {
   await emulators?.stop();

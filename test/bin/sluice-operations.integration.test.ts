@@ -13,7 +13,7 @@ import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
 import type { StreamingQueryProgress } from '../../lib/runtime/progress.js';
 import type { PartitionStatus, QueryStatus, StateRow } from '../../lib/aws/query-inspection.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
-import { runSluice } from '../support/sluice-cli.js';
+import { runSluice, emulatorCliEnv } from '../support/sluice-cli.js';
 
 const QUERY = 'ops-hourly-sales';
 const stores = ['north', 'south', 'east', 'west', 'central'];
@@ -47,11 +47,7 @@ function reportedProgress(): Map<string, StreamingQueryProgress[]> {
 beforeAll(async () => {
   emulators = await startEmulators();
   dir = mkdtempSync(join(tmpdir(), 'sluice-ops-test-'));
-  cliEnv = {
-    AWS_ACCESS_KEY_ID: emulators.clientOptions.credentials!.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: emulators.clientOptions.credentials!.secretAccessKey,
-    AWS_REGION: emulators.clientOptions.region!,
-  };
+  cliEnv = emulatorCliEnv(emulators);
 });
 afterAll(async () => {
   await emulators?.stop();

@@ -13,7 +13,7 @@ import { hourlySalesQuery } from '../../lib/local/dev/default-query.js';
 import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
 import type { StreamingQueryProgress } from '../../lib/runtime/progress.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
-import { PROJECT_ROOT, runSluice } from '../support/sluice-cli.js';
+import { PROJECT_ROOT, runSluice, emulatorCliEnv } from '../support/sluice-cli.js';
 
 const QUERY = 'follow-sales';
 const stores = ['north', 'south', 'east', 'west', 'central'];
@@ -61,11 +61,7 @@ const keysOf = (printed: readonly Printed[]) => printed.map((p) => `${p.partitio
 beforeAll(async () => {
   emulators = await startEmulators();
   dir = mkdtempSync(join(tmpdir(), 'sluice-follow-test-'));
-  env = {
-    AWS_ACCESS_KEY_ID: emulators.clientOptions.credentials!.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: emulators.clientOptions.credentials!.secretAccessKey,
-    AWS_REGION: emulators.clientOptions.region!,
-  };
+  env = emulatorCliEnv(emulators);
 });
 afterAll(async () => {
   await emulators?.stop();

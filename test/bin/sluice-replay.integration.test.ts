@@ -26,7 +26,7 @@ import { createScheduledTriggerHandler, type ScheduledTriggerSummary } from '../
 import { METRIC, METRIC_DIMENSION_QUERY } from '../../lib/runtime/metric-names.js';
 import type { QueryStatus } from '../../lib/aws/query-inspection.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
-import { PROJECT_ROOT, runSluice } from '../support/sluice-cli.js';
+import { PROJECT_ROOT, runSluice, emulatorCliEnv } from '../support/sluice-cli.js';
 import fixed from './fixtures/replay-sales-fixed.js';
 
 const QUERY = 'replay-sales';
@@ -131,11 +131,7 @@ const put = (deployment: Deployment, sales: readonly Sale[]) => deployment.put(s
 beforeAll(async () => {
   emulators = await startEmulators();
   dir = mkdtempSync(join(tmpdir(), 'sluice-replay-test-'));
-  cliEnv = {
-    AWS_ACCESS_KEY_ID: emulators.clientOptions.credentials!.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: emulators.clientOptions.credentials!.secretAccessKey,
-    AWS_REGION: emulators.clientOptions.region!,
-  };
+  cliEnv = emulatorCliEnv(emulators);
 });
 afterAll(async () => {
   await emulators?.stop();

@@ -1,6 +1,13 @@
 /** Runs the `sluice` command as a user does (`node --import tsx bin/sluice.ts ...`), for end-to-end tests. */
 import { spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
+import type { EmulatorSet } from '../../lib/local/emulators.js';
+
+/** The emulators' credentials and region as the CLI's environment (the default credential chain reads them). */
+export function emulatorCliEnv(emulators: EmulatorSet): Record<string, string> {
+  const { credentials, region } = emulators.clientOptions;
+  return { AWS_ACCESS_KEY_ID: credentials!.accessKeyId, AWS_SECRET_ACCESS_KEY: credentials!.secretAccessKey, AWS_REGION: region! };
+}
 
 export const PROJECT_ROOT = resolve(import.meta.dirname, '../..');
 
