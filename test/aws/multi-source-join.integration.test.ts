@@ -7,10 +7,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readS3Files } from '../../lib/aws/sink-readers.js';
-import { KinesisShardReader } from '../../lib/aws/kinesis-shard-reader.js';
-import { listAllShards } from '../../lib/local/kinesis-admin.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
-import { deploy, type Deployment } from '../support/aws-pipeline.js';
+import { deploy } from '../support/aws-pipeline.js';
+import { internalStreamTraffic, putWithRandomKeys } from '../support/chain-emulator-run.js';
 import { canonicalRow, inMemoryJoin, joinEvents, joinQuery, prng, type JoinShape } from '../support/join-queries.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { col } from '../../lib/plan/functions.js';
@@ -23,25 +22,6 @@ let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });
 afterAll(async () => { await emulators?.stop(); });
 
-/** What crossed the hop: records and bytes on the internal stream. */
-async function hopTraffic(d: Deployment): Promise<{ records: number; bytes: number }> {
-  const stream = d.config.repartitionStreamName!;
-  const reader = new KinesisShardReader(d.clients.kinesis, stream);
-  let records = 0;
-  let bytes = 0;
-  for (const shard of await listAllShards(d.clients.kinesis, stream)) {
-    let after: string | null = null;
-    for (;;) {
-      const page = await reader.readAfter(shard.ShardId!, after, 1000);
-      if (page.records.length === 0) break;
-      records += page.records.length;
-      bytes += page.records.reduce((n, r) => n + Buffer.from(r.dataBase64, 'base64').length, 0);
-      after = page.records[page.records.length - 1]!.sequenceNumber;
-    }
-  }
-  return { records, bytes };
-}
-
 describe('stream-stream joins of two streams through the hop, on the emulators', () => {
   for (const how of ['inner', 'left_outer', 'full_outer', 'left_semi'] as const satisfies readonly JoinShape[]) {
     it(`${how}: the in-memory answer on ${SHARD_COUNTS.join(', ')} shards per stream`, async () => {
@@ -53,8 +33,8 @@ describe('stream-stream joins of two streams through the hop, on the emulators',
         const d = await deploy(emulators, query, shards, { repartitionShards: Math.max(1, Math.min(shards, 2)), expectedShardCount: undefined });
         const rand = prng(shards * 13);
         // Random partition keys: an order and its payment land on any shard of their streams.
-        await d.put(events.orders.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'orders');
-        await d.put(events.payments.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'payments');
+        await putWithRandomKeys(d, events.orders, 'orders', rand);
+        await putWithRandomKeys(d, events.payments, 'payments', rand);
         await d.drain({ batchSize: 25 });
         await d.tick(Date.now() + 3_600_000); // every source shard caught up and quiet: idle
         await d.tick(Date.now() + 3_600_000);
@@ -63,7 +43,7 @@ describe('stream-stream joins of two streams through the hop, on the emulators',
         expect({ shards, rows: got }).toEqual({ shards, rows: expected });
         expect(d.results.map((r) => r.result.error?.message).filter(Boolean)).toEqual([]);
         const elapsedMs = Date.now() - started;
-        const hop = await hopTraffic(d);
+        const hop = await internalStreamTraffic(d, d.config.repartitionStreamName!);
         const input = events.orders.length + events.payments.length;
         const inputBytes = [...events.orders, ...events.payments].reduce((n, e) => n + JSON.stringify(e).length, 0);
         // The closing note's figures: stages, hop records and bytes per 1,000 events, run time.
@@ -80,8 +60,8 @@ describe('stream-stream joins of two streams through the hop, on the emulators',
     const query = joinQuery('join-status', 'inner');
     const d = await deploy(emulators, query, 2, { repartitionShards: 1, expectedShardCount: undefined });
     const rand = prng(3);
-    await d.put(events.orders.slice(0, 20).map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'orders');
-    await d.put(events.payments.slice(0, 20).map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'payments');
+    await putWithRandomKeys(d, events.orders.slice(0, 20), 'orders', rand);
+    await putWithRandomKeys(d, events.payments.slice(0, 20), 'payments', rand);
     await d.drain({ batchSize: 25 });
     // It read every partition id as a shard of the first stream, and failed on `orders.shardId-…`.
     const status = await inspectQuery(d.clients, { ...d.config, sluiceQuery: query.name });
@@ -103,8 +83,8 @@ describe('stream-stream joins of two streams through the hop, on the emulators',
     });
     const d = await deploy(emulators, query, 2, { expectedShardCount: undefined });
     const rand = prng(5);
-    await d.put(events.orders.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'orders');
-    await d.put(events.payments.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), 'payments');
+    await putWithRandomKeys(d, events.orders, 'orders', rand);
+    await putWithRandomKeys(d, events.payments, 'payments', rand);
     await d.drain({ batchSize: 25 });
     const rows = (await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).map((r) => canonicalRow(r)).sort();
     const expected = [

@@ -5,40 +5,26 @@
  * copy whose source is deleted meanwhile loses the destination for good (real S3 copies
  * atomically). That was the Kinesis-trigger race test's flake; here the interleaving is forced.
  */
-import { CreateBucketCommand, DeleteObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DeleteObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { S3FilesSink, s3FilesDataKey, s3FilesStagingFolder } from '../../lib/aws/s3-files-sink.js';
 import { sweepRevealedStaging } from '../../lib/aws/s3-staged-sweep.js';
 import { readS3Files } from '../../lib/aws/sink-readers.js';
 import { listKeys, objectExists } from '../../lib/aws/s3-util.js';
-import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
-import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
-import { deleteResourcesNamed } from '../support/cleanup.js';
+import type { EmulatorSet } from '../../lib/local/emulators.js';
+import { useS3Emulator } from '../support/s3-emulator.js';
 import type { StructField } from '../../lib/plan/data-types.js';
 import type { SinkBatch } from '../../lib/sinks/sink.js';
 
+const s3Emulator = useS3Emulator('reveal');
 let emulators: EmulatorSet;
-let clients: AwsClients;
 let s3: S3Client;
-let bucketCounter = 0;
+const newBucket = (): Promise<string> => s3Emulator.newBucket();
 
-beforeAll(async () => {
-  emulators = await startEmulators({ kinesis: false, dynamodb: false });
-  clients = createAwsClients(emulators.clientOptions);
-  s3 = clients.s3;
+beforeAll(() => {
+  emulators = s3Emulator.emulators;
+  s3 = s3Emulator.s3;
 });
-
-afterAll(async () => {
-  if (clients) await deleteResourcesNamed(clients, 'buckets', `reveal-${process.pid}-`);
-  clients?.destroy();
-  await emulators?.stop();
-});
-
-async function newBucket(): Promise<string> {
-  const bucket = `reveal-${process.pid}-${++bucketCounter}`;
-  await s3.send(new CreateBucketCommand({ Bucket: bucket }));
-  return bucket;
-}
 
 const schema: StructField[] = [{ name: 'store', type: 'string' }, { name: 'amount', type: 'long' }];
 

@@ -1,44 +1,30 @@
 /**
  * S3FilesSink, S3SnapshotSink, S3DeadLetterWriter and their readers against s3rver (real SDK calls).
  */
-import { CreateBucketCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { S3DeadLetterWriter, deadLetterKey, readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
 import { S3FilesSink, s3FilesDataKey, s3FilesManifestKey } from '../../lib/aws/s3-files-sink.js';
 import { S3SnapshotSink, currentSnapshotHeader, s3CurrentSnapshotKey, s3SnapshotKey, s3SnapshotPointerKey } from '../../lib/aws/s3-snapshot-sink.js';
 import { readS3FileBatches, readS3Files, readS3SnapshotPartitions, readS3Snapshots } from '../../lib/aws/sink-readers.js';
 import { getObjectText, putObject } from '../../lib/aws/s3-util.js';
-import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
-import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
-import { deleteResourcesNamed } from '../support/cleanup.js';
+import type { EmulatorSet } from '../../lib/local/emulators.js';
+import { useS3Emulator } from '../support/s3-emulator.js';
 import { WINDOW_STRUCT, type StructField } from '../../lib/plan/data-types.js';
 import { CostMeter } from '../../lib/core/cost-meter.js';
 import type { OutputMode } from '../../lib/core/output-mode.js';
 import type { SinkBatch } from '../../lib/sinks/sink.js';
 import type { DeadLetterRecord } from '../../lib/sources/dead-letter.js';
 
+const s3Emulator = useS3Emulator('sinks');
 let emulators: EmulatorSet;
-let clients: AwsClients;
 let s3: S3Client;
-let bucketCounter = 0;
+const newBucket = (): Promise<string> => s3Emulator.newBucket();
 
-beforeAll(async () => {
-  emulators = await startEmulators({ kinesis: false, dynamodb: false });
-  clients = createAwsClients(emulators.clientOptions);
-  s3 = clients.s3;
+beforeAll(() => {
+  emulators = s3Emulator.emulators;
+  s3 = s3Emulator.s3;
 });
-
-afterAll(async () => {
-  if (clients) await deleteResourcesNamed(clients, 'buckets', `sinks-${process.pid}-`);
-  clients?.destroy();
-  await emulators?.stop();
-});
-
-async function newBucket(): Promise<string> {
-  const bucket = `sinks-${process.pid}-${++bucketCounter}`;
-  await s3.send(new CreateBucketCommand({ Bucket: bucket }));
-  return bucket;
-}
 
 async function allKeys(bucket: string): Promise<string[]> {
   const page = await s3.send(new ListObjectsV2Command({ Bucket: bucket }));

@@ -14,8 +14,8 @@ import type { MultiSourceQueryDefinition } from '../../lib/query/query-definitio
 import { deploy, type Deployment } from './aws-pipeline.js';
 import { canonicalRow, prng } from './join-queries.js';
 
-/** Records and bytes on one internal stream. */
-async function traffic(d: Deployment, stream: string): Promise<{ records: number; bytes: number }> {
+/** Records and bytes on one internal stream: what crossed a hop. */
+export async function internalStreamTraffic(d: Deployment, stream: string): Promise<{ records: number; bytes: number }> {
   const reader = new KinesisShardReader(d.clients.kinesis, stream);
   let records = 0;
   let bytes = 0;
@@ -32,6 +32,11 @@ async function traffic(d: Deployment, stream: string): Promise<{ records: number
   return { records, bytes };
 }
 
+/** Puts JSON events into a source stream with random partition keys (any event lands on any shard). */
+export async function putWithRandomKeys(d: Deployment, rows: readonly object[], source: string, rand: () => number): Promise<void> {
+  await d.put(rows.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), source);
+}
+
 export type ChainEvents = Record<string, readonly object[]>;
 
 export async function runChainOnEmulators(
@@ -43,9 +48,7 @@ export async function runChainOnEmulators(
     const started = Date.now();
     const d = await deploy(emulators, query, shards, { repartitionShards: internalShards, expectedShardCount: undefined, hops });
     const rand = prng(shards * 17);
-    for (const [source, rows] of Object.entries(events)) {
-      await d.put(rows.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), source);
-    }
+    for (const [source, rows] of Object.entries(events)) await putWithRandomKeys(d, rows, source, rand);
     await d.drain({ batchSize: 25 });
     // Every source shard caught up and quiet: idle; one tick per stage lets each forward its watermark.
     for (let tick = 0; tick <= hops; tick++) await d.tick(Date.now() + 3_600_000);
@@ -58,7 +61,7 @@ export async function runChainOnEmulators(
     expect(lastStage.some((p) => p.stateOperators.some((o) => Date.parse(o.eventTimeWatermarkForEviction ?? '1970-01-01') > 0))).toBe(true);
     const elapsedMs = Date.now() - started;
     const internal = d.config.repartitionStreamNames ?? [d.config.repartitionStreamName!];
-    const hopTraffic = await Promise.all(internal.map((s) => traffic(d, s)));
+    const hopTraffic = await Promise.all(internal.map((s) => internalStreamTraffic(d, s)));
     const input = Object.values(events).reduce((n, r) => n + r.length, 0);
     const batches = d.results.reduce((n, r) => n + r.result.progress.length, 0);
     console.log(`CHAIN_METRICS ${JSON.stringify({
