@@ -212,7 +212,7 @@ function explain(type: DataType, v: unknown, path: string, numericTimestamps: Nu
       if (typeof v === 'string') {
         if (parseTimestampUnbounded(v) !== null) return `field '${path}' is outside the timestamp range held exactly (${TIMESTAMP_RANGE_TEXT}): ${show(v)}`;
         if (isTimeWithoutDate(v)) return `field '${path}' is a time without a date: ${show(v)} (${TIME_WITHOUT_DATE_TEXT})`;
-        return `field '${path}' should be timestamp but ${show(v)} is not a valid ISO-8601 or 'yyyy-MM-dd HH:mm:ss[.SSSSSS]' time`;
+        return `field '${path}' should be timestamp but ${show(v)} is not a valid time (Spark's forms: yyyy[-m[-d]][T|space h[:m[:s[.fraction]]]][zone])`;
       }
       return wrongType();
     case 'null':
