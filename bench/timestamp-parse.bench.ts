@@ -1,7 +1,8 @@
 /**
  * Event times as JSON records mostly carry them (`2024-05-01T14:00:05.250Z`), parsed by the
- * decoders' `parseTimestamp` (its fast path for that form) against the general ISO-8601 parser it
- * falls back to, alternated rounds, CPU time, answers compared every round:
+ * decoders' `parseTimestamp` (its fast path for that form) against the general parser it falls
+ * back to (Spark 4's string-to-timestamp forms), alternated rounds, CPU time, answers compared
+ * every round:
  *
  *   node --conditions=sluice-source --import tsx bench/timestamp-parse.bench.ts [--json]
  */

@@ -23,22 +23,36 @@ const DATE_TIME = /^([+-]?\d{4,6})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2})(?::
 const TIME_ONLY = /^T?\d{1,2}:\d{1,2}|^T\d{1,2}$/;
 
 export function castStringToTimestamp(input: string): TimestampCast {
-  // Spark trims whitespace and ISO control characters at both ends.
-  const text = input.replace(/^[\s\x00-\x1f]+|[\s\x00-\x1f]+$/g, '');
+  // Spark trims whitespace and ISO control characters at both ends (nothing to trim when both
+  // ends are printable ASCII, as in nearly every record: the source decoders' path).
+  const text = isPrintableAscii(input.charCodeAt(0)) && isPrintableAscii(input.charCodeAt(input.length - 1))
+    ? input : input.replace(/^[\s\x00-\x1f]+|[\s\x00-\x1f]+$/g, '');
   const m = DATE_TIME.exec(text);
   if (!m) return TIME_ONLY.test(text) ? { kind: 'time-only' } : MALFORMED;
-  const [, ys, mos = '1', ds = '1', hs = '0', mis = '0', ss = '0', fraction = '', rest = ''] = m;
-  const [year, month, day, hour, minute, second] = [ys!, mos, ds, hs, mis, ss].map(Number) as [number, number, number, number, number, number];
+  // Groups by index, absent ones defaulted: no destructuring or array on the decoders' path.
+  const year = Number(m[1]), month = numberOr(m[2], 1), day = numberOr(m[3], 1);
+  const hour = numberOr(m[4], 0), minute = numberOr(m[5], 0), second = numberOr(m[6], 0);
+  const fraction = m[7] ?? '', rest = m[8] ?? '';
   if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month) || hour > 23 || minute > 59 || second > 59) return MALFORMED;
   const zone = rest.trim();
-  const wall = new Date(0);
-  wall.setUTCFullYear(year, month - 1, day);
-  wall.setUTCHours(hour, minute, second, 0);
-  const local = wall.getTime();
+  const local = wallClockMs(year, month, day, hour, minute, second);
   const offsetMs = zone === '' ? 0 : zoneOffsetMs(zone, local);
   if (offsetMs === null) return MALFORMED;
   const micros = (local - offsetMs) * 1000 + (fraction === '' ? 0 : Number(fraction.slice(0, 6).padEnd(6, '0')));
   return { kind: 'micros', micros };
+}
+
+const isPrintableAscii = (c: number): boolean => c > 0x20 && c < 0x7f;
+const numberOr = (group: string | undefined, absent: number): number => (group === undefined ? absent : Number(group));
+
+/** The wall clock as if in UTC, in ms. */
+function wallClockMs(year: number, month: number, day: number, hour: number, minute: number, second: number): number {
+  // Date.UTC reads years 0-99 as 1900-1999 (and 1900 is no leap year, unlike year 0).
+  if (year >= 100) return Date.UTC(year, month - 1, day, hour, minute, second);
+  const wall = new Date(0);
+  wall.setUTCFullYear(year, month - 1, day);
+  wall.setUTCHours(hour, minute, second, 0);
+  return wall.getTime();
 }
 
 function daysInMonth(year: number, month: number): number {
@@ -51,9 +65,10 @@ const OFFSET = /^([+-])(\d{1,2})(?::?(\d{2})(?::?(\d{2}))?)?$/;
 /** The zone's offset from UTC at local time `localMs` (wall clock as if UTC), or null when it is no zone. */
 function zoneOffsetMs(zone: string, localMs: number): number | null {
   if (zone === 'Z') return 0;
+  const sign = zone.charCodeAt(0);
+  if (sign === 0x2b /* + */ || sign === 0x2d /* - */) return fixedOffsetMs(zone);
   const prefixed = /^(UTC|GMT|UT)(.*)$/i.exec(zone);
   if (prefixed) return prefixed[2] === '' ? 0 : fixedOffsetMs(prefixed[2]!);
-  if (/^[+-]/.test(zone)) return fixedOffsetMs(zone);
   return regionOffsetMs(zone, localMs);
 }
 

@@ -3,6 +3,7 @@
  * it into and out of text. Expression evaluation (casts), the record decoders of the sources, the
  * sinks' JSON, the console sink and progress reports all use them, so they live in the lowest layer.
  */
+import { castStringToTimestamp } from './timestamp-cast.js';
 
 /** `2023-01-01T01:00:10` (seconds precision) and the fraction digits, `''` for a whole second. */
 function splitMicros(micros: number): { readonly seconds: string; readonly fraction: string } {
@@ -36,10 +37,12 @@ export function isTimestampInRange(micros: number): boolean {
 }
 
 /**
- * Parses `2023-01-01 01:00:10[.123]` or ISO-8601 (UTC unless an offset is given) to micros.
- * Fractions beyond microseconds are truncated (Spark's precision); impossible dates and times
- * (month 13, February 30, 24:00, an offset beyond ±18:00) give NULL, as Spark's cast does, and so
- * does a time outside the exactly held range (`TIMESTAMP_RANGE_TEXT`).
+ * Parses a timestamp as Spark 4 reads a string into a TIMESTAMP (its cast, and its JSON and CSV
+ * readers without a timestampFormat, which take the same forms: lib/core/timestamp-cast.ts), in
+ * UTC unless the text names a zone. Fractions beyond microseconds are truncated; impossible dates
+ * and times (month 13, February 30, 24:00, an offset beyond ±18:00) give NULL, and so do a time
+ * outside the exactly held range (`TIMESTAMP_RANGE_TEXT`) and a time without a date (Spark takes
+ * the current date, which a re-run batch would not reproduce; see `isTimeWithoutDate`).
  */
 export function parseTimestamp(text: string): number | null {
   const micros = parseCanonicalUtc(text) ?? parseTimestampUnbounded(text);
@@ -56,15 +59,18 @@ const digitAt = (text: string, i: number): number => {
 };
 
 /**
- * The form nearly every event carries, `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, read from its characters
- * with the day's midnight cached: the same micros as parseTimestampUnbounded, at a fraction of its
- * cost on the decoders' hot path. Undefined for any other form (the general parser decides);
- * null for this form with a field out of range, as the general parser gives.
+ * The forms nearly every event carries, `YYYY-MM-DD(T| )HH:MM:SS[.fraction][Z]` (no zone: UTC),
+ * read from their characters with the day's midnight cached: the same micros as
+ * parseTimestampUnbounded, at a fraction of its cost on the decoders' hot path. Undefined for any
+ * other form (the general parser decides); null for these forms with a field out of range, as the
+ * general parser gives.
  */
 function parseCanonicalUtc(text: string): number | null | undefined {
   const n = text.length;
-  if (n < 20 || n > 30 || text.charCodeAt(n - 1) !== 0x5a /* Z */ || text.charCodeAt(4) !== 0x2d || text.charCodeAt(7) !== 0x2d
-    || text.charCodeAt(10) !== 0x54 /* T */ || text.charCodeAt(13) !== 0x3a || text.charCodeAt(16) !== 0x3a) return undefined;
+  const separator = text.charCodeAt(10);
+  if (n < 19 || n > 30 || text.charCodeAt(4) !== 0x2d || text.charCodeAt(7) !== 0x2d
+    || (separator !== 0x54 /* T */ && separator !== 0x20) || text.charCodeAt(13) !== 0x3a || text.charCodeAt(16) !== 0x3a) return undefined;
+  const end = text.charCodeAt(n - 1) === 0x5a /* Z */ ? n - 1 : n;
   let dayKey = 0;
   for (let k = 0; k < DATE_DIGITS.length; k++) {
     const d = digitAt(text, DATE_DIGITS[k]!);
@@ -74,17 +80,17 @@ function parseCanonicalUtc(text: string): number | null | undefined {
   const h1 = digitAt(text, 11), h2 = digitAt(text, 12), m1 = digitAt(text, 14), m2 = digitAt(text, 15), s1 = digitAt(text, 17), s2 = digitAt(text, 18);
   if ((h1 | h2 | m1 | m2 | s1 | s2) < 0) return undefined;
   let fractionMicros = 0;
-  if (n > 20) {
-    // `.` and 1 to 9 digits; digits past the sixth are cut, as the general parser does.
-    if (text.charCodeAt(19) !== 0x2e || n === 21) return undefined;
+  if (end > 19) {
+    // `.` and at least one digit; digits past the sixth are cut, as the general parser does.
+    if (text.charCodeAt(19) !== 0x2e || end === 20) return undefined;
     let scale = 100_000;
-    for (let i = 20; i < n - 1; i++) {
+    for (let i = 20; i < end; i++) {
       const d = digitAt(text, i);
       if (d < 0) return undefined;
       fractionMicros += d * scale;
       scale = Math.floor(scale / 10);
     }
-  } else if (text.charCodeAt(19) !== 0x5a) return undefined;
+  }
   if (dayKey !== cachedDayKey) {
     const y = Math.floor(dayKey / 10_000);
     const mo = Math.floor(dayKey / 100) % 100;
@@ -105,28 +111,16 @@ const DATE_DIGITS = [0, 1, 2, 3, 5, 6, 8, 9] as const;
 
 /** A valid time's micros even outside the exactly held range (for the decoders' reasons). */
 export function parseTimestampUnbounded(text: string): number | null {
-  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?(Z|[+-]\d{2}:?\d{2})?$/.exec(text.trim());
-  if (!m) return null;
-  const [, ys, mos, ds, hs = '0', mis = '0', ss = '0', frac = '', zone] = m;
-  const y = Number(ys);
-  const mo = Number(mos);
-  const d = Number(ds);
-  const h = Number(hs);
-  const mi = Number(mis);
-  const s = Number(ss);
-  if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo) || h > 23 || mi > 59 || s > 59) return null;
-  let ms = Date.UTC(y, mo - 1, d, h, mi, s);
-  // Date.UTC maps years 0-99 to 1900-1999.
-  if (y < 100) ms = new Date(ms).setUTCFullYear(y);
-  if (zone && zone !== 'Z') {
-    const sign = zone.startsWith('-') ? -1 : 1;
-    const digits = zone.slice(1).replace(':', '');
-    const zh = Number(digits.slice(0, 2));
-    const zm = Number(digits.slice(2));
-    if (zh > 18 || zm > 59 || zh * 60 + zm > 18 * 60) return null;
-    ms -= sign * (zh * 60 + zm) * 60_000;
-  }
-  return ms * 1000 + (frac === '' ? 0 : Number(frac.slice(0, 6).padEnd(6, '0')));
+  const parsed = castStringToTimestamp(text);
+  return parsed.kind === 'micros' ? parsed.micros : null;
+}
+
+/** Why a decoder dead-letters a time with no date instead of reading it as Spark does. */
+export const TIME_WITHOUT_DATE_TEXT = 'Spark reads it on the current date, which a replayed batch would not reproduce: write the date';
+
+/** A time with no date (`10:00:00`, `T10:00`): Spark reads it on the current date. */
+export function isTimeWithoutDate(text: string): boolean {
+  return castStringToTimestamp(text).kind === 'time-only';
 }
 
 function daysInMonth(year: number, month: number): number {

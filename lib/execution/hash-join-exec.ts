@@ -20,7 +20,7 @@ export class HashJoinExec implements Exec {
   constructor(
     private readonly left: Exec,
     private readonly right: Exec,
-    private readonly joinType: JoinType,
+    readonly joinType: JoinType,
     condition: Expr | null,
     readonly output: readonly Attribute[],
     ctx: EvalContext,

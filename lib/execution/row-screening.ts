@@ -5,31 +5,61 @@
  * costs a search per row, so one pass here names all of them.
  *
  * The pass runs, for each row alone, the plan's row-local operators above the source (project,
- * filter, alias, watermark, union), then what the first stateful operator above them evaluates
- * per input row before it merges into state (an aggregate's keys and input expressions, for the
- * rows its watermark does not drop), or, when the whole plan is row-local, what the sink computes
- * per row (the partial aggregation before a repartition hop). The batch run evaluates exactly
- * these expressions on exactly these rows, so a row raises here if and only if it raises there.
- * Errors that depend on several rows (a sum that overflows) are not found here.
+ * filter, alias, watermark, union, a join with a static relation), then what the first stateful
+ * operator above them evaluates per input row before it reads or merges state (an aggregate's or
+ * a session window's keys, session and input expressions; a stream-stream join side's keys and
+ * its conditions on that side alone, for the rows its watermark does not drop), or, when the
+ * whole plan is row-local, what the sink computes per row (the partial aggregation before a
+ * repartition hop). The batch run evaluates exactly these expressions on exactly these rows, so
+ * a row raises here if and only if it raises there. Not found here: errors that depend on several
+ * rows (a sum that overflows) or on state (a join condition on both sides, any expression above
+ * a stateful operator, whose input rows depend on state). Deduplication and the arbitrary
+ * stateful operators evaluate nothing of their own per row (their keys and event time are
+ * columns, computed below them, where they are screened).
  */
 import { EventTimeWatermarkExec, FilterExec, PassThroughExec, ProjectExec, StreamScanExec, UnionExec } from './basic-execs.js';
+import { HashJoinExec } from './hash-join-exec.js';
 import type { Row } from './evaluate.js';
 import type { BatchContext, Exec } from './physical.js';
 
-/** An operator that can evaluate, for one input row, what its `execute` evaluates per row before it touches state. */
+/**
+ * An operator that can evaluate, for one row of its input `child` (an index into `children`),
+ * what its `execute` evaluates for that row before it touches state.
+ */
 export interface RowScreeningExec extends Exec {
-  screenInputRow(row: Row, ctx: BatchContext): void;
+  screenInputRow(row: Row, ctx: BatchContext, child: number): void;
 }
 
 function screensInputRows(e: Exec): e is RowScreeningExec {
   return typeof (e as Partial<RowScreeningExec>).screenInputRow === 'function';
 }
 
+function readsAnyStream(e: Exec): boolean {
+  return e instanceof StreamScanExec || e.children.some(readsAnyStream);
+}
+
 /** Operators whose output for a set of rows is the union of their outputs for each row alone. */
 function isRowLocal(e: Exec): boolean {
+  if (e instanceof HashJoinExec) return isRowLocalJoin(e);
   const local = e instanceof StreamScanExec || e instanceof ProjectExec || e instanceof FilterExec
     || e instanceof PassThroughExec || e instanceof EventTimeWatermarkExec || e instanceof UnionExec;
   return local && e.children.every(isRowLocal);
+}
+
+/**
+ * A join of a stream with a static relation, when each stream row's output and the pairs whose
+ * condition it evaluates do not depend on the other stream rows: every join type that preserves
+ * only the stream side (or neither). Not a left semi join with the stream on the right (a static
+ * row stops at its first matching stream row) nor an outer join preserving the static side.
+ */
+function isRowLocalJoin(join: HashJoinExec): boolean {
+  const [left, right] = join.children as [Exec, Exec];
+  const streamOnLeft = readsAnyStream(left);
+  const [stream, other] = streamOnLeft ? [left, right] : [right, left];
+  if (readsAnyStream(other)) return false;
+  const preservesOnlyStream = join.joinType === 'inner' || join.joinType === 'cross'
+    || (streamOnLeft ? ['left_outer', 'left_semi', 'left_anti'].includes(join.joinType) : join.joinType === 'right_outer');
+  return preservesOnlyStream && isRowLocal(stream);
 }
 
 function readsSource(e: Exec, sourceName: string): boolean {
@@ -50,8 +80,7 @@ function screenedParts(root: Exec, sourceName: string, screenOutputRow: ((row: R
       parts.push({ rows: e, consume });
       return;
     }
-    const next = screensInputRows(e) ? (row: Row, ctx: BatchContext) => e.screenInputRow(row, ctx) : null;
-    for (const child of e.children) visit(child, next);
+    e.children.forEach((child, i) => visit(child, screensInputRows(e) ? (row, ctx) => e.screenInputRow(row, ctx, i) : null));
   };
   visit(root, screenOutputRow ? (row) => screenOutputRow(row) : null);
   return parts;

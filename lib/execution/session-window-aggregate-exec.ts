@@ -143,6 +143,17 @@ export class SessionWindowAggregateExec implements StatefulExec {
     return output;
   }
 
+  /**
+   * What `execute` evaluates for one input row before it reads state (row screening): the row's
+   * session (time and gap), then its keys and aggregate inputs. Late sessions are dropped after
+   * this partial aggregation, so a late row's inputs are evaluated too.
+   */
+  screenInputRow(row: Row): void {
+    if (this.sessionOf(row) === null) return;
+    const { agg } = this;
+    agg.forEachKey(row, () => agg.updateBuffers(agg.initialBuffers(), row));
+  }
+
   /** Spark's partial aggregate: one buffer per (other keys, row session), rows in input order. */
   private partialAggregate(input: readonly Row[]): Map<string, [unknown[], Map<string, PartialSession>]> {
     const groups = new Map<string, [unknown[], Map<string, PartialSession>]>();

@@ -173,6 +173,24 @@ export class StreamingSymmetricHashJoinExec implements StatefulExec {
     return out;
   }
 
+  /**
+   * What `storeAndJoin` evaluates for one new row of input `child` (0: left) before it reads
+   * state (row screening): its keys, then, unless a NULL key or its watermark drops it, the
+   * conditions on its side alone. The conditions on both sides are evaluated against state: not here.
+   */
+  screenInputRow(row: Row, ctx: BatchContext, child: number): void {
+    if (this.planningError) return;
+    const spec = child === 0 ? this.leftSpec : this.rightSpec;
+    const keyValues = spec.keys.map((k) => k(row));
+    if (!spec.preserved && keyValues.some((v, i) => v === null && !spec.nullSafe[i])) return;
+    const lateMs = ctx.hasWatermark ? ctx.lateEventsWatermarkMs(this.operatorId) : null;
+    if (lateMs !== null && spec.eventTimeMicros) {
+      const t = spec.eventTimeMicros(row);
+      if (t !== null && t <= lateMs * 1000) return;
+    }
+    spec.preFilter?.(row);
+  }
+
   /** Spark's OneSideHashJoiner.storeAndJoinWithOtherSide for one side's new rows. */
   private storeAndJoin(
     spec: SideSpec,

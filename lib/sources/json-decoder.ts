@@ -1,5 +1,5 @@
 import { typeToString, type DataType, type StructField } from '../plan/data-types.js';
-import { parseTimestamp, parseTimestampUnbounded, TIMESTAMP_RANGE_TEXT } from '../core/timestamps.js';
+import { isTimeWithoutDate, parseTimestamp, parseTimestampUnbounded, TIME_WITHOUT_DATE_TEXT, TIMESTAMP_RANGE_TEXT } from '../core/timestamps.js';
 import { parseDecimal, toPrecision, type Decimal } from '../core/decimal.js';
 import { parseDate } from '../core/dates.js';
 import { JsonLayoutCache } from './json-layout-decoder.js';
@@ -211,7 +211,8 @@ function explain(type: DataType, v: unknown, path: string, numericTimestamps: Nu
       }
       if (typeof v === 'string') {
         if (parseTimestampUnbounded(v) !== null) return `field '${path}' is outside the timestamp range held exactly (${TIMESTAMP_RANGE_TEXT}): ${show(v)}`;
-        return `field '${path}' should be timestamp but ${show(v)} is not a valid ISO-8601 or 'yyyy-MM-dd HH:mm:ss[.SSSSSS]' time`;
+        if (isTimeWithoutDate(v)) return `field '${path}' is a time without a date: ${show(v)} (${TIME_WITHOUT_DATE_TEXT})`;
+        return `field '${path}' should be timestamp but ${show(v)} is not a valid time (Spark's forms: yyyy[-m[-d]][T|space h[:m[:s[.fraction]]]][zone])`;
       }
       return wrongType();
     case 'null':

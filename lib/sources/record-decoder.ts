@@ -6,7 +6,7 @@
 import type { DataType, StructField } from '../plan/data-types.js';
 import { parseDate } from '../core/dates.js';
 import { parseDecimal, toPrecision } from '../core/decimal.js';
-import { parseTimestamp, parseTimestampUnbounded, TIMESTAMP_RANGE_TEXT } from '../core/timestamps.js';
+import { isTimeWithoutDate, parseTimestamp, parseTimestampUnbounded, TIME_WITHOUT_DATE_TEXT, TIMESTAMP_RANGE_TEXT } from '../core/timestamps.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import { INT_MAX, INT_MIN, parseLongDigits } from '../core/long.js';
 import { createJsonDecoder, type DecodeResult } from './json-decoder.js';
@@ -124,6 +124,7 @@ function csvReason(field: StructField, text: string): string {
   if (field.type === 'timestamp' && parseTimestampUnbounded(text) !== null) {
     return `field ${field.name}: '${text}' is outside the timestamp range held exactly (${TIMESTAMP_RANGE_TEXT})`;
   }
+  if (field.type === 'timestamp' && isTimeWithoutDate(text)) return `field ${field.name}: '${text}' is a time without a date (${TIME_WITHOUT_DATE_TEXT})`;
   if ((field.type === 'int' || field.type === 'long') && /^[+-]?\d+$/.test(text)) {
     return `field ${field.name}: '${text}' is out of range for ${field.type} (${field.type === 'int' ? `${INT_MIN} to ${INT_MAX}` : '-2^63 to 2^63-1'})`;
   }

@@ -138,7 +138,9 @@ def call(e):
         return a[0].isin(*a[1:])
     # Every other function by its SQL name, its arguments as columns (literals as lit()): the
     # function registry's resolution, as Spark SQL text and Sluice's calls by name both do.
-    return F.call_function(fn, *a)
+    # call_function reads a Python string as a column name: a plain argument ("py": a pattern, a
+    # unit) is a literal here, as Sluice's side reads it.
+    return F.call_function(fn, *[x if isinstance(x, Column) else F.lit(x) for x in a])
 
 
 def new_memory_stream():

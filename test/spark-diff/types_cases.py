@@ -146,5 +146,17 @@ cases.append(case("timestamp-in-malformed-string", inp(("t", "timestamp"), ("s",
     [[[1714557600, "2024-05-01 10:00:00"], [1714557600, "2024-05-01"]], [[1714557600, "x"]]],
     notes="IN casts the string to timestamp too: CAST_INVALID_INPUT under ANSI in the second batch"))
 
+# A TIMESTAMP field read by from_json (as the JSON and CSV readers read one without a
+# timestampFormat): the cast's forms, more fraction digits, malformed text as NULL (Spark's
+# permissive mode). Sluice's source decoders use the same parser. Left out: a time without a date
+# (Spark takes the current date) and times beyond ±2^53 µs (Spark holds them): the decoders
+# dead-letter both, from_json gives NULL.
+json_ts_forms = [["2024-05-01T10:00:00Z"], ["2024-5-1"], ["2024"], ["2024-05-01T10"], ["2024-05-01 1:2:3"], [" 2024-05-01 "],
+                 ["2024-05-01 10:00:00 UTC"], ["2024-05-01T10:00:00+01"], ["2024-05-01 10:00:00 GMT+2"], ["2024-05-01T10:00:00America/Los_Angeles"],
+                 ["2024-05-01 10:00:00 +01:00"], ["2024-05-01T10:00:00.1234567891Z"], ["2024-02-30"], ["2024-05-01T"], ["x"], ["1714557600"], [None]]
+cases.append(case("from-json-timestamp-forms", inp(("s", "string")), [{"op": "select", "exprs": [
+    col("s"), a({"sql": "from_json(to_json(named_struct('ts', s)), 'ts timestamp').ts"}, "ts")]}],
+    [json_ts_forms]))
+
 json.dump(cases, open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cases", "types.json"), "w"), indent=1)
 print(len(cases))

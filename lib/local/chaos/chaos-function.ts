@@ -29,6 +29,7 @@ import type { EventSourceMappingHooks, HandlerResult } from '../event-source-map
 import { ChaosKill, type FaultController } from './faults.js';
 import type { SinkHistory } from './history.js';
 import { instrumentClients, killContainer } from './instrument.js';
+import { withWrites } from './sink-wrapper.js';
 
 interface Container {
   readonly id: number;
@@ -277,22 +278,17 @@ export class ChaosFunction {
   private wrapSink(container: Container, real: Sink): Sink {
     const controller = this.options.controller;
     const sink = this.options.decorateSink ? this.options.decorateSink(real) : real;
-    return {
-      description: sink.description,
-      supportedOutputModes: sink.supportedOutputModes,
-      addBatch: async (batch: SinkBatch) => {
-        // Only batches with rows: a zombie writing nothing shows nothing.
-        const freeze = batch.rows.length > 0 ? controller.hit('sink-attempt', () => `${batch.partitionId} batch ${batch.batchId}, ${batch.rows.length} rows`) : undefined;
-        if (freeze?.kind === 'zombie-wakes-late' && container.freeze) {
-          await this.sleepUntilNewerCommits(container);
-          this.options.trace?.(`zombie container ${container.id} wakes: writes ${batch.partitionId} batch ${batch.batchId}`);
-        }
-        this.options.history?.attempt(batch);
-        await sink.addBatch(batch);
-        const fault = controller.hit('sink-write', () => `${batch.partitionId} batch ${batch.batchId}, ${batch.rows.length} rows`);
-        if (fault?.kind === 'kill-after-sink-write') killContainer(container, `after the sink wrote ${batch.partitionId} batch ${batch.batchId}`);
-      },
-      onCommitted: async (partitionId: string, batchId: number) => sink.onCommitted?.(partitionId, batchId),
-    };
+    return withWrites(sink, async (batch: SinkBatch) => {
+      // Only batches with rows: a zombie writing nothing shows nothing.
+      const freeze = batch.rows.length > 0 ? controller.hit('sink-attempt', () => `${batch.partitionId} batch ${batch.batchId}, ${batch.rows.length} rows`) : undefined;
+      if (freeze?.kind === 'zombie-wakes-late' && container.freeze) {
+        await this.sleepUntilNewerCommits(container);
+        this.options.trace?.(`zombie container ${container.id} wakes: writes ${batch.partitionId} batch ${batch.batchId}`);
+      }
+      this.options.history?.attempt(batch);
+      await sink.addBatch(batch);
+      const fault = controller.hit('sink-write', () => `${batch.partitionId} batch ${batch.batchId}, ${batch.rows.length} rows`);
+      if (fault?.kind === 'kill-after-sink-write') killContainer(container, `after the sink wrote ${batch.partitionId} batch ${batch.batchId}`);
+    });
   }
 }

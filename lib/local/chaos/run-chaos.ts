@@ -55,6 +55,7 @@ import { instrumentClients, type ContainerHandle } from './instrument.js';
 import type { Sink, SinkBatch } from '../../sinks/sink.js';
 import { keyColumnsOf, runInMemory, runMultiSourceInMemory, type PlacedRecord } from './memory-reference.js';
 import { chainedAggregatesQuery, generatePayments, joinThenAggregateQuery, withSaleIds } from './staged-queries.js';
+import { withWrites } from './sink-wrapper.js';
 
 export interface ChaosOptions {
   readonly seed: number;
@@ -625,13 +626,7 @@ async function committedBatches(clients: AwsClients, table: string, queryName: s
 
 /** The sink the scheduled function writes through, recording each attempt. */
 function recordingSink(sink: Sink, history: SinkHistory): Sink {
-  return {
-    description: sink.description, supportedOutputModes: sink.supportedOutputModes,
-    ...(sink.rowLimits ? { rowLimits: sink.rowLimits } : {}),
-    addBatch: async (batch: SinkBatch) => { history.attempt(batch); await sink.addBatch(batch); },
-    // The files sink reveals a committed batch here: a wrapper without it leaves the batch hidden.
-    onCommitted: async (partitionId: string, batchId: number) => sink.onCommitted?.(partitionId, batchId),
-  };
+  return withWrites(sink, async (batch: SinkBatch) => { history.attempt(batch); await sink.addBatch(batch); });
 }
 
 function formatKinds(qs: readonly QueryOutcome[]): string {
