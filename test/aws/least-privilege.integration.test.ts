@@ -44,6 +44,8 @@ function synthesizedGrants(modulePath: string, props: { shardCount?: number } = 
   if (query.sinkBucket) {
     named.set(arn(query.sinkBucket), 'sink-bucket');
     named.set(JSON.stringify({ 'Fn::Join': ['', [JSON.parse(arn(query.sinkBucket)), `/${query.sinkPrefix}*`]] }), 'sink-objects');
+    named.set(JSON.stringify({ 'Fn::Join': ['', [JSON.parse(arn(query.sinkBucket)), `/${query.sinkPrefix}_sluice_spill/*`]] }), 'spill-objects');
+    named.set(JSON.stringify({ 'Fn::Join': ['', [JSON.parse(arn(query.sinkBucket)), `/${query.sinkPrefix}_sluice_spill_tombstones/*`]] }), 'spill-tombstones');
   }
   if (query.repartitionStream) named.set(arn(query.repartitionStream), 'internal');
   const of = (fn: SluiceQuery['kinesisTriggerFunction'] | undefined): Allowed => {
@@ -80,6 +82,11 @@ function resourceOf(access: NeededAccess, deployment: Deployment, definition: St
   const key = access.key ?? '';
   if (access.bucket === config.sinkBucket) {
     if (access.action === 's3:ListBucket') return key.startsWith(sinkPrefixOf(definition, config)) ? 'sink-bucket' : `sink bucket listed at '${key}'`;
+    // A spilling DynamoDB sink is granted its two folders, not the whole prefix.
+    if (definition.sink.kind === 'dynamodb') {
+      const spill = `${sinkPrefixOf(definition, config)}_sluice_spill`;
+      return key.startsWith(`${spill}/`) ? 'spill-objects' : key.startsWith(`${spill}_tombstones/`) ? 'spill-tombstones' : `sink bucket key '${key}'`;
+    }
     return key.startsWith(sinkPrefixOf(definition, config)) ? 'sink-objects' : `sink bucket key '${key}'`;
   }
   if (access.bucket === config.deadLetterBucket) {
