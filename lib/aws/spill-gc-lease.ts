@@ -28,9 +28,11 @@ export async function claimSpillGcLease(
     await client.send(new UpdateItemCommand({
       TableName: table, Key: keyOf(query),
       UpdateExpression: 'SET leaseUntil = :until, holder = :holder',
-      ConditionExpression: '(attribute_not_exists(leaseUntil) OR leaseUntil < :now) AND (attribute_not_exists(lastRunAt) OR lastRunAt <= :due)',
+      // On demand (no interval) only another holder refuses the run.
+      ConditionExpression: `(attribute_not_exists(leaseUntil) OR leaseUntil < :now)${minIntervalMs > 0 ? ' AND (attribute_not_exists(lastRunAt) OR lastRunAt <= :due)' : ''}`,
       ExpressionAttributeValues: {
-        ':until': { N: String(lease.until) }, ':holder': { S: lease.holder }, ':now': { N: String(nowMs) }, ':due': { N: String(nowMs - minIntervalMs) },
+        ':until': { N: String(lease.until) }, ':holder': { S: lease.holder }, ':now': { N: String(nowMs) },
+        ...(minIntervalMs > 0 ? { ':due': { N: String(nowMs - minIntervalMs) } } : {}),
       },
     }));
     return lease;
