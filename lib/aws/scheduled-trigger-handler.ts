@@ -51,7 +51,7 @@ import type { StagedSweepReport } from './s3-staged-sweep.js';
 import { hasTimeForBatch, invocationLimitsOf, type InvocationLimits } from '../query/invocation-limits.js';
 import type { CompactionReport } from './s3-compaction.js';
 import { NO_BATCH_COMMITTED } from '../sources/repartition-records.js';
-import { DEFAULT_SPILL_GC_INTERVAL_MS, runSpillGc, type SpillGcRun } from './spill-gc-run.js';
+import { DEFAULT_SPILL_GC_INTERVAL_MS, runSpillGc, spillsToS3, type SpillGcRun } from './spill-gc-run.js';
 
 export interface ScheduledTriggerOptions {
   readonly config?: RuntimeConfig;
@@ -308,10 +308,11 @@ async function collectSpillAfterTick(
   context: Context, config: RuntimeConfig, clients: AwsClients, meter: CostMeter, lambdaContext: ScheduledInvocationContext | undefined,
 ): Promise<ScheduledTriggerSummary['spillGc'] | null> {
   if (typeof SLUICE_BUNDLED_SINK === 'string' && SLUICE_BUNDLED_SINK !== 'dynamodb') return null;
+  if (!spillsToS3(context.query.definition, config)) return null;
   const now = context.options.now ?? Date.now;
   try {
     return await runSpillGc({
-      definition: context.query.definition, config, clients, meter, now, minIntervalMs: DEFAULT_SPILL_GC_INTERVAL_MS,
+      queryName: context.query.definition.name, config, clients, meter, now, minIntervalMs: DEFAULT_SPILL_GC_INTERVAL_MS,
       ...(lambdaContext ? { leaseMs: lambdaContext.getRemainingTimeInMillis() - SPILL_GC_TIMEOUT_MARGIN_MS } : {}),
     });
   } catch (error) {

@@ -21,9 +21,9 @@ export const DEFAULT_SPILL_GC_LEASE_MS = 15 * 60_000;
 const LEASE_MARGIN_MS = 20_000;
 
 export interface SpillGcRunOptions {
-  readonly definition: QueryDefinition;
-  /** The deployment's configuration (not a namespace's). */
-  readonly config: RuntimeConfig;
+  readonly queryName: string;
+  /** The deployment's configuration (not a namespace's): its sink table and bucket. */
+  readonly config: Pick<RuntimeConfig, 'checkpointTable' | 'sinkBucket' | 'sinkTable'> & { readonly sinkPrefix?: string };
   readonly clients: AwsClients;
   readonly meter?: CostMeter;
   readonly dryRun?: boolean;
@@ -39,17 +39,17 @@ export interface SpillGcRunOptions {
 export type SpillGcRun = SpillGcReport | { readonly skipped: 'not-due-or-running' };
 
 /** True when the query's sink spills to S3 (only then is there anything to collect). */
-export function spillsToS3(definition: QueryDefinition, config: RuntimeConfig): boolean {
+export function spillsToS3(definition: QueryDefinition, config: Pick<RuntimeConfig, 'sinkBucket' | 'sinkTable'>): boolean {
   const sink = definition.sink;
   return sink.kind === 'dynamodb' && sink.onUnwritableRow === 'spill' && !!config.sinkBucket && !!config.sinkTable;
 }
 
-/** Null when the query does not spill. */
+/** Null when the deployment has no sink table and bucket (nothing spills). */
 export async function runSpillGc(options: SpillGcRunOptions): Promise<SpillGcRun | null> {
-  const { definition, config, clients } = options;
-  if (!spillsToS3(definition, config)) return null;
+  const { config, clients } = options;
+  if (!config.sinkBucket || !config.sinkTable) return null;
   const now = options.now ?? Date.now;
-  const name = definition.name;
+  const name = options.queryName;
   const locations = async (): Promise<NamespaceLocation[]> => {
     const pointer = await readNamespacePointer(clients.dynamodb, config.checkpointTable, name, options.meter);
     return [pointer.active, ...(pointer.shadow ? [pointer.shadow] : []), ...pointer.retired];

@@ -25,6 +25,10 @@ import type { QueryDefinition } from '../../lib/query/query-definition.js';
 import type { RuntimeConfig } from '../../lib/runtime/runtime-config.js';
 import type { SinkBatch } from '../../lib/sinks/sink.js';
 import { deleteResources } from '../support/cleanup.js';
+import { emulatorCliEnv, runSluice } from '../support/sluice-cli.js';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 const HOUR = 3600_000;
 const GRACE = 12 * HOUR;
@@ -210,9 +214,12 @@ describe('the collector of a deployed query (pointer item, lease)', () => {
   const definition = { name, sink: { kind: 'dynamodb', onUnwritableRow: 'spill' } } as unknown as QueryDefinition;
   const configOf = (sinkTable: string): RuntimeConfig => ({ checkpointTable, stateTable: checkpointTable, sinkBucket: bucket, sinkTable, sinkPrefix: '' } as unknown as RuntimeConfig);
 
-  it("scans a replay's table too: an object only the shadow's item points to stays", async () => {
+  beforeAll(async () => {
     await ensureTables(clients.dynamodb, { checkpointTable, stateTable: checkpointTable });
     tables.push(checkpointTable);
+  });
+
+  it("scans a replay's table too: an object only the shadow's item points to stays", async () => {
     const live = await newTable();
     const shadowTable = await newTable();
     const prefix = `${name}/`;
@@ -223,7 +230,7 @@ describe('the collector of a deployed query (pointer item, lease)', () => {
       namespace: `${name}@r1`, sinkTable: shadowTable, runId: 'r1', fromMs: 0, startedAtMs: Date.now(), drivenBy: 'cli',
     }, { namespace: name });
     const config = configOf(live);
-    const first = await runSpillGc({ definition, config, clients, graceMs: GRACE, now: runAt(1) });
+    const first = await runSpillGc({ queryName: name, config, clients, graceMs: GRACE, now: runAt(1) });
     expect(first).toMatchObject({ marked: [], referenced: 1 });
     expect((first as unknown as { scan: { tables: string[] } }).scan.tables.sort()).toEqual([live, shadowTable].sort());
     // Without the shadow's table the same object would be marked.
@@ -237,13 +244,38 @@ describe('the collector of a deployed query (pointer item, lease)', () => {
     const other = { ...definition, name: `${name}-lease` } as QueryDefinition;
     const held = await claimSpillGcLease(clients.dynamodb, checkpointTable, other.name, Date.now(), 60_000);
     expect(held).not.toBeNull();
-    expect(await runSpillGc({ definition: other, config, clients, graceMs: GRACE })).toEqual({ skipped: 'not-due-or-running' });
+    expect(await runSpillGc({ queryName: other.name, config, clients, graceMs: GRACE })).toEqual({ skipped: 'not-due-or-running' });
     // A dry run writes nothing and takes no lease.
-    expect(await runSpillGc({ definition: other, config, clients, graceMs: GRACE, dryRun: true })).toMatchObject({ dryRun: true });
+    expect(await runSpillGc({ queryName: other.name, config, clients, graceMs: GRACE, dryRun: true })).toMatchObject({ dryRun: true });
     // After the lease ran out: one run, then none within the interval, but one on demand.
     const later = Date.now() + 120_000;
-    expect(await runSpillGc({ definition: other, config, clients, graceMs: GRACE, now: () => later, minIntervalMs: HOUR })).toMatchObject({ dryRun: false });
-    expect(await runSpillGc({ definition: other, config, clients, graceMs: GRACE, now: () => later + 1000, minIntervalMs: HOUR })).toEqual({ skipped: 'not-due-or-running' });
-    expect(await runSpillGc({ definition: other, config, clients, graceMs: GRACE, now: () => later + 2000 })).toMatchObject({ dryRun: false });
+    expect(await runSpillGc({ queryName: other.name, config, clients, graceMs: GRACE, now: () => later, minIntervalMs: HOUR })).toMatchObject({ dryRun: false });
+    expect(await runSpillGc({ queryName: other.name, config, clients, graceMs: GRACE, now: () => later + 1000, minIntervalMs: HOUR })).toEqual({ skipped: 'not-due-or-running' });
+    expect(await runSpillGc({ queryName: other.name, config, clients, graceMs: GRACE, now: () => later + 2000 })).toMatchObject({ dryRun: false });
   });
+
+  it('sluice spill gc --dry-run: scans the sink table, lists the objects and changes nothing; a query that does not spill is a usage error', async () => {
+    const sinkTable = await newTable();
+    const cliQuery = `${name}-cli`;
+    const prefix = `${cliQuery}/`;
+    const sink = sinkFor(sinkTable, prefix);
+    await sink.addBatch(batch(0, [['g', big('c')]]));
+    await sink.addBatch(batch(1, [['g', big('d')]]));
+    const dir = mkdtempSync(join(tmpdir(), 'spill-gc-'));
+    const descriptor = (table?: string) => ({ sluiceQuery: cliQuery, checkpointTable, stateTable: checkpointTable, streamName: 's', deadLetterBucket: bucket, sinkBucket: bucket, ...(table ? { sinkTable: table } : {}) });
+    const file = join(dir, 'deployment.json');
+    const cli = (args: string[]) => runSluice([...args, '--deployment', file, '--endpoint', `dynamodb=${emulators.endpoints.dynamodb}`, '--endpoint', `s3=${emulators.endpoints.s3}`],
+      60_000, emulatorCliEnv(emulators));
+    writeFileSync(file, JSON.stringify(descriptor(sinkTable)));
+    const before = await keysUnder(prefix);
+    const dry = await cli(['spill', 'gc', cliQuery, '--dry-run', '--json']);
+    expect(dry.stderr).toBe('');
+    expect(dry.code).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true, objects: 2, referenced: 1, scan: { tables: [sinkTable], items: 1 } });
+    expect(await keysUnder(prefix)).toEqual(before);
+    writeFileSync(file, JSON.stringify(descriptor()));
+    const refused = await cli(['spill', 'gc', cliQuery]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/no DynamoDB sink that spills/);
+  }, 120_000);
 });
