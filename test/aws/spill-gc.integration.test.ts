@@ -10,10 +10,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CreateBucketCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
-import { CreateTableCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { BatchWriteItemCommand, CreateTableCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
-import { DynamoDbUpsertSink, MAX_ITEM_BYTES } from '../../lib/aws/dynamodb-upsert-sink.js';
+import { DynamoDbUpsertSink, itemBytes, MAX_ITEM_BYTES } from '../../lib/aws/dynamodb-upsert-sink.js';
 import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { collectSpillGarbage, type SpillGcOptions } from '../../lib/aws/dynamodb-spill-gc.js';
 import { SPILL_CHECK_VALID_MS, spillObjectKey } from '../../lib/aws/dynamodb-spill.js';
@@ -205,6 +205,28 @@ describe('spill collector (DynamoDB Local + s3rver)', () => {
     const sink = sinkFor(table, prefix, gated as never, () => clock);
     await expect(sink.addBatch(batch(0, [['g', big('a')]]))).rejects.toMatchObject({ code: 'SINK_WRITE_FAILED', retryable: true });
     expect(await scanDynamoDbSink(clients.dynamodb, table, { s3: clients.s3 })).toEqual([]);
+  });
+});
+
+describe("the scan's cost", () => {
+  it('a run reads every item in full, strongly consistent: about one read unit per 4 KB, one request per MB', async () => {
+    const table = await newTable();
+    const items: Record<string, AttributeValue>[] = Array.from({ length: 600 }, (_, i) => ({
+      pk: { S: `k=${i}` }, note: { S: 'n'.repeat(8 * 1024) },
+      ...(i % 10 === 0 ? { _spilled: { M: { notes: { S: `s3://${bucket}/cost/_sluice_spill/${'0'.repeat(64)}.json` } } } } : {}),
+    }));
+    for (let i = 0; i < items.length; i += 25) {
+      await clients.dynamodb.send(new BatchWriteItemCommand({ RequestItems: { [table]: items.slice(i, i + 25).map((Item) => ({ PutRequest: { Item } })) } }));
+    }
+    const bytes = items.reduce((n, item) => n + itemBytes(item), 0);
+    const { scan } = await collect(table, 'cost/', 1, { dryRun: true });
+    const perGb = (n: number) => Math.round(n * 2 ** 30 / bytes);
+    console.info(`spill collector scan: ${items.length} items, ${bytes} bytes: ${scan.requests} Scan requests, ${scan.readUnits} read units; per GB: ${perGb(scan.requests)} requests, ${perGb(scan.readUnits)} read units`);
+    expect(scan.items).toBe(items.length);
+    // Each page is charged its items' bytes rounded up to 4 KB, the pages at most 1 MB each.
+    expect(scan.requests).toBeGreaterThanOrEqual(Math.ceil(bytes / 2 ** 20));
+    expect(scan.readUnits).toBeGreaterThanOrEqual(Math.ceil(bytes / 4096));
+    expect(scan.readUnits).toBeLessThanOrEqual(Math.ceil(bytes / 4096) + scan.requests);
   });
 });
 
