@@ -179,6 +179,9 @@ describe('every SDK call a function sends is allowed by its synthesized policy',
     await deployment.drain();
     await deployment.tick(Date.UTC(2026, 11, 1, 13), 'drain');
     expect(sentBy('kinesisTrigger').some((a) => a.command === 'PutObjectCommand' && a.bucket === deployment.config.sinkBucket)).toBe(true);
+    // The writer looked up its object's tombstone; the scheduled function ran the spill collector.
+    expect(sentBy('kinesisTrigger').some((a) => a.command === 'HeadObjectCommand' && (a.key ?? '').includes('_sluice_spill_tombstones/'))).toBe(true);
+    expect(sentBy('scheduled').some((a) => a.command === 'ScanCommand' && a.table === deployment.config.sinkTable)).toBe(true);
     expect({ kinesisTrigger: denied('kinesisTrigger', allowed.kinesisTrigger, deployment, definition), scheduled: denied('scheduled', allowed.scheduled, deployment, definition) })
       .toEqual({ kinesisTrigger: [], scheduled: [] });
   }, 120_000);
