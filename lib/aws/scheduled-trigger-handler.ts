@@ -303,12 +303,15 @@ async function sweepAfterTick(
 
 /** Kept free before the function's timeout when the collector takes its lease. */
 const SPILL_GC_TIMEOUT_MARGIN_MS = 5_000;
+/** Less time left than this after the tick: the collector waits for a tick with time to scan (its daily slot is not used up). */
+const SPILL_GC_MIN_TIME_MS = 40_000;
 
 async function collectSpillAfterTick(
   context: Context, config: RuntimeConfig, clients: AwsClients, meter: CostMeter, lambdaContext: ScheduledInvocationContext | undefined,
 ): Promise<ScheduledTriggerSummary['spillGc'] | null> {
   if (typeof SLUICE_BUNDLED_SINK === 'string' && SLUICE_BUNDLED_SINK !== 'dynamodb') return null;
   if (!spillsToS3(context.query.definition, config)) return null;
+  if (lambdaContext && lambdaContext.getRemainingTimeInMillis() < SPILL_GC_MIN_TIME_MS) return null;
   const now = context.options.now ?? Date.now;
   try {
     return await runSpillGc({
