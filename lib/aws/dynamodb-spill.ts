@@ -23,7 +23,7 @@
  *     the next variant key instead, and it writes its items within SPILL_CHECK_VALID_MS of the
  *     look-up (else the batch fails, retryably, and looks again).
  * Why no visible item loses its object (G = the grace, which must exceed SPILL_CHECK_VALID_MS plus
- * the clocks' skew; the deleting scan starts after the tombstone's time + G):
+ * the clocks' skew and a PutItem's SDK retries; the deleting scan starts after the tombstone's time + G):
  *   - a writer that looked before the tombstone existed put its item before the deleting scan
  *     started (look-up + SPILL_CHECK_VALID_MS < tombstone + G): the scan sees it and the object stays;
  *   - a writer that looks while the tombstone exists points to a variant, never to the marked key;
