@@ -81,8 +81,7 @@ export async function startReplay(clients: AwsClients, deployment: DeploymentDes
       code: 'REPLAY_UNSUPPORTED', hint: 'not supported yet; deploy the fixed query as a new query (a new name) instead.',
     });
   }
-  // Only a DynamoDB sink has a table (one that spills has a bucket as well).
-  const dynamoDbSink = options.definition ? options.definition.sink.kind === 'dynamodb' : !!deployment.sinkTable;
+  const dynamoDbSink = options.definition ? options.definition.sink.kind === 'dynamodb' : !deployment.sinkBucket && !!deployment.sinkTable;
   if (dynamoDbSink && !options.sinkTable) {
     throw new ReplayError(`'${query}' writes a DynamoDB table: a replay needs a table of its own, or it would change the live answer.`, {
       code: 'REPLAY_NEEDS_SINK_TABLE', hint: 'pass --sink-table <name> (created with the sink\'s key schema if it does not exist).',

@@ -21,7 +21,6 @@ import { runSpillGc } from '../../lib/aws/spill-gc-run.js';
 import { claimSpillGcLease } from '../../lib/aws/spill-gc-lease.js';
 import { ensureTables } from '../../lib/aws/tables.js';
 import { startShadow } from '../../lib/aws/query-namespace.js';
-import { startReplay } from '../../lib/aws/replay.js';
 import type { QueryDefinition } from '../../lib/query/query-definition.js';
 import type { RuntimeConfig } from '../../lib/runtime/runtime-config.js';
 import type { SinkBatch } from '../../lib/sinks/sink.js';
@@ -260,11 +259,6 @@ describe('the collector of a deployed query (pointer item, lease)', () => {
     expect(await collectSpillGarbage({
       s3: clients.s3, bucket, prefixes: [prefix], dynamodb: clients.dynamodb, tables: async () => [live], graceMs: GRACE, now: runAt(1), dryRun: true,
     })).toMatchObject({ marked: [keyOf(prefix, big('r'))] });
-  });
-
-  it('a replay of a spilling query (sink table and bucket) without --sink-table is refused: it would write the live table', async () => {
-    const deployment = { sluiceQuery: `${name}-replay`, checkpointTable, stateTable: checkpointTable, streamName: 's', deadLetterBucket: bucket, sinkBucket: bucket, sinkTable: 'live' };
-    await expect(startReplay(clients, deployment, { fromMs: 0 })).rejects.toMatchObject({ code: 'REPLAY_NEEDS_SINK_TABLE' });
   });
 
   it('a run is refused while another holds the lease, and the scheduled one within its interval', async () => {
