@@ -7,6 +7,7 @@
  *   sluice status|progress|state <query> ...   a deployed query (bin/commands/)
  *   sluice diff <query-module> --against <query>, sluice cost <query-module> --rate N/s
  *   sluice replay start|run|status|cutover|abort <query> ...   recompute a query beside the live run, then switch
+ *   sluice spill gc <query> [--dry-run] [--grace-hours N]   delete spilled objects no item points to (two runs a grace apart)
  *
  * Exit codes: 0 healthy or done, 1 unhealthy or failed, 2 usage error (bad option, unknown query).
  */

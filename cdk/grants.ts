@@ -14,7 +14,14 @@
  * functions that run a source-stream stage, the watermark rows (UpdateItem: publish, mark a
  * reshard's parent closed); stage 2 takes its watermark from the internal records and never
  * writes a row, so the repartition function has no UpdateItem. The state table takes Query, PutItem and BatchWriteItem; the DynamoDB sink
- * only PutItem. Nothing calls DeleteItem, Scan or DescribeTable at run time. A new SDK call in
+ * only PutItem, and Scan for the scheduled function when the sink spills (the spill collector reads
+ * every item's pointers; its lease is an UpdateItem on the checkpoint table, which the scheduled
+ * function has for watermark rows). Nothing calls DeleteItem or DescribeTable at run time.
+ *
+ * A spilling DynamoDB sink's objects (lib/aws/dynamodb-spill.ts): every function that writes the
+ * sink PUTs under `<prefix>_sluice_spill/` and reads (HEAD, and lists to tell a missing key from a
+ * denial) under `<prefix>_sluice_spill_tombstones/`; the scheduled function, which runs the
+ * collector, also lists both folders, deletes in both and writes tombstones. A new SDK call in
  * lib/aws needs its action added here: test/aws/least-privilege.integration.test.ts runs each
  * function on the emulators and fails on a call its synthesized policy does not allow, and the
  * template tests (test/cdk/least-privilege.test.ts) list every action per function.
@@ -44,8 +51,16 @@ export const STATE_TABLE_ACTIONS = ['dynamodb:Query', 'dynamodb:PutItem', 'dynam
 export const SINK_TABLE_ACTIONS = ['dynamodb:PutItem'];
 /** The S3 sinks read their manifest/pointer, write data objects, and delete superseded ones. */
 export const SINK_OBJECT_ACTIONS = ['s3:GetObject', 's3:PutObject', 's3:DeleteObject'];
-/** Values a DynamoDB sink spills to S3 (onUnwritableRow: 'spill') are only ever written. */
+/** Values a DynamoDB sink spills to S3 (onUnwritableRow: 'spill') are written; the collector deletes them. */
 export const SPILL_OBJECT_ACTIONS = ['s3:PutObject'];
+export const SPILL_COLLECTOR_OBJECT_ACTIONS = ['s3:DeleteObject', 's3:PutObject'];
+/** A writer looks up the collector's tombstones; the collector writes and deletes them. */
+export const SPILL_TOMBSTONE_ACTIONS = ['s3:GetObject'];
+export const SPILL_COLLECTOR_TOMBSTONE_ACTIONS = ['s3:DeleteObject', 's3:GetObject', 's3:PutObject'];
+/** The collector's scan of the sink table for pointers. */
+export const SPILL_COLLECTOR_TABLE_ACTIONS = ['dynamodb:Scan'];
+const SPILL_DIR = '_sluice_spill/';
+const SPILL_TOMBSTONE_DIR = '_sluice_spill_tombstones/';
 /** Dead letters are only ever written (one object per record, keyed by its identity). */
 export const DEAD_LETTER_OBJECT_ACTIONS = ['s3:PutObject'];
 /**
@@ -95,6 +110,8 @@ export interface FunctionAccess {
   readonly source: 'event-source' | 'read' | 'list';
   /** Internal stream: read by its mapping (stage 2), written (stage 1), written and read (scheduled), or untouched. */
   readonly internal: 'event-source' | 'write' | 'read-write' | 'none';
+  /** Runs the spill collector (a spilling DynamoDB sink's scheduled function). */
+  readonly spillCollector?: boolean;
 }
 
 /** The three functions' access for a query (a stateless stage 1 touches neither state nor sink). */
@@ -106,7 +123,7 @@ export function accessOf(options: { isStateful: boolean; needsRepartition: boole
     kinesisTrigger: {
       state: isStateful && !needsRepartition, sink: !needsRepartition, watermarkRows: true, source: 'event-source', internal: needsRepartition ? 'write' : 'none',
     },
-    scheduled: { state: isStateful, sink: true, watermarkRows: true, source: 'read', internal: needsRepartition ? 'read-write' : 'none' },
+    scheduled: { state: isStateful, sink: true, watermarkRows: true, source: 'read', internal: needsRepartition ? 'read-write' : 'none', spillCollector: true },
     repartition: { state: true, sink: true, watermarkRows: false, source: 'list', internal: 'event-source' },
   };
 }
@@ -122,10 +139,18 @@ export function grantFunctionAccess(fn: lambda.Function, access: FunctionAccess,
   if (access.state) grantTable(fn, resources.stateTable, STATE_TABLE_ACTIONS);
   const findings: string[] = [];
   if (access.sink) {
-    if (resources.sinkTable) grantTable(fn, resources.sinkTable, SINK_TABLE_ACTIONS);
-    if (resources.sinkTable && resources.sinkBucket && resources.sinkPrefix !== undefined) {
-      // The DynamoDB sink's 'spill' policy only writes (content-addressed objects, never read or deleted).
-      findings.push(grantObjects(fn, resources.sinkBucket, resources.sinkPrefix, SPILL_OBJECT_ACTIONS, KMS_WRITE));
+    const spills = !!(resources.sinkTable && resources.sinkBucket && resources.sinkPrefix !== undefined);
+    const collects = spills && access.spillCollector === true;
+    if (resources.sinkTable) grantTable(fn, resources.sinkTable, collects ? [...SINK_TABLE_ACTIONS, ...SPILL_COLLECTOR_TABLE_ACTIONS] : SINK_TABLE_ACTIONS);
+    if (spills) {
+      const bucket = resources.sinkBucket!;
+      const prefix = resources.sinkPrefix!;
+      findings.push(grantObjects(fn, bucket, `${prefix}${SPILL_DIR}`, collects ? SPILL_COLLECTOR_OBJECT_ACTIONS : SPILL_OBJECT_ACTIONS, KMS_WRITE));
+      findings.push(grantObjects(fn, bucket, `${prefix}${SPILL_TOMBSTONE_DIR}`, collects ? SPILL_COLLECTOR_TOMBSTONE_ACTIONS : SPILL_TOMBSTONE_ACTIONS, collects ? [...KMS_READ, ...KMS_WRITE] : KMS_READ));
+      iam.Grant.addToPrincipal({
+        grantee: fn, actions: ['s3:ListBucket'], resourceArns: [bucket.bucketArn],
+        conditions: { StringLike: { 's3:prefix': [collects ? `${prefix}_sluice_spill*` : `${prefix}${SPILL_TOMBSTONE_DIR}*`] } },
+      });
     } else if (resources.sinkBucket && resources.sinkPrefix !== undefined) {
       findings.push(grantObjects(fn, resources.sinkBucket, resources.sinkPrefix, SINK_OBJECT_ACTIONS, [...KMS_READ, ...KMS_WRITE]));
       // The snapshot sink lists its own keys; listing reveals key names only, and only under the prefix.

@@ -5,6 +5,7 @@ import { registerDiffCommand } from './diff.js';
 import { registerInspectCommands } from './inspect.js';
 import { registerRedriveCommand } from './redrive.js';
 import { registerReplayCommand } from './replay.js';
+import { registerSpillCommand } from './spill.js';
 
 export function registerDeployedQueryCommands(program: Command): void {
   registerInspectCommands(program);
@@ -12,4 +13,5 @@ export function registerDeployedQueryCommands(program: Command): void {
   registerCostCommand(program);
   registerRedriveCommand(program);
   registerReplayCommand(program);
+  registerSpillCommand(program);
 }

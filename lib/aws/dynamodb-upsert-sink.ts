@@ -39,7 +39,10 @@
  * With `spill` (the 'spill' policy) an item over 400 KB is not refused: its largest non-key values
  * go to S3 objects, written before any item of the batch, and the item holds pointers
  * (lib/aws/dynamodb-spill.ts); only a key too long, a value that cannot be encoded, or an item
- * whose key columns alone pass 400 KB is still refused.
+ * whose key columns alone pass 400 KB is still refused. Before writing an object the sink looks up
+ * its tombstone (the spill collector marked it for deletion) and then points to an unmarked variant
+ * key instead; its items must follow within SPILL_CHECK_VALID_MS of that look-up, or the batch
+ * fails, retryably (the collector's safety rests on that bound: dynamodb-spill.ts).
  *
  * Rows of one batch with the same `pk` are written once, the last row winning (as if in order).
  * Up to `concurrency` (64 to start) PutItems are in flight, fewer after throttling (halved on a
@@ -60,7 +63,7 @@ import { createHash } from 'node:crypto';
 import { marshall, NumberValueImpl } from '@aws-sdk/util-dynamodb';
 import { Decimal } from '../core/decimal.js';
 import { stringifyWithLongs } from '../core/long.js';
-import { IllegalArgumentError } from '../errors/sluice-error.js';
+import { IllegalArgumentError, StreamingQueryError } from '../errors/sluice-error.js';
 import type { OutputMode } from '../core/output-mode.js';
 import type { DataType, StructField } from '../plan/data-types.js';
 import type { CostMeter } from '../core/cost-meter.js';
@@ -70,11 +73,15 @@ import { UnwritableRowsError, type RowRefusal, type SinkRowLimits, type Unwritab
 import { mapWithConcurrency, putObject, toSinkError } from './s3-util.js';
 import { AdaptiveConcurrency, runAdaptive } from './adaptive-concurrency.js';
 import { SINK_OUTPUT_MODES } from '../sinks/sink-output-modes.js';
-import { SPILL_ATTRIBUTE, spillLargestAttributes, type SpilledObject, type SpillLocation } from './dynamodb-spill.js';
+import {
+  SPILL_ATTRIBUTE, SPILL_CHECK_VALID_MS, spillLargestAttributes, unmarkedSpillKey, type SpilledObject, type SpillLocation,
+} from './dynamodb-spill.js';
 
 export const DYNAMODB_SINK_RESERVED = ['pk', '_partition', '_batchId', SPILL_ATTRIBUTE] as const;
 /** S3 PUTs of spilled values in flight (objects are few and large). */
 const SPILL_PUTS_IN_FLIGHT = 8;
+/** Bytes kept free in a spilled item for its pointers' variant suffixes (a few pointers, `.<n>` each). */
+const VARIANT_ROOM_BYTES = 64;
 /** DynamoDB's limit on a partition key value, in UTF-8 bytes. */
 export const MAX_PK_BYTES = 2048;
 /** DynamoDB's item limit, 400 KB, counted by its size formula (names and values). */
@@ -149,6 +156,17 @@ function toDynamoDbValue(value: unknown): unknown {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toDynamoDbValue(v)]));
   }
   return value;
+}
+
+/** `item` with its spill pointers moved to the keys the objects were written under. */
+function repointed(item: Record<string, AttributeValue>, bucket: string, keys: ReadonlyMap<string, string>): Record<string, AttributeValue> {
+  const pointers = item[SPILL_ATTRIBUTE]?.M;
+  if (!pointers) return item;
+  const moved = Object.fromEntries(Object.entries(pointers).map(([column, pointer]) => {
+    const key = pointer.S!.slice(`s3://${bucket}/`.length);
+    return [column, { S: `s3://${bucket}/${keys.get(key) ?? key}` }];
+  }));
+  return { ...item, [SPILL_ATTRIBUTE]: { M: moved } };
 }
 
 function utf8Bytes(s: string): number {
@@ -253,10 +271,50 @@ export class DynamoDbUpsertSink implements Sink {
     // Nothing is written when any row would fail: a half-written batch would leave rows no commit holds.
     if (refused.length > 0) throw new UnwritableRowsError(this.description, batch.batchId, refused);
     const objects = new Map([...byPk.values()].flatMap((w) => w.spilled.map((o) => [o.key, o] as const)));
-    // Every object before any item: a visible item never points to an object not yet written.
-    if (objects.size > 0) await mapWithConcurrency([...objects.values()], SPILL_PUTS_IN_FLIGHT, (o) => this.putSpilled(o));
-    await runAdaptive([...byPk.values()], this.inFlight, ({ item }) => this.put(item, batch), {
+    let checkedAt: number | undefined;
+    let writes = [...byPk.values()];
+    if (objects.size > 0) {
+      checkedAt = this.now();
+      const keys = await this.unmarkedKeys([...objects.values()]);
+      // Every object before any item: a visible item never points to an object not yet written.
+      await mapWithConcurrency([...objects.values()], SPILL_PUTS_IN_FLIGHT, (o) => this.putSpilled({ key: keys.get(o.key)!, body: o.body }));
+      writes = writes.map((w) => ({ ...w, item: repointed(w.item, this.spill!.bucket, keys) }));
+    }
+    await runAdaptive(writes, this.inFlight, ({ item }) => {
+      if (checkedAt !== undefined && this.now() - checkedAt > SPILL_CHECK_VALID_MS) throw this.checkExpired();
+      return this.put(item, batch);
+    }, {
       isThrottle: (error) => (error as { code?: string }).code === 'SINK_THROTTLED',
+    });
+  }
+
+  private now(): number {
+    return (this.spill?.now ?? Date.now)();
+  }
+
+  /** Each object's key, or an unmarked variant of it when the collector tombstoned the key. */
+  private async unmarkedKeys(objects: readonly SpilledObject[]): Promise<Map<string, string>> {
+    const { client, bucket } = this.spill!;
+    const keys = await mapWithConcurrency(objects, SPILL_PUTS_IN_FLIGHT, async (o) => {
+      let key: string | null;
+      try {
+        key = await unmarkedSpillKey(client, bucket, o, this.meter);
+      } catch (error) {
+        throw toSinkError(error, this.description, `HeadObject of a spilled value's tombstone in s3://${bucket}`);
+      }
+      if (key === null) {
+        throw new StreamingQueryError(`${this.description}: every variant of ${o.key} is marked for deletion by the spill collector`, {
+          code: 'SINK_WRITE_FAILED', retryable: true, hint: 'the batch is retried; the collector deletes or unmarks them at its next run.',
+        });
+      }
+      return [o.key, key] as const;
+    });
+    return new Map(keys);
+  }
+
+  private checkExpired(): Error {
+    return new StreamingQueryError(`${this.description}: the batch's items would be written over ${SPILL_CHECK_VALID_MS / 60_000} minutes after its spilled objects were checked against the collector's tombstones`, {
+      code: 'SINK_WRITE_FAILED', retryable: true, hint: 'the batch is retried and checks again; the spill collector relies on this bound.',
     });
   }
 
@@ -291,7 +349,8 @@ export class DynamoDbUpsertSink implements Sink {
     if (bytes <= MAX_ITEM_BYTES) return { pk, item, spilled: [], refusal: null };
     if (this.spill) {
       const keep = new Set<string>([...DYNAMODB_SINK_RESERVED, ...this.keyColumns]);
-      const spilled = spillLargestAttributes(item, keep, this.spill.bucket, this.spill.prefix, MAX_ITEM_BYTES, itemBytes);
+      // Room for a variant's suffix (`.<n>`) in each pointer, should a tombstone move it.
+      const spilled = spillLargestAttributes(item, keep, this.spill.bucket, this.spill.prefix, MAX_ITEM_BYTES - VARIANT_ROOM_BYTES, itemBytes);
       if (spilled) return { pk, item: spilled.item, spilled: spilled.objects, refusal: null };
     }
     const afterSpill = this.spill ? ', even with every non-key value spilled to S3' : '';

@@ -25,7 +25,8 @@
  * After the batches, an s3-files sink's staged copies revealed long ago are deleted and its quiet
  * small files are compacted, bounded by the time the invocation has left
  * (lib/aws/scheduled-compaction.ts); a failure there is logged and reported, never fails the tick
- * (the next tick finishes it).
+ * (the next tick finishes it). A DynamoDB sink that spills has its unreferenced spilled objects
+ * collected, at most once a day (lib/aws/spill-gc-run.ts), likewise.
  */
 import { compileForDeployment, type CompiledQuery, type DeployableQuery } from '../query/compiled-query.js';
 import type { QueryStage, StageKind } from '../query/query-stage.js';
@@ -50,6 +51,7 @@ import type { StagedSweepReport } from './s3-staged-sweep.js';
 import { hasTimeForBatch, invocationLimitsOf, type InvocationLimits } from '../query/invocation-limits.js';
 import type { CompactionReport } from './s3-compaction.js';
 import { NO_BATCH_COMMITTED } from '../sources/repartition-records.js';
+import { DEFAULT_SPILL_GC_INTERVAL_MS, runSpillGc, spillsToS3, type SpillGcRun } from './spill-gc-run.js';
 
 export interface ScheduledTriggerOptions {
   readonly config?: RuntimeConfig;
@@ -79,6 +81,8 @@ export interface ScheduledTriggerSummary {
   readonly compaction?: CompactionReport | { readonly error: string };
   /** The s3-files sink's sweep of staged copies revealed long ago (absent for other sinks). */
   readonly staging?: StagedSweepReport | { readonly error: string };
+  /** The spill collector's run (a DynamoDB sink that spills; `skipped` when not due). */
+  readonly spillGc?: SpillGcRun | { readonly error: string };
   /** The replay shadow's shards, when this invocation drove it (lib/aws/query-namespace.ts). */
   readonly replay?: { readonly runId: string; readonly shards: readonly ShardSummary[]; readonly error?: string };
 }
@@ -190,11 +194,13 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
     let summary: ShardSummary[] = [];
     let compaction: ScheduledTriggerSummary['compaction'] | null = null;
     let staging: ScheduledTriggerSummary['staging'] | null = null;
+    let spillGc: ScheduledTriggerSummary['spillGc'] | null = null;
     if (mode !== 'replay') {
       const context = contextOf({ location: pointer.active, ...fenceOf(pointer.active.namespace) });
       summary = await runNamespace(context, tick, (stage) => guardOf(context, stage), drain);
       staging = await sweepAfterTick(context, clients, meter, lambdaContext);
       compaction = await compactAfterTick(context, clients, meter, lambdaContext);
+      spillGc = await collectSpillAfterTick(context, config, clients, meter, lambdaContext);
     }
     let replay: ScheduledTriggerSummary['replay'];
     if (driveShadow) {
@@ -210,7 +216,7 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
     observability.metrics.publishStoredMetrics();
     for (const metrics of shadowMetrics.values()) metrics.publishStoredMetrics();
     if (tick.stoppedBy) observability.logger.warn('tick stopped before the deadline; the next tick resumes the deferred shards', { deferred: summary.filter((s) => s.deferred).map((s) => s.shardId) });
-    return { shards: summary, ...(tick.stoppedBy ? { stoppedBy: tick.stoppedBy } : {}), ...(compaction ? { compaction } : {}), ...(staging ? { staging } : {}), ...(replay ? { replay } : {}) };
+    return { shards: summary, ...(tick.stoppedBy ? { stoppedBy: tick.stoppedBy } : {}), ...(compaction ? { compaction } : {}), ...(staging ? { staging } : {}), ...(spillGc ? { spillGc } : {}), ...(replay ? { replay } : {}) };
   };
 }
 
@@ -291,6 +297,29 @@ async function sweepAfterTick(
     });
   } catch (error) {
     context.observability.logger.error('sweeping staged files failed; the next tick retries it', { error: error as Error });
+    return { error: (error as Error).message };
+  }
+}
+
+/** Kept free before the function's timeout when the collector takes its lease. */
+const SPILL_GC_TIMEOUT_MARGIN_MS = 5_000;
+/** Less time left than this after the tick: the collector waits for a tick with time to scan (its daily slot is not used up). */
+const SPILL_GC_MIN_TIME_MS = 40_000;
+
+async function collectSpillAfterTick(
+  context: Context, config: RuntimeConfig, clients: AwsClients, meter: CostMeter, lambdaContext: ScheduledInvocationContext | undefined,
+): Promise<ScheduledTriggerSummary['spillGc'] | null> {
+  if (typeof SLUICE_BUNDLED_SINK === 'string' && SLUICE_BUNDLED_SINK !== 'dynamodb') return null;
+  if (!spillsToS3(context.query.definition, config)) return null;
+  if (lambdaContext && lambdaContext.getRemainingTimeInMillis() < SPILL_GC_MIN_TIME_MS) return null;
+  const now = context.options.now ?? Date.now;
+  try {
+    return await runSpillGc({
+      queryName: context.query.definition.name, config, clients, meter, now, minIntervalMs: DEFAULT_SPILL_GC_INTERVAL_MS,
+      ...(lambdaContext ? { leaseMs: lambdaContext.getRemainingTimeInMillis() - SPILL_GC_TIMEOUT_MARGIN_MS } : {}),
+    });
+  } catch (error) {
+    context.observability.logger.error('collecting spilled objects failed; a later tick retries it', { error: error as Error });
     return { error: (error as Error).message };
   }
 }

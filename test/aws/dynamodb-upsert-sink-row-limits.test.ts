@@ -72,7 +72,14 @@ describe("DynamoDbUpsertSink with onUnwritableRow: 'spill'", () => {
 
   it('an item over 400 KB is accepted; its largest values move to S3 until it fits, before any PutItem; the key stays', async () => {
     const sent: { name: string; input: Record<string, unknown> }[] = [];
-    const recorder = { send: async (c: { constructor: { name: string }; input: Record<string, unknown> }) => { sent.push({ name: c.constructor.name, input: c.input }); return {}; } };
+    const recorder = {
+      send: async (c: { constructor: { name: string }; input: Record<string, unknown> }) => {
+        sent.push({ name: c.constructor.name, input: c.input });
+        // No tombstone: the spill collector has not marked the key.
+        if (c.constructor.name === 'HeadObjectCommand') throw Object.assign(new Error('not found'), { name: 'NotFound', $metadata: { httpStatusCode: 404 } });
+        return {};
+      },
+    };
     const sink = new DynamoDbUpsertSink({
       client: recorder as unknown as DynamoDBClient, tableName: 't', keyColumns: ['k'],
       spill: { client: recorder as never, bucket: 'b', prefix: 'q/' },
@@ -82,11 +89,13 @@ describe("DynamoDbUpsertSink with onUnwritableRow: 'spill'", () => {
     // The same check without spill refuses it: the policy is what makes it storable.
     expect(sinkWithCalls().sink.rowLimits.check(three([row]), 0)).toMatchObject({ code: 'SINK_ITEM_TOO_LARGE' });
     await sink.addBatch(three([row]));
-    expect(sent.map((s) => s.name)).toEqual(['PutObjectCommand', 'PutItemCommand']);
-    expect(sent[0]!.input.Key).toMatch(/^q\/_sluice_spill\/[0-9a-f]{64}\.json$/);
-    const item = sent[1]!.input.Item as Record<string, { S?: string; M?: Record<string, { S: string }> }>;
+    // The tombstone look-up, then the object, then the item.
+    expect(sent.map((s) => s.name)).toEqual(['HeadObjectCommand', 'PutObjectCommand', 'PutItemCommand']);
+    expect(sent[0]!.input.Key).toMatch(/^q\/_sluice_spill_tombstones\/[0-9a-f]{64}\.json$/);
+    expect(sent[1]!.input.Key).toMatch(/^q\/_sluice_spill\/[0-9a-f]{64}\.json$/);
+    const item = sent[2]!.input.Item as Record<string, { S?: string; M?: Record<string, { S: string }> }>;
     expect(Object.keys(item._spilled!.M!)).toEqual(['a']);
-    expect(item._spilled!.M!.a!.S).toBe(`s3://b/${sent[0]!.input.Key as string}`);
+    expect(item._spilled!.M!.a!.S).toBe(`s3://b/${sent[1]!.input.Key as string}`);
     expect(item.b!.S!.length).toBe(200 * 1024);
     expect(item.k!.S).toBe('key');
     expect(item.a).toBeUndefined();

@@ -44,6 +44,8 @@ function synthesizedGrants(modulePath: string, props: { shardCount?: number } = 
   if (query.sinkBucket) {
     named.set(arn(query.sinkBucket), 'sink-bucket');
     named.set(JSON.stringify({ 'Fn::Join': ['', [JSON.parse(arn(query.sinkBucket)), `/${query.sinkPrefix}*`]] }), 'sink-objects');
+    named.set(JSON.stringify({ 'Fn::Join': ['', [JSON.parse(arn(query.sinkBucket)), `/${query.sinkPrefix}_sluice_spill/*`]] }), 'spill-objects');
+    named.set(JSON.stringify({ 'Fn::Join': ['', [JSON.parse(arn(query.sinkBucket)), `/${query.sinkPrefix}_sluice_spill_tombstones/*`]] }), 'spill-tombstones');
   }
   if (query.repartitionStream) named.set(arn(query.repartitionStream), 'internal');
   const of = (fn: SluiceQuery['kinesisTriggerFunction'] | undefined): Allowed => {
@@ -80,6 +82,11 @@ function resourceOf(access: NeededAccess, deployment: Deployment, definition: St
   const key = access.key ?? '';
   if (access.bucket === config.sinkBucket) {
     if (access.action === 's3:ListBucket') return key.startsWith(sinkPrefixOf(definition, config)) ? 'sink-bucket' : `sink bucket listed at '${key}'`;
+    // A spilling DynamoDB sink is granted its two folders, not the whole prefix.
+    if (definition.sink.kind === 'dynamodb') {
+      const spill = `${sinkPrefixOf(definition, config)}_sluice_spill`;
+      return key.startsWith(`${spill}/`) ? 'spill-objects' : key.startsWith(`${spill}_tombstones/`) ? 'spill-tombstones' : `sink bucket key '${key}'`;
+    }
     return key.startsWith(sinkPrefixOf(definition, config)) ? 'sink-objects' : `sink bucket key '${key}'`;
   }
   if (access.bucket === config.deadLetterBucket) {
@@ -172,6 +179,9 @@ describe('every SDK call a function sends is allowed by its synthesized policy',
     await deployment.drain();
     await deployment.tick(Date.UTC(2026, 11, 1, 13), 'drain');
     expect(sentBy('kinesisTrigger').some((a) => a.command === 'PutObjectCommand' && a.bucket === deployment.config.sinkBucket)).toBe(true);
+    // The writer looked up its object's tombstone; the scheduled function ran the spill collector.
+    expect(sentBy('kinesisTrigger').some((a) => a.command === 'HeadObjectCommand' && (a.key ?? '').includes('_sluice_spill_tombstones/'))).toBe(true);
+    expect(sentBy('scheduled').some((a) => a.command === 'ScanCommand' && a.table === deployment.config.sinkTable)).toBe(true);
     expect({ kinesisTrigger: denied('kinesisTrigger', allowed.kinesisTrigger, deployment, definition), scheduled: denied('scheduled', allowed.scheduled, deployment, definition) })
       .toEqual({ kinesisTrigger: [], scheduled: [] });
   }, 120_000);

@@ -33,6 +33,8 @@ function accessOf(stack: Stack, template: Template, query: SluiceQuery, fn: Fn):
   if (query.sinkBucket) {
     named.push(['sink-bucket', arn(query.sinkBucket)]);
     named.push(['sink-objects', { 'Fn::Join': ['', [arn(query.sinkBucket), `/${query.sinkPrefix}*`]] }]);
+    named.push(['spill-objects', { 'Fn::Join': ['', [arn(query.sinkBucket), `/${query.sinkPrefix}_sluice_spill/*`]] }]);
+    named.push(['spill-tombstones', { 'Fn::Join': ['', [arn(query.sinkBucket), `/${query.sinkPrefix}_sluice_spill_tombstones/*`]] }]);
   }
   named.push(['dead-letters', { 'Fn::Join': ['', [arn(query.deadLetterBucket), `/${query.deadLetterPrefix}${query.queryName}/*`]] }]);
   if (query.repartitionStream) named.push(['internal', arn(query.repartitionStream)]);
@@ -57,16 +59,25 @@ describe('least privilege per function', () => {
     expect(nagViolations(stack)).toEqual([]);
   });
 
-  it("a DynamoDB sink with onUnwritableRow: 'spill': a bucket for spilled values, PutObject only under the query's prefix", () => {
+  it("a DynamoDB sink with onUnwritableRow: 'spill': writers PUT spilled values and read tombstones; only the scheduled function (the collector) scans, lists both folders and deletes", () => {
     const stack = testStack();
     const query = new SluiceQuery(stack, 'Spill', { queryModule: fixture('notes-spill.ts') });
     const template = Template.fromStack(stack);
     expect(query.sinkBucket).toBeDefined();
     expect(query.sinkPrefix).toBe('notes-spill/');
     expect(query.environment.SLUICE_SINK_BUCKET).toBeDefined();
-    const common = { checkpoint: CHECKPOINT, state: STATE, 'sink-table': ['dynamodb:PutItem'], 'sink-objects': ['s3:PutObject'], 'dead-letters': ['s3:PutObject'], logs: LOGS };
-    expect(accessOf(stack, template, query, query.kinesisTriggerFunction)).toEqual({ ...common, stream: MAPPING_READS, queue: QUEUE });
-    expect(accessOf(stack, template, query, query.scheduledTriggerFunction)).toEqual({ ...common, stream: OWN_READS });
+    const common = { checkpoint: CHECKPOINT, state: STATE, 'dead-letters': ['s3:PutObject'], 'sink-bucket': ['s3:ListBucket'], logs: LOGS };
+    expect(accessOf(stack, template, query, query.kinesisTriggerFunction)).toEqual({
+      ...common, 'sink-table': ['dynamodb:PutItem'], 'spill-objects': ['s3:PutObject'], 'spill-tombstones': ['s3:GetObject'], stream: MAPPING_READS, queue: QUEUE,
+    });
+    expect(accessOf(stack, template, query, query.scheduledTriggerFunction)).toEqual({
+      ...common, 'sink-table': ['dynamodb:PutItem', 'dynamodb:Scan'], 'spill-objects': ['s3:DeleteObject', 's3:PutObject'],
+      'spill-tombstones': ['s3:DeleteObject', 's3:GetObject', 's3:PutObject'], stream: OWN_READS,
+    });
+    const listed = (fn: Fn) => statementsOfRole(template, stack.getLogicalId(fn.role!.node.defaultChild as never))
+      .filter((s) => asArray(s.Action).includes('s3:ListBucket')).map((s) => s.Condition);
+    expect(listed(query.kinesisTriggerFunction)).toEqual([{ StringLike: { 's3:prefix': ['notes-spill/_sluice_spill_tombstones/*'] } }]);
+    expect(listed(query.scheduledTriggerFunction)).toEqual([{ StringLike: { 's3:prefix': ['notes-spill/_sluice_spill*'] } }]);
     expect(nagViolations(stack)).toEqual([]);
   });
 
