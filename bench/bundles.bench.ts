@@ -6,9 +6,13 @@
  * alternate between the bundles so that machine load falls on all alike;
  * `BENCH_BUNDLE_SAMPLES` sets how many per bundle (median reported); `BENCH_BUNDLE_SOURCE_MAPS=1`
  * starts every process with --enable-source-maps (what `debugSourceMaps` deploys).
+ *
+ * `BENCH_BUNDLE_BASELINE=<git revision>` builds that revision's bundles as well (with its own
+ * bench/function-bundles.ts, from `git archive`) and alternates their samples with these: a
+ * before/after in one run, under the same load (`baseline` in the result).
  */
 import { spawnSync } from 'node:child_process';
-import { buildEmptyBundle, buildFunctionBundles, type BuiltBundle } from './function-bundles.js';
+import { buildBaselineBundles, buildEmptyBundle, buildFunctionBundles, type BuiltBundle } from './function-bundles.js';
 import { RUNTIME_ENV } from '../lib/runtime/runtime-config.js';
 
 export interface BundleFigures {
@@ -22,6 +26,8 @@ export interface BundleFigures {
 
 export interface BundlesResult {
   readonly functions: BundleFigures[];
+  /** The same functions built from BENCH_BUNDLE_BASELINE's revision, measured alternately with these. */
+  readonly baseline?: { readonly revision: string; readonly functions: BundleFigures[] };
   readonly emptyInitMsMedian: number;
   readonly emptyInitCpuMsMedian: number;
   /** The `--json` summary. */
@@ -40,14 +46,16 @@ const SINK_ENV: Record<string, Record<string, string>> = {
 };
 
 // Timed inside the child: process start-up is the same for every bundle and not the bundle's cost.
+// The clock stops when the event loop is empty, so that work the load starts without waiting for
+// it (a module loaded in the background for the first invocation) is counted too.
 // Prints "<wall ms> <cpu ms>".
 const INIT_SCRIPT = `const t=process.hrtime.bigint();const c=process.cpuUsage();const m=require(process.argv[1]);`
   + `if(typeof m.handler!=='function')throw new Error('no handler');`
-  + `const u=process.cpuUsage(c);`
-  + `process.stdout.write(Number(process.hrtime.bigint()-t)/1e6+' '+(u.user+u.system)/1e3)`;
+  + `process.once('beforeExit',()=>{const u=process.cpuUsage(c);`
+  + `process.stdout.write(Number(process.hrtime.bigint()-t)/1e6+' '+(u.user+u.system)/1e3)})`;
 
 function initMs(bundle: BuiltBundle): { wall: number; cpu: number } {
-  const query = bundle.name.split('/')[0]!;
+  const query = bundle.name.split('/')[0]!.replace(/^baseline:/, '');
   const env = { PATH: process.env.PATH ?? '', ...FAKE_ENV, ...(SINK_ENV[query] ?? { [RUNTIME_ENV.sinkBucket]: 'bench-sink' }) };
   const flags = process.env.BENCH_BUNDLE_SOURCE_MAPS === '1' ? ['--enable-source-maps'] : [];
   const run = spawnSync(process.execPath, [...flags, '-e', INIT_SCRIPT, bundle.file], { env, encoding: 'utf8' });
@@ -61,17 +69,21 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 export async function measureBundles(samples = Number(process.env.BENCH_BUNDLE_SAMPLES ?? 5)): Promise<BundlesResult> {
   const bundles = await buildFunctionBundles();
   const empty = await buildEmptyBundle();
-  const times = new Map<BuiltBundle, { wall: number; cpu: number }[]>([...bundles, empty].map((b) => [b, []]));
+  const baselineRevision = process.env.BENCH_BUNDLE_BASELINE;
+  const baseline = baselineRevision ? buildBaselineBundles(baselineRevision) : [];
+  const times = new Map<BuiltBundle, { wall: number; cpu: number }[]>([...bundles, ...baseline, empty].map((b) => [b, []]));
   for (let round = 0; round < samples; round++) {
     for (const [bundle, xs] of times) xs.push(initMs(bundle));
   }
   const wall = (b: BuiltBundle): number => median(times.get(b)!.map((x) => x.wall));
   const cpu = (b: BuiltBundle): number => median(times.get(b)!.map((x) => x.cpu));
-  const functions = bundles.map((b) => ({ name: b.name, bytes: b.bytes, sourceMapBytes: b.sourceMapBytes, initMsMedian: wall(b), initCpuMsMedian: cpu(b) }));
+  const figures = (b: BuiltBundle): BundleFigures => ({ name: b.name, bytes: b.bytes, sourceMapBytes: b.sourceMapBytes, initMsMedian: wall(b), initCpuMsMedian: cpu(b) });
+  const functions = bundles.map(figures);
   const emptyInitMsMedian = wall(empty);
   const emptyInitCpuMsMedian = cpu(empty);
   return {
     functions, emptyInitMsMedian, emptyInitCpuMsMedian,
+    ...(baselineRevision ? { baseline: { revision: baselineRevision, functions: baseline.map(figures) } } : {}),
     summary: {
       maxBytes: Math.max(...functions.map((f) => f.bytes)),
       initMsMedian: Math.max(...functions.map((f) => f.initMsMedian)),
@@ -87,6 +99,12 @@ export function printBundles(result: BundlesResult): void {
   for (const f of result.functions) {
     console.log(`  ${f.name.padEnd(40)} ${(f.bytes / 1000).toFixed(0).padStart(5)} kB code, ${(f.sourceMapBytes / 1000).toFixed(0).padStart(5)} kB map (external), `
       + `init ${f.initMsMedian.toFixed(0)} ms = ${(f.initMsMedian / result.emptyInitMsMedian).toFixed(1)}x the empty handler's, CPU ${f.initCpuMsMedian.toFixed(0)} ms`);
+  }
+  for (const before of result.baseline?.functions ?? []) {
+    const after = result.functions.find((f) => `baseline:${f.name}` === before.name);
+    if (!after) continue;
+    console.log(`  ${before.name.replace('baseline:', `${result.baseline!.revision}: `).padEnd(40)} ${(before.bytes / 1000).toFixed(0).padStart(5)} kB code, init ${before.initMsMedian.toFixed(0)} ms, `
+      + `CPU ${before.initCpuMsMedian.toFixed(0)} ms -> now ${after.initCpuMsMedian.toFixed(0)} ms (${(after.initCpuMsMedian / before.initCpuMsMedian).toFixed(2)}x)`);
   }
   console.log(`  empty handler init ${result.emptyInitMsMedian.toFixed(1)} ms (CPU ${result.emptyInitCpuMsMedian.toFixed(1)} ms); largest bundle ${result.summary.maxBytes} bytes, `
     + `slowest init ${result.summary.initMsMedian.toFixed(0)} ms (CPU ${result.summary.initCpuMsMedian.toFixed(0)} ms)`);

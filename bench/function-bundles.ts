@@ -3,7 +3,8 @@
  * generated entries, the same esbuild options), for the bundle benchmark and the size test.
  */
 import { build } from 'esbuild';
-import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { esbuildOptionsFor, type BundledSinkKind } from '../cdk/bundling.js';
@@ -72,4 +73,22 @@ async function buildOne(name: string, entry: string, outfile: string, sinkKind?:
   await build({ ...esbuildOptionsFor(entry, outfile, PER_SINK ? sinkKind : undefined), ...(SDK_BUNDLED ? { external: [] } : {}) });
   const mapBytes = (() => { try { return statSync(`${outfile}.map`).size; } catch { return 0; } })();
   return { name, file: outfile, bytes: statSync(outfile).size, sourceMapBytes: mapBytes };
+}
+
+/**
+ * Another revision's bundles, built by its own bench/function-bundles.ts in a copy of its tree
+ * (`git archive`, sharing this checkout's node_modules), named `baseline:<function>`.
+ */
+export function buildBaselineBundles(revision: string): BuiltBundle[] {
+  const root = join(PROJECT_ROOT, 'cdk.out', 'bundle-baseline');
+  rmSync(root, { recursive: true, force: true });
+  mkdirSync(root, { recursive: true });
+  execFileSync('sh', ['-c', `git archive "$1" | tar -x -C "$2"`, 'archive', revision, root], { cwd: PROJECT_ROOT });
+  if (!existsSync(join(root, 'node_modules'))) symlinkSync(join(PROJECT_ROOT, 'node_modules'), join(root, 'node_modules'));
+  const script = "const m = await import('./bench/function-bundles.ts'); console.log(JSON.stringify(await m.buildFunctionBundles()));";
+  const out = execFileSync(process.execPath, ['--conditions=sluice-source', '--import', 'tsx', '--input-type=module', '-e', script], {
+    cwd: root, encoding: 'utf8', env: { ...process.env, NODE_NO_WARNINGS: '1' },
+  });
+  const built = JSON.parse(out.trim().split('\n').pop()!) as BuiltBundle[];
+  return built.map((b) => ({ ...b, name: `baseline:${b.name}` }));
 }

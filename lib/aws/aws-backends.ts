@@ -13,6 +13,7 @@ import { isMultiSource } from '../query/query-definition.js';
 import type { Sink } from '../sinks/sink.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { AwsClients } from './clients.js';
+import { s3Sdk } from './s3-sdk.js';
 import { DynamoDbCheckpoint } from './dynamodb-checkpoint.js';
 import { DynamoDbUpsertSink } from './dynamodb-upsert-sink.js';
 import type { SpillLocation } from './dynamodb-spill.js';
@@ -249,6 +250,9 @@ function createSink(
 
 function s3SinkOptions(definition: QueryDefinition, config: RuntimeConfig, clients: AwsClients, meter: CostMeter) {
   if (!config.sinkBucket) throw missing('SLUICE_SINK_BUCKET', 'the S3 sink bucket');
+  // Every batch of an S3 sink writes S3: its SDK loads during init, not in the first invocation
+  // (a failure to load surfaces at the first write, from the same promise).
+  s3Sdk().catch(() => undefined);
   return { client: clients.s3, bucket: config.sinkBucket, prefix: sinkPrefixOf(definition, config), meter };
 }
 

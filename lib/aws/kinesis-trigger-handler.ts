@@ -20,7 +20,8 @@ import { isMultiSource } from '../query/query-definition.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
-import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
+import type { AwsClientOptions, AwsClients } from './clients.js';
+import { createFunctionClients } from './function-clients.js';
 import { createAwsQueryBackends, type BackendsNamespace } from './aws-backends.js';
 import { namespaceFence, readNamespacePointer } from './query-namespace.js';
 import { ReshardGuard } from './reshard-guard.js';
@@ -122,7 +123,7 @@ function createShardHandler(
   /** The partitions' backends and reshard guards of the namespace an invocation runs in. */
   let wiringOf: (namespace: BackendsNamespace) => { forPartition: ForPartition; guards: Guards };
   if (!options.backendsFor) {
-    const sdk = options.clients ?? createAwsClients(options.clientOptions);
+    const sdk = options.clients ?? createFunctionClients(options.clientOptions);
     clients = sdk;
     // One wiring per namespace this container has run (the live one; a new one after a cutover).
     const wirings = new Map<string, { forPartition: ForPartition; guards: Guards }>();

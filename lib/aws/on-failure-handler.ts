@@ -11,7 +11,8 @@ import { compileForDeployment, internalStreamNames, type CompiledQuery, type Dep
 import type { QueryStage } from '../query/query-stage.js';
 import { isMultiSource } from '../query/query-definition.js';
 import { readRuntimeConfig, streamNameOf, type RuntimeConfig } from '../runtime/runtime-config.js';
-import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
+import type { AwsClientOptions, AwsClients } from './clients.js';
+import { createFunctionClients } from './function-clients.js';
 import { streamNameOfArn } from './kinesis-trigger-handler.js';
 import { createObservability, type Observability } from './observability.js';
 import { parseOnFailureRecord, SkippedBatchStore, type SkippedBatchInfo } from './skipped-batches.js';
@@ -48,7 +49,7 @@ export async function recordSkippedBatch(
 export function createOnFailureHandler(deployable: DeployableQuery, options: OnFailureHandlerOptions = {}): OnFailureHandler {
   const config = options.config ?? readRuntimeConfig();
   const query = compileForDeployment(deployable, config);
-  const clients = options.clients ?? createAwsClients(options.clientOptions);
+  const clients = options.clients ?? createFunctionClients(options.clientOptions);
   const store = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: config.checkpointTable, queryName: query.name });
   const observability = options.observability ?? createObservability(query.name);
 

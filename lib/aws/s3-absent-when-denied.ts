@@ -4,7 +4,8 @@
  * GET does not carry), so S3 answers 403 instead. Listing the key itself, which the condition
  * allows, tells a missing object from a real denial.
  */
-import { ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
+import { s3Sdk } from './s3-sdk.js';
 
 function isAccessDenied(error: unknown): boolean {
   const e = error as { name?: string; $metadata?: { httpStatusCode?: number } };
@@ -15,7 +16,7 @@ function isAccessDenied(error: unknown): boolean {
 export async function absentWhenDenied(client: S3Client, bucket: string, key: string, error: unknown): Promise<boolean> {
   if (!isAccessDenied(error)) return false;
   try {
-    const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: key, MaxKeys: 1 }));
+    const page = await client.send(new (await s3Sdk()).ListObjectsV2Command({ Bucket: bucket, Prefix: key, MaxKeys: 1 }));
     return !(page.Contents ?? []).some((o) => o.Key === key);
   } catch {
     return false; // listing denied too: a real denial, reported as the original error

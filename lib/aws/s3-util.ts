@@ -3,18 +3,11 @@
  * is counted on the optional CostMeter as it is made), bounded concurrency, and turning AWS SDK
  * errors into SluiceErrors whose `retryable` flag tells the runtime whether to retry the batch.
  */
-import {
-  CopyObjectCommand,
-  DeleteObjectsCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  type S3Client,
-} from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { IllegalArgumentError, StreamingQueryError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import { absentWhenDenied } from './s3-absent-when-denied.js';
+import { s3Sdk } from './s3-sdk.js';
 
 /** Batch ids in keys are zero-padded to this width so S3's lexicographic listing is batch order. */
 export const BATCH_ID_WIDTH = 12;
@@ -52,7 +45,7 @@ export async function putObject(
 ): Promise<void> {
   meter?.add('s3Puts', 1);
   const bytes = Buffer.from(body, 'utf-8');
-  await client.send(new PutObjectCommand({
+  await client.send(new (await s3Sdk()).PutObjectCommand({
     Bucket: bucket, Key: key, Body: bytes, ContentLength: bytes.byteLength, ContentType: contentType, ...(metadata ? { Metadata: metadata } : {}),
   }));
 }
@@ -61,7 +54,7 @@ export async function putObjectBytes(
   client: S3Client, bucket: string, key: string, body: Uint8Array, contentType: string, meter?: CostMeter,
 ): Promise<void> {
   meter?.add('s3Puts', 1);
-  await client.send(new PutObjectCommand({
+  await client.send(new (await s3Sdk()).PutObjectCommand({
     Bucket: bucket, Key: key, Body: body, ContentLength: body.byteLength, ContentType: contentType,
   }));
 }
@@ -78,7 +71,7 @@ function copySourceOf(bucket: string, key: string): string {
 export async function copyObject(client: S3Client, bucket: string, from: string, to: string, meter?: CostMeter): Promise<boolean> {
   meter?.add('s3Puts', 1);
   try {
-    await client.send(new CopyObjectCommand({ Bucket: bucket, Key: to, CopySource: copySourceOf(bucket, from) }));
+    await client.send(new (await s3Sdk()).CopyObjectCommand({ Bucket: bucket, Key: to, CopySource: copySourceOf(bucket, from) }));
     return true;
   } catch (error) {
     if (isNotFound(error)) return false;
@@ -92,7 +85,7 @@ export async function getObjectBytes(
 ): Promise<Uint8Array | undefined> {
   meter?.add('s3Gets', 1);
   try {
-    const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    const response = await client.send(new (await s3Sdk()).GetObjectCommand({ Bucket: bucket, Key: key }));
     return (await response.Body?.transformToByteArray()) ?? new Uint8Array();
   } catch (error) {
     if (isNotFound(error)) return undefined;
@@ -112,7 +105,7 @@ export async function getObjectText(
 ): Promise<string | undefined> {
   meter?.add('s3Gets', 1);
   try {
-    const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    const response = await client.send(new (await s3Sdk()).GetObjectCommand({ Bucket: bucket, Key: key }));
     return (await response.Body?.transformToString('utf-8')) ?? '';
   } catch (error) {
     if (isNotFound(error) || await absentWhenDenied(client, bucket, key, error)) return undefined;
@@ -124,7 +117,7 @@ export async function getObjectText(
 export async function objectMetadata(client: S3Client, bucket: string, key: string, meter?: CostMeter): Promise<Record<string, string> | undefined> {
   meter?.add('s3Gets', 1);
   try {
-    return (await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))).Metadata ?? {};
+    return (await client.send(new (await s3Sdk()).HeadObjectCommand({ Bucket: bucket, Key: key }))).Metadata ?? {};
   } catch (error) {
     if (isNotFound(error) || await absentWhenDenied(client, bucket, key, error)) return undefined;
     throw error;
@@ -135,7 +128,7 @@ export async function objectMetadata(client: S3Client, bucket: string, key: stri
 export async function objectExists(client: S3Client, bucket: string, key: string, meter?: CostMeter): Promise<boolean> {
   meter?.add('s3Gets', 1);
   try {
-    await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+    await client.send(new (await s3Sdk()).HeadObjectCommand({ Bucket: bucket, Key: key }));
     return true;
   } catch (error) {
     if (isNotFound(error) || await absentWhenDenied(client, bucket, key, error)) return false;
@@ -147,7 +140,7 @@ export async function objectExists(client: S3Client, bucket: string, key: string
 export async function objectLastModified(client: S3Client, bucket: string, key: string, meter?: CostMeter): Promise<Date | undefined> {
   meter?.add('s3Gets', 1);
   try {
-    const head = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+    const head = await client.send(new (await s3Sdk()).HeadObjectCommand({ Bucket: bucket, Key: key }));
     return head.LastModified ?? new Date(0);
   } catch (error) {
     if (isNotFound(error) || await absentWhenDenied(client, bucket, key, error)) return undefined;
@@ -167,7 +160,7 @@ export async function listObjects(client: S3Client, bucket: string, prefix: stri
   let token: string | undefined;
   do {
     meter?.add('s3Lists', 1);
-    const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
+    const page = await client.send(new (await s3Sdk()).ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
     for (const o of page.Contents ?? []) {
       if (o.Key !== undefined) objects.push({ key: o.Key, bytes: o.Size ?? 0, lastModified: o.LastModified ?? new Date(0) });
     }
@@ -182,7 +175,7 @@ export async function listKeys(client: S3Client, bucket: string, prefix: string,
   let token: string | undefined;
   do {
     meter?.add('s3Lists', 1);
-    const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
+    const page = await client.send(new (await s3Sdk()).ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
     for (const o of page.Contents ?? []) if (o.Key !== undefined) keys.push(o.Key);
     token = page.IsTruncated ? page.NextContinuationToken : undefined;
   } while (token);
@@ -196,7 +189,7 @@ export async function listKeys(client: S3Client, bucket: string, prefix: string,
 export async function deleteKeys(client: S3Client, bucket: string, keys: readonly string[]): Promise<void> {
   for (let i = 0; i < keys.length; i += 1000) {
     const chunk = keys.slice(i, i + 1000);
-    const response = await client.send(new DeleteObjectsCommand({
+    const response = await client.send(new (await s3Sdk()).DeleteObjectsCommand({
       Bucket: bucket,
       Delete: { Objects: chunk.map((Key) => ({ Key })), Quiet: true },
     }));

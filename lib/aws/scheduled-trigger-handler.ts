@@ -35,7 +35,8 @@ import { CostMeter } from '../core/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { Sink } from '../sinks/sink.js';
-import { createAwsClients, type AwsClientOptions, type AwsClients } from './clients.js';
+import type { AwsClientOptions, AwsClients } from './clients.js';
+import { createFunctionClients } from './function-clients.js';
 import { createAwsQueryBackends, namespacedConfig, type AwsQueryBackends, type BackendsNamespace } from './aws-backends.js';
 import { namespaceFence, readNamespacePointer } from './query-namespace.js';
 import type { Shard } from '@aws-sdk/client-kinesis';
@@ -135,7 +136,7 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
   // Compiled once per container; every scheduled invocation reuses it.
   const query = compileForDeployment(deployable, config);
   const meter = new CostMeter();
-  const clients = options.clients ?? createAwsClients(options.clientOptions);
+  const clients = options.clients ?? createFunctionClients(options.clientOptions);
   const observability = options.observability ?? createObservability(query.name);
   // A replay's batches are metered under its own namespace as the Query dimension, so the live
   // query's dashboard and alarms do not count the history it recomputes.

@@ -4,7 +4,7 @@
  * `sluice dev --out`, the integration tests and run-to-run comparisons use these.
  */
 import { ScanCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { CostMeter } from '../core/cost-meter.js';
 import { DYNAMODB_SINK_RESERVED } from './dynamodb-upsert-sink.js';
@@ -14,6 +14,7 @@ import { decodeKeySegment, getObjectBytes, getObjectText, listKeys, mapWithConcu
 import { parquetRowsAsJson } from './parquet-reader.js';
 import { readCompactionLog } from './s3-compaction.js';
 import { resolveSpilledAttributes } from './dynamodb-spill.js';
+import { s3Sdk } from './s3-sdk.js';
 import { parseJsonWithLongs, parseLongDigits } from '../core/long.js';
 
 export interface ReaderOptions {
@@ -194,7 +195,7 @@ async function readSnapshotObjects(
 
 async function readCurrentSnapshot(client: S3Client, bucket: string, key: string, options: ReaderOptions): Promise<Omit<SnapshotRead, 'partitionId'>> {
   options.meter?.add('s3Gets', 1);
-  const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+  const response = await client.send(new (await s3Sdk()).GetObjectCommand({ Bucket: bucket, Key: key }));
   const header = currentSnapshotHeader(response.Metadata ?? {}, key);
   const rows = parseJsonLines((await response.Body?.transformToString('utf-8')) ?? '', key);
   if (rows.length !== header.rows) throw new Error(`${key} has ${rows.length} rows; its metadata says ${header.rows}`);

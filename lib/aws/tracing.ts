@@ -7,6 +7,7 @@
 import type { Tracer } from '@aws-lambda-powertools/tracer';
 import { TRACING_ENV } from '../runtime/runtime-config.js';
 import type { AwsClients } from './clients.js';
+import { builtS3Client } from './s3-sdk.js';
 
 export function tracingEnabled(env: NodeJS.ProcessEnv = process.env): boolean {
   return env[TRACING_ENV] === 'true';
@@ -25,7 +26,8 @@ export function loadTracer(): Promise<Tracer | undefined> {
 /** Loads the tracer (when on) and has it record every call these clients make. */
 export async function tracerForClients(clients: AwsClients | undefined): Promise<Tracer | undefined> {
   const tracer = await loadTracer();
-  if (tracer && clients) for (const client of [clients.kinesis, clients.dynamodb, clients.s3]) tracer.captureAWSv3Client(client);
+  // With tracing on, the S3 client is built now (its SDK loaded) so that its calls are traced too.
+  if (tracer && clients) for (const client of [clients.kinesis, clients.dynamodb, await builtS3Client(clients.s3)]) tracer.captureAWSv3Client(client);
   return tracer;
 }
 

@@ -5,7 +5,9 @@
  */
 import type { Trigger } from '../runtime/trigger.js';
 import { deployedTrigger } from './deployed-trigger.js';
-import * as z from 'zod';
+// zod/mini: see lib/runtime/runtime-config.ts (its load time is paid at every function's init).
+import * as z from 'zod/mini';
+import { en } from 'zod/locales';
 import type { OutputMode } from '../core/output-mode.js';
 import type { DataFrame } from '../api/data-frame.js';
 import type { SchemaLike, SluiceSession } from '../api/session.js';
@@ -100,43 +102,48 @@ export type QueryDefinition = StreamingQueryDefinition | MultiSourceQueryDefinit
 /** Source names a multi-source definition may not use: ids the engine gives its own streams. */
 export const RESERVED_SOURCE_NAMES: readonly string[] = ['kinesis', 'repartition', 'state'];
 
+z.config(en());
+
+const nonEmpty = () => z.string().check(z.minLength(1));
 const sourceShape = z.object({
-  format: z.enum(['json', 'csv', 'raw']).optional(),
-  schema: z.union([z.string().min(1), z.array(z.object({ name: z.string().min(1), type: z.unknown() }))]),
-  numericTimestamps: z.enum(['seconds', 'millis', 'micros']).optional(),
-  csvDelimiter: z.string().length(1).optional(),
-  partitionKey: z.string().min(1).optional(),
+  format: z.optional(z.enum(['json', 'csv', 'raw'])),
+  schema: z.union([nonEmpty(), z.array(z.object({ name: nonEmpty(), type: z.unknown() }))]),
+  numericTimestamps: z.optional(z.enum(['seconds', 'millis', 'micros'])),
+  csvDelimiter: z.optional(z.string().check(z.length(1))),
+  partitionKey: z.optional(nonEmpty()),
 });
 
 const definitionShape = z.object({
-  name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/, 'letters, digits, "_", "." and "-" only, at most 100 characters'),
-  source: sourceShape.optional(),
-  sources: z.record(
-    z.string().regex(/^[A-Za-z][A-Za-z0-9_]{0,39}$/, 'a source name is a letter then letters, digits or "_", at most 40 characters')
-      .refine((n) => !RESERVED_SOURCE_NAMES.includes(n.toLowerCase()), `reserved source name (${RESERVED_SOURCE_NAMES.join(', ')})`),
+  name: z.string().check(z.regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/, 'letters, digits, "_", "." and "-" only, at most 100 characters')),
+  source: z.optional(sourceShape),
+  sources: z.optional(z.record(
+    z.string().check(
+      z.regex(/^[A-Za-z][A-Za-z0-9_]{0,39}$/, 'a source name is a letter then letters, digits or "_", at most 40 characters'),
+      z.refine((n) => !RESERVED_SOURCE_NAMES.includes(n.toLowerCase()), `reserved source name (${RESERVED_SOURCE_NAMES.join(', ')})`),
+    ),
     sourceShape,
-  ).refine((r) => Object.keys(r).length >= 1, 'name at least one source').optional(),
+  ).check(z.refine((r) => Object.keys(r).length >= 1, 'name at least one source'))),
   transform: z.function(),
   outputMode: z.enum(['append', 'update', 'complete']),
   sink: z.discriminatedUnion('kind', [
     z.object({
-      kind: z.literal('s3-files'), prefix: z.string().optional(), format: z.enum(['jsonl', 'parquet']).optional(),
-      partitionBy: z.array(z.string().min(1)).optional(),
+      kind: z.literal('s3-files'), prefix: z.optional(z.string()), format: z.optional(z.enum(['jsonl', 'parquet'])),
+      partitionBy: z.optional(z.array(nonEmpty())),
     }),
-    z.object({ kind: z.literal('s3-snapshot'), prefix: z.string().optional() }),
+    z.object({ kind: z.literal('s3-snapshot'), prefix: z.optional(z.string()) }),
     z.object({
-      kind: z.literal('dynamodb'), keyColumns: z.array(z.string().min(1)).min(1).optional(), onUnwritableRow: z.enum(UNWRITABLE_ROW_POLICIES).optional(),
+      kind: z.literal('dynamodb'), keyColumns: z.optional(z.array(nonEmpty()).check(z.minLength(1))), onUnwritableRow: z.optional(z.enum(UNWRITABLE_ROW_POLICIES)),
     }),
   ]),
-  conf: z.record(z.string(), z.string()).optional(),
-  trigger: z.union([
-    z.object({ kind: z.literal('processingTime'), intervalMs: z.number().nonnegative() }),
+  conf: z.optional(z.record(z.string(), z.string())),
+  trigger: z.optional(z.union([
+    z.object({ kind: z.literal('processingTime'), intervalMs: z.number().check(z.nonnegative()) }),
     z.object({ kind: z.enum(['availableNow', 'once']) }),
-  ]).optional(),
-}).refine((d) => (d.source === undefined) !== (d.sources === undefined), {
+  ])),
+}).check(z.refine((d) => (d.source === undefined) !== (d.sources === undefined), {
   message: 'give either source (one stream) or sources (several named streams), not both',
   path: ['source'],
-});
+}));
 
 /** Checks the definition's shape at once; the query itself is analysed by `validateQuery`. */
 export function defineQuery(definition: MultiSourceQueryDefinition): MultiSourceQueryDefinition;

@@ -3,7 +3,10 @@
  * set by the CDK construct (or `sluice dev`), its defaults and the tables' key names. The construct
  * (cdk/) and the runtime both read them from here, so a default is written once.
  */
-import * as z from 'zod';
+// zod/mini: the same validation as zod's chained API in a fraction of its load time, which every
+// function pays at init (bench/bundles.bench.ts); the English messages are zod's own.
+import * as z from 'zod/mini';
+import { en } from 'zod/locales';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 
 export const RUNTIME_ENV = {
@@ -112,23 +115,28 @@ export interface RuntimeConfig {
   readonly compactionMinAgeMs?: number;
 }
 
-const optional = z.string().min(1).optional();
+z.config(en());
+
+const nonEmpty = () => z.string().check(z.minLength(1));
+const optional = z.optional(nonEmpty());
+/** A whole number from the environment's text, at least `min`. */
+const count = (min: 0 | 1) => z.pipe(z.coerce.number(), z.int().check(min === 0 ? z.nonnegative() : z.positive()));
 const envShape = z.object({
-  [RUNTIME_ENV.checkpointTable]: z.string().min(1),
-  [RUNTIME_ENV.stateTable]: z.string().min(1),
+  [RUNTIME_ENV.checkpointTable]: nonEmpty(),
+  [RUNTIME_ENV.stateTable]: nonEmpty(),
   [RUNTIME_ENV.sinkBucket]: optional,
-  [RUNTIME_ENV.sinkPrefix]: z.string().default(''),
+  [RUNTIME_ENV.sinkPrefix]: z._default(z.string(), ''),
   [RUNTIME_ENV.sinkTable]: optional,
-  [RUNTIME_ENV.deadLetterBucket]: z.string().min(1),
-  [RUNTIME_ENV.deadLetterPrefix]: z.string().default(DEPLOYMENT_DEFAULTS.deadLetterPrefix),
+  [RUNTIME_ENV.deadLetterBucket]: nonEmpty(),
+  [RUNTIME_ENV.deadLetterPrefix]: z._default(z.string(), DEPLOYMENT_DEFAULTS.deadLetterPrefix),
   [RUNTIME_ENV.deadLetterQueueUrl]: optional,
-  [RUNTIME_ENV.streamName]: z.string().min(1),
-  [RUNTIME_ENV.idleShardTimeoutMs]: z.coerce.number().int().nonnegative().default(DEPLOYMENT_DEFAULTS.idleShardTimeoutMs),
-  [RUNTIME_ENV.expectedShardCount]: z.coerce.number().int().positive().optional(),
-  [RUNTIME_ENV.snapshotEveryBatches]: z.coerce.number().int().positive().default(DEPLOYMENT_DEFAULTS.snapshotEveryBatches),
+  [RUNTIME_ENV.streamName]: nonEmpty(),
+  [RUNTIME_ENV.idleShardTimeoutMs]: z._default(count(0), DEPLOYMENT_DEFAULTS.idleShardTimeoutMs),
+  [RUNTIME_ENV.expectedShardCount]: z.optional(count(1)),
+  [RUNTIME_ENV.snapshotEveryBatches]: z._default(count(1), DEPLOYMENT_DEFAULTS.snapshotEveryBatches),
   [RUNTIME_ENV.repartitionStreamName]: optional,
   [RUNTIME_ENV.repartitionStreamNames]: optional,
-  [RUNTIME_ENV.sourceStreams]: z.string().optional().transform((text, ctx) => {
+  [RUNTIME_ENV.sourceStreams]: z.pipe(z.optional(z.string()), z.transform((text, ctx) => {
     if (text === undefined || text === '') return undefined;
     try {
       const parsed: unknown = JSON.parse(text);
@@ -138,12 +146,12 @@ const envShape = z.object({
     } catch {
       // reported below
     }
-    ctx.addIssue({ code: 'custom', message: 'a JSON object of source name to stream name' });
+    ctx.issues.push({ code: 'custom', message: 'a JSON object of source name to stream name', input: text });
     return z.NEVER;
-  }),
-  [RUNTIME_ENV.compaction]: z.enum(['true', 'false']).default('true'),
-  [RUNTIME_ENV.compactionTargetBytes]: z.coerce.number().int().positive().default(DEPLOYMENT_DEFAULTS.compactionTargetBytes),
-  [RUNTIME_ENV.compactionMinAgeMs]: z.coerce.number().int().nonnegative().default(DEPLOYMENT_DEFAULTS.compactionMinAgeMs),
+  })),
+  [RUNTIME_ENV.compaction]: z._default(z.enum(['true', 'false']), 'true'),
+  [RUNTIME_ENV.compactionTargetBytes]: z._default(count(1), DEPLOYMENT_DEFAULTS.compactionTargetBytes),
+  [RUNTIME_ENV.compactionMinAgeMs]: z._default(count(0), DEPLOYMENT_DEFAULTS.compactionMinAgeMs),
 });
 
 export function readRuntimeConfig(env: Readonly<Record<string, string | undefined>> = process.env): RuntimeConfig {

@@ -48,7 +48,9 @@ describe('handler bundling', () => {
     });
     // From the repository's sources (as here), `sluice` resolves to them in both.
     expect(options.conditions).toEqual(['sluice-source']);
-    expect(handlerBundling().esbuildArgs).toEqual({ '--conditions': 'sluice-source' });
+    expect(handlerBundling().esbuildArgs).toEqual({ '--conditions': 'sluice-source', '--supported:dynamic-import': 'false' });
+    // A module loaded on first use is loaded by `require` in both (not by Node's ESM loader).
+    expect(options.supported).toEqual({ 'dynamic-import': false });
   });
 
   it('generates one entry per trigger kind, each importing only its own factory', () => {
