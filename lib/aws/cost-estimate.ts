@@ -248,7 +248,7 @@ export class SizingStateStoreProvider implements StateStoreProvider {
 const CHUNK_BYTES = 350 * 1024;
 
 /** The state store's chunk items for a payload of `bytes`, as dynamodb-state-store.ts builds them. */
-function chunkWriteUnits(pk: string, prefix: string, bytes: number): number {
+export function chunkWriteUnits(pk: string, prefix: string, bytes: number): number {
   let units = 0;
   const count = Math.max(1, Math.ceil(bytes / CHUNK_BYTES));
   for (let c = 0; c < count; c++) {
@@ -357,8 +357,8 @@ export async function measureInvocation(
     stateWriteUnits: stateUnitsPerVersion * batchesPerInvocation,
     // One conditional PutItem per result row; result items stay under 1 KB for these shapes.
     sinkWriteUnits: sinkKind === 'dynamodb' ? rows : 0,
-    // s3-files: the staged file and its copy once committed; s3-snapshot: the partition's one object.
-    s3Puts: sinkKind === 'dynamodb' ? 0 : sinkKind === 's3-snapshot' ? batchesPerInvocation : rows > 0 ? 2 * batchesPerInvocation : 0,
+    // s3-files: every batch's manifest, and the staged file and its copy once committed; s3-snapshot: the partition's one object.
+    s3Puts: sinkKind === 'dynamodb' ? 0 : sinkKind === 's3-snapshot' ? batchesPerInvocation : batchesPerInvocation + (rows > 0 ? 2 * batchesPerInvocation : 0),
     stateBytes: snapshot.bytes,
   };
 }

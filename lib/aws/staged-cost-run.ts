@@ -26,7 +26,8 @@ import { MemoryDeadLetterWriter } from '../sources/dead-letter.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import { sourceSchemaOf } from '../query/validate-query.js';
 import { itemSize, writeUnitsFor } from './dynamodb-cost.js';
-import { checkpointItem, CountingLog, SizingStateStoreProvider, syntheticSourceRecords, type StageRates } from './cost-estimate.js';
+import { checkpointItem, CountingLog, syntheticSourceRecords, type StageRates } from './cost-estimate.js';
+import { DeployedStateSizer } from './state-write-sizing.js';
 
 export type { StageRates } from './cost-estimate.js';
 import { progressRecordItem } from './progress-record.js';
@@ -96,15 +97,12 @@ class MeteredPartition {
   readonly memory = new MemoryCheckpoint();
   readonly offsetLog = new CountingLog(this.memory.offsetLog);
   readonly commitLog = new CountingLog(this.memory.commitLog);
-  readonly state: SizingStateStoreProvider;
+  readonly state: DeployedStateSizer;
   metadataReads = 0;
-  /** Committed state versions and their delta units while counting. */
-  versions = 0;
-  deltaUnits = 0;
   readonly checkpoint: Checkpoint;
 
-  constructor(readonly pk: string) {
-    this.state = new SizingStateStoreProvider(pk);
+  constructor(readonly pk: string, snapshotEvery: number) {
+    this.state = new DeployedStateSizer(pk, snapshotEvery);
     this.checkpoint = {
       offsetLog: this.offsetLog, commitLog: this.commitLog, stateStore: this.state,
       readQueryMetadata: () => { this.metadataReads++; return this.memory.readQueryMetadata(); },
@@ -134,7 +132,7 @@ export async function runStagesInMemory(query: CompiledQuery, options: StagedRun
   const invoke = async (stage: QueryStage, t: Totals, part: MeteredPartition, backends: Parameters<typeof runShardInvocation>[2], shardId: string, records: ShardRecord[]): Promise<void> => {
     const reads = part.offsetLog.reads + part.commitLog.reads + part.metadataReads;
     const offsets = part.offsetLog.writes;
-    const deltasBefore = part.state.versionsCommitted;
+    const stateUnits = part.state.units;
     const result: ShardInvocationResult = await runShardInvocation(query, { shardId, records, stage }, backends);
     if (result.error) throw result.error;
     if (!counting) return;
@@ -145,20 +143,17 @@ export async function runStagesInMemory(query: CompiledQuery, options: StagedRun
     t.checkpointWriteUnits += (part.offsetLog.writes - offsets) * offsetUnits;
     // The logs' reads, the watermark rows' Query per batch, the namespace pointer once per invocation.
     t.checkpointReadUnits += part.offsetLog.reads + part.commitLog.reads + part.metadataReads - reads + result.progress.length + 1;
-    const delta = part.state.deltaUnitsSince(deltasBefore);
-    if (part.state.openStores.size > 0) {
-      part.versions += result.progress.length;
-      part.deltaUnits += delta;
-    }
+    t.stateWriteUnits += part.state.units - stateUnits;
     for (const p of result.progress) {
       t.batches++;
       const rows = p.sink.numOutputRows;
       if (!stage.outputHop) {
         t.outputRows += rows;
-        // One conditional PutItem per result row (under 1 KB for these shapes); S3 files: the staged file and its copy.
+        // One conditional PutItem per result row (under 1 KB for these shapes); S3 files: every
+        // batch's manifest, and with rows the staged file and its copy (one file unpartitioned).
         if (sinkKind === 'dynamodb') t.sinkWriteUnits += rows;
         else if (sinkKind === 's3-snapshot') t.s3Puts += 1;
-        else if (rows > 0) t.s3Puts += 2;
+        else t.s3Puts += 1 + (rows > 0 ? 2 : 0);
       }
       const deployed = { ...p, sink: { ...p.sink, description: `DynamoDbUpsertSink[${query.name}-sink-table by ${keyColumns}]` },
         cost: { dynamoDbReadUnits: 10, dynamoDbWriteUnits: 56, stateBytesWritten: 1022 } };
@@ -179,7 +174,7 @@ export async function runStagesInMemory(query: CompiledQuery, options: StagedRun
     const channel = stage.outputHop ? hops[stage.outputHop.index]!.countedBy(t, () => counting) : null;
     const sink = channel ? RepartitionSink.forHop(stage.outputHop!, channel, undefined, stage.hopInput) : new MemorySink();
     const columnValues = joinValues.get(name) ?? {};
-    const partitions = Array.from({ length: shards }, (_, i) => new MeteredPartition(`${query.name}#${name}#shard-${i}`));
+    const partitions = Array.from({ length: shards }, (_, i) => new MeteredPartition(`${query.name}#${name}#shard-${i}`, options.snapshotEvery));
     return { name, stage, rate, t, sink, spec, columnValues, partitions, next: 0 };
   });
 
@@ -193,7 +188,7 @@ export async function runStagesInMemory(query: CompiledQuery, options: StagedRun
       ?? Array.from({ length: shards }, (_, i) => `shard-${i}`).filter(() => name !== undefined));
     const shardIds = [...hops[k]!.records.keys()];
     const partitions = shardIds.map((id) => {
-      const part = new MeteredPartition(`${query.name}#${id}`);
+      const part = new MeteredPartition(`${query.name}#${id}`, options.snapshotEvery);
       const sink = channel ? RepartitionSink.forHop(stage.outputHop!, channel) : new MemorySink();
       return { id, part, backends: { checkpoint: part.checkpoint, sink, deadLetters: new MemoryDeadLetterWriter(), sourcePartitions }, consumed: 0 };
     });
@@ -227,20 +222,9 @@ export async function runStagesInMemory(query: CompiledQuery, options: StagedRun
     }
   }
 
-  // State: each version's delta, with a snapshot every `snapshotEvery` versions in place of one
-  // delta, which then deletes the previous snapshot (as many items) and the deltas since (one unit each).
-  const e = options.snapshotEvery;
-  const statePartitions = [
-    ...sources.flatMap((s) => s.partitions.map((part) => ({ stage: s.stage, part }))),
-    ...later.flatMap((l) => l.partitions.map((p) => ({ stage: l.stage, part: p.part }))),
-  ];
-  for (const { stage, part } of statePartitions) {
-    if (part.state.openStores.size === 0) continue;
-    const snapshot = part.state.snapshotWriteUnits();
-    const t = totals.get(stage)!;
-    t.stateWriteUnits += (part.deltaUnits * (e - 1)) / e + (part.versions * (2 * snapshot.units + (e - 1))) / e;
-    t.stateBytes += snapshot.bytes;
-  }
+  // What the state holds at the end, for its storage.
+  for (const s of sources) for (const part of s.partitions) s.t.stateBytes += part.state.heldBytes();
+  for (const l of later) for (const p of l.partitions) l.t.stateBytes += p.part.state.heldBytes();
   const measured = options.seconds - options.warmupSeconds;
   const perSecond = (n: number): number => n / measured;
   return [...totals.values()].map((t) => ({

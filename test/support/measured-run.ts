@@ -19,6 +19,8 @@ export interface MeasuredRun {
   readonly s3Puts: number;
   /** Invocations with input rows, by stage: 1 for the source stages, k + 1 for the stage reading hop k. */
   readonly invocations: Map<number, number>;
+  /** Batches (progress records), by stage. */
+  readonly batches: Map<number, number>;
   /** Input rows of the source stages. */
   readonly sourceRows: number;
 }
@@ -58,13 +60,14 @@ export async function measureDrain(d: Deployment, options: DrainOptions): Promis
   }
   const results = d.results.slice(before);
   const invocations = new Map<number, number>();
+  const batches = new Map<number, number>();
   for (const r of results) {
-    if (!r.result.progress.some((p) => p.numInputRows > 0)) continue;
     const stage = r.result.stage.inputHop ? r.result.stage.inputHop.index + 2 : 1;
-    invocations.set(stage, (invocations.get(stage) ?? 0) + 1);
+    batches.set(stage, (batches.get(stage) ?? 0) + r.result.progress.length);
+    if (r.result.progress.some((p) => p.numInputRows > 0)) invocations.set(stage, (invocations.get(stage) ?? 0) + 1);
   }
   const sourceRows = results.filter((r) => !r.result.stage.inputHop).flatMap((r) => r.result.progress).reduce((n, p) => n + p.numInputRows, 0);
-  return { writes, hops, s3Puts, invocations, sourceRows };
+  return { writes, hops, s3Puts, invocations, batches, sourceRows };
 }
 
 /** How far an estimate is from what was measured, relative to the measured figure. */
