@@ -1,8 +1,7 @@
 /** `sluice cost <query-module> --rate N/s`: a monthly estimate before deploying (lib/aws/cost-estimate.ts). */
 import { readFileSync } from 'node:fs';
 import { type Command, InvalidArgumentError } from 'commander';
-import { estimateMonthlyCost } from '../../lib/aws/cost-estimate.js';
-import { DEFAULT_MATCH_RATE, estimateMultiSourceCost } from '../../lib/aws/multi-source-cost.js';
+import { DEFAULT_MATCH_RATE, estimateQueryCost } from '../../lib/aws/multi-source-cost.js';
 import { CURRENT_PRICES, type PriceTable } from '../../lib/core/price-table.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
 import { isMultiSource, sourcesOf, type QueryDefinition } from '../../lib/query/query-definition.js';
@@ -104,9 +103,7 @@ export function registerCostCommand(program: Command): void {
         keys: opts.keys, shards: opts.shards, internalShards: opts.internalShards, batchSize: opts.batchSize,
         memoryMb: opts.memory, invocationMs: opts.durationMs, prices,
       };
-      const estimate = isMultiSource(definition)
-        ? await estimateMultiSourceCost(definition, { ...common, sourceRates: rates, ...(opts.matchRate !== undefined ? { matchRate: opts.matchRate } : {}) })
-        : await estimateMonthlyCost(definition, { ...common, recordsPerSecond: Object.values(rates)[0]! });
+      const estimate = await estimateQueryCost(definition, { ...common, sourceRates: rates, ...(opts.matchRate !== undefined ? { matchRate: opts.matchRate } : {}) });
       const rateText = Object.entries(rates).map(([n, r]) => (isMultiSource(definition) ? `${n} ${r}` : `${r}`)).join(', ');
       print(opts, estimate, () => [
         `query ${estimate.query}: ${rateText} records/s on ${opts.shards} shard(s), ${opts.keys} keys, `

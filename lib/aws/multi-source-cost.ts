@@ -6,8 +6,8 @@
  */
 import { CURRENT_PRICES } from '../core/price-table.js';
 import { compileQuery } from '../query/compiled-query.js';
-import type { MultiSourceQueryDefinition } from '../query/query-definition.js';
-import { MINUTES_PER_MONTH, SECONDS_PER_MONTH, type BatchUnits, type CostEstimate, type CostEstimateInput, type CostLine, type HopEstimate } from './cost-estimate.js';
+import { isMultiSource, sourcesOf, type MultiSourceQueryDefinition, type QueryDefinition } from '../query/query-definition.js';
+import { estimateMonthlyCost, MINUTES_PER_MONTH, SECONDS_PER_MONTH, type BatchUnits, type CostEstimate, type CostEstimateInput, type CostLine, type HopEstimate } from './cost-estimate.js';
 import { joinKeyColumns, runStagesInMemory, type StageRates } from './staged-cost-run.js';
 
 export interface MultiSourceCostInput extends Omit<CostEstimateInput, 'recordsPerSecond'> {
@@ -30,7 +30,25 @@ function perInvocation(s: StageRates): BatchUnits {
   };
 }
 
-export async function estimateMultiSourceCost(definition: MultiSourceQueryDefinition, input: MultiSourceCostInput): Promise<CostEstimate> {
+/**
+ * The estimate for any query: one stage or one hop of a single stream as estimateMonthlyCost
+ * models it; several streams, or a chain of hops, run stage by stage in memory (so each hop's rate
+ * is what crosses it, not stage 1's batch rate).
+ */
+export async function estimateQueryCost(definition: QueryDefinition, input: MultiSourceCostInput): Promise<CostEstimate> {
+  if (isMultiSource(definition)) return estimateMultiSourceCost(definition, input);
+  const hops = compileQuery(definition, { expectedShardCount: input.shards ?? 1, allowRepartition: true }).hops.length;
+  if (hops >= 2) return estimateStagedCost(definition, input);
+  return estimateMonthlyCost(definition, { ...input, recordsPerSecond: Object.values(input.sourceRates)[0]! });
+}
+
+export function estimateMultiSourceCost(definition: MultiSourceQueryDefinition, input: MultiSourceCostInput): Promise<CostEstimate> {
+  return estimateStagedCost(definition, input);
+}
+
+async function estimateStagedCost(definition: QueryDefinition, input: MultiSourceCostInput): Promise<CostEstimate> {
+  // A single stream's one source takes the rate given, whatever it is called.
+  const sourceRates = isMultiSource(definition) ? input.sourceRates : { [sourcesOf(definition)[0]!.name]: Object.values(input.sourceRates)[0]! };
   const prices = input.prices ?? CURRENT_PRICES;
   const shards = input.shards ?? 1;
   const internalShards = input.internalShards ?? shards;
@@ -40,7 +58,7 @@ export async function estimateMultiSourceCost(definition: MultiSourceQueryDefini
   const seconds = input.simulatedSeconds ?? 16;
   const query = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true });
   const stages = await runStagesInMemory(query, {
-    sourceRates: input.sourceRates, shards, internalShards, batchSize: input.batchSize ?? 100, keys: input.keys ?? 100,
+    sourceRates, shards, internalShards, batchSize: input.batchSize ?? 100, keys: input.keys ?? 100,
     snapshotEvery: input.snapshotEvery ?? 20, matchRate, seconds, warmupSeconds: Math.floor(seconds / 3),
   });
   const month = (perSecond: number): number => perSecond * SECONDS_PER_MONTH;
@@ -48,7 +66,7 @@ export async function estimateMultiSourceCost(definition: MultiSourceQueryDefini
   const line = (stage: number, component: string, quantity: number, unit: string, usdPerUnit: number): CostLine => ({ stage, component, quantity, unit, usd: quantity * usdPerUnit });
   const lines: CostLine[] = [];
   const stageLines = (s: StageRates, inputPayloadUnits: number): CostLine[] => {
-    const prefix = s.source ? `${s.source}: ` : `stage ${s.stage} `;
+    const prefix = s.source ? (isMultiSource(definition) ? `${s.source}: ` : '') : `stage ${s.stage} `;
     return [
       line(s.stage, `${prefix}Lambda requests`, month(s.invocations), 'requests', prices.lambdaPerMillionRequests / 1e6),
       line(s.stage, `${prefix}Lambda compute`, (month(s.invocations) * invocationMs) / 1000 * (memoryMb / 1024), 'GB-seconds', prices.lambdaPerGbSecond),
@@ -64,7 +82,7 @@ export async function estimateMultiSourceCost(definition: MultiSourceQueryDefini
     ];
   };
   const sourceStages = stages.filter((s) => s.source);
-  for (const s of sourceStages) lines.push(...stageLines(s, month(input.sourceRates[s.source!]!)));
+  for (const s of sourceStages) lines.push(...stageLines(s, month(sourceRates[s.source!]!)));
   lines.push(
     line(1, 'scheduled Lambda requests', ticks, 'requests', prices.lambdaPerMillionRequests / 1e6),
     line(1, 'scheduled Lambda compute', ticks * 0.5 * (memoryMb / 1024), 'GB-seconds', prices.lambdaPerGbSecond),
@@ -85,7 +103,7 @@ export async function estimateMultiSourceCost(definition: MultiSourceQueryDefini
     : [`state and output from ${seconds} s of input run in memory`];
   return {
     query: definition.name, prices: prices.version, shards,
-    recordsPerSecond: Object.values(input.sourceRates).reduce((a, b) => a + b, 0),
+    recordsPerSecond: Object.values(sourceRates).reduce((a, b) => a + b, 0),
     invocationsPerMonth: sourceStages.reduce((a, s) => a + month(s.invocations), 0),
     perBatch: perInvocation(sourceStages[0]!), hops, lines, totalUsd: lines.reduce((a, l) => a + l.usd, 0),
     assumptions, stages,

@@ -1,9 +1,10 @@
 /** `sluice cost` per stage: where a hop's costs go, and how they follow the internal stream's shards. */
 import { describe, expect, it } from 'vitest';
 import { estimateMonthlyCost } from '../../lib/aws/cost-estimate.js';
-import { estimateMultiSourceCost } from '../../lib/aws/multi-source-cost.js';
+import { estimateMultiSourceCost, estimateQueryCost } from '../../lib/aws/multi-source-cost.js';
 import { hourlySalesQuery } from '../../lib/local/dev/default-query.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
+import { col, count, window } from '../../lib/plan/functions.js';
 import { joinQuery } from '../support/join-queries.js';
 import { joinThenCountByAmount } from '../support/chain-queries.js';
 
@@ -80,5 +81,24 @@ describe('sluice cost per stage', () => {
     expect(e.hops[1]!.recordsPerSecond).toBeCloseTo(stage(2).batches * 2, 6);
     expect(e.hops[1]!.recordsPerSecond).not.toBeCloseTo(e.hops[0]!.recordsPerSecond, 0);
     expect(e.hops[1]!.invocationsPerMonth).toBeCloseTo(stage(3).invocations * 730 * 3600, -3);
+  });
+
+  it('a single stream\'s chain of hops (dedup → count by window): hop 2 carries stage 2\'s batches; stage 1 keeps its unprefixed lines', async () => {
+    const dedupThenCount = defineQuery({
+      name: 'cost-dedup-count',
+      source: { format: 'json', schema: 'user_id string, event_type string, ts timestamp' },
+      transform: (events) => events.withWatermark('ts', '10 minutes').dropDuplicates(['user_id', 'ts'])
+        .groupBy(window(col('ts'), '15 minutes')).agg(count('*').as('events')),
+      outputMode: 'append', sink: { kind: 's3-files' },
+    });
+    const e = await estimateQueryCost(dedupThenCount, { sourceRates: { any: 400 }, shards: 2, internalShards: 3, batchSize: 100 });
+    expect(e.hops.map((h) => h.hop)).toEqual([1, 2]);
+    expect(quantity(e, 'Kinesis PUT payload units')).toBe(400 * 730 * 3600);
+    const stage = (n: number) => e.stages!.find((s) => s.stage === n)!;
+    // 200 records/s per shard in batches of 100: 4 batches/s, each one record to each of 3 internal shards.
+    expect(e.hops[0]!.recordsPerSecond).toBeCloseTo(stage(1).batches * 3, 6);
+    expect(stage(1).batches).toBeCloseTo(4, 6);
+    expect(e.hops[1]!.recordsPerSecond).toBeCloseTo(stage(2).batches * 3, 6);
+    expect(quantity(e, 'stage 3 Kinesis PUT payload units')).toBeCloseTo(e.hops[1]!.recordsPerSecond * 730 * 3600, -3);
   });
 });
