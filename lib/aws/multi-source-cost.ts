@@ -99,7 +99,8 @@ async function estimateStagedCost(definition: QueryDefinition, input: MultiSourc
   const joins = joinKeyColumns(query);
   const assumptions = joins.size > 0
     ? [`join: ${Math.round(matchRate * 100)}% of the rows of ${[...joins.keys()].slice(1).join(', ')} match a row of ${[...joins.keys()][0]} `
-      + `(--match-rate); state and output from ${seconds} s of input run in memory (state held as after ${seconds} s: a join keeping rows longer holds more)`]
+      + `(--match-rate); state and output from ${seconds} s of input run in memory: a join keeping rows longer than that stores more `
+      + '(storage), and its evictions, not seen yet, add their keys to the deltas (snapshots follow the deltas, not the state\'s size)']
     : [`state and output from ${seconds} s of input run in memory`];
   return {
     query: definition.name, prices: prices.version, shards,

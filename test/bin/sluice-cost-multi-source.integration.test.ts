@@ -121,5 +121,5 @@ describe('sluice cost for a join of two streams', () => {
     expect(ok.stdout).toMatch(/assumed: join: 50% of the rows of payments, shipments match a row of orders/);
     expect(ok.stdout).toMatch(/stage 3 DynamoDB state writes/);
     expect(ok.stdout).not.toMatch(/not estimated/);
-  }, 400_000);
+  }, 300_000);
 });
