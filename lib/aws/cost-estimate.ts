@@ -190,7 +190,7 @@ function syntheticValue(field: StructField, i: number, keys: number, eventMs: nu
  * for each committed version: its delta (gzip'd `{ p, r }` JSON in chunks of 350 KB) and, at the
  * end, a full snapshot. No `ownTable`, so operators write through put/remove as on DynamoDB.
  */
-export class SizingStateStoreProvider implements StateStoreProvider {
+class SizingStateStoreProvider implements StateStoreProvider {
   readonly memory = new MemoryStateStoreProvider();
   /** Write units of each committed delta, in commit order. */
   readonly deltaUnits: number[] = [];
@@ -364,7 +364,7 @@ export async function measureInvocation(
 }
 
 /** The event source mapping invokes when a batch is full, else once per 1 s batching window with what came. */
-export function invocationModel(recordsPerSecond: number, shards: number, batchSize: number) {
+function invocationModel(recordsPerSecond: number, shards: number, batchSize: number) {
   const perShardRate = recordsPerSecond / shards;
   const invocationsPerShardSecond = perShardRate >= batchSize ? perShardRate / batchSize : Math.min(1, perShardRate);
   const recordsPerBatch = Math.max(1, Math.round(perShardRate / Math.max(invocationsPerShardSecond, 1e-9)));

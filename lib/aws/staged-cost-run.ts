@@ -28,9 +28,9 @@ import { sourceSchemaOf } from '../query/validate-query.js';
 import { itemSize, writeUnitsFor } from './dynamodb-cost.js';
 import { checkpointItem, CountingLog, syntheticSourceRecords, type StageRates } from './cost-estimate.js';
 import { DeployedStateSizer } from './state-write-sizing.js';
+import { progressRecordItem } from './progress-record.js';
 
 export type { StageRates } from './cost-estimate.js';
-import { progressRecordItem } from './progress-record.js';
 
 export interface StagedRunOptions {
   /** Records per second of each source stream, by source name. */
