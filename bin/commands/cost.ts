@@ -1,7 +1,7 @@
 /** `sluice cost <query-module> --rate N/s`: a monthly estimate before deploying (lib/aws/cost-estimate.ts). */
 import { readFileSync } from 'node:fs';
 import { type Command, InvalidArgumentError } from 'commander';
-import { estimateMonthlyCost, estimateMultiSourceCost } from '../../lib/aws/cost-estimate.js';
+import { DEFAULT_MATCH_RATE, estimateQueryCost } from '../../lib/aws/multi-source-cost.js';
 import { CURRENT_PRICES, type PriceTable } from '../../lib/core/price-table.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
 import { isMultiSource, sourcesOf, type QueryDefinition } from '../../lib/query/query-definition.js';
@@ -49,6 +49,15 @@ export function ratesFor(definition: QueryDefinition, rate: RateOption): { rates
   return { rates: { ...rate } };
 }
 
+/** A share from 0 to 1 (`--match-rate 0.8`). */
+export function shareOf(flag: string): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isFinite(n) || n < 0 || n > 1) throw new InvalidArgumentError(`${flag} must be a share from 0 to 1, e.g. 0.8.`);
+    return n;
+  };
+}
+
 /** `--prices file.json`: the current table with the file's prices in place of its own. */
 export function readPrices(path: string): PriceTable {
   let overrides: Partial<PriceTable>;
@@ -62,6 +71,8 @@ export function readPrices(path: string): PriceTable {
   return { ...CURRENT_PRICES, ...overrides, version: overrides.version ?? `${CURRENT_PRICES.version} with ${path}` };
 }
 
+/** Three significant digits, without trailing zeros. */
+const fig = (n: number): string => String(Number(n.toPrecision(3)));
 const usd = (n: number): string => (n >= 0.01 || n === 0 ? `$${n.toFixed(2)}` : `$${n.toPrecision(2)}`);
 
 export function registerCostCommand(program: Command): void {
@@ -77,10 +88,11 @@ export function registerCostCommand(program: Command): void {
     .option('--batch-size <n>', 'the event source mapping\'s batch size (the construct\'s default is 100)', positiveInt('--batch-size'), 100)
     .option('--memory <mb>', 'function memory', positiveInt('--memory'), 1024)
     .option('--duration-ms <n>', 'average Kinesis-trigger invocation duration', positiveInt('--duration-ms'), 200)
+    .option('--match-rate <share>', `a join over several streams: the share of each later stream's rows whose join key matches a row of the first (0-1, default ${DEFAULT_MATCH_RATE})`, shareOf('--match-rate'))
     .option('--prices <file>', `JSON overriding prices of the table (${CURRENT_PRICES.version})`)
     .option('--json', 'print JSON instead of text')
     .action(async (queryModule: string, opts: {
-      rate: RateOption; keys: number; shards: number; internalShards?: number; batchSize: number; memory: number; durationMs: number; prices?: string; json?: boolean;
+      rate: RateOption; matchRate?: number; keys: number; shards: number; internalShards?: number; batchSize: number; memory: number; durationMs: number; prices?: string; json?: boolean;
     }, command: Command) => {
       const prices = opts.prices ? readPrices(opts.prices) : CURRENT_PRICES;
       const definition = await importQueryModule(queryModule);
@@ -91,19 +103,18 @@ export function registerCostCommand(program: Command): void {
         keys: opts.keys, shards: opts.shards, internalShards: opts.internalShards, batchSize: opts.batchSize,
         memoryMb: opts.memory, invocationMs: opts.durationMs, prices,
       };
-      const estimate = isMultiSource(definition)
-        ? await estimateMultiSourceCost(definition, { ...common, sourceRates: rates })
-        : await estimateMonthlyCost(definition, { ...common, recordsPerSecond: Object.values(rates)[0]! });
+      const estimate = await estimateQueryCost(definition, { ...common, sourceRates: rates, ...(opts.matchRate !== undefined ? { matchRate: opts.matchRate } : {}) });
       const rateText = Object.entries(rates).map(([n, r]) => (isMultiSource(definition) ? `${n} ${r}` : `${r}`)).join(', ');
       print(opts, estimate, () => [
         `query ${estimate.query}: ${rateText} records/s on ${opts.shards} shard(s), ${opts.keys} keys, `
-          + `${estimate.perBatch.records} records per batch (prices: ${estimate.prices})`,
+          + `${fig(estimate.perBatch.records)} records per batch (prices: ${estimate.prices})`,
         table(['stage', 'component', 'per month', 'unit', 'USD'], estimate.lines.map((l) => [String(l.stage), l.component, l.quantity.toPrecision(4), l.unit, usd(l.usd)])),
         `total ${usd(estimate.totalUsd)} per month`,
-        `per batch: ${estimate.perBatch.checkpointWriteUnits} checkpoint WCU, ${estimate.perBatch.stateWriteUnits.toFixed(2)} state WCU, `
-          + `${estimate.perBatch.sinkWriteUnits} sink WCU, ${estimate.perBatch.checkpointReadUnits} RCU, ${estimate.perBatch.outputRows} output rows`,
+        `per batch: ${fig(estimate.perBatch.checkpointWriteUnits)} checkpoint WCU, ${estimate.perBatch.stateWriteUnits.toFixed(2)} state WCU, `
+          + `${fig(estimate.perBatch.sinkWriteUnits)} sink WCU, ${fig(estimate.perBatch.checkpointReadUnits)} RCU, ${fig(estimate.perBatch.outputRows)} output rows`,
         ...estimate.hops.map((h) => `hop ${h.hop}: ${h.recordsPerSecond.toPrecision(3)} records/s on ${h.internalShards} internal shard(s), `
-          + `${h.perBatch.records} records per stage ${h.hop + 1} invocation`),
+          + `${fig(h.perBatch.records)} records per stage ${h.hop + 1} invocation, ${fig(h.perBatch.stateWriteUnits)} state WCU, ${fig(h.perBatch.sinkWriteUnits)} sink WCU, ${fig(h.perBatch.outputRows)} output rows`),
+        ...(estimate.assumptions ?? []).map((a) => `assumed: ${a}`),
         ...(estimate.notEstimated?.length ? [`not estimated (left out of the total): ${estimate.notEstimated.join('; ')}`] : []),
       ].join('\n'));
     });

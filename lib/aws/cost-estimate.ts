@@ -24,7 +24,7 @@ import { MemoryCheckpoint } from '../checkpoint/memory-checkpoint.js';
 import type { Checkpoint, MetadataLog } from '../checkpoint/checkpoint.js';
 import type { StructField } from '../plan/data-types.js';
 import { compileQuery, type CompiledQuery } from '../query/compiled-query.js';
-import { defineQuery, sourcesOf, type MultiSourceQueryDefinition, type StreamingQueryDefinition } from '../query/query-definition.js';
+import type { KinesisSourceSpec, StreamingQueryDefinition } from '../query/query-definition.js';
 import { runShardInvocation } from '../query/shard-invocation.js';
 import { sourceSchemaOf } from '../query/validate-query.js';
 import { MemorySink } from '../sinks/memory-sink.js';
@@ -93,7 +93,35 @@ export interface CostEstimate {
   readonly totalUsd: number;
   /** Components left out of the total because they cannot be measured in memory yet. */
   readonly notEstimated?: readonly string[];
+  /** What the estimate assumes beyond the options (a join's match rate, the span run in memory). */
+  readonly assumptions?: readonly string[];
+  /** Per stage, per second, as run in memory (queries over several streams). */
+  readonly stages?: readonly StageRates[];
 }
+
+/** What one stage (one source's stage 1, or stage k) did per simulated second, summed over its shards. */
+export interface StageRates {
+  /** 1 for a source stage; k + 1 for the stage reading hop k. */
+  readonly stage: number;
+  /** The source stream a stage 1 reads. */
+  readonly source?: string;
+  readonly shards: number;
+  readonly inputRecords: number;
+  readonly invocations: number;
+  readonly batches: number;
+  readonly outputRows: number;
+  readonly checkpointWriteUnits: number;
+  readonly checkpointReadUnits: number;
+  readonly stateWriteUnits: number;
+  /** Held at the end of the run (gzip'd snapshot bytes over all shards). */
+  readonly stateBytes: number;
+  readonly sinkWriteUnits: number;
+  readonly s3Puts: number;
+  /** Records this stage put on its output hop, and their 25 KB payload units. */
+  readonly hopRecords: number;
+  readonly hopPayloadUnits: number;
+}
+
 
 export interface HopEstimate {
   readonly hop: number;
@@ -104,24 +132,39 @@ export interface HopEstimate {
   readonly perBatch: BatchUnits;
 }
 
-const SECONDS_PER_MONTH = 730 * 3600;
-const MINUTES_PER_MONTH = 730 * 60;
+export const SECONDS_PER_MONTH = 730 * 3600;
+export const MINUTES_PER_MONTH = 730 * 60;
 
 /** Records shaped by the source schema: `keys` partition keys in turn, event time advancing with the rate. */
 export function syntheticRecords(
-  definition: StreamingQueryDefinition, count: number, options: { keys: number; recordsPerSecond: number; startMs: number; firstIndex?: number },
+  definition: StreamingQueryDefinition, count: number, options: SyntheticOptions,
 ): ShardRecord[] {
-  const schema = sourceSchemaOf(definition.source);
-  const partitionKey = definition.source.partitionKey?.toLowerCase();
+  return syntheticSourceRecords(definition.source, count, options);
+}
+
+export interface SyntheticOptions {
+  readonly keys: number;
+  readonly recordsPerSecond: number;
+  readonly startMs: number;
+  readonly firstIndex?: number;
+  /** Columns (lower case) whose value record `i` takes from a function instead (a join key that must match). */
+  readonly columnValues?: Readonly<Record<string, (i: number, eventMs: number) => unknown>>;
+}
+
+/** One source stream's records (`syntheticRecords` for a source spec of a query over several streams). */
+export function syntheticSourceRecords(spec: KinesisSourceSpec, count: number, options: SyntheticOptions): ShardRecord[] {
+  const schema = sourceSchemaOf(spec);
+  const partitionKey = spec.partitionKey?.toLowerCase();
   const records: ShardRecord[] = [];
   for (let n = 0; n < count; n++) {
     const i = (options.firstIndex ?? 0) + n;
     const eventMs = options.startMs + Math.floor((i * 1000) / options.recordsPerSecond);
-    const values = schema.map((f) => syntheticValue(f, i, options.keys, eventMs, f.name.toLowerCase() === partitionKey));
+    const values = schema.map((f) => options.columnValues?.[f.name.toLowerCase()]?.(i, eventMs)
+      ?? syntheticValue(f, i, options.keys, eventMs, f.name.toLowerCase() === partitionKey));
     const key = partitionKey ? String(values[schema.findIndex((f) => f.name.toLowerCase() === partitionKey)]) : `k${i % options.keys}`;
-    const data = definition.source.format === 'csv'
+    const data = spec.format === 'csv'
       ? values.map((v) => String(v)).join(',')
-      : definition.source.format === 'raw' ? `event ${i} key ${key}`
+      : spec.format === 'raw' ? `event ${i} key ${key}`
         : JSON.stringify(Object.fromEntries(schema.map((f, j) => [f.name, values[j]])));
     records.push({
       sequenceNumber: `4968${String(i).padStart(52, '0')}`, partitionKey: key,
@@ -205,7 +248,7 @@ class SizingStateStoreProvider implements StateStoreProvider {
 const CHUNK_BYTES = 350 * 1024;
 
 /** The state store's chunk items for a payload of `bytes`, as dynamodb-state-store.ts builds them. */
-function chunkWriteUnits(pk: string, prefix: string, bytes: number): number {
+export function chunkWriteUnits(pk: string, prefix: string, bytes: number): number {
   let units = 0;
   const count = Math.max(1, Math.ceil(bytes / CHUNK_BYTES));
   for (let c = 0; c < count; c++) {
@@ -218,12 +261,12 @@ function chunkWriteUnits(pk: string, prefix: string, bytes: number): number {
   return units;
 }
 
-function checkpointItem(pk: string, sk: string, batchId: number, entry: unknown): Item {
+export function checkpointItem(pk: string, sk: string, batchId: number, entry: unknown): Item {
   return { pk: { S: pk }, sk: { S: sk }, fmt: { N: '1' }, batchId: { N: String(batchId) }, entry: { S: JSON.stringify(entry) } };
 }
 
 /** A metadata log that counts its requests: each read is one strongly consistent GetItem or Query page. */
-class CountingLog<T> implements MetadataLog<T> {
+export class CountingLog<T> implements MetadataLog<T> {
   reads = 0;
   writes = 0;
   readonly added: [number, T][] = [];
@@ -314,8 +357,8 @@ export async function measureInvocation(
     stateWriteUnits: stateUnitsPerVersion * batchesPerInvocation,
     // One conditional PutItem per result row; result items stay under 1 KB for these shapes.
     sinkWriteUnits: sinkKind === 'dynamodb' ? rows : 0,
-    // s3-files: the staged file and its copy once committed; s3-snapshot: the partition's one object.
-    s3Puts: sinkKind === 'dynamodb' ? 0 : sinkKind === 's3-snapshot' ? batchesPerInvocation : rows > 0 ? 2 * batchesPerInvocation : 0,
+    // s3-files: every batch's manifest, and the staged file and its copy once committed; s3-snapshot: the partition's one object.
+    s3Puts: sinkKind === 'dynamodb' ? 0 : sinkKind === 's3-snapshot' ? batchesPerInvocation : batchesPerInvocation + (rows > 0 ? 2 * batchesPerInvocation : 0),
     stateBytes: snapshot.bytes,
   };
 }
@@ -395,92 +438,5 @@ export async function estimateMonthlyCost(definition: StreamingQueryDefinition, 
   return {
     query: definition.name, prices: prices.version, shards, recordsPerSecond: input.recordsPerSecond,
     invocationsPerMonth: source.invocationsPerMonth, perBatch: stageUnits(1, measured), hops, lines, totalUsd: lines.reduce((a, l) => a + l.usd, 0),
-  };
-}
-
-/**
- * A query over several streams, each at its own rate. Each source stage is measured as its stream
- * read and passed on (offsets, commit, progress, watermark row per batch; it keeps no state), and
- * sends one record per batch to every internal shard. The stage reading the hop is priced for its
- * invocations, checkpoint and internal stream; its join state and sink writes are not estimated:
- * running a join's receiving stage in memory needs the hop's records, which only stage 1 makes.
- */
-export async function estimateMultiSourceCost(
-  definition: MultiSourceQueryDefinition, input: Omit<CostEstimateInput, 'recordsPerSecond'> & { sourceRates: Readonly<Record<string, number>> },
-): Promise<CostEstimate> {
-  const prices = input.prices ?? CURRENT_PRICES;
-  const shards = input.shards ?? 1;
-  const internalShards = input.internalShards ?? shards;
-  const batchSize = input.batchSize ?? 100;
-  const memoryMb = input.memoryMb ?? 1024;
-  const invocationMs = input.invocationMs ?? 200;
-  const snapshotEvery = input.snapshotEvery ?? 20;
-  const keys = input.keys ?? 100;
-  const staged = compileQuery(definition, { expectedShardCount: shards, allowRepartition: true });
-  const ticks = MINUTES_PER_MONTH;
-  const line = (stage: number, component: string, quantity: number, unit: string, usdPerUnit: number): CostLine => ({ stage, component, quantity, unit, usd: quantity * usdPerUnit });
-  const lines: CostLine[] = [];
-  const passThrough = (name: string, spec: StreamingQueryDefinition['source']): StreamingQueryDefinition =>
-    defineQuery({ name: `${definition.name}-${name}`, source: spec, transform: (df) => df, outputMode: 'append', sink: { kind: 's3-files' } });
-  let batchesPerSecond = 0;
-  let invocationsPerMonth = 0;
-  let perBatch: BatchUnits | undefined;
-  for (const { name, spec } of sourcesOf(definition)) {
-    const rate = input.sourceRates[name]!;
-    const model = invocationModel(rate, shards, batchSize);
-    const single = passThrough(name, spec);
-    const units = await measureInvocation(single, compileQuery(single, { expectedShardCount: 1 }), {
-      recordsPerBatch: model.recordsPerBatch, keys: Math.max(1, Math.round(keys / shards)), perShardRate: model.perShardRate, snapshotEvery,
-    });
-    const own = { ...units, stateWriteUnits: 0, sinkWriteUnits: 0, s3Puts: 0, stateBytes: 0 };
-    perBatch ??= own;
-    batchesPerSecond += (model.invocationsPerMonth / SECONDS_PER_MONTH) * units.batchesPerInvocation;
-    invocationsPerMonth += model.invocationsPerMonth;
-    lines.push(
-      line(1, `${name}: Lambda requests`, model.invocationsPerMonth, 'requests', prices.lambdaPerMillionRequests / 1e6),
-      line(1, `${name}: Lambda compute`, model.invocationsPerMonth * invocationMs / 1000 * (memoryMb / 1024), 'GB-seconds', prices.lambdaPerGbSecond),
-      line(1, `${name}: DynamoDB checkpoint writes`, model.invocationsPerMonth * own.checkpointWriteUnits + ticks * shards, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
-      line(1, `${name}: DynamoDB checkpoint reads`, model.invocationsPerMonth * own.checkpointReadUnits + ticks * 4 * shards, 'read units', prices.dynamoDbPerMillionReadUnits / 1e6),
-      line(1, `${name}: Kinesis shard-hours`, shards * 730, 'shard-hours', prices.kinesisPerShardHour),
-      line(1, `${name}: Kinesis PUT payload units`, rate * SECONDS_PER_MONTH, '25 KB units', prices.kinesisPerMillionPutPayloadUnits / 1e6),
-    );
-  }
-  lines.push(
-    line(1, 'scheduled Lambda requests', ticks, 'requests', prices.lambdaPerMillionRequests / 1e6),
-    line(1, 'scheduled Lambda compute', ticks * 0.5 * (memoryMb / 1024), 'GB-seconds', prices.lambdaPerGbSecond),
-    line(1, 'EventBridge schedule', ticks, 'events', prices.eventBridgePerMillionEvents / 1e6),
-  );
-  const hops: HopEstimate[] = [];
-  const notEstimated: string[] = [];
-  const [firstSource] = sourcesOf(definition);
-  for (const hop of staged.hops) {
-    const stage = hop.index + 2;
-    const receiving = invocationModel(batchesPerSecond * internalShards, internalShards, batchSize);
-    // The receiving stage's own checkpoint rows per invocation, as a pass-through stage would write them.
-    const single = passThrough(firstSource!.name, firstSource!.spec);
-    const units = await measureInvocation(single, compileQuery(single, { expectedShardCount: 1 }), {
-      recordsPerBatch: receiving.recordsPerBatch, keys: 1, perShardRate: receiving.perShardRate, snapshotEvery,
-    });
-    // A stateful stage with event time also runs a no-data batch when its watermark moved, which a
-    // pass-through never does: two batches' checkpoint rows per invocation.
-    const batches = hop.eventTime ? 2 : 1;
-    const stageUnits = { ...units, batchesPerInvocation: batches, checkpointWriteUnits: units.checkpointWriteUnits * batches, checkpointReadUnits: units.checkpointReadUnits * batches };
-    hops.push({ hop: hop.index + 1, internalShards, recordsPerSecond: batchesPerSecond * internalShards, invocationsPerMonth: receiving.invocationsPerMonth, perBatch: stageUnits });
-    const prefix = `stage ${stage} `;
-    lines.push(
-      line(stage, `${prefix}Lambda requests`, receiving.invocationsPerMonth, 'requests', prices.lambdaPerMillionRequests / 1e6),
-      line(stage, `${prefix}Lambda compute`, receiving.invocationsPerMonth * invocationMs / 1000 * (memoryMb / 1024), 'GB-seconds', prices.lambdaPerGbSecond),
-      line(stage, `${prefix}DynamoDB checkpoint writes`, receiving.invocationsPerMonth * stageUnits.checkpointWriteUnits + ticks * internalShards, 'write units', prices.dynamoDbPerMillionWriteUnits / 1e6),
-      line(stage, `${prefix}DynamoDB checkpoint reads`, receiving.invocationsPerMonth * stageUnits.checkpointReadUnits + ticks * 4 * internalShards, 'read units', prices.dynamoDbPerMillionReadUnits / 1e6),
-      line(stage, `${prefix}Kinesis shard-hours`, internalShards * 730, 'shard-hours', prices.kinesisPerShardHour),
-      line(stage, `${prefix}Kinesis PUT payload units`, batchesPerSecond * internalShards * SECONDS_PER_MONTH, '25 KB units', prices.kinesisPerMillionPutPayloadUnits / 1e6),
-    );
-    notEstimated.push(`stage ${stage} state writes (${hop.operator.kind})`);
-  }
-  notEstimated.push(staged.hops.length > 0 ? `stage ${staged.hops.length + 1} sink writes` : 'sink writes');
-  const recordsPerSecond = Object.values(input.sourceRates).reduce((a, b) => a + b, 0);
-  return {
-    query: definition.name, prices: prices.version, shards, recordsPerSecond, invocationsPerMonth,
-    perBatch: perBatch!, hops, lines, totalUsd: lines.reduce((a, l) => a + l.usd, 0), notEstimated,
   };
 }

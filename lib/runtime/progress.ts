@@ -23,7 +23,8 @@ export interface StreamingQueryProgress {
   /** The watermark (ms) this batch ran with. */
   readonly batchWatermarkMs: number;
   readonly stateOperators: readonly StateOperatorProgress[];
-  readonly sources: readonly { description: string; startOffset: unknown; endOffset: unknown; numInputRows: number }[];
+  /** Per source, Spark's SourceProgress: its rows, and its rates over the same intervals as the batch's. */
+  readonly sources: readonly SourceProgress[];
   readonly sink: { description: string; numOutputRows: number };
   /** Records routed to the dead-letter location in this batch (Sluice). */
   readonly numDeadLetteredRows: number;
@@ -39,4 +40,14 @@ export interface StreamingQueryProgress {
    * bytes, as the adapters counted them (see CostMeter). Empty for in-memory runs.
    */
   readonly cost: Readonly<Record<string, number>>;
+}
+
+/** Spark's SourceProgress (rates absent as in StreamingQueryProgress when the interval is zero). */
+export interface SourceProgress {
+  readonly description: string;
+  readonly startOffset: unknown;
+  readonly endOffset: unknown;
+  readonly numInputRows: number;
+  readonly inputRowsPerSecond?: number;
+  readonly processedRowsPerSecond?: number;
 }

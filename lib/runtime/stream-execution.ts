@@ -642,7 +642,8 @@ export class StreamExecution {
           eventTimeWatermarkForEviction: formatProgressTimestamp(batch.operatorWatermarks.eviction.get(op.operatorId) ?? 0),
         } : {}),
       })),
-      sources,
+      // Each source's rows over the batch's intervals (Spark's SourceProgress rates).
+      sources: sources.map((s) => ({ ...s, ...progressRates(s.numInputRows, batch.triggerIntervalMs, durationMs) })),
       sink: { description: this.options.sink.description, numOutputRows },
       numDeadLetteredRows: batch.numDeadLetteredRows,
       numRowsNullEventTime: physical.watermarkOperators.reduce((n, w) => n + w.nullEventTimeRows, 0),

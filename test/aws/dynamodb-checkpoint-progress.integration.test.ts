@@ -87,7 +87,7 @@ describe('progress ring in the checkpoint table', () => {
         description: 'kinesis',
         startOffset: offset('49654839173946301839274610293847561029384756102938475610', '49654839173946301839274610293847561029384756102938471203'),
         endOffset: offset('49654839173946301839274610293847561029384756102938479934', '49654839173946301839274610293847561029384756102938475622'),
-        numInputRows: 1000,
+        numInputRows: 1000, inputRowsPerSecond: 8064.5161290322585, processedRowsPerSecond: 18518.51851851852,
       }],
       sink: { description: 'S3SnapshotSink[s3://hourly-sales-live-sink/complete-s3-snapshot/]', numOutputRows: 3965 },
       numDeadLetteredRows: 0, numRowsNullEventTime: 0,

@@ -1,7 +1,7 @@
 /** The CLI's option parsers: endpoints per service, rates. */
 import { describe, expect, it } from 'vitest';
 import { parseEndpoints } from '../../bin/commands/common.js';
-import { parseRate, parseRateOption, ratesFor } from '../../bin/commands/cost.js';
+import { parseRate, parseRateOption, ratesFor, shareOf } from '../../bin/commands/cost.js';
 import { hourlySalesQuery } from '../../lib/local/dev/default-query.js';
 import { joinThenWindowedSum } from '../support/chain-queries.js';
 
@@ -21,6 +21,14 @@ describe('sluice CLI options', () => {
     expect(parseRate('60000/min')).toBe(1000);
     expect(parseRate('3600/h')).toBe(1);
     for (const bad of ['fast', '0/s', '-5/s', '10/day']) expect(() => parseRate(bad), bad).toThrow(/--rate must be records per second/);
+  });
+
+  it('--match-rate: a share from 0 to 1', () => {
+    const parse = shareOf('--match-rate');
+    expect(parse('0.8')).toBe(0.8);
+    expect(parse('0')).toBe(0);
+    expect(parse('1')).toBe(1);
+    for (const bad of ['', 'most', '1.5', '-0.1']) expect(() => parse(bad), bad).toThrow(/--match-rate must be a share from 0 to 1/);
   });
 });
 

@@ -5,15 +5,13 @@
  * payload units), the invocations of the repartition function, and the DynamoDB write units per
  * table. Each, per source record, must be within 25% of the estimate's per-stage figures.
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { KinesisClient } from '@aws-sdk/client-kinesis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { estimateMonthlyCost, syntheticRecords } from '../../lib/aws/cost-estimate.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { hourlySalesQuery } from '../../lib/local/dev/default-query.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { deploy } from '../support/aws-pipeline.js';
-import { countHopRecords, writeUnitsByTable } from './request-units.js';
+import { measureDrain, relativeError } from '../support/measured-run.js';
 
 let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });
@@ -38,29 +36,13 @@ describe('sluice cost with a repartition stage', () => {
     const d = await deploy(emulators, definition, SHARDS, { repartitionShards: SHARDS, expectedShardCount: SHARDS });
     const records = syntheticRecords(definition, RECORDS, { keys: KEYS, recordsPerSecond: BATCH * SHARDS, startMs: Date.now() - 600_000 });
     await d.put(records.map((r) => ({ data: Buffer.from(r.dataBase64, 'base64').toString(), partitionKey: r.partitionKey })));
-    const writes = new Map<string, number>();
-    const hop = { records: 0, payloadUnits: 0 };
-    const dynamoSend = DynamoDBClient.prototype.send;
-    const kinesisSend = KinesisClient.prototype.send;
-    DynamoDBClient.prototype.send = async function (this: DynamoDBClient, ...args: Parameters<typeof dynamoSend>) {
-      for (const [table, units] of writeUnitsByTable(args[0] as never)) writes.set(table, (writes.get(table) ?? 0) + units);
-      return (dynamoSend as (...a: unknown[]) => Promise<unknown>).apply(this, args);
-    } as typeof dynamoSend;
-    KinesisClient.prototype.send = async function (this: KinesisClient, ...args: Parameters<typeof kinesisSend>) {
-      countHopRecords(args[0] as never, hop);
-      return (kinesisSend as (...a: unknown[]) => Promise<unknown>).apply(this, args);
-    } as typeof kinesisSend;
-    try {
-      // The internal mapping takes as many records per invocation as the estimate expects at this
-      // rate (the burst would otherwise put them all in one invocation).
-      await d.drain({ batchSize: BATCH, internalBatchSize: estimate.hops[0]!.perBatch.records });
-    } finally {
-      DynamoDBClient.prototype.send = dynamoSend;
-      KinesisClient.prototype.send = kinesisSend;
-    }
-    const stage2Invocations = d.results.filter((r) => r.result.stage.inputHop && r.result.progress.some((p) => p.numInputRows > 0)).length;
-    const sourceRows = d.results.filter((r) => !r.result.stage.inputHop).flatMap((r) => r.result.progress).reduce((n, p) => n + p.numInputRows, 0);
-    expect(sourceRows).toBe(RECORDS);
+    // The internal mapping takes as many records per invocation as the estimate expects at this
+    // rate (the burst would otherwise put them all in one invocation).
+    const run = await measureDrain(d, { batchSize: BATCH, internalBatchSize: estimate.hops[0]!.perBatch.records });
+    const writes = run.writes;
+    const hop = [...run.hops.values()][0]!;
+    const stage2Invocations = run.invocations.get(2) ?? 0;
+    expect(run.sourceRows).toBe(RECORDS);
 
     // Estimated per source record: the month's quantities over the month's records.
     const monthRecords = estimate.recordsPerSecond * 730 * 3600;
@@ -80,7 +62,7 @@ describe('sluice cost with a repartition stage', () => {
     };
     console.log(`sluice cost (hop) vs measured, per source record: ${JSON.stringify({ figures, hop, stage2Invocations, estimate: estimate.hops[0] })}`);
     for (const [name, f] of Object.entries(figures)) {
-      expect(Math.abs(f.estimated - f.measured) / f.measured, `${name}: ${JSON.stringify(figures)}`).toBeLessThan(0.25);
+      expect(relativeError(f), `${name}: ${JSON.stringify(figures)}`).toBeLessThan(0.25);
     }
   }, 300_000);
 });
