@@ -134,7 +134,33 @@ function daysInMonth(year: number, month: number): number {
   return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
 }
 
-/** Spark's progress format for event-time stats: `1970-01-01T00:00:15.000Z`. */
+const DAY_MS = 86_400_000;
+/** 10000-01-01T00:00:00Z: from there on toISOString writes a signed six-digit year. */
+const YEAR_10000_MS = 253_402_300_800_000;
+const TWO_DIGITS = Array.from({ length: 60 }, (_, n) => String(n).padStart(2, '0'));
+const THREE_DIGITS = Array.from({ length: 1000 }, (_, n) => String(n).padStart(3, '0'));
+let formattedDay = NaN;
+let formattedDayPrefix = '';
+
+/**
+ * Spark's progress format for event-time stats: `1970-01-01T00:00:15.000Z`, as toISOString writes
+ * it. Every batch formats several of these, mostly of one day: the day's `YYYY-MM-DDT` is kept
+ * and the time of day written from its digits. Before 1970, from year 10000 on, or a fraction of
+ * a millisecond: toISOString itself.
+ */
 export function formatProgressTimestamp(ms: number): string {
-  return new Date(ms).toISOString();
+  if (!(ms >= 0 && ms < YEAR_10000_MS) || !Number.isInteger(ms)) return new Date(ms).toISOString();
+  const day = Math.floor(ms / DAY_MS);
+  if (day !== formattedDay) {
+    formattedDayPrefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
+    formattedDay = day;
+  }
+  let rest = ms - day * DAY_MS;
+  const millis = rest % 1000;
+  rest = (rest - millis) / 1000;
+  const seconds = rest % 60;
+  rest = (rest - seconds) / 60;
+  const minutes = rest % 60;
+  const hours = (rest - minutes) / 60;
+  return `${formattedDayPrefix}${TWO_DIGITS[hours]!}:${TWO_DIGITS[minutes]!}:${TWO_DIGITS[seconds]!}.${THREE_DIGITS[millis]!}Z`;
 }
