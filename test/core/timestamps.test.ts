@@ -24,6 +24,8 @@ describe('timestamp codecs', () => {
     let ms = Date.UTC(2024, 4, 1);
     for (let i = 0; i < 5_000; i++) samples.push((ms += Math.floor(random() * 5_000)));
     for (let i = 0; i < 5_000; i++) samples.push(Math.floor(random() * 253_402_300_800_000));
+    // Days taking turns, as a batch's event times and its wall-clock start do: fewer and more than the days kept.
+    for (let i = 0; i < 2_000; i++) samples.push(Date.UTC(2024, 4, 1 + (i % (i < 1_000 ? 3 : 7))) + Math.floor(random() * 86_400_000));
     for (const m of samples) expect(formatProgressTimestamp(m)).toBe(new Date(m).toISOString());
     for (const m of [-1, -86_400_001, 253_402_300_800_000, 8.64e15, 1.5, 15_000.999]) {
       expect(formatProgressTimestamp(m)).toBe(new Date(m).toISOString());
