@@ -193,6 +193,28 @@ function skipNumber(text: string, i: number): number {
 const enum ReadResult { Matched, NoMatch, Undecided }
 
 /**
+ * A maker of rows of NULLs: an array literal up to eight columns, so that rows are packed arrays
+ * (`new Array(n)` makes a holey one, whose every read downstream checks for a hole).
+ */
+export function nullRow(width: number): () => unknown[] {
+  switch (width) {
+    case 1: return () => [null];
+    case 2: return () => [null, null];
+    case 3: return () => [null, null, null];
+    case 4: return () => [null, null, null, null];
+    case 5: return () => [null, null, null, null, null];
+    case 6: return () => [null, null, null, null, null, null];
+    case 7: return () => [null, null, null, null, null, null, null];
+    case 8: return () => [null, null, null, null, null, null, null, null];
+    default: return () => {
+      const row: unknown[] = [];
+      for (let k = 0; k < width; k++) row.push(null);
+      return row;
+    };
+  }
+}
+
+/**
  * The fast path of JSON decoding, for the usual stream: records of one producer repeat the same
  * keys in the same order, written compactly. Once the caller's decoder has read a record, its
  * layout becomes one regular expression that checks a whole record (JSON's grammar for flat
@@ -206,19 +228,23 @@ export class JsonLayoutCache {
   private compiled = 0;
   private hits = 0;
 
+  /** A row of NULLs. */
+  private readonly newRow: () => unknown[];
+
   constructor(
     private readonly fields: readonly LayoutField[],
-    private readonly width: number,
+    width: number,
     private readonly timestampScale: number,
     private readonly maxLayouts = 8,
-  ) {}
+  ) {
+    this.newRow = nullRow(width);
+  }
 
   /** The row of a record of a known layout, or null. */
   decode(text: string): unknown[] | null {
     const { layouts } = this;
     if (layouts.length === 0) return null;
-    const row = new Array<unknown>(this.width);
-    for (let k = 0; k < this.width; k++) row[k] = null;
+    const row = this.newRow();
     for (let i = 0; i < layouts.length; i++) {
       const result = layouts[i]!.read(text, row);
       if (result === ReadResult.NoMatch) continue;
