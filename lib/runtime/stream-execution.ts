@@ -141,6 +141,8 @@ export class StreamExecution {
   private readonly sources: MicroBatchStream[];
   private readonly evalContext: EvalContext = newEvalContext();
   private physical: PhysicalQuery | null = null;
+  /** The stateful operators with processing-time timers (fixed once planned). */
+  private timedOperators: readonly StatefulExec[] = [];
   private tracker!: WatermarkTracker;
   private currentBatchId = 0;
   private committedOffsets = new Map<string, Offset | null>();
@@ -218,6 +220,7 @@ export class StreamExecution {
   async start(): Promise<void> {
     const { checkpoint } = this.options;
     this.physical = planQuery(this.options.plan, this.evalContext);
+    this.timedOperators = this.physical.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
     const fingerprint: QueryFingerprint = fingerprintOf(this.options, this.physical, this.sources);
     this.options.watermarkCoordinator?.prefetch?.(this.partitionId);
     const [existing, position] = await Promise.all([checkpoint.readQueryMetadata(), this.readStartPosition()]);
@@ -374,10 +377,15 @@ export class StreamExecution {
   private wouldEmitOrEvict(newWatermarkMs: number): boolean {
     const physical = this.physical!;
     const inputs = propagateWatermark(physical.root, newWatermarkMs);
-    const due = (op: (typeof physical.statefulOperators)[number], watermarkMs: number): boolean => (this.options.noDataBatchOnlyWhenDue
-      ? op.hasStateDueAt?.(watermarkMs) ?? op.shouldRunAnotherBatch(watermarkMs)
-      : op.shouldRunAnotherBatch(watermarkMs));
-    return physical.statefulOperators.some((op) => due(op, inputs.get(op.operatorId) ?? 0));
+    // A loop, not closures: this runs on every trigger.
+    for (const op of physical.statefulOperators) {
+      const watermarkMs = inputs.get(op.operatorId) ?? 0;
+      const due = this.options.noDataBatchOnlyWhenDue
+        ? op.hasStateDueAt?.(watermarkMs) ?? op.shouldRunAnotherBatch(watermarkMs)
+        : op.shouldRunAnotherBatch(watermarkMs);
+      if (due) return true;
+    }
+    return false;
   }
 
   /**
@@ -387,7 +395,7 @@ export class StreamExecution {
    * (an old or seeded commit entry): run, as Spark does.
    */
   private timerDue(nowMs: number): boolean {
-    const timed = this.physical!.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
+    const timed = this.timedOperators;
     if (timed.length === 0) return false;
     const known = timed.map((op) => this.operatorNextTimerMs(op));
     const next = known.every((t) => t !== undefined) ? minTimer(known) : this.nextTimerMs;
@@ -397,7 +405,7 @@ export class StreamExecution {
 
   /** After a batch ran: the operators' earliest timer (null: none), undefined if no operator has timers. */
   private operatorsNextTimerMs(): number | null | undefined {
-    const timed = this.physical!.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
+    const timed = this.timedOperators;
     return timed.length === 0 ? undefined : minTimer(timed.map((op) => this.operatorNextTimerMs(op)));
   }
 
