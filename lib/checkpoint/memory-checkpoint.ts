@@ -1,25 +1,27 @@
 import { randomUUID } from 'node:crypto';
 import { MemoryStateStoreProvider } from '../state/memory-state-store.js';
 import type { Checkpoint, CommitEntry, MetadataLog, OffsetSeq, QueryMetadata } from './checkpoint.js';
+import { copyPlainData } from './plain-data-copy.js';
 
+/** Entries are copied in and out: neither the writer nor a reader can change what the log holds. */
 export class MemoryMetadataLog<T> implements MetadataLog<T> {
   private readonly entries = new Map<number, T>();
 
   async add(batchId: number, entry: T): Promise<boolean> {
     if (this.entries.has(batchId)) return false;
-    this.entries.set(batchId, structuredClone(entry));
+    this.entries.set(batchId, copyPlainData(entry));
     return true;
   }
 
   async get(batchId: number): Promise<T | undefined> {
     const e = this.entries.get(batchId);
-    return e === undefined ? undefined : structuredClone(e);
+    return e === undefined ? undefined : copyPlainData(e);
   }
 
   async getLatest(): Promise<[number, T] | undefined> {
     if (this.entries.size === 0) return undefined;
     const id = Math.max(...this.entries.keys());
-    return [id, structuredClone(this.entries.get(id)!)];
+    return [id, copyPlainData(this.entries.get(id)!)];
   }
 
   async purge(beforeBatchId: number): Promise<void> {

@@ -128,7 +128,42 @@ function daysInMonth(year: number, month: number): number {
   return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
 }
 
-/** Spark's progress format for event-time stats: `1970-01-01T00:00:15.000Z`. */
+const DAY_MS = 86_400_000;
+/** 10000-01-01T00:00:00Z: from there on toISOString writes a signed six-digit year. */
+const YEAR_10000_MS = 253_402_300_800_000;
+const TWO_DIGITS = Array.from({ length: 60 }, (_, n) => String(n).padStart(2, '0'));
+const THREE_DIGITS = Array.from({ length: 1000 }, (_, n) => String(n).padStart(3, '0'));
+/** The last few days formatted (a batch's event times and its wall-clock start are days apart). */
+const DAYS_KEPT = 4;
+const formattedDays: number[] = new Array<number>(DAYS_KEPT).fill(NaN);
+const formattedDayPrefixes: string[] = new Array<string>(DAYS_KEPT).fill('');
+let nextDaySlot = 0;
+
+function dayPrefix(day: number): string {
+  for (let i = 0; i < DAYS_KEPT; i++) if (formattedDays[i] === day) return formattedDayPrefixes[i]!;
+  const prefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
+  formattedDays[nextDaySlot] = day;
+  formattedDayPrefixes[nextDaySlot] = prefix;
+  nextDaySlot = (nextDaySlot + 1) % DAYS_KEPT;
+  return prefix;
+}
+
+/**
+ * Spark's progress format for event-time stats: `1970-01-01T00:00:15.000Z`, as toISOString writes
+ * it. Every batch formats several of these, of a few days (its event times', its start's): each
+ * day's `YYYY-MM-DDT` is kept and the time of day written from its digits. Before 1970, from year 10000 on, or a fraction of
+ * a millisecond: toISOString itself.
+ */
 export function formatProgressTimestamp(ms: number): string {
-  return new Date(ms).toISOString();
+  if (!(ms >= 0 && ms < YEAR_10000_MS) || !Number.isInteger(ms)) return new Date(ms).toISOString();
+  const day = Math.floor(ms / DAY_MS);
+  const prefix = dayPrefix(day);
+  let rest = ms - day * DAY_MS;
+  const millis = rest % 1000;
+  rest = (rest - millis) / 1000;
+  const seconds = rest % 60;
+  rest = (rest - seconds) / 60;
+  const minutes = rest % 60;
+  const hours = (rest - minutes) / 60;
+  return `${prefix}${TWO_DIGITS[hours]!}:${TWO_DIGITS[minutes]!}:${TWO_DIGITS[seconds]!}.${THREE_DIGITS[millis]!}Z`;
 }

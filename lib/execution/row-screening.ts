@@ -103,7 +103,11 @@ export function screenRows(root: Exec, options: ScreeningOptions): Map<number, u
   const noState = (): never => {
     throw new Error('row screening must not touch state');
   };
-  const contextWith = (sourceRows: Row[]): BatchContext => ({ ...ctx, sourceRows: new Map([[sourceName, sourceRows]]), store: noState });
+  // The batch's context with other rows and no state; its other members (methods on its
+  // prototype included, which a spread would drop) through the prototype chain.
+  const contextWith = (sourceRows: Row[]): BatchContext => Object.assign(Object.create(ctx) as BatchContext, {
+    sourceRows: new Map([[sourceName, sourceRows]]), store: noState,
+  });
   const run = (part: ScreenedPart, context: BatchContext): void => {
     const out = part.rows.execute(context);
     if (part.consume) for (const row of out) part.consume(row, context);

@@ -141,6 +141,8 @@ export class StreamExecution {
   private readonly sources: MicroBatchStream[];
   private readonly evalContext: EvalContext = newEvalContext();
   private physical: PhysicalQuery | null = null;
+  /** The stateful operators with processing-time timers (fixed once planned). */
+  private timedOperators: readonly StatefulExec[] = [];
   private tracker!: WatermarkTracker;
   private currentBatchId = 0;
   private committedOffsets = new Map<string, Offset | null>();
@@ -218,6 +220,7 @@ export class StreamExecution {
   async start(): Promise<void> {
     const { checkpoint } = this.options;
     this.physical = planQuery(this.options.plan, this.evalContext);
+    this.timedOperators = this.physical.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
     const fingerprint: QueryFingerprint = fingerprintOf(this.options, this.physical, this.sources);
     this.options.watermarkCoordinator?.prefetch?.(this.partitionId);
     const [existing, position] = await Promise.all([checkpoint.readQueryMetadata(), this.readStartPosition()]);
@@ -324,7 +327,8 @@ export class StreamExecution {
   }
 
   private hasNewData(latest: Map<string, Offset | null>): boolean {
-    return [...latest].some(([name, off]) => off !== null && JSON.stringify(off) !== JSON.stringify(this.availableOffsets.get(name) ?? null));
+    for (const [name, off] of latest) if (off !== null && !sameOffset(off, this.availableOffsets.get(name) ?? null)) return true;
+    return false;
   }
 
   /** Decides whether a batch runs now and, if so, records it in the offset log. */
@@ -373,10 +377,15 @@ export class StreamExecution {
   private wouldEmitOrEvict(newWatermarkMs: number): boolean {
     const physical = this.physical!;
     const inputs = propagateWatermark(physical.root, newWatermarkMs);
-    const due = (op: (typeof physical.statefulOperators)[number], watermarkMs: number): boolean => (this.options.noDataBatchOnlyWhenDue
-      ? op.hasStateDueAt?.(watermarkMs) ?? op.shouldRunAnotherBatch(watermarkMs)
-      : op.shouldRunAnotherBatch(watermarkMs));
-    return physical.statefulOperators.some((op) => due(op, inputs.get(op.operatorId) ?? 0));
+    // A loop, not closures: this runs on every trigger.
+    for (const op of physical.statefulOperators) {
+      const watermarkMs = inputs.get(op.operatorId) ?? 0;
+      const due = this.options.noDataBatchOnlyWhenDue
+        ? op.hasStateDueAt?.(watermarkMs) ?? op.shouldRunAnotherBatch(watermarkMs)
+        : op.shouldRunAnotherBatch(watermarkMs);
+      if (due) return true;
+    }
+    return false;
   }
 
   /**
@@ -386,7 +395,7 @@ export class StreamExecution {
    * (an old or seeded commit entry): run, as Spark does.
    */
   private timerDue(nowMs: number): boolean {
-    const timed = this.physical!.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
+    const timed = this.timedOperators;
     if (timed.length === 0) return false;
     const known = timed.map((op) => this.operatorNextTimerMs(op));
     const next = known.every((t) => t !== undefined) ? minTimer(known) : this.nextTimerMs;
@@ -396,7 +405,7 @@ export class StreamExecution {
 
   /** After a batch ran: the operators' earliest timer (null: none), undefined if no operator has timers. */
   private operatorsNextTimerMs(): number | null | undefined {
-    const timed = this.physical!.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
+    const timed = this.timedOperators;
     return timed.length === 0 ? undefined : minTimer(timed.map((op) => this.operatorNextTimerMs(op)));
   }
 
@@ -449,21 +458,13 @@ export class StreamExecution {
   /** What the operators see of batch `batchId`; resets the per-batch evaluation values (a re-run sees the same). */
   private batchContext(
     batchId: number, sourceRows: ReadonlyMap<string, Row[]>, watermarks: { late: ReadonlyMap<number, number>; eviction: ReadonlyMap<number, number> },
-    store: BatchContext['store'],
+    stores: ReadonlyMap<string, StateStore<unknown>> | null,
   ): BatchContext {
     this.evalContext.batchTimestampMs = this.metadata.batchTimestampMs;
     this.evalContext.nextRowId = 0;
-    return {
-      batchId,
-      sourceRows,
-      eval: this.evalContext,
-      outputMode: this.options.outputMode,
-      hasWatermark: this.physical!.watermarkOperators.length > 0,
-      lateEventsWatermarkMs: (id) => watermarks.late.get(id) ?? 0,
-      evictionWatermarkMs: (id) => watermarks.eviction.get(id) ?? 0,
-      store,
-      ...(this.options.ownsStateKey ? { ownsStateKey: this.options.ownsStateKey } : {}),
-    };
+    return new RunningBatch(
+      batchId, sourceRows, this.evalContext, this.options.outputMode, this.physical!.watermarkOperators.length > 0, watermarks, stores, this.options.ownsStateKey,
+    );
   }
 
   /**
@@ -476,11 +477,9 @@ export class StreamExecution {
     if (!this.isCurrentBatchConstructed || !source) return new Map();
     const start = this.committedOffsets.get(source.name) ?? null;
     const end = this.availableOffsets.get(source.name) ?? null;
-    if (end === null || JSON.stringify(start) === JSON.stringify(end)) return new Map();
+    if (end === null || sameOffset(start, end)) return new Map();
     const rows = source.getBatch(start, end);
-    const ctx = this.batchContext(this.currentBatchId, new Map(), await this.operatorWatermarks(this.currentBatchId), () => {
-      throw new Error('row screening opens no state');
-    });
+    const ctx = this.batchContext(this.currentBatchId, new Map(), await this.operatorWatermarks(this.currentBatchId), null);
     const { sink } = this.options;
     return screenRows(this.physical!.root, {
       ctx, sourceName, rows, isDataError, ...(sink.screenRow ? { screenOutputRow: (row: Row) => sink.screenRow!(row) } : {}),
@@ -499,7 +498,6 @@ export class StreamExecution {
     const { late, eviction } = await this.operatorWatermarks(batchId);
 
     const stores = new Map<string, StateStore<unknown>>();
-    const storeKey = (id: StateStoreId): string => `${id.operatorId}/${id.storeName}`;
     for (const op of physical.statefulOperators) {
       for (const id of op.stateStoreIds) stores.set(storeKey(id), await checkpoint.stateStore.open(id, batchId));
     }
@@ -511,7 +509,7 @@ export class StreamExecution {
     for (const s of this.sources) {
       const start = this.committedOffsets.get(s.name) ?? null;
       const end = this.availableOffsets.get(s.name) ?? null;
-      const empty = end === null || JSON.stringify(start) === JSON.stringify(end);
+      const empty = end === null || sameOffset(start, end);
       const rows = empty ? [] : s.getBatch(start, end);
       if (!empty && s.numInvalidRecords) numDeadLetteredRows += s.numInvalidRecords(start, end);
       sourceRows.set(s.name, rows);
@@ -519,11 +517,7 @@ export class StreamExecution {
       sourceProgress.push({ description: s.name, startOffset: start, endOffset: end, numInputRows: rows.length });
     }
 
-    const ctx = this.batchContext(batchId, sourceRows, { late, eviction }, <V>(id: StateStoreId) => {
-      const s = stores.get(storeKey(id));
-      if (!s) throw new Error(`state store ${storeKey(id)} was not opened`);
-      return s as StateStore<V>;
-    });
+    const ctx = this.batchContext(batchId, sourceRows, { late, eviction }, stores);
 
     const executionStart = Date.now();
     let output: Row[];
@@ -609,25 +603,31 @@ export class StreamExecution {
     const { batchId, triggerStartMs, addBatchMs, numInputRows, numOutputRows, sources, watermarkMs } = batch;
     const physical = this.physical!;
     const durationMs = Math.max(Date.now() - triggerStartMs, 0);
-    const withRows = physical.watermarkOperators.filter((w) => w.stats.count > 0).map((w) => w.stats);
     let eventTime: Record<string, string> = {};
     if (physical.watermarkOperators.length > 0) {
-      eventTime = { watermark: formatProgressTimestamp(watermarkMs) };
-      if (withRows.length > 0) {
-        const count = withRows.reduce((a, s) => a + s.count, 0);
-        eventTime = {
-          avg: formatProgressTimestamp(Math.round(withRows.reduce((a, s) => a + s.sum, 0) / count)),
-          max: formatProgressTimestamp(Math.max(...withRows.map((s) => s.max))),
-          min: formatProgressTimestamp(Math.min(...withRows.map((s) => s.min))),
-          watermark: formatProgressTimestamp(watermarkMs),
-        };
+      let count = 0;
+      let sum = 0;
+      let max = -Infinity;
+      let min = Infinity;
+      for (const { stats } of physical.watermarkOperators) {
+        if (stats.count === 0) continue;
+        count += stats.count;
+        sum += stats.sum;
+        if (stats.max > max) max = stats.max;
+        if (stats.min < min) min = stats.min;
       }
+      eventTime = count === 0 ? { watermark: formatProgressTimestamp(watermarkMs) } : {
+        avg: formatProgressTimestamp(Math.round(sum / count)),
+        max: formatProgressTimestamp(max),
+        min: formatProgressTimestamp(min),
+        watermark: formatProgressTimestamp(watermarkMs),
+      };
     }
     const progress: StreamingQueryProgress = {
       id: this.id,
       runId: this.runId,
       name: this.options.queryName,
-      timestamp: new Date(triggerStartMs).toISOString(),
+      timestamp: formatProgressTimestamp(triggerStartMs),
       batchId,
       batchDuration: durationMs,
       numInputRows,
@@ -661,4 +661,51 @@ function knownTimestamp(batchTimestampMs: number | undefined): number | null {
 function minTimer(times: readonly (number | null | undefined)[]): number | null {
   const known = times.filter((t): t is number => typeof t === 'number');
   return known.length > 0 ? Math.min(...known) : null;
+}
+
+function storeKey(id: StateStoreId): string {
+  return `${id.operatorId}/${id.storeName}`;
+}
+
+/** Two offsets are the same position: equal primitives (the usual case), or equal JSON. */
+function sameOffset(a: Offset | null, b: Offset | null): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** A batch's context as the operators see it: one object per batch, no closures built for it. */
+class RunningBatch implements BatchContext {
+  readonly ownsStateKey?: (operatorId: number, keyValues: readonly unknown[]) => boolean;
+  readonly eval: EvalContext;
+
+  constructor(
+    readonly batchId: number,
+    readonly sourceRows: ReadonlyMap<string, Row[]>,
+    evalContext: EvalContext,
+    readonly outputMode: OutputMode,
+    readonly hasWatermark: boolean,
+    private readonly watermarks: { late: ReadonlyMap<number, number>; eviction: ReadonlyMap<number, number> },
+    /** The stores opened for the batch; null: none may be opened (row screening). */
+    private readonly stores: ReadonlyMap<string, StateStore<unknown>> | null,
+    ownsStateKey: ((operatorId: number, keyValues: readonly unknown[]) => boolean) | undefined,
+  ) {
+    this.eval = evalContext;
+    if (ownsStateKey) this.ownsStateKey = ownsStateKey;
+  }
+
+  lateEventsWatermarkMs(operatorId: number): number {
+    return this.watermarks.late.get(operatorId) ?? 0;
+  }
+
+  evictionWatermarkMs(operatorId: number): number {
+    return this.watermarks.eviction.get(operatorId) ?? 0;
+  }
+
+  store<V>(id: StateStoreId): StateStore<V> {
+    if (this.stores === null) throw new Error('row screening opens no state');
+    const s = this.stores.get(storeKey(id));
+    if (!s) throw new Error(`state store ${storeKey(id)} was not opened`);
+    return s as StateStore<V>;
+  }
 }

@@ -46,140 +46,173 @@ function patternOf(kind: Kind): string {
 
 const escapeRegExp = (text: string): string => text.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&');
 
-/** One member to read: how far its value starts after the previous value, what it is, where it goes. */
-interface Step {
-  /** `{"key":` or `,"key":`. */
-  readonly skip: number;
-  readonly kind: Kind;
-  readonly slot: number;
-}
-
 /**
  * One record layout (its keys in order, compact): a regular expression that checks a whole record
  * has it, then a walk that reads the fields straight from their known places: no match object and
- * no substring per number.
+ * no substring per number. Per member read: how far its value starts after the previous value
+ * (`{"key":` or `,"key":`), what it is, and its slot in the row, in flat typed arrays.
  */
 class Layout {
-  private end = 0;
+  private readonly count: number;
 
-  private constructor(readonly keys: string, private readonly regex: RegExp, private readonly steps: readonly Step[], private readonly timestampScale: number) {}
+  private constructor(
+    readonly keys: string,
+    private readonly regex: RegExp,
+    private readonly skips: Int32Array,
+    private readonly kinds: Uint8Array,
+    private readonly slots: Int32Array,
+    private readonly timestampScale: number,
+  ) {
+    this.count = skips.length;
+  }
 
   static of(keys: readonly string[], fields: readonly LayoutField[], timestampScale: number): Layout | null {
     const byName = new Map(fields.map((f) => [f.name, f]));
-    const steps: Step[] = [];
     const members: string[] = [];
+    const skips: number[] = [];
+    const kinds: Kind[] = [];
+    const slots: number[] = [];
     let lastRead = -1;
     for (const [i, key] of keys.entries()) {
       const field = byName.get(key);
       const kind = field ? kindOf(field.type) : Kind.Unread;
       if (kind === null) return null;
       members.push(`"${escapeRegExp(key)}":${patternOf(kind)}`);
-      steps.push({ skip: key.length + 4, kind, slot: field?.index ?? -1 });
+      skips.push(key.length + 4);
+      kinds.push(kind);
+      slots.push(field?.index ?? -1);
       if (kind !== Kind.Unread) lastRead = i;
     }
     // Members after the last one read are checked by the regular expression only.
-    return new Layout(keys.join('\u0000'), new RegExp(`^\\{${members.join(',')}\\}$`), steps.slice(0, lastRead + 1), timestampScale);
+    const walked = lastRead + 1;
+    return new Layout(keys.join('\u0000'), new RegExp(`^\\{${members.join(',')}\\}$`),
+      Int32Array.from(skips.slice(0, walked)), Uint8Array.from(kinds.slice(0, walked)), Int32Array.from(slots.slice(0, walked)), timestampScale);
   }
 
   /** The record's fields into `row`: MATCHED; NO_MATCH (nothing written); UNDECIDED (the caller's decoder decides). */
   read(text: string, row: unknown[]): ReadResult {
     if (!this.regex.test(text)) return ReadResult.NoMatch;
+    const { skips, kinds, slots, count } = this;
     let p = 0;
-    const { steps } = this;
-    for (let s = 0; s < steps.length; s++) {
-      const step = steps[s]!;
-      p += step.skip;
+    for (let s = 0; s < count; s++) {
+      p += skips[s]!;
       const c = text.charCodeAt(p);
       if (c === 0x6e /* null */) {
         p += 4;
         continue;
       }
-      let v: unknown;
-      switch (step.kind) {
-        case Kind.Unread:
-          p = c === 0x22 ? text.indexOf('"', p + 1) + 1 : c === 0x74 ? p + 4 : c === 0x66 ? p + 5 : this.skipNumber(text, p);
-          continue;
-        case Kind.String: {
-          const end = text.indexOf('"', p + 1);
-          v = end - p - 1 < SLICED_STRING_MIN ? text.slice(p + 1, end) : (JSON.parse(text.slice(p, end + 1)) as string);
-          p = end + 1;
-          break;
+      const kind = kinds[s]! as Kind;
+      if (kind === Kind.String) {
+        const end = text.indexOf('"', p + 1);
+        row[slots[s]!] = end - p - 1 < SLICED_STRING_MIN ? text.slice(p + 1, end) : (JSON.parse(text.slice(p, end + 1)) as string);
+        p = end + 1;
+        continue;
+      }
+      if (c === 0x22 /* a string: an unread member's, or a timestamp's */) {
+        const end = text.indexOf('"', p + 1);
+        if (kind === Kind.Timestamp) {
+          const micros = parseTimestamp(text.slice(p + 1, end));
+          if (micros === null) return ReadResult.Undecided;
+          row[slots[s]!] = micros;
         }
-        case Kind.Boolean:
-          v = c === 0x74;
-          p += v ? 4 : 5;
+        p = end + 1;
+        continue;
+      }
+      if (kind === Kind.Boolean || (kind === Kind.Unread && (c === 0x74 || c === 0x66))) {
+        if (kind === Kind.Boolean) row[slots[s]!] = c === 0x74;
+        p += c === 0x74 ? 4 : 5;
+        continue;
+      }
+      // A number (the regular expression checked its grammar): its digits as one integer, then
+      // the decimal point moved. Up to 15 digits over an exact power of ten is correctly rounded
+      // (Clinger), as JSON.parse reads it; beyond, or with an exponent, Number() of its text.
+      const start = p;
+      let i = c === 0x2d ? p + 1 : p;
+      let d = text.charCodeAt(i);
+      let mantissa = 0;
+      const integerStart = i;
+      while (d >= 0x30 && d <= 0x39) {
+        mantissa = mantissa * 10 + (d - 0x30);
+        d = text.charCodeAt(++i);
+      }
+      let digits = i - integerStart;
+      let fraction = 0;
+      if (d === 0x2e) {
+        const fractionStart = ++i;
+        d = text.charCodeAt(i);
+        while (d >= 0x30 && d <= 0x39) {
+          mantissa = mantissa * 10 + (d - 0x30);
+          d = text.charCodeAt(++i);
+        }
+        fraction = i - fractionStart;
+        digits += fraction;
+      }
+      let exact = digits <= 15;
+      if (d === 0x65 || d === 0x45) {
+        exact = false;
+        i = skipNumber(text, i);
+      }
+      p = i;
+      if (kind === Kind.Unread) continue;
+      let n: number;
+      if (exact) {
+        n = fraction === 0 ? mantissa : mantissa / POW10[fraction]!;
+        if (c === 0x2d) n = -n;
+      } else {
+        n = Number(text.slice(start, i));
+      }
+      // A long beyond 2^53 (exact digits), a double beyond its range (Infinity), a time out of
+      // range: the caller's decoder decides.
+      switch (kind) {
+        case Kind.Double:
+          if (!Number.isFinite(n)) return ReadResult.Undecided;
           break;
         case Kind.Timestamp:
-          if (c === 0x22) {
-            const end = text.indexOf('"', p + 1);
-            v = parseTimestamp(text.slice(p + 1, end));
-            if (v === null) return ReadResult.Undecided;
-            p = end + 1;
-            break;
-          }
-          v = Math.round(this.number(text, p) * this.timestampScale);
-          if (!Number.isSafeInteger(v)) return ReadResult.Undecided;
-          p = this.end;
+          n = Math.round(n * this.timestampScale);
+          if (!Number.isSafeInteger(n)) return ReadResult.Undecided;
           break;
-        default: {
-          const n = this.number(text, p);
-          // A long beyond 2^53 (exact digits) and a double beyond its range (Infinity): the scanner decides.
-          if (step.kind === Kind.Int ? !(Number.isInteger(n) && n >= INT_MIN && n <= INT_MAX) : step.kind === Kind.Long ? !Number.isSafeInteger(n) : !Number.isFinite(n)) {
-            return ReadResult.Undecided;
-          }
-          v = n;
-          p = this.end;
-        }
+        case Kind.Long:
+          if (!Number.isSafeInteger(n)) return ReadResult.Undecided;
+          break;
+        default:
+          if (!(Number.isInteger(n) && n >= INT_MIN && n <= INT_MAX)) return ReadResult.Undecided;
       }
-      row[step.slot] = v;
+      row[slots[s]!] = n;
     }
     return ReadResult.Matched;
   }
+}
 
-  /** The JSON number at `i` (already checked), as JSON.parse reads it; its end goes to `this.end`. */
-  private number(text: string, i: number): number {
-    const start = i;
-    let d = text.charCodeAt(i);
-    const negative = d === 0x2d;
-    if (negative) d = text.charCodeAt(++i);
-    let mantissa = 0;
-    let digits = 0;
-    let fraction = 0;
-    while (d >= 0x30 && d <= 0x39) {
-      mantissa = mantissa * 10 + (d - 0x30);
-      digits++;
-      d = text.charCodeAt(++i);
-    }
-    if (d === 0x2e) {
-      d = text.charCodeAt(++i);
-      while (d >= 0x30 && d <= 0x39) {
-        mantissa = mantissa * 10 + (d - 0x30);
-        digits++;
-        fraction++;
-        d = text.charCodeAt(++i);
-      }
-    }
-    let exact = digits <= 15;
-    if (d === 0x65 || d === 0x45) {
-      exact = false;
-      i = this.skipNumber(text, i);
-    }
-    this.end = i;
-    // Up to 15 digits over an exact power of ten is correctly rounded (Clinger); else Number().
-    if (!exact) return Number(text.slice(start, i));
-    const v = fraction === 0 ? mantissa : mantissa / POW10[fraction]!;
-    return negative ? -v : v;
-  }
-
-  /** The end of the number (or its exponent) at `i`. */
-  private skipNumber(text: string, i: number): number {
-    let d = text.charCodeAt(i);
-    while ((d >= 0x30 && d <= 0x39) || d === 0x2d || d === 0x2b || d === 0x2e || d === 0x65 || d === 0x45) d = text.charCodeAt(++i);
-    return i;
-  }
+/** The end of the number (or its exponent) at `i`. */
+function skipNumber(text: string, i: number): number {
+  let d = text.charCodeAt(i);
+  while ((d >= 0x30 && d <= 0x39) || d === 0x2d || d === 0x2b || d === 0x2e || d === 0x65 || d === 0x45) d = text.charCodeAt(++i);
+  return i;
 }
 
 const enum ReadResult { Matched, NoMatch, Undecided }
+
+/**
+ * A maker of rows of NULLs: an array literal up to eight columns, so that rows are packed arrays
+ * (`new Array(n)` makes a holey one, whose every read downstream checks for a hole).
+ */
+export function nullRow(width: number): () => unknown[] {
+  switch (width) {
+    case 1: return () => [null];
+    case 2: return () => [null, null];
+    case 3: return () => [null, null, null];
+    case 4: return () => [null, null, null, null];
+    case 5: return () => [null, null, null, null, null];
+    case 6: return () => [null, null, null, null, null, null];
+    case 7: return () => [null, null, null, null, null, null, null];
+    case 8: return () => [null, null, null, null, null, null, null, null];
+    default: return () => {
+      const row: unknown[] = [];
+      for (let k = 0; k < width; k++) row.push(null);
+      return row;
+    };
+  }
+}
 
 /**
  * The fast path of JSON decoding, for the usual stream: records of one producer repeat the same
@@ -195,19 +228,23 @@ export class JsonLayoutCache {
   private compiled = 0;
   private hits = 0;
 
+  /** A row of NULLs. */
+  private readonly newRow: () => unknown[];
+
   constructor(
     private readonly fields: readonly LayoutField[],
-    private readonly width: number,
+    width: number,
     private readonly timestampScale: number,
     private readonly maxLayouts = 8,
-  ) {}
+  ) {
+    this.newRow = nullRow(width);
+  }
 
   /** The row of a record of a known layout, or null. */
   decode(text: string): unknown[] | null {
     const { layouts } = this;
     if (layouts.length === 0) return null;
-    const row = new Array<unknown>(this.width);
-    for (let k = 0; k < this.width; k++) row[k] = null;
+    const row = this.newRow();
     for (let i = 0; i < layouts.length; i++) {
       const result = layouts[i]!.read(text, row);
       if (result === ReadResult.NoMatch) continue;

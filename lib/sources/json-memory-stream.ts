@@ -37,13 +37,18 @@ export class JsonMemoryStream implements MicroBatchStream {
 
   /** Adds one batch of records; the records are kept as given (strings are immutable). */
   addData(records: readonly string[]): number {
-    const notText = records.findIndex((r) => typeof r !== 'string');
-    if (notText >= 0) {
-      throw new IllegalArgumentError(`${this.name}.addData takes JSON text, but record ${notText} is ${records[notText] === null ? 'null' : typeof records[notText]}.`, {
-        code: 'JSON_RECORD_NOT_TEXT', hint: 'pass JSON.stringify(record), or use session.memoryStream(schema) for rows.',
-      });
+    // Copied and checked in one loop (a callback per record cost as much as decoding a tenth of it).
+    const block = new Array<string>(records.length);
+    for (let i = 0; i < records.length; i++) {
+      const record = records[i];
+      if (typeof record !== 'string') {
+        throw new IllegalArgumentError(`${this.name}.addData takes JSON text, but record ${i} is ${record === null ? 'null' : typeof record}.`, {
+          code: 'JSON_RECORD_NOT_TEXT', hint: 'pass JSON.stringify(record), or use session.memoryStream(schema) for rows.',
+        });
+      }
+      block[i] = record;
     }
-    this.blocks.push(records.slice());
+    this.blocks.push(block);
     return this.blocks.length;
   }
 

@@ -16,6 +16,24 @@ describe('timestamp codecs', () => {
     expect(formatProgressTimestamp(15_000)).toBe('1970-01-01T00:00:15.000Z');
   });
 
+  it('formats progress times exactly as toISOString, days cached or not, and falls back outside its range', () => {
+    let seed = 7;
+    const random = (): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const samples: number[] = [0, 1, 999, 86_399_999, 86_400_000, 951_782_400_000 /* 2000-02-29 */, 253_402_300_799_999];
+    // Runs within a day (the cached prefix), jumps across days and years, and the edges of the fast path.
+    let ms = Date.UTC(2024, 4, 1);
+    for (let i = 0; i < 5_000; i++) samples.push((ms += Math.floor(random() * 5_000)));
+    for (let i = 0; i < 5_000; i++) samples.push(Math.floor(random() * 253_402_300_800_000));
+    // Days taking turns, as a batch's event times and its wall-clock start do: fewer and more than the days kept.
+    for (let i = 0; i < 2_000; i++) samples.push(Date.UTC(2024, 4, 1 + (i % (i < 1_000 ? 3 : 7))) + Math.floor(random() * 86_400_000));
+    for (const m of samples) expect(formatProgressTimestamp(m)).toBe(new Date(m).toISOString());
+    for (const m of [-1, -86_400_001, 253_402_300_800_000, 8.64e15, 1.5, 15_000.999]) {
+      expect(formatProgressTimestamp(m)).toBe(new Date(m).toISOString());
+    }
+    expect(formatProgressTimestamp(253_402_300_800_000)).toBe('+010000-01-01T00:00:00.000Z');
+    expect(() => formatProgressTimestamp(Number.NaN)).toThrow(RangeError);
+  });
+
   it('parses what it formats, ISO-8601 with offsets, and gives NULL for impossible dates', () => {
     for (const m of [micros, micros + 1, micros + 120_000, -1]) {
       expect(parseTimestamp(formatTimestamp(m))).toBe(m);

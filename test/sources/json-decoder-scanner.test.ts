@@ -139,6 +139,24 @@ describe('the record scanner agrees with JSON.parse', () => {
     expect(parse).toHaveBeenCalledTimes(3);
   });
 
+  it('gives a fresh row of the schema width, NULL where nothing is read, for every width (known layouts included)', () => {
+    for (let width = 1; width <= 10; width++) {
+      const names = Array.from({ length: width }, (_, k) => `c${k}`);
+      const schema = toSchema(names.map((n) => `${n} long`).join(', '));
+      const decode = createJsonDecoder(schema, { onlyFields: [names[0]!] });
+      const record = `{${names.map((n, k) => `"${n}":${k}`).join(',')}}`;
+      const first = decode(record);
+      const second = decode(record); // the layout learnt from the first
+      const want = [0, ...Array.from({ length: width - 1 }, () => null)];
+      expect(first).toEqual({ ok: true, row: want });
+      expect(second).toEqual({ ok: true, row: want });
+      if (first.ok && second.ok) {
+        expect(second.row).not.toBe(first.row);
+        expect(second.row).toHaveLength(width);
+      }
+    }
+  });
+
   it('copies long strings out of the record (a slice would keep the whole record alive)', () => {
     const decode = createJsonDecoder(toSchema('id string'));
     const id = '0123456789abcdef-0123456789abcdef';
