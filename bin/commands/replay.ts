@@ -107,7 +107,7 @@ export function registerReplayCommand(program: Command): void {
             `replay ${status.shadow.runId} of ${query} from ${new Date(status.shadow.fromMs).toISOString()}: ${status.ready ? 'READY (caught up; `sluice replay cutover`)' : 'catching up'}`,
             `live namespace: ${status.active}; shadow: ${status.shadow.namespace}`,
             table(['shard', 'live batch', 'shadow batch', 'records behind'], status.shards.map((s) => [
-              s.shardId, s.liveBatch === null ? '-' : String(s.liveBatch), s.shadowBatch === null ? '-' : String(s.shadowBatch), `${s.behind}${s.capped ? '+' : ''}`,
+              s.label, s.liveBatch === null ? '-' : String(s.liveBatch), s.shadowBatch === null ? '-' : String(s.shadowBatch), `${s.behind}${s.capped ? '+' : ''}`,
             ])),
           ]
           : [`no replay of ${query} is running; live namespace: ${status.active}${status.retired.length > 0 ? ` (retired: ${status.retired.join(', ')})` : ''}`]).join('\n'));

@@ -21,7 +21,7 @@ import {
   cutoverShadow, dropShadow, readNamespacePointer, ReplayError, shadowNamespaceOf, shadowSinkPrefix, startShadow,
   type LiveCommitGuard, type NamespacePointer, type ShadowRun,
 } from './query-namespace.js';
-import { committedShardOffset } from '../query/shard-invocation.js';
+import { internalStreamNames } from '../query/compiled-query.js';
 import { CHECKPOINT_ITEMS, ensureTables, padId } from './tables.js';
 import { deleteKeys, getObjectText, listKeys, putObject } from './s3-util.js';
 import { readAfterPosition } from '../sources/repartition-shard-source.js';
@@ -76,11 +76,6 @@ export async function startReplay(clients: AwsClients, deployment: DeploymentDes
   if (options.fromMs > nowMs) {
     throw new ReplayError(`--from ${new Date(options.fromMs).toISOString()} is in the future.`, { code: 'REPLAY_BAD_START' });
   }
-  if (deployment.repartitionStreamName || (deployment.repartitionStreamNames?.length ?? 0) > 0) {
-    throw new ReplayError(`'${query}' has a repartition stage: a replay would write into the internal streams its live run reads.`, {
-      code: 'REPLAY_UNSUPPORTED', hint: 'not supported yet; deploy the fixed query as a new query (a new name) instead.',
-    });
-  }
   const dynamoDbSink = options.definition ? options.definition.sink.kind === 'dynamodb' : !deployment.sinkBucket && !!deployment.sinkTable;
   if (dynamoDbSink && !options.sinkTable) {
     throw new ReplayError(`'${query}' writes a DynamoDB table: a replay needs a table of its own, or it would change the live answer.`, {
@@ -111,6 +106,10 @@ export async function startReplay(clients: AwsClients, deployment: DeploymentDes
 
 export interface ShardReplayStatus {
   readonly shardId: string;
+  /** The checkpoint partition (a source shard's id; `state.<shard>` for stage 2 on an internal stream). */
+  readonly partition: string;
+  /** How reports name it: the shard, or `stage 2 <shard>`. */
+  readonly label: string;
   /** The live namespace's committed position (sequence number; null before its first commit). */
   readonly live: string | null;
   readonly liveBatch: number | null;
@@ -138,38 +137,78 @@ function checkpointIn(clients: AwsClients, deployment: DeploymentDescriptor, nam
   });
 }
 
-/** Per shard (closed parents included): the live and shadow positions, and the records between. */
+/**
+ * The stream position a partition committed: its planned offsets' shard position (a stage on an
+ * internal stream has one offset per hop input, all at the same position).
+ */
+async function committedPosition(checkpoint: DynamoDbCheckpoint): Promise<string | null> {
+  const commit = await checkpoint.commitLog.getLatest();
+  if (!commit) return null;
+  const planned = await checkpoint.offsetLog.get(commit[0]);
+  let position: string | null = null;
+  for (const offset of Object.values(planned?.offsets ?? {})) {
+    const seq = readAfterPosition((offset as { sequenceNumber?: string } | null)?.sequenceNumber);
+    if (seq !== null && (position === null || BigInt(seq) > BigInt(position))) position = seq;
+  }
+  return position;
+}
+
+/**
+ * The streams whose shards a replay must bring level with the live run: the source stream, then
+ * each internal stream of a repartitioned query (hop k is read by stage k + 1, whose partitions are
+ * `state.<shard>` for stage 2 and `stage<n>.<shard>` after: lib/query/query-stage.ts).
+ */
+function replayedStreams(deployment: DeploymentDescriptor): { stream: string; partitionOf: (shardId: string) => string; labelOf: (shardId: string) => string }[] {
+  return [
+    { stream: deployment.streamName, partitionOf: (id: string) => id, labelOf: (id: string) => id },
+    ...internalStreamNames(deployment).map((stream, hop) => ({
+      stream,
+      partitionOf: (id: string) => (hop === 0 ? `state.${id}` : `stage${hop + 2}.${id}`),
+      labelOf: (id: string) => `stage ${hop + 2} ${id}`,
+    })),
+  ];
+}
+
+/**
+ * Per shard (closed parents included), of the source stream and of every internal stream: the
+ * live and shadow positions, and the records between. On an internal stream the shadow reads the
+ * live run's records too (and skips them): its position passing the live one's is what makes the
+ * cutover gap-free there as well.
+ */
 export async function replayStatus(clients: AwsClients, deployment: DeploymentDescriptor, options: { cap?: number } = {}): Promise<ReplayStatus & { pointer: NamespacePointer }> {
   const query = deployment.sluiceQuery;
   const pointer = await readNamespacePointer(clients.dynamodb, deployment.checkpointTable, query);
   const base = { query, active: pointer.active.namespace, shadow: pointer.shadow, retired: pointer.retired.map((r) => r.namespace), pointer };
   if (!pointer.shadow) return { ...base, shards: [], ready: false };
   const shadow = pointer.shadow;
-  const reader = new KinesisShardReader(clients.kinesis, deployment.streamName);
   const cap = options.cap ?? 10_000;
-  const shards = await Promise.all((await listStreamShards(clients.kinesis, deployment.streamName)).map(async (s): Promise<ShardReplayStatus> => {
-    const shardId = s.ShardId!;
-    const liveCheckpoint = checkpointIn(clients, deployment, pointer.active.namespace, shardId);
-    const shadowCheckpoint = checkpointIn(clients, deployment, shadow.namespace, shardId);
-    const [live, liveCommit, shadowAt, shadowCommit] = await Promise.all([
-      committedShardOffset(liveCheckpoint), liveCheckpoint.commitLog.getLatest(), committedShardOffset(shadowCheckpoint), shadowCheckpoint.commitLog.getLatest(),
-    ]);
-    let behind = 0;
-    let capped = false;
-    const liveSeq = live?.sequenceNumber ?? null;
-    const shadowSeq = readAfterPosition(shadowAt?.sequenceNumber);
-    if (liveSeq !== null && (shadowSeq === null || BigInt(shadowSeq) < BigInt(liveSeq))) {
-      // What the shadow reads next, up to the live position: from its commit, or from --from.
-      const position = await reader.readAfter(shardId, shadowSeq, cap, shadowSeq === null ? shadow.fromMs : undefined);
-      const pending = position.records.filter((r) => BigInt(r.sequenceNumber) <= BigInt(liveSeq));
-      behind = pending.length;
-      capped = position.records.length >= cap && pending.length === position.records.length;
-    }
-    return {
-      shardId, live: liveSeq, liveBatch: liveCommit?.[0] ?? null, shadow: shadowSeq, shadowBatch: shadowCommit?.[0] ?? null, behind, capped,
-    };
-  }));
-  shards.sort((a, b) => (a.shardId < b.shardId ? -1 : 1));
+  const shards: ShardReplayStatus[] = [];
+  for (const { stream, partitionOf, labelOf } of replayedStreams(deployment)) {
+    const reader = new KinesisShardReader(clients.kinesis, stream);
+    shards.push(...await Promise.all((await listStreamShards(clients.kinesis, stream)).map(async (s): Promise<ShardReplayStatus> => {
+      const shardId = s.ShardId!;
+      const partition = partitionOf(shardId);
+      const liveCheckpoint = checkpointIn(clients, deployment, pointer.active.namespace, partition);
+      const shadowCheckpoint = checkpointIn(clients, deployment, shadow.namespace, partition);
+      const [liveSeq, liveCommit, shadowSeq, shadowCommit] = await Promise.all([
+        committedPosition(liveCheckpoint), liveCheckpoint.commitLog.getLatest(), committedPosition(shadowCheckpoint), shadowCheckpoint.commitLog.getLatest(),
+      ]);
+      let behind = 0;
+      let capped = false;
+      if (liveSeq !== null && (shadowSeq === null || BigInt(shadowSeq) < BigInt(liveSeq))) {
+        // What the shadow reads next, up to the live position: from its commit, or from --from.
+        const position = await reader.readAfter(shardId, shadowSeq, cap, shadowSeq === null ? shadow.fromMs : undefined);
+        const pending = position.records.filter((r) => BigInt(r.sequenceNumber) <= BigInt(liveSeq));
+        behind = pending.length;
+        capped = position.records.length >= cap && pending.length === position.records.length;
+      }
+      return {
+        shardId, partition, label: labelOf(shardId), live: liveSeq, liveBatch: liveCommit?.[0] ?? null, shadow: shadowSeq,
+        shadowBatch: shadowCommit?.[0] ?? null, behind, capped,
+      };
+    })));
+  }
+  shards.sort((a, b) => (a.partition < b.partition ? -1 : 1));
   return { ...base, shards, ready: shards.every((s) => s.behind === 0) };
 }
 
@@ -200,12 +239,12 @@ export async function cutoverReplay(
     if (!status.ready) {
       const behind = status.shards.filter((s) => s.behind > 0);
       throw new ReplayError(`The replay ${pointer.shadow.runId} of '${query}' has not caught up with the live run: ${behind
-        .map((s) => `${s.shardId} ${s.behind}${s.capped ? '+' : ''} record(s) behind`).join(', ')}.`, {
+        .map((s) => `${s.label} ${s.behind}${s.capped ? '+' : ''} record(s) behind`).join(', ')}.`, {
         code: 'REPLAY_NOT_CAUGHT_UP', hint: `run it further (\`sluice replay run ${query} --query-module ...\`, or the scheduled function) and check \`sluice replay status ${query}\`.`,
       });
     }
     const guards: LiveCommitGuard[] = status.shards.map((s) => ({
-      pk: `${pointer.active.namespace}#${s.shardId}`, nextCommitSk: `${CHECKPOINT_ITEMS.commitPrefix}${padId(s.liveBatch === null ? 0 : s.liveBatch + 1)}`,
+      pk: `${pointer.active.namespace}#${s.partition}`, nextCommitSk: `${CHECKPOINT_ITEMS.commitPrefix}${padId(s.liveBatch === null ? 0 : s.liveBatch + 1)}`,
     }));
     if (await cutoverShadow(clients.dynamodb, deployment.checkpointTable, query, pointer, pointer.shadow.runId, guards)) {
       const published = await publishReaderPointer(clients, deployment, pointer.shadow, now(), options.definition);

@@ -28,6 +28,7 @@ import type { QueryStatus } from '../../lib/aws/query-inspection.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
 import { PROJECT_ROOT, runSluice, emulatorCliEnv } from '../support/sluice-cli.js';
 import fixed from './fixtures/replay-sales-fixed.js';
+import hopFixed from './fixtures/replay-sales-hop-fixed.js';
 
 const QUERY = 'replay-sales';
 const FIXED_MODULE = 'test/bin/fixtures/replay-sales-fixed.ts';
@@ -356,4 +357,61 @@ describe('sluice replay', () => {
     expect(await tableAnswer(shadowTable)).toEqual(expected);
     await deleteResources(deployment.clients, { tables: [shadowTable] });
   }, 300_000);
+  it('replays a query with a repartition stage: its records share the internal stream, tagged, and neither run applies the other\'s', async () => {
+    const HOP_QUERY = 'replay-sales-hop';
+    const hopBuggy = defineQuery({ ...buggy, name: HOP_QUERY, source: { format: 'json', schema: 'store_id string, amount double, ts timestamp' } });
+    const deployment = await deploy(emulators, hopBuggy, 2, { repartitionShards: 2, expectedShardCount: undefined });
+    const descriptor: DeploymentDescriptor = { ...deployment.config, sluiceQuery: HOP_QUERY };
+    const file = join(dir, `deployment-${deployment.config.checkpointTable}.json`);
+    writeFileSync(file, JSON.stringify(descriptor));
+    const cli = cliFor(file);
+    const module = 'test/bin/fixtures/replay-sales-hop-fixed.ts';
+    const bucket = descriptor.sinkBucket!;
+    const readLive = async () => answerOf(await readS3Snapshots(deployment.clients.s3, bucket, await liveSinkPrefix(deployment.clients, bucket, 'results/')));
+    // Partition keys unrelated to the grouping key: a store's sales reach both source shards, so only stage 2 sees a group whole.
+    const putSpread = (sales: readonly Sale[], from: number) => deployment.put(sales.map((s, i) => ({ data: JSON.stringify(s), partitionKey: `order-${from + i}` })));
+    const from = new Date(Date.now() - 60_000).toISOString();
+    const first = wave(30, 0);
+    await putSpread(first, 0);
+    await deployment.drain();
+    expect(await readLive()).toEqual(answerOver(first, belowTwenty));
+
+    const started = await cli.run(['replay', 'start', HOP_QUERY, '--from', from, '--query-module', module, '--json']);
+    expect(started.code, started.stderr).toBe(0);
+    const run = JSON.parse(started.stdout) as { runId: string; namespace: string; sinkPrefix: string };
+    const waiting = JSON.parse((await cli.run(['replay', 'status', HOP_QUERY, '--json'])).stdout) as {
+      ready: boolean; shards: { partition: string; label: string; behind: number }[];
+    };
+    // Two source shards and the internal stream's two shards (stage 2's partitions).
+    expect(waiting.shards.map((s) => s.partition).filter((p) => p.startsWith('state.'))).toHaveLength(2);
+    expect(waiting.shards.filter((s) => !s.partition.startsWith('state.')).reduce((n, s) => n + s.behind, 0)).toBe(first.length);
+    expect(waiting.ready).toBe(false);
+
+    // Smaller batches than the live run's: the shadow's batch ids go past the live ones, so a live
+    // stage 2 that took the shadow's records would apply them (and the reverse).
+    const replayed = await cli.run(['replay', 'run', HOP_QUERY, '--query-module', module, '--batch-size', '2']);
+    expect(replayed.code, replayed.stderr + replayed.stdout).toBe(0);
+    expect(answerOf(await readS3Snapshots(deployment.clients.s3, bucket, run.sinkPrefix))).toEqual(answerOver(first, all));
+    // The live run goes on, its stage 2 reading past the shadow's records without applying them.
+    const second = wave(20, 30);
+    await putSpread(second, 30);
+    await deployment.drain();
+    expect(await readLive()).toEqual(answerOver([...first, ...second], belowTwenty));
+    const early = await cli.run(['replay', 'cutover', HOP_QUERY]);
+    expect(early.code).toBe(1);
+    expect(early.stderr).toMatch(/has not caught up with the live run/);
+
+    const resumed = await cli.run(['replay', 'run', HOP_QUERY, '--query-module', module, '--batch-size', '3']);
+    expect(resumed.code, resumed.stderr + resumed.stdout).toBe(0);
+    expect(answerOf(await readS3Snapshots(deployment.clients.s3, bucket, run.sinkPrefix))).toEqual(answerOver([...first, ...second], all));
+    const cut = await cli.run(['replay', 'cutover', HOP_QUERY, '--json']);
+    expect(cut.code, cut.stderr).toBe(0);
+
+    // The fixed query deployed: its stage 1 tags the records with the new live namespace, and its stage 2 applies them.
+    const third = wave(15, 50);
+    await putSpread(third, 50);
+    await deployment.drain({}, {}, hopFixed);
+    expect(await readLive()).toEqual(answerOver([...first, ...second, ...third], all));
+    expect(answerOf(await readS3Snapshots(deployment.clients.s3, bucket, 'results/'))).toEqual(answerOver([...first, ...second], belowTwenty));
+  }, 480_000);
 });
