@@ -69,6 +69,8 @@ export interface QueryResources {
   readonly checkpointTable: dynamodb.ITable;
   readonly stateTable: dynamodb.ITable;
   readonly sinkTable?: dynamodb.ITable;
+  /** Tables a replay of the query writes instead of `sinkTable` (`sluice replay --sink-table`): granted as it is. */
+  readonly replaySinkTables?: readonly dynamodb.ITable[];
   readonly sinkBucket?: s3.IBucket;
   readonly sinkPrefix?: string;
   readonly deadLetterBucket: s3.IBucket;
@@ -123,6 +125,7 @@ export function grantFunctionAccess(fn: lambda.Function, access: FunctionAccess,
   const findings: string[] = [];
   if (access.sink) {
     if (resources.sinkTable) grantTable(fn, resources.sinkTable, SINK_TABLE_ACTIONS);
+    for (const table of resources.sinkTable ? resources.replaySinkTables ?? [] : []) grantTable(fn, table, SINK_TABLE_ACTIONS);
     if (resources.sinkTable && resources.sinkBucket && resources.sinkPrefix !== undefined) {
       // The DynamoDB sink's 'spill' policy only writes (content-addressed objects, never read or deleted).
       findings.push(grantObjects(fn, resources.sinkBucket, resources.sinkPrefix, SPILL_OBJECT_ACTIONS, KMS_WRITE));
