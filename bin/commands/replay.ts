@@ -3,7 +3,7 @@
  * stream position beside the live run (a shadow), then make it the live one (lib/aws/replay.ts).
  */
 import { type Command, InvalidArgumentError } from 'commander';
-import { abortReplay, cutoverReplay, replayStatus, runtimeConfigOf, startReplay } from '../../lib/aws/replay.js';
+import { abortReplay, cutoverReplay, replayStatus, rollbackReplay, runtimeConfigOf, startReplay } from '../../lib/aws/replay.js';
 import { createScheduledTriggerHandler } from '../../lib/aws/scheduled-trigger-handler.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
@@ -23,11 +23,43 @@ async function queryModuleFor(query: string, file: string | undefined): Promise<
   return definition;
 }
 
+type Connection = Awaited<ReturnType<typeof connect>>;
+
+/**
+ * Runs the scheduled handler in replay mode until the shadow has caught up with the live run;
+ * answers the rounds it took, or null when it had not after `maxRounds`.
+ */
+async function driveShadow(
+  query: string, definition: QueryDefinition, c: Connection, opts: AwsOptions & { batchSize: number; maxRounds: number }, report = true,
+): Promise<number | null> {
+  const handler = createScheduledTriggerHandler(definition, {
+    config: runtimeConfigOf(c.deployment), clients: c.clients, observability: createQuietObservability(query), drainBatchSize: opts.batchSize,
+    onInvocation: (shardId, result) => {
+      if (opts.json) return;
+      for (const p of result.progress) process.stdout.write(`shadow ${shardId} batch ${p.batchId}: ${p.numInputRows} row(s) in, ${p.sink.numOutputRows} out\n`);
+    },
+  });
+  for (let round = 1; round <= opts.maxRounds; round++) {
+    const summary = await handler({ mode: 'replay' });
+    if (!summary.replay) throw new InvalidArgumentError(`No replay of '${query}' is running (\`sluice replay start\` first).`);
+    if (summary.replay.error) throw new Error(summary.replay.error);
+    const failed = summary.replay.shards.filter((s) => s.error);
+    if (failed.length > 0) throw new Error(`the shadow failed: ${failed.map((s) => `${s.shardId}: ${s.error}`).join('; ')}`);
+    const status = await replayStatus(c.clients, c.deployment);
+    if (status.ready) {
+      if (report) print(opts, { ready: true, rounds: round, shards: status.shards }, () => `replay ${status.shadow!.runId}: caught up with the live run (${round} round(s)); ready for the cutover`);
+      return round;
+    }
+  }
+  print(opts, { ready: false }, () => `replay not caught up after ${opts.maxRounds} round(s): the live run moves faster; run again`);
+  return null;
+}
+
 export function registerReplayCommand(program: Command): void {
   const replay = program
     .command('replay')
     .description('recompute a query from an earlier stream position in a shadow (its own checkpoint namespace and sink location) '
-      + 'beside the live run, then cut over to it: start, run, status, cutover, abort');
+      + 'beside the live run, then cut over to it: start, run, status, cutover, abort, rollback');
 
   addAwsOptions(replay
     .command('start')
@@ -67,28 +99,8 @@ export function registerReplayCommand(program: Command): void {
       const definition = (await queryModuleFor(query, opts.queryModule))!;
       const c = await connect(query, opts);
       try {
-        const handler = createScheduledTriggerHandler(definition, {
-          config: runtimeConfigOf(c.deployment), clients: c.clients, observability: createQuietObservability(query), drainBatchSize: opts.batchSize,
-          onInvocation: (shardId, result) => {
-            if (opts.json) return;
-            for (const p of result.progress) process.stdout.write(`shadow ${shardId} batch ${p.batchId}: ${p.numInputRows} row(s) in, ${p.sink.numOutputRows} out\n`);
-          },
-        });
-        for (let round = 1; round <= opts.maxRounds; round++) {
-          const summary = await handler({ mode: 'replay' });
-          if (!summary.replay) throw new InvalidArgumentError(`No replay of '${query}' is running (\`sluice replay start\` first).`);
-          if (summary.replay.error) throw new Error(summary.replay.error);
-          const failed = summary.replay.shards.filter((s) => s.error);
-          if (failed.length > 0) throw new Error(`the shadow failed: ${failed.map((s) => `${s.shardId}: ${s.error}`).join('; ')}`);
-          const status = await replayStatus(c.clients, c.deployment);
-          if (status.ready) {
-            print(opts, { ready: true, rounds: round, shards: status.shards }, () => `replay ${status.shadow!.runId}: caught up with the live run (${round} round(s)); ready for the cutover`);
-            process.exitCode = EXIT.ok;
-            return;
-          }
-        }
-        print(opts, { ready: false }, () => `replay not caught up after ${opts.maxRounds} round(s): the live run moves faster; run again`);
-        process.exitCode = EXIT.unhealthy;
+        const rounds = await driveShadow(query, definition, c, opts);
+        process.exitCode = rounds === null ? EXIT.unhealthy : EXIT.ok;
       } finally {
         c.close();
       }
@@ -104,7 +116,7 @@ export function registerReplayCommand(program: Command): void {
         const { pointer: _pointer, ...status } = await replayStatus(c.clients, c.deployment);
         print(opts, status, () => (status.shadow
           ? [
-            `replay ${status.shadow.runId} of ${query} from ${new Date(status.shadow.fromMs).toISOString()}: ${status.ready ? 'READY (caught up; `sluice replay cutover`)' : 'catching up'}`,
+            `${status.shadow.rollback ? `rollback ${status.shadow.runId} of ${query} to ${status.shadow.namespace}` : `replay ${status.shadow.runId} of ${query} from ${new Date(status.shadow.fromMs).toISOString()}`}: ${status.ready ? 'READY (caught up; `sluice replay cutover`)' : 'catching up'}`,
             `live namespace: ${status.active}; shadow: ${status.shadow.namespace}`,
             table(['shard', 'live batch', 'shadow batch', 'records behind'], status.shards.map((s) => [
               s.label, s.liveBatch === null ? '-' : String(s.liveBatch), s.shadowBatch === null ? '-' : String(s.shadowBatch), `${s.behind}${s.capped ? '+' : ''}`,
@@ -132,6 +144,36 @@ export function registerReplayCommand(program: Command): void {
             ? `readers: the live sink prefix is s3://${c.deployment.sinkBucket}/${result.readerPointer.prefix} (named by s3://${c.deployment.sinkBucket}/${result.readerPointer.key})`
             : `readers: the live sink table is ${result.sinkTable ?? c.deployment.sinkTable}`,
         ].join('\n'));
+      } finally {
+        c.close();
+      }
+    });
+
+  addAwsOptions(replay
+    .command('rollback')
+    .description('make the namespace the last cutover retired live again: it becomes the shadow, catches up from where the cutover '
+      + 'stopped it, then is cut over to (refused, exit 1, when its checkpoint or sink is gone or the stream no longer holds the records since)')
+    .argument('<query>', 'the query\'s name')
+    .option('--query-module <file>', 'the query the retired namespace ran, not deployed: drive it here until caught up, then cut over '
+      + '(without: the deployed scheduled function catches it up; then `sluice replay cutover`)')
+    .option('--batch-size <n>', 'records per batch', positiveInt('--batch-size'), 1000)
+    .option('--max-rounds <n>', 'give up after this many passes over the shards', positiveInt('--max-rounds'), 20))
+    .action(async (query: string, opts: AwsOptions & { queryModule?: string; batchSize: number; maxRounds: number }) => {
+      const definition = await queryModuleFor(query, opts.queryModule);
+      const c = await connect(query, opts);
+      try {
+        const run = await rollbackReplay(c.clients, c.deployment, definition ? { definition } : {});
+        if (!definition) {
+          print(opts, run, () => `rolling ${query} back to ${run.namespace} (run ${run.runId}): the deployed scheduled function brings it up to date; `
+            + `then \`sluice replay cutover ${query}\``);
+          return;
+        }
+        if (await driveShadow(query, definition, c, opts, false) === null) {
+          process.exitCode = EXIT.unhealthy;
+          return;
+        }
+        const result = await cutoverReplay(c.clients, c.deployment, { definition });
+        print(opts, result, () => `rolled back: ${query} runs in ${result.namespace} again (${result.retired} is kept)`);
       } finally {
         c.close();
       }

@@ -35,6 +35,8 @@ export interface NamespaceLocation {
   readonly sinkPrefix?: string;
   /** DynamoDB sink: the table. */
   readonly sinkTable?: string;
+  /** In `retired`: when the cutover retired it (a rollback needs the stream to still hold what came since). */
+  readonly retiredAtMs?: number;
 }
 
 export interface ShadowRun extends NamespaceLocation {
@@ -47,6 +49,12 @@ export interface ShadowRun extends NamespaceLocation {
    * query), or `sluice replay run --query-module` (the fixed query is not deployed yet).
    */
   readonly drivenBy: 'scheduled-function' | 'cli';
+  /**
+   * A retired namespace made the shadow again (`sluice replay rollback`): it resumes from its own
+   * checkpoint (`fromMs` 0: a shard it never committed is read from its oldest record), and an abort
+   * forgets it without deleting anything of it.
+   */
+  readonly rollback?: boolean;
 }
 
 export interface NamespacePointer {
@@ -138,6 +146,7 @@ export interface LiveCommitGuard {
  */
 export async function cutoverShadow(
   client: DynamoDBClient, table: string, query: string, pointer: NamespacePointer, runId: string, guards: readonly LiveCommitGuard[],
+  nowMs = Date.now(),
 ): Promise<boolean> {
   const shadow = pointer.shadow;
   if (!shadow || shadow.runId !== runId) throw new ReplayError(`No replay run ${runId} of '${query}' to cut over to.`, { code: 'REPLAY_NOT_FOUND' });
@@ -155,7 +164,8 @@ export async function cutoverShadow(
         ConditionExpression: 'shadowNs = :ns AND active = :live',
         ExpressionAttributeValues: {
           ':ns': { S: shadow.namespace }, ':loc': { S: JSON.stringify(location) }, ':live': { S: pointer.active.namespace },
-          ':retired': { S: JSON.stringify([pointer.active, ...pointer.retired]) },
+          // A rollback's shadow leaves the retired list (it is live again); newest first.
+          ':retired': { S: JSON.stringify([{ ...pointer.active, retiredAtMs: nowMs }, ...pointer.retired.filter((r) => r.namespace !== shadow.namespace)]) },
         },
       },
     },

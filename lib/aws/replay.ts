@@ -10,7 +10,8 @@
  *             partition committed meanwhile; then the S3 reader pointer object is written
  *   abort     forgets the shadow, then deletes its checkpoint, state and sink objects
  */
-import { ScanCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DescribeTableCommand, ResourceNotFoundException, ScanCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DescribeStreamSummaryCommand } from '@aws-sdk/client-kinesis';
 import { DEPLOYMENT_DEFAULTS, sinkPrefixFor, type DeploymentDescriptor, type RuntimeConfig } from '../runtime/runtime-config.js';
 import type { QueryDefinition } from '../query/query-definition.js';
 import type { AwsClients } from './clients.js';
@@ -19,7 +20,7 @@ import { batchWriteAll, type Item } from './dynamodb-cost.js';
 import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js';
 import {
   cutoverShadow, dropShadow, readNamespacePointer, ReplayError, shadowNamespaceOf, shadowSinkPrefix, startShadow,
-  type LiveCommitGuard, type NamespacePointer, type ShadowRun,
+  type LiveCommitGuard, type NamespaceLocation, type NamespacePointer, type ShadowRun,
 } from './query-namespace.js';
 import { internalStreamNames } from '../query/compiled-query.js';
 import { CHECKPOINT_ITEMS, ensureTables, padId } from './tables.js';
@@ -102,6 +103,88 @@ export async function startReplay(clients: AwsClients, deployment: DeploymentDes
   // Conditional: of two starts at once, one wins and the other is refused.
   await startShadow(clients.dynamodb, deployment.checkpointTable, query, run, pointer.active);
   return run;
+}
+
+export interface RollbackOptions {
+  /** The query the retired namespace ran (the one before the cutover), when it is not deployed: `sluice replay run` drives it. */
+  readonly definition?: QueryDefinition;
+  readonly nowMs?: number;
+}
+
+/**
+ * Makes the namespace the last cutover retired the shadow again, so that it catches up from where
+ * the cutover stopped it (its own checkpoint) and a cutover makes it live: moving the pointer back
+ * at once would skip, in the retired namespace, every record the new one processed since. Refused
+ * (REPLAY_NO_ROLLBACK) when there is nothing to roll back to, its checkpoint or sink is gone, or the
+ * stream may no longer hold the records since the cutover.
+ */
+export async function rollbackReplay(clients: AwsClients, deployment: DeploymentDescriptor, options: RollbackOptions = {}): Promise<ShadowRun> {
+  const query = deployment.sluiceQuery;
+  const nowMs = options.nowMs ?? Date.now();
+  const pointer = await readNamespacePointer(clients.dynamodb, deployment.checkpointTable, query);
+  if (pointer.shadow) {
+    throw new ReplayError(`A replay of '${query}' is already running (run ${pointer.shadow.runId}): roll back after it is cut over or aborted.`, {
+      code: 'REPLAY_ALREADY_RUNNING', hint: `\`sluice replay cutover ${query}\` or \`sluice replay abort ${query}\` first.`,
+    });
+  }
+  const previous = pointer.retired[0];
+  const refuse = (why: string): never => {
+    throw new ReplayError(`Cannot roll '${query}' back${previous ? ` to ${previous.namespace}` : ''}: ${why}.`, {
+      code: 'REPLAY_NO_ROLLBACK', hint: 'run a new replay of the query you want live instead (`sluice replay start --from ...`).',
+    });
+  };
+  if (!previous) return refuse('it was never cut over (no retired namespace)');
+  const sourceShards = await listStreamShards(clients.kinesis, deployment.streamName);
+  const commits = await Promise.all(sourceShards.map((s) => checkpointIn(clients, deployment, previous.namespace, s.ShardId!).commitLog.getLatest()));
+  if (commits.every((c) => c === undefined || c === null)) return refuse('its checkpoint is gone (no committed batch on any shard)');
+  await checkRetention(clients, deployment, previous, nowMs, refuse);
+  await checkSinkIntact(clients, deployment, pointer, previous, options.definition, refuse);
+  const run: ShadowRun = {
+    runId: `rb${nowMs.toString(36)}`, namespace: previous.namespace, fromMs: 0, startedAtMs: nowMs,
+    drivenBy: options.definition ? 'cli' : 'scheduled-function', rollback: true,
+    ...(previous.sinkPrefix ? { sinkPrefix: previous.sinkPrefix } : {}), ...(previous.sinkTable ? { sinkTable: previous.sinkTable } : {}),
+  };
+  await startShadow(clients.dynamodb, deployment.checkpointTable, query, run, pointer.active);
+  return run;
+}
+
+/** The records since the cutover must still be in the stream, or the retired namespace would skip them. */
+async function checkRetention(
+  clients: AwsClients, deployment: DeploymentDescriptor, previous: NamespaceLocation, nowMs: number, refuse: (why: string) => never,
+): Promise<void> {
+  if (previous.retiredAtMs === undefined) return; // retired before the time was recorded
+  const summary = await clients.kinesis.send(new DescribeStreamSummaryCommand({ StreamName: deployment.streamName }));
+  const retentionMs = (summary.StreamDescriptionSummary?.RetentionPeriodHours ?? 24) * 3_600_000;
+  if (nowMs - previous.retiredAtMs >= retentionMs) {
+    refuse(`it was retired ${new Date(previous.retiredAtMs).toISOString()}, longer ago than the stream keeps records (${retentionMs / 3_600_000} h), so the records since are gone`);
+  }
+}
+
+/** Its sink must still hold its answer: the table exists, or the prefix has objects of its own. */
+async function checkSinkIntact(
+  clients: AwsClients, deployment: DeploymentDescriptor, pointer: NamespacePointer, previous: NamespaceLocation, definition: QueryDefinition | undefined,
+  refuse: (why: string) => never,
+): Promise<void> {
+  const dynamoDbSink = previous.sinkTable !== undefined || (previous.sinkPrefix === undefined
+    && (pointer.active.sinkTable !== undefined || (definition ? definition.sink.kind === 'dynamodb' : !deployment.sinkBucket && !!deployment.sinkTable)));
+  if (dynamoDbSink) {
+    const table = previous.sinkTable ?? deployment.sinkTable;
+    if (!table) return refuse('the deployment names no sink table');
+    try {
+      await clients.dynamodb.send(new DescribeTableCommand({ TableName: table }));
+    } catch (error) {
+      if (error instanceof ResourceNotFoundException) return refuse(`its sink table ${table} no longer exists`);
+      throw error;
+    }
+    return;
+  }
+  if (!deployment.sinkBucket) return refuse('the deployment names no sink bucket');
+  const base = baseSinkPrefix(deployment, definition);
+  const prefix = previous.sinkPrefix ?? base;
+  // The base prefix also holds the replays' folders and the reader pointer, which are not its answer.
+  const own = (await listKeys(clients.s3, deployment.sinkBucket, prefix))
+    .filter((k) => !k.startsWith(`${base.replace(/\/+$/, '')}/_replay/`) && k !== readerPointerKey(base));
+  if (own.length === 0) refuse(`its sink prefix s3://${deployment.sinkBucket}/${prefix} is empty`);
 }
 
 export interface ShardReplayStatus {
@@ -246,7 +329,7 @@ export async function cutoverReplay(
     const guards: LiveCommitGuard[] = status.shards.map((s) => ({
       pk: `${pointer.active.namespace}#${s.partition}`, nextCommitSk: `${CHECKPOINT_ITEMS.commitPrefix}${padId(s.liveBatch === null ? 0 : s.liveBatch + 1)}`,
     }));
-    if (await cutoverShadow(clients.dynamodb, deployment.checkpointTable, query, pointer, pointer.shadow.runId, guards)) {
+    if (await cutoverShadow(clients.dynamodb, deployment.checkpointTable, query, pointer, pointer.shadow.runId, guards, now())) {
       const published = await publishReaderPointer(clients, deployment, pointer.shadow, now(), options.definition);
       return { ...published, retired: pointer.active.namespace };
     }
@@ -261,11 +344,16 @@ async function publishReaderPointer(
   clients: AwsClients, deployment: DeploymentDescriptor, location: { namespace: string; sinkPrefix?: string; sinkTable?: string }, nowMs: number,
   definition?: QueryDefinition,
 ): Promise<Omit<CutoverResult, 'retired'>> {
-  if (!location.sinkPrefix || !deployment.sinkBucket) return { namespace: location.namespace, ...(location.sinkTable ? { sinkTable: location.sinkTable } : {}) };
-  const key = readerPointerKey(baseSinkPrefix(deployment, definition));
-  const pointer: ReaderPointer = { prefix: location.sinkPrefix, namespace: location.namespace, cutoverAtMs: nowMs };
+  const plain = { namespace: location.namespace, ...(location.sinkTable ? { sinkTable: location.sinkTable } : {}) };
+  if (location.sinkTable || !deployment.sinkBucket) return plain;
+  const base = baseSinkPrefix(deployment, definition);
+  const key = readerPointerKey(base);
+  // Back to the base prefix (a rollback): readers that follow the pointer object must come back too.
+  if (!location.sinkPrefix && (await getObjectText(clients.s3, deployment.sinkBucket, key)) === undefined) return plain;
+  const prefix = location.sinkPrefix ?? base;
+  const pointer: ReaderPointer = { prefix, namespace: location.namespace, cutoverAtMs: nowMs };
   await putObject(clients.s3, deployment.sinkBucket, key, JSON.stringify(pointer), 'application/json');
-  return { namespace: location.namespace, readerPointer: { key, prefix: location.sinkPrefix } };
+  return { namespace: location.namespace, readerPointer: { key, prefix } };
 }
 
 export interface AbortResult {
@@ -282,6 +370,8 @@ export async function abortReplay(clients: AwsClients, deployment: DeploymentDes
   const shadow = pointer.shadow;
   if (!shadow) throw new ReplayError(`No replay of '${query}' to abort.`, { code: 'REPLAY_NOT_FOUND' });
   await dropShadow(clients.dynamodb, deployment.checkpointTable, query, shadow.runId, shadow.namespace);
+  // A rollback's shadow is a retired namespace, kept as the cutover left it: forgotten, not deleted.
+  if (shadow.rollback) return { runId: shadow.runId, checkpointItems: 0, stateItems: 0, sinkObjects: 0 };
   const prefix = `${shadow.namespace}#`;
   const checkpointItems = await deleteByPkPrefix(clients.dynamodb, deployment.checkpointTable, prefix);
   const stateItems = deployment.stateTable === deployment.checkpointTable ? 0 : await deleteByPkPrefix(clients.dynamodb, deployment.stateTable, prefix);

@@ -13,7 +13,6 @@ import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
-import { col, count, sum, window } from '../../lib/plan/functions.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { readS3Snapshots, scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { deleteResources } from '../support/cleanup.js';
@@ -28,21 +27,12 @@ import type { QueryStatus } from '../../lib/aws/query-inspection.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
 import { PROJECT_ROOT, runSluice, emulatorCliEnv } from '../support/sluice-cli.js';
 import fixed from './fixtures/replay-sales-fixed.js';
+import buggy from './fixtures/replay-sales-buggy.js';
 import hopFixed from './fixtures/replay-sales-hop-fixed.js';
 
 const QUERY = 'replay-sales';
 const FIXED_MODULE = 'test/bin/fixtures/replay-sales-fixed.ts';
-
-const buggy = defineQuery({
-  name: QUERY,
-  source: { format: 'json', schema: 'store_id string, amount double, ts timestamp', partitionKey: 'store_id' },
-  transform: (events) => events
-    .filter(col('amount').lt(20))
-    .groupBy(window(col('ts'), '1 hour'), col('store_id'))
-    .agg(sum('amount').as('sales'), count().as('orders')),
-  outputMode: 'complete',
-  sink: { kind: 's3-snapshot' },
-});
+const BUGGY_MODULE = 'test/bin/fixtures/replay-sales-buggy.ts';
 
 interface Sale { store_id: string; amount: number; ts: string }
 const stores = ['north', 'south', 'east', 'west', 'central'];
@@ -286,6 +276,48 @@ describe('sluice replay', () => {
     expect(restarted.code, restarted.stderr).toBe(0);
   }, 300_000);
 
+  it('rolls a cutover back: the retired namespace catches up with what the new one processed since, then is live again, fenced the same way', async () => {
+    const { deployment, cli, descriptor } = await deployed();
+    const bucket = descriptor.sinkBucket!;
+    const readLive = async () => answerOf(await readS3Snapshots(deployment.clients.s3, bucket, await liveSinkPrefix(deployment.clients, bucket, 'results/')));
+    const from = new Date(Date.now() - 60_000).toISOString();
+    const first = wave(20, 0);
+    await put(deployment, first);
+    await deployment.drain();
+    const never = await cli.run(['replay', 'rollback', QUERY]);
+    expect(never.code).toBe(1);
+    expect(never.stderr).toMatch(/Cannot roll 'replay-sales' back: it was never cut over/);
+
+    const started = JSON.parse((await cli.run(['replay', 'start', QUERY, '--from', from, '--query-module', FIXED_MODULE, '--json'])).stdout) as { namespace: string };
+    expect((await cli.run(['replay', 'run', QUERY, '--query-module', FIXED_MODULE])).code).toBe(0);
+    expect((await cli.run(['replay', 'cutover', QUERY])).code).toBe(0);
+    // The fixed query runs live for a while: the retired namespace does not see these records.
+    const second = wave(12, 20);
+    await put(deployment, second);
+    await deployment.drain({}, {}, fixed);
+    expect(await readLive()).toEqual(answerOver([...first, ...second], all));
+
+    const rolled = await cli.run(['replay', 'rollback', QUERY, '--query-module', BUGGY_MODULE, '--batch-size', '5', '--json']);
+    expect(rolled.code, rolled.stderr + rolled.stdout).toBe(0);
+    expect(JSON.parse(rolled.stdout)).toMatchObject({ namespace: QUERY, retired: started.namespace, readerPointer: { prefix: 'results/' } });
+    // Gap-free: the old namespace read the records the fixed one processed after the cutover.
+    expect(await readLive()).toEqual(answerOver([...first, ...second], belowTwenty));
+    // The rolled-back-from namespace is fenced off, as a cutover fences the one it retires.
+    const stale = new DynamoDbCheckpoint({
+      client: deployment.clients.dynamodb, checkpointTable: descriptor.checkpointTable, stateTable: descriptor.stateTable,
+      queryName: started.namespace, partitionId: 'shardId-000000000000', stateCache: null, commitFence: namespaceFence(descriptor.checkpointTable, QUERY, started.namespace),
+    });
+    const [latest] = (await stale.commitLog.getLatest())!;
+    await expect(stale.commitLog.add(latest + 1, { formatVersion: CHECKPOINT_FORMAT_VERSION, batchId: latest + 1, nextBatchWatermarkMs: 0 }))
+      .rejects.toMatchObject({ code: 'NAMESPACE_RETIRED' });
+    const third = wave(8, 32);
+    await put(deployment, third);
+    await deployment.drain();
+    expect(await readLive()).toEqual(answerOver([...first, ...second, ...third], belowTwenty));
+    const status = await cli.run(['replay', 'status', QUERY]);
+    expect(status.stdout).toMatch(new RegExp(`live namespace: ${QUERY} \\(retired: ${started.namespace}\\)`));
+  }, 480_000);
+
   it('a DynamoDB-sink query replays into a table of its own, which becomes the live one at the cutover', async () => {
     const update = defineQuery({ ...buggy, outputMode: 'update', sink: { kind: 'dynamodb' } });
     const deployment = await deploy(emulators, update, 2);
@@ -321,6 +353,12 @@ describe('sluice replay', () => {
     await deployment.drain();
     expect(await tableAnswer(shadowTable)).toEqual(answerOver([...sales, ...more], belowTwenty));
     expect(await tableAnswer(liveTable)).toEqual(liveBefore);
+    // A rollback needs the retired namespace's answer: with its table gone it is refused, nothing changed.
+    await deleteResources(deployment.clients, { tables: [liveTable] });
+    const rollback = await cli.run(['replay', 'rollback', QUERY]);
+    expect(rollback.code).toBe(1);
+    expect(rollback.stderr).toMatch(new RegExp(`Cannot roll 'replay-sales' back to replay-sales: its sink table ${liveTable} no longer exists`));
+    expect((await cli.run(['replay', 'status', QUERY])).stdout).toMatch(/no replay of replay-sales is running/);
     await deleteResources(deployment.clients, { tables: [shadowTable] });
   }, 300_000);
 
