@@ -3,12 +3,22 @@
  * stream position beside the live run (a shadow), then make it the live one (lib/aws/replay.ts).
  */
 import { type Command, InvalidArgumentError } from 'commander';
-import { abortReplay, cutoverReplay, replayStatus, rollbackReplay, runtimeConfigOf, startReplay } from '../../lib/aws/replay.js';
+import {
+  abortReplay, cutoverReplay, DEFAULT_SWEEP_AFTER_MS, replayStatus, rollbackReplay, runtimeConfigOf, startReplay, sweepAbortedReplays,
+} from '../../lib/aws/replay.js';
 import { createScheduledTriggerHandler } from '../../lib/aws/scheduled-trigger-handler.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
 import type { QueryDefinition } from '../../lib/query/query-definition.js';
 import { addAwsOptions, connect, EXIT, positiveInt, print, table, type AwsOptions } from './common.js';
+
+function positiveIntOrZero(name: string): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be a whole number, 0 or more.`);
+    return n;
+  };
+}
 
 function parseTime(value: string): number {
   const ms = Date.parse(value);
@@ -189,6 +199,26 @@ export function registerReplayCommand(program: Command): void {
         const result = await abortReplay(c.clients, c.deployment);
         print(opts, result, () => `replay ${result.runId} of ${query} removed: ${result.checkpointItems} checkpoint item(s), `
           + `${result.stateItems} state item(s), ${result.sinkObjects} sink object(s) deleted`);
+      } finally {
+        c.close();
+      }
+    });
+  addAwsOptions(replay
+    .command('sweep')
+    .description('delete once more what aborted replays wrote (a batch in flight during an abort may still write after it), '
+      + 'for runs aborted longer ago than --older-than, then forget them')
+    .argument('<query>', 'the query\'s name')
+    .option('--older-than <minutes>', 'only runs aborted at least this long ago: the longest a writer that began before the abort can run',
+      positiveIntOrZero('--older-than'), DEFAULT_SWEEP_AFTER_MS / 60_000))
+    .action(async (query: string, opts: AwsOptions & { olderThan: number }) => {
+      const c = await connect(query, opts);
+      try {
+        const result = await sweepAbortedReplays(c.clients, c.deployment, { olderThanMs: opts.olderThan * 60_000 });
+        print(opts, result, () => [
+          ...result.swept.map((r) => `replay ${r.runId} swept: ${r.checkpointItems} checkpoint item(s), ${r.stateItems} state item(s), ${r.sinkObjects} sink object(s) deleted`),
+          ...result.pending.map((r) => `replay ${r.runId} aborted ${new Date(r.abortedAtMs).toISOString()}: too recent, a batch in flight may still write; sweep again later`),
+          ...(result.swept.length + result.pending.length === 0 ? [`no aborted replay of ${query} to sweep`] : []),
+        ].join('\n'));
       } finally {
         c.close();
       }

@@ -19,8 +19,8 @@ import { DynamoDbCheckpoint } from './dynamodb-checkpoint.js';
 import { batchWriteAll, type Item } from './dynamodb-cost.js';
 import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js';
 import {
-  cutoverShadow, dropShadow, readNamespacePointer, ReplayError, shadowNamespaceOf, shadowSinkPrefix, startShadow,
-  type LiveCommitGuard, type NamespaceLocation, type NamespacePointer, type ShadowRun,
+  cutoverShadow, dropShadow, fenceUnfencedWriters, forgetAbortedRuns, readNamespacePointer, ReplayError, shadowNamespaceOf, shadowSinkPrefix, startShadow,
+  type AbortedRun, type LiveCommitGuard, type NamespaceLocation, type NamespacePointer, type ShadowRun,
 } from './query-namespace.js';
 import { internalStreamNames } from '../query/compiled-query.js';
 import { CHECKPOINT_ITEMS, ensureTables, padId } from './tables.js';
@@ -102,6 +102,8 @@ export async function startReplay(clients: AwsClients, deployment: DeploymentDes
   };
   // Conditional: of two starts at once, one wins and the other is refused.
   await startShadow(clients.dynamodb, deployment.checkpointTable, query, run, pointer.active);
+  // The first start: a writer that read no pointer would commit unfenced; its next commit is refused now.
+  if (!pointer.exists) await fenceUnfencedWriters(clients.dynamodb, deployment.checkpointTable, pointer.active.namespace, await livePartitions(clients, deployment), runId);
   return run;
 }
 
@@ -252,6 +254,15 @@ function replayedStreams(deployment: DeploymentDescriptor): { stream: string; pa
   ];
 }
 
+/** Every checkpoint partition of the source stream's and the internal streams' shards. */
+async function livePartitions(clients: AwsClients, deployment: DeploymentDescriptor): Promise<string[]> {
+  const partitions: string[] = [];
+  for (const { stream, partitionOf } of replayedStreams(deployment)) {
+    for (const shard of await listStreamShards(clients.kinesis, stream)) partitions.push(partitionOf(shard.ShardId!));
+  }
+  return partitions;
+}
+
 /**
  * Per shard (closed parents included), of the source stream and of every internal stream: the
  * live and shadow positions, and the records between. On an internal stream the shadow reads the
@@ -363,25 +374,69 @@ export interface AbortResult {
   readonly sinkObjects: number;
 }
 
-/** Forgets the shadow first (its writers are fenced off at once), then deletes what it wrote. */
-export async function abortReplay(clients: AwsClients, deployment: DeploymentDescriptor): Promise<AbortResult> {
+/**
+ * Forgets the shadow first (its writers are fenced off at once), then deletes what it wrote. A
+ * batch in flight may still write sink objects and state after this (its commit is refused): the
+ * run is kept in the pointer's aborted list for `sweepAbortedReplays`.
+ */
+export async function abortReplay(clients: AwsClients, deployment: DeploymentDescriptor, options: { nowMs?: number } = {}): Promise<AbortResult> {
   const query = deployment.sluiceQuery;
   const pointer = await readNamespacePointer(clients.dynamodb, deployment.checkpointTable, query);
   const shadow = pointer.shadow;
   if (!shadow) throw new ReplayError(`No replay of '${query}' to abort.`, { code: 'REPLAY_NOT_FOUND' });
-  await dropShadow(clients.dynamodb, deployment.checkpointTable, query, shadow.runId, shadow.namespace);
+  const aborted: AbortedRun = {
+    runId: shadow.runId, namespace: shadow.namespace, abortedAtMs: options.nowMs ?? Date.now(),
+    ...(shadow.sinkPrefix ? { sinkPrefix: shadow.sinkPrefix } : {}), ...(shadow.sinkTable ? { sinkTable: shadow.sinkTable } : {}),
+  };
+  await dropShadow(clients.dynamodb, deployment.checkpointTable, query, shadow.runId, shadow.namespace, shadow.rollback ? undefined : { pointer, run: aborted });
   // A rollback's shadow is a retired namespace, kept as the cutover left it: forgotten, not deleted.
   if (shadow.rollback) return { runId: shadow.runId, checkpointItems: 0, stateItems: 0, sinkObjects: 0 };
-  const prefix = `${shadow.namespace}#`;
+  return { runId: shadow.runId, ...(await deleteNamespace(clients, deployment, aborted)) };
+}
+
+async function deleteNamespace(
+  clients: AwsClients, deployment: DeploymentDescriptor, location: NamespaceLocation,
+): Promise<{ checkpointItems: number; stateItems: number; sinkObjects: number }> {
+  const prefix = `${location.namespace}#`;
   const checkpointItems = await deleteByPkPrefix(clients.dynamodb, deployment.checkpointTable, prefix);
   const stateItems = deployment.stateTable === deployment.checkpointTable ? 0 : await deleteByPkPrefix(clients.dynamodb, deployment.stateTable, prefix);
   let sinkObjects = 0;
-  if (shadow.sinkPrefix && deployment.sinkBucket) {
-    const keys = await listKeys(clients.s3, deployment.sinkBucket, shadow.sinkPrefix);
+  if (location.sinkPrefix && deployment.sinkBucket) {
+    const keys = await listKeys(clients.s3, deployment.sinkBucket, location.sinkPrefix);
     await deleteKeys(clients.s3, deployment.sinkBucket, keys);
     sinkObjects = keys.length;
   }
-  return { runId: shadow.runId, checkpointItems, stateItems, sinkObjects };
+  return { checkpointItems, stateItems, sinkObjects };
+}
+
+/** The longest a writer that began before an abort can still write: Lambda's maximum timeout. */
+export const DEFAULT_SWEEP_AFTER_MS = 15 * 60_000;
+
+export interface SweepResult {
+  readonly swept: readonly (AbortResult & { readonly abortedAtMs: number })[];
+  /** Aborted too recently: a batch in flight may still write (swept once `olderThanMs` has passed). */
+  readonly pending: readonly { readonly runId: string; readonly abortedAtMs: number }[];
+}
+
+/**
+ * Deletes again what aborted runs wrote (checkpoint and state items, sink objects), once no writer
+ * that began before the abort can still be running, then forgets them.
+ */
+export async function sweepAbortedReplays(
+  clients: AwsClients, deployment: DeploymentDescriptor, options: { olderThanMs?: number; nowMs?: number } = {},
+): Promise<SweepResult> {
+  const query = deployment.sluiceQuery;
+  const olderThanMs = options.olderThanMs ?? DEFAULT_SWEEP_AFTER_MS;
+  for (let attempt = 0; ; attempt++) {
+    const pointer = await readNamespacePointer(clients.dynamodb, deployment.checkpointTable, query);
+    const now = options.nowMs ?? Date.now();
+    const due = pointer.aborted.filter((r) => now - r.abortedAtMs >= olderThanMs);
+    const pending = pointer.aborted.filter((r) => !due.includes(r)).map((r) => ({ runId: r.runId, abortedAtMs: r.abortedAtMs }));
+    const swept: SweepResult['swept'][number][] = [];
+    for (const run of due) swept.push({ runId: run.runId, abortedAtMs: run.abortedAtMs, ...(await deleteNamespace(clients, deployment, run)) });
+    if (due.length === 0 || await forgetAbortedRuns(clients.dynamodb, deployment.checkpointTable, query, pointer, due.map((r) => r.runId))) return { swept, pending };
+    if (attempt >= 4) throw new ReplayError(`The aborted runs of '${query}' kept changing during the sweep.`, { code: 'REPLAY_SWEEP_RACE', retryable: true });
+  }
 }
 
 /** A Scan of the whole table (keys only): an abort is rare, and the shadow's partitions are not all known. */

@@ -150,6 +150,20 @@ describe('sluice replay', () => {
     const twice = await cli.run(['replay', 'start', QUERY, '--from', from, '--query-module', FIXED_MODULE]);
     expect(twice.code).toBe(1);
     expect(twice.stderr).toMatch(new RegExp(`A replay of '${QUERY}' is already running \\(run ${run.runId}`));
+    // A live writer that began before the start read no pointer, so it carries no fence: the start
+    // has marked each live partition's latest commit, and its next commit is refused (a first
+    // commit, batch 0, finds the pointer there).
+    const unfenced = (partitionId: string) => new DynamoDbCheckpoint({
+      client: deployment.clients.dynamodb, checkpointTable: descriptor.checkpointTable, stateTable: descriptor.stateTable,
+      queryName: QUERY, partitionId, stateCache: null,
+    });
+    for (const shard of ['shardId-000000000000', 'shardId-000000000001']) {
+      const [before] = (await unfenced(shard).commitLog.getLatest())!;
+      await expect(unfenced(shard).commitLog.add(before + 1, { formatVersion: CHECKPOINT_FORMAT_VERSION, batchId: before + 1, nextBatchWatermarkMs: 0 }))
+        .rejects.toMatchObject({ code: 'NAMESPACE_RETIRED' });
+    }
+    await expect(unfenced('shardId-000000000009').commitLog.add(0, { formatVersion: CHECKPOINT_FORMAT_VERSION, batchId: 0, nextBatchWatermarkMs: 0 }))
+      .rejects.toMatchObject({ code: 'NAMESPACE_RETIRED' });
 
     // status: every record the live run committed is still to be read; the cutover is refused
     const waiting = await cli.run(['replay', 'status', QUERY, '--json']);
