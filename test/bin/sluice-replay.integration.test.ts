@@ -18,6 +18,9 @@ import { readS3Snapshots, scanDynamoDbSink } from '../../lib/aws/sink-readers.js
 import { deleteResources } from '../support/cleanup.js';
 import { reshardStream } from '../../lib/local/kinesis-admin.js';
 import { liveSinkPrefix } from '../../lib/aws/replay.js';
+import { listKeys } from '../../lib/aws/s3-util.js';
+import { createQuietObservability } from '../../lib/aws/observability.js';
+import type { Sink, SinkBatch } from '../../lib/sinks/sink.js';
 import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
 import { namespaceFence } from '../../lib/aws/query-namespace.js';
 import { CHECKPOINT_FORMAT_VERSION } from '../../lib/checkpoint/checkpoint.js';
@@ -269,6 +272,19 @@ describe('sluice replay', () => {
     expect(ready.code, ready.stdout).toBe(0);
     expect(answerOf(await readS3Snapshots(deployment.clients.s3, descriptor.sinkBucket!, run.sinkPrefix))).toEqual(answerOver(sales, belowTwenty));
 
+    // A shadow batch in flight during the abort: held inside its sink write until the abort is done.
+    await put(deployment, wave(6, 40));
+    let reached!: () => void;
+    let release!: () => void;
+    const atSink = new Promise<void>((r) => { reached = r; });
+    const gate = new Promise<void>((r) => { release = r; });
+    const straggler = createScheduledTriggerHandler(buggy, {
+      config: deployment.config, clients: deployment.clients, observability: createQuietObservability(QUERY),
+      decorateSink: (sink) => Object.assign(Object.create(sink) as Sink, {
+        addBatch: async (batch: SinkBatch) => { reached(); await gate; return sink.addBatch(batch); },
+      }),
+    })({ mode: 'replay' });
+    await atSink;
     const aborted = await cli.run(['replay', 'abort', QUERY, '--json']);
     expect(aborted.code, aborted.stderr).toBe(0);
     const a = JSON.parse(aborted.stdout) as { runId: string; checkpointItems: number; stateItems: number; sinkObjects: number };
@@ -276,12 +292,28 @@ describe('sluice replay', () => {
     expect(a.checkpointItems).toBeGreaterThan(0);
     expect(a.stateItems).toBeGreaterThan(0);
     expect(a.sinkObjects).toBeGreaterThan(0);
+    release();
+    // Its commit is refused, but its sink objects were written after the abort deleted the prefix.
+    expect((await straggler).replay!.shards.some((s) => s.error !== undefined)).toBe(true);
+    expect(await listKeys(deployment.clients.s3, descriptor.sinkBucket!, run.sinkPrefix)).not.toEqual([]);
+    // The sweep waits until no writer that began before the abort can still run; then deletes again.
+    const tooSoon = await cli.run(['replay', 'sweep', QUERY]);
+    expect(tooSoon.code, tooSoon.stderr).toBe(0);
+    expect(tooSoon.stdout).toMatch(new RegExp(`replay ${run.runId} aborted .*: too recent`));
+    expect(await listKeys(deployment.clients.s3, descriptor.sinkBucket!, run.sinkPrefix)).not.toEqual([]);
+    const swept = await cli.run(['replay', 'sweep', QUERY, '--older-than', '0', '--json']);
+    expect(swept.code, swept.stderr).toBe(0);
+    const sw = JSON.parse(swept.stdout) as { swept: { runId: string; sinkObjects: number }[]; pending: unknown[] };
+    expect(sw.swept.map((r) => r.runId)).toEqual([run.runId]);
+    expect(sw.swept[0]!.sinkObjects).toBeGreaterThan(0);
+    expect(sw.pending).toEqual([]);
     for (const table of [descriptor.checkpointTable, descriptor.stateTable]) {
       const left = await deployment.clients.dynamodb.send(new ScanCommand({ TableName: table, ConsistentRead: true }));
       expect((left.Items ?? []).filter((i) => i.pk!.S!.startsWith(`${run.namespace}#`))).toEqual([]);
       expect((left.Items ?? []).some((i) => i.pk!.S!.startsWith(`${QUERY}#`))).toBe(true);
     }
-    expect(await readS3Snapshots(deployment.clients.s3, descriptor.sinkBucket!, run.sinkPrefix)).toEqual([]);
+    expect(await listKeys(deployment.clients.s3, descriptor.sinkBucket!, run.sinkPrefix)).toEqual([]);
+    expect((await cli.run(['replay', 'sweep', QUERY])).stdout).toMatch(/no aborted replay of replay-sales to sweep/);
     expect(answerOf(await readS3Snapshots(deployment.clients.s3, descriptor.sinkBucket!, 'results/'))).toEqual(answerOver([...before, ...sales], belowTwenty));
     const again = await cli.run(['replay', 'abort', QUERY]);
     expect(again.code).toBe(1);
