@@ -12,6 +12,7 @@
  *   shadowNs     the shadow's namespace, while a replay runs
  *   shadow       JSON ShadowRun
  *   retired      JSON NamespaceLocation[]: namespaces cut over from, kept for rollback
+ *   aborted      JSON AbortedRun[]: aborted shadows not swept yet (`sluice replay sweep`)
  *
  * The handlers read the pointer at the start of each invocation (one strongly consistent GetItem),
  * and once it exists every commit carries a ConditionCheck on it (`namespaceFence`): a writer that

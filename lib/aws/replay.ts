@@ -9,6 +9,8 @@
  *   cutover   refused until ready; one transaction moves the pointer on the condition that no live
  *             partition committed meanwhile; then the S3 reader pointer object is written
  *   abort     forgets the shadow, then deletes its checkpoint, state and sink objects
+ *   sweep     deletes again what a batch in flight during an abort wrote, once no such writer can run
+ *   rollback  makes the namespace the last cutover retired the shadow again, to catch up and cut over to
  */
 import { DescribeTableCommand, ResourceNotFoundException, ScanCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DescribeStreamSummaryCommand } from '@aws-sdk/client-kinesis';
