@@ -218,8 +218,14 @@ export async function dropShadow(
     await client.send(new UpdateItemCommand({
       TableName: table, Key: keyOf(query),
       UpdateExpression: aborted ? 'SET aborted = :aborted REMOVE shadowNs, shadow' : 'REMOVE shadowNs, shadow',
-      ConditionExpression: 'shadowNs = :ns', ExpressionAttributeValues: {
-        ':ns': { S: namespace }, ...(aborted ? { ':aborted': { S: JSON.stringify([...aborted.pointer.aborted, aborted.run]) } } : {}),
+      // The aborted list as read: a sweep that changed it meanwhile makes this abort read it again.
+      ConditionExpression: aborted
+        ? (aborted.pointer.aborted.length === 0 ? 'shadowNs = :ns AND attribute_not_exists(aborted)' : 'shadowNs = :ns AND aborted = :was')
+        : 'shadowNs = :ns',
+      ExpressionAttributeValues: {
+        ':ns': { S: namespace },
+        ...(aborted ? { ':aborted': { S: JSON.stringify([...aborted.pointer.aborted, aborted.run]) } } : {}),
+        ...(aborted && aborted.pointer.aborted.length > 0 ? { ':was': { S: JSON.stringify(aborted.pointer.aborted) } } : {}),
       },
     }));
   } catch (error) {

@@ -383,14 +383,24 @@ export interface AbortResult {
  */
 export async function abortReplay(clients: AwsClients, deployment: DeploymentDescriptor, options: { nowMs?: number } = {}): Promise<AbortResult> {
   const query = deployment.sluiceQuery;
-  const pointer = await readNamespacePointer(clients.dynamodb, deployment.checkpointTable, query);
+  let pointer = await readNamespacePointer(clients.dynamodb, deployment.checkpointTable, query);
   const shadow = pointer.shadow;
   if (!shadow) throw new ReplayError(`No replay of '${query}' to abort.`, { code: 'REPLAY_NOT_FOUND' });
   const aborted: AbortedRun = {
     runId: shadow.runId, namespace: shadow.namespace, abortedAtMs: options.nowMs ?? Date.now(),
     ...(shadow.sinkPrefix ? { sinkPrefix: shadow.sinkPrefix } : {}), ...(shadow.sinkTable ? { sinkTable: shadow.sinkTable } : {}),
   };
-  await dropShadow(clients.dynamodb, deployment.checkpointTable, query, shadow.runId, shadow.namespace, shadow.rollback ? undefined : { pointer, run: aborted });
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await dropShadow(clients.dynamodb, deployment.checkpointTable, query, shadow.runId, shadow.namespace, shadow.rollback ? undefined : { pointer, run: aborted });
+      break;
+    } catch (error) {
+      // Refused: the shadow is gone, or a sweep changed the aborted list meanwhile (then again).
+      const again = await readNamespacePointer(clients.dynamodb, deployment.checkpointTable, query);
+      if (attempt >= 4 || again.shadow?.runId !== shadow.runId) throw error;
+      pointer = again;
+    }
+  }
   // A rollback's shadow is a retired namespace, kept as the cutover left it: forgotten, not deleted.
   if (shadow.rollback) return { runId: shadow.runId, checkpointItems: 0, stateItems: 0, sinkObjects: 0 };
   return { runId: shadow.runId, ...(await deleteNamespace(clients, deployment, aborted)) };
