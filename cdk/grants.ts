@@ -84,6 +84,8 @@ export interface QueryResources {
   readonly checkpointTable: dynamodb.ITable;
   readonly stateTable: dynamodb.ITable;
   readonly sinkTable?: dynamodb.ITable;
+  /** Tables a replay of the query writes instead of `sinkTable` (`sluice replay --sink-table`): granted as it is. */
+  readonly replaySinkTables?: readonly dynamodb.ITable[];
   readonly sinkBucket?: s3.IBucket;
   readonly sinkPrefix?: string;
   readonly deadLetterBucket: s3.IBucket;
@@ -141,7 +143,10 @@ export function grantFunctionAccess(fn: lambda.Function, access: FunctionAccess,
   if (access.sink) {
     const spills = !!(resources.sinkTable && resources.sinkBucket && resources.sinkPrefix !== undefined);
     const collects = spills && access.spillCollector === true;
-    if (resources.sinkTable) grantTable(fn, resources.sinkTable, collects ? [...SINK_TABLE_ACTIONS, ...SPILL_COLLECTOR_TABLE_ACTIONS] : SINK_TABLE_ACTIONS);
+    const sinkTableActions = collects ? [...SINK_TABLE_ACTIONS, ...SPILL_COLLECTOR_TABLE_ACTIONS] : SINK_TABLE_ACTIONS;
+    if (resources.sinkTable) grantTable(fn, resources.sinkTable, sinkTableActions);
+    // A replay's own sink table: written like the live one, and scanned by the spill collector too.
+    for (const table of resources.sinkTable ? resources.replaySinkTables ?? [] : []) grantTable(fn, table, sinkTableActions);
     if (spills) {
       const bucket = resources.sinkBucket!;
       const prefix = resources.sinkPrefix!;

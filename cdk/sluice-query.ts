@@ -216,6 +216,18 @@ export interface SluiceQueryProps {
   readonly sinkTable?: dynamodb.ITable;
 
   /**
+   * Tables a replay of this query writes (`sluice replay start --sink-table <name>`, docs/replay.md):
+   * the functions that write the sink may PutItem them, as they may the sink table, and nothing
+   * else. A replay of a `dynamodb` sink needs a table of its own; define it in the stack (partition
+   * key `pk`, string) and list it here before the scheduled function drives the replay or before
+   * the cutover. Only for a `dynamodb` sink (an S3 sink's replay writes under its own prefix, already
+   * granted).
+   *
+   * @default - none
+   */
+  readonly replaySinkTables?: readonly dynamodb.ITable[];
+
+  /**
    * Bucket for records that cannot be decoded (one object per record with its raw bytes, shard,
    * sequence number and reason). May be shared by several queries.
    *
@@ -698,7 +710,7 @@ export class SluiceQuery extends Construct {
       this.repartitionFunction = this.handlerFunction('RepartitionTrigger', 'repartition', props, removalPolicy,
         `Sluice query ${this.queryName}: ${hopCount > 1 ? `stages 2-${hopCount + 1}` : 'stage 2'} (state and sink) per internal repartition shard`);
     }
-    this.grantAccess(loaded.validate({ expectedShardCount, allowRepartition }).isStateful);
+    this.grantAccess(loaded.validate({ expectedShardCount, allowRepartition }).isStateful, props.replaySinkTables ?? []);
     this.onFailureFunction = this.handlerFunction('OnFailure', 'on-failure', props, removalPolicy, `Sluice query ${this.queryName}: records the batches the event source mappings gave up (skipped ranges)`);
     // Only its own item collection of the checkpoint table: `${query}#skipped`.
     this.onFailureFunction.addToRolePolicy(new iam.PolicyStatement({
@@ -866,7 +878,13 @@ export class SluiceQuery extends Construct {
       if ((props.sinkBucket || props.sinkPrefix !== undefined) && sink.onUnwritableRow !== 'spill') {
         throw this.propError(`sinkBucket and sinkPrefix are for the s3-files and s3-snapshot sinks (and a dynamodb sink with onUnwritableRow: 'spill'); query '${this.queryName}' writes to a dynamodb sink (use sinkTable).`);
       }
+      if (props.sinkTable && props.replaySinkTables?.includes(props.sinkTable)) {
+        throw this.propError('replaySinkTables lists the sink table itself: a replay writes a table of its own, never the live one.');
+      }
     } else {
+      if (props.replaySinkTables && props.replaySinkTables.length > 0) {
+        throw this.propError(`replaySinkTables are for a dynamodb sink's replays; query '${this.queryName}' writes to an ${sink.kind} sink, whose replay writes under its own sink prefix (already granted).`);
+      }
       if (props.sinkTable) {
         throw this.propError(`sinkTable is for the dynamodb sink; query '${this.queryName}' writes to an ${sink.kind} sink (use sinkBucket and sinkPrefix).`);
       }
@@ -1031,9 +1049,9 @@ export class SluiceQuery extends Construct {
   }
 
   /** Least privilege per function, from what each one's code calls (cdk/grants.ts). */
-  private grantAccess(isStateful: boolean): void {
+  private grantAccess(isStateful: boolean, replaySinkTables: readonly dynamodb.ITable[]): void {
     const resources: QueryResources = {
-      checkpointTable: this.checkpointTable, stateTable: this.stateTable, sinkTable: this.sinkTable,
+      checkpointTable: this.checkpointTable, stateTable: this.stateTable, sinkTable: this.sinkTable, replaySinkTables,
       sinkBucket: this.sinkBucket, sinkPrefix: this.sinkPrefix,
       deadLetterBucket: this.deadLetterBucket, deadLetterObjectPrefix: deadLetterObjectPrefix(this.deadLetterPrefix, this.queryName),
       stream: this.stream, repartitionStream: this.repartitionStream, laterRepartitionStreams: this.laterRepartitionStreams,

@@ -3,12 +3,22 @@
  * stream position beside the live run (a shadow), then make it the live one (lib/aws/replay.ts).
  */
 import { type Command, InvalidArgumentError } from 'commander';
-import { abortReplay, cutoverReplay, replayStatus, runtimeConfigOf, startReplay } from '../../lib/aws/replay.js';
+import {
+  abortReplay, cutoverReplay, DEFAULT_SWEEP_AFTER_MS, replayStatus, rollbackReplay, runtimeConfigOf, startReplay, sweepAbortedReplays,
+} from '../../lib/aws/replay.js';
 import { createScheduledTriggerHandler } from '../../lib/aws/scheduled-trigger-handler.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
 import type { QueryDefinition } from '../../lib/query/query-definition.js';
 import { addAwsOptions, connect, EXIT, positiveInt, print, table, type AwsOptions } from './common.js';
+
+function positiveIntOrZero(name: string): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be a whole number, 0 or more.`);
+    return n;
+  };
+}
 
 function parseTime(value: string): number {
   const ms = Date.parse(value);
@@ -23,11 +33,43 @@ async function queryModuleFor(query: string, file: string | undefined): Promise<
   return definition;
 }
 
+type Connection = Awaited<ReturnType<typeof connect>>;
+
+/**
+ * Runs the scheduled handler in replay mode until the shadow has caught up with the live run;
+ * answers the rounds it took, or null when it had not after `maxRounds`.
+ */
+async function driveShadow(
+  query: string, definition: QueryDefinition, c: Connection, opts: AwsOptions & { batchSize: number; maxRounds: number }, report = true,
+): Promise<number | null> {
+  const handler = createScheduledTriggerHandler(definition, {
+    config: runtimeConfigOf(c.deployment), clients: c.clients, observability: createQuietObservability(query), drainBatchSize: opts.batchSize,
+    onInvocation: (shardId, result) => {
+      if (opts.json) return;
+      for (const p of result.progress) process.stdout.write(`shadow ${shardId} batch ${p.batchId}: ${p.numInputRows} row(s) in, ${p.sink.numOutputRows} out\n`);
+    },
+  });
+  for (let round = 1; round <= opts.maxRounds; round++) {
+    const summary = await handler({ mode: 'replay' });
+    if (!summary.replay) throw new InvalidArgumentError(`No replay of '${query}' is running (\`sluice replay start\` first).`);
+    if (summary.replay.error) throw new Error(summary.replay.error);
+    const failed = summary.replay.shards.filter((s) => s.error);
+    if (failed.length > 0) throw new Error(`the shadow failed: ${failed.map((s) => `${s.shardId}: ${s.error}`).join('; ')}`);
+    const status = await replayStatus(c.clients, c.deployment);
+    if (status.ready) {
+      if (report) print(opts, { ready: true, rounds: round, shards: status.shards }, () => `replay ${status.shadow!.runId}: caught up with the live run (${round} round(s)); ready for the cutover`);
+      return round;
+    }
+  }
+  print(opts, { ready: false }, () => `replay not caught up after ${opts.maxRounds} round(s): the live run moves faster; run again`);
+  return null;
+}
+
 export function registerReplayCommand(program: Command): void {
   const replay = program
     .command('replay')
     .description('recompute a query from an earlier stream position in a shadow (its own checkpoint namespace and sink location) '
-      + 'beside the live run, then cut over to it: start, run, status, cutover, abort');
+      + 'beside the live run, then cut over to it: start, run, status, cutover, abort, rollback');
 
   addAwsOptions(replay
     .command('start')
@@ -67,28 +109,8 @@ export function registerReplayCommand(program: Command): void {
       const definition = (await queryModuleFor(query, opts.queryModule))!;
       const c = await connect(query, opts);
       try {
-        const handler = createScheduledTriggerHandler(definition, {
-          config: runtimeConfigOf(c.deployment), clients: c.clients, observability: createQuietObservability(query), drainBatchSize: opts.batchSize,
-          onInvocation: (shardId, result) => {
-            if (opts.json) return;
-            for (const p of result.progress) process.stdout.write(`shadow ${shardId} batch ${p.batchId}: ${p.numInputRows} row(s) in, ${p.sink.numOutputRows} out\n`);
-          },
-        });
-        for (let round = 1; round <= opts.maxRounds; round++) {
-          const summary = await handler({ mode: 'replay' });
-          if (!summary.replay) throw new InvalidArgumentError(`No replay of '${query}' is running (\`sluice replay start\` first).`);
-          if (summary.replay.error) throw new Error(summary.replay.error);
-          const failed = summary.replay.shards.filter((s) => s.error);
-          if (failed.length > 0) throw new Error(`the shadow failed: ${failed.map((s) => `${s.shardId}: ${s.error}`).join('; ')}`);
-          const status = await replayStatus(c.clients, c.deployment);
-          if (status.ready) {
-            print(opts, { ready: true, rounds: round, shards: status.shards }, () => `replay ${status.shadow!.runId}: caught up with the live run (${round} round(s)); ready for the cutover`);
-            process.exitCode = EXIT.ok;
-            return;
-          }
-        }
-        print(opts, { ready: false }, () => `replay not caught up after ${opts.maxRounds} round(s): the live run moves faster; run again`);
-        process.exitCode = EXIT.unhealthy;
+        const rounds = await driveShadow(query, definition, c, opts);
+        process.exitCode = rounds === null ? EXIT.unhealthy : EXIT.ok;
       } finally {
         c.close();
       }
@@ -104,10 +126,10 @@ export function registerReplayCommand(program: Command): void {
         const { pointer: _pointer, ...status } = await replayStatus(c.clients, c.deployment);
         print(opts, status, () => (status.shadow
           ? [
-            `replay ${status.shadow.runId} of ${query} from ${new Date(status.shadow.fromMs).toISOString()}: ${status.ready ? 'READY (caught up; `sluice replay cutover`)' : 'catching up'}`,
+            `${status.shadow.rollback ? `rollback ${status.shadow.runId} of ${query} to ${status.shadow.namespace}` : `replay ${status.shadow.runId} of ${query} from ${new Date(status.shadow.fromMs).toISOString()}`}: ${status.ready ? 'READY (caught up; `sluice replay cutover`)' : 'catching up'}`,
             `live namespace: ${status.active}; shadow: ${status.shadow.namespace}`,
             table(['shard', 'live batch', 'shadow batch', 'records behind'], status.shards.map((s) => [
-              s.shardId, s.liveBatch === null ? '-' : String(s.liveBatch), s.shadowBatch === null ? '-' : String(s.shadowBatch), `${s.behind}${s.capped ? '+' : ''}`,
+              s.label, s.liveBatch === null ? '-' : String(s.liveBatch), s.shadowBatch === null ? '-' : String(s.shadowBatch), `${s.behind}${s.capped ? '+' : ''}`,
             ])),
           ]
           : [`no replay of ${query} is running; live namespace: ${status.active}${status.retired.length > 0 ? ` (retired: ${status.retired.join(', ')})` : ''}`]).join('\n'));
@@ -138,6 +160,36 @@ export function registerReplayCommand(program: Command): void {
     });
 
   addAwsOptions(replay
+    .command('rollback')
+    .description('make the namespace the last cutover retired live again: it becomes the shadow, catches up from where the cutover '
+      + 'stopped it, then is cut over to (refused, exit 1, when its checkpoint or sink is gone or the stream no longer holds the records since)')
+    .argument('<query>', 'the query\'s name')
+    .option('--query-module <file>', 'the query the retired namespace ran, not deployed: drive it here until caught up, then cut over '
+      + '(without: the deployed scheduled function catches it up; then `sluice replay cutover`)')
+    .option('--batch-size <n>', 'records per batch', positiveInt('--batch-size'), 1000)
+    .option('--max-rounds <n>', 'give up after this many passes over the shards', positiveInt('--max-rounds'), 20))
+    .action(async (query: string, opts: AwsOptions & { queryModule?: string; batchSize: number; maxRounds: number }) => {
+      const definition = await queryModuleFor(query, opts.queryModule);
+      const c = await connect(query, opts);
+      try {
+        const run = await rollbackReplay(c.clients, c.deployment, definition ? { definition } : {});
+        if (!definition) {
+          print(opts, run, () => `rolling ${query} back to ${run.namespace} (run ${run.runId}): the deployed scheduled function brings it up to date; `
+            + `then \`sluice replay cutover ${query}\``);
+          return;
+        }
+        if (await driveShadow(query, definition, c, opts, false) === null) {
+          process.exitCode = EXIT.unhealthy;
+          return;
+        }
+        const result = await cutoverReplay(c.clients, c.deployment, { definition });
+        print(opts, result, () => `rolled back: ${query} runs in ${result.namespace} again (${result.retired} is kept)`);
+      } finally {
+        c.close();
+      }
+    });
+
+  addAwsOptions(replay
     .command('abort')
     .description('remove the shadow: forget it (its writers are refused from now on), then delete its checkpoint, state and sink objects')
     .argument('<query>', 'the query\'s name'))
@@ -147,6 +199,26 @@ export function registerReplayCommand(program: Command): void {
         const result = await abortReplay(c.clients, c.deployment);
         print(opts, result, () => `replay ${result.runId} of ${query} removed: ${result.checkpointItems} checkpoint item(s), `
           + `${result.stateItems} state item(s), ${result.sinkObjects} sink object(s) deleted`);
+      } finally {
+        c.close();
+      }
+    });
+  addAwsOptions(replay
+    .command('sweep')
+    .description('delete once more what aborted replays wrote (a batch in flight during an abort may still write after it), '
+      + 'for runs aborted longer ago than --older-than, then forget them')
+    .argument('<query>', 'the query\'s name')
+    .option('--older-than <minutes>', 'only runs aborted at least this long ago: the longest a writer that began before the abort can run',
+      positiveIntOrZero('--older-than'), DEFAULT_SWEEP_AFTER_MS / 60_000))
+    .action(async (query: string, opts: AwsOptions & { olderThan: number }) => {
+      const c = await connect(query, opts);
+      try {
+        const result = await sweepAbortedReplays(c.clients, c.deployment, { olderThanMs: opts.olderThan * 60_000 });
+        print(opts, result, () => [
+          ...result.swept.map((r) => `replay ${r.runId} swept: ${r.checkpointItems} checkpoint item(s), ${r.stateItems} state item(s), ${r.sinkObjects} sink object(s) deleted`),
+          ...result.pending.map((r) => `replay ${r.runId} aborted ${new Date(r.abortedAtMs).toISOString()}: too recent, a batch in flight may still write; sweep again later`),
+          ...(result.swept.length + result.pending.length === 0 ? [`no aborted replay of ${query} to sweep`] : []),
+        ].join('\n'));
       } finally {
         c.close();
       }

@@ -76,6 +76,8 @@ export function createAwsQueryBackends(
   const { definition } = query;
   config = namespacedConfig(definition, config, namespace.location);
   const stateNamespace = namespace.location.namespace;
+  // A replay shares the internal streams with the live run: its records carry its namespace.
+  const channelNamespace = stateNamespace === definition.name ? undefined : stateNamespace;
   const resultSink = createSink(definition, query.keyColumns, config, clients, meter, (partitionId) => ancestorsOf(partitionId));
   const sink = decorateSink(resultSink);
   const deadLetters = new S3DeadLetterWriter({
@@ -111,7 +113,7 @@ export function createAwsQueryBackends(
     if (!hop) return null;
     let found = repartitionSinks.get(stage);
     if (!found) {
-      found = RepartitionSink.forHop(hop, channels[hop.index]!, meter, stage.hopInput);
+      found = RepartitionSink.forHop(hop, channels[hop.index]!, meter, stage.hopInput, channelNamespace);
       repartitionSinks.set(stage, found);
     }
     return found;
@@ -191,6 +193,7 @@ export function createAwsQueryBackends(
         costMeter: meter,
         ...(input ? { sourcePartitions: (sourceName?: string) => shardsOf(sendersOf(sourceName)) } : {}),
         stateKeyRange: () => rangeOf(streamOf(stage), shardId),
+        ...(channelNamespace === undefined ? {} : { channelNamespace }),
       };
     },
   };

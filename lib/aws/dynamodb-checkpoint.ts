@@ -55,6 +55,7 @@ import type { CostMeter } from '../core/cost-meter.js';
 import { batchWriteAll, itemSize, meterUnits, queryAll, readUnitsFor, sleep, writeUnitsFor, type Item } from './dynamodb-cost.js';
 import { DynamoDbStateStoreProvider, type StateCache } from './dynamodb-state-store.js';
 import { CHECKPOINT_ITEMS, padId } from './tables.js';
+import { namespacePointerKey, REPLAY_FENCE_ATTRIBUTE } from './query-namespace.js';
 import { PROGRESS_RECORDS } from '../runtime/runtime-config.js';
 import { parseProgressRecord, progressRecordItem } from './progress-record.js';
 
@@ -224,7 +225,14 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
   /** Batch N's progress record, staged by the engine to ride in commit N's transaction. */
   staged: { batchId: number; progress: object } | null = null;
 
-  constructor(items: CheckpointItems, prefix: string, private readonly fence?: TransactWriteItem) {
+  /**
+   * `fence`: the namespace fence of a writer that read the pointer. Without it (the writer read no
+   * pointer: the query was never replayed), `pointerKey` is the pointer item a first commit checks
+   * is still absent; later commits check the previous commit carries no REPLAY_FENCE_ATTRIBUTE,
+   * which `sluice replay start` sets (lib/aws/query-namespace.ts). Both ride on items the
+   * transaction has anyway, except batch 0's one check.
+   */
+  constructor(items: CheckpointItems, prefix: string, private readonly fence?: TransactWriteItem, private readonly pointerKey?: Item) {
     super(items, prefix);
   }
 
@@ -239,13 +247,25 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
     });
     const item = entryItem(this.items, this.sk(batchId), batchId, entry);
     const commitItems: TransactWriteItem[] = [];
+    const unfenced = !this.fence && this.pointerKey !== undefined;
     if (batchId > 0) {
-      commitItems.push({ ConditionCheck: { TableName: this.items.table, Key: this.items.key(this.sk(batchId - 1)), ConditionExpression: 'attribute_exists(pk)' } });
+      commitItems.push({
+        ConditionCheck: {
+          TableName: this.items.table, Key: this.items.key(this.sk(batchId - 1)),
+          ...(unfenced
+            ? { ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(#fence)', ExpressionAttributeNames: { '#fence': REPLAY_FENCE_ATTRIBUTE } }
+            : { ConditionExpression: 'attribute_exists(pk)' }),
+        },
+      });
     }
     commitItems.push({ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } });
     const checkIndex = batchId > 0 ? 0 : -1;
     const putIndex = commitItems.length - 1;
-    const fenceIndex = this.fence ? commitItems.push(this.fence) - 1 : -1;
+    const fenceIndex = this.fence
+      ? commitItems.push(this.fence) - 1
+      : unfenced && batchId === 0
+        ? commitItems.push({ ConditionCheck: { TableName: this.items.table, Key: this.pointerKey!, ConditionExpression: 'attribute_not_exists(pk)' } }) - 1
+        : -1;
     const staged = this.staged?.batchId === batchId ? this.staged.progress : null;
     this.staged = null;
     const progressItem = staged ? this.progressItem(batchId, staged) : null;
@@ -275,6 +295,12 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
         if (checkIndex >= 0 && failed(checkIndex)) {
           // DynamoDB may stop at the first failed condition: see whether commit N is there after all.
           if (await this.items.get(this.sk(batchId))) return false;
+          if (unfenced && (await this.items.get(this.sk(batchId - 1)))?.[REPLAY_FENCE_ATTRIBUTE]) {
+            throw new CheckpointError(`Cannot commit batch ${batchId} of ${this.items.pk}: a replay of the query started after this writer read its namespaces.`, {
+              code: 'NAMESPACE_RETIRED', retryable: true, context: { batchId, pk: this.items.pk },
+              hint: 'nothing to do: the retried invocation reads the namespace pointer and commits with its fence.',
+            });
+          }
           throw new CheckpointError(
             `Cannot commit batch ${batchId} of ${this.items.pk}: batch ${batchId - 1} is not in the commit log. Batches commit in order, one after another.`,
             {
@@ -326,7 +352,7 @@ export class DynamoDbCheckpoint implements Checkpoint {
     this.pk = `${options.queryName}#${options.partitionId}`;
     this.items = new CheckpointItems(options.client, options.checkpointTable, this.pk, options.meter);
     this.offsetLog = new DynamoDbMetadataLog<OffsetSeq>(this.items, CHECKPOINT_ITEMS.offsetPrefix);
-    this.commits = new DynamoDbCommitLog(this.items, CHECKPOINT_ITEMS.commitPrefix, options.commitFence);
+    this.commits = new DynamoDbCommitLog(this.items, CHECKPOINT_ITEMS.commitPrefix, options.commitFence, namespacePointerKey(options.queryName.split('@')[0]!));
     this.commitLog = this.commits;
     this.stateStore = new DynamoDbStateStoreProvider({
       client: options.client, table: options.stateTable, queryName: options.queryName, partitionId: options.partitionId,

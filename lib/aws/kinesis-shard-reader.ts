@@ -54,13 +54,13 @@ export class KinesisShardReader implements ShardReader {
   }
 
   /**
-   * Records after `afterSequenceNumber` (or from the oldest, or with `startAtMs` from the first that
-   * arrived at or after that time), up to `limit`, and whether caught up.
+   * Records after `afterSequenceNumber` (or from the oldest, or with a positive `startAtMs` from the
+   * first that arrived at or after that time), up to `limit`, and whether caught up.
    */
   async readAfter(shardId: string, afterSequenceNumber: string | null, limit = 10_000, startAtMs?: number): Promise<ShardPosition> {
     let iterator = afterSequenceNumber !== null
       ? await this.iterator(shardId, 'AFTER_SEQUENCE_NUMBER', afterSequenceNumber)
-      : startAtMs !== undefined ? await this.iterator(shardId, 'AT_TIMESTAMP', undefined, startAtMs) : await this.iterator(shardId, 'TRIM_HORIZON');
+      : startAtMs !== undefined && startAtMs > 0 ? await this.iterator(shardId, 'AT_TIMESTAMP', undefined, startAtMs) : await this.iterator(shardId, 'TRIM_HORIZON');
     const records: ShardRecord[] = [];
     let millisBehindLatest = 0;
     for (let pages = 0; iterator && pages < 50 && records.length < limit; pages++) {

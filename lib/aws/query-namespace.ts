@@ -12,6 +12,7 @@
  *   shadowNs     the shadow's namespace, while a replay runs
  *   shadow       JSON ShadowRun
  *   retired      JSON NamespaceLocation[]: namespaces cut over from, kept for rollback
+ *   aborted      JSON AbortedRun[]: aborted shadows not swept yet (`sluice replay sweep`)
  *
  * The handlers read the pointer at the start of each invocation (one strongly consistent GetItem),
  * and once it exists every commit carries a ConditionCheck on it (`namespaceFence`): a writer that
@@ -19,12 +20,13 @@
  * live or shadow, so the retired namespace stops exactly where the cutover found it.
  */
 import {
-  ConditionalCheckFailedException, GetItemCommand, TransactionCanceledException, TransactWriteItemsCommand, UpdateItemCommand,
+  ConditionalCheckFailedException, GetItemCommand, QueryCommand, TransactionCanceledException, TransactWriteItemsCommand, UpdateItemCommand,
   type DynamoDBClient, type TransactWriteItem,
 } from '@aws-sdk/client-dynamodb';
 import type { CostMeter } from '../core/cost-meter.js';
 import { IllegalArgumentError, StreamingQueryError } from '../errors/sluice-error.js';
 import { meterUnits, readUnitsFor, itemSize, type Item } from './dynamodb-cost.js';
+import { CHECKPOINT_ITEMS, padId } from './tables.js';
 
 export const NAMESPACE_POINTER = { pkSuffix: '#namespace', sk: 'active' } as const;
 
@@ -35,6 +37,8 @@ export interface NamespaceLocation {
   readonly sinkPrefix?: string;
   /** DynamoDB sink: the table. */
   readonly sinkTable?: string;
+  /** In `retired`: when the cutover retired it (a rollback needs the stream to still hold what came since). */
+  readonly retiredAtMs?: number;
 }
 
 export interface ShadowRun extends NamespaceLocation {
@@ -47,10 +51,24 @@ export interface ShadowRun extends NamespaceLocation {
    * query), or `sluice replay run --query-module` (the fixed query is not deployed yet).
    */
   readonly drivenBy: 'scheduled-function' | 'cli';
+  /**
+   * A retired namespace made the shadow again (`sluice replay rollback`): it resumes from its own
+   * checkpoint (`fromMs` 0: a shard it never committed is read from its oldest record), and an abort
+   * forgets it without deleting anything of it.
+   */
+  readonly rollback?: boolean;
+}
+
+/** A replay `abort` forgot: what a batch in flight during the abort may still have written. */
+export interface AbortedRun extends NamespaceLocation {
+  readonly runId: string;
+  readonly abortedAtMs: number;
 }
 
 export interface NamespacePointer {
   readonly active: NamespaceLocation;
+  /** Aborted runs not yet swept (`sluice replay sweep`), oldest first. */
+  readonly aborted: readonly AbortedRun[];
   readonly shadow: ShadowRun | null;
   readonly retired: readonly NamespaceLocation[];
   /** False before the query's first replay: then no commit carries the fence. */
@@ -60,6 +78,14 @@ export interface NamespacePointer {
 export class ReplayError extends StreamingQueryError {}
 
 const keyOf = (query: string): Item => ({ pk: { S: `${query}${NAMESPACE_POINTER.pkSuffix}` }, sk: { S: NAMESPACE_POINTER.sk } });
+export const namespacePointerKey = keyOf;
+
+/**
+ * Set by the first `replay start` on the latest commit item of every live partition: a writer that
+ * read no pointer (it began before the start) checks its previous commit lacks it, so it cannot
+ * commit once the start has passed (lib/aws/dynamodb-checkpoint.ts).
+ */
+export const REPLAY_FENCE_ATTRIBUTE = 'replayFence';
 
 export const shadowNamespaceOf = (query: string, runId: string): string => `${query}@${runId}`;
 
@@ -76,12 +102,13 @@ export async function readNamespacePointer(client: DynamoDBClient, table: string
   const out = await client.send(new GetItemCommand({ TableName: table, Key: keyOf(query), ConsistentRead: true, ReturnConsumedCapacity: 'TOTAL' }));
   meterUnits(meter, 'read', out.ConsumedCapacity, () => readUnitsFor(out.Item ? itemSize(out.Item) : 0));
   const item = out.Item;
-  if (!item) return { active: { namespace: query }, shadow: null, retired: [], exists: false };
+  if (!item) return { active: { namespace: query }, shadow: null, retired: [], aborted: [], exists: false };
   const json = <T>(name: string, fallback: T): T => (item[name]?.S ? JSON.parse(item[name].S) as T : fallback);
   return {
     active: json<NamespaceLocation>('activeSink', { namespace: item.active?.S ?? query }),
     shadow: item.shadowNs?.S ? json<ShadowRun | null>('shadow', null) : null,
     retired: json<NamespaceLocation[]>('retired', []),
+    aborted: json<AbortedRun[]>('aborted', []),
     exists: true,
   };
 }
@@ -138,6 +165,7 @@ export interface LiveCommitGuard {
  */
 export async function cutoverShadow(
   client: DynamoDBClient, table: string, query: string, pointer: NamespacePointer, runId: string, guards: readonly LiveCommitGuard[],
+  nowMs = Date.now(),
 ): Promise<boolean> {
   const shadow = pointer.shadow;
   if (!shadow || shadow.runId !== runId) throw new ReplayError(`No replay run ${runId} of '${query}' to cut over to.`, { code: 'REPLAY_NOT_FOUND' });
@@ -155,7 +183,8 @@ export async function cutoverShadow(
         ConditionExpression: 'shadowNs = :ns AND active = :live',
         ExpressionAttributeValues: {
           ':ns': { S: shadow.namespace }, ':loc': { S: JSON.stringify(location) }, ':live': { S: pointer.active.namespace },
-          ':retired': { S: JSON.stringify([pointer.active, ...pointer.retired]) },
+          // A rollback's shadow leaves the retired list (it is live again); newest first.
+          ':retired': { S: JSON.stringify([{ ...pointer.active, retiredAtMs: nowMs }, ...pointer.retired.filter((r) => r.namespace !== shadow.namespace)]) },
         },
       },
     },
@@ -177,15 +206,77 @@ export async function cutoverShadow(
   }
 }
 
-/** Forgets the shadow (its items are deleted by the caller); refused when `runId` is not the shadow. */
-export async function dropShadow(client: DynamoDBClient, table: string, query: string, runId: string, namespace: string): Promise<void> {
+/**
+ * Forgets the shadow (its items are deleted by the caller); refused when `runId` is not the shadow.
+ * With `aborted` (not a rollback's shadow), records it among the aborted runs, so that
+ * `sluice replay sweep` deletes once more what a batch in flight during the abort wrote after it.
+ */
+export async function dropShadow(
+  client: DynamoDBClient, table: string, query: string, runId: string, namespace: string, aborted?: { pointer: NamespacePointer; run: AbortedRun },
+): Promise<void> {
   try {
     await client.send(new UpdateItemCommand({
-      TableName: table, Key: keyOf(query), UpdateExpression: 'REMOVE shadowNs, shadow',
-      ConditionExpression: 'shadowNs = :ns', ExpressionAttributeValues: { ':ns': { S: namespace } },
+      TableName: table, Key: keyOf(query),
+      UpdateExpression: aborted ? 'SET aborted = :aborted REMOVE shadowNs, shadow' : 'REMOVE shadowNs, shadow',
+      // The aborted list as read: a sweep that changed it meanwhile makes this abort read it again.
+      ConditionExpression: aborted
+        ? (aborted.pointer.aborted.length === 0 ? 'shadowNs = :ns AND attribute_not_exists(aborted)' : 'shadowNs = :ns AND aborted = :was')
+        : 'shadowNs = :ns',
+      ExpressionAttributeValues: {
+        ':ns': { S: namespace },
+        ...(aborted ? { ':aborted': { S: JSON.stringify([...aborted.pointer.aborted, aborted.run]) } } : {}),
+        ...(aborted && aborted.pointer.aborted.length > 0 ? { ':was': { S: JSON.stringify(aborted.pointer.aborted) } } : {}),
+      },
     }));
   } catch (error) {
     if (error instanceof ConditionalCheckFailedException) throw new ReplayError(`No replay run ${runId} of '${query}' to abort.`, { code: 'REPLAY_NOT_FOUND' });
     throw error;
   }
+}
+
+/** Drops swept runs from the aborted list; false when the list changed meanwhile (read again). */
+export async function forgetAbortedRuns(client: DynamoDBClient, table: string, query: string, pointer: NamespacePointer, swept: readonly string[]): Promise<boolean> {
+  const left = pointer.aborted.filter((r) => !swept.includes(r.runId));
+  try {
+    await client.send(new UpdateItemCommand({
+      TableName: table, Key: keyOf(query), UpdateExpression: 'SET aborted = :left', ConditionExpression: 'aborted = :was',
+      ExpressionAttributeValues: { ':left': { S: JSON.stringify(left) }, ':was': { S: JSON.stringify(pointer.aborted) } },
+    }));
+    return true;
+  } catch (error) {
+    if (error instanceof ConditionalCheckFailedException) return false;
+    throw error;
+  }
+}
+
+/**
+ * Fences off the writers that read no pointer (they began before the first `replay start`): marks
+ * the latest commit of each of the namespace's partitions with REPLAY_FENCE_ATTRIBUTE, and again
+ * while a newer one appeared meanwhile. Their next commit checks that its previous one is not
+ * marked; a first commit (batch 0) checks the pointer is absent. Answers the partitions marked.
+ */
+export async function fenceUnfencedWriters(
+  client: DynamoDBClient, table: string, namespace: string, partitions: readonly string[], runId: string,
+): Promise<number> {
+  let marked = 0;
+  for (const partition of partitions) {
+    const pk = `${namespace}#${partition}`;
+    const latest = await client.send(new QueryCommand({
+      TableName: table, KeyConditionExpression: 'pk = :pk AND begins_with(sk, :c)', ScanIndexForward: false, Limit: 1, ConsistentRead: true,
+      ExpressionAttributeValues: { ':pk': { S: pk }, ':c': { S: CHECKPOINT_ITEMS.commitPrefix } }, ProjectionExpression: 'sk',
+    }));
+    let sk = latest.Items?.[0]?.sk?.S;
+    while (sk !== undefined) {
+      await client.send(new UpdateItemCommand({
+        TableName: table, Key: { pk: { S: pk }, sk: { S: sk } }, UpdateExpression: 'SET #fence = :run',
+        ConditionExpression: 'attribute_exists(pk)', ExpressionAttributeNames: { '#fence': REPLAY_FENCE_ATTRIBUTE }, ExpressionAttributeValues: { ':run': { S: runId } },
+      }));
+      // A commit that won the race against the mark: mark it too (it was the last one such a writer could make).
+      const next = `${CHECKPOINT_ITEMS.commitPrefix}${padId(Number(sk.slice(CHECKPOINT_ITEMS.commitPrefix.length)) + 1)}`;
+      const found = await client.send(new GetItemCommand({ TableName: table, Key: { pk: { S: pk }, sk: { S: next } }, ConsistentRead: true, ProjectionExpression: 'sk' }));
+      sk = found.Item ? next : undefined;
+      if (!found.Item) marked++;
+    }
+  }
+  return marked;
 }

@@ -206,13 +206,10 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
     let replay: ScheduledTriggerSummary['replay'];
     if (driveShadow) {
       const shadow = pointer.shadow!;
-      if (query.hops.length > 0) {
-        // Its stage 1 would write into the internal streams the live stage 2 reads.
-        replay = { runId: shadow.runId, shards: [], error: 'a replay of a query with a repartition stage is not supported: its internal streams are shared with the live run' };
-      } else {
-        const context = contextOf({ location: shadow, ...fenceOf(shadow.namespace) }, shadow.fromMs);
-        replay = { runId: shadow.runId, shards: await runNamespace(context, tick, (stage) => guardOf(context, stage), true, false) };
-      }
+      // A repartitioned query's shadow shares the internal streams: its records carry its namespace
+      // (lib/aws/aws-backends.ts), and its later stages drain them from their own positions.
+      const context = contextOf({ location: shadow, ...fenceOf(shadow.namespace) }, shadow.fromMs);
+      replay = { runId: shadow.runId, shards: await runNamespace(context, tick, (stage) => guardOf(context, stage), true, false) };
     }
     observability.metrics.publishStoredMetrics();
     for (const metrics of shadowMetrics.values()) metrics.publishStoredMetrics();

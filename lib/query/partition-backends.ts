@@ -36,4 +36,9 @@ export interface PartitionBackends {
   readonly sourcePartitions?: (sourceName?: string) => Promise<readonly (string | SourceShard)[]>;
   /** The hash-key range of the shard this partition is (Kinesis's HashKeyRange): the grouping keys it owns. */
   readonly stateKeyRange?: () => Promise<HashKeyRange>;
+  /**
+   * The namespace whose internal-stream records this partition applies, when it is not the
+   * query's own (a replay shadow sharing the internal streams with the live run).
+   */
+  readonly channelNamespace?: string;
 }

@@ -284,7 +284,7 @@ export class StateStage extends QueryStage {
     const hop = this.inputHop;
     const source = new RepartitionShardSource(REPARTITION_SOURCE_NAME, this.inputSchema, shardId, this.toPartialRows, undefined, (row, partial) => hashKeyOf(
       repartitionRoutingKey(partial ? hop.routingKeyPositions.map((p) => row[1 + p]) : hop.routingOrdinals.map((i) => row[i])),
-    ));
+    ), backends.channelNamespace);
     const { delayMs } = this;
     return {
       source,
@@ -343,7 +343,7 @@ export class MultiInputStateStage extends QueryStage {
   bind(shardId: string, backends: PartitionBackends): StageBinding {
     const views = new Map(this.hop.inputs.map((input) => [input.sourceId, new RepartitionShardSource(
       hopRelationId(input.sourceId), input.cutOutput.map((a) => ({ name: a.name, type: a.type })), shardId, undefined, input.sourceId,
-      (row) => hashKeyOf(repartitionRoutingKey(input.routingOrdinals.map((i) => row[i]))),
+      (row) => hashKeyOf(repartitionRoutingKey(input.routingOrdinals.map((i) => row[i]))), backends.channelNamespace,
     )]));
     const [first, ...others] = [...views.values()];
     // Shard ids become partition ids (`<source>.<shard>`), a reshard's parents too.

@@ -74,6 +74,8 @@ export interface RepartitionSinkOptions {
   readonly meter?: CostMeter;
   /** The hop input these rows are, when stage 2 reads several (tags every record). */
   readonly input?: string;
+  /** The namespace sending (a replay's; tags every record so the live stage 2 ignores it). */
+  readonly namespace?: string;
 }
 
 /** Kinesis's own routing: the MD5 of the partition key as a 128-bit number. */
@@ -92,9 +94,9 @@ export class RepartitionSink implements Sink {
   constructor(private readonly options: RepartitionSinkOptions) {}
 
   /** The sink for `hop` over `channel`: its routing, what it carries, its partial aggregation; `input` tags a multi-input hop's rows. */
-  static forHop(hop: Hop, channel: RepartitionChannel, meter?: CostMeter, input?: string): RepartitionSink {
+  static forHop(hop: Hop, channel: RepartitionChannel, meter?: CostMeter, input?: string, namespace?: string): RepartitionSink {
     return new RepartitionSink({
-      channel, meter, ...(input === undefined ? {} : { input }), routingOrdinals: hop.routingOrdinals, eventTimeOrdinal: hop.eventTime?.ordinal ?? null, carries: hop.carries,
+      channel, meter, ...(input === undefined ? {} : { input }), ...(namespace === undefined ? {} : { namespace }), routingOrdinals: hop.routingOrdinals, eventTimeOrdinal: hop.eventTime?.ordinal ?? null, carries: hop.carries,
       ...(hop.partial ? {
         partial: { aggregator: compilePartialAggregator(hop.partial, hop.eventTime?.ordinal ?? null), routingKeyPositions: hop.routingKeyPositions },
       } : {}),
@@ -160,7 +162,10 @@ export class RepartitionSink implements Sink {
 
   private record(target: RepartitionTarget, record: RepartitionRecord): RepartitionRecordOut {
     return {
-      data: encodeRepartitionRecord({ ...record, to: target.shardId, ...(this.options.input === undefined ? {} : { in: this.options.input }) }),
+      data: encodeRepartitionRecord({
+        ...record, to: target.shardId, ...(this.options.input === undefined ? {} : { in: this.options.input }),
+        ...(this.options.namespace === undefined ? {} : { ns: this.options.namespace }),
+      }),
       partitionKey: `${record.src}#${record.batch}`,
       explicitHashKey: target.startingHashKey.toString(),
       shardId: target.shardId,

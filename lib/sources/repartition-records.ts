@@ -48,6 +48,12 @@ export interface RepartitionRecord {
    */
   readonly in?: string;
   /**
+   * The namespace that wrote the record, when it is not the query's own (a replay shadow,
+   * lib/aws/query-namespace.ts): a replay shares the internal streams with the live run, and each
+   * namespace's stage 2 applies only its own records (absent: the query's own namespace).
+   */
+  readonly ns?: string;
+  /**
    * The hash-key range (hex, both ends included) whose rows of the batch this record holds, all of
    * them (with `parts`, a share: one hash's rows too large for one record). Absent from records
    * of older versions: the whole shard.

@@ -39,6 +39,8 @@ export class RepartitionShardSource implements MicroBatchStream {
      * rows of a batch re-sent after a reshard of this stream were applied before.
      */
     private readonly hashOf?: (row: readonly unknown[], partial: boolean) => bigint,
+    /** Apply only the records of this namespace (a replay's, sharing the stream); none: the query's own. */
+    private readonly namespace?: string,
   ) {}
 
   setCommitted(offset: Offset | null): void {
@@ -101,7 +103,7 @@ export class RepartitionShardSource implements MicroBatchStream {
   }
 
   private isForThisShard(record: RepartitionRecord): boolean {
-    return (record.to === undefined || record.to === this.shardId) && record.in === this.input;
+    return (record.to === undefined || record.to === this.shardId) && record.in === this.input && record.ns === this.namespace;
   }
 
   latestOffset(): Offset | null {

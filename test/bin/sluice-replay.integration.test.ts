@@ -13,12 +13,14 @@ import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
-import { col, count, sum, window } from '../../lib/plan/functions.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { readS3Snapshots, scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { deleteResources } from '../support/cleanup.js';
 import { reshardStream } from '../../lib/local/kinesis-admin.js';
 import { liveSinkPrefix } from '../../lib/aws/replay.js';
+import { listKeys } from '../../lib/aws/s3-util.js';
+import { createQuietObservability } from '../../lib/aws/observability.js';
+import type { Sink, SinkBatch } from '../../lib/sinks/sink.js';
 import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
 import { namespaceFence } from '../../lib/aws/query-namespace.js';
 import { CHECKPOINT_FORMAT_VERSION } from '../../lib/checkpoint/checkpoint.js';
@@ -28,20 +30,12 @@ import type { QueryStatus } from '../../lib/aws/query-inspection.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
 import { PROJECT_ROOT, runSluice, emulatorCliEnv } from '../support/sluice-cli.js';
 import fixed from './fixtures/replay-sales-fixed.js';
+import buggy from './fixtures/replay-sales-buggy.js';
+import hopFixed from './fixtures/replay-sales-hop-fixed.js';
 
 const QUERY = 'replay-sales';
 const FIXED_MODULE = 'test/bin/fixtures/replay-sales-fixed.ts';
-
-const buggy = defineQuery({
-  name: QUERY,
-  source: { format: 'json', schema: 'store_id string, amount double, ts timestamp', partitionKey: 'store_id' },
-  transform: (events) => events
-    .filter(col('amount').lt(20))
-    .groupBy(window(col('ts'), '1 hour'), col('store_id'))
-    .agg(sum('amount').as('sales'), count().as('orders')),
-  outputMode: 'complete',
-  sink: { kind: 's3-snapshot' },
-});
+const BUGGY_MODULE = 'test/bin/fixtures/replay-sales-buggy.ts';
 
 interface Sale { store_id: string; amount: number; ts: string }
 const stores = ['north', 'south', 'east', 'west', 'central'];
@@ -159,6 +153,20 @@ describe('sluice replay', () => {
     const twice = await cli.run(['replay', 'start', QUERY, '--from', from, '--query-module', FIXED_MODULE]);
     expect(twice.code).toBe(1);
     expect(twice.stderr).toMatch(new RegExp(`A replay of '${QUERY}' is already running \\(run ${run.runId}`));
+    // A live writer that began before the start read no pointer, so it carries no fence: the start
+    // has marked each live partition's latest commit, and its next commit is refused (a first
+    // commit, batch 0, finds the pointer there).
+    const unfenced = (partitionId: string) => new DynamoDbCheckpoint({
+      client: deployment.clients.dynamodb, checkpointTable: descriptor.checkpointTable, stateTable: descriptor.stateTable,
+      queryName: QUERY, partitionId, stateCache: null,
+    });
+    for (const shard of ['shardId-000000000000', 'shardId-000000000001']) {
+      const [before] = (await unfenced(shard).commitLog.getLatest())!;
+      await expect(unfenced(shard).commitLog.add(before + 1, { formatVersion: CHECKPOINT_FORMAT_VERSION, batchId: before + 1, nextBatchWatermarkMs: 0 }))
+        .rejects.toMatchObject({ code: 'NAMESPACE_RETIRED' });
+    }
+    await expect(unfenced('shardId-000000000009').commitLog.add(0, { formatVersion: CHECKPOINT_FORMAT_VERSION, batchId: 0, nextBatchWatermarkMs: 0 }))
+      .rejects.toMatchObject({ code: 'NAMESPACE_RETIRED' });
 
     // status: every record the live run committed is still to be read; the cutover is refused
     const waiting = await cli.run(['replay', 'status', QUERY, '--json']);
@@ -264,6 +272,19 @@ describe('sluice replay', () => {
     expect(ready.code, ready.stdout).toBe(0);
     expect(answerOf(await readS3Snapshots(deployment.clients.s3, descriptor.sinkBucket!, run.sinkPrefix))).toEqual(answerOver(sales, belowTwenty));
 
+    // A shadow batch in flight during the abort: held inside its sink write until the abort is done.
+    await put(deployment, wave(6, 40));
+    let reached!: () => void;
+    let release!: () => void;
+    const atSink = new Promise<void>((r) => { reached = r; });
+    const gate = new Promise<void>((r) => { release = r; });
+    const straggler = createScheduledTriggerHandler(buggy, {
+      config: deployment.config, clients: deployment.clients, observability: createQuietObservability(QUERY),
+      decorateSink: (sink) => Object.assign(Object.create(sink) as Sink, {
+        addBatch: async (batch: SinkBatch) => { reached(); await gate; return sink.addBatch(batch); },
+      }),
+    })({ mode: 'replay' });
+    await atSink;
     const aborted = await cli.run(['replay', 'abort', QUERY, '--json']);
     expect(aborted.code, aborted.stderr).toBe(0);
     const a = JSON.parse(aborted.stdout) as { runId: string; checkpointItems: number; stateItems: number; sinkObjects: number };
@@ -271,12 +292,28 @@ describe('sluice replay', () => {
     expect(a.checkpointItems).toBeGreaterThan(0);
     expect(a.stateItems).toBeGreaterThan(0);
     expect(a.sinkObjects).toBeGreaterThan(0);
+    release();
+    // Its commit is refused, but its sink objects were written after the abort deleted the prefix.
+    expect((await straggler).replay!.shards.some((s) => s.error !== undefined)).toBe(true);
+    expect(await listKeys(deployment.clients.s3, descriptor.sinkBucket!, run.sinkPrefix)).not.toEqual([]);
+    // The sweep waits until no writer that began before the abort can still run; then deletes again.
+    const tooSoon = await cli.run(['replay', 'sweep', QUERY]);
+    expect(tooSoon.code, tooSoon.stderr).toBe(0);
+    expect(tooSoon.stdout).toMatch(new RegExp(`replay ${run.runId} aborted .*: too recent`));
+    expect(await listKeys(deployment.clients.s3, descriptor.sinkBucket!, run.sinkPrefix)).not.toEqual([]);
+    const swept = await cli.run(['replay', 'sweep', QUERY, '--older-than', '0', '--json']);
+    expect(swept.code, swept.stderr).toBe(0);
+    const sw = JSON.parse(swept.stdout) as { swept: { runId: string; sinkObjects: number }[]; pending: unknown[] };
+    expect(sw.swept.map((r) => r.runId)).toEqual([run.runId]);
+    expect(sw.swept[0]!.sinkObjects).toBeGreaterThan(0);
+    expect(sw.pending).toEqual([]);
     for (const table of [descriptor.checkpointTable, descriptor.stateTable]) {
       const left = await deployment.clients.dynamodb.send(new ScanCommand({ TableName: table, ConsistentRead: true }));
       expect((left.Items ?? []).filter((i) => i.pk!.S!.startsWith(`${run.namespace}#`))).toEqual([]);
       expect((left.Items ?? []).some((i) => i.pk!.S!.startsWith(`${QUERY}#`))).toBe(true);
     }
-    expect(await readS3Snapshots(deployment.clients.s3, descriptor.sinkBucket!, run.sinkPrefix)).toEqual([]);
+    expect(await listKeys(deployment.clients.s3, descriptor.sinkBucket!, run.sinkPrefix)).toEqual([]);
+    expect((await cli.run(['replay', 'sweep', QUERY])).stdout).toMatch(/no aborted replay of replay-sales to sweep/);
     expect(answerOf(await readS3Snapshots(deployment.clients.s3, descriptor.sinkBucket!, 'results/'))).toEqual(answerOver([...before, ...sales], belowTwenty));
     const again = await cli.run(['replay', 'abort', QUERY]);
     expect(again.code).toBe(1);
@@ -284,6 +321,48 @@ describe('sluice replay', () => {
     const restarted = await cli.run(['replay', 'start', QUERY, '--from', from]);
     expect(restarted.code, restarted.stderr).toBe(0);
   }, 300_000);
+
+  it('rolls a cutover back: the retired namespace catches up with what the new one processed since, then is live again, fenced the same way', async () => {
+    const { deployment, cli, descriptor } = await deployed();
+    const bucket = descriptor.sinkBucket!;
+    const readLive = async () => answerOf(await readS3Snapshots(deployment.clients.s3, bucket, await liveSinkPrefix(deployment.clients, bucket, 'results/')));
+    const from = new Date(Date.now() - 60_000).toISOString();
+    const first = wave(20, 0);
+    await put(deployment, first);
+    await deployment.drain();
+    const never = await cli.run(['replay', 'rollback', QUERY]);
+    expect(never.code).toBe(1);
+    expect(never.stderr).toMatch(/Cannot roll 'replay-sales' back: it was never cut over/);
+
+    const started = JSON.parse((await cli.run(['replay', 'start', QUERY, '--from', from, '--query-module', FIXED_MODULE, '--json'])).stdout) as { namespace: string };
+    expect((await cli.run(['replay', 'run', QUERY, '--query-module', FIXED_MODULE])).code).toBe(0);
+    expect((await cli.run(['replay', 'cutover', QUERY])).code).toBe(0);
+    // The fixed query runs live for a while: the retired namespace does not see these records.
+    const second = wave(12, 20);
+    await put(deployment, second);
+    await deployment.drain({}, {}, fixed);
+    expect(await readLive()).toEqual(answerOver([...first, ...second], all));
+
+    const rolled = await cli.run(['replay', 'rollback', QUERY, '--query-module', BUGGY_MODULE, '--batch-size', '5', '--json']);
+    expect(rolled.code, rolled.stderr + rolled.stdout).toBe(0);
+    expect(JSON.parse(rolled.stdout)).toMatchObject({ namespace: QUERY, retired: started.namespace, readerPointer: { prefix: 'results/' } });
+    // Gap-free: the old namespace read the records the fixed one processed after the cutover.
+    expect(await readLive()).toEqual(answerOver([...first, ...second], belowTwenty));
+    // The rolled-back-from namespace is fenced off, as a cutover fences the one it retires.
+    const stale = new DynamoDbCheckpoint({
+      client: deployment.clients.dynamodb, checkpointTable: descriptor.checkpointTable, stateTable: descriptor.stateTable,
+      queryName: started.namespace, partitionId: 'shardId-000000000000', stateCache: null, commitFence: namespaceFence(descriptor.checkpointTable, QUERY, started.namespace),
+    });
+    const [latest] = (await stale.commitLog.getLatest())!;
+    await expect(stale.commitLog.add(latest + 1, { formatVersion: CHECKPOINT_FORMAT_VERSION, batchId: latest + 1, nextBatchWatermarkMs: 0 }))
+      .rejects.toMatchObject({ code: 'NAMESPACE_RETIRED' });
+    const third = wave(8, 32);
+    await put(deployment, third);
+    await deployment.drain();
+    expect(await readLive()).toEqual(answerOver([...first, ...second, ...third], belowTwenty));
+    const status = await cli.run(['replay', 'status', QUERY]);
+    expect(status.stdout).toMatch(new RegExp(`live namespace: ${QUERY} \\(retired: ${started.namespace}\\)`));
+  }, 480_000);
 
   it('a DynamoDB-sink query replays into a table of its own, which becomes the live one at the cutover', async () => {
     const update = defineQuery({ ...buggy, outputMode: 'update', sink: { kind: 'dynamodb' } });
@@ -320,6 +399,12 @@ describe('sluice replay', () => {
     await deployment.drain();
     expect(await tableAnswer(shadowTable)).toEqual(answerOver([...sales, ...more], belowTwenty));
     expect(await tableAnswer(liveTable)).toEqual(liveBefore);
+    // A rollback needs the retired namespace's answer: with its table gone it is refused, nothing changed.
+    await deleteResources(deployment.clients, { tables: [liveTable] });
+    const rollback = await cli.run(['replay', 'rollback', QUERY]);
+    expect(rollback.code).toBe(1);
+    expect(rollback.stderr).toMatch(new RegExp(`Cannot roll 'replay-sales' back to replay-sales: its sink table ${liveTable} no longer exists`));
+    expect((await cli.run(['replay', 'status', QUERY])).stdout).toMatch(/no replay of replay-sales is running/);
     await deleteResources(deployment.clients, { tables: [shadowTable] });
   }, 300_000);
 
@@ -356,4 +441,61 @@ describe('sluice replay', () => {
     expect(await tableAnswer(shadowTable)).toEqual(expected);
     await deleteResources(deployment.clients, { tables: [shadowTable] });
   }, 300_000);
+  it('replays a query with a repartition stage: its records share the internal stream, tagged, and neither run applies the other\'s', async () => {
+    const HOP_QUERY = 'replay-sales-hop';
+    const hopBuggy = defineQuery({ ...buggy, name: HOP_QUERY, source: { format: 'json', schema: 'store_id string, amount double, ts timestamp' } });
+    const deployment = await deploy(emulators, hopBuggy, 2, { repartitionShards: 2, expectedShardCount: undefined });
+    const descriptor: DeploymentDescriptor = { ...deployment.config, sluiceQuery: HOP_QUERY };
+    const file = join(dir, `deployment-${deployment.config.checkpointTable}.json`);
+    writeFileSync(file, JSON.stringify(descriptor));
+    const cli = cliFor(file);
+    const module = 'test/bin/fixtures/replay-sales-hop-fixed.ts';
+    const bucket = descriptor.sinkBucket!;
+    const readLive = async () => answerOf(await readS3Snapshots(deployment.clients.s3, bucket, await liveSinkPrefix(deployment.clients, bucket, 'results/')));
+    // Partition keys unrelated to the grouping key: a store's sales reach both source shards, so only stage 2 sees a group whole.
+    const putSpread = (sales: readonly Sale[], from: number) => deployment.put(sales.map((s, i) => ({ data: JSON.stringify(s), partitionKey: `order-${from + i}` })));
+    const from = new Date(Date.now() - 60_000).toISOString();
+    const first = wave(30, 0);
+    await putSpread(first, 0);
+    await deployment.drain();
+    expect(await readLive()).toEqual(answerOver(first, belowTwenty));
+
+    const started = await cli.run(['replay', 'start', HOP_QUERY, '--from', from, '--query-module', module, '--json']);
+    expect(started.code, started.stderr).toBe(0);
+    const run = JSON.parse(started.stdout) as { runId: string; namespace: string; sinkPrefix: string };
+    const waiting = JSON.parse((await cli.run(['replay', 'status', HOP_QUERY, '--json'])).stdout) as {
+      ready: boolean; shards: { partition: string; label: string; behind: number }[];
+    };
+    // Two source shards and the internal stream's two shards (stage 2's partitions).
+    expect(waiting.shards.map((s) => s.partition).filter((p) => p.startsWith('state.'))).toHaveLength(2);
+    expect(waiting.shards.filter((s) => !s.partition.startsWith('state.')).reduce((n, s) => n + s.behind, 0)).toBe(first.length);
+    expect(waiting.ready).toBe(false);
+
+    // Smaller batches than the live run's: the shadow's batch ids go past the live ones, so a live
+    // stage 2 that took the shadow's records would apply them (and the reverse).
+    const replayed = await cli.run(['replay', 'run', HOP_QUERY, '--query-module', module, '--batch-size', '2']);
+    expect(replayed.code, replayed.stderr + replayed.stdout).toBe(0);
+    expect(answerOf(await readS3Snapshots(deployment.clients.s3, bucket, run.sinkPrefix))).toEqual(answerOver(first, all));
+    // The live run goes on, its stage 2 reading past the shadow's records without applying them.
+    const second = wave(20, 30);
+    await putSpread(second, 30);
+    await deployment.drain();
+    expect(await readLive()).toEqual(answerOver([...first, ...second], belowTwenty));
+    const early = await cli.run(['replay', 'cutover', HOP_QUERY]);
+    expect(early.code).toBe(1);
+    expect(early.stderr).toMatch(/has not caught up with the live run/);
+
+    const resumed = await cli.run(['replay', 'run', HOP_QUERY, '--query-module', module, '--batch-size', '3']);
+    expect(resumed.code, resumed.stderr + resumed.stdout).toBe(0);
+    expect(answerOf(await readS3Snapshots(deployment.clients.s3, bucket, run.sinkPrefix))).toEqual(answerOver([...first, ...second], all));
+    const cut = await cli.run(['replay', 'cutover', HOP_QUERY, '--json']);
+    expect(cut.code, cut.stderr).toBe(0);
+
+    // The fixed query deployed: its stage 1 tags the records with the new live namespace, and its stage 2 applies them.
+    const third = wave(15, 50);
+    await putSpread(third, 50);
+    await deployment.drain({}, {}, hopFixed);
+    expect(await readLive()).toEqual(answerOver([...first, ...second, ...third], all));
+    expect(answerOf(await readS3Snapshots(deployment.clients.s3, bucket, 'results/'))).toEqual(answerOver([...first, ...second], belowTwenty));
+  }, 480_000);
 });

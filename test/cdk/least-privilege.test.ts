@@ -4,6 +4,7 @@
  */
 import type { Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import { describe, expect, it } from 'vitest';
 import { SluiceQuery } from '../../cdk/sluice-query.js';
 import { asArray, example, fixture, nagViolations, statementsOfRole, testStack } from './support.js';
@@ -117,6 +118,33 @@ describe('least privilege per function', () => {
       stream: ['kinesis:ListShards'], internal: MAPPING_READS,
     });
     expect(nagViolations(stack)).toEqual([]);
+  });
+
+  it('replaySinkTables: the functions that write the sink may PutItem each replay table, and nothing more; refused for an S3 sink', () => {
+    const stack = testStack();
+    const replayTable = new dynamodb.Table(stack, 'ReplayTable', {
+      partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING }, billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+    });
+    const query = new SluiceQuery(stack, 'Live', { queryModule: example('hourly-sales-live.ts'), replaySinkTables: [replayTable] });
+    const template = Template.fromStack(stack);
+    const replayArn = { 'Fn::GetAtt': [stack.getLogicalId(replayTable.node.defaultChild as never), 'Arn'] };
+    const onReplayTable = (fn: Fn) => statementsOfRole(template, stack.getLogicalId(fn.role!.node.defaultChild as never))
+      .filter((s) => asArray(s.Resource).some((r) => JSON.stringify(r) === JSON.stringify(replayArn)))
+      .flatMap((s) => asArray(s.Action));
+    expect(onReplayTable(query.kinesisTriggerFunction)).toEqual(['dynamodb:PutItem']);
+    expect(onReplayTable(query.scheduledTriggerFunction)).toEqual(['dynamodb:PutItem']);
+    expect(onReplayTable(query.onFailureFunction)).toEqual([]);
+    expect(nagViolations(stack)).toEqual([]);
+
+    const s3Stack = testStack();
+    const other = new dynamodb.Table(s3Stack, 'ReplayTable', { partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING } });
+    expect(() => new SluiceQuery(s3Stack, 'Large', { queryModule: fixture('large-orders.ts'), replaySinkTables: [other] }))
+      .toThrow(/replaySinkTables are for a dynamodb sink's replays/);
+    const liveStack = testStack();
+    const live = new dynamodb.Table(liveStack, 'Sink', { partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING } });
+    expect(() => new SluiceQuery(liveStack, 'Live', { queryModule: example('hourly-sales-live.ts'), sinkTable: live, replaySinkTables: [live] }))
+      .toThrow(/lists the sink table itself/);
   });
 
   it('two queries sharing a dead-letter bucket each write only their own prefix', () => {
