@@ -106,6 +106,7 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   const letterById = new Map(letters.map((l) => [idOf(l.shardId, l.sequenceNumber), l]));
   const sourceShards = new Set((await listStreamShards(clients.kinesis, deployment.streamName)).map((s) => s.ShardId!));
 
+  const openRuns = new Set(runItems.filter((i) => i.state?.S === 'open').map((i) => i.sk!.S!.slice(RUN_PREFIX.length)));
   const report = { runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, wouldRedrive: 0 };
   const due = new Map<string, DeadLetterRecord[]>();
   for (const letter of letters) {
@@ -113,7 +114,8 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
     if (options.sinceMs !== undefined && letter.approximateArrivalTimestampMs < options.sinceMs) continue;
     const id = idOf(letter.shardId, letter.sequenceNumber);
     if (newIds.has(id) || isRedriveProgressKey(letter.shardId)) report.failedAgain.push({ shardId: letter.shardId, sequenceNumber: letter.sequenceNumber, reason: letter.reason });
-    else if (claimed.has(id)) report.alreadyRedriven++;
+    // Claimed by a run left open: that run is finished below (and reported there).
+    else if (claimed.has(id)) { if (!openRuns.has(claimed.get(id)!.run?.S ?? '')) report.alreadyRedriven++; }
     else if (!sourceShards.has(letter.shardId)) report.notFromSource++;
     else due.set(letter.shardId, [...(due.get(letter.shardId) ?? []), letter]);
   }
@@ -153,8 +155,9 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   };
 
   // Runs an earlier re-drive left open: their records, as they were claimed, first.
-  for (const item of runItems.filter((i) => i.state?.S === 'open')) {
+  for (const item of runItems) {
     const partitionId = item.sk!.S!.slice(RUN_PREFIX.length);
+    if (!openRuns.has(partitionId)) continue;
     const ids = (item.ids?.L ?? []).map((v) => v.S!).filter((id) => claimed.get(id)?.run?.S === partitionId);
     const records = ids.map((id) => letterById.get(id)).filter((l): l is DeadLetterRecord => l !== undefined);
     if (records.length !== ids.length) throw new Error(`re-drive ${partitionId}: ${ids.length - records.length} of its dead letters are no longer in S3`);
