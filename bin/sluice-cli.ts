@@ -96,6 +96,8 @@ try {
   // Emulator children and SDK sockets are gone; exit at once rather than wait for stray timers.
   process.exit(process.exitCode ?? EXIT.ok);
 } catch (error) {
+  // Thrown by an action (commander prints only what its own parsing finds).
+  if (error instanceof InvalidArgumentError) process.stderr.write(`error: ${error.message}\n`);
   if (error instanceof CommanderError) {
     // commander printed the problem (or the help/version, exit code 0) already.
     process.exit(error.exitCode === 0 ? EXIT.ok : EXIT.usage);

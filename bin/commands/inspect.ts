@@ -35,7 +35,8 @@ export function registerInspectCommands(program: Command): void {
             + `skipped ${formatTime(r.skippedAtMs)}): ${r.reason}`),
           ...(status.lostRanges.length > 0 ? [`skipped ranges whose records expired before the re-drive (lost): ${status.lostRanges.length}`] : []),
           ...status.lostRanges.map((r) => `  ${r.partitionId} ${r.outcome!.expiredRange?.first ?? r.firstSequenceNumber}..${r.outcome!.expiredRange?.last ?? r.lastSequenceNumber}`
-            + ` (${r.outcome!.expired} record(s) lost)`),
+            + ` (${r.outcome!.expired} record(s) lost)${r.acknowledgement
+              ? `; acknowledged by ${r.acknowledgement.by} at ${formatTime(r.acknowledgement.atMs)}: ${r.acknowledgement.reason}` : ''}`),
         ].join('\n'));
         process.exitCode = status.healthy ? EXIT.ok : EXIT.unhealthy;
       } finally {

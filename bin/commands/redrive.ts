@@ -1,12 +1,20 @@
 /**
- * `sluice redrive <query>`: dead-lettered records back into the source stream, each at most once;
- * with `--skipped`, the batches the event source mappings gave up (recorded skipped ranges) re-read
- * from the stream and put back, once.
+ * `sluice redrive <query> --query-module m`: dead-lettered records run through the query itself, in
+ * this process, each at most once (lib/aws/dead-letter-reprocess.ts); `--into-stream` puts them
+ * back into the source stream instead (every consumer of the stream reads them again). With
+ * `--skipped`, the batches the event source mappings gave up (recorded skipped ranges) re-read from
+ * the stream and put back, once. `--acknowledge <range>` / `--all-lost` record that a person has
+ * seen a loss to retention: `sluice status` still lists it, and is healthy again.
  */
 import { type Command, InvalidArgumentError } from 'commander';
+import { userInfo } from 'node:os';
 import { redriveDeadLetters } from '../../lib/aws/dead-letter-redrive.js';
+import { reprocessDeadLetters } from '../../lib/aws/dead-letter-reprocess.js';
+import { runtimeConfigOf } from '../../lib/aws/replay.js';
+import { acknowledgeLostRanges } from '../../lib/aws/lost-range-acknowledgement.js';
 import { redriveSkippedBatches, sourceCheckOf, type RecordCheck, type SkippedRedriveReport } from '../../lib/aws/skipped-batch-redrive.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
+import type { QueryDefinition } from '../../lib/query/query-definition.js';
 import { addAwsOptions, connect, EXIT, print, type AwsOptions, type Connected } from './common.js';
 
 function parseTime(value: string): number {
@@ -15,29 +23,64 @@ function parseTime(value: string): number {
   return ms;
 }
 
-type RedriveOptions = AwsOptions & { since?: number; shard?: string; dryRun?: boolean; skipped?: boolean; queryModule?: string; range?: string };
+type RedriveOptions = AwsOptions & {
+  since?: number; shard?: string; dryRun?: boolean; skipped?: boolean; queryModule?: string; range?: string; intoStream?: boolean;
+  acknowledge?: string; allLost?: boolean; reason?: string; by?: string;
+};
+
+function defaultActor(): string {
+  try {
+    return process.env.SLUICE_ACTOR ?? userInfo().username;
+  } catch {
+    return process.env.USER ?? 'unknown';
+  }
+}
 
 export function registerRedriveCommand(program: Command): void {
   addAwsOptions(program
     .command('redrive')
-    .description('put dead-lettered records back into the source stream after a fix, each at most once (a ledger in the checkpoint table '
-      + 'marks them); a re-driven record that fails again is reported, not re-driven. With --skipped: the batches the event source '
-      + 'mapping gave up instead, re-read from the stream while it retains them')
+    .description('run dead-lettered records through the query again after a fix (--query-module: the fixed query, in this process), each at most '
+      + 'once (a ledger in the checkpoint table marks them); the source stream is not written, so no other consumer of it sees them. A re-driven '
+      + 'record that fails again is reported, not re-driven. With --skipped: the batches the event source mapping gave up instead, re-read from '
+      + 'the stream while it retains them. With --acknowledge/--all-lost: record that a loss to retention was seen (status is healthy again)')
     .argument('<query>', 'the query\'s name')
     .option('--since <time>', 'only records that arrived at or after this time', parseTime)
     .option('--shard <id>', 'only this shard\'s dead letters (or skipped ranges)')
+    .option('--query-module <file>', 'the query (as fixed): dead letters run through it in this process; with --skipped, records it refuses are dead-lettered')
+    .option('--into-stream', 'WARNING: put the dead letters back into the source stream instead: every query and consumer reading that stream '
+      + 'reads them again (duplicates there); only for a stream this query alone reads')
     .option('--skipped', 're-drive the recorded skipped ranges (`sluice status` lists them) instead of the dead letters')
     .option('--range <sequence number>', 'with --skipped: only the skipped range starting at this sequence number')
-    .option('--query-module <file>', 'with --skipped: decode each record with this query module\'s source; what it refuses is dead-lettered with the reason')
+    .option('--acknowledge <range>', 'acknowledge the loss of a lost skipped range (its first sequence number, or <partition>#<first>, as status lists it)')
+    .option('--all-lost', 'acknowledge every lost skipped range not acknowledged yet')
+    .option('--reason <text>', 'with --acknowledge/--all-lost: why the loss is accepted (required; stored with who and when)')
+    .option('--by <name>', 'with --acknowledge/--all-lost: who acknowledges (default: $SLUICE_ACTOR, else the OS user)')
     .option('--dry-run', 'list what would be re-driven'))
     .action(async (query: string, opts: RedriveOptions) => {
-      if (opts.queryModule && !opts.skipped) throw new InvalidArgumentError('--query-module goes with --skipped.');
+      const acknowledging = opts.acknowledge !== undefined || opts.allLost === true;
+      if (acknowledging) {
+        if (opts.acknowledge !== undefined && opts.allLost) throw new InvalidArgumentError('--acknowledge <range> or --all-lost, not both.');
+        if (!opts.reason?.trim()) throw new InvalidArgumentError('--reason "..." is required to acknowledge a loss (it is stored with who and when).');
+        if (opts.skipped || opts.intoStream || opts.queryModule || opts.since !== undefined || opts.range) {
+          throw new InvalidArgumentError('--acknowledge/--all-lost goes alone (with --shard, --reason, --by, --dry-run).');
+        }
+      } else if (opts.reason !== undefined || opts.by !== undefined) {
+        throw new InvalidArgumentError('--reason and --by go with --acknowledge or --all-lost.');
+      }
       if (opts.range && !opts.skipped) throw new InvalidArgumentError('--range goes with --skipped.');
       if (opts.skipped && opts.since !== undefined) throw new InvalidArgumentError('--since filters dead letters; skipped ranges are re-driven whole.');
+      if (opts.intoStream && (opts.skipped || opts.queryModule)) throw new InvalidArgumentError('--into-stream re-drives dead letters without a query module.');
+      if (!acknowledging && !opts.skipped && !opts.intoStream && !opts.queryModule) {
+        throw new InvalidArgumentError('Dead letters are re-driven through the query: give --query-module <file> (the query as fixed). '
+          + '--into-stream puts them back into the source stream instead, where every consumer of the stream reads them again.');
+      }
       const definition = opts.queryModule ? await importQueryModule(opts.queryModule) : undefined;
+      if (definition && definition.name !== query) throw new InvalidArgumentError(`--query-module ${opts.queryModule} defines query '${definition.name}', not '${query}'.`);
       const c = await connect(query, opts);
       try {
-        if (opts.skipped) await skipped(c, opts, definition ? sourceCheckOf(definition, c.deployment) : undefined);
+        if (acknowledging) await acknowledge(c, opts);
+        else if (opts.skipped) await skipped(c, opts, definition ? sourceCheckOf(definition, c.deployment) : undefined);
+        else if (definition) await throughQuery(c, opts, definition);
         else await deadLetters(c, opts);
       } finally {
         c.close();
@@ -45,10 +88,43 @@ export function registerRedriveCommand(program: Command): void {
     });
 }
 
+async function throughQuery(c: Connected, opts: RedriveOptions, definition: QueryDefinition): Promise<void> {
+  const report = await reprocessDeadLetters(c.clients, c.deployment, {
+    definition, config: runtimeConfigOf(c.deployment), sinceMs: opts.since, shardId: opts.shard, dryRun: opts.dryRun,
+  });
+  print(opts, report, () => [
+    opts.dryRun ? `would re-drive ${report.wouldRedrive} record(s) through ${c.deployment.sluiceQuery}`
+      : `re-drove ${report.reprocessed} record(s) through ${c.deployment.sluiceQuery} (the source stream is not written)`,
+    ...report.runs.map((r) => `  ${r.partitionId}: ${r.records} record(s), ${r.batches} batch(es)${r.resumed ? ' (resumed: an earlier re-drive stopped)' : ''}`),
+    `already re-driven before: ${report.alreadyRedriven}`,
+    ...(report.notFromSource > 0 ? [`not of a source shard (left): ${report.notFromSource}`] : []),
+    ...(report.failedAgain.length > 0 ? [`failed again after a re-drive (not re-driven again): ${report.failedAgain.length}`,
+      ...report.failedAgain.map((f) => `  ${f.shardId}/${f.sequenceNumber}: ${f.reason}`)] : []),
+  ].join('\n'));
+  process.exitCode = report.failedAgain.length > 0 ? EXIT.unhealthy : EXIT.ok;
+}
+
+async function acknowledge(c: Connected, opts: RedriveOptions): Promise<void> {
+  const report = await acknowledgeLostRanges(c.clients, c.deployment, {
+    ...(opts.acknowledge !== undefined ? { range: opts.acknowledge } : {}), ...(opts.shard ? { shardId: opts.shard } : {}),
+    reason: opts.reason!.trim(), by: opts.by ?? defaultActor(), dryRun: opts.dryRun,
+  });
+  if (opts.acknowledge !== undefined && report.acknowledged.length === 0 && report.alreadyAcknowledged.length === 0) {
+    throw new InvalidArgumentError(`No lost skipped range of '${c.deployment.sluiceQuery}' starts at ${opts.acknowledge} `
+      + `(lost ranges: ${report.unmatched.map((r) => `${r.partitionId}#${r.firstSequenceNumber}`).join(', ') || 'none'}).`);
+  }
+  print(opts, report, () => [
+    `${opts.dryRun ? 'would acknowledge' : 'acknowledged'} ${report.acknowledged.length} lost range(s)`,
+    ...report.acknowledged.map((r) => `  ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber}: ${r.outcome?.expired ?? 0} record(s) lost`),
+    ...(report.alreadyAcknowledged.length > 0 ? [`acknowledged before: ${report.alreadyAcknowledged.length}`] : []),
+  ].join('\n'));
+  process.exitCode = EXIT.ok;
+}
+
 async function deadLetters(c: Connected, opts: RedriveOptions): Promise<void> {
   const report = await redriveDeadLetters(c.clients, c.deployment, { sinceMs: opts.since, shardId: opts.shard, dryRun: opts.dryRun });
   print(opts, report, () => [
-    opts.dryRun ? `would re-drive ${report.wouldRedrive} record(s)` : `re-drove ${report.redriven.length} record(s) into ${c.deployment.streamName}`,
+    opts.dryRun ? `would re-drive ${report.wouldRedrive} record(s)` : `re-drove ${report.redriven.length} record(s) into ${c.deployment.streamName} (every consumer of the stream reads them again)`,
     `already re-driven before: ${report.alreadyRedriven}`,
     ...(report.failedAgain.length > 0 ? [`failed again after a re-drive (not re-driven again): ${report.failedAgain.length}`,
       ...report.failedAgain.map((f) => `  ${f.shardId}/${f.sequenceNumber}: ${f.reason}`)] : []),

@@ -1,6 +1,8 @@
 /**
- * Re-drive: dead-lettered records back into the source stream (after the query or the producer was
- * fixed), each at most once. A ledger in the checkpoint table (pk `${queryName}#redrive`, sk the
+ * Re-drive into the stream (`sluice redrive --into-stream`, opt-in): dead-lettered records back into
+ * the source stream (after the query or the producer was fixed), each at most once. Every consumer
+ * of the stream reads them again; the default re-drive runs them through the query itself
+ * (dead-letter-reprocess.ts). A ledger in the checkpoint table (pk `${queryName}#redrive`, sk the
  * record's `<shardId>/<sequenceNumber>`) says which were re-driven:
  *
  *   1. claim: a conditional PutItem of the ledger item (refused if it exists: re-driven already);
@@ -15,6 +17,7 @@ import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand } fr
 import { PutRecordCommand } from '@aws-sdk/client-kinesis';
 import type { DeploymentDescriptor } from '../runtime/runtime-config.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
+import { isRedriveProgressKey } from '../sources/repartition-records.js';
 import type { AwsClients } from './clients.js';
 import { queryAll } from './dynamodb-cost.js';
 import { readDeadLetters } from './s3-dead-letter-writer.js';
@@ -48,7 +51,7 @@ export async function redriveDeadLetters(clients: AwsClients, deployment: Deploy
   const pk = `${query}#redrive`;
   const ledger: LedgerEntry[] = (await queryAll(clients.dynamodb, {
     TableName: deployment.checkpointTable, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: pk } }, ConsistentRead: true,
-  }, undefined)).map((i) => ({ id: i.sk!.S!, newId: i.newShardId?.S && i.newSequenceNumber?.S ? idOf(i.newShardId.S, i.newSequenceNumber.S) : null }));
+  }, undefined)).filter((i) => !i.sk!.S!.startsWith('run#')).map((i) => ({ id: i.sk!.S!, newId: i.newShardId?.S && i.newSequenceNumber?.S ? idOf(i.newShardId.S, i.newSequenceNumber.S) : null }));
   const redrivenIds = new Set(ledger.map((e) => e.id));
   const newIds = new Set(ledger.flatMap((e) => (e.newId ? [e.newId] : [])));
   const letters = await readDeadLetters(clients.s3, deployment.deadLetterBucket,
@@ -61,7 +64,8 @@ export async function redriveDeadLetters(clients: AwsClients, deployment: Deploy
     if (options.shardId && letter.shardId !== options.shardId) continue;
     if (options.sinceMs !== undefined && letter.approximateArrivalTimestampMs < options.sinceMs) continue;
     const id = idOf(letter.shardId, letter.sequenceNumber);
-    if (newIds.has(id)) report.failedAgain.push({ shardId: letter.shardId, sequenceNumber: letter.sequenceNumber, reason: letter.reason });
+    // A letter of a re-drive's own partition (`<shard>@redrive:<run>`, dead-letter-reprocess.ts) failed again too.
+    if (newIds.has(id) || isRedriveProgressKey(letter.shardId)) report.failedAgain.push({ shardId: letter.shardId, sequenceNumber: letter.sequenceNumber, reason: letter.reason });
     else if (redrivenIds.has(id)) report.alreadyRedriven++;
     else due.push(letter);
   }

@@ -30,6 +30,7 @@ import type { CostMeter } from '../core/cost-meter.js';
 import { combineWatermarks, type PartitionWatermark, type WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import { meterUnits, queryAll, writeUnitsFor } from './dynamodb-cost.js';
 import { CHECKPOINT_ITEMS } from './tables.js';
+import { isRedriveProgressKey } from '../sources/repartition-records.js';
 
 export interface DynamoDbWatermarkCoordinatorOptions {
   readonly client: DynamoDBClient;
@@ -67,7 +68,8 @@ export class DynamoDbWatermarkCoordinator implements WatermarkCoordinator {
       ExpressionAttributeValues: { ':pk': { S: this.pk } },
       ConsistentRead: true,
     }, this.options.meter).catch((e: unknown) => { throw wrap(e, 'read the partition watermarks'); });
-    return items.map((i) => {
+    // A re-drive's own partition (`<shard>@redrive:<run>`) runs once on old records: never part of the minimum.
+    return items.filter((i) => !isRedriveProgressKey(i.sk!.S!)).map((i) => {
       const closed = i.closed?.BOOL === true;
       return {
         partitionId: i.sk!.S!,

@@ -20,7 +20,7 @@ import { DynamoDbCheckpoint } from './dynamodb-checkpoint.js';
 import { DynamoDbWatermarkCoordinator, type PartitionWatermarkRow } from './dynamodb-watermarks.js';
 import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js';
 import { encodeKeySegment, listKeys, normalizePrefix } from './s3-util.js';
-import { SkippedBatchStore, type SkippedRange } from './skipped-batches.js';
+import { isLostRange, SkippedBatchStore, type SkippedRange } from './skipped-batches.js';
 
 /** Stage-2 partitions of a repartition stage are named `state.<internal shard id>`. */
 const STAGE2_PREFIX = 'state.';
@@ -54,7 +54,9 @@ export interface QueryStatus {
   readonly skippedRanges: readonly SkippedRange[];
   /**
    * Skipped ranges whose records expired from the stream before the re-drive read them: lost to
-   * retention, which Sluice cannot undo, and reported (unhealthy) so that the loss is never silent.
+   * retention, which Sluice cannot undo, and reported (unhealthy) so that the loss is never silent,
+   * until a person acknowledges it (`sluice redrive --acknowledge`): then it is listed here with its
+   * `acknowledgement` (who, when, why) and no longer a problem.
    */
   readonly lostRanges: readonly SkippedRange[];
   readonly healthy: boolean;
@@ -153,7 +155,7 @@ export async function inspectQuery(clients: AwsClients, deployment: DeploymentDe
     client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: deployment.sluiceQuery,
   }).list();
   const skippedRanges = ranges.filter((r) => r.state === 'waiting');
-  const lostRanges = ranges.filter((r) => r.state === 'redriven' && (r.outcome?.expired ?? 0) > 0);
+  const lostRanges = ranges.filter(isLostRange);
   const problems: string[] = [];
   if (skippedBatches) problems.push(`${skippedBatches} skipped batch(es) wait in the on-failure queue: their records were not processed`);
   if (skippedRanges.length > 0) {
@@ -161,10 +163,11 @@ export async function inspectQuery(clients: AwsClients, deployment: DeploymentDe
     problems.push(`${skippedRanges.length} skipped range(s) (${records} record(s)) were given up by the event source mapping and wait for \`sluice redrive --skipped\` `
       + 'while the stream retains them');
   }
-  for (const r of lostRanges) {
+  for (const r of lostRanges.filter((l) => !l.acknowledgement)) {
     const lost = r.outcome!.expiredRange;
     problems.push(`${r.outcome!.expired} record(s) of the skipped range ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber} expired from `
-      + `${r.streamName} before the re-drive read them: lost${lost ? ` (sequence numbers ${lost.first}..${lost.last})` : ''}`);
+      + `${r.streamName} before the re-drive read them: lost${lost ? ` (sequence numbers ${lost.first}..${lost.last})` : ''}; `
+      + `once seen: \`sluice redrive ${deployment.sluiceQuery} --acknowledge ${r.partitionId}#${r.firstSequenceNumber} --reason "..."\``);
   }
   for (const p of partitions) {
     if (p.lag && p.lag.ms > maxLagMs) problems.push(`${label(p)} is ${Math.round(p.lag.ms / 1000)} s behind its stream (over ${Math.round(maxLagMs / 1000)} s)`);

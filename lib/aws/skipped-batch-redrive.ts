@@ -114,15 +114,16 @@ export async function redriveSkippedBatches(
     const base = { partitionId: range.partitionId, shardId: range.shardId, first: range.firstSequenceNumber, last: range.lastSequenceNumber, reason: range.reason };
     if (range.state === 'redriven') { report.alreadyRedriven++; continue; }
     const records = await readRange(clients, range);
-    const committed = await committedWithin(clients, deployment, range, options.maxBatchesBack ?? 1000);
+    const spans = await committedSpans(clients, deployment, range, options.maxBatchesBack ?? 1000);
+    const committed = (sequenceNumber: string): boolean => inSpans(spans, BigInt(sequenceNumber));
     if (!sourceStreams.has(range.streamName)) {
       await redriveInternalRange(clients, deployment, store, range, records.filter((r) => !committed(r.sequenceNumber)), records.length, options, report);
       continue;
     }
-    const expired = Math.max(0, range.batchSize - records.length);
+    const loss = expiredLoss(range, records, spans);
     const outcome = {
-      redriven: 0, deadLettered: 0, alreadyCommitted: 0, expired, skippedAgain: 0,
-      ...(expired > 0 ? { expiredRange: expiredRangeOf(range, records) } : {}),
+      redriven: 0, deadLettered: 0, alreadyCommitted: loss.committed, expired: loss.lost, skippedAgain: 0,
+      ...(loss.lost > 0 ? { expiredRange: loss.range! } : {}),
     };
     const letters: DeadLetterRecord[] = [];
     const toSend: ShardRecord[] = [];
@@ -222,10 +223,50 @@ function accumulate(report: { redriven: number; deadLettered: number; alreadyCom
   report.skippedAgain += o.skippedAgain;
 }
 
-/** Where the range's expired records were: from its first up to the first record still held. */
-function expiredRangeOf(range: SkippedRange, held: readonly ShardRecord[]): { first: string; last: string } {
+/**
+ * What became of the range's records the stream no longer holds (retention trims a shard from its
+ * oldest record, so they are the range's first, up to the first record still held). Those a batch
+ * committed after all are not lost: a committed batch's offset names its first and last sequence
+ * numbers and its record count, so the records of the gone part it holds are its count less its
+ * records still readable. Lost: the others, in the parts of the gone prefix no committed batch
+ * covers (`range`: from the first such part's start to the last one's end). A batch reaching
+ * outside the range, over a gone part covered only partly, cannot be split exactly: it counts as
+ * committing none of them there, so a loss may be over-reported, never under-reported.
+ */
+export function expiredLoss(
+  range: SkippedRange, held: readonly ShardRecord[], spans: readonly CommittedSpan[],
+): { lost: number; committed: number; range?: { first: string; last: string } } {
+  const gone = Math.max(0, range.batchSize - held.length);
+  if (gone === 0) return { lost: 0, committed: 0 };
+  const first = BigInt(range.firstSequenceNumber);
+  const last = BigInt(range.lastSequenceNumber);
   const firstHeld = held.reduce<bigint | null>((min, r) => (min === null || BigInt(r.sequenceNumber) < min ? BigInt(r.sequenceNumber) : min), null);
-  return { first: range.firstSequenceNumber, last: firstHeld === null ? range.lastSequenceNumber : String(firstHeld - 1n) };
+  const prefixEnd = firstHeld === null ? last : firstHeld - 1n;
+  const uncovered = uncoveredParts(first, prefixEnd, spans);
+  if (uncovered.length === 0) return { lost: 0, committed: gone };
+  let committed = 0;
+  for (const span of spans) {
+    // Within the range: its records there are its count less those still held; else not split exactly.
+    if (span.to < first || span.from > prefixEnd || span.from < first || span.to > last) continue;
+    committed += Math.max(0, span.count - held.filter((r) => BigInt(r.sequenceNumber) <= span.to).length);
+  }
+  committed = Math.min(committed, gone);
+  return { lost: gone - committed, committed, range: { first: String(uncovered[0]!.from), last: String(uncovered.at(-1)!.to) } };
+}
+
+/** The parts of [from, to] no span covers, in order. */
+function uncoveredParts(from: bigint, to: bigint, spans: readonly CommittedSpan[]): { from: bigint; to: bigint }[] {
+  const parts: { from: bigint; to: bigint }[] = [];
+  let next = from;
+  for (const span of [...spans].sort((a, b) => (a.from < b.from ? -1 : a.from > b.from ? 1 : 0))) {
+    if (span.to < next) continue;
+    if (span.from > to) break;
+    if (span.from > next) parts.push({ from: next, to: span.from - 1n });
+    next = span.to + 1n;
+    if (next > to) return parts;
+  }
+  if (next <= to) parts.push({ from: next, to });
+  return parts;
 }
 
 /** The range's records the stream still holds (none once the shard is past retention). */
@@ -241,16 +282,22 @@ async function readRange(clients: AwsClients, range: SkippedRange): Promise<Shar
   }
 }
 
-/**
- * Whether a sequence number of the range was committed by a batch of its partition after all: the
- * committed batches, newest first, back to the first one that ends before the range.
- */
-export async function committedWithin(
+/** A committed batch of the range's partition: its first and last sequence numbers and its record count. */
+export interface CommittedSpan {
+  readonly from: bigint;
+  readonly to: bigint;
+  readonly count: number;
+}
+
+const inSpans = (spans: readonly CommittedSpan[], seq: bigint): boolean => spans.some((s) => s.from <= seq && seq <= s.to);
+
+/** The committed batches of the range's partition that overlap it: newest first, back to the first one that ends before it. */
+export async function committedSpans(
   clients: AwsClients, deployment: DeploymentDescriptor, range: SkippedRange, maxBatchesBack: number,
-): Promise<(sequenceNumber: string) => boolean> {
+): Promise<CommittedSpan[]> {
   const checkpoint = checkpointOf(clients, deployment, range.partitionId);
   const latest = await checkpoint.commitLog.getLatest();
-  const spans: { from: bigint; to: bigint }[] = [];
+  const spans: CommittedSpan[] = [];
   const start = BigInt(range.firstSequenceNumber);
   const end = BigInt(range.lastSequenceNumber);
   for (let batchId = latest?.[0] ?? -1, seen = 0; batchId >= 0 && seen < maxBatchesBack; batchId--, seen++) {
@@ -261,12 +308,18 @@ export async function committedWithin(
     if (to < start) break;
     if (offset.firstSequenceNumber === undefined) continue;
     const from = BigInt(offset.firstSequenceNumber);
-    if (from <= end) spans.push({ from, to });
+    // A batch without a count (older offsets) holds at least its first and last record.
+    if (from <= end) spans.push({ from, to, count: offset.recordCount ?? (from === to ? 1 : 2) });
   }
-  return (sequenceNumber) => {
-    const seq = BigInt(sequenceNumber);
-    return spans.some((s) => s.from <= seq && seq <= s.to);
-  };
+  return spans;
+}
+
+/** Whether a sequence number of the range was committed by a batch of its partition after all. */
+export async function committedWithin(
+  clients: AwsClients, deployment: DeploymentDescriptor, range: SkippedRange, maxBatchesBack: number,
+): Promise<(sequenceNumber: string) => boolean> {
+  const spans = await committedSpans(clients, deployment, range, maxBatchesBack);
+  return (sequenceNumber) => inSpans(spans, BigInt(sequenceNumber));
 }
 
 async function claim(clients: AwsClients, table: string, pk: string, id: string): Promise<boolean> {

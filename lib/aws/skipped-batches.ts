@@ -48,7 +48,18 @@ export interface SkippedRange {
   readonly state: SkippedRangeState;
   /** What the re-drive did (when redriven). */
   readonly outcome?: SkippedRangeOutcome;
+  /** A person saw the range's loss to retention (`sluice redrive --acknowledge`): status lists it, healthy. */
+  readonly acknowledgement?: LossAcknowledgement;
 }
+
+export interface LossAcknowledgement {
+  readonly by: string;
+  readonly atMs: number;
+  readonly reason: string;
+}
+
+/** A range that lost records to retention before its re-drive read them. */
+export const isLostRange = (r: SkippedRange): boolean => r.state === 'redriven' && (r.outcome?.expired ?? 0) > 0;
 
 export interface SkippedRangeOutcome {
   readonly redriven: number;
@@ -177,6 +188,24 @@ export class SkippedBatchStore {
       throw error;
     }
   }
+
+  /** Records who acknowledged a lost range, when and why; false when it was acknowledged before. */
+  async acknowledge(range: SkippedRange, acknowledgement: LossAcknowledgement): Promise<boolean> {
+    try {
+      await this.options.client.send(new UpdateItemCommand({
+        TableName: this.options.checkpointTable,
+        Key: { pk: { S: this.pk }, sk: { S: `${range.partitionId}#${range.firstSequenceNumber}` } },
+        UpdateExpression: 'SET acknowledgement = :ack',
+        ConditionExpression: '#state = :redriven AND attribute_not_exists(acknowledgement)',
+        ExpressionAttributeNames: { '#state': 'state' },
+        ExpressionAttributeValues: { ':redriven': { S: 'redriven' }, ':ack': { S: JSON.stringify(acknowledgement) } },
+      }));
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return false;
+      throw error;
+    }
+  }
 }
 
 function rangeOf(item: Item): SkippedRange {
@@ -192,6 +221,7 @@ function rangeOf(item: Item): SkippedRange {
     recordedAtMs: Number(item.recordedAtMs?.N ?? 0),
     state: (item.state?.S ?? 'waiting') as SkippedRangeState,
     ...(item.outcome?.S ? { outcome: JSON.parse(item.outcome.S) as SkippedRangeOutcome } : {}),
+    ...(item.acknowledgement?.S ? { acknowledgement: JSON.parse(item.acknowledgement.S) as LossAcknowledgement } : {}),
   };
 }
 

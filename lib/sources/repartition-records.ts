@@ -75,8 +75,12 @@ export function redriveProgressKey(record: Pick<RepartitionRecord, 'src' | 'redr
   return record.redrive === undefined ? record.src : `${record.src}${REDRIVE_KEY_MARK}${record.redrive}`;
 }
 
-const REDRIVE_KEY_MARK = '@redrive:';
-const isRedriveProgressKey = (key: string): boolean => key.includes(REDRIVE_KEY_MARK);
+/**
+ * Marks a re-drive's own progress entry, and a re-drive's own stage-1 partition
+ * (`<shard>@redrive:<run>`, lib/aws/dead-letter-reprocess.ts): neither is part of any watermark.
+ */
+export const REDRIVE_KEY_MARK = '@redrive:';
+export const isRedriveProgressKey = (key: string): boolean => key.includes(REDRIVE_KEY_MARK);
 
 /** What a state partition has applied from one source shard, per hash range (hash-range-progress.ts). */
 export type SourceProgress = RangeProgress;

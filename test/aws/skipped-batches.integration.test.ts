@@ -104,7 +104,7 @@ describe('redriveSkippedBatches', () => {
     expect(after.lostRanges.map((r) => [r.firstSequenceNumber, r.outcome?.expired])).toEqual([[gone[0], 2]]);
     expect(after.problems.filter((p) => /expired/.test(p))).toEqual([
       `2 record(s) of the skipped range shardId-000000000000 ${gone[0]}..${gone[1]} expired from ${config.streamName} before the re-drive read them: lost `
-      + `(sequence numbers ${gone[0]}..${gone[1]})`,
+      + `(sequence numbers ${gone[0]}..${gone[1]}); once seen: \`sluice redrive ${QUERY} --acknowledge shardId-000000000000#${gone[0]} --reason "..."\``,
     ]);
     expect(await redriveSkippedBatches(clients, descriptor)).toMatchObject({ ranges: [], alreadyRedriven: 2 });
     // Nothing was put back: the shard holds the six records it had.

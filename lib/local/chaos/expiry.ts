@@ -5,8 +5,9 @@
  * Retention loss is outside Sluice's control. What "nothing lost" means here: nothing is lost
  * SILENTLY. For every such range the harness checks, as an operator would see it:
  *   1. the on-failure function recorded it, and `sluice status` is unhealthy and lists it;
- *   2. `sluice redrive --skipped` (its library call) reports every record of it expired, with the
- *      range's sequence numbers as the lost ones, and puts nothing back;
+ *   2. `sluice redrive --skipped` (its library call) reports exactly its records no batch committed
+ *      as expired (those a batch committed after all are not lost), inside the sequence numbers it
+ *      names as lost, and puts nothing back;
  *   3. afterwards `sluice status` is still unhealthy, naming the lost sequence numbers;
  *   4. the shard went on: the sink equals the in-memory engine's answer over every record except
  *      the lost ones (records of the range a batch committed after all are not lost), so nothing
@@ -81,6 +82,8 @@ export async function expireAndRedrive(options: {
   // 2. The re-drive after retention passed them.
   const lost: string[] = [];
   let reportedExpired = 0;
+  /** Ranges with records no batch committed: those status must report lost (and only those). */
+  const reallyLost = new Set<SkippedRange>();
   const redriveClients = expiredView(options.clientOptions, expiring);
   try {
     const key = (partitionId: string, first: string): string => `${partitionId}#${first}`;
@@ -89,15 +92,19 @@ export async function expireAndRedrive(options: {
     for (const r of expiring) {
       const outcome = report.ranges.find((x) => x.partitionId === r.partitionId && x.first === r.firstSequenceNumber)?.outcome;
       reportedExpired += outcome?.expired ?? 0;
-      if (!outcome || outcome.expired !== r.batchSize || outcome.redriven !== 0
-        || outcome.expiredRange?.first !== r.firstSequenceNumber || outcome.expiredRange.last !== r.lastSequenceNumber) {
-        fail(`the re-drive of expired range ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber} (${r.batchSize} records) reported ${JSON.stringify(outcome ?? null)}`, r.batchSize);
-      }
-      // What is really gone: the range's records no batch committed (poison never reaches a sink anyway).
       const batch = options.gaveUp.find((g) => g.streamName === r.streamName && g.shardId === r.shardId && g.first === r.firstSequenceNumber && g.last === r.lastSequenceNumber);
       if (!batch) { fail(`no given-up batch of the mapping matches the recorded range ${r.firstSequenceNumber}..${r.lastSequenceNumber}`, r.batchSize); continue; }
+      // Exactly the range's records no batch committed are reported expired, inside the reported sequence numbers.
       const committed = await committedWithin(clients, deployment, r, 1000);
-      for (const record of batch.records) if (!committed(record.sequenceNumber) && !options.poison.has(record.data)) lost.push(record.data);
+      const uncommitted = batch.records.filter((record) => !committed(record.sequenceNumber));
+      const within = (seq: string): boolean => outcome?.expiredRange !== undefined && inRange({ firstSequenceNumber: outcome.expiredRange.first, lastSequenceNumber: outcome.expiredRange.last }, seq);
+      if (!outcome || outcome.expired !== uncommitted.length || outcome.redriven !== 0 || !uncommitted.every((u) => within(u.sequenceNumber))) {
+        fail(`the re-drive of expired range ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber} (${r.batchSize} records, `
+          + `${uncommitted.length} not committed) reported ${JSON.stringify(outcome ?? null)}`, r.batchSize);
+      }
+      if (uncommitted.length > 0) reallyLost.add(r);
+      // What is really gone: the range's records no batch committed (poison never reaches a sink anyway).
+      for (const record of uncommitted) if (!options.poison.has(record.data)) lost.push(record.data);
     }
   } finally {
     redriveClients.destroy();
@@ -108,7 +115,11 @@ export async function expireAndRedrive(options: {
   for (const r of expiring) {
     const reported = after.lostRanges.some((l) => l.partitionId === r.partitionId && l.firstSequenceNumber === r.firstSequenceNumber)
       && after.problems.some((p) => p.includes(`${r.firstSequenceNumber}..${r.lastSequenceNumber}`) && /lost/.test(p));
-    if (after.healthy || !reported) {
+    if (!reallyLost.has(r)) {
+      if (after.lostRanges.some((l) => l.partitionId === r.partitionId && l.firstSequenceNumber === r.firstSequenceNumber)) {
+        fail(`status reports the range ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber} lost, although a batch committed all its records`, r.batchSize);
+      }
+    } else if (after.healthy || !reported) {
       fail(`status (${after.healthy ? 'healthy' : 'unhealthy'}) does not report the lost range ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber}`, r.batchSize);
     }
   }

@@ -1,0 +1,32 @@
+/**
+ * What a re-drive through the query refuses before it touches anything: a one-stage stateful
+ * query (its state lives in the source shard's partition, which a re-drive's own partition does
+ * not have) and a query over several streams (a dead letter's shard id does not name its stream).
+ */
+import { describe, expect, it } from 'vitest';
+import type { AwsClients } from '../../lib/aws/clients.js';
+import { reprocessDeadLetters } from '../../lib/aws/dead-letter-reprocess.js';
+import { hourlySalesQuery } from '../../lib/local/dev/default-query.js';
+import type { DeploymentDescriptor, RuntimeConfig } from '../../lib/runtime/runtime-config.js';
+import { joinThenWindowedSum } from '../support/chain-queries.js';
+
+/** Any AWS call fails the test: the refusal comes first. */
+const untouchable = new Proxy({}, { get: (_, name) => { throw new Error(`AWS touched: ${String(name)}`); } }) as AwsClients;
+const config = {
+  checkpointTable: 'c', stateTable: 's', streamName: 'x', deadLetterBucket: 'd', sinkTable: 't', sinkPrefix: '', idleShardTimeoutMs: 1, snapshotEveryBatches: 10,
+} as unknown as RuntimeConfig;
+
+describe('reprocessDeadLetters refuses', () => {
+  it('a one-stage stateful query, before any AWS call', async () => {
+    const definition = hourlySalesQuery('update', 'q');
+    const deployment: DeploymentDescriptor = { ...config, sluiceQuery: 'q' };
+    await expect(reprocessDeadLetters(untouchable, deployment, { definition, config: { ...config, expectedShardCount: 2 } }))
+      .rejects.toThrow(/state per source shard/);
+  });
+
+  it('a query over several streams', async () => {
+    const definition = joinThenWindowedSum('q2');
+    await expect(reprocessDeadLetters(untouchable, { ...config, sluiceQuery: 'q2' }, { definition, config }))
+      .rejects.toThrow(/reads several streams/);
+  });
+});

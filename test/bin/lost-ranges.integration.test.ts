@@ -1,0 +1,158 @@
+/**
+ * Skipped ranges whose records left the stream before the re-drive read them, through the real CLI
+ * on the emulators: `sluice redrive --skipped` counts as lost only the records no batch committed
+ * (a batch whose response was lost on every retry committed them after all), and
+ * `sluice redrive --acknowledge` / `--all-lost` records who saw a loss, when and why: `sluice
+ * status` is healthy again and still lists the loss.
+ *
+ * Retention is simulated between the CLI and kinesis-mock (which keeps records for ever): a proxy
+ * leaves the records before a trim point out of GetRecords, as after the trim horizon passed them.
+ */
+import { createServer, request, type Server } from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { PutRecordCommand } from '@aws-sdk/client-kinesis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
+import { hourlySalesQuery } from '../../lib/local/dev/default-query.js';
+import { createOnFailureHandler } from '../../lib/aws/on-failure-handler.js';
+import { createQuietObservability } from '../../lib/aws/observability.js';
+import { deliverToOnFailureHandler } from '../../lib/local/on-failure-destination.js';
+import type { BatchFailureInfo } from '../../lib/local/event-source-mapping.js';
+import type { QueryStatus } from '../../lib/aws/query-inspection.js';
+import type { SkippedRedriveReport } from '../../lib/aws/skipped-batch-redrive.js';
+import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
+import { deploy } from '../support/aws-pipeline.js';
+import { emulatorCliEnv, runSluice } from '../support/sluice-cli.js';
+
+const QUERY = 'lost-ranges';
+let emulators: EmulatorSet;
+let dir: string;
+let proxy: Server;
+/** GetRecords through the proxy leaves out records below this sequence number (null: none). */
+let trimBefore: bigint | null = null;
+
+/** A Kinesis endpoint in front of kinesis-mock whose GetRecords answers leave out trimmed records. */
+function startTrimmingProxy(target: string): Promise<string> {
+  const upstream = new URL(target);
+  proxy = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const forward = request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (up) => {
+        const out: Buffer[] = [];
+        up.on('data', (c: Buffer) => out.push(c));
+        up.on('end', () => {
+          let body = Buffer.concat(out);
+          if (trimBefore !== null && String(req.headers['x-amz-target']).endsWith('.GetRecords') && up.statusCode === 200) {
+            const parsed = JSON.parse(body.toString()) as { Records?: { SequenceNumber: string }[] };
+            parsed.Records = (parsed.Records ?? []).filter((r) => BigInt(r.SequenceNumber) >= trimBefore!);
+            body = Buffer.from(JSON.stringify(parsed));
+          }
+          const headers = { ...up.headers, 'content-length': String(body.length) };
+          delete headers['transfer-encoding'];
+          res.writeHead(up.statusCode ?? 500, headers);
+          res.end(body);
+        });
+      });
+      forward.on('error', (e) => { res.writeHead(502); res.end(String(e)); });
+      forward.end(Buffer.concat(chunks));
+    });
+  });
+  return new Promise((done) => proxy.listen(0, '127.0.0.1', () => done(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`)));
+}
+
+beforeAll(async () => {
+  emulators = await startEmulators();
+  dir = mkdtempSync(join(tmpdir(), 'sluice-lost-ranges-'));
+});
+afterAll(async () => {
+  proxy?.close();
+  await emulators?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+const sale = (i: number) => ({ store_id: ['north', 'south'][i % 2]!, amount: i + 1, ts: new Date(Date.UTC(2024, 4, 1, 14, i)).toISOString() });
+
+function failureInfo(streamArn: string, first: string, last: string, batchSize: number): BatchFailureInfo {
+  return {
+    condition: 'RetryAttemptsExhausted', reason: 'x', shardId: 'shardId-000000000000', streamArn, startSequenceNumber: first, endSequenceNumber: last, batchSize,
+    approximateArrivalOfFirstRecord: new Date().toISOString(), approximateArrivalOfLastRecord: new Date().toISOString(), approximateInvokeCount: 5, records: [],
+  };
+}
+
+describe('lost skipped ranges', () => {
+  it('count only the records no batch committed as lost, and an acknowledged loss leaves status healthy and listed', async () => {
+    const definition = hourlySalesQuery('update', QUERY);
+    const deployment = await deploy(emulators, definition, 1);
+    const { clients, config } = deployment;
+    const seqs: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const put = await clients.kinesis.send(new PutRecordCommand({ StreamName: config.streamName, PartitionKey: sale(i).store_id, Data: Buffer.from(JSON.stringify(sale(i))) }));
+      seqs.push(put.SequenceNumber!);
+    }
+    const onFailure = createOnFailureHandler(definition, { config, clientOptions: emulators.clientOptions, observability: createQuietObservability(QUERY) });
+    // The second batch (records 3..5) commits and its response is lost every time: Lambda gives it up all the same.
+    await deployment.drain({
+      batchSize: 3, maximumRetryAttempts: 0, bisectBatchOnFunctionError: false,
+      hooks: { afterInvoke: (event) => { if (event.Records.some((r) => r.kinesis.sequenceNumber === seqs[5])) throw new Error('response lost'); } },
+      onFailure: (info) => deliverToOnFailureHandler(onFailure, info),
+    });
+    const arn = `arn:aws:kinesis:us-east-1:000000000000:stream/${config.streamName}`;
+    // A range no batch committed, wholly past retention (as the shard no longer holds it).
+    const gone = [BigInt(seqs[5]!) + 1000n, BigInt(seqs[5]!) + 2000n].map(String);
+    await deliverToOnFailureHandler(onFailure, failureInfo(arn, gone[0]!, gone[1]!, 2));
+
+    const descriptorFile = join(dir, 'deployment.json');
+    writeFileSync(descriptorFile, JSON.stringify({ ...config, sluiceQuery: QUERY } satisfies DeploymentDescriptor));
+    const kinesis = await startTrimmingProxy(emulators.endpoints.kinesis!);
+    const cli = (args: string[]) => runSluice([...args, '--deployment', descriptorFile, '--endpoint', `kinesis=${kinesis}`,
+      '--endpoint', `dynamodb=${emulators.endpoints.dynamodb}`, '--endpoint', `s3=${emulators.endpoints.s3}`], 60_000, emulatorCliEnv(emulators));
+
+    // Retention has passed records 3 and 4 of the committed range; record 5 is still held.
+    trimBefore = BigInt(seqs[5]!);
+    const redrive = await cli(['redrive', QUERY, '--skipped', '--json']);
+    expect(redrive.code, redrive.stderr).toBe(1);
+    const report = JSON.parse(redrive.stdout) as SkippedRedriveReport;
+    expect(report.ranges.map((r) => [r.first, r.outcome])).toEqual([
+      [seqs[3], { redriven: 0, deadLettered: 0, alreadyCommitted: 3, expired: 0, skippedAgain: 0 }],
+      [gone[0], { redriven: 0, deadLettered: 0, alreadyCommitted: 0, expired: 2, skippedAgain: 0, expiredRange: { first: gone[0], last: gone[1] } }],
+    ]);
+
+    const status = async (): Promise<{ code: number | null; status: QueryStatus }> => {
+      const out = await cli(['status', QUERY, '--json']);
+      return { code: out.code, status: JSON.parse(out.stdout) as QueryStatus };
+    };
+    const before = await status();
+    expect(before.code).toBe(1);
+    expect(before.status.lostRanges.map((r) => r.firstSequenceNumber)).toEqual([gone[0]]);
+    expect(before.status.problems.filter((p) => /lost/.test(p))).toHaveLength(1);
+
+    // Usage errors: no reason; a range that is not lost (the committed one); both forms at once.
+    expect((await cli(['redrive', QUERY, '--acknowledge', gone[0]!])).code).toBe(2);
+    const notLost = await cli(['redrive', QUERY, '--acknowledge', seqs[3]!, '--reason', 'x']);
+    expect(notLost.code).toBe(2);
+    expect(notLost.stderr).toContain(`shardId-000000000000#${gone[0]}`);
+    expect((await cli(['redrive', QUERY, '--acknowledge', gone[0]!, '--all-lost', '--reason', 'x'])).code).toBe(2);
+    expect((await status()).code).toBe(1);
+
+    const ack = await cli(['redrive', QUERY, '--acknowledge', `shardId-000000000000#${gone[0]}`, '--reason', 'outage of 2024-05-01, producer re-sent', '--by', 'oncall', '--json']);
+    expect(ack.code, ack.stderr).toBe(0);
+    expect((JSON.parse(ack.stdout) as { acknowledged: unknown[] }).acknowledged).toHaveLength(1);
+    const after = await status();
+    expect(after.code).toBe(0);
+    expect(after.status.healthy).toBe(true);
+    expect(after.status.lostRanges).toMatchObject([{
+      firstSequenceNumber: gone[0], outcome: { expired: 2 }, acknowledgement: { by: 'oncall', reason: 'outage of 2024-05-01, producer re-sent' },
+    }]);
+    const text = await cli(['status', QUERY]);
+    expect(text.stdout).toMatch(/2 record\(s\) lost\); acknowledged by oncall at .*: outage of 2024-05-01/);
+    // Once only: --all-lost finds nothing left, and the first acknowledgement stays.
+    const all = await cli(['redrive', QUERY, '--all-lost', '--reason', 'again', '--json']);
+    expect(all.code).toBe(0);
+    expect(JSON.parse(all.stdout)).toMatchObject({ acknowledged: [], alreadyAcknowledged: [{ firstSequenceNumber: gone[0] }] });
+    expect((await status()).status.lostRanges[0]!.acknowledgement!.reason).toBe('outage of 2024-05-01, producer re-sent');
+  }, 300_000);
+});
