@@ -34,9 +34,10 @@
  *
  * Items (checkpoint table, pk = `${queryName}#${partitionId}`): `meta`, `offset#<12-digit id>`,
  * `commit#<12-digit id>`, each with the entry as a JSON string attribute `entry`, the format
- * version `fmt` and the `batchId`; and the ring of recent progress `progress#<2 digits>` (TTL), its
- * records compressed (lib/aws/progress-record.ts). All reads are strongly consistent; every request's consumed
- * capacity goes to the CostMeter.
+ * version `fmt` and the `batchId`; a commit item also carries its batch's progress record,
+ * compressed (lib/aws/progress-record.ts), which is how `sluice status` and `sluice progress` read
+ * the recent batches (the ring of `progress#<2 digits>` items earlier versions wrote is still read).
+ * All reads are strongly consistent; every request's consumed capacity goes to the CostMeter.
  */
 import {
   ConditionalCheckFailedException,
@@ -56,7 +57,7 @@ import { batchWriteAll, itemSize, meterUnits, queryAll, readUnitsFor, sleep, wri
 import { DynamoDbStateStoreProvider, type StateCache } from './dynamodb-state-store.js';
 import { CHECKPOINT_ITEMS, padId } from './tables.js';
 import { PROGRESS_RECORDS } from '../runtime/runtime-config.js';
-import { parseProgressRecord, progressRecordItem } from './progress-record.js';
+import { commitProgressAttributes, parseCommitProgress, parseProgressRecord } from './progress-record.js';
 
 export interface DynamoDbCheckpointOptions {
   readonly client: DynamoDBClient;
@@ -192,10 +193,6 @@ class DynamoDbMetadataLog<T> implements MetadataLog<T> {
   }
 }
 
-/** The sort key of batch N's slot in the partition's ring of recent progress records. */
-export const progressSortKey = (batchId: number): string =>
-  `${CHECKPOINT_ITEMS.progressPrefix}${String(batchId % PROGRESS_RECORDS.keep).padStart(2, '0')}`;
-
 /**
  * A side write of a batch's commit on DynamoDB: one more item of the commit transaction (same
  * account and region; any table). `optional`: its own condition failing drops it (the commit is
@@ -215,9 +212,8 @@ function isDynamoDbSideWrite(write: CommitSideWrite): write is DynamoDbCommitSid
 /**
  * The commit log: commit N is written only after commit N-1, in one transaction:
  *   [ConditionCheck commit N-1 exists]   (N > 0)
- *   Put commit N if absent
- *   Put batch N's progress record into its slot of the ring   (when staged; unconditional, and a
- *     refused commit writes nothing)
+ *   Put commit N if absent, with batch N's progress record as attributes when one is staged (an
+ *     item of its own would cost 2 more write units; a refused commit writes no record)
  *   ...side writes (the watermark row; whatever else belongs to the commit)
  */
 class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements CommitLog {
@@ -237,7 +233,9 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
       if (!isDynamoDbSideWrite(w)) throw new CheckpointError(`The DynamoDB commit log cannot write ${w.description} in its commit.`, { code: 'CHECKPOINT_IO' });
       return w;
     });
-    const item = entryItem(this.items, this.sk(batchId), batchId, entry);
+    const staged = this.staged?.batchId === batchId ? this.staged.progress : null;
+    this.staged = null;
+    const item = { ...entryItem(this.items, this.sk(batchId), batchId, entry), ...(staged ? commitProgressAttributes(staged) : {}) };
     const commitItems: TransactWriteItem[] = [];
     if (batchId > 0) {
       commitItems.push({ ConditionCheck: { TableName: this.items.table, Key: this.items.key(this.sk(batchId - 1)), ConditionExpression: 'attribute_exists(pk)' } });
@@ -246,15 +244,10 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
     const checkIndex = batchId > 0 ? 0 : -1;
     const putIndex = commitItems.length - 1;
     const fenceIndex = this.fence ? commitItems.push(this.fence) - 1 : -1;
-    const staged = this.staged?.batchId === batchId ? this.staged.progress : null;
-    this.staged = null;
-    const progressItem = staged ? this.progressItem(batchId, staged) : null;
-    if (progressItem) commitItems.push({ Put: { TableName: this.items.table, Item: progressItem } });
-    const progressUnits = progressItem ? writeUnitsFor(itemSize(progressItem), true) : 0;
     let included = writes;
     for (let attempt = 0; ; attempt++) {
       const transactItems = [...commitItems, ...included.map((w) => w.item)];
-      const units = (): number => writeUnitsFor(itemSize(item), true) + (batchId > 0 ? 2 : 0) + progressUnits + included.length * 2 + (fenceIndex >= 0 ? 2 : 0);
+      const units = (): number => writeUnitsFor(itemSize(item), true) + (batchId > 0 ? 2 : 0) + included.length * 2 + (fenceIndex >= 0 ? 2 : 0);
       try {
         const out = await this.items.client.send(new TransactWriteItemsCommand({ TransactItems: transactItems, ReturnConsumedCapacity: 'TOTAL' }));
         meterUnits(this.items.meter, 'write', out.ConsumedCapacity, units);
@@ -305,10 +298,6 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
       }
     }
   }
-
-  private progressItem(batchId: number, progress: object): Item {
-    return progressRecordItem(this.items.key(progressSortKey(batchId)), batchId, progress, Date.now());
-  }
 }
 
 export class DynamoDbCheckpoint implements Checkpoint {
@@ -342,18 +331,28 @@ export class DynamoDbCheckpoint implements Checkpoint {
     this.commits.staged = { batchId, progress };
   }
 
-  /** The partition's recent progress records (the ring), oldest first; read-only. */
+  /**
+   * The partition's recent progress records (the last PROGRESS_RECORDS.keep batches'), oldest
+   * first; read-only. From the latest commit items, and from the ring earlier versions wrote (a
+   * commit's own record wins over a ring item of the same batch).
+   */
   async readRecentProgress<T = unknown>(): Promise<T[]> {
-    const items = await queryAll(this.items.client, {
+    const { keep } = PROGRESS_RECORDS;
+    const query = (prefix: string, limit?: number): Promise<Item[]> => queryAll(this.items.client, {
       TableName: this.items.table,
       KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)',
-      ExpressionAttributeValues: { ':pk': { S: this.items.pk }, ':p': { S: CHECKPOINT_ITEMS.progressPrefix } },
+      ExpressionAttributeValues: { ':pk': { S: this.items.pk }, ':p': { S: prefix } },
       ConsistentRead: true,
-    }, this.items.meter).catch((e: unknown) => { throw wrap(e, 'read recent progress'); });
-    return items
-      .map((item) => ({ batchId: Number(item.batchId?.N ?? -1), entry: parseProgressRecord<T>(item, this.items.pk) }))
-      .sort((a, b) => a.batchId - b.batchId)
-      .map((p) => p.entry);
+      ...(limit === undefined ? {} : { ScanIndexForward: false, Limit: limit }),
+    }, this.items.meter, limit).catch((e: unknown) => { throw wrap(e, 'read recent progress'); });
+    const [commits, ring] = await Promise.all([query(CHECKPOINT_ITEMS.commitPrefix, keep), query(CHECKPOINT_ITEMS.progressPrefix)]);
+    const byBatch = new Map<number, T>();
+    for (const item of ring) byBatch.set(Number(item.batchId?.N ?? -1), parseProgressRecord<T>(item, this.items.pk));
+    for (const item of commits.slice(0, keep)) {
+      const progress = parseCommitProgress<T>(item, this.items.pk);
+      if (progress !== undefined) byBatch.set(Number(item.batchId?.N ?? -1), progress);
+    }
+    return [...byBatch].sort((a, b) => a[0] - b[0]).slice(-keep).map(([, p]) => p);
   }
 
   async readQueryMetadata(): Promise<QueryMetadata | undefined> {
