@@ -77,6 +77,10 @@ export function createAwsQueryBackends(
   const stateNamespace = namespace.location.namespace;
   const resultSink = createSink(definition, query.keyColumns, config, clients, meter, (partitionId) => ancestorsOf(partitionId));
   const sink = decorateSink(resultSink);
+  // An S3 sink's bucket also takes state payloads that cost less as one object than as items.
+  const stateObjects = definition.sink.kind !== 'dynamodb' && config.sinkBucket
+    ? { client: clients.s3, bucket: config.sinkBucket, prefix: sinkPrefixOf(definition, config) }
+    : undefined;
   const deadLetters = new S3DeadLetterWriter({
     client: clients.s3, bucket: config.deadLetterBucket, prefix: config.deadLetterPrefix, meter,
   });
@@ -180,6 +184,7 @@ export function createAwsQueryBackends(
           client: clients.dynamodb, checkpointTable: config.checkpointTable, stateTable: config.stateTable,
           queryName: stateNamespace, partitionId: stage.checkpointPartition(shardId), meter,
           snapshotEvery: config.snapshotEveryBatches, snapshotByBytes: true,
+          ...(stateObjects ? { stateObjects } : {}),
           ...(namespace.fence ? { commitFence: namespace.fence } : {}),
         }),
         sink: toHop ?? sink,

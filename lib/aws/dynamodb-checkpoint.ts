@@ -54,7 +54,7 @@ import {
 import { CheckpointError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import { batchWriteAll, itemSize, meterUnits, queryAll, readUnitsFor, sleep, writeUnitsFor, type Item } from './dynamodb-cost.js';
-import { DynamoDbStateStoreProvider, type StateCache } from './dynamodb-state-store.js';
+import { DynamoDbStateStoreProvider, type StateCache, type StateObjectLocation } from './dynamodb-state-store.js';
 import { CHECKPOINT_ITEMS, padId } from './tables.js';
 import { PROGRESS_RECORDS } from '../runtime/runtime-config.js';
 import { commitProgressAttributes, parseCommitProgress, parseProgressRecord } from './progress-record.js';
@@ -74,6 +74,8 @@ export interface DynamoDbCheckpointOptions {
   readonly stateCache?: StateCache | null;
   /** State payload bytes per item before chunking (default 350 KB). */
   readonly stateChunkBytes?: number;
+  /** Where state payloads go when an S3 object is cheaper than items (DynamoDbStateStoreOptions.objects). */
+  readonly stateObjects?: StateObjectLocation;
   /**
    * A condition every commit also checks (lib/aws/query-namespace.ts): the namespace this
    * checkpoint lives in is still live or the replay shadow, so a writer that started before a
@@ -324,6 +326,7 @@ export class DynamoDbCheckpoint implements Checkpoint {
       ...(options.snapshotByBytes !== undefined ? { snapshotByBytes: options.snapshotByBytes } : {}),
       ...(options.stateCache !== undefined ? { cache: options.stateCache } : {}),
       ...(options.stateChunkBytes !== undefined ? { chunkBytes: options.stateChunkBytes } : {}),
+      ...(options.stateObjects ? { objects: options.stateObjects } : {}),
     });
   }
 

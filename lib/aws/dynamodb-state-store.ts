@@ -14,6 +14,14 @@
  *   m#<version>           the snapshot's marker, written after all its chunks: a snapshot without
  *                         a marker is an unfinished write and is never read
  *
+ * In S3 when cheaper: with an object location (the deployed runtime's S3 sinks: the sink bucket,
+ * under `<prefix>_sluice_state/`, hidden from the sink's readers), a payload whose chunk items would
+ * cost more write units than one S3 PUT plus a pointer item, at the price table's prices, is one
+ * object instead: chunk 0 is then a pointer (`s3`: the object key, `h`: the payload's hash, no `z`),
+ * written after the object, so a visible pointer never names a missing object. The key carries the
+ * hash: a writer with other bytes cannot overwrite the object a pointer names. The snapshot's
+ * marker lists the objects the next snapshot deletes, as it lists items.
+ *
  * A payload (JSON, then gzip) above `chunkBytes` (~350 KB; DynamoDB's item limit is 400 KB) is split
  * into chunks. Every chunk records the chunk count `n` and a hash `h` of the whole payload; chunk 0
  * of a delta (resp. the marker of a snapshot) is written last and is the authority: a reader uses
@@ -46,6 +54,9 @@ import { createHash } from 'node:crypto';
 import { Decimal } from '../core/decimal.js';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { S3Client } from '@aws-sdk/client-s3';
+import { CURRENT_PRICES, unitPrices, type UnitPrices } from '../core/price-table.js';
+import { deleteKeys, encodeKeySegment, getObjectBytes, normalizePrefix, putObjectBytes } from './s3-util.js';
 import { CheckpointError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import type { StateStore, StateStoreId, StateStoreProvider, StateView } from '../state/state-store.js';
@@ -136,6 +147,10 @@ interface SnapshotInfo {
   readonly entries: number;
   /** Sort keys that become deletable once a snapshot after this one exists. */
   readonly obsolete: readonly string[];
+  /** S3 object keys that become deletable then (payloads stored as objects). */
+  readonly obsoleteObjects: readonly string[];
+  /** Its own payload's object, when it is one. */
+  readonly object?: string;
 }
 
 /** A store's committed state at `version` and what the table holds for it since its snapshot. */
@@ -149,6 +164,8 @@ interface LoadedState {
   /** Their gzip'd payload bytes and entries (puts and removals), summed. */
   deltaBytes: number;
   deltaEntries: number;
+  /** The S3 objects among those deltas' payloads. */
+  deltaObjects: string[];
   /** Operators' indexes of `map` (`StateStore.view`), told every committed change. */
   views?: Map<string, StateView>;
 }
@@ -296,7 +313,24 @@ export interface DynamoDbStateStoreOptions {
   readonly chunkBytes?: number;
   /** The latest-state cache (default: the process-wide one; null: none). */
   readonly cache?: StateCache | null;
+  /** Where payloads go when an S3 object is cheaper than their chunk items (default: always items). */
+  readonly objects?: StateObjectLocation;
+  /** The prices that decide between items and an object (default: the current price table's). */
+  readonly prices?: UnitPrices;
 }
+
+/** A bucket and key prefix the state store may keep payloads in. */
+export interface StateObjectLocation {
+  readonly client: S3Client;
+  readonly bucket: string;
+  /** The key prefix (the sink's); payloads go under `<prefix>_sluice_state/`. */
+  readonly prefix: string;
+}
+
+/** The folder, under the location's prefix, of the state objects (hidden: a leading `_`). */
+export const STATE_OBJECT_FOLDER = '_sluice_state/';
+/** A pointer item's bytes besides the key (format, version, chunk, count, hash, object key): generous. */
+const POINTER_ITEM_BYTES = 600;
 
 interface ChunkItem {
   version: number;
@@ -304,6 +338,8 @@ interface ChunkItem {
   count: number;
   hash: string;
   data: Uint8Array;
+  /** The object the payload is in (a pointer item), if it is one. */
+  object?: string;
 }
 
 export class DynamoDbStateStoreProvider implements StateStoreProvider {
@@ -314,6 +350,8 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
   private readonly snapshotByBytes: boolean;
   private readonly chunkBytes: number;
   private readonly cache: StateCache | null;
+  private readonly objects: StateObjectLocation | undefined;
+  private readonly prices: UnitPrices;
   /** The last failure to delete obsolete items (purging never fails a commit). */
   lastPurgeError: unknown = undefined;
 
@@ -325,6 +363,8 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     this.snapshotByBytes = options.snapshotByBytes ?? false;
     this.chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
     this.cache = options.cache === undefined ? sharedStateCache : options.cache;
+    this.objects = options.objects;
+    this.prices = options.prices ?? unitPrices(CURRENT_PRICES);
     if (!Number.isInteger(this.snapshotEvery) || this.snapshotEvery < 1) throw new RangeError(`snapshotEvery must be a positive integer, got ${this.snapshotEvery}`);
     if (!(this.chunkBytes >= 1024 && this.chunkBytes <= 380 * 1024)) throw new RangeError(`chunkBytes must be between 1 KB and 380 KB, got ${this.chunkBytes}`);
   }
@@ -342,7 +382,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
   async open<V>(id: StateStoreId, version: number): Promise<StateStore<V>> {
     if (!Number.isInteger(version) || version < 0) throw new RangeError(`state version must be a non-negative integer, got ${version}`);
     const pk = this.storeKey(id);
-    if (version === 0) return new DynamoDbStateStore<V>(this, pk, { map: new Map(), version: 0, base: null, deltas: [], deltaBytes: 0, deltaEntries: 0 }, 0);
+    if (version === 0) return new DynamoDbStateStore<V>(this, pk, { map: new Map(), version: 0, base: null, deltas: [], deltaBytes: 0, deltaEntries: 0, deltaObjects: [] }, 0);
     const cached = this.cache?.get(`${this.table}|${pk}`);
     if (cached && cached.version === version) return new DynamoDbStateStore<V>(this, pk, cached, version);
     return new DynamoDbStateStore<V>(this, pk, await this.load(pk, version), version);
@@ -383,6 +423,8 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
         : Promise.resolve([]),
     ]);
     this.meter?.add('stateBytesRead', [...markers, ...snapshotItems, ...deltaItems].reduce((a, i) => a + itemSize(i), 0));
+    const objectData = await this.readObjects(pk, [...snapshotItems, ...deltaItems]);
+    const toChunk = (item: Item): ChunkItem => chunkOf(item, objectData);
 
     const map = new Map<string, unknown>();
     let base: SnapshotInfo | null = null;
@@ -393,8 +435,10 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       const payload = assemble(pk, `snapshot ${snapshotVersion}`, snapshotItems.map(toChunk), count, hash);
       const decoded = decodePayload(payload) as { e: [string, unknown][] };
       for (const [k, v] of decoded.e) map.set(k, v);
+      const object = snapshotItems.map(toChunk).find((c) => c.chunk === 0 && c.hash === hash)?.object;
       base = {
         version: snapshotVersion, chunks: count, obsolete: JSON.parse(marker.o?.S ?? '[]') as string[],
+        obsoleteObjects: JSON.parse(marker.os?.S ?? '[]') as string[], ...(object ? { object } : {}),
         bytes: Number(marker.bytes?.N ?? payload.byteLength), entries: Number(marker.entries?.N ?? decoded.e.length),
       };
     }
@@ -408,6 +452,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       list.push(c);
     }
     const deltas: [number, number][] = [];
+    const deltaObjects: string[] = [];
     let deltaBytes = 0;
     let deltaEntries = 0;
     for (let v = snapshotVersion + 1; v <= version; v++) {
@@ -419,10 +464,30 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       for (const [k, val] of d.p) map.set(k, val);
       for (const k of d.r) map.delete(k);
       deltas.push([v, head.count]);
+      if (head.object) deltaObjects.push(head.object);
       deltaBytes += payload.byteLength;
       deltaEntries += d.p.length + d.r.length;
     }
-    return { map, version, base, deltas, deltaBytes, deltaEntries };
+    return { map, version, base, deltas, deltaBytes, deltaEntries, deltaObjects };
+  }
+
+  /** The payloads of the pointer items among `items`, by object key (each read once, 8 at a time). */
+  private async readObjects(pk: string, items: readonly Item[]): Promise<Map<string, Uint8Array>> {
+    const keys = [...new Set(items.map((i) => i.s3?.S).filter((k): k is string => k !== undefined))];
+    const data = new Map<string, Uint8Array>();
+    if (keys.length === 0) return data;
+    const objects = this.objects;
+    if (!objects) {
+      throw new CheckpointError(`State ${pk} has payloads in S3, but this state store was given no S3 location.`, {
+        code: 'STATE_OBJECTS_UNREACHABLE', hint: 'open the state with the deployment\'s S3 sink location (the runtime passes it).',
+      });
+    }
+    await mapLimited(keys, 8, async (key) => {
+      const bytes = await getObjectBytes(objects.client, objects.bucket, key, this.meter);
+      // A missing object: assemble reports the chunk as missing (retryable), as for an item.
+      if (bytes) data.set(key, bytes);
+    });
+    return data;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -440,7 +505,9 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       const encoded = this.encodeDelta(state, delta);
       if (this.snapshotDue(state, version, delta, encoded)) await this.writeSnapshot(pk, state, version, delta);
       else {
-        state.deltas.push([version, await this.writeChunks(pk, STATE_ITEMS.deltaPrefix, version, encoded.payload, true)]);
+        const written = await this.writeChunks(pk, STATE_ITEMS.deltaPrefix, version, encoded.payload, true);
+        state.deltas.push([version, written.count]);
+        if (written.object) state.deltaObjects.push(written.object);
         state.deltaBytes += encoded.payload.byteLength;
         state.deltaEntries += encoded.entries;
       }
@@ -502,9 +569,10 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     for (const [k, v] of delta) if (v !== TOMBSTONE) entries.push([k, v]);
     entries.sort(byKey);
     const payload = gzipSync(encodeStateJson({ e: entries }, entries.map((e) => e[1])));
-    const count = await this.writeChunks(pk, STATE_ITEMS.snapshotPrefix, version, payload, false);
+    const { count, object } = await this.writeChunks(pk, STATE_ITEMS.snapshotPrefix, version, payload, false);
     // What the next snapshot may delete: the previous snapshot and the deltas since it.
     const obsolete: string[] = [];
+    const obsoleteObjects: string[] = [...(state.base?.object ? [state.base.object] : []), ...state.deltaObjects];
     if (state.base) {
       obsolete.push(`${STATE_ITEMS.snapshotMarkerPrefix}${padId(state.base.version)}`);
       for (let c = 0; c < state.base.chunks; c++) obsolete.push(`${STATE_ITEMS.snapshotPrefix}${padId(state.base.version)}#${padChunk(c)}`);
@@ -514,11 +582,14 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       pk: { S: pk }, sk: { S: `${STATE_ITEMS.snapshotMarkerPrefix}${padId(version)}` },
       fmt: { N: String(STATE_FORMAT_VERSION) }, v: { N: String(version) }, n: { N: String(count) }, h: { S: hashOf(payload) },
       entries: { N: String(entries.length) }, bytes: { N: String(payload.byteLength) }, o: { S: JSON.stringify(obsolete) },
+      ...(obsoleteObjects.length > 0 ? { os: { S: JSON.stringify(obsoleteObjects) } } : {}),
     };
     await this.put(marker);
     const toPurge = state.base?.obsolete ?? [];
-    state.base = { version, chunks: count, obsolete, bytes: payload.byteLength, entries: entries.length };
+    const objectsToPurge = state.base?.obsoleteObjects ?? [];
+    state.base = { version, chunks: count, obsolete, obsoleteObjects, ...(object ? { object } : {}), bytes: payload.byteLength, entries: entries.length };
     state.deltas = [];
+    state.deltaObjects = [];
     state.deltaBytes = 0;
     state.deltaEntries = 0;
     if (toPurge.length > 0) {
@@ -528,15 +599,48 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
         this.lastPurgeError = error;
       }
     }
+    // Objects after their pointers: a pointer never names a deleted object while it is read.
+    if (objectsToPurge.length > 0 && this.objects) {
+      try {
+        await deleteKeys(this.objects.client, this.objects.bucket, objectsToPurge);
+      } catch (error) {
+        this.lastPurgeError = error;
+      }
+    }
+  }
+
+  /**
+   * Whether a payload of `bytes` costs less as one S3 PUT and a pointer item than as chunk items,
+   * at this provider's prices (the write only; a payload is read back only on a cold start).
+   */
+  payloadAsObject(pk: string, prefix: string, bytes: number): boolean {
+    if (!this.objects) return false;
+    const keyBytes = pk.length + prefix.length + 20;
+    const items = Math.max(1, Math.ceil(bytes / this.chunkBytes));
+    let itemUnits = 0;
+    for (let c = 0; c < items; c++) itemUnits += writeUnitsFor(keyBytes + 120 + Math.min(this.chunkBytes, bytes - c * this.chunkBytes));
+    const objectCost = this.prices.s3Put + writeUnitsFor(keyBytes + POINTER_ITEM_BYTES) * this.prices.dynamoDbWriteUnit;
+    return objectCost < itemUnits * this.prices.dynamoDbWriteUnit;
   }
 
   /**
    * Writes a payload as chunk items; chunk 0 goes last so that, for a delta, its presence means
    * every chunk is there. Returns the chunk count.
    */
-  private async writeChunks(pk: string, prefix: string, version: number, payload: Buffer, headLast: boolean): Promise<number> {
-    const count = Math.max(1, Math.ceil(payload.byteLength / this.chunkBytes));
+  private async writeChunks(pk: string, prefix: string, version: number, payload: Buffer, headLast: boolean): Promise<{ count: number; object?: string }> {
     const hash = hashOf(payload);
+    if (this.objects && this.payloadAsObject(pk, prefix, payload.byteLength)) {
+      const { client, bucket, prefix: base } = this.objects;
+      const object = `${normalizePrefix(base)}${STATE_OBJECT_FOLDER}${encodeKeySegment(pk)}/${prefix.replace('#', '')}${padId(version)}-${hash}`;
+      await putObjectBytes(client, bucket, object, payload, 'application/gzip', this.meter);
+      this.meter?.add('stateBytesWritten', payload.byteLength);
+      await this.put({
+        pk: { S: pk }, sk: { S: `${prefix}${padId(version)}#${padChunk(0)}` },
+        fmt: { N: String(STATE_FORMAT_VERSION) }, v: { N: String(version) }, c: { N: '0' }, n: { N: '1' }, h: { S: hash }, s3: { S: object },
+      });
+      return { count: 1, object };
+    }
+    const count = Math.max(1, Math.ceil(payload.byteLength / this.chunkBytes));
     const item = (c: number): Item => ({
       pk: { S: pk }, sk: { S: `${prefix}${padId(version)}#${padChunk(c)}` },
       fmt: { N: String(STATE_FORMAT_VERSION) }, v: { N: String(version) }, c: { N: String(c) }, n: { N: String(count) }, h: { S: hash },
@@ -545,7 +649,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     const rest = Array.from({ length: count - (headLast ? 1 : 0) }, (_, i) => (headLast ? i + 1 : i));
     await mapLimited(rest, 8, (c) => this.put(item(c)));
     if (headLast) await this.put(item(0));
-    return count;
+    return { count };
   }
 
   private async put(item: Item): Promise<void> {
@@ -565,8 +669,17 @@ function hashOf(payload: Uint8Array): string {
   return createHash('sha256').update(payload).digest('hex').slice(0, 32);
 }
 
-function toChunk(item: Item): ChunkItem {
-  return { version: Number(item.v!.N), chunk: Number(item.c!.N), count: Number(item.n!.N), hash: item.h!.S!, data: item.z!.B! };
+/** A chunk item, or a pointer item with its object's bytes. */
+function chunkOf(item: Item, objects: ReadonlyMap<string, Uint8Array>): ChunkItem {
+  const object = item.s3?.S;
+  const data = object === undefined ? item.z!.B! : objects.get(object);
+  if (data === undefined) {
+    throw new CheckpointError(`State ${item.pk?.S} ${item.sk?.S} names the object ${object}, which is not there.`, {
+      code: 'STATE_CHUNK_MISSING', retryable: true,
+      hint: 'the state objects under the sink prefix were deleted or moved by hand; restore them or start with a new checkpoint.',
+    });
+  }
+  return { version: Number(item.v!.N), chunk: Number(item.c!.N), count: Number(item.n!.N), hash: item.h!.S!, data, ...(object !== undefined ? { object } : {}) };
 }
 
 function checkFormat(item: Item, pk: string): void {
