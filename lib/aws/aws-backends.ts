@@ -73,13 +73,16 @@ export function createAwsQueryBackends(
   namespace: BackendsNamespace = { location: { namespace: query.definition.name } },
 ): AwsQueryBackends {
   const { definition } = query;
+  // State objects live under the deployment's own prefix (their keys name the namespace), where a
+  // reader given the deployment looks for them.
+  const stateObjectPrefix = sinkPrefixOf(definition, config);
   config = namespacedConfig(definition, config, namespace.location);
   const stateNamespace = namespace.location.namespace;
   const resultSink = createSink(definition, query.keyColumns, config, clients, meter, (partitionId) => ancestorsOf(partitionId));
   const sink = decorateSink(resultSink);
   // An S3 sink's bucket also takes state payloads that cost less as one object than as items.
   const stateObjects = definition.sink.kind !== 'dynamodb' && config.sinkBucket
-    ? { client: clients.s3, bucket: config.sinkBucket, prefix: sinkPrefixOf(definition, config) }
+    ? { client: clients.s3, bucket: config.sinkBucket, prefix: stateObjectPrefix }
     : undefined;
   const deadLetters = new S3DeadLetterWriter({
     client: clients.s3, bucket: config.deadLetterBucket, prefix: config.deadLetterPrefix, meter,

@@ -15,12 +15,12 @@
  *                         a marker is an unfinished write and is never read
  *
  * In S3 when cheaper: with an object location (the deployed runtime's S3 sinks: the sink bucket,
- * under `<prefix>_sluice_state/`, hidden from the sink's readers), a payload whose chunk items would
- * cost more write units than one S3 PUT plus a pointer item, at the price table's prices, is one
- * object instead: chunk 0 is then a pointer (`s3`: the object key, `h`: the payload's hash, no `z`),
- * written after the object, so a visible pointer never names a missing object. The key carries the
- * hash: a writer with other bytes cannot overwrite the object a pointer names. The snapshot's
- * marker lists the objects the next snapshot deletes, as it lists items.
+ * under `<prefix>_sluice_state/<store pk>/`, hidden from the sink's readers), a payload whose chunk
+ * items would cost more than one S3 PUT at the price table's prices is one object instead, its hash
+ * in the object's metadata: a delta as `d<version>` and no item at all (a version with no delta item
+ * is read from its object; a version with neither was never committed), a snapshot as
+ * `s<version>`, named by its marker (`s3`), which is written after it. The snapshot's marker lists
+ * the objects the next snapshot deletes, as it lists items. A reader needs the same location.
  *
  * A payload (JSON, then gzip) above `chunkBytes` (~350 KB; DynamoDB's item limit is 400 KB) is split
  * into chunks. Every chunk records the chunk count `n` and a hash `h` of the whole payload; chunk 0
@@ -56,7 +56,8 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { CURRENT_PRICES, unitPrices, type UnitPrices } from '../core/price-table.js';
-import { deleteKeys, encodeKeySegment, getObjectBytes, normalizePrefix, putObjectBytes } from './s3-util.js';
+import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { deleteKeys, encodeKeySegment, normalizePrefix } from './s3-util.js';
 import { CheckpointError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import type { StateStore, StateStoreId, StateStoreProvider, StateView } from '../state/state-store.js';
@@ -164,7 +165,7 @@ interface LoadedState {
   /** Their gzip'd payload bytes and entries (puts and removals), summed. */
   deltaBytes: number;
   deltaEntries: number;
-  /** The S3 objects among those deltas' payloads. */
+  /** The S3 objects among those deltas' payloads (deltas with no item: chunk count 0). */
   deltaObjects: string[];
   /** Operators' indexes of `map` (`StateStore.view`), told every committed change. */
   views?: Map<string, StateView>;
@@ -323,14 +324,17 @@ export interface DynamoDbStateStoreOptions {
 export interface StateObjectLocation {
   readonly client: S3Client;
   readonly bucket: string;
-  /** The key prefix (the sink's); payloads go under `<prefix>_sluice_state/`. */
+  /**
+   * The key prefix: the deployment's sink prefix (not a replay's: the store key names the
+   * namespace), so that a reader given the deployment finds the objects.
+   */
   readonly prefix: string;
 }
 
 /** The folder, under the location's prefix, of the state objects (hidden: a leading `_`). */
 export const STATE_OBJECT_FOLDER = '_sluice_state/';
-/** A pointer item's bytes besides the key (format, version, chunk, count, hash, object key): generous. */
-const POINTER_ITEM_BYTES = 600;
+/** The object metadata entry holding the payload's hash. */
+const HASH_METADATA = 'sluice-hash';
 
 interface ChunkItem {
   version: number;
@@ -338,8 +342,6 @@ interface ChunkItem {
   count: number;
   hash: string;
   data: Uint8Array;
-  /** The object the payload is in (a pointer item), if it is one. */
-  object?: string;
 }
 
 export class DynamoDbStateStoreProvider implements StateStoreProvider {
@@ -400,8 +402,9 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     }, this.meter, 1);
     const marker = markers[0];
     const snapshotVersion = marker ? Number(marker.v!.N) : 0;
+    const snapshotObject = marker?.s3?.S;
     const [snapshotItems, deltaItems] = await Promise.all([
-      marker
+      marker && snapshotObject === undefined
         ? queryAll(this.client, {
           TableName: this.table,
           KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)',
@@ -423,8 +426,13 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
         : Promise.resolve([]),
     ]);
     this.meter?.add('stateBytesRead', [...markers, ...snapshotItems, ...deltaItems].reduce((a, i) => a + itemSize(i), 0));
-    const objectData = await this.readObjects(pk, [...snapshotItems, ...deltaItems]);
-    const toChunk = (item: Item): ChunkItem => chunkOf(item, objectData);
+    const versionsWithItems = new Set(deltaItems.map((i) => Number(i.v!.N)));
+    const objectDeltas: number[] = [];
+    for (let v = snapshotVersion + 1; v <= version; v++) if (!versionsWithItems.has(v)) objectDeltas.push(v);
+    const [snapshotPayload, deltaPayloads] = await Promise.all([
+      snapshotObject === undefined ? Promise.resolve(undefined) : this.readObject(pk, snapshotObject, marker!.h!.S!),
+      this.readDeltaObjects(pk, objectDeltas),
+    ]);
 
     const map = new Map<string, unknown>();
     let base: SnapshotInfo | null = null;
@@ -432,10 +440,11 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       const count = Number(marker.n!.N);
       const hash = marker.h!.S!;
       checkFormat(marker, pk);
-      const payload = assemble(pk, `snapshot ${snapshotVersion}`, snapshotItems.map(toChunk), count, hash);
+      if (snapshotObject !== undefined && snapshotPayload === undefined) throw missingObject(pk, snapshotObject);
+      const payload = snapshotPayload ?? assemble(pk, `snapshot ${snapshotVersion}`, snapshotItems.map(toChunk), count, hash);
       const decoded = decodePayload(payload) as { e: [string, unknown][] };
       for (const [k, v] of decoded.e) map.set(k, v);
-      const object = snapshotItems.map(toChunk).find((c) => c.chunk === 0 && c.hash === hash)?.object;
+      const object = snapshotObject;
       base = {
         version: snapshotVersion, chunks: count, obsolete: JSON.parse(marker.o?.S ?? '[]') as string[],
         obsoleteObjects: JSON.parse(marker.os?.S ?? '[]') as string[], ...(object ? { object } : {}),
@@ -458,36 +467,63 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     for (let v = snapshotVersion + 1; v <= version; v++) {
       const chunks = byVersion.get(v);
       const head = chunks?.find((c) => c.chunk === 0);
-      if (!head) throw missingVersion(pk, v, version, snapshotVersion);
-      const payload = assemble(pk, `delta ${v}`, chunks!, head.count, head.hash);
+      const object = head ? undefined : deltaPayloads.get(v);
+      if (!head && !object) throw missingVersion(pk, v, version, snapshotVersion);
+      const payload = object ? object.payload : assemble(pk, `delta ${v}`, chunks!, head!.count, head!.hash);
       const d = decodePayload(payload) as { p: [string, unknown][]; r: string[] };
       for (const [k, val] of d.p) map.set(k, val);
       for (const k of d.r) map.delete(k);
-      deltas.push([v, head.count]);
-      if (head.object) deltaObjects.push(head.object);
+      deltas.push([v, head ? head.count : 0]);
+      if (object) deltaObjects.push(object.key);
       deltaBytes += payload.byteLength;
       deltaEntries += d.p.length + d.r.length;
     }
     return { map, version, base, deltas, deltaBytes, deltaEntries, deltaObjects };
   }
 
-  /** The payloads of the pointer items among `items`, by object key (each read once, 8 at a time). */
-  private async readObjects(pk: string, items: readonly Item[]): Promise<Map<string, Uint8Array>> {
-    const keys = [...new Set(items.map((i) => i.s3?.S).filter((k): k is string => k !== undefined))];
-    const data = new Map<string, Uint8Array>();
-    if (keys.length === 0) return data;
+  /** The object key of a store's delta or snapshot payload (`kind`: d or s). */
+  objectKey(pk: string, kind: 'd' | 's', version: number): string {
+    return `${normalizePrefix(this.objects?.prefix ?? '')}${STATE_OBJECT_FOLDER}${encodeKeySegment(pk)}/${kind}${padId(version)}`;
+  }
+
+  /** The deltas of `versions` that are objects (a version missing here was never committed), 8 reads at a time. */
+  private async readDeltaObjects(pk: string, versions: readonly number[]): Promise<Map<number, { key: string; payload: Buffer }>> {
+    const found = new Map<number, { key: string; payload: Buffer }>();
+    if (!this.objects || versions.length === 0) return found;
+    await mapLimited(versions, 8, async (v) => {
+      const key = this.objectKey(pk, 'd', v);
+      const payload = await this.readObject(pk, key);
+      if (payload) found.set(v, { key, payload });
+    });
+    return found;
+  }
+
+  /** An object's payload, checked against its hash (the metadata's, or `expectedHash`); undefined if absent. */
+  private async readObject(pk: string, key: string, expectedHash?: string): Promise<Buffer | undefined> {
     const objects = this.objects;
     if (!objects) {
-      throw new CheckpointError(`State ${pk} has payloads in S3, but this state store was given no S3 location.`, {
+      throw new CheckpointError(`State ${pk} has payloads in S3 (${key}), but this state store was given no S3 location.`, {
         code: 'STATE_OBJECTS_UNREACHABLE', hint: 'open the state with the deployment\'s S3 sink location (the runtime passes it).',
       });
     }
-    await mapLimited(keys, 8, async (key) => {
-      const bytes = await getObjectBytes(objects.client, objects.bucket, key, this.meter);
-      // A missing object: assemble reports the chunk as missing (retryable), as for an item.
-      if (bytes) data.set(key, bytes);
-    });
-    return data;
+    this.meter?.add('s3Gets', 1);
+    let payload: Buffer;
+    let hash: string | undefined;
+    try {
+      const out = await objects.client.send(new GetObjectCommand({ Bucket: objects.bucket, Key: key }));
+      payload = Buffer.from((await out.Body?.transformToByteArray()) ?? new Uint8Array());
+      hash = out.Metadata?.[HASH_METADATA];
+    } catch (error) {
+      const name = (error as { name?: string }).name;
+      if (name === 'NoSuchKey' || name === 'NotFound') return undefined;
+      throw error;
+    }
+    this.meter?.add('stateBytesRead', payload.byteLength);
+    const expected = expectedHash ?? hash;
+    if (expected === undefined || hashOf(payload) !== expected) {
+      throw new CheckpointError(`State ${pk} object ${key} does not match its hash.`, { code: 'STATE_CORRUPT', retryable: true });
+    }
+    return payload;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -505,7 +541,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       const encoded = this.encodeDelta(state, delta);
       if (this.snapshotDue(state, version, delta, encoded)) await this.writeSnapshot(pk, state, version, delta);
       else {
-        const written = await this.writeChunks(pk, STATE_ITEMS.deltaPrefix, version, encoded.payload, true);
+        const written = await this.writeChunks(pk, 'd', version, encoded.payload);
         state.deltas.push([version, written.count]);
         if (written.object) state.deltaObjects.push(written.object);
         state.deltaBytes += encoded.payload.byteLength;
@@ -569,7 +605,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     for (const [k, v] of delta) if (v !== TOMBSTONE) entries.push([k, v]);
     entries.sort(byKey);
     const payload = gzipSync(encodeStateJson({ e: entries }, entries.map((e) => e[1])));
-    const { count, object } = await this.writeChunks(pk, STATE_ITEMS.snapshotPrefix, version, payload, false);
+    const { count, object } = await this.writeChunks(pk, 's', version, payload);
     // What the next snapshot may delete: the previous snapshot and the deltas since it.
     const obsolete: string[] = [];
     const obsoleteObjects: string[] = [...(state.base?.object ? [state.base.object] : []), ...state.deltaObjects];
@@ -582,6 +618,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       pk: { S: pk }, sk: { S: `${STATE_ITEMS.snapshotMarkerPrefix}${padId(version)}` },
       fmt: { N: String(STATE_FORMAT_VERSION) }, v: { N: String(version) }, n: { N: String(count) }, h: { S: hashOf(payload) },
       entries: { N: String(entries.length) }, bytes: { N: String(payload.byteLength) }, o: { S: JSON.stringify(obsolete) },
+      ...(object ? { s3: { S: object } } : {}),
       ...(obsoleteObjects.length > 0 ? { os: { S: JSON.stringify(obsoleteObjects) } } : {}),
     };
     await this.put(marker);
@@ -599,7 +636,6 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
         this.lastPurgeError = error;
       }
     }
-    // Objects after their pointers: a pointer never names a deleted object while it is read.
     if (objectsToPurge.length > 0 && this.objects) {
       try {
         await deleteKeys(this.objects.client, this.objects.bucket, objectsToPurge);
@@ -610,36 +646,38 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
   }
 
   /**
-   * Whether a payload of `bytes` costs less as one S3 PUT and a pointer item than as chunk items,
-   * at this provider's prices (the write only; a payload is read back only on a cold start).
+   * Whether a payload of `bytes` costs less as one S3 PUT than as chunk items, at this provider's
+   * prices. Only the write counts: a payload is read back only on a cold start (one GET, against
+   * the items' read units), and most are never read.
    */
-  payloadAsObject(pk: string, prefix: string, bytes: number): boolean {
+  payloadAsObject(pk: string, bytes: number): boolean {
     if (!this.objects) return false;
-    const keyBytes = pk.length + prefix.length + 20;
+    const itemOverhead = pk.length + 2 + 12 + 1 + 4 + 120;
     const items = Math.max(1, Math.ceil(bytes / this.chunkBytes));
     let itemUnits = 0;
-    for (let c = 0; c < items; c++) itemUnits += writeUnitsFor(keyBytes + 120 + Math.min(this.chunkBytes, bytes - c * this.chunkBytes));
-    const objectCost = this.prices.s3Put + writeUnitsFor(keyBytes + POINTER_ITEM_BYTES) * this.prices.dynamoDbWriteUnit;
-    return objectCost < itemUnits * this.prices.dynamoDbWriteUnit;
+    for (let c = 0; c < items; c++) itemUnits += writeUnitsFor(itemOverhead + Math.min(this.chunkBytes, bytes - c * this.chunkBytes));
+    return this.prices.s3Put < itemUnits * this.prices.dynamoDbWriteUnit;
   }
 
   /**
-   * Writes a payload as chunk items; chunk 0 goes last so that, for a delta, its presence means
-   * every chunk is there. Returns the chunk count.
+   * Writes a payload as one object when that is cheaper (chunk count 0), else as chunk items;
+   * chunk 0 goes last so that, for a delta, its presence means every chunk is there.
    */
-  private async writeChunks(pk: string, prefix: string, version: number, payload: Buffer, headLast: boolean): Promise<{ count: number; object?: string }> {
+  private async writeChunks(pk: string, kind: 'd' | 's', version: number, payload: Buffer): Promise<{ count: number; object?: string }> {
     const hash = hashOf(payload);
-    if (this.objects && this.payloadAsObject(pk, prefix, payload.byteLength)) {
-      const { client, bucket, prefix: base } = this.objects;
-      const object = `${normalizePrefix(base)}${STATE_OBJECT_FOLDER}${encodeKeySegment(pk)}/${prefix.replace('#', '')}${padId(version)}-${hash}`;
-      await putObjectBytes(client, bucket, object, payload, 'application/gzip', this.meter);
+    const objects = this.objects;
+    if (objects && this.payloadAsObject(pk, payload.byteLength)) {
+      const object = this.objectKey(pk, kind, version);
+      this.meter?.add('s3Puts', 1);
+      await objects.client.send(new PutObjectCommand({
+        Bucket: objects.bucket, Key: object, Body: payload, ContentLength: payload.byteLength, ContentType: 'application/gzip',
+        Metadata: { [HASH_METADATA]: hash },
+      }));
       this.meter?.add('stateBytesWritten', payload.byteLength);
-      await this.put({
-        pk: { S: pk }, sk: { S: `${prefix}${padId(version)}#${padChunk(0)}` },
-        fmt: { N: String(STATE_FORMAT_VERSION) }, v: { N: String(version) }, c: { N: '0' }, n: { N: '1' }, h: { S: hash }, s3: { S: object },
-      });
-      return { count: 1, object };
+      return { count: 0, object };
     }
+    const prefix = kind === 'd' ? STATE_ITEMS.deltaPrefix : STATE_ITEMS.snapshotPrefix;
+    const headLast = kind === 'd';
     const count = Math.max(1, Math.ceil(payload.byteLength / this.chunkBytes));
     const item = (c: number): Item => ({
       pk: { S: pk }, sk: { S: `${prefix}${padId(version)}#${padChunk(c)}` },
@@ -669,17 +707,15 @@ function hashOf(payload: Uint8Array): string {
   return createHash('sha256').update(payload).digest('hex').slice(0, 32);
 }
 
-/** A chunk item, or a pointer item with its object's bytes. */
-function chunkOf(item: Item, objects: ReadonlyMap<string, Uint8Array>): ChunkItem {
-  const object = item.s3?.S;
-  const data = object === undefined ? item.z!.B! : objects.get(object);
-  if (data === undefined) {
-    throw new CheckpointError(`State ${item.pk?.S} ${item.sk?.S} names the object ${object}, which is not there.`, {
-      code: 'STATE_CHUNK_MISSING', retryable: true,
-      hint: 'the state objects under the sink prefix were deleted or moved by hand; restore them or start with a new checkpoint.',
-    });
-  }
-  return { version: Number(item.v!.N), chunk: Number(item.c!.N), count: Number(item.n!.N), hash: item.h!.S!, data, ...(object !== undefined ? { object } : {}) };
+function toChunk(item: Item): ChunkItem {
+  return { version: Number(item.v!.N), chunk: Number(item.c!.N), count: Number(item.n!.N), hash: item.h!.S!, data: item.z!.B! };
+}
+
+function missingObject(pk: string, key: string): CheckpointError {
+  return new CheckpointError(`State ${pk}: the snapshot object ${key} its marker names is not there.`, {
+    code: 'STATE_CHUNK_MISSING', retryable: true,
+    hint: 'the state objects under the sink prefix were deleted or moved by hand; restore them or start with a new checkpoint.',
+  });
 }
 
 function checkFormat(item: Item, pk: string): void {

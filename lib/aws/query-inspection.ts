@@ -74,7 +74,7 @@ export function checkpointOf(clients: AwsClients, deployment: DeploymentDescript
   return new DynamoDbCheckpoint({
     client: clients.dynamodb, checkpointTable: deployment.checkpointTable, stateTable: deployment.stateTable,
     queryName: deployment.activeNamespace ?? deployment.sluiceQuery, partitionId, stateCache: null,
-    // State payloads kept as objects: their pointers name the whole key, so the bucket suffices.
+    // State payloads kept as objects, under the deployment's sink prefix (lib/aws/aws-backends.ts).
     ...(deployment.sinkBucket ? { stateObjects: { client: clients.s3, bucket: deployment.sinkBucket, prefix: deployment.sinkPrefix ?? '' } } : {}),
   });
 }

@@ -1,8 +1,8 @@
 /**
- * State payloads as S3 objects when one PUT and a pointer item cost less than the chunk items, at
- * the price table's prices: the choice, the read-back (fresh provider, no cache), mixed item and
- * object versions, purging of obsolete objects with the items, and the refusals (no location, a
- * missing object, an object with other bytes).
+ * State payloads as S3 objects when one PUT costs less than the chunk items, at the price table's
+ * prices: the choice, the read-back (fresh provider, no cache), mixed item and object versions,
+ * purging of obsolete objects with the items, and the refusals (no location, a missing object, an
+ * object with other bytes).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -60,18 +60,18 @@ async function itemsOf(pk: string): Promise<Record<string, { s3?: string; z: boo
 const objectsOf = async (pk: string): Promise<string[]> => listKeys(aws.s3, BUCKET, `${PREFIX}${STATE_OBJECT_FOLDER}${encodeURIComponent(pk)}/`);
 
 describe('state payloads as S3 objects', () => {
-  it('chooses by price: an object once the items cost more than a PUT and a pointer, never without a location', () => {
+  it('chooses by price: an object once the items cost more than a PUT, never without a location', () => {
     const p = provider();
     const pk = p.storeKey(ID);
     // Issue prices ($1.25 per million write units, $0.005 per 1,000 PUTs): a PUT is 4 write units.
-    expect(p.payloadAsObject(pk, 'd#', 2_000)).toBe(false);
-    expect(p.payloadAsObject(pk, 'd#', 10_000)).toBe(true);
-    // At the current prices ($0.625 per million), a PUT is 8 write units: 6 KB stays an item.
+    expect(p.payloadAsObject(pk, 2_500)).toBe(false);
+    expect(p.payloadAsObject(pk, 4_000)).toBe(true);
+    // At the current prices ($0.625 per million), a PUT is 8 write units: 7 KB stays an item.
     const current = provider({ prices: unitPrices(PRICES_2026_12_US_EAST_1) });
-    expect(current.payloadAsObject(pk, 'd#', 6_000)).toBe(false);
-    expect(current.payloadAsObject(pk, 'd#', 10_000)).toBe(true);
+    expect(current.payloadAsObject(pk, 7_000)).toBe(false);
+    expect(current.payloadAsObject(pk, 8_500)).toBe(true);
     const { objects: _none, ...withoutObjects } = p.options;
-    expect(new DynamoDbStateStoreProvider(withoutObjects).payloadAsObject(pk, 'd#', 1_000_000)).toBe(false);
+    expect(new DynamoDbStateStoreProvider(withoutObjects).payloadAsObject(pk, 1_000_000)).toBe(false);
   });
 
   it('writes large deltas and snapshots as objects and small ones as items, reads them back exactly, and purges obsolete objects', async () => {
@@ -94,16 +94,19 @@ describe('state payloads as S3 objects', () => {
       expect(await s.commit()).toBe(v + 1);
     }
     const items = await itemsOf(pk);
-    // Snapshots at 3 and 6 (objects: the state is over 10 KB); delta 7 (40 keys) an object, delta 8 (1 key) an item.
-    expect(items['d#000000000007#0000']?.s3).toMatch(/d000000000007-[0-9a-f]{32}$/);
-    expect(items['d#000000000007#0000']?.z).toBe(false);
+    // Snapshots at 3 and 6 (objects: the state is over 10 KB, named by their markers); delta 7 (40
+    // keys) an object and no item, delta 8 (1 key) an item.
+    expect(items['d#000000000007#0000']).toBeUndefined();
     expect(items['d#000000000008#0000']).toEqual({ z: true });
-    expect(items['s#000000000006#0000']?.s3).toMatch(/s000000000006-[0-9a-f]{32}$/);
-    // Snapshot 6 deleted what snapshot 3 replaced: delta 1's object (and the items of deltas 1 and 2).
+    expect(items['s#000000000006#0000']).toBeUndefined();
+    expect(items['m#000000000006']?.s3).toBe(p.objectKey(pk, 's', 6));
+    // Snapshot 6 deleted what snapshot 3 replaced: delta 1's object (and delta 2's item).
     const objects = await objectsOf(pk);
-    expect(objects.map((k) => k.split('/').at(-1)!.slice(0, 13)).sort()).toEqual(['d000000000005', 'd000000000007', 's000000000003', 's000000000006']);
-    expect(Object.keys(items).filter((sk) => sk.startsWith('d#')).map((sk) => Number(sk.slice(2, 14)))).toEqual([4, 5, 7, 8]);
+    expect(objects.map((k) => k.split('/').at(-1)).sort()).toEqual(['d000000000005', 'd000000000007', 's000000000003', 's000000000006']);
+    expect(Object.keys(items).filter((sk) => sk.startsWith('d#')).map((sk) => Number(sk.slice(2, 14)))).toEqual([4, 8]);
     expect(meter.snapshot().s3Puts).toBe(5);
+    // DynamoDB wrote only deltas 2, 4, 8, the two markers, and deleted delta 2 (one unit each).
+    expect(meter.snapshot().dynamoDbWriteUnits).toBe(6);
 
     const fresh = await provider({ queryName: p.options.queryName }).open<string>(ID, 8);
     expect(Object.fromEntries(fresh.entries())).toEqual(Object.fromEntries(expected));
@@ -113,37 +116,37 @@ describe('state payloads as S3 objects', () => {
     expect(readMeter.snapshot().s3Gets).toBe(2);
   });
 
-  it('refuses to read objects without a location, a missing object, or an object with other bytes', async () => {
-    const p = provider();
-    const s = await p.open<string>(ID, 0);
-    for (let i = 0; i < 40; i++) s.put(`k${i}`, noise(300));
-    await s.commit();
+  it('refuses a snapshot object that is missing or has other bytes; without a location a delta object is a missing version', async () => {
+    const p = provider({ snapshotEvery: 2 });
+    for (let v = 0; v < 2; v++) {
+      const s = await p.open<string>(ID, v);
+      for (let i = 0; i < 40; i++) s.put(`k${i}`, noise(300));
+      await s.commit();
+    }
     const pk = p.storeKey(ID);
-    const [object] = await objectsOf(pk);
-    expect(object).toBeDefined();
     const { objects: _none, ...withoutObjects } = p.options;
-    await expect(new DynamoDbStateStoreProvider({ ...withoutObjects, cache: null }).open(ID, 1)).rejects.toMatchObject({ code: 'STATE_OBJECTS_UNREACHABLE' });
-    await aws.s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: object!, Body: Buffer.from('other bytes') }));
-    await expect(provider({ queryName: p.options.queryName }).open(ID, 1)).rejects.toMatchObject({ code: 'STATE_CORRUPT' });
-    await deleteKeys(aws.s3, BUCKET, [object!]);
-    await expect(provider({ queryName: p.options.queryName }).open(ID, 1)).rejects.toMatchObject({ code: 'STATE_CHUNK_MISSING', retryable: true });
+    await expect(new DynamoDbStateStoreProvider({ ...withoutObjects, cache: null }).open(ID, 1)).rejects.toMatchObject({ code: 'STATE_VERSION_MISSING' });
+    await expect(new DynamoDbStateStoreProvider({ ...withoutObjects, cache: null }).open(ID, 2)).rejects.toMatchObject({ code: 'STATE_OBJECTS_UNREACHABLE' });
+    const snapshot = p.objectKey(pk, 's', 2);
+    expect(await objectsOf(pk)).toContain(snapshot);
+    await aws.s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: snapshot, Body: Buffer.from('other bytes') }));
+    await expect(provider({ queryName: p.options.queryName }).open(ID, 2)).rejects.toMatchObject({ code: 'STATE_CORRUPT' });
+    await deleteKeys(aws.s3, BUCKET, [snapshot]);
+    await expect(provider({ queryName: p.options.queryName }).open(ID, 2)).rejects.toMatchObject({ code: 'STATE_CHUNK_MISSING', retryable: true });
   });
 
-  it('a re-run of a version with the same bytes writes the same object; other bytes go to another object and the pointer names its own', async () => {
+  it('a re-run of a version rewrites its object, and a version with neither item nor object was never committed', async () => {
     const p = provider({ cache: null });
     const values = Array.from({ length: 40 }, () => noise(300));
     for (let attempt = 0; attempt < 2; attempt++) {
       const s = await p.open<string>(ID, 0);
-      values.forEach((v, i) => s.put(`k${i}`, v));
+      values.forEach((v, i) => s.put(`k${i}`, attempt === 0 ? v : `${v}!`));
       await s.commit();
     }
     const pk = p.storeKey(ID);
     expect(await objectsOf(pk)).toHaveLength(1);
-    const other = await p.open<string>(ID, 0);
-    values.forEach((v, i) => other.put(`k${i}`, `${v}!`));
-    await other.commit();
-    expect(await objectsOf(pk)).toHaveLength(2);
     const read = await provider({ queryName: p.options.queryName }).open<string>(ID, 1);
     expect(read.get('k3')).toBe(`${values[3]}!`);
+    await expect(provider({ queryName: p.options.queryName }).open(ID, 2)).rejects.toMatchObject({ code: 'STATE_VERSION_MISSING' });
   });
 });
