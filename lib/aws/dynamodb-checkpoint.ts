@@ -20,7 +20,9 @@
  *              way (same keys, same bytes). Both can happen any number of times.
  *   4. Commit. `commit#N` is written in a transaction that also checks that `commit#N-1` exists,
  *              on the condition that `commit#N` does not (and that carries the partition's
- *              watermark row, so planning, state, commit and watermark take one request each). Exactly one attempt can succeed; it is the
+ *              watermark row, so planning, state, commit and watermark take one request each; the
+ *              row records the commit, so the next commit's row Update can prove commit N-1 in
+ *              place of the ConditionCheck: DynamoDbCommitSideWrite.chain). Exactly one attempt can succeed; it is the
  *              point after which the input is acknowledged (the shard's position moves on). An
  *              attempt that finds `commit#N` already there gets `false` and must not acknowledge
  *              anything; a missing `commit#N-1` means batches are being committed out of order,
@@ -203,8 +205,15 @@ class DynamoDbMetadataLog<T> implements MetadataLog<T> {
 export interface DynamoDbCommitSideWrite extends CommitSideWrite {
   readonly item: TransactWriteItem;
   readonly optional: boolean;
-  /** Called once the commit transaction wrote it. */
-  readonly onWritten?: () => void;
+  /**
+   * The same write, also recording commit N of `commitPk` on its item (`record`), and, when the
+   * writer knows its item holds commit N-1, one that also proves it (`proveAndRecord`: a condition
+   * that holds only if commit N-1 was written): the commit then needs no ConditionCheck of commit N-1.
+   * The item is written only in commit transactions, so it says which commit is the latest.
+   */
+  readonly chain?: (commitPk: string, batchId: number) => Promise<{ record: TransactWriteItem; proveAndRecord?: TransactWriteItem }>;
+  /** Called once the commit transaction wrote it (`recorded`: a `chain` item, which records the commit). */
+  readonly onWritten?: (recorded: boolean) => void;
 }
 
 function isDynamoDbSideWrite(write: CommitSideWrite): write is DynamoDbCommitSideWrite {
@@ -213,10 +222,15 @@ function isDynamoDbSideWrite(write: CommitSideWrite): write is DynamoDbCommitSid
 
 /**
  * The commit log: commit N is written only after commit N-1, in one transaction:
- *   [ConditionCheck commit N-1 exists]   (N > 0)
+ *   [ConditionCheck commit N-1 exists]   (N > 0, unless a side write proves it)
  *   Put commit N if absent, with batch N's progress record as attributes when one is staged (an
  *     item of its own would cost 2 more write units; a refused commit writes no record)
+ *   [fence]
  *   ...side writes (the watermark row; whatever else belongs to the commit)
+ * A side write that can `chain` (the watermark row) records the commit on its item; when it can
+ * prove commit N-1 (its item recorded N-1, which only commit N-1's transaction writes), its
+ * condition replaces the ConditionCheck (2 write units); if that condition fails, the commit is
+ * tried again with the ConditionCheck, which decides as before.
  */
 class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements CommitLog {
   /** Batch N's progress record, staged by the engine to ride in commit N's transaction. */
@@ -238,22 +252,26 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
     const staged = this.staged?.batchId === batchId ? this.staged.progress : null;
     this.staged = null;
     const item = { ...entryItem(this.items, this.sk(batchId), batchId, entry), ...(staged ? commitProgressAttributes(staged) : {}) };
-    const commitItems: TransactWriteItem[] = [];
-    if (batchId > 0) {
-      commitItems.push({ ConditionCheck: { TableName: this.items.table, Key: this.items.key(this.sk(batchId - 1)), ConditionExpression: 'attribute_exists(pk)' } });
-    }
-    commitItems.push({ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } });
-    const checkIndex = batchId > 0 ? 0 : -1;
-    const putIndex = commitItems.length - 1;
-    const fenceIndex = this.fence ? commitItems.push(this.fence) - 1 : -1;
+    const chainWrite = writes.find((w) => w.chain !== undefined);
+    const chain = chainWrite ? await chainWrite.chain!(this.items.pk, batchId) : undefined;
+    let proving = batchId > 0 && chain?.proveAndRecord !== undefined;
     let included = writes;
     for (let attempt = 0; ; attempt++) {
-      const transactItems = [...commitItems, ...included.map((w) => w.item)];
-      const units = (): number => writeUnitsFor(itemSize(item), true) + (batchId > 0 ? 2 : 0) + included.length * 2 + (fenceIndex >= 0 ? 2 : 0);
+      const chained = chainWrite !== undefined && chain !== undefined && included.includes(chainWrite);
+      const provingNow = proving && chained;
+      const commitItems: TransactWriteItem[] = [];
+      const checkIndex = batchId > 0 && !provingNow
+        ? commitItems.push({ ConditionCheck: { TableName: this.items.table, Key: this.items.key(this.sk(batchId - 1)), ConditionExpression: 'attribute_exists(pk)' } }) - 1
+        : -1;
+      const putIndex = commitItems.push({ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } }) - 1;
+      const fenceIndex = this.fence ? commitItems.push(this.fence) - 1 : -1;
+      const sideItem = (w: DynamoDbCommitSideWrite): TransactWriteItem => (w === chainWrite && chain ? (provingNow ? chain.proveAndRecord! : chain.record) : w.item);
+      const transactItems = [...commitItems, ...included.map(sideItem)];
+      const units = (): number => writeUnitsFor(itemSize(item), true) + (checkIndex >= 0 ? 2 : 0) + included.length * 2 + (fenceIndex >= 0 ? 2 : 0);
       try {
         const out = await this.items.client.send(new TransactWriteItemsCommand({ TransactItems: transactItems, ReturnConsumedCapacity: 'TOTAL' }));
         meterUnits(this.items.meter, 'write', out.ConsumedCapacity, units);
-        for (const w of included) w.onWritten?.();
+        for (const w of included) w.onWritten?.(w === chainWrite && chained);
         return true;
       } catch (error) {
         if (!(error instanceof TransactionCanceledException)) throw wrap(error, `commit batch ${batchId}`);
@@ -277,6 +295,11 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
               hint: 'another writer rewound or damaged this checkpoint, or the commit log was purged up to its latest entry; stop other runs of the query and restart it.',
             },
           );
+        }
+        if (provingNow && failed(commitItems.length + included.indexOf(chainWrite!))) {
+          // The row does not hold commit N-1 (another writer moved it, or it never recorded it): the ConditionCheck decides.
+          proving = false;
+          continue;
         }
         const refused = included.filter((w, i) => failed(commitItems.length + i));
         if (refused.length > 0 && refused.every((w) => w.optional)) {
