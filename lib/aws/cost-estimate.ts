@@ -285,7 +285,8 @@ export async function measureInvocation(
       // The record rides in the commit item (lib/aws/progress-record.ts): it counts where it makes that item larger.
       const commit = await memory.commitLog.get(p.batchId);
       const commitItem = { ...checkpointItem(pk, 'commit#000000000001', p.batchId, commit), ...commitProgressAttributes(deployed) };
-      commitUnits += 2 * writeUnitsFor(itemSize(commitItem)) + (p.batchId > 0 ? 2 : 0);
+      // No ConditionCheck of commit N-1: the watermark row's Update proves it (lib/aws/dynamodb-watermarks.ts).
+      commitUnits += 2 * writeUnitsFor(itemSize(commitItem));
     }
   }
   const n = measured;
