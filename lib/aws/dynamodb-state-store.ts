@@ -16,7 +16,8 @@
  *
  * In S3 when cheaper: with an object location (the deployed runtime's S3 sinks: the sink bucket,
  * under `<prefix>_sluice_state/<store pk>/`, hidden from the sink's readers), a payload whose chunk
- * items would cost more than one S3 PUT at the price table's prices is one object instead, its hash
+ * items would cost more (written, then deleted by a purge) than one S3 PUT at the price table's
+ * prices is one object instead, its hash
  * in the object's metadata: a delta as `d<version>` and no item at all (a version with no delta item
  * is read from its object; a version with neither was never committed), a snapshot as
  * `s<version>`, named by its marker (`s3`), which is written after it. The snapshot's marker lists
@@ -647,8 +648,9 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
 
   /**
    * Whether a payload of `bytes` costs less as one S3 PUT than as chunk items, at this provider's
-   * prices. Only the write counts: a payload is read back only on a cold start (one GET, against
-   * the items' read units), and most are never read.
+   * prices, over its life: DynamoDB charges the items' write units twice (the write, then the
+   * purge's delete, charged by the item's size), S3 nothing for the DELETE. Reads are left out: a
+   * payload is read back only on a cold start (one GET against the items' read units), most never.
    */
   payloadAsObject(pk: string, bytes: number): boolean {
     if (!this.objects) return false;
@@ -656,7 +658,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     const items = Math.max(1, Math.ceil(bytes / this.chunkBytes));
     let itemUnits = 0;
     for (let c = 0; c < items; c++) itemUnits += writeUnitsFor(itemOverhead + Math.min(this.chunkBytes, bytes - c * this.chunkBytes));
-    return this.prices.s3Put < itemUnits * this.prices.dynamoDbWriteUnit;
+    return this.prices.s3Put < 2 * itemUnits * this.prices.dynamoDbWriteUnit;
   }
 
   /**

@@ -63,13 +63,14 @@ describe('state payloads as S3 objects', () => {
   it('chooses by price: an object once the items cost more than a PUT, never without a location', () => {
     const p = provider();
     const pk = p.storeKey(ID);
-    // Issue prices ($1.25 per million write units, $0.005 per 1,000 PUTs): a PUT is 4 write units.
-    expect(p.payloadAsObject(pk, 2_500)).toBe(false);
-    expect(p.payloadAsObject(pk, 4_000)).toBe(true);
-    // At the current prices ($0.625 per million), a PUT is 8 write units: 7 KB stays an item.
+    // Issue prices ($1.25 per million write units, $0.005 per 1,000 PUTs): a PUT is 4 write units,
+    // an item costs its units twice (written, then deleted by a purge, by its size).
+    expect(p.payloadAsObject(pk, 500)).toBe(false);
+    expect(p.payloadAsObject(pk, 2_500)).toBe(true);
+    // At the current prices ($0.625 per million), a PUT is 8 write units: 2.5 KB stays an item.
     const current = provider({ prices: unitPrices(PRICES_2026_12_US_EAST_1) });
-    expect(current.payloadAsObject(pk, 7_000)).toBe(false);
-    expect(current.payloadAsObject(pk, 8_500)).toBe(true);
+    expect(current.payloadAsObject(pk, 2_500)).toBe(false);
+    expect(current.payloadAsObject(pk, 4_500)).toBe(true);
     const { objects: _none, ...withoutObjects } = p.options;
     expect(new DynamoDbStateStoreProvider(withoutObjects).payloadAsObject(pk, 1_000_000)).toBe(false);
   });
