@@ -285,8 +285,9 @@ export async function measureInvocation(
       // The record rides in the commit item (lib/aws/progress-record.ts): it counts where it makes that item larger.
       const commit = await memory.commitLog.get(p.batchId);
       const commitItem = { ...checkpointItem(pk, 'commit#000000000001', p.batchId, commit), ...commitProgressAttributes(deployed) };
-      // No ConditionCheck of commit N-1: the watermark row's Update proves it (lib/aws/dynamodb-watermarks.ts).
-      commitUnits += 2 * writeUnitsFor(itemSize(commitItem));
+      // The ConditionCheck of commit N-1 is counted although the watermark row's Update proves it once
+      // the row recorded a commit (lib/aws/dynamodb-watermarks.ts): an upper bound.
+      commitUnits += 2 * writeUnitsFor(itemSize(commitItem)) + (p.batchId > 0 ? 2 : 0);
     }
   }
   const n = measured;
