@@ -45,6 +45,11 @@ export const PRICES = {
   lambdaMemoryGb: 1,
   kinesisGetRecords: 0,
 } as const;
+/**
+ * The prices issue 17 states its targets at: DynamoDB on-demand at twice today's list price (before
+ * AWS halved it), S3 and Lambda as today. Printed beside the current prices' figures.
+ */
+export const ISSUE_17_PRICES = { ...PRICES, writeUnit: 1.25e-6, readUnit: 0.25e-6 } as const;
 /** Modelled latency of one AWS request from Lambda (DynamoDB/S3 in-region: 5–10 ms). */
 const ROUND_TRIP_MS = 8;
 const BATCH = 1_000;
@@ -67,6 +72,8 @@ export interface E2eQueryFigures {
   readonly kinesisCalls: number;
   readonly lambdaGbSeconds: number;
   readonly usd: { dynamodb: number; s3: number; lambda: number; total: number };
+  /** The same at issue 17's prices (ISSUE_17_PRICES). */
+  readonly usdAtIssuePrices: number;
   /** Median over steady-state invocations of the Kinesis trigger. */
   readonly roundTripsPerInvocation: number;
   readonly roundTripsWithSink: number;
@@ -262,12 +269,14 @@ async function measureQuery(emulators: EmulatorSet, workload: Workload): Promise
       total: 0,
     };
     usd.total = usd.dynamodb + usd.s3 + usd.lambda;
+    const usdAtIssuePrices = usd.total - usd.dynamodb + (total(writes) * ISSUE_17_PRICES.writeUnit + total(reads) * ISSUE_17_PRICES.readUnit) * perMillion;
     return {
       name: workload.name, events, invocations,
       writeUnits: round(total(writes) * perMillion), readUnits: round(total(reads) * perMillion), writeUnitsByTable,
       s3Puts: round(s3Puts * perMillion), s3Gets: round(s3Gets * perMillion), kinesisCalls: round(kinesisCalls * perMillion),
       lambdaGbSeconds: round(gbSeconds * perMillion),
       usd: { dynamodb: round(usd.dynamodb, 4), s3: round(usd.s3, 4), lambda: round(usd.lambda, 4), total: round(usd.total, 4) },
+      usdAtIssuePrices: round(usdAtIssuePrices, 4),
       roundTripsPerInvocation: median(roundTrips), roundTripsWithSink: median(roundTripsWithSink),
       noDataBatches: batchesRun.noData, dataBatches: batchesRun.data,
     };
@@ -336,6 +345,7 @@ export function printEndToEndCost(figures: E2eFigures): void {
     console.log(`  ${[q.name, `${q.writeUnits} (${t.sink ?? 0}/${t.state ?? 0}/${t.checkpoint ?? 0})`, q.readUnits, q.s3Puts, q.s3Gets, q.kinesisCalls, q.lambdaGbSeconds,
       `${q.roundTripsPerInvocation} (${q.roundTripsWithSink})`, `${q.noDataBatches}/${q.dataBatches}`, q.usd.dynamodb, q.usd.s3, q.usd.lambda, q.usd.total].join(' | ')}`);
   }
+  console.log(`  $ total at issue 17's prices ($${ISSUE_17_PRICES.writeUnit * 1e6}/M WRU, $${ISSUE_17_PRICES.readUnit * 1e6}/M RRU, the rest as above): ${figures.queries.map((q) => `${q.name} ${q.usdAtIssuePrices}`).join(', ')}`);
   const s = figures.summary;
   console.log(`  round trips per steady-state invocation besides the sink (max over queries): ${s.roundTripsPerInvocation}`);
   if (s.largeStateWriteUnitsPerEvent !== null) console.log(`  state write units per event at 100,000 keys: ${s.largeStateWriteUnitsPerEvent}`);

@@ -74,12 +74,19 @@ export function createAwsQueryBackends(
   namespace: BackendsNamespace = { location: { namespace: query.definition.name } },
 ): AwsQueryBackends {
   const { definition } = query;
+  // State objects live under the deployment's own prefix (their keys name the namespace), where a
+  // reader given the deployment looks for them.
+  const stateObjectPrefix = sinkPrefixOf(definition, config);
   config = namespacedConfig(definition, config, namespace.location);
   const stateNamespace = namespace.location.namespace;
   // A replay shares the internal streams with the live run: its records carry its namespace.
   const channelNamespace = stateNamespace === definition.name ? undefined : stateNamespace;
   const resultSink = createSink(definition, query.keyColumns, config, clients, meter, (partitionId) => ancestorsOf(partitionId));
   const sink = decorateSink(resultSink);
+  // An S3 sink's bucket also takes state payloads that cost less as one object than as items.
+  const stateObjects = definition.sink.kind !== 'dynamodb' && config.sinkBucket
+    ? { client: clients.s3, bucket: config.sinkBucket, prefix: stateObjectPrefix }
+    : undefined;
   const deadLetters = new S3DeadLetterWriter({
     client: clients.s3, bucket: config.deadLetterBucket, prefix: config.deadLetterPrefix, meter,
   });
@@ -183,6 +190,7 @@ export function createAwsQueryBackends(
           client: clients.dynamodb, checkpointTable: config.checkpointTable, stateTable: config.stateTable,
           queryName: stateNamespace, partitionId: stage.checkpointPartition(shardId), meter,
           snapshotEvery: config.snapshotEveryBatches, snapshotByBytes: true,
+          ...(stateObjects ? { stateObjects } : {}),
           ...(namespace.fence ? { commitFence: namespace.fence } : {}),
         }),
         sink: toHop ?? sink,

@@ -20,7 +20,9 @@
  *              way (same keys, same bytes). Both can happen any number of times.
  *   4. Commit. `commit#N` is written in a transaction that also checks that `commit#N-1` exists,
  *              on the condition that `commit#N` does not (and that carries the partition's
- *              watermark row, so planning, state, commit and watermark take one request each). Exactly one attempt can succeed; it is the
+ *              watermark row, so planning, state, commit and watermark take one request each; the
+ *              row records the commit, so the next commit's row Update can prove commit N-1 in
+ *              place of the ConditionCheck: DynamoDbCommitSideWrite.chain). Exactly one attempt can succeed; it is the
  *              point after which the input is acknowledged (the shard's position moves on). An
  *              attempt that finds `commit#N` already there gets `false` and must not acknowledge
  *              anything; a missing `commit#N-1` means batches are being committed out of order,
@@ -34,9 +36,10 @@
  *
  * Items (checkpoint table, pk = `${queryName}#${partitionId}`): `meta`, `offset#<12-digit id>`,
  * `commit#<12-digit id>`, each with the entry as a JSON string attribute `entry`, the format
- * version `fmt` and the `batchId`; and the ring of recent progress `progress#<2 digits>` (TTL), its
- * records compressed (lib/aws/progress-record.ts). All reads are strongly consistent; every request's consumed
- * capacity goes to the CostMeter.
+ * version `fmt` and the `batchId`; a commit item also carries its batch's progress record,
+ * compressed (lib/aws/progress-record.ts), which is how `sluice status` and `sluice progress` read
+ * the recent batches (the ring of `progress#<2 digits>` items earlier versions wrote is still read).
+ * All reads are strongly consistent; every request's consumed capacity goes to the CostMeter.
  */
 import {
   ConditionalCheckFailedException,
@@ -53,11 +56,11 @@ import {
 import { CheckpointError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import { batchWriteAll, itemSize, meterUnits, queryAll, readUnitsFor, sleep, writeUnitsFor, type Item } from './dynamodb-cost.js';
-import { DynamoDbStateStoreProvider, type StateCache } from './dynamodb-state-store.js';
+import { DynamoDbStateStoreProvider, type StateCache, type StateObjectLocation } from './dynamodb-state-store.js';
 import { CHECKPOINT_ITEMS, padId } from './tables.js';
 import { namespacePointerKey, REPLAY_FENCE_ATTRIBUTE } from './query-namespace.js';
 import { PROGRESS_RECORDS } from '../runtime/runtime-config.js';
-import { parseProgressRecord, progressRecordItem } from './progress-record.js';
+import { commitProgressAttributes, parseCommitProgress, parseProgressRecord } from './progress-record.js';
 
 export interface DynamoDbCheckpointOptions {
   readonly client: DynamoDBClient;
@@ -74,6 +77,8 @@ export interface DynamoDbCheckpointOptions {
   readonly stateCache?: StateCache | null;
   /** State payload bytes per item before chunking (default 350 KB). */
   readonly stateChunkBytes?: number;
+  /** Where state payloads go when an S3 object is cheaper than items (DynamoDbStateStoreOptions.objects). */
+  readonly stateObjects?: StateObjectLocation;
   /**
    * A condition every commit also checks (lib/aws/query-namespace.ts): the namespace this
    * checkpoint lives in is still live or the replay shadow, so a writer that started before a
@@ -193,10 +198,6 @@ class DynamoDbMetadataLog<T> implements MetadataLog<T> {
   }
 }
 
-/** The sort key of batch N's slot in the partition's ring of recent progress records. */
-export const progressSortKey = (batchId: number): string =>
-  `${CHECKPOINT_ITEMS.progressPrefix}${String(batchId % PROGRESS_RECORDS.keep).padStart(2, '0')}`;
-
 /**
  * A side write of a batch's commit on DynamoDB: one more item of the commit transaction (same
  * account and region; any table). `optional`: its own condition failing drops it (the commit is
@@ -205,8 +206,15 @@ export const progressSortKey = (batchId: number): string =>
 export interface DynamoDbCommitSideWrite extends CommitSideWrite {
   readonly item: TransactWriteItem;
   readonly optional: boolean;
-  /** Called once the commit transaction wrote it. */
-  readonly onWritten?: () => void;
+  /**
+   * The same write, also recording commit N of `commitPk` on its item (`record`), and, when the
+   * writer knows its item holds commit N-1, one that also proves it (`proveAndRecord`: a condition
+   * that holds only if commit N-1 was written): the commit then needs no ConditionCheck of commit N-1.
+   * The item is written only in commit transactions, so it says which commit is the latest.
+   */
+  readonly chain?: (commitPk: string, batchId: number) => Promise<{ record: TransactWriteItem; proveAndRecord?: TransactWriteItem }>;
+  /** Called once the commit transaction wrote it (`recorded`: a `chain` item, which records the commit). */
+  readonly onWritten?: (recorded: boolean) => void;
 }
 
 function isDynamoDbSideWrite(write: CommitSideWrite): write is DynamoDbCommitSideWrite {
@@ -215,11 +223,15 @@ function isDynamoDbSideWrite(write: CommitSideWrite): write is DynamoDbCommitSid
 
 /**
  * The commit log: commit N is written only after commit N-1, in one transaction:
- *   [ConditionCheck commit N-1 exists]   (N > 0)
- *   Put commit N if absent
- *   Put batch N's progress record into its slot of the ring   (when staged; unconditional, and a
- *     refused commit writes nothing)
+ *   [ConditionCheck commit N-1 exists]   (N > 0, unless a side write proves it)
+ *   Put commit N if absent, with batch N's progress record as attributes when one is staged (an
+ *     item of its own would cost 2 more write units; a refused commit writes no record)
+ *   [fence]
  *   ...side writes (the watermark row; whatever else belongs to the commit)
+ * A side write that can `chain` (the watermark row) records the commit on its item; when it can
+ * prove commit N-1 (its item recorded N-1, which only commit N-1's transaction writes), its
+ * condition replaces the ConditionCheck (2 write units); if that condition fails, the commit is
+ * tried again with the ConditionCheck, which decides as before.
  */
 class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements CommitLog {
   /** Batch N's progress record, staged by the engine to ride in commit N's transaction. */
@@ -229,7 +241,8 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
    * `fence`: the namespace fence of a writer that read the pointer. Without it (the writer read no
    * pointer: the query was never replayed), `pointerKey` is the pointer item a first commit checks
    * is still absent; later commits check the previous commit carries no REPLAY_FENCE_ATTRIBUTE,
-   * which `sluice replay start` sets (lib/aws/query-namespace.ts). Both ride on items the
+   * which `sluice replay start` sets (lib/aws/query-namespace.ts), or, when the watermark row
+   * proves commit N-1, that the row carries none (start marks it too). Both ride on items the
    * transaction has anyway, except batch 0's one check.
    */
   constructor(items: CheckpointItems, prefix: string, private readonly fence?: TransactWriteItem, private readonly pointerKey?: Item) {
@@ -245,40 +258,47 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
       if (!isDynamoDbSideWrite(w)) throw new CheckpointError(`The DynamoDB commit log cannot write ${w.description} in its commit.`, { code: 'CHECKPOINT_IO' });
       return w;
     });
-    const item = entryItem(this.items, this.sk(batchId), batchId, entry);
-    const commitItems: TransactWriteItem[] = [];
     const unfenced = !this.fence && this.pointerKey !== undefined;
-    if (batchId > 0) {
-      commitItems.push({
-        ConditionCheck: {
-          TableName: this.items.table, Key: this.items.key(this.sk(batchId - 1)),
-          ...(unfenced
-            ? { ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(#fence)', ExpressionAttributeNames: { '#fence': REPLAY_FENCE_ATTRIBUTE } }
-            : { ConditionExpression: 'attribute_exists(pk)' }),
-        },
-      });
-    }
-    commitItems.push({ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } });
-    const checkIndex = batchId > 0 ? 0 : -1;
-    const putIndex = commitItems.length - 1;
-    const fenceIndex = this.fence
-      ? commitItems.push(this.fence) - 1
-      : unfenced && batchId === 0
-        ? commitItems.push({ ConditionCheck: { TableName: this.items.table, Key: this.pointerKey!, ConditionExpression: 'attribute_not_exists(pk)' } }) - 1
-        : -1;
     const staged = this.staged?.batchId === batchId ? this.staged.progress : null;
     this.staged = null;
-    const progressItem = staged ? this.progressItem(batchId, staged) : null;
-    if (progressItem) commitItems.push({ Put: { TableName: this.items.table, Item: progressItem } });
-    const progressUnits = progressItem ? writeUnitsFor(itemSize(progressItem), true) : 0;
+    const item = { ...entryItem(this.items, this.sk(batchId), batchId, entry), ...(staged ? commitProgressAttributes(staged) : {}) };
+    const chainWrite = writes.find((w) => w.chain !== undefined);
+    const chain = chainWrite ? await chainWrite.chain!(this.items.pk, batchId) : undefined;
+    let proving = batchId > 0 && chain?.proveAndRecord !== undefined;
     let included = writes;
     for (let attempt = 0; ; attempt++) {
-      const transactItems = [...commitItems, ...included.map((w) => w.item)];
-      const units = (): number => writeUnitsFor(itemSize(item), true) + (batchId > 0 ? 2 : 0) + progressUnits + included.length * 2 + (fenceIndex >= 0 ? 2 : 0);
+      const chained = chainWrite !== undefined && chain !== undefined && included.includes(chainWrite);
+      const provingNow = proving && chained;
+      const commitItems: TransactWriteItem[] = [];
+      const checkIndex = batchId > 0 && !provingNow
+        ? commitItems.push({
+          ConditionCheck: {
+            TableName: this.items.table, Key: this.items.key(this.sk(batchId - 1)),
+            ...(unfenced
+              ? { ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(#fence)', ExpressionAttributeNames: { '#fence': REPLAY_FENCE_ATTRIBUTE } }
+              : { ConditionExpression: 'attribute_exists(pk)' }),
+          },
+        }) - 1
+        : -1;
+      const putIndex = commitItems.push({ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } }) - 1;
+      const fenceIndex = this.fence
+        ? commitItems.push(this.fence) - 1
+        : unfenced && batchId === 0
+          ? commitItems.push({ ConditionCheck: { TableName: this.items.table, Key: this.pointerKey!, ConditionExpression: 'attribute_not_exists(pk)' } }) - 1
+          : -1;
+      const sideItem = (w: DynamoDbCommitSideWrite): TransactWriteItem => {
+        if (w !== chainWrite || !chain) return w.item;
+        if (!provingNow) return chain.record;
+        // A writer without a fence proves N-1 on the row only while `replay start` has not marked the row
+        // (fenceUnfencedWriters); once marked, the ConditionCheck of commit N-1 decides, fence included.
+        return unfenced ? withoutReplayFence(chain.proveAndRecord!) : chain.proveAndRecord!;
+      };
+      const transactItems = [...commitItems, ...included.map(sideItem)];
+      const units = (): number => writeUnitsFor(itemSize(item), true) + (checkIndex >= 0 ? 2 : 0) + included.length * 2 + (fenceIndex >= 0 ? 2 : 0);
       try {
         const out = await this.items.client.send(new TransactWriteItemsCommand({ TransactItems: transactItems, ReturnConsumedCapacity: 'TOTAL' }));
         meterUnits(this.items.meter, 'write', out.ConsumedCapacity, units);
-        for (const w of included) w.onWritten?.();
+        for (const w of included) w.onWritten?.(w === chainWrite && chained);
         return true;
       } catch (error) {
         if (!(error instanceof TransactionCanceledException)) throw wrap(error, `commit batch ${batchId}`);
@@ -309,6 +329,11 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
             },
           );
         }
+        if (provingNow && failed(commitItems.length + included.indexOf(chainWrite!))) {
+          // The row does not hold commit N-1 (another writer moved it, or it never recorded it): the ConditionCheck decides.
+          proving = false;
+          continue;
+        }
         const refused = included.filter((w, i) => failed(commitItems.length + i));
         if (refused.length > 0 && refused.every((w) => w.optional)) {
           // Only side writes whose own condition failed: the commit goes ahead without them.
@@ -331,10 +356,18 @@ class DynamoDbCommitLog extends DynamoDbMetadataLog<CommitEntry> implements Comm
       }
     }
   }
+}
 
-  private progressItem(batchId: number, progress: object): Item {
-    return progressRecordItem(this.items.key(progressSortKey(batchId)), batchId, progress, Date.now());
-  }
+/** The row Update, also conditioned on the row carrying no REPLAY_FENCE_ATTRIBUTE. */
+function withoutReplayFence(write: TransactWriteItem): TransactWriteItem {
+  const update = write.Update!;
+  return {
+    Update: {
+      ...update,
+      ConditionExpression: update.ConditionExpression ? `(${update.ConditionExpression}) AND attribute_not_exists(#replayFence)` : 'attribute_not_exists(#replayFence)',
+      ExpressionAttributeNames: { ...update.ExpressionAttributeNames, '#replayFence': REPLAY_FENCE_ATTRIBUTE },
+    },
+  };
 }
 
 export class DynamoDbCheckpoint implements Checkpoint {
@@ -361,6 +394,7 @@ export class DynamoDbCheckpoint implements Checkpoint {
       ...(options.snapshotByBytes !== undefined ? { snapshotByBytes: options.snapshotByBytes } : {}),
       ...(options.stateCache !== undefined ? { cache: options.stateCache } : {}),
       ...(options.stateChunkBytes !== undefined ? { chunkBytes: options.stateChunkBytes } : {}),
+      ...(options.stateObjects ? { objects: options.stateObjects } : {}),
     });
   }
 
@@ -368,18 +402,28 @@ export class DynamoDbCheckpoint implements Checkpoint {
     this.commits.staged = { batchId, progress };
   }
 
-  /** The partition's recent progress records (the ring), oldest first; read-only. */
+  /**
+   * The partition's recent progress records (the last PROGRESS_RECORDS.keep batches'), oldest
+   * first; read-only. From the latest commit items, and from the ring earlier versions wrote (a
+   * commit's own record wins over a ring item of the same batch).
+   */
   async readRecentProgress<T = unknown>(): Promise<T[]> {
-    const items = await queryAll(this.items.client, {
+    const { keep } = PROGRESS_RECORDS;
+    const query = (prefix: string, limit?: number): Promise<Item[]> => queryAll(this.items.client, {
       TableName: this.items.table,
       KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)',
-      ExpressionAttributeValues: { ':pk': { S: this.items.pk }, ':p': { S: CHECKPOINT_ITEMS.progressPrefix } },
+      ExpressionAttributeValues: { ':pk': { S: this.items.pk }, ':p': { S: prefix } },
       ConsistentRead: true,
-    }, this.items.meter).catch((e: unknown) => { throw wrap(e, 'read recent progress'); });
-    return items
-      .map((item) => ({ batchId: Number(item.batchId?.N ?? -1), entry: parseProgressRecord<T>(item, this.items.pk) }))
-      .sort((a, b) => a.batchId - b.batchId)
-      .map((p) => p.entry);
+      ...(limit === undefined ? {} : { ScanIndexForward: false, Limit: limit }),
+    }, this.items.meter, limit).catch((e: unknown) => { throw wrap(e, 'read recent progress'); });
+    const [commits, ring] = await Promise.all([query(CHECKPOINT_ITEMS.commitPrefix, keep), query(CHECKPOINT_ITEMS.progressPrefix)]);
+    const byBatch = new Map<number, T>();
+    for (const item of ring) byBatch.set(Number(item.batchId?.N ?? -1), parseProgressRecord<T>(item, this.items.pk));
+    for (const item of commits.slice(0, keep)) {
+      const progress = parseCommitProgress<T>(item, this.items.pk);
+      if (progress !== undefined) byBatch.set(Number(item.batchId?.N ?? -1), progress);
+    }
+    return [...byBatch].sort((a, b) => a[0] - b[0]).slice(-keep).map(([, p]) => p);
   }
 
   async readQueryMetadata(): Promise<QueryMetadata | undefined> {

@@ -14,6 +14,15 @@
  *   m#<version>           the snapshot's marker, written after all its chunks: a snapshot without
  *                         a marker is an unfinished write and is never read
  *
+ * In S3 when cheaper: with an object location (the deployed runtime's S3 sinks: the sink bucket,
+ * under `<prefix>_sluice_state/<store pk>/`, hidden from the sink's readers), a payload whose chunk
+ * items would cost more (written, then deleted by a purge) than one S3 PUT at the price table's
+ * prices is one object instead, its hash
+ * in the object's metadata: a delta as `d<version>` and no item at all (a version with no delta item
+ * is read from its object; a version with neither was never committed), a snapshot as
+ * `s<version>`, named by its marker (`s3`), which is written after it. The snapshot's marker lists
+ * the objects the next snapshot deletes, as it lists items. A reader needs the same location.
+ *
  * A payload (JSON, then gzip) above `chunkBytes` (~350 KB; DynamoDB's item limit is 400 KB) is split
  * into chunks. Every chunk records the chunk count `n` and a hash `h` of the whole payload; chunk 0
  * of a delta (resp. the marker of a snapshot) is written last and is the authority: a reader uses
@@ -46,6 +55,10 @@ import { createHash } from 'node:crypto';
 import { Decimal } from '../core/decimal.js';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { S3Client } from '@aws-sdk/client-s3';
+import { CURRENT_PRICES, unitPrices, type UnitPrices } from '../core/price-table.js';
+import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { deleteKeys, encodeKeySegment, normalizePrefix } from './s3-util.js';
 import { CheckpointError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import type { StateStore, StateStoreId, StateStoreProvider, StateView } from '../state/state-store.js';
@@ -136,6 +149,10 @@ interface SnapshotInfo {
   readonly entries: number;
   /** Sort keys that become deletable once a snapshot after this one exists. */
   readonly obsolete: readonly string[];
+  /** S3 object keys that become deletable then (payloads stored as objects). */
+  readonly obsoleteObjects: readonly string[];
+  /** Its own payload's object, when it is one. */
+  readonly object?: string;
 }
 
 /** A store's committed state at `version` and what the table holds for it since its snapshot. */
@@ -149,6 +166,8 @@ interface LoadedState {
   /** Their gzip'd payload bytes and entries (puts and removals), summed. */
   deltaBytes: number;
   deltaEntries: number;
+  /** The S3 objects among those deltas' payloads (deltas with no item: chunk count 0). */
+  deltaObjects: string[];
   /** Operators' indexes of `map` (`StateStore.view`), told every committed change. */
   views?: Map<string, StateView>;
 }
@@ -296,7 +315,27 @@ export interface DynamoDbStateStoreOptions {
   readonly chunkBytes?: number;
   /** The latest-state cache (default: the process-wide one; null: none). */
   readonly cache?: StateCache | null;
+  /** Where payloads go when an S3 object is cheaper than their chunk items (default: always items). */
+  readonly objects?: StateObjectLocation;
+  /** The prices that decide between items and an object (default: the current price table's). */
+  readonly prices?: UnitPrices;
 }
+
+/** A bucket and key prefix the state store may keep payloads in. */
+export interface StateObjectLocation {
+  readonly client: S3Client;
+  readonly bucket: string;
+  /**
+   * The key prefix: the deployment's sink prefix (not a replay's: the store key names the
+   * namespace), so that a reader given the deployment finds the objects.
+   */
+  readonly prefix: string;
+}
+
+/** The folder, under the location's prefix, of the state objects (hidden: a leading `_`). */
+export const STATE_OBJECT_FOLDER = '_sluice_state/';
+/** The object metadata entry holding the payload's hash. */
+const HASH_METADATA = 'sluice-hash';
 
 interface ChunkItem {
   version: number;
@@ -314,6 +353,8 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
   private readonly snapshotByBytes: boolean;
   private readonly chunkBytes: number;
   private readonly cache: StateCache | null;
+  private readonly objects: StateObjectLocation | undefined;
+  private readonly prices: UnitPrices;
   /** The last failure to delete obsolete items (purging never fails a commit). */
   lastPurgeError: unknown = undefined;
 
@@ -325,6 +366,8 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     this.snapshotByBytes = options.snapshotByBytes ?? false;
     this.chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK_BYTES;
     this.cache = options.cache === undefined ? sharedStateCache : options.cache;
+    this.objects = options.objects;
+    this.prices = options.prices ?? unitPrices(CURRENT_PRICES);
     if (!Number.isInteger(this.snapshotEvery) || this.snapshotEvery < 1) throw new RangeError(`snapshotEvery must be a positive integer, got ${this.snapshotEvery}`);
     if (!(this.chunkBytes >= 1024 && this.chunkBytes <= 380 * 1024)) throw new RangeError(`chunkBytes must be between 1 KB and 380 KB, got ${this.chunkBytes}`);
   }
@@ -342,7 +385,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
   async open<V>(id: StateStoreId, version: number): Promise<StateStore<V>> {
     if (!Number.isInteger(version) || version < 0) throw new RangeError(`state version must be a non-negative integer, got ${version}`);
     const pk = this.storeKey(id);
-    if (version === 0) return new DynamoDbStateStore<V>(this, pk, { map: new Map(), version: 0, base: null, deltas: [], deltaBytes: 0, deltaEntries: 0 }, 0);
+    if (version === 0) return new DynamoDbStateStore<V>(this, pk, { map: new Map(), version: 0, base: null, deltas: [], deltaBytes: 0, deltaEntries: 0, deltaObjects: [] }, 0);
     const cached = this.cache?.get(`${this.table}|${pk}`);
     if (cached && cached.version === version) return new DynamoDbStateStore<V>(this, pk, cached, version);
     return new DynamoDbStateStore<V>(this, pk, await this.load(pk, version), version);
@@ -360,8 +403,9 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     }, this.meter, 1);
     const marker = markers[0];
     const snapshotVersion = marker ? Number(marker.v!.N) : 0;
+    const snapshotObject = marker?.s3?.S;
     const [snapshotItems, deltaItems] = await Promise.all([
-      marker
+      marker && snapshotObject === undefined
         ? queryAll(this.client, {
           TableName: this.table,
           KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)',
@@ -383,6 +427,13 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
         : Promise.resolve([]),
     ]);
     this.meter?.add('stateBytesRead', [...markers, ...snapshotItems, ...deltaItems].reduce((a, i) => a + itemSize(i), 0));
+    const versionsWithItems = new Set(deltaItems.map((i) => Number(i.v!.N)));
+    const objectDeltas: number[] = [];
+    for (let v = snapshotVersion + 1; v <= version; v++) if (!versionsWithItems.has(v)) objectDeltas.push(v);
+    const [snapshotPayload, deltaPayloads] = await Promise.all([
+      snapshotObject === undefined ? Promise.resolve(undefined) : this.readObject(pk, snapshotObject, marker!.h!.S!),
+      this.readDeltaObjects(pk, objectDeltas),
+    ]);
 
     const map = new Map<string, unknown>();
     let base: SnapshotInfo | null = null;
@@ -390,11 +441,14 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       const count = Number(marker.n!.N);
       const hash = marker.h!.S!;
       checkFormat(marker, pk);
-      const payload = assemble(pk, `snapshot ${snapshotVersion}`, snapshotItems.map(toChunk), count, hash);
+      if (snapshotObject !== undefined && snapshotPayload === undefined) throw missingObject(pk, snapshotObject);
+      const payload = snapshotPayload ?? assemble(pk, `snapshot ${snapshotVersion}`, snapshotItems.map(toChunk), count, hash);
       const decoded = decodePayload(payload) as { e: [string, unknown][] };
       for (const [k, v] of decoded.e) map.set(k, v);
+      const object = snapshotObject;
       base = {
         version: snapshotVersion, chunks: count, obsolete: JSON.parse(marker.o?.S ?? '[]') as string[],
+        obsoleteObjects: JSON.parse(marker.os?.S ?? '[]') as string[], ...(object ? { object } : {}),
         bytes: Number(marker.bytes?.N ?? payload.byteLength), entries: Number(marker.entries?.N ?? decoded.e.length),
       };
     }
@@ -408,21 +462,69 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       list.push(c);
     }
     const deltas: [number, number][] = [];
+    const deltaObjects: string[] = [];
     let deltaBytes = 0;
     let deltaEntries = 0;
     for (let v = snapshotVersion + 1; v <= version; v++) {
       const chunks = byVersion.get(v);
       const head = chunks?.find((c) => c.chunk === 0);
-      if (!head) throw missingVersion(pk, v, version, snapshotVersion);
-      const payload = assemble(pk, `delta ${v}`, chunks!, head.count, head.hash);
+      const object = head ? undefined : deltaPayloads.get(v);
+      if (!head && !object) throw missingVersion(pk, v, version, snapshotVersion);
+      const payload = object ? object.payload : assemble(pk, `delta ${v}`, chunks!, head!.count, head!.hash);
       const d = decodePayload(payload) as { p: [string, unknown][]; r: string[] };
       for (const [k, val] of d.p) map.set(k, val);
       for (const k of d.r) map.delete(k);
-      deltas.push([v, head.count]);
+      deltas.push([v, head ? head.count : 0]);
+      if (object) deltaObjects.push(object.key);
       deltaBytes += payload.byteLength;
       deltaEntries += d.p.length + d.r.length;
     }
-    return { map, version, base, deltas, deltaBytes, deltaEntries };
+    return { map, version, base, deltas, deltaBytes, deltaEntries, deltaObjects };
+  }
+
+  /** The object key of a store's delta or snapshot payload (`kind`: d or s). */
+  objectKey(pk: string, kind: 'd' | 's', version: number): string {
+    return `${normalizePrefix(this.objects?.prefix ?? '')}${STATE_OBJECT_FOLDER}${encodeKeySegment(pk)}/${kind}${padId(version)}`;
+  }
+
+  /** The deltas of `versions` that are objects (a version missing here was never committed), 8 reads at a time. */
+  private async readDeltaObjects(pk: string, versions: readonly number[]): Promise<Map<number, { key: string; payload: Buffer }>> {
+    const found = new Map<number, { key: string; payload: Buffer }>();
+    if (!this.objects || versions.length === 0) return found;
+    await mapLimited(versions, 8, async (v) => {
+      const key = this.objectKey(pk, 'd', v);
+      const payload = await this.readObject(pk, key);
+      if (payload) found.set(v, { key, payload });
+    });
+    return found;
+  }
+
+  /** An object's payload, checked against its hash (the metadata's, or `expectedHash`); undefined if absent. */
+  private async readObject(pk: string, key: string, expectedHash?: string): Promise<Buffer | undefined> {
+    const objects = this.objects;
+    if (!objects) {
+      throw new CheckpointError(`State ${pk} has payloads in S3 (${key}), but this state store was given no S3 location.`, {
+        code: 'STATE_OBJECTS_UNREACHABLE', hint: 'open the state with the deployment\'s S3 sink location (the runtime passes it).',
+      });
+    }
+    this.meter?.add('s3Gets', 1);
+    let payload: Buffer;
+    let hash: string | undefined;
+    try {
+      const out = await objects.client.send(new GetObjectCommand({ Bucket: objects.bucket, Key: key }));
+      payload = Buffer.from((await out.Body?.transformToByteArray()) ?? new Uint8Array());
+      hash = out.Metadata?.[HASH_METADATA];
+    } catch (error) {
+      const name = (error as { name?: string }).name;
+      if (name === 'NoSuchKey' || name === 'NotFound') return undefined;
+      throw error;
+    }
+    this.meter?.add('stateBytesRead', payload.byteLength);
+    const expected = expectedHash ?? hash;
+    if (expected === undefined || hashOf(payload) !== expected) {
+      throw new CheckpointError(`State ${pk} object ${key} does not match its hash.`, { code: 'STATE_CORRUPT', retryable: true });
+    }
+    return payload;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -440,7 +542,9 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       const encoded = this.encodeDelta(state, delta);
       if (this.snapshotDue(state, version, delta, encoded)) await this.writeSnapshot(pk, state, version, delta);
       else {
-        state.deltas.push([version, await this.writeChunks(pk, STATE_ITEMS.deltaPrefix, version, encoded.payload, true)]);
+        const written = await this.writeChunks(pk, 'd', version, encoded.payload);
+        state.deltas.push([version, written.count]);
+        if (written.object) state.deltaObjects.push(written.object);
         state.deltaBytes += encoded.payload.byteLength;
         state.deltaEntries += encoded.entries;
       }
@@ -502,9 +606,10 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     for (const [k, v] of delta) if (v !== TOMBSTONE) entries.push([k, v]);
     entries.sort(byKey);
     const payload = gzipSync(encodeStateJson({ e: entries }, entries.map((e) => e[1])));
-    const count = await this.writeChunks(pk, STATE_ITEMS.snapshotPrefix, version, payload, false);
+    const { count, object } = await this.writeChunks(pk, 's', version, payload);
     // What the next snapshot may delete: the previous snapshot and the deltas since it.
     const obsolete: string[] = [];
+    const obsoleteObjects: string[] = [...(state.base?.object ? [state.base.object] : []), ...state.deltaObjects];
     if (state.base) {
       obsolete.push(`${STATE_ITEMS.snapshotMarkerPrefix}${padId(state.base.version)}`);
       for (let c = 0; c < state.base.chunks; c++) obsolete.push(`${STATE_ITEMS.snapshotPrefix}${padId(state.base.version)}#${padChunk(c)}`);
@@ -514,11 +619,15 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
       pk: { S: pk }, sk: { S: `${STATE_ITEMS.snapshotMarkerPrefix}${padId(version)}` },
       fmt: { N: String(STATE_FORMAT_VERSION) }, v: { N: String(version) }, n: { N: String(count) }, h: { S: hashOf(payload) },
       entries: { N: String(entries.length) }, bytes: { N: String(payload.byteLength) }, o: { S: JSON.stringify(obsolete) },
+      ...(object ? { s3: { S: object } } : {}),
+      ...(obsoleteObjects.length > 0 ? { os: { S: JSON.stringify(obsoleteObjects) } } : {}),
     };
     await this.put(marker);
     const toPurge = state.base?.obsolete ?? [];
-    state.base = { version, chunks: count, obsolete, bytes: payload.byteLength, entries: entries.length };
+    const objectsToPurge = state.base?.obsoleteObjects ?? [];
+    state.base = { version, chunks: count, obsolete, obsoleteObjects, ...(object ? { object } : {}), bytes: payload.byteLength, entries: entries.length };
     state.deltas = [];
+    state.deltaObjects = [];
     state.deltaBytes = 0;
     state.deltaEntries = 0;
     if (toPurge.length > 0) {
@@ -528,15 +637,50 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
         this.lastPurgeError = error;
       }
     }
+    if (objectsToPurge.length > 0 && this.objects) {
+      try {
+        await deleteKeys(this.objects.client, this.objects.bucket, objectsToPurge);
+      } catch (error) {
+        this.lastPurgeError = error;
+      }
+    }
   }
 
   /**
-   * Writes a payload as chunk items; chunk 0 goes last so that, for a delta, its presence means
-   * every chunk is there. Returns the chunk count.
+   * Whether a payload of `bytes` costs less as one S3 PUT than as chunk items, at this provider's
+   * prices, over its life: DynamoDB charges the items' write units twice (the write, then the
+   * purge's delete, charged by the item's size), S3 nothing for the DELETE. Reads are left out: a
+   * payload is read back only on a cold start (one GET against the items' read units), most never.
    */
-  private async writeChunks(pk: string, prefix: string, version: number, payload: Buffer, headLast: boolean): Promise<number> {
-    const count = Math.max(1, Math.ceil(payload.byteLength / this.chunkBytes));
+  payloadAsObject(pk: string, bytes: number): boolean {
+    if (!this.objects) return false;
+    const itemOverhead = pk.length + 2 + 12 + 1 + 4 + 120;
+    const items = Math.max(1, Math.ceil(bytes / this.chunkBytes));
+    let itemUnits = 0;
+    for (let c = 0; c < items; c++) itemUnits += writeUnitsFor(itemOverhead + Math.min(this.chunkBytes, bytes - c * this.chunkBytes));
+    return this.prices.s3Put < 2 * itemUnits * this.prices.dynamoDbWriteUnit;
+  }
+
+  /**
+   * Writes a payload as one object when that is cheaper (chunk count 0), else as chunk items;
+   * chunk 0 goes last so that, for a delta, its presence means every chunk is there.
+   */
+  private async writeChunks(pk: string, kind: 'd' | 's', version: number, payload: Buffer): Promise<{ count: number; object?: string }> {
     const hash = hashOf(payload);
+    const objects = this.objects;
+    if (objects && this.payloadAsObject(pk, payload.byteLength)) {
+      const object = this.objectKey(pk, kind, version);
+      this.meter?.add('s3Puts', 1);
+      await objects.client.send(new PutObjectCommand({
+        Bucket: objects.bucket, Key: object, Body: payload, ContentLength: payload.byteLength, ContentType: 'application/gzip',
+        Metadata: { [HASH_METADATA]: hash },
+      }));
+      this.meter?.add('stateBytesWritten', payload.byteLength);
+      return { count: 0, object };
+    }
+    const prefix = kind === 'd' ? STATE_ITEMS.deltaPrefix : STATE_ITEMS.snapshotPrefix;
+    const headLast = kind === 'd';
+    const count = Math.max(1, Math.ceil(payload.byteLength / this.chunkBytes));
     const item = (c: number): Item => ({
       pk: { S: pk }, sk: { S: `${prefix}${padId(version)}#${padChunk(c)}` },
       fmt: { N: String(STATE_FORMAT_VERSION) }, v: { N: String(version) }, c: { N: String(c) }, n: { N: String(count) }, h: { S: hash },
@@ -545,7 +689,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     const rest = Array.from({ length: count - (headLast ? 1 : 0) }, (_, i) => (headLast ? i + 1 : i));
     await mapLimited(rest, 8, (c) => this.put(item(c)));
     if (headLast) await this.put(item(0));
-    return count;
+    return { count };
   }
 
   private async put(item: Item): Promise<void> {
@@ -567,6 +711,13 @@ function hashOf(payload: Uint8Array): string {
 
 function toChunk(item: Item): ChunkItem {
   return { version: Number(item.v!.N), chunk: Number(item.c!.N), count: Number(item.n!.N), hash: item.h!.S!, data: item.z!.B! };
+}
+
+function missingObject(pk: string, key: string): CheckpointError {
+  return new CheckpointError(`State ${pk}: the snapshot object ${key} its marker names is not there.`, {
+    code: 'STATE_CHUNK_MISSING', retryable: true,
+    hint: 'the state objects under the sink prefix were deleted or moved by hand; restore them or start with a new checkpoint.',
+  });
 }
 
 function checkFormat(item: Item, pk: string): void {

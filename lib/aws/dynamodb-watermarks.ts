@@ -16,7 +16,10 @@
  * - combine is one strongly consistent Query over the rows and the shared min rule; `prefetch`
  *   starts that Query beside the checkpoint's recovery reads, and the invocation's later combines
  *   reuse its rows (with this partition's own publications applied).
- * - publishWithCommit is publish as an Update in the batch's commit transaction (same table).
+ * - publishWithCommit is publish as an Update in the batch's commit transaction (same table). There
+ *   it also records the commit (`commitPk`, `committedBatchId`): written only together with commit
+ *   N, the row says commit N exists, so the next commit's Update can check `committedBatchId = N`
+ *   instead of a ConditionCheck of its own on commit N (2 write units less per batch; `chain`).
  */
 import {
   ConditionalCheckFailedException,
@@ -47,6 +50,8 @@ export interface PartitionWatermarkRow extends PartitionWatermark {
   readonly lastDataAtMs: number;
   readonly caughtUpAtMs?: number;
   readonly closed: boolean;
+  /** The latest commit written in the same transaction as this row (checkpoint pk and batch id). */
+  readonly commit?: { readonly pk: string; readonly batchId: number };
 }
 
 export class DynamoDbWatermarkCoordinator implements WatermarkCoordinator {
@@ -80,6 +85,7 @@ export class DynamoDbWatermarkCoordinator implements WatermarkCoordinator {
         // A closed shard will never add rows: it no longer holds the others back.
         idle: i.idle?.BOOL === true || closed,
         closed,
+        ...(i.commitPk?.S !== undefined && i.committedBatchId?.N !== undefined ? { commit: { pk: i.commitPk.S, batchId: Number(i.committedBatchId.N) } } : {}),
       };
     });
   }
@@ -103,45 +109,73 @@ export class DynamoDbWatermarkCoordinator implements WatermarkCoordinator {
   }
 
   publishWithCommit(partitionId: string, localWatermarkMs: number, batchId: number, hadData: boolean): DynamoDbCommitSideWrite {
-    const { TableName, Key, UpdateExpression, ConditionExpression, ExpressionAttributeValues } = this.publication(partitionId, localWatermarkMs, batchId, hadData);
+    const asItem = (input: UpdateItemCommandInput) => ({
+      Update: { TableName: input.TableName!, Key: input.Key!, UpdateExpression: input.UpdateExpression!, ConditionExpression: input.ConditionExpression, ExpressionAttributeValues: input.ExpressionAttributeValues },
+    });
+    let recorded: { pk: string; batchId: number } | undefined;
     return {
       description: `the watermark row of ${partitionId}`,
-      item: { Update: { TableName: TableName!, Key: Key!, UpdateExpression: UpdateExpression!, ConditionExpression, ExpressionAttributeValues } },
+      item: asItem(this.publication(partitionId, localWatermarkMs, batchId, hadData)),
       // A refused publish (the row is at a later batch) changes nothing, as publish's own would.
       optional: true,
-      onWritten: () => this.published(partitionId, localWatermarkMs, batchId, hadData),
+      chain: async (commitPk, committing) => {
+        recorded = { pk: commitPk, batchId: committing };
+        const record = { pk: commitPk, batchId: committing };
+        const rows = this.prefetched?.partitionId === partitionId ? await this.prefetched.rows.catch(() => []) : [];
+        const known = rows.find((r) => r.partitionId === partitionId)?.commit;
+        const provable = committing > 0 && known?.pk === commitPk && known.batchId === committing - 1;
+        return {
+          record: asItem(this.publication(partitionId, localWatermarkMs, batchId, hadData, { record })),
+          ...(provable ? { proveAndRecord: asItem(this.publication(partitionId, localWatermarkMs, batchId, hadData, { record, prove: true })) } : {}),
+        };
+      },
+      onWritten: (chained) => this.published(partitionId, localWatermarkMs, batchId, hadData, chained ? recorded : undefined),
     };
   }
 
-  /** The UpdateItem that publishes a partition's watermark after `batchId`; never moves it back. */
-  private publication(partitionId: string, localWatermarkMs: number, batchId: number, hadData: boolean): UpdateItemCommandInput {
+  /**
+   * The UpdateItem that publishes a partition's watermark after `batchId`; never moves it back.
+   * `commit.record`: it is written with that commit (recorded on the row); `commit.prove`: only if
+   * the row holds the commit before it.
+   */
+  private publication(
+    partitionId: string, localWatermarkMs: number, batchId: number, hadData: boolean,
+    commit?: { record: { pk: string; batchId: number }; prove?: boolean },
+  ): UpdateItemCommandInput {
     const now = this.now();
-    const values: Record<string, { N: string } | { BOOL: boolean }> = {
+    const values: Record<string, { N: string } | { BOOL: boolean } | { S: string }> = {
       ':w': { N: String(localWatermarkMs) }, ':b': { N: String(batchId) }, ':now': { N: String(now) }, ':false': { BOOL: false },
     };
+    const recording = commit ? ', commitPk = :cpk, committedBatchId = :cb' : '';
+    if (commit) Object.assign(values, { ':cpk': { S: commit.record.pk }, ':cb': { N: String(commit.record.batchId) } });
     const update = hadData
-      ? 'SET watermarkMs = :w, batchId = :b, lastDataAtMs = :now, idle = :false REMOVE caughtUpAtMs'
+      ? `SET watermarkMs = :w, batchId = :b, lastDataAtMs = :now, idle = :false${recording} REMOVE caughtUpAtMs`
       // No data: the partition keeps its idle state; a first publish starts the idle clock now.
-      : 'SET watermarkMs = :w, batchId = :b, lastDataAtMs = if_not_exists(lastDataAtMs, :now), idle = if_not_exists(idle, :false)';
+      : `SET watermarkMs = :w, batchId = :b, lastDataAtMs = if_not_exists(lastDataAtMs, :now), idle = if_not_exists(idle, :false)${recording}`;
+    let condition = 'attribute_not_exists(batchId) OR batchId <= :b';
+    if (commit?.prove) {
+      values[':prev'] = { N: String(commit.record.batchId - 1) };
+      condition = `commitPk = :cpk AND committedBatchId = :prev AND (${condition})`;
+    }
     return {
       TableName: this.options.checkpointTable,
       Key: this.key(partitionId),
       UpdateExpression: update,
-      ConditionExpression: 'attribute_not_exists(batchId) OR batchId <= :b',
+      ConditionExpression: condition,
       ExpressionAttributeValues: values,
     };
   }
 
-  /** Applies a publication to the prefetched rows, so the invocation's next combine sees it. */
-  private published(partitionId: string, watermarkMs: number, batchId: number, hadData: boolean): void {
+  /** Applies a publication to the prefetched rows, so the invocation's next combine (and commit) sees it. */
+  private published(partitionId: string, watermarkMs: number, batchId: number, hadData: boolean, commit?: { pk: string; batchId: number }): void {
     const prefetched = this.prefetched;
     if (!prefetched) return;
     const now = this.now();
     const rows = prefetched.rows.then((list) => {
       const own = list.find((r) => r.partitionId === partitionId);
       const row: PartitionWatermarkRow = own
-        ? { ...own, watermarkMs, batchId, ...(hadData ? { idle: own.closed, lastDataAtMs: now } : {}) }
-        : { partitionId, watermarkMs, batchId, lastDataAtMs: now, idle: false, closed: false };
+        ? { ...own, watermarkMs, batchId, ...(hadData ? { idle: own.closed, lastDataAtMs: now } : {}), ...(commit ? { commit } : {}) }
+        : { partitionId, watermarkMs, batchId, lastDataAtMs: now, idle: false, closed: false, ...(commit ? { commit } : {}) };
       return [...list.filter((r) => r.partitionId !== partitionId), row];
     });
     rows.catch(() => {});

@@ -1,11 +1,15 @@
 /**
- * The stored form of a progress record in the checkpoint table's ring (`progress#NN`).
+ * The stored form of a progress record in the checkpoint table.
  *
- * The record rides in commit N's transaction, where DynamoDB charges 2 write units per started KB.
- * As JSON it is about 1.4 KB (two UUIDs, four 56-digit sequence numbers, the sink's description):
- * 4 units, about 40% of a batch's checkpoint writes. Brotli brings it to about 0.6 KB, so the item
- * stays under 1 KB: 2 units. The record is unchanged (every field kept), so `sluice status` and
- * `sluice progress` show the same information.
+ * The record rides in commit N's transaction, where DynamoDB charges 2 write units per started KB
+ * of each item. As JSON it is about 1.4 KB (two UUIDs, four 56-digit sequence numbers, the sink's
+ * description): 4 units. Brotli brings it to about 0.6 KB, and it is written as attributes of the
+ * commit item itself (`commitProgressAttributes`): the commit item stays under 1 KB, so the record
+ * costs no write unit at all, where an item of its own in the transaction cost 2. The record is
+ * unchanged (every field kept), so `sluice status` and `sluice progress` show the same information.
+ *
+ * Earlier versions wrote it to a ring of items `progress#NN` (with a TTL); those are still read
+ * (`parseProgressRecord`), so records written before an upgrade stay visible until they expire.
  *
  * Format 2: the JSON, Brotli-compressed, in the binary attribute `entryBr`. Format 1 (the JSON in
  * the string attribute `entry`, written by earlier versions) is still read, so a ring written
@@ -38,6 +42,24 @@ export function progressRecordItem(key: Item, batchId: number, progress: object,
     [PROGRESS_COMPRESSED_ATTRIBUTE]: { B: brotliCompressSync(Buffer.from(JSON.stringify(progress)), BROTLI_OPTIONS) },
     [PROGRESS_RECORDS.ttlAttribute]: { N: String(Math.floor(nowMs / 1000) + PROGRESS_RECORDS.ttlSeconds) },
   };
+}
+
+/** The attribute that gives the format of a record folded into a commit item (whose `fmt` is the commit's). */
+export const COMMIT_PROGRESS_FORMAT_ATTRIBUTE = 'pfmt';
+
+/** Batch N's record as attributes of commit N's item: no TTL (the commit log's purge removes it). */
+export function commitProgressAttributes(progress: object): Item {
+  return {
+    [COMMIT_PROGRESS_FORMAT_ATTRIBUTE]: { N: String(PROGRESS_RECORD_FORMAT_VERSION) },
+    [PROGRESS_COMPRESSED_ATTRIBUTE]: { B: brotliCompressSync(Buffer.from(JSON.stringify(progress)), BROTLI_OPTIONS) },
+  };
+}
+
+/** The record a commit item carries, or undefined (committed without one, or before records were folded). */
+export function parseCommitProgress<T>(item: Item, pk: string): T | undefined {
+  const fmt = item[COMMIT_PROGRESS_FORMAT_ATTRIBUTE]?.N;
+  if (fmt === undefined) return undefined;
+  return parseProgressRecord<T>({ ...item, fmt: { N: fmt } }, pk);
 }
 
 /** The record a ring item holds, in either format. */

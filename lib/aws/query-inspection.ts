@@ -76,6 +76,8 @@ export function checkpointOf(clients: AwsClients, deployment: DeploymentDescript
   return new DynamoDbCheckpoint({
     client: clients.dynamodb, checkpointTable: deployment.checkpointTable, stateTable: deployment.stateTable,
     queryName: deployment.activeNamespace ?? deployment.sluiceQuery, partitionId, stateCache: null,
+    // State payloads kept as objects, under the deployment's sink prefix (lib/aws/aws-backends.ts).
+    ...(deployment.sinkBucket ? { stateObjects: { client: clients.s3, bucket: deployment.sinkBucket, prefix: deployment.sinkPrefix ?? '' } } : {}),
   });
 }
 

@@ -251,8 +251,8 @@ export async function forgetAbortedRuns(client: DynamoDBClient, table: string, q
 
 /**
  * Fences off the writers that read no pointer (they began before the first `replay start`): marks
- * the latest commit of each of the namespace's partitions with REPLAY_FENCE_ATTRIBUTE, and again
- * while a newer one appeared meanwhile. Their next commit checks that its previous one is not
+ * each of the namespace's partitions' watermark row and latest commit with REPLAY_FENCE_ATTRIBUTE,
+ * and again while a newer commit appeared meanwhile. Their next commit checks that its previous one is not
  * marked; a first commit (batch 0) checks the pointer is absent. Answers the partitions marked.
  */
 export async function fenceUnfencedWriters(
@@ -261,6 +261,12 @@ export async function fenceUnfencedWriters(
   let marked = 0;
   for (const partition of partitions) {
     const pk = `${namespace}#${partition}`;
+    // The row first: a commit that proves N-1 on its watermark row instead of checking commit N-1
+    // falls back to that check once the row is marked (lib/aws/dynamodb-checkpoint.ts).
+    await client.send(new UpdateItemCommand({
+      TableName: table, Key: { pk: { S: `${namespace}${CHECKPOINT_ITEMS.watermarksSuffix}` }, sk: { S: partition } }, UpdateExpression: 'SET #fence = :run',
+      ConditionExpression: 'attribute_exists(pk)', ExpressionAttributeNames: { '#fence': REPLAY_FENCE_ATTRIBUTE }, ExpressionAttributeValues: { ':run': { S: runId } },
+    })).catch((error: unknown) => { if (!(error instanceof ConditionalCheckFailedException)) throw error; });
     const latest = await client.send(new QueryCommand({
       TableName: table, KeyConditionExpression: 'pk = :pk AND begins_with(sk, :c)', ScanIndexForward: false, Limit: 1, ConsistentRead: true,
       ExpressionAttributeValues: { ':pk': { S: pk }, ':c': { S: CHECKPOINT_ITEMS.commitPrefix } }, ProjectionExpression: 'sk',

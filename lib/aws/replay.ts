@@ -26,7 +26,8 @@ import {
 } from './query-namespace.js';
 import { internalStreamNames } from '../query/compiled-query.js';
 import { CHECKPOINT_ITEMS, ensureTables, padId } from './tables.js';
-import { deleteKeys, getObjectText, listKeys, putObject } from './s3-util.js';
+import { deleteKeys, encodeKeySegment, getObjectText, listKeys, normalizePrefix, putObject } from './s3-util.js';
+import { STATE_OBJECT_FOLDER } from './dynamodb-state-store.js';
 import { readAfterPosition } from '../sources/repartition-shard-source.js';
 
 /** The deployment's function configuration, with the defaults the construct deploys. */
@@ -417,6 +418,12 @@ async function deleteNamespace(
     const keys = await listKeys(clients.s3, deployment.sinkBucket, location.sinkPrefix);
     await deleteKeys(clients.s3, deployment.sinkBucket, keys);
     sinkObjects = keys.length;
+  }
+  if (deployment.sinkBucket && deployment.sinkPrefix !== undefined) {
+    // Its state payloads kept as objects, under the deployment's prefix (lib/aws/dynamodb-state-store.ts).
+    const stateKeys = await listKeys(clients.s3, deployment.sinkBucket, `${normalizePrefix(deployment.sinkPrefix)}${STATE_OBJECT_FOLDER}${encodeKeySegment(prefix)}`);
+    await deleteKeys(clients.s3, deployment.sinkBucket, stateKeys);
+    sinkObjects += stateKeys.length;
   }
   return { checkpointItems, stateItems, sinkObjects };
 }

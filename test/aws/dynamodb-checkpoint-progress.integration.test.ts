@@ -1,7 +1,8 @@
 /**
- * The ring of recent progress records in the checkpoint table: batch N's record rides in commit N's
- * transaction (no request of its own), the ring keeps the last PROGRESS_RECORDS.keep batches, each
- * item has its TTL, and a commit that is refused writes no record.
+ * Recent progress records in the checkpoint table: batch N's record rides in commit N's item (no
+ * request and no item of its own), the last PROGRESS_RECORDS.keep batches are read back, a commit
+ * that is refused writes no record, and the ring of `progress#NN` items earlier versions wrote is
+ * still read.
  */
 import { randomUUID } from 'node:crypto';
 import { PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
@@ -34,33 +35,34 @@ afterAll(async () => {
 const commit = (batchId: number) => ({ formatVersion: CHECKPOINT_FORMAT_VERSION, batchId, nextBatchWatermarkMs: batchId * 10 });
 
 describe('progress ring in the checkpoint table', () => {
-  it('keeps the last 20 batches\' records, written inside the commit transaction, with a TTL', async () => {
+  it('keeps the last 20 batches\' records, written as attributes of the commit item (no request, no item of their own)', async () => {
     const cp = new DynamoDbCheckpoint({ client: aws.dynamodb, checkpointTable: CP, stateTable: STATE, queryName: `q-${randomUUID().slice(0, 8)}`, partitionId: 'shardId-000000000000' });
     const total = PROGRESS_RECORDS.keep + 5;
     const sent: string[] = [];
+    const transactItems: number[] = [];
     aws.dynamodb.middlewareStack.add((next, context) => async (args) => {
       sent.push(context.commandName ?? '?');
+      const items = (args.input as { TransactItems?: unknown[] }).TransactItems;
+      if (items) transactItems.push(items.length);
       return next(args);
     }, { step: 'initialize', name: 'countRequests' });
     for (let b = 0; b < total; b++) {
       cp.stageProgress(b, { batchId: b, numInputRows: b * 3 });
       expect(await cp.commitLog.add(b, commit(b))).toBe(true);
     }
-    // One request per commit: the record adds none.
+    // One request per commit, and no transaction item for the record: the check of N-1 and the commit.
     aws.dynamodb.middlewareStack.remove('countRequests');
     expect(sent).toEqual(Array(total).fill('TransactWriteItemsCommand'));
+    expect(transactItems).toEqual([1, ...Array(total - 1).fill(2)]);
     const ring = await cp.readRecentProgress<{ batchId: number; numInputRows: number }>();
     expect(ring.map((p) => p.batchId)).toEqual(Array.from({ length: PROGRESS_RECORDS.keep }, (_, i) => total - PROGRESS_RECORDS.keep + i));
     expect(ring.at(-1)).toEqual({ batchId: total - 1, numInputRows: (total - 1) * 3 });
-    const items = await aws.dynamodb.send(new QueryCommand({
+    const progressItems = await aws.dynamodb.send(new QueryCommand({
       TableName: CP, KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)', ExpressionAttributeValues: { ':pk': { S: cp.pk }, ':p': { S: 'progress#' } },
     }));
-    const now = Date.now() / 1000;
-    for (const item of items.Items ?? []) {
-      const expires = Number(item[PROGRESS_RECORDS.ttlAttribute]?.N);
-      expect(expires).toBeGreaterThan(now + PROGRESS_RECORDS.ttlSeconds - 120);
-      expect(expires).toBeLessThan(now + PROGRESS_RECORDS.ttlSeconds + 1);
-    }
+    expect(progressItems.Items).toEqual([]);
+    // The commit log still reads its entries as before.
+    expect(await cp.commitLog.getLatest()).toEqual([total - 1, commit(total - 1)]);
   });
 
   it('a refused commit writes no record, and a record staged for another batch is not written', async () => {
@@ -74,7 +76,7 @@ describe('progress ring in the checkpoint table', () => {
     expect(await cp.readRecentProgress()).toEqual([{ batchId: 0, run: 'first' }]);
   });
 
-  it('stores a deployed-size record compressed, under 1 KB (2 write units in the transaction instead of 4), and reads it back whole', async () => {
+  it('stores a deployed-size record compressed in the commit item, which stays under 1 KB (2 write units in the transaction), and reads it back whole', async () => {
     const cp = new DynamoDbCheckpoint({ client: aws.dynamodb, checkpointTable: CP, stateTable: STATE, queryName: `q-${randomUUID().slice(0, 8)}`, partitionId: 'shardId-000000000002' });
     const offset = (seq: string, first: string) => ({ shardId: 'shardId-000000000002', sequenceNumber: seq, firstSequenceNumber: first, recordCount: 1000 });
     const progress = {
@@ -97,9 +99,10 @@ describe('progress ring in the checkpoint table', () => {
     cp.stageProgress(0, progress);
     expect(await cp.commitLog.add(0, commit(0))).toBe(true);
     const items = await aws.dynamodb.send(new QueryCommand({
-      TableName: CP, KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)', ExpressionAttributeValues: { ':pk': { S: cp.pk }, ':p': { S: 'progress#' } },
+      TableName: CP, KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)', ExpressionAttributeValues: { ':pk': { S: cp.pk }, ':p': { S: 'commit#' } },
     }));
     expect(items.Items).toHaveLength(1);
+    // The commit item with its record: 2 write units in the transaction, as the commit alone.
     expect(itemSize(items.Items![0]!)).toBeLessThan(1024);
     expect(await cp.readRecentProgress()).toEqual([progress]);
   });
@@ -113,6 +116,12 @@ describe('progress ring in the checkpoint table', () => {
     expect(await cp.commitLog.add(0, commit(0))).toBe(true);
     cp.stageProgress(1, { batchId: 1, numInputRows: 7 });
     expect(await cp.commitLog.add(1, commit(1))).toBe(true);
+    expect(await cp.readRecentProgress()).toEqual([{ batchId: 1, numInputRows: 7 }, { batchId: 4, numInputRows: 12 }]);
+    // A ring item and a commit of the same batch: the commit's record.
+    await aws.dynamodb.send(new PutItemCommand({
+      TableName: CP,
+      Item: { pk: { S: cp.pk }, sk: { S: 'progress#01' }, fmt: { N: '1' }, batchId: { N: '1' }, entry: { S: JSON.stringify({ batchId: 1, numInputRows: 99 }) } },
+    }));
     expect(await cp.readRecentProgress()).toEqual([{ batchId: 1, numInputRows: 7 }, { batchId: 4, numInputRows: 12 }]);
   });
 });
