@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
 import { DynamoDbWatermarkCoordinator } from '../../lib/aws/dynamodb-watermarks.js';
+import { fenceUnfencedWriters } from '../../lib/aws/query-namespace.js';
 import { ensureTables } from '../../lib/aws/tables.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { CHECKPOINT_FORMAT_VERSION, type CommitEntry } from '../../lib/checkpoint/checkpoint.js';
@@ -70,8 +71,9 @@ describe('commits chained through the watermark row', () => {
     const sent = await transactions(async () => {
       for (let b = 0; b < 5; b++) expect(await p.commit(b)).toBe(true);
     });
-    // Batch 0 needs no check and records itself on the row; each later batch finds N-1 there.
-    expect(sent).toEqual(['PU', 'PU', 'PU', 'PU', 'PU']);
+    // Batch 0 checks only that no replay pointer exists (the fence of writers that read none) and
+    // records itself on the row; each later batch finds N-1 there.
+    expect(sent).toEqual(['PCU', 'PU', 'PU', 'PU', 'PU']);
     const row = (await p.watermarks.list()).find((r) => r.partitionId === SHARD);
     expect(row?.commit).toEqual({ pk: p.checkpoint.pk, batchId: 4 });
     expect(row?.watermarkMs).toBe(40);
@@ -134,5 +136,17 @@ describe('commits chained through the watermark row', () => {
     const row = (await p.watermarks.list())[0];
     expect(row?.batchId).toBe(5);
     expect(row?.commit).toEqual({ pk: p.checkpoint.pk, batchId: 0 });
+  });
+
+  it('a writer that read no replay pointer is refused once replay start marked its row, though the row would prove N-1', async () => {
+    const p = partition();
+    for (let b = 0; b < 3; b++) expect(await p.commit(b)).toBe(true);
+    expect(await fenceUnfencedWriters(aws.dynamodb, CP, p.query, [SHARD], 'run-1')).toBe(1);
+    // Its prefetched row holds commit 2: without the row's mark the proof would let batch 3 through.
+    const sent: string[] = [];
+    const outcome = await transactions(async () => p.commit(3).catch((error: unknown) => sent.push((error as { code?: string }).code ?? String(error))));
+    expect(sent).toEqual(['NAMESPACE_RETIRED']);
+    expect(outcome).toEqual(['PU', 'CPU']);
+    expect(await p.checkpoint.commitLog.get(3)).toBeUndefined();
   });
 });
