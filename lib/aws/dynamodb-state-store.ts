@@ -57,7 +57,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { CURRENT_PRICES, unitPrices, type UnitPrices } from '../core/price-table.js';
-import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { s3Sdk } from './s3-sdk.js';
 import { deleteKeys, encodeKeySegment, normalizePrefix } from './s3-util.js';
 import { CheckpointError } from '../errors/sluice-error.js';
 import type { CostMeter } from '../core/cost-meter.js';
@@ -511,7 +511,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     let payload: Buffer;
     let hash: string | undefined;
     try {
-      const out = await objects.client.send(new GetObjectCommand({ Bucket: objects.bucket, Key: key }));
+      const out = await objects.client.send(new (await s3Sdk()).GetObjectCommand({ Bucket: objects.bucket, Key: key }));
       payload = Buffer.from((await out.Body?.transformToByteArray()) ?? new Uint8Array());
       hash = out.Metadata?.[HASH_METADATA];
     } catch (error) {
@@ -671,7 +671,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     if (objects && this.payloadAsObject(pk, payload.byteLength)) {
       const object = this.objectKey(pk, kind, version);
       this.meter?.add('s3Puts', 1);
-      await objects.client.send(new PutObjectCommand({
+      await objects.client.send(new (await s3Sdk()).PutObjectCommand({
         Bucket: objects.bucket, Key: object, Body: payload, ContentLength: payload.byteLength, ContentType: 'application/gzip',
         Metadata: { [HASH_METADATA]: hash },
       }));

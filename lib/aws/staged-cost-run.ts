@@ -28,7 +28,7 @@ import { sourceSchemaOf } from '../query/validate-query.js';
 import { itemSize, writeUnitsFor } from './dynamodb-cost.js';
 import { checkpointItem, CountingLog, syntheticSourceRecords, type StageRates } from './cost-estimate.js';
 import { DeployedStateSizer } from './state-write-sizing.js';
-import { progressRecordItem } from './progress-record.js';
+import { commitProgressAttributes } from './progress-record.js';
 
 export type { StageRates } from './cost-estimate.js';
 
@@ -158,8 +158,10 @@ export async function runStagesInMemory(query: CompiledQuery, options: StagedRun
       const deployed = { ...p, sink: { ...p.sink, description: `DynamoDbUpsertSink[${query.name}-sink-table by ${keyColumns}]` },
         cost: { dynamoDbReadUnits: 10, dynamoDbWriteUnits: 56, stateBytesWritten: 1022 } };
       const commit = await part.memory.commitLog.get(p.batchId);
-      t.checkpointWriteUnits += 2 * writeUnitsFor(itemSize(progressRecordItem({ pk: { S: part.pk }, sk: { S: 'progress#01' } }, p.batchId, deployed, startMs)))
-        + 2 * writeUnitsFor(itemSize(checkpointItem(part.pk, 'commit#000000000001', p.batchId, commit))) + (p.batchId > 0 ? 2 : 0)
+      // The record rides in the commit item (lib/aws/progress-record.ts); the ConditionCheck of commit
+      // N-1 is counted although the watermark row may prove it (an upper bound, as cost-estimate.ts).
+      const commitItem = { ...checkpointItem(part.pk, 'commit#000000000001', p.batchId, commit), ...commitProgressAttributes(deployed) };
+      t.checkpointWriteUnits += 2 * writeUnitsFor(itemSize(commitItem)) + (p.batchId > 0 ? 2 : 0)
         // The watermark row: one update per batch.
         + 1;
     }

@@ -21,6 +21,11 @@ vi.mock('../../lib/aws/clients.js', async (importOriginal) => {
   const { recordCommands } = await import('../support/sent-commands.js');
   return { ...original, createAwsClients: (...args: Parameters<typeof original.createAwsClients>) => recordCommands(original.createAwsClients(...args)) };
 });
+// The handlers build their own clients (S3 deferred to its first use): recorded the same way, built at once.
+vi.mock('../../lib/aws/function-clients.js', async () => {
+  const { createAwsClients } = await import('../../lib/aws/clients.js');
+  return { createFunctionClients: createAwsClients };
+});
 
 let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); }, 120_000);
