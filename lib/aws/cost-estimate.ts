@@ -185,6 +185,34 @@ function syntheticValue(field: StructField, i: number, keys: number, eventMs: nu
   }
 }
 
+
+/**
+ * `inner`, passing every call through, that after each commit hands `measure` the delta's size as
+ * the deployed store encodes it (sorted puts and removes, gzipped JSON) and the number of changed keys.
+ */
+export function deltaMeasuringStore<V>(inner: StateStore<V>, measure: (payloadBytes: number, changedKeys: number, store: StateStore<V>) => void): StateStore<V> {
+  const puts = new Map<string, V>();
+  const removes = new Set<string>();
+  const store: StateStore<V> = {
+    get version() { return inner.version; },
+    get size() { return inner.size; },
+    get: (k) => inner.get(k),
+    put: (k, v) => { puts.set(k, v); removes.delete(k); inner.put(k, v); },
+    remove: (k) => { if (inner.get(k) !== undefined) { removes.add(k); puts.delete(k); } inner.remove(k); },
+    entries: () => inner.entries(),
+    abort: () => { puts.clear(); removes.clear(); inner.abort(); },
+    async commit() {
+      const entries = [...puts].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+      const payload = gzipSync(encodeStateJson({ p: entries, r: [...removes].sort() }, entries.map((e) => e[1])));
+      const changedKeys = entries.length + removes.size;
+      const committed = await inner.commit();
+      measure(payload.byteLength, changedKeys, store);
+      return committed;
+    },
+  };
+  return store;
+}
+
 /**
  * A state store provider that keeps state in memory and sizes what the DynamoDB store would write
  * for each committed version: its delta (gzip'd `{ p, r }` JSON in chunks of 350 KB) and, at the
@@ -201,24 +229,9 @@ class SizingStateStoreProvider implements StateStoreProvider {
   async open<V>(id: StateStoreId, version: number): Promise<StateStore<V>> {
     const inner = await this.memory.open<V>(id, version);
     const name = `${id.operatorId}/${id.storeName}`;
-    const puts = new Map<string, V>();
-    const removes = new Set<string>();
-    const provider = this;
-    const store: StateStore<V> = {
-      get version() { return inner.version; },
-      get size() { return inner.size; },
-      get: (k) => inner.get(k),
-      put: (k, v) => { puts.set(k, v); removes.delete(k); inner.put(k, v); },
-      remove: (k) => { if (inner.get(k) !== undefined) { removes.add(k); puts.delete(k); } inner.remove(k); },
-      entries: () => inner.entries(),
-      abort: () => { puts.clear(); removes.clear(); inner.abort(); },
-      async commit() {
-        const entries = [...puts].sort((a, b) => (a[0] < b[0] ? -1 : 1));
-        const payload = gzipSync(encodeStateJson({ p: entries, r: [...removes].sort() }, entries.map((e) => e[1])));
-        provider.deltaUnits.push(chunkWriteUnits(`${provider.pkPrefix}#${name}`, 'd#', payload.byteLength));
-        return inner.commit();
-      },
-    };
+    const store = deltaMeasuringStore(inner, (payloadBytes) => {
+      this.deltaUnits.push(chunkWriteUnits(`${this.pkPrefix}#${name}`, 'd#', payloadBytes));
+    });
     this.openStores.set(name, store as StateStore<unknown>);
     return store;
   }

@@ -8,7 +8,7 @@
 import { gzipSync } from 'node:zlib';
 import { MemoryStateStoreProvider } from '../state/memory-state-store.js';
 import type { StateStore, StateStoreId, StateStoreProvider } from '../state/state-store.js';
-import { chunkWriteUnits } from './cost-estimate.js';
+import { chunkWriteUnits, deltaMeasuringStore } from './cost-estimate.js';
 import { encodeStateJson } from './dynamodb-state-store.js';
 import { itemSize, writeUnitsFor, type Item } from './dynamodb-cost.js';
 
@@ -40,27 +40,10 @@ export class DeployedStateSizer implements StateStoreProvider {
     const name = `${id.operatorId}/${id.storeName}`;
     const log = this.logs.get(name) ?? { version: 0, base: null, deltas: [], deltaBytes: 0, deltaEntries: 0 };
     this.logs.set(name, log);
-    const puts = new Map<string, V>();
-    const removes = new Set<string>();
-    const sizer = this;
-    const store: StateStore<V> = {
-      get version() { return inner.version; },
-      get size() { return inner.size; },
-      get: (k) => inner.get(k),
-      put: (k, v) => { puts.set(k, v); removes.delete(k); inner.put(k, v); },
-      remove: (k) => { if (inner.get(k) !== undefined) { removes.add(k); puts.delete(k); } inner.remove(k); },
-      entries: () => inner.entries(),
-      abort: () => { puts.clear(); removes.clear(); inner.abort(); },
-      async commit() {
-        const entries = [...puts].sort(byKey);
-        const payload = gzipSync(encodeStateJson({ p: entries, r: [...removes].sort() }, entries.map((e) => e[1])));
-        const changed = entries.length + removes.size;
-        const committed = await inner.commit();
-        sizer.commits++;
-        sizer.units += sizer.commitUnits(`${sizer.pkPrefix}#${name}`, log, payload.byteLength, changed, store);
-        return committed;
-      },
-    };
+    const store = deltaMeasuringStore(inner, (payloadBytes, changedKeys, committed) => {
+      this.commits++;
+      this.units += this.commitUnits(`${this.pkPrefix}#${name}`, log, payloadBytes, changedKeys, committed as StateStore<unknown>);
+    });
     this.openStores.set(name, store as StateStore<unknown>);
     return store;
   }
