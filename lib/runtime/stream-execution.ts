@@ -535,6 +535,8 @@ export class StreamExecution {
         ? error
         : new StreamingQueryError(`Query ${this.options.queryName ?? this.id} terminated with exception: ${(error as Error).message}`, {
           code: 'BATCH_FAILED', cause: error, context: { batchId }, errorClass: (error as { errorClass?: string }).errorClass,
+          // A throttled or failed write is still retryable once wrapped: the logs must say so.
+          retryable: (error as { retryable?: unknown }).retryable === true,
         });
     }
     const addBatchMs = Date.now() - executionStart;

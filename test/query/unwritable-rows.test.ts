@@ -14,6 +14,7 @@ import type { SinkRowLimits } from '../../lib/sinks/sink.js';
 import { runShardInvocation } from '../../lib/query/shard-invocation.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import type { PartitionBackends } from '../../lib/query/partition-backends.js';
+import { SluiceError } from '../../lib/errors/sluice-error.js';
 
 /** A memory sink that refuses rows whose values print longer than 60 characters. */
 class SmallRowSink extends MemorySink {
@@ -121,5 +122,39 @@ describe('a refused row that no record of its batch changes', () => {
     const letter = deadLetters.records[0]!;
     expect(letter.reason).toMatch(/^SINK_ITEM_TOO_LARGE: .*\(result row of batch \d+ left out of the sink: no record of the batch changes it/);
     expect(JSON.parse(Buffer.from(letter.dataBase64, 'base64').toString())).toMatchObject({ k: 'a', notes: ['p'.repeat(30), 'q'.repeat(30)] });
+  });
+});
+
+/** A sink whose next `failures` writes fail as a throttled DynamoDB sink fails: retryable, after the SDK's retries. */
+class ThrottledSink extends SmallRowSink {
+  failures = 0;
+
+  override async addBatch(batch: Parameters<MemorySink['addBatch']>[0]): Promise<void> {
+    if (this.failures > 0) {
+      this.failures--;
+      throw new SluiceError('DynamoDB throttled the sink writes after the SDK\'s retries', { code: 'SINK_THROTTLED', retryable: true });
+    }
+    await super.addBatch(batch);
+  }
+}
+
+describe('a retryable sink failure (throttling, 5xx) is not a refused row', () => {
+  it('fails the invocation from its first record, dead-letters nothing, and the retry writes every row once', async () => {
+    const query = notes('update');
+    const sink = new ThrottledSink();
+    const deadLetters = new MemoryDeadLetterWriter();
+    const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters };
+    const batch = records(['a', 'a1'], ['b', 'b1'], ['a', 'a2']);
+    sink.failures = 1;
+    const failed = await runShardInvocation(query, { shardId: 's', records: batch }, b);
+    expect(failed.error).toMatchObject({ code: 'BATCH_FAILED', retryable: true, cause: { code: 'SINK_THROTTLED' } });
+    expect(failed.firstUncommittedSequenceNumber).toBe(batch[0]!.sequenceNumber);
+    expect(deadLetters.records).toEqual([]);
+    expect(sink.allRows()).toEqual([]);
+    const retried = await runShardInvocation(query, { shardId: 's', records: batch }, b);
+    expect(retried.error).toBeUndefined();
+    expect(retried.firstUncommittedSequenceNumber).toBeNull();
+    expect(deadLetters.records).toEqual([]);
+    expect(latestNotes(sink)).toEqual({ a: ['a1', 'a2'], b: ['b1'] });
   });
 });
