@@ -23,6 +23,9 @@ export interface AggregateFunction {
   evaluate(buffer: unknown): unknown;
 }
 
+/** count's `+ 1`: a plain add while the count is a safe integer, exact (and ARITHMETIC_OVERFLOW-checked) beyond. */
+const countOne = (b: unknown): LongValue => ((b as number) < Number.MAX_SAFE_INTEGER ? (b as number) + 1 : addLong(b as LongValue, 1, 'count'));
+
 export function makeAggregateFunction(agg: BoundAggregate, ctx: EvalContext): AggregateFunction {
   const arg: Evaluator = agg.args.length > 0 ? compile(agg.args[0]!, ctx) : () => 1;
   switch (agg.fn) {
@@ -31,8 +34,8 @@ export function makeAggregateFunction(agg: BoundAggregate, ctx: EvalContext): Ag
       const star = agg.args.length === 0;
       return {
         initial: () => 0,
-        // One at a time a count cannot pass 2^53 (that many rows); merged counts add exactly.
-        update: star ? (b) => (b as number) + 1 : (b, row) => (arg(row) === null ? b : (b as number) + 1),
+        // A buffer restored or merged past 2^53 is a bigint: adding 1 to it must stay exact (and not throw).
+        update: star ? (b) => countOne(b) : (b, row) => (arg(row) === null ? b : countOne(b)),
         merge: (s, p) => addLong(s as LongValue, p as LongValue, 'count'),
         evaluate: (b) => b,
       };

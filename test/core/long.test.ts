@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import {
   addLong, longFromBigInt, longReplacer, longReviver, multiplyLong, negateLong, parseLongDigits, remainderLong, stringifyWithLongs, subtractLong,
 } from '../../lib/core/long.js';
+import { makeAggregateFunction } from '../../lib/execution/aggregate-functions.js';
+import { newEvalContext } from '../../lib/execution/eval-context.js';
 
 const MAX = 9223372036854775807n;
 const MIN = -9223372036854775808n;
@@ -37,5 +39,21 @@ describe('exact 64-bit longs', () => {
     expect(stringifyWithLongs({ n: 1, s: 'x' })).toBe('{"n":1,"s":"x"}');
     const text = JSON.stringify({ rows: [[MAX, 'k']] }, longReplacer);
     expect(JSON.parse(text, longReviver)).toEqual({ rows: [[MAX, 'k']] });
+  });
+});
+
+describe('count is an exact long', () => {
+  const count = makeAggregateFunction({ kind: 'aggregate', fn: 'count', args: [], distinct: false, ignoreNulls: false, type: 'long' }, newEvalContext());
+
+  it('merges partial counts (state + batch, or stage 2 merging stage 1\'s partial counts) exactly past 2^53', () => {
+    expect(count.merge(9007199254740991, 2)).toBe(9007199254740993n);
+    expect(count.merge(9007199254740993n, 1)).toBe(9007199254740994n);
+    expect(() => count.merge(MAX, 1)).toThrow(/ARITHMETIC_OVERFLOW/);
+  });
+
+  it('counts one more row exactly on a buffer at or past 2^53 - 1', () => {
+    expect(count.update(9007199254740991, [])).toBe(9007199254740992n);
+    expect(count.update(count.update(9007199254740991, []), [])).toBe(9007199254740993n);
+    expect(count.update(41, [])).toBe(42);
   });
 });
