@@ -79,6 +79,8 @@ export class SluiceExampleStack extends Stack {
     }
 
     const shared = {
+      // Dead letters hold raw records (possibly personal data): each query's expire, as in a bucket the construct creates.
+      deadLetterRetention: Duration.days(30),
       ...props.queryDefaults,
       stream: this.salesStream,
       expectedShardCount: shardCount,

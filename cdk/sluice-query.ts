@@ -394,9 +394,12 @@ export interface SluiceQueryProps {
    * How long a dead letter is kept in the dead-letter bucket the construct creates: an S3
    * lifecycle rule on the dead-letter prefix expires the objects this long after they were
    * written. Dead letters hold the raw records, which may be personal data; read or copy them
-   * within this time. Not applied to a given `deadLetterBucket` (its lifecycle is yours).
+   * within this time. With a given `deadLetterBucket`, only an explicit retention is applied: a
+   * rule on this query's own prefix (`<deadLetterPrefix><query name>/`), added to a bucket of this
+   * app; an imported bucket is refused (set its lifecycle yourself). Without one, a given
+   * bucket's lifecycle is yours.
    *
-   * @default Duration.days(30)
+   * @default Duration.days(30) on the bucket the construct creates
    */
   readonly deadLetterRetention?: Duration;
 
@@ -644,6 +647,7 @@ export class SluiceQuery extends Construct {
     this.deadLetterPrefix = props.deadLetterPrefix ?? DEPLOYMENT_DEFAULTS.deadLetterPrefix;
     this.deadLetterBucket = props.deadLetterBucket ?? this.bucket('DeadLetterBucket', props.accessLogsBucket, removalPolicy,
       props.deadLetterEncryptionKey, { prefix: this.deadLetterPrefix, expiration: props.deadLetterRetention ?? DEFAULT_DEAD_LETTER_RETENTION });
+    if (props.deadLetterBucket && props.deadLetterRetention) this.expireDeadLettersIn(props.deadLetterBucket, props.deadLetterRetention);
     this.onFailureQueue = new sqs.Queue(this, 'OnFailureQueue', {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       enforceSSL: true,
@@ -979,6 +983,15 @@ export class SluiceQuery extends Construct {
       ...(deletionProtection !== undefined ? { deletionProtection } : {}),
       removalPolicy,
     });
+  }
+
+  /** A given bucket's rule for this query's dead letters only (other queries' prefixes keep their own). */
+  private expireDeadLettersIn(bucket: s3.IBucket, expiration: Duration): void {
+    if (!(bucket instanceof s3.Bucket)) {
+      throw this.propError('deadLetterRetention cannot be applied to an imported deadLetterBucket (CDK cannot add a lifecycle rule to it): '
+        + 'leave deadLetterRetention out and give the bucket a lifecycle rule where it is defined.');
+    }
+    bucket.addLifecycleRule({ id: `ExpireDeadLetters-${this.queryName}`, prefix: deadLetterObjectPrefix(this.deadLetterPrefix, this.queryName), expiration });
   }
 
   private bucket(

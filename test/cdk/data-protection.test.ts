@@ -6,6 +6,7 @@
 import { Duration, RemovalPolicy, type Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import * as kms from 'aws-cdk-lib/aws-kms';
+import * as s3 from 'aws-cdk-lib/aws-s3';
 import { describe, expect, it } from 'vitest';
 import { SluiceQuery } from '../../cdk/sluice-query.js';
 import { asArray, example, fixture, nagViolations, statementsOfRole, testStack } from './support.js';
@@ -34,6 +35,31 @@ describe('dead letters expire', () => {
     expect(bucket.Properties.LifecycleConfiguration.Rules[0].ExpirationInDays).toBe(7);
     expect(() => new SluiceQuery(testStack(), 'Live', { queryModule: example('hourly-sales-live.ts'), deadLetterRetention: Duration.hours(36) }))
       .toThrow(/deadLetterRetention must be a whole number of days, at least 1.*got 1 day 12 hours/);
+  });
+});
+
+describe('dead letters in a given bucket', () => {
+  it('expire with an explicit deadLetterRetention: one rule per query, on its own prefix only; none without it', () => {
+    const stack = testStack();
+    const bucket = new s3.Bucket(stack, 'Shared');
+    new SluiceQuery(stack, 'Live', { queryModule: example('hourly-sales-live.ts'), deadLetterBucket: bucket, deadLetterRetention: Duration.days(14) });
+    new SluiceQuery(stack, 'Large', { queryModule: fixture('large-orders.ts'), deadLetterBucket: bucket, deadLetterRetention: Duration.days(7) });
+    const rules = (Template.fromStack(stack).findResources('AWS::S3::Bucket')[idOf(stack, bucket as never)] as Resource).Properties.LifecycleConfiguration.Rules;
+    expect(rules).toEqual([
+      { Id: 'ExpireDeadLetters-hourly-sales-live', Prefix: 'dead-letter/hourly-sales-live/', ExpirationInDays: 14, Status: 'Enabled' },
+      { Id: 'ExpireDeadLetters-large-orders', Prefix: 'dead-letter/large-orders/', ExpirationInDays: 7, Status: 'Enabled' },
+    ]);
+    const untouched = testStack();
+    const own = new s3.Bucket(untouched, 'Own');
+    new SluiceQuery(untouched, 'Live', { queryModule: example('hourly-sales-live.ts'), deadLetterBucket: own });
+    expect((Template.fromStack(untouched).findResources('AWS::S3::Bucket')[idOf(untouched, own as never)] as Resource).Properties?.LifecycleConfiguration).toBeUndefined();
+  });
+
+  it('an imported bucket with a deadLetterRetention is refused (the rule could not be added), naming the prop', () => {
+    const stack = testStack();
+    const imported = s3.Bucket.fromBucketName(stack, 'Imported', 'someone-elses-bucket');
+    expect(() => new SluiceQuery(stack, 'Live', { queryModule: example('hourly-sales-live.ts'), deadLetterBucket: imported, deadLetterRetention: Duration.days(7) }))
+      .toThrow(/deadLetterRetention cannot be applied to an imported deadLetterBucket/);
   });
 });
 

@@ -47,6 +47,13 @@ describe('SluiceExampleStack: hourly sales per store three ways and per product,
     expect(on(internal).map((m) => m.Properties.FunctionName)).toEqual([{ Ref: stack.getLogicalId(stack.perProduct.repartitionFunction!.node.defaultChild as never) }]);
   });
 
+  it('expires each query\'s dead letters after 30 days in the shared dead-letter bucket', () => {
+    const bucket = template.findResources('AWS::S3::Bucket')[stack.getLogicalId(stack.deadLetterBucket.node.defaultChild as never)] as Resource;
+    expect(bucket.Properties.LifecycleConfiguration.Rules).toEqual([stack.archive, stack.live, stack.snapshot, stack.perProduct].map((q) => ({
+      Id: `ExpireDeadLetters-${q.queryName}`, Prefix: `dead-letter/${q.queryName}/`, ExpirationInDays: 30, Status: 'Enabled',
+    })));
+  });
+
   it('deploys append → S3 files, update → DynamoDB, complete → S3 snapshot, and per product update → DynamoDB', () => {
     expect([stack.archive, stack.live, stack.snapshot, stack.perProduct].map((q) => [q.queryName, q.definition.outputMode, q.definition.sink.kind])).toEqual([
       ['hourly-sales-archive', 'append', 's3-files'],
