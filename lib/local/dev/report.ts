@@ -49,6 +49,7 @@ export function formatProgressLine(shardId: string, p: StreamingQueryProgress): 
     `watermark ${formatWatermark(p.batchWatermarkMs)},`,
     `${stateRows} state rows,`,
     `${late} late rows dropped,`,
+    ...(p.numRowsNullEventTime > 0 ? [`${p.numRowsNullEventTime} with a NULL event time,`] : []),
     `${p.numDeadLetteredRows} dead-lettered,`,
     `cost ${formatCost(p.cost)},`,
     `${p.sink.numOutputRows} output rows`,

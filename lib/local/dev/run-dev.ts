@@ -204,7 +204,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
     }
 
     const totals = {
-      batches: 0, noData: 0, deadLetterOnly: 0, byTick: 0, stage1: 0, inputRows: 0, routed: 0, outputRows: 0, late: 0,
+      batches: 0, noData: 0, deadLetterOnly: 0, byTick: 0, stage1: 0, inputRows: 0, routed: 0, outputRows: 0, late: 0, nullEventTime: 0,
       deadLettered: 0, writeUnits: 0, readUnits: 0, s3Puts: 0, byStage: new Map<number, number>(),
     };
     // One per handler (the Kinesis one, then the scheduled one): each keeps its batches' tables.
@@ -239,6 +239,7 @@ export async function runDev(options: DevOptions = {}): Promise<DevSummary> {
       if (!needsRepartition) totals.inputRows += p.numInputRows;
       if (final) totals.outputRows += p.sink.numOutputRows;
       totals.late += p.stateOperators.reduce((n, op) => n + op.numRowsDroppedByWatermark, 0);
+      totals.nullEventTime += p.numRowsNullEventTime;
       totals.writeUnits += p.cost.dynamoDbWriteUnits ?? 0;
       totals.readUnits += p.cost.dynamoDbReadUnits ?? 0;
       totals.s3Puts += p.cost.s3Puts ?? 0;
@@ -374,6 +375,8 @@ interface SummaryFigures {
   readonly totals: {
     readonly batches: number; readonly noData: number; readonly deadLetterOnly: number; readonly byTick: number; readonly stage1: number;
     readonly inputRows: number; readonly routed: number; readonly outputRows: number; readonly late: number; readonly deadLettered: number;
+    /** Rows whose event time was NULL (progress's numRowsNullEventTime): a window() drops them, as Spark does. */
+    readonly nullEventTime?: number;
   };
   readonly records: number;
   readonly waves: number;
@@ -410,6 +413,7 @@ export function summaryLines(f: SummaryFigures): string[] {
       + later.map(([stage, n], i) => ` + ${n} of stage ${stage}${i === later.length - 1 ? ' (state and sink)' : ' (state, rows routed on)'}`).join(''));
   }
   lines.push(`rows: ${t.inputRows} in, ${t.outputRows} out, ${t.late} late rows dropped by the watermark`
+    + (t.nullEventTime ? `, ${plural(t.nullEventTime, 'row')} with a NULL event time (dropped by window(), numRowsNullEventTime in progress)` : '')
     + ` (out: rows the batches wrote to the sink, ${f.outputMode === 'update' ? 'a key again in every batch that changed it' : f.outputMode === 'complete' ? 'the whole result in every batch' : 'each row once, when final'})`);
   return lines;
 }

@@ -3,6 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { inputFilesOf, summaryLines } from '../../../lib/local/dev/run-dev.js';
 import { joinThenJoinOnOtherKey } from '../../support/chain-queries.js';
 import { hourlySalesQuery } from '../../../lib/local/dev/default-query.js';
+import { formatProgressLine } from '../../../lib/local/dev/report.js';
+import { sampleProgress } from '../../support/emitted-metrics.js';
 
 const totals = {
   batches: 20, noData: 7, deadLetterOnly: 1, byTick: 4, stage1: 0, inputRows: 130, routed: 0, outputRows: 32, late: 3, deadLettered: 2,
@@ -18,6 +20,19 @@ describe('summaryLines', () => {
         + '1 retry, 0 bisects; 2 invocations committed no batch: a failed attempt or records already committed) + 4 by the scheduled tick',
       'rows: 130 in, 32 out, 3 late rows dropped by the watermark (out: rows the batches wrote to the sink, a key again in every batch that changed it)',
     ]);
+  });
+
+  it('counts the rows dropped for a NULL event time, so that rows in add up to what the windows hold', () => {
+    const lines = summaryLines({
+      totals: { ...totals, nullEventTime: 2 }, records: 132, waves: 1, invocations: 18, retries: 0, bisects: 0, givenUp: 0, needsRepartition: false, outputMode: 'update',
+    });
+    expect(lines[3]).toBe('rows: 130 in, 32 out, 3 late rows dropped by the watermark, 2 rows with a NULL event time (dropped by window(), numRowsNullEventTime in progress)'
+      + ' (out: rows the batches wrote to the sink, a key again in every batch that changed it)');
+  });
+
+  it('each batch\'s line names its rows with a NULL event time, only when there are some', () => {
+    expect(formatProgressLine('s', sampleProgress({ numRowsNullEventTime: 2 }))).toMatch(/, 2 late rows dropped, 2 with a NULL event time, 1 dead-lettered,/);
+    expect(formatProgressLine('s', sampleProgress())).not.toMatch(/NULL event time/);
   });
 
   it('says what is missing when records were not read, and shows the two stages of a repartitioned query', () => {
