@@ -10,9 +10,13 @@
  *      for the refused row's key differs from the run on no record at all holds a record that
  *      changes that row; halving finds each such record. (Comparing with the run on no record,
  *      not only looking for the key, is what makes complete mode work: it outputs every group.)
- *   3. Those records are written to the dead-letter location with the refusal's code and limit (no
- *      data values), withheld from the batch, and the batch runs again: the group keeps its last
- *      storable value, and state and sink stay consistent.
+ *   3. Of those records, the ones the rows can still take are kept: in shard order, each part
+ *      (halving again) that leaves no row refused, added to what was kept before it, stays in the
+ *      batch, so a record is dead-lettered only when the row is unstorable with it (a 300 KB note),
+ *      never for being in the same batch and group as one that is. The rest are written to the
+ *      dead-letter location with the refusal's code and limit (no data values), withheld from the
+ *      batch, and the batch runs again: the group keeps the largest storable value in record order,
+ *      and state and sink stay consistent.
  *   4. A refused row no record of the batch changes (it comes from the state alone), or one of a
  *      stage whose source cannot withhold records, is itself dead-lettered (its values as JSON)
  *      and left out of the batch's output.
@@ -29,9 +33,9 @@ import { toExternalRow } from '../sinks/external-row.js';
 import type { DeadLetterRecord, DeadLetterWriter } from '../sources/dead-letter.js';
 import type { Offset } from '../sources/source.js';
 
-/** A probe's output: each row's key and a digest of its values. Thrown to stop before any write. */
+/** A probe's output: each row's key and a digest of its values, and the keys of rows the sink refuses. Thrown to stop before any write. */
 class ProbeOutput extends Error {
-  constructor(readonly rows: ReadonlyMap<string, string>) {
+  constructor(readonly rows: ReadonlyMap<string, string>, readonly refused: ReadonlySet<string>) {
     super('probe run: nothing is written');
   }
 }
@@ -64,7 +68,10 @@ export class GuardedSink implements Sink {
   }
 
   async addBatch(batch: SinkBatch): Promise<void> {
-    if (this.probing) throw new ProbeOutput(new Map(batch.rows.map((row, i) => [this.limits.rowKey(batch, i), rowDigest(row)])));
+    if (this.probing) {
+      const refused = new Set(findUnwritableRows(this.limits, batch).map((r) => r.rowKey));
+      throw new ProbeOutput(new Map(batch.rows.map((row, i) => [this.limits.rowKey(batch, i), rowDigest(row)])), refused);
+    }
     const skipped = this.skipped?.batchId === batch.batchId ? this.skipped.rows : null;
     let written = batch;
     if (skipped && skipped.size > 0) {
@@ -250,22 +257,23 @@ async function blameRecords(
 ): Promise<Map<string, string>> {
   const refusals = new Map<string, RowRefusal>(rows.map((r) => [r.rowKey, r.refusal]));
   const candidates = resolver.batchSequenceNumbers().filter((seq) => !withheld.has(seq));
-  const probe = async (included: readonly string[]): Promise<ReadonlyMap<string, string>> => {
+  const probe = async (included: readonly string[]): Promise<ProbeOutput> => {
     const inSet = new Set(included);
     const out = new Map(withheld);
     for (const seq of candidates) if (!inSet.has(seq)) out.set(seq, 'probe');
     return runProbe(resolver, source, out);
   };
   const blamed = new Map<string, string>();
-  let baseline: ReadonlyMap<string, string>;
+  let baselineOutput: ProbeOutput;
   try {
-    baseline = await probe([]);
+    baselineOutput = await probe([]);
   } finally {
     source.withhold(withheld);
   }
+  const baseline = baselineOutput.rows;
   const targets = [...refusals.keys()];
   const search = async (part: readonly string[], known: boolean): Promise<void> => {
-    const output = known ? null : await probe(part);
+    const output = known ? null : (await probe(part)).rows;
     const hits = output ? targets.filter((k) => output.get(k) !== baseline.get(k)) : targets;
     if (hits.length === 0 || part.length === 0) return;
     if (part.length === 1) {
@@ -279,22 +287,52 @@ async function blameRecords(
   try {
     // The failed run was the probe of all candidates: every target was in its output.
     await search(candidates, true);
+    await keepStorable(probe, blamed, candidates, baselineOutput.refused);
   } finally {
     source.withhold(withheld);
   }
   return blamed;
 }
 
+/**
+ * Takes back out of `blamed` the records the rows can hold: in shard order, each part (halving
+ * again) that, added to the unblamed records and to those taken back before it, leaves no row
+ * refused that the run on no record does not refuse already. Deterministic, as the search is.
+ */
+async function keepStorable(
+  probe: (included: readonly string[]) => Promise<ProbeOutput>, blamed: Map<string, string>, candidates: readonly string[],
+  refusedWithoutRecords: ReadonlySet<string>,
+): Promise<void> {
+  const kept = candidates.filter((seq) => !blamed.has(seq));
+  const suspects = candidates.filter((seq) => blamed.has(seq));
+  const storable = async (part: readonly string[]): Promise<boolean> =>
+    [...(await probe([...kept, ...part])).refused].every((key) => refusedWithoutRecords.has(key));
+  const admit = async (part: readonly string[], knownUnstorable: boolean): Promise<void> => {
+    if (part.length === 0) return;
+    if (!knownUnstorable && await storable(part)) {
+      kept.push(...part);
+      return;
+    }
+    if (part.length === 1) return;
+    const half = Math.ceil(part.length / 2);
+    await admit(part.slice(0, half), false);
+    await admit(part.slice(half), false);
+  };
+  // All of them together is the batch that failed.
+  await admit(suspects, true);
+  for (const seq of kept) blamed.delete(seq);
+}
+
 async function runProbe(
   resolver: UnwritableRowResolver, source: WithholdingSource, withheld: ReadonlyMap<string, string>,
-): Promise<ReadonlyMap<string, string>> {
+): Promise<ProbeOutput> {
   source.withhold(withheld);
   resolver.sink.probing = true;
   try {
     await resolver.execution.runOneTrigger();
   } catch (error) {
     for (let e: unknown = error, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-      if (e instanceof ProbeOutput) return e.rows;
+      if (e instanceof ProbeOutput) return e;
     }
     throw error;
   } finally {

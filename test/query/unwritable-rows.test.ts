@@ -1,7 +1,8 @@
 /**
  * Issue 11 part 1 in memory: a result row the sink refuses (here a memory sink with a size limit)
- * dead-letters exactly the batch's records that change that row, the batch runs without them, and
- * the group keeps its last storable value; every other row is written, nothing is retried.
+ * dead-letters exactly the batch's records the row cannot take (in record order, each record the
+ * row is unstorable with), the batch runs without them, and the group keeps the largest storable
+ * value; the group's other records and every other row are written, nothing is retried.
  */
 import { describe, expect, it } from 'vitest';
 import { defineQuery } from '../../lib/query/query-definition.js';
@@ -63,23 +64,23 @@ describe.each(['update', 'complete'] as const)('a row the sink refuses (%s mode)
     const first = await runShardInvocation(query, { shardId: 's', records: records(['a', 'a1'], ['b', 'b1']) }, b);
     expect(first.error).toBeUndefined();
 
-    const big = 'x'.repeat(50);
+    const big = 'x'.repeat(60);
     const second = records(['b', 'b2'], ['a', big], ['c', 'c1'], ['a', 'a2'], ['b', 'b3']);
     const writesBefore = sink.writes;
     const result = await runShardInvocation(query, { shardId: 's', records: second }, b);
     expect(result.error).toBeUndefined();
     expect(result.firstUncommittedSequenceNumber).toBeNull();
-    // Both of this batch's records for 'a' change its row (a collect_list): both are dead letters.
-    expect(deadLetters.records.map((l) => l.sequenceNumber)).toEqual([second[1]!.sequenceNumber, second[3]!.sequenceNumber]);
-    expect(deadLetters.records.map((l) => l.reason)).toEqual(Array(2).fill(expect.stringMatching(/^SINK_ITEM_TOO_LARGE: the row is \d+ characters, over the sink's 60$/)));
-    // 'a' keeps its last storable value; the other groups have all their records.
-    expect(latestNotes(sink)).toEqual({ a: ['a1'], b: ['b1', 'b2', 'b3'], c: ['c1'] });
+    // Both of this batch's records for 'a' change its row (a collect_list); only the one it cannot take is a dead letter.
+    expect(deadLetters.records.map((l) => l.sequenceNumber)).toEqual([second[1]!.sequenceNumber]);
+    expect(deadLetters.records.map((l) => l.reason)).toEqual([expect.stringMatching(/^SINK_ITEM_TOO_LARGE: the row is \d+ characters, over the sink's 60$/)]);
+    // 'a' keeps what fits; the other groups have all their records.
+    expect(latestNotes(sink)).toEqual({ a: ['a1', 'a2'], b: ['b1', 'b2', 'b3'], c: ['c1'] });
     // Probes never reach the sink: one write per committed batch.
     expect(sink.writes - writesBefore).toBe(result.progress.length);
-    expect(result.progress[0]).toMatchObject({ numInputRows: 3, numDeadLetteredRows: 2 });
+    expect(result.progress[0]).toMatchObject({ numInputRows: 4, numDeadLetteredRows: 1 });
   });
 
-  it('a refused row a record changes only in part: only the records that change it are blamed', async () => {
+  it('a refused row: only the record it cannot take is dead-lettered, not the storable record of its group beside it', async () => {
     const query = notes(mode);
     const sink = new SmallRowSink();
     const deadLetters = new MemoryDeadLetterWriter();
@@ -87,9 +88,22 @@ describe.each(['update', 'complete'] as const)('a row the sink refuses (%s mode)
     const batch = records(...Array.from({ length: 9 }, (_, i): [string, string] => [`k${i}`, `n${i}`]), ['k4', 'y'.repeat(70)]);
     const result = await runShardInvocation(query, { shardId: 's', records: batch }, b);
     expect(result.error).toBeUndefined();
-    // k4's small record alone made a storable row, but the batch is judged whole: both k4 records go.
-    expect(deadLetters.records.map((l) => l.sequenceNumber)).toEqual([batch[4]!.sequenceNumber, batch[9]!.sequenceNumber]);
-    expect(Object.keys(latestNotes(sink)).sort()).toEqual(['k0', 'k1', 'k2', 'k3', 'k5', 'k6', 'k7', 'k8']);
+    // k4's small record alone makes a storable row: it stays (it used to be dead-lettered with the big one).
+    expect(deadLetters.records.map((l) => l.sequenceNumber)).toEqual([batch[9]!.sequenceNumber]);
+    expect(latestNotes(sink)).toEqual(Object.fromEntries(Array.from({ length: 9 }, (_, i) => [`k${i}`, [`n${i}`]])));
+  });
+
+  it('in record order: the record that makes the row unstorable goes, a later one that still fits stays', async () => {
+    const query = notes(mode);
+    const sink = new SmallRowSink();
+    const deadLetters = new MemoryDeadLetterWriter();
+    const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters };
+    // ["p…"] is 34 characters; with the q note 67 (over 60); with the r note instead 42.
+    const batch = records(['a', 'p'.repeat(30)], ['b', 'b1'], ['a', 'q'.repeat(30)], ['a', 'r'.repeat(5)]);
+    const result = await runShardInvocation(query, { shardId: 's', records: batch }, b);
+    expect(result.error).toBeUndefined();
+    expect(deadLetters.records.map((l) => l.sequenceNumber)).toEqual([batch[2]!.sequenceNumber]);
+    expect(latestNotes(sink)).toEqual({ a: ['p'.repeat(30), 'r'.repeat(5)], b: ['b1'] });
   });
 });
 
