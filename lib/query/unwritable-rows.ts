@@ -5,18 +5,15 @@
  *
  *   1. The sink's row limits are checked on every output row before the sink writes anything
  *      (`GuardedSink`); a refusal fails the run with UnwritableRowsError and the state is aborted.
- *   2. The records that produce each refused row are found by re-running the batch from the same
- *      loaded state on parts of its records, writing nothing (`probe`): a part whose output row
- *      for the refused row's key differs from the run on no record at all holds a record that
- *      changes that row; halving finds each such record. (Comparing with the run on no record,
- *      not only looking for the key, is what makes complete mode work: it outputs every group.)
- *   3. Of those records, the ones the rows can still take are kept: in shard order, each part
- *      (halving again) that leaves no row refused, added to what was kept before it, stays in the
- *      batch, so a record is dead-lettered only when the row is unstorable with it (a 300 KB note),
- *      never for being in the same batch and group as one that is. The rest are written to the
- *      dead-letter location with the refusal's code and limit (no data values), withheld from the
- *      batch, and the batch runs again: the group keeps the largest storable value in record order,
- *      and state and sink stay consistent.
+ *   2. The records the refused rows cannot take are found by re-running the batch from the same
+ *      loaded state on parts of its records, writing nothing (`probe`): in shard order, each part
+ *      (halving) that, added to what was kept before it, leaves no row refused that the run on no
+ *      record at all does not refuse already, stays in the batch. So a record is blamed only when
+ *      a row is unstorable with it (a 300 KB note), never for sharing a batch and group with one
+ *      that is, and the cost grows with the number of blamed records, not with the group's size.
+ *   3. Those records are written to the dead-letter location with the refusal's code and limit (no
+ *      data values), withheld from the batch, and the batch runs again: the group keeps the
+ *      largest storable value in record order, and state and sink stay consistent.
  *   4. A refused row no record of the batch changes (it comes from the state alone), or one of a
  *      stage whose source cannot withhold records, is itself dead-lettered (its values as JSON)
  *      and left out of the batch's output.
@@ -33,16 +30,11 @@ import { toExternalRow } from '../sinks/external-row.js';
 import type { DeadLetterRecord, DeadLetterWriter } from '../sources/dead-letter.js';
 import type { Offset } from '../sources/source.js';
 
-/** A probe's output: each row's key and a digest of its values, and the keys of rows the sink refuses. Thrown to stop before any write. */
+/** A probe's output: the rows the sink would refuse, by row key. Thrown to stop before any write. */
 class ProbeOutput extends Error {
-  constructor(readonly rows: ReadonlyMap<string, string>, readonly refused: ReadonlySet<string>) {
+  constructor(readonly refused: ReadonlyMap<string, RowRefusal>) {
     super('probe run: nothing is written');
   }
-}
-
-function rowDigest(row: readonly unknown[]): string {
-  const text = JSON.stringify(row, (_, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v));
-  return createHash('sha256').update(text).digest('base64');
 }
 
 /** Writes the result rows left out of a batch to the dead-letter location (before the batch is written). */
@@ -68,10 +60,7 @@ export class GuardedSink implements Sink {
   }
 
   async addBatch(batch: SinkBatch): Promise<void> {
-    if (this.probing) {
-      const refused = new Set(findUnwritableRows(this.limits, batch).map((r) => r.rowKey));
-      throw new ProbeOutput(new Map(batch.rows.map((row, i) => [this.limits.rowKey(batch, i), rowDigest(row)])), refused);
-    }
+    if (this.probing) throw new ProbeOutput(new Map(findUnwritableRows(this.limits, batch).map((r) => [r.rowKey, r.refusal])));
     const skipped = this.skipped?.batchId === batch.batchId ? this.skipped.rows : null;
     let written = batch;
     if (skipped && skipped.size > 0) {
@@ -251,76 +240,51 @@ async function screenRecords(resolver: UnwritableRowResolver, source: Withholdin
   return reasons;
 }
 
-/** The batch's records that produce the refused rows, each with the refusal as its reason. */
+/**
+ * The batch's records the refused rows cannot take, each with the refusal as its reason: in shard
+ * order, each part of the records (halving) that, added to those kept before it, leaves no row
+ * refused that the run on no record does not refuse already, is kept. A record is blamed only when
+ * a row is unstorable with it. About 2·log2(n) probes per blamed record, whatever the size of its
+ * group (a search for every record that changes the row took about 2 per record of the group).
+ */
 async function blameRecords(
   resolver: UnwritableRowResolver, source: WithholdingSource, rows: readonly UnwritableRow[], withheld: ReadonlyMap<string, string>,
 ): Promise<Map<string, string>> {
-  const refusals = new Map<string, RowRefusal>(rows.map((r) => [r.rowKey, r.refusal]));
   const candidates = resolver.batchSequenceNumbers().filter((seq) => !withheld.has(seq));
-  const probe = async (included: readonly string[]): Promise<ProbeOutput> => {
+  const probe = async (included: readonly string[]): Promise<ReadonlyMap<string, RowRefusal>> => {
     const inSet = new Set(included);
     const out = new Map(withheld);
     for (const seq of candidates) if (!inSet.has(seq)) out.set(seq, 'probe');
-    return runProbe(resolver, source, out);
+    return (await runProbe(resolver, source, out)).refused;
   };
   const blamed = new Map<string, string>();
-  let baselineOutput: ProbeOutput;
+  const kept: string[] = [];
   try {
-    baselineOutput = await probe([]);
-  } finally {
-    source.withhold(withheld);
-  }
-  const baseline = baselineOutput.rows;
-  const targets = [...refusals.keys()];
-  const search = async (part: readonly string[], known: boolean): Promise<void> => {
-    const output = known ? null : (await probe(part)).rows;
-    const hits = output ? targets.filter((k) => output.get(k) !== baseline.get(k)) : targets;
-    if (hits.length === 0 || part.length === 0) return;
-    if (part.length === 1) {
-      blamed.set(part[0]!, describeRefusal(refusals.get(hits[0]!)!));
-      return;
-    }
-    const half = Math.ceil(part.length / 2);
-    await search(part.slice(0, half), false);
-    await search(part.slice(half), false);
-  };
-  try {
-    // The failed run was the probe of all candidates: every target was in its output.
-    await search(candidates, true);
-    await keepStorable(probe, blamed, candidates, baselineOutput.refused);
+    // Refused with no record at all: the state alone makes them (the caller leaves such rows out).
+    const refusedWithoutRecords = await probe([]);
+    const newRefusal = (refused: ReadonlyMap<string, RowRefusal>): RowRefusal | null =>
+      [...refused].find(([key]) => !refusedWithoutRecords.has(key))?.[1] ?? null;
+    const admit = async (part: readonly string[], knownRefusal: RowRefusal | null): Promise<void> => {
+      if (part.length === 0) return;
+      const refusal = knownRefusal ?? newRefusal(await probe([...kept, ...part]));
+      if (refusal === null) {
+        kept.push(...part);
+        return;
+      }
+      if (part.length === 1) {
+        blamed.set(part[0]!, describeRefusal(refusal));
+        return;
+      }
+      const half = Math.ceil(part.length / 2);
+      await admit(part.slice(0, half), null);
+      await admit(part.slice(half), null);
+    };
+    // The failed run was the probe of all candidates.
+    await admit(candidates, newRefusal(new Map(rows.map((r) => [r.rowKey, r.refusal]))));
   } finally {
     source.withhold(withheld);
   }
   return blamed;
-}
-
-/**
- * Takes back out of `blamed` the records the rows can hold: in shard order, each part (halving
- * again) that, added to the unblamed records and to those taken back before it, leaves no row
- * refused that the run on no record does not refuse already. Deterministic, as the search is.
- */
-async function keepStorable(
-  probe: (included: readonly string[]) => Promise<ProbeOutput>, blamed: Map<string, string>, candidates: readonly string[],
-  refusedWithoutRecords: ReadonlySet<string>,
-): Promise<void> {
-  const kept = candidates.filter((seq) => !blamed.has(seq));
-  const suspects = candidates.filter((seq) => blamed.has(seq));
-  const storable = async (part: readonly string[]): Promise<boolean> =>
-    [...(await probe([...kept, ...part])).refused].every((key) => refusedWithoutRecords.has(key));
-  const admit = async (part: readonly string[], knownUnstorable: boolean): Promise<void> => {
-    if (part.length === 0) return;
-    if (!knownUnstorable && await storable(part)) {
-      kept.push(...part);
-      return;
-    }
-    if (part.length === 1) return;
-    const half = Math.ceil(part.length / 2);
-    await admit(part.slice(0, half), false);
-    await admit(part.slice(half), false);
-  };
-  // All of them together is the batch that failed.
-  await admit(suspects, true);
-  for (const seq of kept) blamed.delete(seq);
 }
 
 async function runProbe(

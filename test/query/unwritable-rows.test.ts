@@ -4,7 +4,7 @@
  * row is unstorable with), the batch runs without them, and the group keeps the largest storable
  * value; the group's other records and every other row are written, nothing is retried.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
 import { col, collect_list, window } from '../../lib/plan/functions.js';
@@ -13,18 +13,23 @@ import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import type { SinkRowLimits } from '../../lib/sinks/sink.js';
 import { runShardInvocation } from '../../lib/query/shard-invocation.js';
+import { GuardedSink } from '../../lib/query/unwritable-rows.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import type { PartitionBackends } from '../../lib/query/partition-backends.js';
 import { SluiceError } from '../../lib/errors/sluice-error.js';
 
-/** A memory sink that refuses rows whose values print longer than 60 characters. */
+/** A memory sink that refuses rows whose values print longer than `limit` (60) characters. */
 class SmallRowSink extends MemorySink {
   writes = 0;
+  constructor(private readonly limit = 60) {
+    super();
+  }
+
   readonly rowLimits: SinkRowLimits = {
     rowKey: (batch, i) => JSON.stringify(batch.rows[i]!.slice(0, 2)),
     check: (batch, i) => {
       const size = JSON.stringify(batch.rows[i]![2]).length;
-      return size > 60 ? { code: 'SINK_ITEM_TOO_LARGE', reason: `the row is ${size} characters, over the sink's 60` } : null;
+      return size > this.limit ? { code: 'SINK_ITEM_TOO_LARGE', reason: `the row is ${size} characters, over the sink's ${this.limit}` } : null;
     },
   };
 
@@ -104,6 +109,25 @@ describe.each(['update', 'complete'] as const)('a row the sink refuses (%s mode)
     expect(result.error).toBeUndefined();
     expect(deadLetters.records.map((l) => l.sequenceNumber)).toEqual([batch[2]!.sequenceNumber]);
     expect(latestNotes(sink)).toEqual({ a: ['p'.repeat(30), 'r'.repeat(5)], b: ['b1'] });
+  });
+});
+
+describe('the cost of finding the record a row cannot take', () => {
+  it('one oversized note among 200 records of its group: a few probe runs (about 2·log2 n), not one per record of the group', async () => {
+    const probeRuns = vi.spyOn(GuardedSink.prototype, 'addBatch');
+    try {
+      const sink = new SmallRowSink(2000);
+      const deadLetters = new MemoryDeadLetterWriter();
+      const batch = records(...Array.from({ length: 200 }, (_, i): [string, string] => ['g', i === 100 ? 'x'.repeat(2500) : 'n']), ['h', 'h1']);
+      const result = await runShardInvocation(notes('update'), { shardId: 's', records: batch }, { checkpoint: new MemoryCheckpoint(), sink, deadLetters });
+      expect(result.error).toBeUndefined();
+      expect(deadLetters.records.map((l) => l.sequenceNumber)).toEqual([batch[100]!.sequenceNumber]);
+      expect((latestNotes(sink).g as string[]).length).toBe(199);
+      // Searching every record that changes g's row took 2 runs per record of g (over 400 here).
+      expect(probeRuns.mock.calls.length).toBeLessThanOrEqual(24);
+    } finally {
+      probeRuns.mockRestore();
+    }
   });
 });
 
