@@ -48,7 +48,7 @@ export function registerSpillCommand(program: Command): void {
             `scanned ${report.scan.tables.join(', ')}: ${report.scan.items} item(s), ${report.scan.requests} request(s), ${report.scan.readUnits} read unit(s)`,
             `spilled objects: ${report.objects}, referenced: ${report.referenced}`,
             `${verb}tombstone ${report.marked.length}, ${verb}delete ${report.deleted.length}, ${verb}unmark ${report.unmarked.length} (referenced again); tombstones within the grace: ${report.pending}`,
-            ...(report.stoppedBy ? ['stopped before the lease ran out: run again'] : []),
+            ...(report.stoppedBy ? [report.progress ? 'stopped within the scan before the lease ran out: run again to continue it' : 'stopped before the lease ran out: run again'] : []),
           ].join('\n');
         });
         process.exitCode = 'skipped' in report || report.stoppedBy ? EXIT.unhealthy : EXIT.ok;

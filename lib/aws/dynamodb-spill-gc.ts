@@ -5,12 +5,22 @@
  *   1. lists the tombstones and the objects (every spill prefix of the query's namespaces);
  *   2. reads the tables to scan (`tables()`, called after the listing: a replay's table is named in
  *      the pointer item before its first batch), then scans them all, strongly consistent, for the
- *      `_spilled` pointers; a scan that cannot finish before `shouldStop` ends the run with nothing
- *      marked or deleted;
+ *      `_spilled` pointers: a parallel scan (`scanSegments` segments, `scanConcurrency` of them at
+ *      once, each paged in turn); a scan that cannot finish before `shouldStop` or the deadline
+ *      (`remainingMs`) ends the run with nothing marked or deleted, and reports where each segment
+ *      got to (`progress`) so that the next run resumes there (`resume`);
  *   3. a tombstone older than the grace (by the scan's start): its object is deleted and then the
  *      tombstone, or, when an item points to the object, only the tombstone;
  *   4. an object older than the grace, without tombstone, that no item points to: a tombstone.
  * A dry run does 1 and 2 and reports what 3 and 4 would do.
+ *
+ * A resumed run lists again but judges by the first run's times (its listing and its scan's start):
+ * a tombstone due by then existed before the scan began, so no writer has pointed to its object
+ * since (writers look tombstones up), and whatever pointed to it before is in the items the scan
+ * reads, in this part or the earlier one. What the earlier part saw is carried as the candidates
+ * (objects old enough, objects of due tombstones) that no item pointed to yet; a candidate not
+ * among them was seen referenced. Candidates can only have become fewer since (each existed at
+ * the first listing), so nothing is judged on less than a whole scan.
  *
  * Cost of one run: the scan reads every item of every table in full (a projection does not lower
  * the units): strongly consistent, 1 read unit per 4 KB, 262,144 read units per GB of table, in
@@ -31,6 +41,11 @@ export const DEFAULT_SPILL_GC_GRACE_MS = 12 * 3600_000;
 /** The shortest grace allowed: a writer's look-up validity and a margin for clocks' skew. */
 export const MIN_SPILL_GC_GRACE_MS = SPILL_CHECK_VALID_MS + 5 * 60_000;
 const PUTS_IN_FLIGHT = 8;
+/** Segments of the parallel scan, and how many are read at once (DynamoDB allows up to 1,000,000 segments). */
+export const DEFAULT_SCAN_SEGMENTS = 16;
+export const DEFAULT_SCAN_CONCURRENCY = 4;
+/** Kept free before the deadline for the requests after the scan stops: saving its progress, releasing the lease. */
+const DEADLINE_RESERVE_MS = 5_000;
 const DELETES_PER_REQUEST = 1000;
 
 export interface SpillGcOptions {
@@ -48,6 +63,15 @@ export interface SpillGcOptions {
   readonly meter?: CostMeter;
   /** Asked between scan pages and before each write: true ends the run (nothing half-judged is deleted). */
   readonly shouldStop?: () => boolean;
+  /**
+   * The time left before the invocation's deadline (Lambda's `getRemainingTimeInMillis`): the run
+   * stops when less than a reserve plus its slowest scan page so far is left.
+   */
+  readonly remainingMs?: () => number;
+  /** Where an earlier run's scan stopped (its report's `progress`): this run continues it. */
+  readonly resume?: SpillScanProgress;
+  readonly scanSegments?: number;
+  readonly scanConcurrency?: number;
   /** Called after the scan, before any tombstone or delete (tests gate a writer here). */
   readonly afterScan?: () => Promise<void>;
 }
@@ -68,6 +92,28 @@ export interface SpillGcReport {
   readonly scan: { readonly tables: readonly string[]; readonly requests: number; readonly items: number; readonly readUnits: number };
   /** Set when `shouldStop` ended the run; nothing after that point was done. */
   readonly stoppedBy?: 'deadline';
+  /** Set when the run stopped within its scan: what a later run needs to continue it. */
+  readonly progress?: SpillScanProgress;
+  /** Set when this run continued an earlier one's scan. */
+  readonly resumed?: boolean;
+}
+
+/** Where a segment of a table's parallel scan is: done, or the key to continue after (none: from its start). */
+export interface SegmentPosition {
+  readonly done: boolean;
+  readonly from?: Record<string, AttributeValue>;
+}
+
+/** A scan stopped before its end (plain JSON: it is kept in the lease item between runs). */
+export interface SpillScanProgress {
+  /** The first run's listing and scan start (ms): every judgement uses these. */
+  readonly listedAt: number;
+  readonly scanStart: number;
+  readonly segments: number;
+  /** By table: each segment's position. A table not here is scanned from its start. */
+  readonly positions: Readonly<Record<string, readonly SegmentPosition[]>>;
+  /** The candidates (spilled object keys) that no item scanned so far pointed to. */
+  readonly unreferenced: readonly string[];
 }
 
 export async function collectSpillGarbage(options: SpillGcOptions): Promise<SpillGcReport> {
@@ -78,7 +124,8 @@ export async function collectSpillGarbage(options: SpillGcOptions): Promise<Spil
     throw new Error(`the spill collector's grace (${graceMs} ms) must be at least ${MIN_SPILL_GC_GRACE_MS} ms: a writer's tombstone look-up holds ${SPILL_CHECK_VALID_MS} ms`);
   }
   const dryRun = options.dryRun === true;
-  const listedAt = now();
+  const resume = options.resume;
+  const listedAt = resume?.listedAt ?? now();
   const prefixes = [...new Set(options.prefixes.map(normalizePrefix))];
   const tombstones: ListedObject[] = [];
   const objects: ListedObject[] = [];
@@ -87,33 +134,51 @@ export async function collectSpillGarbage(options: SpillGcOptions): Promise<Spil
     objects.push(...await listObjects(s3, bucket, `${prefix}${SPILL_DIR}`, meter));
   }
   const tables = [...new Set(await options.tables())];
-  const scanStart = now();
+  const scanStart = resume?.scanStart ?? now();
+  const segments = resume?.segments ?? options.scanSegments ?? DEFAULT_SCAN_SEGMENTS;
   const references = new Set<string>();
   const scan = { tables, requests: 0, items: 0, readUnits: 0 };
-  const empty = { dryRun, objects: objects.length, referenced: 0, marked: [], deleted: [], unmarked: [], pending: 0, scan };
+  const due = tombstones.filter((t) => t.lastModified.getTime() <= scanStart - graceMs);
+  const tombstoned = new Set(tombstones.map((t) => spilledKeyOfTombstone(t.key)));
+  const candidates = new Set([
+    ...due.map((t) => spilledKeyOfTombstone(t.key)),
+    ...objects.filter((o) => o.lastModified.getTime() <= listedAt - graceMs && !tombstoned.has(o.key)).map((o) => o.key),
+  ]);
+  // A candidate the earlier part of a resumed scan saw referenced counts as referenced.
+  const unseen = resume ? new Set(resume.unreferenced) : null;
+  const isReferenced = (key: string): boolean => references.has(key) || (unseen !== null && candidates.has(key) && !unseen.has(key));
+  const positions: Record<string, SegmentPosition[]> = Object.fromEntries(tables.map((table) => [table,
+    [...(resume?.positions[table] ?? Array.from({ length: segments }, () => ({ done: false })))]]));
+  const empty = { dryRun, objects: objects.length, referenced: 0, marked: [], deleted: [], unmarked: [], pending: 0, scan, ...(resume ? { resumed: true } : {}) };
+  let slowestPageMs = 0;
+  const stop = (): boolean => !!options.shouldStop?.() || (options.remainingMs !== undefined && options.remainingMs() < DEADLINE_RESERVE_MS + slowestPageMs);
+  const scanner = { ...options, concurrency: options.scanConcurrency ?? DEFAULT_SCAN_CONCURRENCY, stop, notePage: (ms: number) => { slowestPageMs = Math.max(slowestPageMs, ms); } };
   for (const table of tables) {
-    const done = await scanPointers(options, table, references, scan);
-    if (!done) return { ...empty, stoppedBy: 'deadline' };
+    const done = await scanPointers(scanner, table, positions[table]!, references, scan);
+    if (!done) {
+      const progress: SpillScanProgress = {
+        listedAt, scanStart, segments, positions, unreferenced: [...candidates].filter((key) => !isReferenced(key)),
+      };
+      return { ...empty, stoppedBy: 'deadline', progress };
+    }
   }
   await options.afterScan?.();
 
-  const due = tombstones.filter((t) => t.lastModified.getTime() <= scanStart - graceMs);
   const objectKeys = new Set(objects.map((o) => o.key));
-  const deleted = due.map((t) => spilledKeyOfTombstone(t.key)).filter((key) => !references.has(key));
-  const unmarked = due.map((t) => spilledKeyOfTombstone(t.key)).filter((key) => references.has(key));
-  const tombstoned = new Set(tombstones.map((t) => spilledKeyOfTombstone(t.key)));
+  const deleted = due.map((t) => spilledKeyOfTombstone(t.key)).filter((key) => !isReferenced(key));
+  const unmarked = due.map((t) => spilledKeyOfTombstone(t.key)).filter((key) => isReferenced(key));
   const marked = objects
-    .filter((o) => o.lastModified.getTime() <= listedAt - graceMs && !tombstoned.has(o.key) && !references.has(o.key))
+    .filter((o) => o.lastModified.getTime() <= listedAt - graceMs && !tombstoned.has(o.key) && !isReferenced(o.key))
     .map((o) => o.key);
   const report = {
-    ...empty, referenced: objects.filter((o) => references.has(o.key)).length,
+    ...empty, referenced: objects.filter((o) => isReferenced(o.key)).length,
     deleted: deleted.filter((key) => objectKeys.has(key)), unmarked, marked, pending: tombstones.length - due.length,
   };
   if (dryRun) return report;
 
   const done: string[] = [];
   for (let i = 0; i < deleted.length; i += DELETES_PER_REQUEST) {
-    if (options.shouldStop?.()) return { ...report, deleted: done.filter((key) => objectKeys.has(key)), unmarked: [], marked: [], stoppedBy: 'deadline' };
+    if (stop()) return { ...report, deleted: done.filter((key) => objectKeys.has(key)), unmarked: [], marked: [], stoppedBy: 'deadline' };
     const chunk = deleted.slice(i, i + DELETES_PER_REQUEST);
     // The object before its tombstone: while the tombstone exists no writer points to the key.
     await deleteKeys(s3, bucket, chunk);
@@ -124,37 +189,46 @@ export async function collectSpillGarbage(options: SpillGcOptions): Promise<Spil
   let tombstonesWritten = 0;
   let stopped = false;
   await mapWithConcurrency(marked, PUTS_IN_FLIGHT, async (key) => {
-    if (stopped || options.shouldStop?.()) { stopped = true; return; }
+    if (stopped || stop()) { stopped = true; return; }
     await putObject(s3, bucket, spillTombstoneKey(key), JSON.stringify({ object: key, markedAt: new Date(now()).toISOString() }), 'application/json', meter);
     tombstonesWritten++;
   });
   return { ...report, marked: stopped ? marked.slice(0, tombstonesWritten) : marked, ...(stopped ? { stoppedBy: 'deadline' as const } : {}) };
 }
 
-/** Adds the table's spill pointers into `bucket` to `references`; false when stopped before the end. */
+/**
+ * Adds the table's spill pointers into `bucket` to `references`, continuing each segment from its
+ * position (updated in place); false when stopped before every segment is done.
+ */
 async function scanPointers(
-  options: SpillGcOptions, table: string, references: Set<string>, scan: { requests: number; items: number; readUnits: number },
+  options: SpillGcOptions & { concurrency: number; stop: () => boolean; notePage: (ms: number) => void },
+  table: string, positions: SegmentPosition[], references: Set<string>, scan: { requests: number; items: number; readUnits: number },
 ): Promise<boolean> {
-  let start: Record<string, AttributeValue> | undefined;
-  do {
-    if (options.shouldStop?.()) return false;
-    const page = await options.dynamodb.send(new ScanCommand({
-      TableName: table, ConsistentRead: true, ReturnConsumedCapacity: 'TOTAL',
-      ProjectionExpression: '#s', FilterExpression: 'attribute_exists(#s)', ExpressionAttributeNames: { '#s': SPILL_ATTRIBUTE },
-      ...(start ? { ExclusiveStartKey: start } : {}),
-    }));
-    scan.requests++;
-    scan.items += page.ScannedCount ?? 0;
-    const units = page.ConsumedCapacity?.CapacityUnits ?? 0;
-    scan.readUnits += units;
-    meterUnits(options.meter, 'read', page.ConsumedCapacity, () => units);
-    for (const item of page.Items ?? []) {
-      for (const pointer of Object.values(item[SPILL_ATTRIBUTE]?.M ?? {})) {
-        const key = spilledKeyOfPointer(pointer.S ?? '', options.bucket);
-        if (key !== null) references.add(key);
+  let stopped = false;
+  await mapWithConcurrency(positions.map((_, segment) => segment), options.concurrency, async (segment) => {
+    while (!positions[segment]!.done) {
+      if (stopped || options.stop()) { stopped = true; return; }
+      const from = positions[segment]!.from;
+      const started = Date.now();
+      const page = await options.dynamodb.send(new ScanCommand({
+        TableName: table, ConsistentRead: true, ReturnConsumedCapacity: 'TOTAL', Segment: segment, TotalSegments: positions.length,
+        ProjectionExpression: '#s', FilterExpression: 'attribute_exists(#s)', ExpressionAttributeNames: { '#s': SPILL_ATTRIBUTE },
+        ...(from ? { ExclusiveStartKey: from } : {}),
+      }));
+      options.notePage(Date.now() - started);
+      scan.requests++;
+      scan.items += page.ScannedCount ?? 0;
+      const units = page.ConsumedCapacity?.CapacityUnits ?? 0;
+      scan.readUnits += units;
+      meterUnits(options.meter, 'read', page.ConsumedCapacity, () => units);
+      for (const item of page.Items ?? []) {
+        for (const pointer of Object.values(item[SPILL_ATTRIBUTE]?.M ?? {})) {
+          const key = spilledKeyOfPointer(pointer.S ?? '', options.bucket);
+          if (key !== null) references.add(key);
+        }
       }
+      positions[segment] = page.LastEvaluatedKey ? { done: false, from: page.LastEvaluatedKey } : { done: true };
     }
-    start = page.LastEvaluatedKey;
-  } while (start);
-  return true;
+  });
+  return !stopped;
 }

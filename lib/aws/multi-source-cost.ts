@@ -31,14 +31,16 @@ function perInvocation(s: StageRates): BatchUnits {
 }
 
 /**
- * The estimate for any query: one stage or one hop of a single stream as estimateMonthlyCost
- * models it; several streams, or a chain of hops, run stage by stage in memory (so each hop's rate
- * is what crosses it, not stage 1's batch rate).
+ * The estimate for any query: one stage of a single stream as estimateMonthlyCost models it; a hop
+ * or several, or several streams, run stage by stage in memory (so each hop's rate is what crosses
+ * it, and each stage after a hop groups only the rows routed to its internal shard: estimateMonthlyCost
+ * runs stage 2 on a stretch of the stream with every key in it, which at 500 records/s over 2
+ * internal shards counted twice the sink writes that stage makes).
  */
 export async function estimateQueryCost(definition: QueryDefinition, input: MultiSourceCostInput): Promise<CostEstimate> {
   if (isMultiSource(definition)) return estimateMultiSourceCost(definition, input);
   const hops = compileQuery(definition, { expectedShardCount: input.shards ?? 1, allowRepartition: true }).hops.length;
-  if (hops >= 2) return estimateStagedCost(definition, input);
+  if (hops >= 1) return estimateStagedCost(definition, input);
   return estimateMonthlyCost(definition, { ...input, recordsPerSecond: Object.values(input.sourceRates)[0]! });
 }
 

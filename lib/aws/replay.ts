@@ -64,6 +64,15 @@ export async function liveSinkPrefix(clients: AwsClients, bucket: string, basePr
   return text ? (JSON.parse(text) as ReaderPointer).prefix : basePrefix;
 }
 
+/**
+ * Whether the query writes a DynamoDB sink: the given definition says, else the deployment. The
+ * construct names a sink table only for a DynamoDB sink; one that spills large values
+ * (`onUnwritableRow: 'spill'`) names a bucket too, so a bucket alone says nothing.
+ */
+export function writesDynamoDbSink(deployment: Pick<DeploymentDescriptor, 'sinkTable'>, definition: QueryDefinition | undefined): boolean {
+  return definition ? definition.sink.kind === 'dynamodb' : !!deployment.sinkTable;
+}
+
 export interface StartOptions {
   readonly fromMs: number;
   /** The fixed query, when it is not deployed yet: `sluice replay run` drives the shadow with it. */
@@ -80,7 +89,7 @@ export async function startReplay(clients: AwsClients, deployment: DeploymentDes
   if (options.fromMs > nowMs) {
     throw new ReplayError(`--from ${new Date(options.fromMs).toISOString()} is in the future.`, { code: 'REPLAY_BAD_START' });
   }
-  const dynamoDbSink = options.definition ? options.definition.sink.kind === 'dynamodb' : !deployment.sinkBucket && !!deployment.sinkTable;
+  const dynamoDbSink = writesDynamoDbSink(deployment, options.definition);
   if (dynamoDbSink && !options.sinkTable) {
     throw new ReplayError(`'${query}' writes a DynamoDB table: a replay needs a table of its own, or it would change the live answer.`, {
       code: 'REPLAY_NEEDS_SINK_TABLE', hint: 'pass --sink-table <name> (created with the sink\'s key schema if it does not exist).',
@@ -171,7 +180,7 @@ async function checkSinkIntact(
   refuse: (why: string) => never,
 ): Promise<void> {
   const dynamoDbSink = previous.sinkTable !== undefined || (previous.sinkPrefix === undefined
-    && (pointer.active.sinkTable !== undefined || (definition ? definition.sink.kind === 'dynamodb' : !deployment.sinkBucket && !!deployment.sinkTable)));
+    && (pointer.active.sinkTable !== undefined || writesDynamoDbSink(deployment, definition)));
   if (dynamoDbSink) {
     const table = previous.sinkTable ?? deployment.sinkTable;
     if (!table) return refuse('the deployment names no sink table');

@@ -299,7 +299,7 @@ async function sweepAfterTick(
   }
 }
 
-/** Kept free before the function's timeout when the collector takes its lease. */
+/** How long the collector's lease outlasts the function's timeout (it stops before the timeout by the context's remaining time). */
 const SPILL_GC_TIMEOUT_MARGIN_MS = 5_000;
 /** Less time left than this after the tick: the collector waits for a tick with time to scan (its daily slot is not used up). */
 const SPILL_GC_MIN_TIME_MS = 40_000;
@@ -314,7 +314,12 @@ async function collectSpillAfterTick(
   try {
     return await runSpillGc({
       queryName: context.query.definition.name, config, clients, meter, now, minIntervalMs: DEFAULT_SPILL_GC_INTERVAL_MS,
-      ...(lambdaContext ? { leaseMs: lambdaContext.getRemainingTimeInMillis() - SPILL_GC_TIMEOUT_MARGIN_MS } : {}),
+      ...(lambdaContext ? {
+        // The run cannot outlive the invocation; the lease outlives it by the margin, so no other run starts while it may still send.
+        leaseMs: lambdaContext.getRemainingTimeInMillis() + SPILL_GC_TIMEOUT_MARGIN_MS,
+        // The lease runs by the clock the handler was given; the deadline is the context's.
+        remainingMs: () => lambdaContext.getRemainingTimeInMillis(),
+      } : {}),
     });
   } catch (error) {
     context.observability.logger.error('collecting spilled objects failed; a later tick retries it', { error: error as Error });

@@ -31,6 +31,8 @@ export interface SpillGcRunOptions {
   readonly now?: () => number;
   /** The lease's length (the scheduled function: the time its invocation has left). */
   readonly leaseMs?: number;
+  /** The scheduled function's time left (Lambda's `getRemainingTimeInMillis`): the run stops before it runs out. */
+  readonly remainingMs?: () => number;
   /** 0 on demand; the scheduled function's interval. */
   readonly minIntervalMs?: number;
   readonly afterScan?: () => Promise<void>;
@@ -59,17 +61,23 @@ export async function runSpillGc(options: SpillGcRunOptions): Promise<SpillGcRun
     ? null
     : await claimSpillGcLease(clients.dynamodb, config.checkpointTable, name, now(), options.leaseMs ?? DEFAULT_SPILL_GC_LEASE_MS, options.minIntervalMs ?? 0);
   if (!options.dryRun && !lease) return { skipped: 'not-due-or-running' };
+  let report: SpillGcReport | undefined;
   try {
-    return await collectSpillGarbage({
+    report = await collectSpillGarbage({
       s3: clients.s3, bucket: config.sinkBucket!, prefixes, dynamodb: clients.dynamodb,
       // Read again after the listing: a replay started meanwhile is scanned too.
       tables: async () => (await locations()).map((l) => l.sinkTable ?? config.sinkTable!),
       ...(options.graceMs !== undefined ? { graceMs: options.graceMs } : {}),
       dryRun: options.dryRun === true, now, ...(options.meter ? { meter: options.meter } : {}),
-      ...(lease ? { shouldStop: () => now() >= lease.until - LEASE_MARGIN_MS } : {}),
+      // With the invocation's deadline to go by, that rule (and its reserve) stops the run; the lease is only a backstop.
+      ...(lease ? { shouldStop: () => now() >= lease.until - (options.remainingMs ? 0 : LEASE_MARGIN_MS) } : {}),
+      ...(options.remainingMs ? { remainingMs: options.remainingMs } : {}),
+      // A scan an earlier run stopped is continued, not started over.
+      ...(lease?.progress ? { resume: lease.progress } : {}),
       ...(options.afterScan ? { afterScan: options.afterScan } : {}),
     });
+    return report;
   } finally {
-    if (lease) await releaseSpillGcLease(clients.dynamodb, config.checkpointTable, name, lease, now());
+    if (lease) await releaseSpillGcLease(clients.dynamodb, config.checkpointTable, name, lease, now(), report?.progress);
   }
 }

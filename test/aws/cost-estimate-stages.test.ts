@@ -101,4 +101,15 @@ describe('sluice cost per stage', () => {
     expect(e.hops[1]!.recordsPerSecond).toBeCloseTo(stage(2).batches * 3, 6);
     expect(quantity(e, 'stage 3 Kinesis PUT payload units')).toBeCloseTo(e.hops[1]!.recordsPerSecond * 730 * 3600, -3);
   });
+  it('one hop: stage 2 groups only the rows routed to its internal shard, so rows of a group collapse as the deployed stage collapses them', async () => {
+    // `unkeyed`: (hour, store) is not co-partitioned with the stream; the records hold 50 stores (value-0…49).
+    const input = { shards: 2, internalShards: 2, batchSize: 25, keys: 50, snapshotEvery: 3 };
+    const sinkWritesPerRecord = (e: Awaited<ReturnType<typeof estimateQueryCost>>, rate: number) => quantity(e, 'stage 2 DynamoDB sink writes') / (rate * 730 * 3600);
+    // 500 records/s: each internal shard is invoked once a second with its 25 stores' rows: 50 writes a second.
+    const fast = await estimateQueryCost(unkeyed, { ...input, sourceRates: { sales: 500 } });
+    expect(fast.hops).toHaveLength(1);
+    expect(sinkWritesPerRecord(fast, 500)).toBeCloseTo(50 / 500, 6);
+    // 50 records/s: every row is a store of its own within the second, one write each.
+    expect(sinkWritesPerRecord(await estimateQueryCost(unkeyed, { ...input, sourceRates: { sales: 50 } }), 50)).toBeCloseTo(1, 6);
+  });
 });

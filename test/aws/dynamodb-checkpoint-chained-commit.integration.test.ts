@@ -5,33 +5,21 @@
  */
 import { randomUUID } from 'node:crypto';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { AwsClients } from '../../lib/aws/clients.js';
 import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
 import { DynamoDbWatermarkCoordinator } from '../../lib/aws/dynamodb-watermarks.js';
 import { fenceUnfencedWriters } from '../../lib/aws/query-namespace.js';
-import { ensureTables } from '../../lib/aws/tables.js';
-import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { CHECKPOINT_FORMAT_VERSION, type CommitEntry } from '../../lib/checkpoint/checkpoint.js';
 import { CostMeter } from '../../lib/core/cost-meter.js';
-import { deleteResources } from '../support/cleanup.js';
+import { checkpointTablesForFile } from '../support/checkpoint-tables.js';
 
-let emu: EmulatorSet;
-let aws: AwsClients;
-const CP = 'sluice-chained-commit-test';
-const STATE = 'sluice-chained-commit-test-state';
+const tables = checkpointTablesForFile('sluice-chained-commit-test');
+const CP = tables.checkpointTable;
+const STATE = tables.stateTable;
 const SHARD = 'shardId-000000000000';
-
-beforeAll(async () => {
-  emu = await startEmulators({ kinesis: false, s3: false });
-  aws = createAwsClients(emu.clientOptions);
-  await ensureTables(aws.dynamodb, { checkpointTable: CP, stateTable: STATE });
-});
-afterAll(async () => {
-  if (aws) await deleteResources(aws, { tables: [CP, STATE] });
-  aws?.destroy();
-  await emu?.stop();
-});
+let aws: AwsClients;
+beforeAll(() => { aws = tables.aws; });
 
 const entry = (batchId: number): CommitEntry => ({ formatVersion: CHECKPOINT_FORMAT_VERSION, batchId, nextBatchWatermarkMs: batchId * 10 });
 

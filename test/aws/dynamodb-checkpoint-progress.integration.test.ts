@@ -6,31 +6,19 @@
  */
 import { randomUUID } from 'node:crypto';
 import { PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { AwsClients } from '../../lib/aws/clients.js';
 import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
-import { ensureTables } from '../../lib/aws/tables.js';
 import { itemSize } from '../../lib/aws/dynamodb-cost.js';
-import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { CHECKPOINT_FORMAT_VERSION } from '../../lib/checkpoint/checkpoint.js';
 import { PROGRESS_RECORDS } from '../../lib/runtime/runtime-config.js';
-import { deleteResources } from '../support/cleanup.js';
+import { checkpointTablesForFile } from '../support/checkpoint-tables.js';
 
-let emu: EmulatorSet;
+const tables = checkpointTablesForFile('sluice-progress-ring-test');
+const CP = tables.checkpointTable;
+const STATE = tables.stateTable;
 let aws: AwsClients;
-const CP = 'sluice-progress-ring-test';
-const STATE = 'sluice-progress-ring-test-state';
-
-beforeAll(async () => {
-  emu = await startEmulators({ kinesis: false, s3: false });
-  aws = createAwsClients(emu.clientOptions);
-  await ensureTables(aws.dynamodb, { checkpointTable: CP, stateTable: STATE });
-});
-afterAll(async () => {
-  if (aws) await deleteResources(aws, { tables: [CP, STATE] });
-  aws?.destroy();
-  await emu?.stop();
-});
+beforeAll(() => { aws = tables.aws; });
 
 const commit = (batchId: number) => ({ formatVersion: CHECKPOINT_FORMAT_VERSION, batchId, nextBatchWatermarkMs: batchId * 10 });
 

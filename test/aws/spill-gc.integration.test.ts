@@ -10,12 +10,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CreateBucketCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
-import { BatchWriteItemCommand, CreateTableCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { BatchWriteItemCommand, CreateTableCommand, GetItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { createAwsClients, type AwsClients } from '../../lib/aws/clients.js';
 import { DynamoDbUpsertSink, itemBytes, MAX_ITEM_BYTES } from '../../lib/aws/dynamodb-upsert-sink.js';
 import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
-import { collectSpillGarbage, type SpillGcOptions } from '../../lib/aws/dynamodb-spill-gc.js';
+import { collectSpillGarbage, type SpillGcOptions, type SpillGcReport } from '../../lib/aws/dynamodb-spill-gc.js';
 import { SPILL_CHECK_VALID_MS, spillObjectKey } from '../../lib/aws/dynamodb-spill.js';
 import { runSpillGc } from '../../lib/aws/spill-gc-run.js';
 import { claimSpillGcLease } from '../../lib/aws/spill-gc-lease.js';
@@ -84,6 +84,19 @@ function collect(table: string, prefix: string, run: number, extra: Partial<Spil
   return collectSpillGarbage({
     s3: clients.s3, bucket, prefixes: [prefix], dynamodb: clients.dynamodb, tables: async () => [table], graceMs: GRACE, now: runAt(run), ...extra,
   });
+}
+
+/** `count` items, item i pointing to object i under `prefix` (the object put too, unless not `withObjects`): what a spilling sink leaves, without its values. */
+async function pointerItems(table: string, prefix: string, count: number, noteBytes = 0, withObjects = true): Promise<string[]> {
+  const keys = Array.from({ length: count }, (_, i) => `${prefix}_sluice_spill/${i.toString(16).padStart(64, '0')}.json`);
+  const items: Record<string, AttributeValue>[] = keys.map((key, i) => ({
+    pk: { S: `k=${i}` }, _spilled: { M: { v: { S: `s3://${bucket}/${key}` } } }, ...(noteBytes > 0 ? { note: { S: 'n'.repeat(noteBytes) } } : {}),
+  }));
+  for (let i = 0; i < items.length; i += 25) {
+    await clients.dynamodb.send(new BatchWriteItemCommand({ RequestItems: { [table]: items.slice(i, i + 25).map((Item) => ({ PutRequest: { Item } })) } }));
+  }
+  if (withObjects) for (const key of keys) await clients.s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: '{}' }));
+  return keys;
 }
 
 describe('spill collector (DynamoDB Local + s3rver)', () => {
@@ -230,6 +243,30 @@ describe("the scan's cost", () => {
   });
 });
 
+describe("the scan's throughput", () => {
+  it('a parallel scan (16 segments, 4 at once) against one segment read in turn: items per second, same items', async () => {
+    const table = await newTable();
+    const count = Number(process.env.SPILL_GC_SCAN_ITEMS ?? 2000);
+    // The objects do not matter to the scan's speed: only the items are written.
+    await pointerItems(table, 'throughput/', count, 2048, false);
+    const timed = async (segments: number, concurrency: number) => {
+      const started = performance.now();
+      const { scan } = await collect(table, 'throughput/', 1, { dryRun: true, scanSegments: segments, scanConcurrency: concurrency });
+      return { ms: performance.now() - started, scan };
+    };
+    // Alternated, twice each, so neither gains from running second (a warm emulator).
+    const runs: ({ segments: number } & Awaited<ReturnType<typeof timed>>)[] = [];
+    for (const [segments, concurrency] of [[1, 1], [16, 4], [1, 1], [16, 4]] as const) runs.push({ segments, ...await timed(segments, concurrency) });
+    const rate = (segments: number) => {
+      const of = runs.filter((r) => r.segments === segments);
+      return Math.round(of.reduce((n, r) => n + r.scan.items, 0) / (of.reduce((ms, r) => ms + r.ms, 0) / 1000));
+    };
+    console.info(`spill collector scan of ${count} items of ~2 KB, twice each: one segment ${rate(1)} items/s (${runs[0]!.scan.requests} requests), `
+      + `16 segments 4 at once ${rate(16)} items/s (${runs[1]!.scan.requests} requests): x${(rate(16) / rate(1)).toFixed(2)}`);
+    for (const r of runs) expect(r.scan.items).toBe(count);
+  }, 300_000);
+});
+
 describe('the collector of a deployed query (pointer item, lease)', () => {
   const name = `spillgc-q-${process.pid}`;
   const checkpointTable = `spillgc-cp-${process.pid}`;
@@ -274,6 +311,56 @@ describe('the collector of a deployed query (pointer item, lease)', () => {
     expect(await runSpillGc({ queryName: other.name, config, clients, graceMs: GRACE, now: () => later, minIntervalMs: HOUR })).toMatchObject({ dryRun: false });
     expect(await runSpillGc({ queryName: other.name, config, clients, graceMs: GRACE, now: () => later + 1000, minIntervalMs: HOUR })).toEqual({ skipped: 'not-due-or-running' });
     expect(await runSpillGc({ queryName: other.name, config, clients, graceMs: GRACE, now: () => later + 2000 })).toMatchObject({ dryRun: false });
+  });
+
+  it('a run with little time left (a fake Lambda context) stops within its scan, marking nothing; the next run continues the scan and judges as a whole one', async () => {
+    const query = `${name}-deadline`;
+    const config = configOf(await newTable());
+    const prefix = `${query}/`;
+    const live = await pointerItems(config.sinkTable!, prefix, 40);
+    const orphan = `${prefix}_sluice_spill/${'f'.repeat(64)}.json`;
+    await clients.s3.send(new PutObjectCommand({ Bucket: bucket, Key: orphan, Body: '{}' }));
+    // The context's time runs out after 8 of the 16 segments' first pages were asked for.
+    let asked = 0;
+    const context = { getRemainingTimeInMillis: () => (++asked <= 8 ? 50_000 : 4_000) };
+    const first = await runSpillGc({
+      queryName: query, config, clients, graceMs: GRACE, now: runAt(1), minIntervalMs: HOUR, remainingMs: () => context.getRemainingTimeInMillis(),
+    }) as SpillGcReport;
+    expect(first).toMatchObject({ stoppedBy: 'deadline', marked: [], deleted: [], unmarked: [] });
+    expect(first.scan.items).toBeGreaterThan(0);
+    expect(first.scan.items).toBeLessThan(live.length);
+    // What the first part saw referenced is not carried as a candidate.
+    expect(first.progress!.unreferenced).toContain(orphan);
+    expect(first.progress!.unreferenced.length).toBe(1 + live.length - first.scan.items);
+    expect(await keysUnder(`${prefix}_sluice_spill_tombstones/`)).toEqual([]);
+    const lease = await clients.dynamodb.send(new GetItemCommand({ TableName: checkpointTable, Key: { pk: { S: `${query}#spill-gc` }, sk: { S: 'lease' } }, ConsistentRead: true }));
+    expect(lease.Item?.scanProgress?.S).toBeDefined();
+    expect(lease.Item?.lastRunAt).toBeUndefined();
+
+    // The next tick, within the interval: not a new run but the rest of this one's scan.
+    const second = await runSpillGc({ queryName: query, config, clients, graceMs: GRACE, now: () => runAt(1)() + 60_000, minIntervalMs: HOUR }) as SpillGcReport;
+    expect(second).toMatchObject({ resumed: true, marked: [orphan], deleted: [] });
+    expect(second.stoppedBy).toBeUndefined();
+    expect(first.scan.items + second.scan.items).toBe(live.length);
+    // Finished: the run is recorded and the progress gone, so the next is a day later and scans afresh.
+    expect(await runSpillGc({ queryName: query, config, clients, graceMs: GRACE, now: () => runAt(1)() + 120_000, minIntervalMs: HOUR })).toEqual({ skipped: 'not-due-or-running' });
+    const third = await runSpillGc({ queryName: query, config, clients, graceMs: GRACE, now: runAt(2) }) as SpillGcReport;
+    expect(third).toMatchObject({ deleted: [orphan], marked: [] });
+    expect(third.resumed).toBeUndefined();
+    expect(third.scan.items).toBe(live.length);
+    expect((await keysUnder(`${prefix}_sluice_spill/`)).sort()).toEqual([...live].sort());
+  });
+
+  it('a context with less time left than the reserve: nothing is scanned or written; the next run does the whole scan', async () => {
+    const query = `${name}-no-time`;
+    const config = configOf(await newTable());
+    const prefix = `${query}/`;
+    const live = await pointerItems(config.sinkTable!, prefix, 10);
+    const context = { getRemainingTimeInMillis: () => 3_000 };
+    const first = await runSpillGc({ queryName: query, config, clients, graceMs: GRACE, now: runAt(1), remainingMs: () => context.getRemainingTimeInMillis() }) as SpillGcReport;
+    expect(first).toMatchObject({ stoppedBy: 'deadline', marked: [], scan: { requests: 0 } });
+    const second = await runSpillGc({ queryName: query, config, clients, graceMs: GRACE, now: runAt(1) }) as SpillGcReport;
+    expect(second).toMatchObject({ resumed: true, marked: [], referenced: live.length, scan: { items: live.length } });
   });
 
   it('sluice spill gc --dry-run: scans the sink table, lists the objects and changes nothing; a query that does not spill is a usage error', async () => {

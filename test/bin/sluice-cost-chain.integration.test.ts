@@ -7,17 +7,15 @@
  * of the count's files and the checkpoint writes.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { estimateMultiSourceCost } from '../../lib/aws/multi-source-cost.js';
 import { syntheticSourceRecords } from '../../lib/aws/cost-estimate.js';
-import { syntheticInput } from '../../lib/aws/staged-cost-run.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { interval } from '../../lib/plan/column.js';
 import { col, count, window } from '../../lib/plan/functions.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
-import { defineQuery, sourcesOf, type MultiSourceQueryDefinition } from '../../lib/query/query-definition.js';
-import { deploy } from '../support/aws-pipeline.js';
+import { defineQuery, type KinesisSourceSpec, type MultiSourceQueryDefinition } from '../../lib/query/query-definition.js';
 import { ORDERS_SCHEMA, PAYMENTS_SCHEMA } from '../support/join-queries.js';
-import { measureDrain, relativeError } from '../support/measured-run.js';
+import { relativeError } from '../support/measured-run.js';
+import { measureMultiSourceCost } from '../support/multi-source-cost-run.js';
 
 let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });
@@ -48,35 +46,21 @@ function joinThenCountByAmount(name: string): MultiSourceQueryDefinition {
 describe('sluice cost for a query of three stages (join → count by other keys)', () => {
   it('estimates each hop\'s traffic and the invocations behind it, state, S3 and checkpoint writes within 25% of a measured run', async () => {
     const definition = joinThenCountByAmount('cost-chain-check');
-    const query = compileQuery(definition, { allowRepartition: true });
-    expect(query.hops).toHaveLength(2);
-    const estimate = await estimateMultiSourceCost(definition, {
-      sourceRates: RATES, shards: SHARDS, internalShards: SHARDS, batchSize: BATCH, keys: KEYS, snapshotEvery: 3, matchRate: MATCH_RATE,
-    });
-    expect(estimate.hops.map((h) => h.hop)).toEqual([1, 2]);
-
-    const startMs = Date.now() - 600_000;
-    const input = syntheticInput(query, { sourceRates: RATES, keys: KEYS, matchRate: MATCH_RATE, startMs }, SECONDS);
-    const d = await deploy(emulators, definition, SHARDS, { repartitionShards: SHARDS, expectedShardCount: undefined, hops: 2 });
+    expect(compileQuery(definition, { allowRepartition: true }).hops).toHaveLength(2);
     // The windows close seconds of event time behind the input (watermarks, the join's bound, the
     // window): without the flush the run would end with its last windows open and their state
     // held, which the steady state the estimate prices has not.
-    for (const { name, spec } of sourcesOf(definition)) {
-      const key = name === 'orders' ? 'order_id' : 'ref';
-      const flush = syntheticSourceRecords(spec, FLUSH, {
-        keys: KEYS, recordsPerSecond: RATES[name as keyof typeof RATES], startMs: startMs + (SECONDS + 30) * 1000, columnValues: { [key]: (i) => `flush-${i}` },
-      });
-      const records = [...input.get(name)!, ...flush];
-      await d.put(records.map((r) => ({ data: Buffer.from(r.dataBase64, 'base64').toString(), partitionKey: r.partitionKey })), name);
-    }
-    // Both internal mappings take as many records per invocation as the estimate expects of hop 1.
-    const run = await measureDrain(d, { batchSize: BATCH, internalBatchSize: Math.max(1, Math.round(estimate.hops[0]!.perBatch.records)) });
-    const runRecords = [...input.values()].reduce((n, r) => n + r.length, 0);
+    const flush = ({ name, spec }: { name: string; spec: KinesisSourceSpec }, startMs: number) => syntheticSourceRecords(spec, FLUSH, {
+      keys: KEYS, recordsPerSecond: RATES[name as keyof typeof RATES], startMs: startMs + (SECONDS + 30) * 1000,
+      columnValues: { [name === 'orders' ? 'order_id' : 'ref']: (i) => `flush-${i}` },
+    });
+    const { estimate, d, run, runRecords, quantity, scale } = await measureMultiSourceCost(emulators, definition, {
+      rates: RATES, shards: SHARDS, batchSize: BATCH, keys: KEYS, matchRate: MATCH_RATE, seconds: SECONDS, hops: 2, extra: flush,
+    });
+    expect(estimate.hops.map((h) => h.hop)).toEqual([1, 2]);
     expect(run.sourceRows).toBe(runRecords + 2 * FLUSH);
 
-    const scale = runRecords / (estimate.recordsPerSecond * 730 * 3600);
     const ticks = 730 * 60;
-    const quantity = (component: string): number => estimate.lines.find((l) => l.component === component)!.quantity;
     const [hop1Stream, hop2Stream] = d.config.repartitionStreamNames!;
     const sum = (components: string[]): number => components.reduce((a, c) => a + quantity(c), 0);
     const figures = {

@@ -9,17 +9,14 @@
  * estimate prices. The same run's progress records carry each source's own rows and rates.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { estimateMultiSourceCost } from '../../lib/aws/multi-source-cost.js';
-import { syntheticInput } from '../../lib/aws/staged-cost-run.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { interval } from '../../lib/plan/column.js';
 import { col } from '../../lib/plan/functions.js';
-import { compileQuery } from '../../lib/query/compiled-query.js';
 import { defineQuery, type MultiSourceQueryDefinition } from '../../lib/query/query-definition.js';
 import type { StreamingQueryProgress } from '../../lib/runtime/progress.js';
-import { deploy } from '../support/aws-pipeline.js';
 import { ORDERS_SCHEMA, PAYMENTS_SCHEMA } from '../support/join-queries.js';
-import { measureDrain, relativeError } from '../support/measured-run.js';
+import { relativeError } from '../support/measured-run.js';
+import { measureMultiSourceCost } from '../support/multi-source-cost-run.js';
 import { runSluice } from '../support/sluice-cli.js';
 
 let emulators: EmulatorSet;
@@ -56,27 +53,15 @@ function expectSourceRates(p: StreamingQueryProgress): void {
 describe('sluice cost for a join of two streams', () => {
   it('estimates the hop, the join\'s state and sink writes and the checkpoint writes within 25% of a measured run; progress carries each source\'s rates', async () => {
     const definition = shortJoin('cost-join-check');
-    const estimate = await estimateMultiSourceCost(definition, {
-      sourceRates: RATES, shards: SHARDS, internalShards: SHARDS, batchSize: BATCH, keys: KEYS, snapshotEvery: 3, matchRate: MATCH_RATE,
+    const { estimate, d, run, input, runRecords, quantity, scale } = await measureMultiSourceCost(emulators, definition, {
+      rates: RATES, shards: SHARDS, batchSize: BATCH, keys: KEYS, matchRate: MATCH_RATE, seconds: SECONDS,
     });
     expect(estimate.hops).toHaveLength(1);
     expect(estimate.notEstimated).toBeUndefined();
-
-    const input = syntheticInput(compileQuery(definition, { allowRepartition: true }), {
-      sourceRates: RATES, keys: KEYS, matchRate: MATCH_RATE, startMs: Date.now() - 600_000,
-    }, SECONDS);
-    const d = await deploy(emulators, definition, SHARDS, { repartitionShards: SHARDS, expectedShardCount: undefined });
-    for (const [source, records] of input) {
-      await d.put(records.map((r) => ({ data: Buffer.from(r.dataBase64, 'base64').toString(), partitionKey: r.partitionKey })), source);
-    }
-    const run = await measureDrain(d, { batchSize: BATCH, internalBatchSize: Math.max(1, Math.round(estimate.hops[0]!.perBatch.records)) });
-    const runRecords = [...input.values()].reduce((n, r) => n + r.length, 0);
     expect(run.sourceRows).toBe(runRecords);
 
     // The month's quantities scaled to the run's records; the scheduled ticks do not run here.
-    const scale = runRecords / (estimate.recordsPerSecond * 730 * 3600);
     const ticks = 730 * 60;
-    const quantity = (component: string): number => estimate.lines.find((l) => l.component === component)!.quantity;
     const hop = [...run.hops.values()][0]!;
     const figures = {
       hopPayloadUnits: { estimated: quantity('stage 2 Kinesis PUT payload units') * scale, measured: hop.payloadUnits },

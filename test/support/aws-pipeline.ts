@@ -30,6 +30,13 @@ export interface Deployment {
    * that definition instead (a new version of the query deployed over the same resources).
    */
   drain(options?: DrainOptions, handlerOptions?: KinesisTriggerOptions, redeployed?: QueryDefinition): Promise<void>;
+  /**
+   * `steps` rounds of: `putStep(step)`, then the source streams' mappings until idle, then each
+   * internal stream's in hop order. Each invocation then holds exactly what its stage was sent in
+   * that round, however the machine's load interleaves the stages (measured runs that compare with
+   * a model of steady arrival).
+   */
+  drainInSteps(steps: number, putStep: (step: number) => Promise<void>, options?: DrainOptions): Promise<void>;
   /** One scheduled invocation, as EventBridge would invoke it at `nowMs`. */
   tick(nowMs: number, mode?: 'tick' | 'drain'): Promise<unknown>;
 }
@@ -94,6 +101,28 @@ export async function deploy(
   const asHandler = <A extends unknown[], R>(role: FunctionRole, handler: (...args: A) => Promise<R>) =>
     (...args: A) => asFunction(role, () => handler(...args), args[0]);
   const observability = createQuietObservability(definition.name);
+  /** The construct's event source mappings: one per source stream, then one per internal stream in hop order. */
+  const mappingsFor = (options: DrainOptions, handlerOptions: KinesisTriggerOptions, redeployed: QueryDefinition) => {
+    const handlerOptions_ = {
+      config, clientOptions: emulators.clientOptions, observability,
+      onInvocation: (shardId: string, result: ShardInvocationResult) => { results.push({ shardId, result }); },
+      ...handlerOptions,
+    };
+    // One function, an event source mapping per source stream (as the construct deploys it).
+    const sourceHandler = asHandler('kinesisTrigger', createKinesisTriggerHandler(redeployed, handlerOptions_));
+    const sources = sourceStreamNames.map((streamName) => new LocalEventSourceMapping({
+      kinesis: clients.kinesis, streamName, handler: sourceHandler,
+      batchSize: 4, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
+    }));
+    // One repartition function, one mapping per internal stream (it runs the stage reading the record's stream).
+    const repartitionHandler = internalStreams.length > 0 ? asHandler('repartition', createRepartitionTriggerHandler(redeployed, handlerOptions_)) : null;
+    const internal = internalStreams.map((streamName) => new LocalEventSourceMapping({
+      kinesis: clients.kinesis, streamName, handler: repartitionHandler!,
+      batchSize: 10, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
+      ...(options.internalBatchSize ? { batchSize: options.internalBatchSize } : {}),
+    }));
+    return { sources, internal };
+  };
   return {
     clients,
     config,
@@ -104,31 +133,27 @@ export async function deploy(
       await putRecordsBatched(clients.kinesis, stream, events.map((e) => ({ data: e.data, partitionKey: e.partitionKey })));
     },
     async drain(options = {}, handlerOptions = {}, redeployed = definition) {
-      const handlerOptions_ = {
-        config, clientOptions: emulators.clientOptions, observability,
-        onInvocation: (shardId: string, result: ShardInvocationResult) => { results.push({ shardId, result }); },
-        ...handlerOptions,
-      };
-      // One function, an event source mapping per source stream (as the construct deploys it).
-      const sourceHandler = asHandler('kinesisTrigger', createKinesisTriggerHandler(redeployed, handlerOptions_));
-      const mappings = sourceStreamNames.map((streamName) => new LocalEventSourceMapping({
-        kinesis: clients.kinesis, streamName, handler: sourceHandler,
-        batchSize: 4, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
-      }));
-      // One repartition function, one mapping per internal stream (it runs the stage reading the record's stream).
-      const repartitionHandler = internalStreams.length > 0 ? asHandler('repartition', createRepartitionTriggerHandler(redeployed, handlerOptions_)) : null;
-      for (const internal of internalStreams) {
-        mappings.push(new LocalEventSourceMapping({
-          kinesis: clients.kinesis, streamName: internal, handler: repartitionHandler!,
-          batchSize: 10, bisectBatchOnFunctionError: true, pollIntervalMs: 50, ...options,
-          ...(options.internalBatchSize ? { batchSize: options.internalBatchSize } : {}),
-        }));
-      }
+      const { sources, internal } = mappingsFor(options, handlerOptions, redeployed);
+      const mappings = [...sources, ...internal];
       // The internal streams' mappings run beside the source's, as Lambda would.
       await Promise.all(mappings.map((m) => m.drain({ idleMs: 600 })));
       // One more round per internal stream: each stage's output is the next one's input.
       for (let round = 0; round < Math.max(1, internalStreams.length); round++) await Promise.all(mappings.map((m) => m.drain({ idleMs: 400 })));
       await Promise.all(mappings.map((m) => m.stop()));
+    },
+    async drainInSteps(steps, putStep, options = {}) {
+      const { sources, internal } = mappingsFor(options, {}, definition);
+      try {
+        for (let step = 0; step < steps; step++) {
+          await putStep(step);
+          // Idle needs an empty poll begun after the last invocation, so a short wait is enough here:
+          // the round's input was put before its drain began.
+          await Promise.all(sources.map((m) => m.drain({ idleMs: 100 })));
+          for (const m of internal) await m.drain({ idleMs: 100 });
+        }
+      } finally {
+        await Promise.all([...sources, ...internal].map((m) => m.stop()));
+      }
     },
     async tick(nowMs, mode = 'tick') {
       const handler = createScheduledTriggerHandler(definition, {

@@ -25,7 +25,30 @@ export interface MeasuredRun {
   readonly sourceRows: number;
 }
 
-export async function measureDrain(d: Deployment, options: DrainOptions): Promise<MeasuredRun> {
+export function measureDrain(d: Deployment, options: DrainOptions): Promise<MeasuredRun> {
+  return measure(d, async () => { await d.drain(options); });
+}
+
+/**
+ * The same counts over `d.drainInSteps`: the input put in rounds (one second of the modelled rate
+ * each), every stage drained in order after each, so the batches are those of steady arrival
+ * whatever the machine's load. The first `warmup` rounds run but are not counted (the estimate
+ * prices the steady state, not the first batches of an empty checkpoint).
+ */
+export function measureSteppedDrain(
+  d: Deployment, rounds: { warmup: number; counted: number }, putStep: (step: number) => Promise<void>, options: DrainOptions,
+): Promise<MeasuredRun> {
+  return measure(d, (startCounting) => d.drainInSteps(rounds.warmup + rounds.counted, async (step) => {
+    if (step === rounds.warmup) startCounting();
+    await putStep(step);
+  }, options), rounds.warmup > 0);
+}
+
+/** Counts what `run` sends, from its start or, with `later`, from its call of `startCounting`. */
+async function measure(d: Deployment, run: (startCounting: () => void) => Promise<void>, later = false): Promise<MeasuredRun> {
+  let counting = !later;
+  let before = d.results.length;
+  const startCounting = (): void => { counting = true; before = d.results.length; };
   const writes = new Map<string, number>();
   const hops = new Map<string, { records: number; payloadUnits: number }>();
   let s3Puts = 0;
@@ -34,25 +57,24 @@ export async function measureDrain(d: Deployment, options: DrainOptions): Promis
   const s3Send = S3Client.prototype.send;
   type Send = (...a: unknown[]) => Promise<unknown>;
   DynamoDBClient.prototype.send = async function (this: DynamoDBClient, ...args: Parameters<typeof dynamoSend>) {
-    for (const [table, units] of writeUnitsByTable(args[0] as never)) writes.set(table, (writes.get(table) ?? 0) + units);
+    if (counting) for (const [table, units] of writeUnitsByTable(args[0] as never)) writes.set(table, (writes.get(table) ?? 0) + units);
     return (dynamoSend as Send).apply(this, args);
   } as typeof dynamoSend;
   KinesisClient.prototype.send = async function (this: KinesisClient, ...args: Parameters<typeof kinesisSend>) {
     const command = args[0] as { input: { StreamName?: string; StreamARN?: string } };
     const stream = String(command.input.StreamName ?? command.input.StreamARN);
     const hop = hops.get(stream) ?? { records: 0, payloadUnits: 0 };
-    countHopRecords(args[0] as never, hop);
+    if (counting) countHopRecords(args[0] as never, hop);
     if (hop.records > 0) hops.set(stream, hop);
     return (kinesisSend as Send).apply(this, args);
   } as typeof kinesisSend;
   S3Client.prototype.send = async function (this: S3Client, ...args: Parameters<typeof s3Send>) {
     const name = (args[0] as { constructor: { name: string } }).constructor.name;
-    if (name === 'PutObjectCommand' || name === 'CopyObjectCommand') s3Puts++;
+    if (counting && (name === 'PutObjectCommand' || name === 'CopyObjectCommand')) s3Puts++;
     return (s3Send as Send).apply(this, args);
   } as typeof s3Send;
-  const before = d.results.length;
   try {
-    await d.drain(options);
+    await run(startCounting);
   } finally {
     DynamoDBClient.prototype.send = dynamoSend;
     KinesisClient.prototype.send = kinesisSend;
