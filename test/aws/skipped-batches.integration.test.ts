@@ -3,7 +3,7 @@
  * once however often SQS delivers it; what cannot be recorded is handed back to SQS; a range whose
  * records were committed after all is not put back; records gone from the stream are counted lost.
  */
-import { ListShardsCommand, PutRecordCommand } from '@aws-sdk/client-kinesis';
+import { ListShardsCommand } from '@aws-sdk/client-kinesis';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createAwsClients } from '../../lib/aws/clients.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
