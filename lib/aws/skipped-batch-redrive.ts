@@ -289,7 +289,7 @@ async function redriveInternalRange(
     return;
   }
   const outcome = {
-    redriven: plan.send.length, deadLettered: plan.letters.length - plan.skippedAgain, alreadyCommitted: held - pending.length + plan.alreadyApplied + plan.idle,
+    redriven: plan.send.length, deadLettered: plan.letters.length - plan.skippedAgain, alreadyCommitted: held - pending.length + plan.alreadyApplied + plan.idle + plan.otherNamespace,
     expired: Math.max(0, range.batchSize - held), skippedAgain: plan.skippedAgain,
   };
   if (options.dryRun) {
