@@ -130,7 +130,7 @@ describe('a skipped batch of stage 2 (the internal stream)', () => {
       if (role === 'repartition' && records.some((r) => Buffer.from(r.kinesis.data, 'base64').toString().includes(SHADOW))) throw new Error('Runtime exited with error');
       return invoke();
     };
-    const deployment = await deploy(emulators, definition, 1, { repartitionShards: 1, asFunction });
+    const deployment = await deploy(emulators, definition, 2, { repartitionShards: 1, asFunction });
     const { clients, config } = deployment;
     const internal = config.repartitionStreamName!;
     const descriptorFile = join(dir, 'deployment-shadowed.json');
@@ -143,10 +143,10 @@ describe('a skipped batch of stage 2 (the internal stream)', () => {
 
     await deployment.put(sales.slice(0, 10).map((s, i) => ({ data: JSON.stringify(s), partitionKey: `p${i}` })));
     await deployment.drain(mapping);
-    // A record of the shadow run (its own batch ids, its namespace), on which the live stage 2 crashes.
+    // A record of the shadow run (its own batch ids, one the live run has not reached; its namespace), on which the live stage 2 crashes.
     const shardId = (await clients.kinesis.send(new PutRecordCommand({
       StreamName: internal, PartitionKey: 'shadow', Data: encodeRepartitionRecord({
-        v: REPARTITION_RECORD_VERSION, kind: 'rows', src: 'shardId-000000000000', batch: 0, part: 0, parts: 1, maxEventTimeMs: null, rows: [['north', 5]], ns: SHADOW,
+        v: REPARTITION_RECORD_VERSION, kind: 'rows', src: 'shardId-000000000000', batch: 1000, part: 0, parts: 1, maxEventTimeMs: null, rows: [['north', 5]], ns: SHADOW,
       }),
     }))).ShardId!;
     await deployment.put(sales.slice(10, 20).map((s, i) => ({ data: JSON.stringify(s), partitionKey: `q${i}` })));
