@@ -2,17 +2,21 @@
  * `sluice redrive <query> --query-module m`: dead-lettered records run through the query itself, in
  * this process, each at most once (lib/aws/dead-letter-reprocess.ts); `--into-stream` puts them
  * back into the source stream instead (every consumer of the stream reads them again). With
- * `--skipped`, the batches the event source mappings gave up (recorded skipped ranges) re-read from
- * the stream and put back, once. `--acknowledge <range>` / `--all-lost` record that a person has
- * seen a loss to retention: `sluice status` still lists it, and is healthy again.
- */
+ * `--skipped`, the batches the event source mappings gave up (recorded skipped ranges) are re-read
+ * from the stream and run through the query the same way, once (lib/aws/skipped-batch-redrive.ts);
+ * `--skipped --into-stream` puts them back instead. A one-stage stateful query cannot be re-driven
+ * through the query yet: refused as a usage error (exit 2), naming `--into-stream`.
+ * `--acknowledge <range>` / `--all-lost` record that a person has seen a loss to retention:
+ * `sluice status` still lists it, and is healthy again. */
 import { type Command, InvalidArgumentError } from 'commander';
 import { userInfo } from 'node:os';
 import { redriveDeadLetters } from '../../lib/aws/dead-letter-redrive.js';
 import { reprocessDeadLetters } from '../../lib/aws/dead-letter-reprocess.js';
 import { runtimeConfigOf } from '../../lib/aws/replay.js';
 import { acknowledgeLostRanges } from '../../lib/aws/lost-range-acknowledgement.js';
-import { redriveSkippedBatches, sourceCheckOf, type RecordCheck, type SkippedRedriveReport } from '../../lib/aws/skipped-batch-redrive.js';
+import { redriveSkippedBatches, sourceCheckOf, type SkippedRedriveReport } from '../../lib/aws/skipped-batch-redrive.js';
+import { compileForRedrive } from '../../lib/aws/through-query-redrive.js';
+import { IllegalArgumentError } from '../../lib/errors/sluice-error.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
 import type { QueryDefinition } from '../../lib/query/query-definition.js';
 import { addAwsOptions, connect, EXIT, print, type AwsOptions, type Connected } from './common.js';
@@ -42,13 +46,15 @@ export function registerRedriveCommand(program: Command): void {
     .description('run dead-lettered records through the query again after a fix (--query-module: the fixed query, in this process), each at most '
       + 'once (a ledger in the checkpoint table marks them); the source stream is not written, so no other consumer of it sees them. A re-driven '
       + 'record that fails again is reported, not re-driven. With --skipped: the batches the event source mapping gave up instead, re-read from '
-      + 'the stream while it retains them. With --acknowledge/--all-lost: record that a loss to retention was seen (status is healthy again)')
+      + 'the stream while it retains them and run through the query the same way. With --acknowledge/--all-lost: record that a loss to retention '
+      + 'was seen (status is healthy again)')
     .argument('<query>', 'the query\'s name')
     .option('--since <time>', 'only records that arrived at or after this time', parseTime)
     .option('--shard <id>', 'only this shard\'s dead letters (or skipped ranges)')
-    .option('--query-module <file>', 'the query (as fixed): dead letters run through it in this process; with --skipped, records it refuses are dead-lettered')
-    .option('--into-stream', 'WARNING: put the dead letters back into the source stream instead: every query and consumer reading that stream '
-      + 'reads them again (duplicates there); only for a stream this query alone reads')
+    .option('--query-module <file>', 'the query (as fixed): the records run through it in this process; with --skipped, records its source '
+      + 'cannot decode are dead-lettered')
+    .option('--into-stream', 'WARNING: put the dead letters (with --skipped: the skipped records) back into the source stream instead: every query '
+      + 'and consumer reading that stream reads them again (duplicates there); only for a stream this query alone reads')
     .option('--skipped', 're-drive the recorded skipped ranges (`sluice status` lists them) instead of the dead letters')
     .option('--range <sequence number>', 'with --skipped: only the skipped range starting at this sequence number')
     .option('--acknowledge <range>', 'acknowledge the loss of a lost skipped range (its first sequence number, or <partition>#<first>, as status lists it)')
@@ -69,7 +75,7 @@ export function registerRedriveCommand(program: Command): void {
       }
       if (opts.range && !opts.skipped) throw new InvalidArgumentError('--range goes with --skipped.');
       if (opts.skipped && opts.since !== undefined) throw new InvalidArgumentError('--since filters dead letters; skipped ranges are re-driven whole.');
-      if (opts.intoStream && (opts.skipped || opts.queryModule)) throw new InvalidArgumentError('--into-stream re-drives dead letters without a query module.');
+      if (opts.intoStream && opts.queryModule && !opts.skipped) throw new InvalidArgumentError('--into-stream re-drives dead letters without a query module.');
       if (!acknowledging && !opts.skipped && !opts.intoStream && !opts.queryModule) {
         throw new InvalidArgumentError('Dead letters are re-driven through the query: give --query-module <file> (the query as fixed). '
           + '--into-stream puts them back into the source stream instead, where every consumer of the stream reads them again.');
@@ -79,9 +85,13 @@ export function registerRedriveCommand(program: Command): void {
       const c = await connect(query, opts);
       try {
         if (acknowledging) await acknowledge(c, opts);
-        else if (opts.skipped) await skipped(c, opts, definition ? sourceCheckOf(definition, c.deployment) : undefined);
+        else if (opts.skipped) await skipped(c, opts, definition);
         else if (definition) await throughQuery(c, opts, definition);
         else await deadLetters(c, opts);
+      } catch (error) {
+        // A query the re-drive cannot run through (one-stage stateful, several streams): a usage error, before anything is written.
+        if (error instanceof IllegalArgumentError && error.code.startsWith('REDRIVE_')) throw new InvalidArgumentError(error.message);
+        throw error;
       } finally {
         c.close();
       }
@@ -133,12 +143,19 @@ async function deadLetters(c: Connected, opts: RedriveOptions): Promise<void> {
   process.exitCode = report.failedAgain.length > 0 || report.unconfirmed.length > 0 ? EXIT.unhealthy : EXIT.ok;
 }
 
-async function skipped(c: Connected, opts: RedriveOptions, check: RecordCheck | undefined): Promise<void> {
+async function skipped(c: Connected, opts: RedriveOptions, definition: QueryDefinition | undefined): Promise<void> {
+  const config = runtimeConfigOf(c.deployment);
+  // Refused before anything is read: a one-stage stateful query's records need its real shard's state.
+  if (definition && !opts.intoStream) compileForRedrive(definition, config, c.deployment.sluiceQuery);
   const report: SkippedRedriveReport = await redriveSkippedBatches(c.clients, c.deployment, {
-    shardId: opts.shard, dryRun: opts.dryRun, ...(opts.range ? { firstSequenceNumber: opts.range } : {}), ...(check ? { check } : {}),
+    shardId: opts.shard, dryRun: opts.dryRun, ...(opts.range ? { firstSequenceNumber: opts.range } : {}),
+    ...(definition ? { check: sourceCheckOf(definition, c.deployment) } : {}),
+    ...(opts.intoStream ? { intoStream: true } : definition ? { throughQuery: { definition, config } } : {}),
   });
+  const where = report.into === 'query' ? ` through ${c.deployment.sluiceQuery} (the source stream is not written)`
+    : report.into === 'stream' ? ` into the source stream (every consumer of the stream reads them again)` : '';
   print(opts, report, () => [
-    `${opts.dryRun ? 'would re-drive' : 're-drove'} ${report.redriven} record(s) of ${report.ranges.filter((r) => r.outcome).length} skipped range(s)`,
+    `${opts.dryRun ? 'would re-drive' : 're-drove'} ${report.redriven} record(s) of ${report.ranges.filter((r) => r.outcome).length} skipped range(s)${where}`,
     `dead-lettered: ${report.deadLettered} refused by the source, ${report.skippedAgain} skipped again after a re-drive`,
     `committed after all (left alone): ${report.alreadyCommitted}`,
     `expired from the stream (lost): ${report.expired}`,
@@ -146,7 +163,8 @@ async function skipped(c: Connected, opts: RedriveOptions, check: RecordCheck | 
     ...report.ranges.map((r) => `  ${r.partitionId} ${r.first}..${r.last}: ${r.outcome
       ? `${r.outcome.redriven} re-driven, ${r.outcome.deadLettered + r.outcome.skippedAgain} dead-lettered, ${r.outcome.alreadyCommitted} committed, ${r.outcome.expired} expired${
         r.outcome.expiredRange ? ` (lost: ${r.outcome.expiredRange.first}..${r.outcome.expiredRange.last})` : ''}`
-      : ''}${r.note ? ` (${r.note})` : ''}`),
+      : ''}${r.note ? ` (${r.note})` : ''}${(r.runs ?? []).map((run) => `\n    ${run.partitionId}: ${run.records} record(s), ${run.batches} batch(es)${
+        run.resumed ? ' (resumed: an earlier re-drive stopped)' : ''}`).join('')}`),
   ].join('\n'));
   // Records lost to retention, or a range that cannot be re-driven, need a person.
   process.exitCode = report.expired > 0 || report.ranges.some((r) => !r.outcome) ? EXIT.unhealthy : EXIT.ok;

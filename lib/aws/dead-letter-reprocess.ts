@@ -8,39 +8,28 @@
  * stage 1's routing: stage 2 applies the rows under the pseudo-shard's own progress entry, which its
  * watermark leaves out (repartition-records.ts), so re-driven rows are late rows there as in Spark.
  *
- * The ledger (checkpoint table, pk `${query}#redrive`, the one `--into-stream` and `--skipped` use):
- *
- *   1. a run item (sk `run#<pseudo-shard>`, state `open`) lists the dead letters, in order;
- *   2. each is claimed with a conditional PutItem naming the run (refused: another run has it);
- *   3. the run's claimed records (synthetic sequence numbers 1..n, in that order) run to their
- *      commit; each claim then gets its new id (`<pseudo-shard>/<n>`) and the run is marked `done`.
- *
- * A run that stops before 3 ends is `open`: the next re-drive runs it again first with the same
- * records in the same order, and the pseudo-shard's checkpoint re-runs or skips its batch: nothing
- * twice. A record the query dead-letters again is written under its new id, which the ledger knows:
- * reported as failed again, never re-driven in a loop.
+ * The ledger and the runner are shared with the re-drive of skipped source ranges
+ * (through-query-redrive.ts): a run item lists the dead letters in order, each is claimed naming
+ * the run, the run's records run to their commit, then the claims get their new ids and the run is
+ * `done`. An open run is finished by the next re-drive with the same records in the same order, so
+ * nothing runs twice. A record the query dead-letters again is written under its new id, which the
+ * ledger knows: reported as failed again, never re-driven in a loop.
  *
  * A stateful source stage (a one-stage aggregation) keeps its state per source shard: rows of a
  * separate partition would start from empty state, so that query is refused (say so; the records
  * stay dead-lettered, and `--into-stream` remains, with its warning).
  */
-import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { CostMeter } from '../core/cost-meter.js';
-import { IllegalArgumentError } from '../errors/sluice-error.js';
-import { compileForDeployment } from '../query/compiled-query.js';
-import { isMultiSource, type QueryDefinition } from '../query/query-definition.js';
-import { runShardInvocation } from '../query/shard-invocation.js';
 import type { DeploymentDescriptor, RuntimeConfig } from '../runtime/runtime-config.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
-import type { ShardRecord } from '../sources/kinesis-shard-source.js';
+import type { QueryDefinition } from '../query/query-definition.js';
 import { isRedriveProgressKey, REDRIVE_KEY_MARK } from '../sources/repartition-records.js';
-import { createAwsQueryBackends } from './aws-backends.js';
 import type { AwsClients } from './clients.js';
-import { queryAll, type Item } from './dynamodb-cost.js';
 import { listStreamShards } from './kinesis-shard-reader.js';
-import { namespaceFence, readNamespacePointer } from './query-namespace.js';
 import { readDeadLetters } from './s3-dead-letter-writer.js';
 import { encodeKeySegment, normalizePrefix } from './s3-util.js';
+import {
+  compileForRedrive, createThroughQueryRunner, newRunId, openRunOf, pseudoShardOf, readRedriveLedger, redriveIdOf,
+} from './through-query-redrive.js';
 
 export interface ReprocessOptions {
   readonly definition: QueryDefinition;
@@ -72,122 +61,55 @@ export interface ReprocessReport {
   readonly wouldRedrive: number;
 }
 
-const idOf = (shardId: string, sequenceNumber: string): string => `${shardId}/${sequenceNumber}`;
-const RUN_PREFIX = 'run#';
-
 export async function reprocessDeadLetters(clients: AwsClients, deployment: DeploymentDescriptor, options: ReprocessOptions): Promise<ReprocessReport> {
   const query = deployment.sluiceQuery;
   const { definition, config } = options;
-  if (isMultiSource(definition)) {
-    throw new IllegalArgumentError(`Query '${query}' reads several streams, and its dead letters do not say which stream a shard id is of.`, {
-      code: 'REDRIVE_UNSUPPORTED', hint: 'not supported yet for several source streams.',
-    });
-  }
-  const compiled = compileForDeployment(definition, config);
-  const stage = compiled.sourceStage;
-  if (stage.isStateful) {
-    throw new IllegalArgumentError(`Query '${query}' keeps its state per source shard in one stage: a re-drive's own partition would start `
-      + 'from empty state and overwrite the results.', {
-      code: 'REDRIVE_STATEFUL_SOURCE_STAGE',
-      hint: 'the records stay dead-lettered. Queries with a repartition stage and stateless queries are re-driven through the query; '
-        + '`--into-stream` puts the records back into the source stream, where every consumer of that stream reads them again.',
-    });
-  }
-  const pk = `${query}#redrive`;
-  const ledger = await queryAll(clients.dynamodb, {
-    TableName: deployment.checkpointTable, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: pk } }, ConsistentRead: true,
-  }, undefined);
-  const claims = ledger.filter((i) => !i.sk!.S!.startsWith(RUN_PREFIX));
-  const runItems = ledger.filter((i) => i.sk!.S!.startsWith(RUN_PREFIX));
-  const claimed = new Map(claims.map((i) => [i.sk!.S!, i]));
-  const newIds = new Set(claims.flatMap((i) => (i.newShardId?.S && i.newSequenceNumber?.S ? [idOf(i.newShardId.S, i.newSequenceNumber.S)] : [])));
+  // Refused before any AWS call.
+  compileForRedrive(definition, config, query);
+  const { claims, runs, newIds } = await readRedriveLedger(clients, deployment);
+  // Runs of skipped ranges (they carry `range`) are resumed by `--skipped`, from the stream.
+  const openRuns = runs.filter((i) => i.range === undefined).map((i) => openRunOf(i, claims)).filter((r) => r !== null);
+  const openIds = new Set(openRuns.map((r) => r.partitionId));
   const letters = await readDeadLetters(clients.s3, deployment.deadLetterBucket,
     `${normalizePrefix(deployment.deadLetterPrefix ?? 'dead-letter/')}${encodeKeySegment(query)}/`);
-  const letterById = new Map(letters.map((l) => [idOf(l.shardId, l.sequenceNumber), l]));
+  const letterById = new Map(letters.map((l) => [redriveIdOf(l.shardId, l.sequenceNumber), l]));
   const sourceShards = new Set((await listStreamShards(clients.kinesis, deployment.streamName)).map((s) => s.ShardId!));
 
-  const openRuns = new Set(runItems.filter((i) => i.state?.S === 'open').map((i) => i.sk!.S!.slice(RUN_PREFIX.length)));
   const report = { runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, wouldRedrive: 0 };
   const due = new Map<string, DeadLetterRecord[]>();
   for (const letter of letters) {
     if (options.shardId && letter.shardId !== options.shardId && !letter.shardId.startsWith(`${options.shardId}${REDRIVE_KEY_MARK}`)) continue;
     if (options.sinceMs !== undefined && letter.approximateArrivalTimestampMs < options.sinceMs) continue;
-    const id = idOf(letter.shardId, letter.sequenceNumber);
+    const id = redriveIdOf(letter.shardId, letter.sequenceNumber);
     if (newIds.has(id) || isRedriveProgressKey(letter.shardId)) report.failedAgain.push({ shardId: letter.shardId, sequenceNumber: letter.sequenceNumber, reason: letter.reason });
     // Claimed by a run left open: that run is finished below (and reported there).
-    else if (claimed.has(id)) { if (!openRuns.has(claimed.get(id)!.run?.S ?? '')) report.alreadyRedriven++; }
+    else if (claims.has(id)) { if (!openIds.has(claims.get(id)!.run?.S ?? '')) report.alreadyRedriven++; }
     else if (!sourceShards.has(letter.shardId)) report.notFromSource++;
     else due.set(letter.shardId, [...(due.get(letter.shardId) ?? []), letter]);
   }
   report.wouldRedrive = [...due.values()].reduce((n, l) => n + l.length, 0);
   if (options.dryRun) return report;
 
-  const pointer = await readNamespacePointer(clients.dynamodb, deployment.checkpointTable, query);
-  const backends = createAwsQueryBackends(compiled, config, clients, new CostMeter(), undefined, {
-    location: pointer.active, ...(pointer.exists ? { fence: namespaceFence(deployment.checkpointTable, query, pointer.active.namespace) } : {}),
-  });
+  const runner = await createThroughQueryRunner(clients, deployment, options);
   const run = async (partitionId: string, records: readonly DeadLetterRecord[], resumed: boolean): Promise<void> => {
-    const shardRecords: ShardRecord[] = records.map((l, i) => ({
-      sequenceNumber: String(i + 1), partitionKey: l.partitionKey, dataBase64: l.dataBase64, approximateArrivalTimestampMs: l.approximateArrivalTimestampMs,
-    }));
-    let batches = 0;
-    for (let invocation = 0; shardRecords.length > 0; invocation++) {
-      if (invocation >= (options.maxInvocations ?? 20)) throw new Error(`re-drive ${partitionId}: not committed after ${invocation} invocations`);
-      const result = await runShardInvocation(compiled, { shardId: partitionId, records: shardRecords, stage }, backends.forPartition(partitionId, stage));
-      batches += result.progress.length;
-      if (result.error) throw new Error(`re-drive ${partitionId} failed (run again to resume it): ${result.error.message}`, { cause: result.error });
-      if (result.firstUncommittedSequenceNumber === null) break;
-    }
-    for (const [i, letter] of records.entries()) {
-      await clients.dynamodb.send(new UpdateItemCommand({
-        TableName: deployment.checkpointTable, Key: { pk: { S: pk }, sk: { S: idOf(letter.shardId, letter.sequenceNumber) } },
-        UpdateExpression: 'SET newShardId = :s, newSequenceNumber = :q, redrivenAtMs = :t',
-        ExpressionAttributeValues: { ':s': { S: partitionId }, ':q': { S: String(i + 1) }, ':t': { N: String(Date.now()) } },
-      }));
-    }
-    await clients.dynamodb.send(new UpdateItemCommand({
-      TableName: deployment.checkpointTable, Key: { pk: { S: pk }, sk: { S: `${RUN_PREFIX}${partitionId}` } },
-      UpdateExpression: 'SET #state = :done, doneAtMs = :t', ExpressionAttributeNames: { '#state': 'state' },
-      ExpressionAttributeValues: { ':done': { S: 'done' }, ':t': { N: String(Date.now()) } },
-    }));
+    const batches = await runner.finish(partitionId, records);
     report.runs.push({ partitionId, records: records.length, resumed, batches });
     report.reprocessed += records.length;
   };
 
   // Runs an earlier re-drive left open: their records, as they were claimed, first.
-  for (const item of runItems) {
-    const partitionId = item.sk!.S!.slice(RUN_PREFIX.length);
-    if (!openRuns.has(partitionId)) continue;
-    const ids = (item.ids?.L ?? []).map((v) => v.S!).filter((id) => claimed.get(id)?.run?.S === partitionId);
+  for (const { partitionId, ids } of openRuns) {
     const records = ids.map((id) => letterById.get(id)).filter((l): l is DeadLetterRecord => l !== undefined);
     if (records.length !== ids.length) throw new Error(`re-drive ${partitionId}: ${ids.length - records.length} of its dead letters are no longer in S3`);
     await run(partitionId, records, true);
   }
 
-  const runId = options.runId ?? `${Date.now().toString(36)}${Math.floor(Math.random() * 36 ** 4).toString(36)}`;
+  const runId = options.runId ?? newRunId();
   for (const [shardId, shardLetters] of due) {
-    const partitionId = `${shardId}${REDRIVE_KEY_MARK}${runId}`;
-    const ids = shardLetters.map((l) => idOf(l.shardId, l.sequenceNumber));
-    await clients.dynamodb.send(new PutItemCommand({
-      TableName: deployment.checkpointTable, ConditionExpression: 'attribute_not_exists(pk)',
-      Item: { pk: { S: pk }, sk: { S: `${RUN_PREFIX}${partitionId}` }, state: { S: 'open' }, ids: { L: ids.map((id) => ({ S: id })) }, openedAtMs: { N: String(Date.now()) } },
-    }));
-    const mine: DeadLetterRecord[] = [];
-    for (const letter of shardLetters) {
-      if (await claim(clients, deployment.checkpointTable, { pk: { S: pk }, sk: { S: idOf(letter.shardId, letter.sequenceNumber) }, run: { S: partitionId } })) mine.push(letter);
-      else report.alreadyRedriven++;
-    }
+    const partitionId = pseudoShardOf(shardId, runId);
+    const mine = await runner.open(partitionId, shardLetters);
+    report.alreadyRedriven += shardLetters.length - mine.length;
     await run(partitionId, mine, false);
   }
   return report;
-}
-
-async function claim(clients: AwsClients, table: string, item: Item): Promise<boolean> {
-  try {
-    await clients.dynamodb.send(new PutItemCommand({ TableName: table, Item: { ...item, claimedAtMs: { N: String(Date.now()) } }, ConditionExpression: 'attribute_not_exists(pk)' }));
-    return true;
-  } catch (error) {
-    if (error instanceof ConditionalCheckFailedException) return false;
-    throw error;
-  }
 }

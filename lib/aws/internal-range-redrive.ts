@@ -12,6 +12,11 @@
  * whose copy stage 2 committed after the range (a PutRecords retry landing past it) is dropped too.
  * Stage 1 sends all copies of a batch before any record of its next batch, so nothing else can
  * have applied it.
+ *
+ * The internal stream has one other reader: a replay's shadow run (its records carry its namespace,
+ * `RepartitionRecord.ns`), which reads the stream itself, not through the event source mapping, so
+ * a batch the mapping gave up is not skipped for it. A record of another namespace in the range is
+ * left alone: put back, the shadow would apply it a second time.
  */
 import { ListShardsCommand, PutRecordCommand } from '@aws-sdk/client-kinesis';
 import type { DeploymentDescriptor } from '../runtime/runtime-config.js';
@@ -35,6 +40,8 @@ export interface InternalRedrivePlan {
   readonly skippedAgain: number;
   /** Idle announcements: nothing to put back (later records carry their watermark on). */
   readonly idle: number;
+  /** Records of another namespace (a replay's shadow run, which reads them itself): left alone. */
+  readonly otherNamespace: number;
 }
 
 /** The stage-2 view a record belongs to (one per hop input). */
@@ -45,6 +52,8 @@ const partKey = (r: RepartitionRecord): string => `${viewOf(r)}|${r.src}|${r.bat
 export async function planInternalRedrive(
   clients: AwsClients, deployment: DeploymentDescriptor, range: SkippedRange, records: readonly ShardRecord[],
 ): Promise<InternalRedrivePlan | null> {
+  // The live run's records carry no namespace, unless a replay's cutover made another one live (aws-backends.ts).
+  const live = deployment.activeNamespace === undefined || deployment.activeNamespace === deployment.sluiceQuery ? undefined : deployment.activeNamespace;
   const { before, committedEnd } = await committedAround(clients, deployment, range);
   if (before === null) return null;
   const appliedAfter = new Set<string>();
@@ -53,11 +62,12 @@ export async function planInternalRedrive(
     for (const r of later) {
       if (BigInt(r.sequenceNumber) <= BigInt(range.lastSequenceNumber)) continue;
       const decoded = tryDecode(r);
-      if (decoded?.kind === 'rows') appliedAfter.add(partKey(decoded));
+      // Another namespace's batch ids are its own: its records say nothing of the live run's.
+      if (decoded?.kind === 'rows' && decoded.ns === live) appliedAfter.add(partKey(decoded));
     }
   }
   const progress = new Map<string, Record<string, SourceProgress>>(Object.entries(before).map(([view, p]) => [view, { ...p }]));
-  const plan = { send: [] as InternalRedrivePlan['send'], letters: [] as DeadLetterRecord[], alreadyApplied: 0, skippedAgain: 0, idle: 0 };
+  const plan = { send: [] as InternalRedrivePlan['send'], letters: [] as DeadLetterRecord[], alreadyApplied: 0, skippedAgain: 0, idle: 0, otherNamespace: 0 };
   const rangeId = `${range.shardId}/${range.firstSequenceNumber}`;
   for (const record of records) {
     const letter = (reason: string): DeadLetterRecord => ({
@@ -69,6 +79,7 @@ export async function planInternalRedrive(
       plan.letters.push(letter(`skipped by the event source mapping (${range.reason}); not a Sluice repartition record`));
       continue;
     }
+    if (decoded.ns !== live) { plan.otherNamespace++; continue; }
     if (decoded.kind === 'idle') { plan.idle++; continue; }
     if (decoded.redrive !== undefined) {
       plan.skippedAgain++;

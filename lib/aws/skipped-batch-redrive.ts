@@ -9,20 +9,27 @@
  *     reason, never re-driven in a loop;
  *   - undecodable by the query's source (when the query module is given): dead-lettered with the
  *     decoder's reason;
- *   - else put back into the source stream with its partition key, claimed first in the re-drive
- *     ledger that dead-letter re-drive uses (pk `${queryName}#redrive`), so that no record is sent
- *     twice, whichever re-drive runs.
+ *   - else re-driven, once, whichever re-drive runs (claimed in the ledger dead-letter re-drive
+ *     uses, pk `${queryName}#redrive`):
+ *       - through the query (`throughQuery`, the default of `sluice redrive --skipped`): the
+ *         records, as a plain list, run as a pseudo-shard of their own (through-query-redrive.ts),
+ *         and the source stream is not written, so no other consumer of it sees them twice. A
+ *         one-stage stateful query is refused (its state lives in the real shard's partition);
+ *       - or put back into the source stream with their partition key (`intoStream`, opt-in:
+ *         every consumer of the stream reads them again);
+ *       - neither given: the range waits, nothing written, and the report says what to give.
  *
- * Records the stream no longer holds are counted as expired: lost, and said so. The range is then
- * marked redriven with those counts. A run that stops halfway leaves the range waiting; the next
- * run finds its sent records claimed and sends only the rest.
+ * Records the stream no longer holds are counted as expired: lost, and said so (`expiredLoss`).
+ * The range is then marked redriven with those counts, which is what makes `sluice status`
+ * healthy. A run that stops halfway leaves the range waiting; the next run resumes its open run
+ * with the same records (or finds its sent records claimed) and re-drives only the rest.
  *
  * Ranges on an internal repartition stream: records the scheduled drain has committed since (it
  * reads stage 2's shards from their committed position) are left; the others that stage 2 never
  * applied are put back on their shard tagged with the range, so stage 2 applies them once although
  * it has moved past their source batches (lib/aws/internal-range-redrive.ts).
  */
-import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { PutRecordCommand } from '@aws-sdk/client-kinesis';
 import type { DeploymentDescriptor } from '../runtime/runtime-config.js';
 import { isMultiSource, sourcesOf, type QueryDefinition } from '../query/query-definition.js';
@@ -32,12 +39,15 @@ import type { DeadLetterRecord } from '../sources/dead-letter.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import { asKinesisOffset } from '../sources/kinesis-shard-source.js';
 import type { AwsClients } from './clients.js';
-import { queryAll } from './dynamodb-cost.js';
 import { KinesisShardReader } from './kinesis-shard-reader.js';
 import { checkpointOf } from './query-inspection.js';
 import { S3DeadLetterWriter } from './s3-dead-letter-writer.js';
 import { SkippedBatchStore, type SkippedRange, type SkippedRangeOutcome } from './skipped-batches.js';
 import { openShardHashKey, planInternalRedrive, sendInternalRedrive } from './internal-range-redrive.js';
+import {
+  claim, compileForRedrive, createThroughQueryRunner, ledgerPkOf, newRunId, openRunOf, pseudoShardOf, readRedriveLedger, redriveIdOf,
+  type RedriveRecord, type RunnerOptions, type ThroughQueryRunner,
+} from './through-query-redrive.js';
 
 export type RecordCheck = (data: Uint8Array, streamName: string) => { readonly ok: true } | { readonly ok: false; readonly reason: string };
 
@@ -62,10 +72,17 @@ export interface SkippedRedriveOptions {
   /** Only the ranges this accepts. */
   readonly only?: (range: SkippedRange) => boolean;
   readonly dryRun?: boolean;
-  /** The query's source decoder: undecodable records are dead-lettered instead of put back. */
+  /** The query's source decoder: undecodable records are dead-lettered instead of re-driven. */
   readonly check?: RecordCheck;
   /** Committed batches looked at per range, newest first (default 1,000). */
   readonly maxBatchesBack?: number;
+  /**
+   * A source range's records run through this query, in this process (through-query-redrive.ts);
+   * the source stream is not written. Refused for a one-stage stateful query.
+   */
+  readonly throughQuery?: RunnerOptions & { readonly runId?: string };
+  /** Put a source range's records back into the source stream instead: every consumer of the stream reads them again. */
+  readonly intoStream?: boolean;
 }
 
 export interface SkippedRangeReport {
@@ -75,11 +92,23 @@ export interface SkippedRangeReport {
   readonly last: string;
   readonly reason: string;
   readonly outcome: Omit<SkippedRangeOutcome, 'atMs'> | null;
+  /** The re-drive runs through the query that took the range's records (a pseudo-shard each). */
+  readonly runs?: readonly SkippedRangeRun[];
   /** Why it was not re-driven (an internal stream's range, a dry run). */
   readonly note?: string;
 }
 
+export interface SkippedRangeRun {
+  readonly partitionId: string;
+  readonly records: number;
+  /** Left open by an earlier re-drive that stopped, and finished by this one. */
+  readonly resumed: boolean;
+  readonly batches: number;
+}
+
 export interface SkippedRedriveReport {
+  /** Where a source range's records went: through the query, back into the stream, or nowhere (no way given). */
+  readonly into: 'query' | 'stream' | null;
   readonly ranges: SkippedRangeReport[];
   readonly redriven: number;
   readonly deadLettered: number;
@@ -90,28 +119,33 @@ export interface SkippedRedriveReport {
   readonly alreadyRedriven: number;
 }
 
-const idOf = (shardId: string, sequenceNumber: string): string => `${shardId}/${sequenceNumber}`;
+type MutableReport = { -readonly [K in keyof SkippedRedriveReport]: SkippedRedriveReport[K] };
+type Outcome = { -readonly [K in keyof Omit<SkippedRangeOutcome, 'atMs'>]: Omit<SkippedRangeOutcome, 'atMs'>[K] };
+type Ledger = Awaited<ReturnType<typeof readRedriveLedger>>;
 
 export async function redriveSkippedBatches(
   clients: AwsClients, deployment: DeploymentDescriptor, options: SkippedRedriveOptions = {},
 ): Promise<SkippedRedriveReport> {
   const query = deployment.sluiceQuery;
+  if (options.throughQuery && options.intoStream) throw new Error('through the query or into the stream, not both');
+  // Refused before any AWS call.
+  if (options.throughQuery) compileForRedrive(options.throughQuery.definition, options.throughQuery.config, query);
   const store = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: query });
   const all = (await store.list()).filter((r) => (!options.shardId || r.shardId === options.shardId)
     && (!options.firstSequenceNumber || r.firstSequenceNumber === options.firstSequenceNumber) && (options.only?.(r) ?? true));
   const sourceStreams = new Set([deployment.streamName, ...Object.values(deployment.sourceStreams ?? {})]);
-  const ledgerPk = `${query}#redrive`;
-  const ledger = await queryAll(clients.dynamodb, {
-    TableName: deployment.checkpointTable, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: ledgerPk } }, ConsistentRead: true,
-  }, undefined);
-  const claimed = new Set(ledger.map((i) => i.sk!.S!));
-  const redrivenAs = new Set(ledger.flatMap((i) => (i.newShardId?.S && i.newSequenceNumber?.S ? [idOf(i.newShardId.S, i.newSequenceNumber.S)] : [])));
-  const deadLetters = new S3DeadLetterWriter({ client: clients.s3, bucket: deployment.deadLetterBucket, prefix: deployment.deadLetterPrefix ?? 'dead-letter/' });
-  const report: { -readonly [K in keyof SkippedRedriveReport]: SkippedRedriveReport[K] } = {
+  const ledger = await readRedriveLedger(clients, deployment);
+  const report: MutableReport = {
+    into: options.throughQuery ? 'query' : options.intoStream ? 'stream' : null,
     ranges: [], redriven: 0, deadLettered: 0, alreadyCommitted: 0, expired: 0, skippedAgain: 0, alreadyRedriven: 0,
   };
+  let runner: Promise<ThroughQueryRunner> | undefined;
+  const context: SourceRangeContext = {
+    clients, deployment, store, ledger, options, report,
+    runner: () => (runner ??= createThroughQueryRunner(clients, deployment, options.throughQuery!)),
+    runIds: (() => { const runId = options.throughQuery?.runId ?? newRunId(); let n = 0; return () => `${runId}.${++n}`; })(),
+  };
   for (const range of all) {
-    const base = { partitionId: range.partitionId, shardId: range.shardId, first: range.firstSequenceNumber, last: range.lastSequenceNumber, reason: range.reason };
     if (range.state === 'redriven') { report.alreadyRedriven++; continue; }
     const records = await readRange(clients, range);
     const spans = await committedSpans(clients, deployment, range, options.maxBatchesBack ?? 1000);
@@ -120,64 +154,125 @@ export async function redriveSkippedBatches(
       await redriveInternalRange(clients, deployment, store, range, records.filter((r) => !committed(r.sequenceNumber)), records.length, options, report);
       continue;
     }
-    const loss = expiredLoss(range, records, spans);
-    const outcome = {
-      redriven: 0, deadLettered: 0, alreadyCommitted: loss.committed, expired: loss.lost, skippedAgain: 0,
-      ...(loss.lost > 0 ? { expiredRange: loss.range! } : {}),
-    };
-    const letters: DeadLetterRecord[] = [];
-    const toSend: ShardRecord[] = [];
-    for (const record of records) {
-      const id = idOf(range.shardId, record.sequenceNumber);
-      if (committed(record.sequenceNumber)) { outcome.alreadyCommitted++; continue; }
-      const letter = (reason: string): DeadLetterRecord => ({
-        queryName: query, shardId: range.shardId, sequenceNumber: record.sequenceNumber, partitionKey: record.partitionKey,
-        approximateArrivalTimestampMs: record.approximateArrivalTimestampMs, dataBase64: record.dataBase64, reason,
-      });
-      if (redrivenAs.has(id)) {
-        outcome.skippedAgain++;
-        letters.push(letter(`SKIPPED_AGAIN: skipped by the event source mapping again after a re-drive (${range.reason}); not re-driven twice`));
-        continue;
-      }
-      const checked = options.check?.(Buffer.from(record.dataBase64, 'base64'), range.streamName) ?? { ok: true as const };
-      if (!checked.ok) {
-        outcome.deadLettered++;
-        letters.push(letter(`skipped by the event source mapping (${range.reason}), then refused by the source: ${checked.reason}`));
-        continue;
-      }
-      toSend.push(record);
-    }
-    if (options.dryRun) {
-      report.ranges.push({ ...base, outcome: { ...outcome, redriven: toSend.length }, note: 'dry run: nothing changed' });
-      accumulate(report, { ...outcome, redriven: toSend.length });
-      continue;
-    }
-    if (letters.length > 0) await deadLetters.write(letters);
-    for (const record of toSend) {
-      const id = idOf(range.shardId, record.sequenceNumber);
-      if (claimed.has(id) || !(await claim(clients, deployment.checkpointTable, ledgerPk, id))) continue;
-      const put = await clients.kinesis.send(new PutRecordCommand({
-        StreamName: range.streamName, PartitionKey: record.partitionKey, Data: Buffer.from(record.dataBase64, 'base64'),
-      }));
-      await clients.dynamodb.send(new UpdateItemCommand({
-        TableName: deployment.checkpointTable, Key: { pk: { S: ledgerPk }, sk: { S: id } },
-        UpdateExpression: 'SET newShardId = :s, newSequenceNumber = :q, redrivenAtMs = :t, fromSkippedRange = :r',
-        ExpressionAttributeValues: {
-          ':s': { S: put.ShardId! }, ':q': { S: put.SequenceNumber! }, ':t': { N: String(Date.now()) }, ':r': { S: `${range.partitionId}#${range.firstSequenceNumber}` },
-        },
-      }));
-      outcome.redriven++;
-    }
-    // Records claimed by an earlier run that stopped halfway were sent then: count them as re-driven.
-    outcome.redriven += toSend.filter((r) => claimed.has(idOf(range.shardId, r.sequenceNumber))).length;
-    if (await store.markRedriven(range, outcome)) {
-      report.ranges.push({ ...base, outcome });
-      accumulate(report, outcome);
-    } else {
-      report.alreadyRedriven++;
-    }
+    await redriveSourceRange(context, range, records, spans);
   }
   return report;
+}
+
+interface SourceRangeContext {
+  readonly clients: AwsClients;
+  readonly deployment: DeploymentDescriptor;
+  readonly store: SkippedBatchStore;
+  readonly ledger: Ledger;
+  readonly options: SkippedRedriveOptions;
+  readonly report: MutableReport;
+  readonly runner: () => Promise<ThroughQueryRunner>;
+  readonly runIds: () => string;
+}
+
+/** A range of a source stream: per record, left (committed), dead-lettered, or re-driven once; then the range's outcome. */
+async function redriveSourceRange(c: SourceRangeContext, range: SkippedRange, records: readonly ShardRecord[], spans: readonly CommittedSpan[]): Promise<void> {
+  const { options, report } = c;
+  const base = { partitionId: range.partitionId, shardId: range.shardId, first: range.firstSequenceNumber, last: range.lastSequenceNumber, reason: range.reason };
+  const loss = expiredLoss(range, records, spans);
+  const outcome: Outcome = {
+    redriven: 0, deadLettered: 0, alreadyCommitted: loss.committed, expired: loss.lost, skippedAgain: 0,
+    ...(loss.lost > 0 ? { expiredRange: loss.range! } : {}),
+  };
+  const letters: DeadLetterRecord[] = [];
+  const due: RedriveRecord[] = [];
+  for (const record of records) {
+    const id = redriveIdOf(range.shardId, record.sequenceNumber);
+    if (inSpans(spans, BigInt(record.sequenceNumber))) { outcome.alreadyCommitted++; continue; }
+    const letter = (reason: string): DeadLetterRecord => ({
+      queryName: c.deployment.sluiceQuery, shardId: range.shardId, sequenceNumber: record.sequenceNumber, partitionKey: record.partitionKey,
+      approximateArrivalTimestampMs: record.approximateArrivalTimestampMs, dataBase64: record.dataBase64, reason,
+    });
+    if (c.ledger.newIds.has(id)) {
+      outcome.skippedAgain++;
+      letters.push(letter(`SKIPPED_AGAIN: skipped by the event source mapping again after a re-drive (${range.reason}); not re-driven twice`));
+      continue;
+    }
+    const checked = options.check?.(Buffer.from(record.dataBase64, 'base64'), range.streamName) ?? { ok: true as const };
+    if (!checked.ok) {
+      outcome.deadLettered++;
+      letters.push(letter(`skipped by the event source mapping (${range.reason}), then refused by the source: ${checked.reason}`));
+      continue;
+    }
+    due.push({ ...record, shardId: range.shardId });
+  }
+  if (report.into === null && due.length > 0) {
+    // Nothing is written: the range waits for a re-drive that says where its records go.
+    report.ranges.push({ ...base, outcome: null, note: `${due.length} record(s) to re-drive: give --query-module <file> to run them through the query, `
+      + 'or --into-stream to put them back into the source stream' });
+    return;
+  }
+  if (options.dryRun) {
+    report.ranges.push({ ...base, outcome: { ...outcome, redriven: due.length }, note: 'dry run: nothing changed' });
+    accumulate(report, { ...outcome, redriven: due.length });
+    return;
+  }
+  if (letters.length > 0) {
+    await new S3DeadLetterWriter({ client: c.clients.s3, bucket: c.deployment.deadLetterBucket, prefix: c.deployment.deadLetterPrefix ?? 'dead-letter/' }).write(letters);
+  }
+  const runs = report.into === 'query' ? await runThroughQuery(c, range, due) : [];
+  if (report.into === 'stream') await putBack(c, range, due);
+  // Every due record went once: by this run, by a run this one resumed, or by an earlier re-drive that claimed it.
+  outcome.redriven = due.length;
+  if (await c.store.markRedriven(range, outcome)) {
+    report.ranges.push({ ...base, outcome, ...(runs.length > 0 ? { runs } : {}) });
+    accumulate(report, outcome);
+  } else {
+    report.alreadyRedriven++;
+  }
+}
+
+/**
+ * The range's due records through the query: first a run of this range an earlier re-drive left
+ * open (its records again, in its order), then one run for those no run has claimed.
+ */
+async function runThroughQuery(c: SourceRangeContext, range: SkippedRange, due: readonly RedriveRecord[]): Promise<SkippedRangeRun[]> {
+  const rangeKey = `${range.partitionId}#${range.firstSequenceNumber}`;
+  const byId = new Map(due.map((r) => [redriveIdOf(r.shardId, r.sequenceNumber), r]));
+  const runs: SkippedRangeRun[] = [];
+  for (const item of c.ledger.runs.filter((i) => i.range?.S === rangeKey)) {
+    const open = openRunOf(item, c.ledger.claims);
+    if (!open) continue;
+    const records = open.ids.map((id) => byId.get(id)).filter((r): r is RedriveRecord => r !== undefined);
+    if (records.length !== open.ids.length) {
+      throw new Error(`re-drive ${open.partitionId} of the skipped range ${range.partitionId} ${range.firstSequenceNumber}..${range.lastSequenceNumber}: `
+        + `${open.ids.length - records.length} of its records are no longer in the stream (run stopped before its commit)`);
+    }
+    runs.push({ partitionId: open.partitionId, records: records.length, resumed: true, batches: await (await c.runner()).finish(open.partitionId, records) });
+  }
+  const fresh = due.filter((r) => !c.ledger.claims.has(redriveIdOf(r.shardId, r.sequenceNumber)));
+  if (fresh.length > 0) {
+    const runner = await c.runner();
+    const partitionId = pseudoShardOf(range.shardId, c.runIds());
+    const mine = await runner.open(partitionId, fresh, { range: { S: rangeKey } });
+    runs.push({ partitionId, records: mine.length, resumed: false, batches: await runner.finish(partitionId, mine) });
+  }
+  return runs;
+}
+
+/** `--into-stream`: each due record back into the source stream with its partition key, claimed first so none is sent twice. */
+async function putBack(c: SourceRangeContext, range: SkippedRange, due: readonly RedriveRecord[]): Promise<void> {
+  const table = c.deployment.checkpointTable;
+  const pk = ledgerPkOf(c.deployment.sluiceQuery);
+  for (const record of due) {
+    const id = redriveIdOf(range.shardId, record.sequenceNumber);
+    if (c.ledger.claims.has(id) || !(await claim(c.clients, table, { pk: { S: pk }, sk: { S: id } }))) continue;
+    const put = await c.clients.kinesis.send(new PutRecordCommand({
+      StreamName: range.streamName, PartitionKey: record.partitionKey, Data: Buffer.from(record.dataBase64, 'base64'),
+    }));
+    await c.clients.dynamodb.send(new UpdateItemCommand({
+      TableName: table, Key: { pk: { S: pk }, sk: { S: id } },
+      UpdateExpression: 'SET newShardId = :s, newSequenceNumber = :q, redrivenAtMs = :t, fromSkippedRange = :r',
+      ExpressionAttributeValues: {
+        ':s': { S: put.ShardId! }, ':q': { S: put.SequenceNumber! }, ':t': { N: String(Date.now()) }, ':r': { S: `${range.partitionId}#${range.firstSequenceNumber}` },
+      },
+    }));
+  }
 }
 
 /** A range of an internal repartition stream: its records stage 2 never applied go back to its shard (lib/aws/internal-range-redrive.ts). */
@@ -194,7 +289,7 @@ async function redriveInternalRange(
     return;
   }
   const outcome = {
-    redriven: plan.send.length, deadLettered: plan.letters.length - plan.skippedAgain, alreadyCommitted: held - pending.length + plan.alreadyApplied + plan.idle,
+    redriven: plan.send.length, deadLettered: plan.letters.length - plan.skippedAgain, alreadyCommitted: held - pending.length + plan.alreadyApplied + plan.idle + plan.otherNamespace,
     expired: Math.max(0, range.batchSize - held), skippedAgain: plan.skippedAgain,
   };
   if (options.dryRun) {
@@ -320,16 +415,4 @@ export async function committedWithin(
 ): Promise<(sequenceNumber: string) => boolean> {
   const spans = await committedSpans(clients, deployment, range, maxBatchesBack);
   return (sequenceNumber) => inSpans(spans, BigInt(sequenceNumber));
-}
-
-async function claim(clients: AwsClients, table: string, pk: string, id: string): Promise<boolean> {
-  try {
-    await clients.dynamodb.send(new PutItemCommand({
-      TableName: table, Item: { pk: { S: pk }, sk: { S: id }, claimedAtMs: { N: String(Date.now()) } }, ConditionExpression: 'attribute_not_exists(pk)',
-    }));
-    return true;
-  } catch (error) {
-    if (error instanceof ConditionalCheckFailedException) return false;
-    throw error;
-  }
 }

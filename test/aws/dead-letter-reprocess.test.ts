@@ -1,11 +1,13 @@
 /**
- * What a re-drive through the query refuses before it touches anything: a one-stage stateful
- * query (its state lives in the source shard's partition, which a re-drive's own partition does
- * not have) and a query over several streams (a dead letter's shard id does not name its stream).
+ * What a re-drive through the query refuses before it touches anything, for dead letters and for
+ * skipped source ranges alike: a one-stage stateful query (its state lives in the source shard's
+ * partition, which a re-drive's own partition does not have) and a query over several streams (a
+ * dead letter's shard id does not name its stream).
  */
 import { describe, expect, it } from 'vitest';
 import type { AwsClients } from '../../lib/aws/clients.js';
 import { reprocessDeadLetters } from '../../lib/aws/dead-letter-reprocess.js';
+import { redriveSkippedBatches } from '../../lib/aws/skipped-batch-redrive.js';
 import { hourlySalesQuery } from '../../lib/local/dev/default-query.js';
 import type { DeploymentDescriptor, RuntimeConfig } from '../../lib/runtime/runtime-config.js';
 import { joinThenWindowedSum } from '../support/chain-queries.js';
@@ -28,5 +30,14 @@ describe('reprocessDeadLetters refuses', () => {
     const definition = joinThenWindowedSum('q2');
     await expect(reprocessDeadLetters(untouchable, { ...config, sluiceQuery: 'q2' }, { definition, config }))
       .rejects.toThrow(/reads several streams/);
+  });
+});
+
+describe('redriveSkippedBatches through the query refuses', () => {
+  it('a one-stage stateful query, before any AWS call (its records stay in their ranges; --into-stream remains)', async () => {
+    const definition = hourlySalesQuery('update', 'q');
+    const deployment: DeploymentDescriptor = { ...config, sluiceQuery: 'q' };
+    await expect(redriveSkippedBatches(untouchable, deployment, { throughQuery: { definition, config: { ...config, expectedShardCount: 2 } } }))
+      .rejects.toThrow(/state per source shard[\s\S]*--into-stream/);
   });
 });

@@ -3,7 +3,7 @@
  * once however often SQS delivers it; what cannot be recorded is handed back to SQS; a range whose
  * records were committed after all is not put back; records gone from the stream are counted lost.
  */
-import { ListShardsCommand, PutRecordCommand } from '@aws-sdk/client-kinesis';
+import { ListShardsCommand } from '@aws-sdk/client-kinesis';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createAwsClients } from '../../lib/aws/clients.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
@@ -19,6 +19,7 @@ import type { KinesisStreamEvent } from 'aws-lambda';
 import { createKinesisTriggerHandler } from '../../lib/aws/kinesis-trigger-handler.js';
 import { readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
 import { deploy } from '../support/aws-pipeline.js';
+import { committedAndGoneRanges, failureInfo } from '../support/skipped-ranges.js';
 
 const QUERY = 'skipped-ranges';
 let emulators: EmulatorSet;
@@ -27,13 +28,6 @@ afterAll(async () => { await emulators?.stop(); });
 
 const sale = (i: number) => ({ store_id: ['north', 'south'][i % 2]!, amount: i + 1, ts: new Date(Date.UTC(2024, 4, 1, 14, i)).toISOString() });
 
-function failureInfo(streamArn: string, shardId: string, first: string, last: string, batchSize: number): BatchFailureInfo {
-  return {
-    condition: 'RetryAttemptsExhausted', reason: 'x', shardId, streamArn, startSequenceNumber: first, endSequenceNumber: last, batchSize,
-    approximateArrivalOfFirstRecord: new Date().toISOString(), approximateArrivalOfLastRecord: new Date().toISOString(), approximateInvokeCount: 5, records: [],
-  };
-}
-
 describe('the on-failure handler', () => {
   it('records a range once however often it is delivered, drops what is not an on-failure record, hands back what it cannot record', async () => {
     const definition = hourlySalesQuery('update', QUERY);
@@ -41,7 +35,7 @@ describe('the on-failure handler', () => {
     const observability = createQuietObservability(QUERY);
     const handler = createOnFailureHandler(definition, { config, clientOptions: emulators.clientOptions, observability });
     const arn = `arn:aws:kinesis:us-east-1:000000000000:stream/${config.streamName}`;
-    const body = onFailureRecordOf(failureInfo(arn, 'shardId-000000000000', '1000', '2000', 7));
+    const body = onFailureRecordOf(failureInfo(arn, '1000', '2000', 7));
     for (let i = 0; i < 3; i++) expect(await handler(sqsEventOf(body))).toEqual({ batchItemFailures: [] });
     expect(await handler(sqsEventOf('{"hello": "world"}'))).toEqual({ batchItemFailures: [] });
     const clients = createAwsClients(emulators.clientOptions);
@@ -58,7 +52,7 @@ describe('the on-failure handler', () => {
     const broken = createOnFailureHandler(definition, { config: { ...config, checkpointTable: 'no-such-table' }, clientOptions: emulators.clientOptions, observability });
     const event = sqsEventOf(body);
     expect(await broken(event)).toEqual({ batchItemFailures: [{ itemIdentifier: event.Records[0]!.messageId }] });
-    await expect(deliverToOnFailureHandler(broken, failureInfo(arn, 'shardId-000000000000', '1', '2', 2))).rejects.toThrow(/did not record/);
+    await expect(deliverToOnFailureHandler(broken, failureInfo(arn, '1', '2', 2))).rejects.toThrow(/did not record/);
   }, 120_000);
 });
 
@@ -67,23 +61,8 @@ describe('redriveSkippedBatches', () => {
     const definition = hourlySalesQuery('update', QUERY);
     const deployment = await deploy(emulators, definition, 1);
     const { clients, config } = deployment;
-    const seqs: string[] = [];
-    for (let i = 0; i < 6; i++) {
-      const put = await clients.kinesis.send(new PutRecordCommand({ StreamName: config.streamName, PartitionKey: sale(i).store_id, Data: Buffer.from(JSON.stringify(sale(i))) }));
-      seqs.push(put.SequenceNumber!);
-    }
-    const observability = createQuietObservability(QUERY);
-    const onFailure = createOnFailureHandler(definition, { config, clientOptions: emulators.clientOptions, observability });
-    // The second batch commits, and its response is lost every time: Lambda gives it up all the same.
-    await deployment.drain({
-      batchSize: 3, maximumRetryAttempts: 0, bisectBatchOnFunctionError: false,
-      hooks: { afterInvoke: (event) => { if (event.Records.some((r) => r.kinesis.sequenceNumber === seqs[5])) throw new Error('response lost'); } },
-      onFailure: (info) => deliverToOnFailureHandler(onFailure, info),
-    });
-    const arn = `arn:aws:kinesis:us-east-1:000000000000:stream/${config.streamName}`;
-    // A range past what the shard holds (as after its retention): nothing left to read.
-    const gone = [BigInt(seqs[5]!) + 1000n, BigInt(seqs[5]!) + 2000n].map(String);
-    await deliverToOnFailureHandler(onFailure, failureInfo(arn, 'shardId-000000000000', gone[0]!, gone[1]!, 2));
+    // Records 3..5 committed, their batch given up all the same; a range wholly past retention.
+    const { seqs, gone } = await committedAndGoneRanges(deployment, definition, emulators);
     const store = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: config.checkpointTable, queryName: QUERY });
     expect((await store.list()).map((r) => [r.firstSequenceNumber, r.lastSequenceNumber])).toEqual([[seqs[3], seqs[5]], gone]);
 
@@ -134,13 +113,14 @@ describe('a re-driven record skipped again', () => {
     };
     await deployment.drain(mapping);
     const descriptor = { ...config, sluiceQuery: QUERY };
-    expect(await redriveSkippedBatches(clients, descriptor)).toMatchObject({ redriven: 1, deadLettered: 0, skippedAgain: 0 });
+    // Put back into the stream (a one-stage stateful query's only way), where it crashes again.
+    expect(await redriveSkippedBatches(clients, descriptor, { intoStream: true })).toMatchObject({ redriven: 1, deadLettered: 0, skippedAgain: 0 });
     await deployment.drain(mapping);
-    const second = await redriveSkippedBatches(clients, descriptor);
+    const second = await redriveSkippedBatches(clients, descriptor, { intoStream: true });
     expect(second).toMatchObject({ redriven: 0, skippedAgain: 1, alreadyRedriven: 1 });
     const letters = await readDeadLetters(clients.s3, config.deadLetterBucket, `dead-letter/${QUERY}/`);
     expect(letters.map((l) => [Buffer.from(l.dataBase64, 'base64').toString(), l.reason.split(':')[0]])).toEqual([[poison, 'SKIPPED_AGAIN']]);
-    expect(await redriveSkippedBatches(clients, descriptor)).toMatchObject({ redriven: 0, skippedAgain: 0, alreadyRedriven: 2 });
+    expect(await redriveSkippedBatches(clients, descriptor, { intoStream: true })).toMatchObject({ redriven: 0, skippedAgain: 0, alreadyRedriven: 2 });
   }, 180_000);
 });
 

@@ -9,23 +9,17 @@
  * leaves the records before a trim point out of GetRecords, as after the trim horizon passed them.
  */
 import { createServer, request, type Server } from 'node:http';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { PutRecordCommand } from '@aws-sdk/client-kinesis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { hourlySalesQuery } from '../../lib/local/dev/default-query.js';
-import { createOnFailureHandler } from '../../lib/aws/on-failure-handler.js';
-import { createQuietObservability } from '../../lib/aws/observability.js';
-import { deliverToOnFailureHandler } from '../../lib/local/on-failure-destination.js';
-import type { BatchFailureInfo } from '../../lib/local/event-source-mapping.js';
 import type { QueryStatus } from '../../lib/aws/query-inspection.js';
 import type { SkippedRedriveReport } from '../../lib/aws/skipped-batch-redrive.js';
-import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
 import { deploy } from '../support/aws-pipeline.js';
-import { emulatorCliEnv, runSluice } from '../support/sluice-cli.js';
+import { cliFor, committedAndGoneRanges } from '../support/skipped-ranges.js';
 
 const QUERY = 'lost-ranges';
 let emulators: EmulatorSet;
@@ -74,42 +68,15 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-const sale = (i: number) => ({ store_id: ['north', 'south'][i % 2]!, amount: i + 1, ts: new Date(Date.UTC(2024, 4, 1, 14, i)).toISOString() });
-
-function failureInfo(streamArn: string, first: string, last: string, batchSize: number): BatchFailureInfo {
-  return {
-    condition: 'RetryAttemptsExhausted', reason: 'x', shardId: 'shardId-000000000000', streamArn, startSequenceNumber: first, endSequenceNumber: last, batchSize,
-    approximateArrivalOfFirstRecord: new Date().toISOString(), approximateArrivalOfLastRecord: new Date().toISOString(), approximateInvokeCount: 5, records: [],
-  };
-}
-
 describe('lost skipped ranges', () => {
   it('count only the records no batch committed as lost, and an acknowledged loss leaves status healthy and listed', async () => {
     const definition = hourlySalesQuery('update', QUERY);
     const deployment = await deploy(emulators, definition, 1);
     const { clients, config } = deployment;
-    const seqs: string[] = [];
-    for (let i = 0; i < 6; i++) {
-      const put = await clients.kinesis.send(new PutRecordCommand({ StreamName: config.streamName, PartitionKey: sale(i).store_id, Data: Buffer.from(JSON.stringify(sale(i))) }));
-      seqs.push(put.SequenceNumber!);
-    }
-    const onFailure = createOnFailureHandler(definition, { config, clientOptions: emulators.clientOptions, observability: createQuietObservability(QUERY) });
-    // The second batch (records 3..5) commits and its response is lost every time: Lambda gives it up all the same.
-    await deployment.drain({
-      batchSize: 3, maximumRetryAttempts: 0, bisectBatchOnFunctionError: false,
-      hooks: { afterInvoke: (event) => { if (event.Records.some((r) => r.kinesis.sequenceNumber === seqs[5])) throw new Error('response lost'); } },
-      onFailure: (info) => deliverToOnFailureHandler(onFailure, info),
-    });
-    const arn = `arn:aws:kinesis:us-east-1:000000000000:stream/${config.streamName}`;
-    // A range no batch committed, wholly past retention (as the shard no longer holds it).
-    const gone = [BigInt(seqs[5]!) + 1000n, BigInt(seqs[5]!) + 2000n].map(String);
-    await deliverToOnFailureHandler(onFailure, failureInfo(arn, gone[0]!, gone[1]!, 2));
-
-    const descriptorFile = join(dir, 'deployment.json');
-    writeFileSync(descriptorFile, JSON.stringify({ ...config, sluiceQuery: QUERY } satisfies DeploymentDescriptor));
+    // Records 3..5 committed, their batch given up all the same; a range wholly past retention.
+    const { seqs, gone } = await committedAndGoneRanges(deployment, definition, emulators);
     const kinesis = await startTrimmingProxy(emulators.endpoints.kinesis!);
-    const cli = (args: string[]) => runSluice([...args, '--deployment', descriptorFile, '--endpoint', `kinesis=${kinesis}`,
-      '--endpoint', `dynamodb=${emulators.endpoints.dynamodb}`, '--endpoint', `s3=${emulators.endpoints.s3}`], 60_000, emulatorCliEnv(emulators));
+    const cli = cliFor(emulators, config, QUERY, dir, { kinesis });
 
     // Retention has passed records 3 and 4 of the committed range; record 5 is still held.
     trimBefore = BigInt(seqs[5]!);

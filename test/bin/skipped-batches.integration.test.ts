@@ -3,31 +3,25 @@
  * the function on every delivery are the last records of a shard that is then split. The mapping
  * skips them to the on-failure destination (the real on-failure handler, fed Lambda's on-failure
  * record), which records the ranges; the split's children must then run (before, they waited for
- * their parent forever and were skipped in turn). `sluice status` lists the ranges waiting,
- * `sluice redrive --skipped` re-reads them from the stream once: the good record is put back, the
- * undecodable one dead-lettered with the reason; after the re-drive the sink holds every good record.
+ * their parent forever and were skipped in turn). `sluice status` lists the ranges waiting. The
+ * query is one-stage stateful, so `sluice redrive --skipped --query-module` refuses to run them
+ * through the query (exit 2, naming `--into-stream`); `--skipped --into-stream` re-reads them from
+ * the stream once: the good record is put back, the undecodable one dead-lettered with the reason;
+ * after the re-drive the sink holds every good record.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PutRecordCommand } from '@aws-sdk/client-kinesis';
-import type { KinesisStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { hourlySalesQuery } from '../../lib/local/dev/default-query.js';
-import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
 import type { QueryStatus } from '../../lib/aws/query-inspection.js';
-import { createKinesisTriggerHandler } from '../../lib/aws/kinesis-trigger-handler.js';
-import { createOnFailureHandler } from '../../lib/aws/on-failure-handler.js';
-import { createQuietObservability } from '../../lib/aws/observability.js';
 import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
-import type { SkippedRedriveReport } from '../../lib/aws/skipped-batch-redrive.js';
-import { deliverToOnFailureHandler } from '../../lib/local/on-failure-destination.js';
 import { reshardStream } from '../../lib/local/kinesis-admin.js';
-import type { BatchFailureInfo } from '../../lib/local/event-source-mapping.js';
 import { deploy } from '../support/aws-pipeline.js';
-import { runSluice, emulatorCliEnv } from '../support/sluice-cli.js';
+import { cliFor, crashingRecords, recordsIn } from '../support/skipped-ranges.js';
 
 const QUERY = 'skipped-hourly-sales';
 const stores = ['north', 'south', 'east', 'west', 'central'];
@@ -43,12 +37,10 @@ const crashingBad = '{"store_id": "north", "amount": ';
 
 let emulators: EmulatorSet;
 let dir: string;
-let cliEnv: Record<string, string>;
 
 beforeAll(async () => {
   emulators = await startEmulators();
   dir = mkdtempSync(join(tmpdir(), 'sluice-skipped-test-'));
-  cliEnv = emulatorCliEnv(emulators);
 });
 afterAll(async () => {
   await emulators?.stop();
@@ -77,17 +69,15 @@ function sinkRow(r: Record<string, unknown>): string {
 describe('batches the event source mapping gave up on', () => {
   it('are recorded, do not block a split\'s children, show in status and are re-driven once', async () => {
     const definition = hourlySalesQuery('update', QUERY);
-    const deployment = await deploy(emulators, definition, 1);
+    // The crashing records' sequence numbers are what crashes (a re-driven copy does not).
+    const crash = crashingRecords();
+    const deployment = await deploy(emulators, definition, 1, { asFunction: crash.asFunction });
     const { clients, config } = deployment;
-    const descriptorFile = join(dir, 'deployment.json');
-    writeFileSync(descriptorFile, JSON.stringify({ ...config, sluiceQuery: QUERY } satisfies DeploymentDescriptor));
-    const cli = (args: string[]) => runSluice([...args, '--deployment', descriptorFile,
-      '--endpoint', `kinesis=${emulators.endpoints.kinesis}`, '--endpoint', `dynamodb=${emulators.endpoints.dynamodb}`,
-      '--endpoint', `s3=${emulators.endpoints.s3}`], 60_000, cliEnv);
+    const cli = cliFor(emulators, config, QUERY, dir);
 
     await deployment.put(before.map((s) => ({ data: JSON.stringify(s), partitionKey: s.store_id })));
-    // The crashing records, last on the shard; their sequence numbers are what crashes (a re-driven copy does not).
-    const crashing = new Set<string>();
+    // The crashing records, last on the shard.
+    const { crashing, gaveUp } = crash;
     for (const [data, key] of [[JSON.stringify(crashingGood), crashingGood.store_id], [crashingBad, 'north']] as const) {
       const put = await clients.kinesis.send(new PutRecordCommand({ StreamName: config.streamName, PartitionKey: key, Data: Buffer.from(data) }));
       crashing.add(put.SequenceNumber!);
@@ -96,18 +86,7 @@ describe('batches the event source mapping gave up on', () => {
     expect(children).toHaveLength(2);
     await deployment.put(after.map((s) => ({ data: JSON.stringify(s), partitionKey: s.store_id })));
 
-    const observability = createQuietObservability(QUERY);
-    const onFailure = createOnFailureHandler(definition, { config, clientOptions: emulators.clientOptions, observability });
-    const gaveUp: BatchFailureInfo[] = [];
-    const run = createKinesisTriggerHandler(definition, { config, clientOptions: emulators.clientOptions, observability });
-    const mapping = {
-      handler: async (event: KinesisStreamEvent) => {
-        if (event.Records.some((r) => crashing.has(r.kinesis.sequenceNumber))) throw new Error('Runtime exited with error: signal: killed');
-        return run(event);
-      },
-      maximumRetryAttempts: 1, retryBackoffMs: 5, batchSize: 10,
-      onFailure: async (info: BatchFailureInfo) => { gaveUp.push(info); await deliverToOnFailureHandler(onFailure, info); },
-    };
+    const mapping = { batchSize: 10, ...crash.drainOptions(definition, config, emulators) };
     await deployment.drain(mapping);
 
     // Only the crashing records were given up (bisected down to each); the children ran after their parent.
@@ -124,14 +103,21 @@ describe('batches the event source mapping gave up on', () => {
     const text = await cli(['status', QUERY]);
     expect(text.stdout).toMatch(/skipped ranges waiting for a re-drive: 2/);
 
-    const dry = await cli(['redrive', QUERY, '--skipped', '--dry-run', '--query-module', 'test/bin/fixtures/skipped-sales.ts', '--json']);
-    expect(dry.code, dry.stderr).toBe(0);
-    expect(JSON.parse(dry.stdout)).toMatchObject({ redriven: 1, deadLettered: 1, expired: 0, alreadyCommitted: 0 });
+    // One stage keeps the state per source shard: through the query is refused (a usage error), nothing written.
+    const refused = await cli(['redrive', QUERY, '--skipped', '--query-module', 'test/bin/fixtures/skipped-sales.ts', '--json']);
+    expect(refused.code, refused.stderr).toBe(2);
+    expect(refused.stderr).toMatch(/state per source shard[\s\S]*--into-stream/);
+    expect((JSON.parse((await cli(['status', QUERY, '--json'])).stdout) as QueryStatus).skippedRanges).toHaveLength(2);
 
-    const redrive = await cli(['redrive', QUERY, '--skipped', '--query-module', 'test/bin/fixtures/skipped-sales.ts', '--json']);
+    const dry = await cli(['redrive', QUERY, '--skipped', '--into-stream', '--dry-run', '--query-module', 'test/bin/fixtures/skipped-sales.ts', '--json']);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ into: 'stream', redriven: 1, deadLettered: 1, expired: 0, alreadyCommitted: 0 });
+
+    const inStream = await recordsIn(clients.kinesis, config.streamName);
+    const redrive = await cli(['redrive', QUERY, '--skipped', '--into-stream', '--query-module', 'test/bin/fixtures/skipped-sales.ts']);
     expect(redrive.code, redrive.stderr).toBe(0);
-    const report = JSON.parse(redrive.stdout) as SkippedRedriveReport;
-    expect(report).toMatchObject({ redriven: 1, deadLettered: 1, expired: 0, alreadyCommitted: 0, skippedAgain: 0, alreadyRedriven: 0 });
+    expect(redrive.stdout).toMatch(/re-drove 1 record\(s\) of 2 skipped range\(s\) into the source stream \(every consumer of the stream reads them again\)/);
+    expect(await recordsIn(clients.kinesis, config.streamName)).toBe(inStream + 1);
     const letters = await readDeadLetters(clients.s3, config.deadLetterBucket, `dead-letter/${QUERY}/`);
     expect(letters).toHaveLength(1);
     expect(Buffer.from(letters[0]!.dataBase64, 'base64').toString()).toBe(crashingBad);
