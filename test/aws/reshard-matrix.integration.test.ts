@@ -1,8 +1,7 @@
 /**
- * The cells of the resharding matrix (docs: /work/reshard-11.md → docs/resharding-matrix.md) that
- * test/aws/reshard.integration.test.ts and the hop tests do not cover: each reshard kind (split,
- * merge, split twice, UpdateShardCount) in each output mode, to each sink the mode allows, through
- * one stage and through a repartition stage (its internal or its source stream resharded), on the
+ * The cells of the resharding matrix (issue 11, part 2) that test/aws/reshard.integration.test.ts
+ * and the hop tests do not cover: each reshard kind (split, merge, split twice, UpdateShardCount)
+ * in each output mode, to each sink the mode allows, through one stage and through a repartition stage (its internal or its source stream resharded), on the
  * event source mapping, the scheduled drain and a scheduled tick that comes while a parent still
  * holds records. One run on the emulators per cell, compared with the in-memory engine over the
  * same records, never resharded (and, for the S3 snapshot sink, what a reader sees after each
