@@ -55,12 +55,14 @@ const internalStream: [string, Scenario][] = [
   ['split × complete/s3-snapshot × drain', { mode: 'complete', path: 'drain', sink: 's3-snapshot', steps: [[split]] }],
   ['split × append/dynamodb × esm, the parent holding unread records', { mode: 'append', path: 'esm', sink: 'dynamodb', steps: [[split]], reshardBeforeProcessing: true }],
   ['split twice × append/s3-files × drain', { mode: 'append', path: 'drain', steps: [[split], [split]] }],
+  ['split twice × update/dynamodb × tick', { mode: 'update', path: 'tick', steps: [[split, split]], reshardBeforeProcessing: true }],
   ['UpdateShardCount 2→4→2 × update/dynamodb × drain', { mode: 'update', path: 'drain', internalShards: 2, steps: [[up(4)], [up(2)]] }],
   ['UpdateShardCount 1→2→4 × complete/dynamodb × tick', { mode: 'complete', path: 'tick', steps: [[up(2)], [up(4)]] }],
 ];
 
 const sourceStream: [string, Scenario][] = [
   ['merge × append/s3-files × esm', { mode: 'append', path: 'esm', shards: 2, steps: [[merge]] }],
+  ['split twice × append/dynamodb × drain', { mode: 'append', path: 'drain', sink: 'dynamodb', steps: [[split], [split]] }],
   ['UpdateShardCount 2→4→2 × complete/dynamodb × esm', { mode: 'complete', path: 'esm', shards: 2, steps: [[up(4)], [up(2)]] }],
 ];
 
