@@ -5,6 +5,7 @@
  * source mapping (Lambda's ESM), the scheduled function's drain, or ticks beside the ESM. The
  * answer is compared with the run without reshards: on the emulators, or in memory.
  */
+import { expect } from 'vitest';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { readS3Files, readS3Snapshots, scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import type { EmulatorSet } from '../../lib/local/emulators.js';
@@ -178,4 +179,25 @@ export function childShardsThatRan(d: Deployment, scenario: Scenario): string[] 
   return [...new Set(d.results
     .filter((r) => r.result.progress.length > 0 && (r.result.stage.reads === 'internal-stream') === internal)
     .map((r) => r.shardId))].filter((s) => !original.includes(s));
+}
+
+/**
+ * Runs the scenario with its reshards on the emulators and expects the in-memory engine's answer
+ * (for the S3 snapshot sink, after every phase too: the in-memory answer over the records so far),
+ * a child shard that committed batches, and no error but a child waiting for its parents (or
+ * stage 1 resending after a reshard of the internal stream).
+ */
+export async function expectInMemoryAnswer(emulators: EmulatorSet, scenario: Scenario): Promise<ScenarioRun> {
+  const expected = await inMemoryAnswer(scenario.mode);
+  expect(expected.length).toBeGreaterThan(0);
+  const run = await runScenario(emulators, scenario, true);
+  expect(run.rows).toEqual(expected);
+  if (sinkOf(scenario) === 's3-snapshot') {
+    const sofar = await Promise.all(phases.map((_, i) => inMemoryAnswer(scenario.mode, phases.slice(0, i + 1).flat().length)));
+    expect(run.phaseRows).toEqual(sofar);
+  }
+  expect(childShardsThatRan(run.d, scenario)).not.toEqual([]);
+  const errors = run.d.results.map((r) => (r.result.error as { code?: string } | undefined)?.code ?? r.result.error?.message).filter((c) => c !== undefined);
+  expect(errors.filter((c) => c !== 'RESHARD_PARENT_PENDING' && c !== 'REPARTITION_RESHARDED')).toEqual([]);
+  return run;
 }
