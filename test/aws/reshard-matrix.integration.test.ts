@@ -35,13 +35,14 @@ const oneStage: [string, Scenario][] = [
   ['UpdateShardCount 2→4→2 × append/s3-files × tick', { mode: 'append', path: 'tick', shards: 2, steps: [[up(4)], [up(2)]], reshardBeforeProcessing: true }],
 ];
 
+/** Stage 2's parents hold state from the first phase on: every reshard comes after a processed phase. */
 const internalStream: [string, Scenario][] = [
   ['merge × update/dynamodb × esm', { mode: 'update', path: 'esm', internalShards: 2, steps: [[merge]] }],
   ['merge × complete/s3-snapshot × esm', { mode: 'complete', path: 'esm', internalShards: 2, sink: 's3-snapshot', steps: [[merge]] }],
   ['split × complete/s3-snapshot × drain', { mode: 'complete', path: 'drain', sink: 's3-snapshot', steps: [[split]] }],
-  ['split × append/dynamodb × esm, the parent holding unread records', { mode: 'append', path: 'esm', sink: 'dynamodb', steps: [[split]], reshardBeforeProcessing: true }],
+  ['split × append/dynamodb × esm', { mode: 'append', path: 'esm', sink: 'dynamodb', steps: [[split]] }],
   ['split twice × append/s3-files × drain', { mode: 'append', path: 'drain', steps: [[split], [split]] }],
-  ['split twice × update/dynamodb × tick', { mode: 'update', path: 'tick', steps: [[split, split]], reshardBeforeProcessing: true }],
+  ['split twice × update/dynamodb × tick', { mode: 'update', path: 'tick', steps: [[split, split]] }],
   ['UpdateShardCount 2→4→2 × update/dynamodb × drain', { mode: 'update', path: 'drain', internalShards: 2, steps: [[up(4)], [up(2)]] }],
   ['UpdateShardCount 1→2→4 × complete/dynamodb × tick', { mode: 'complete', path: 'tick', steps: [[up(2)], [up(4)]] }],
 ];
