@@ -33,6 +33,9 @@ const oneStage: [string, Scenario][] = [
   ['UpdateShardCount 2→4→2 × update/dynamodb × esm', { mode: 'update', path: 'esm', shards: 2, steps: [[up(4)], [up(2)]] }],
   ['UpdateShardCount 1→2→4 × complete/dynamodb × drain', { mode: 'complete', path: 'drain', steps: [[up(2)], [up(4)]] }],
   ['UpdateShardCount 2→4→2 × append/s3-files × tick', { mode: 'append', path: 'tick', shards: 2, steps: [[up(4)], [up(2)]], reshardBeforeProcessing: true }],
+  // The watermark carries over: a child that started from watermark 0 would count the late order.
+  ['split × update/dynamodb × esm, a late order after the split', { mode: 'update', path: 'esm', steps: [[split]], late: true }],
+  ['merge × append/s3-files × drain, a late order after the merge', { mode: 'append', path: 'drain', shards: 2, steps: [[merge]], late: true }],
 ];
 
 /** Stage 2's parents hold state from the first phase on: every reshard comes after a processed phase. */
