@@ -109,14 +109,24 @@ function joinKeyValuesOf(storeName: string, key: string): readonly unknown[] | n
   return hash < 0 ? null : decodeKey(key.slice(0, hash));
 }
 
+/**
+ * A number as encodeKey wrote it: a long beyond 2^53 back as its exact bigint (the canonical form
+ * rows carry), so that routing hashes the digits the producer and the repartition sink hashed,
+ * not the nearest double (which can hash into another child's range).
+ */
+function exactNumber(text: string): number | bigint {
+  const n = Number(text);
+  return /^-?\d+$/.test(text) && !Number.isSafeInteger(n) ? BigInt(text) : n;
+}
+
 /** The inverse of execution/values.ts `encodeKey`. */
 export function decodeKey(key: string): unknown[] | null {
   if (key.startsWith('s')) return [key.slice(1)];
-  if (key.startsWith('n')) return [Number(key.slice(1))];
+  if (key.startsWith('n')) return [exactNumber(key.slice(1))];
   try {
     const parsed = JSON.parse(key, (_k, v: unknown) => {
       const tagged = v as { '\u0000number'?: string } | null;
-      return tagged !== null && typeof tagged === 'object' && typeof tagged['\u0000number'] === 'string' ? Number(tagged['\u0000number']) : v;
+      return tagged !== null && typeof tagged === 'object' && typeof tagged['\u0000number'] === 'string' ? exactNumber(tagged['\u0000number']) : v;
     }) as unknown;
     return Array.isArray(parsed) ? parsed : null;
   } catch {

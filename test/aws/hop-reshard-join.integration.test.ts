@@ -15,7 +15,8 @@ import { compileQuery } from '../../lib/query/compiled-query.js';
 import type { MultiSourceQueryDefinition } from '../../lib/query/query-definition.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
 import { canonicalRow, inMemoryJoin, joinEvents, joinPhases, joinQuery, prng } from '../support/join-queries.js';
-import { joinThenWindowedSum } from '../support/chain-queries.js';
+import { inMemoryThree, joinThenJoinOnOtherKey, joinThenWindowedSum, shipmentsByAmount } from '../support/chain-queries.js';
+import type { ScheduledTriggerSummary } from '../../lib/aws/scheduled-trigger-handler.js';
 
 let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });
@@ -85,5 +86,41 @@ describe('resharding the internal stream under a stream-stream join', () => {
     expect((await open(internal[1]!)).length).toBe(2);
     // Children of hop 1 committed join batches.
     expect(d.results.some((r) => r.result.stage.index === 1 && !['shardId-000000000000', 'shardId-000000000001'].includes(r.shardId) && r.result.progress.length > 0)).toBe(true);
+  }, TIMEOUT);
+
+  it('a split of an internal stream whose stage 2 runs each side of a join on its own routing is refused, never mis-routed', async () => {
+    // orders ⋈ payments on order_id, then ⋈ shipments on amount = zone: stage 2 holds the first
+    // join's state and forwards the shipments routed by zone, so no one key list routes its state.
+    const query = joinThenJoinOnOtherKey('hop-reshard-unroutable');
+    const compiled = compileQuery(query, { allowRepartition: true });
+    expect(compiled.stages.find((s) => s.index === 1)!.inputHop?.stateUnroutable).toBeDefined();
+    const base = joinEvents(120, 13);
+    const events = { ...base, shipments: shipmentsByAmount(base.orders, 5) };
+    const expected = new Set(await inMemoryThree(query, events));
+    const d = await deploy(emulators, query, 1, { repartitionShards: 1, expectedShardCount: undefined, hops: compiled.hops.length });
+    const rand = prng(31);
+    const put = async (half: 0 | 1): Promise<void> => {
+      for (const [source, rows] of Object.entries(events) as [string, object[]][]) {
+        const cut = Math.floor(rows.length / 2);
+        await d.put((half === 0 ? rows.slice(0, cut) : rows.slice(cut)).map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), source);
+      }
+    };
+    await put(0);
+    await d.drain({ batchSize: 20 });
+    const before = d.results.filter((r) => r.result.stage.index === 1).reduce((n, r) => n + r.result.progress.length, 0);
+    expect(before).toBeGreaterThan(0);
+    const hop0 = d.config.repartitionStreamNames![0]!;
+    const [children] = await reshardStream(d.clients.kinesis, hop0, [{ split: 'first-open' }]);
+    await put(1);
+    // The scheduled drain: stage 1 sends the second half into the children, stage 2 must refuse them.
+    let summary: ScheduledTriggerSummary | undefined;
+    for (let i = 0; i < 2; i++) summary = await d.tick(Date.now(), 'drain') as ScheduledTriggerSummary;
+    const refused = summary!.shards.filter((s) => children!.includes(s.shardId) && s.stage !== 'source');
+    expect(refused.length).toBeGreaterThan(0);
+    for (const s of refused) expect(s.error).toMatch(/cannot be divided between its children: stage 2 runs each side of a join on its own routing/);
+    // No child of the split ever committed a batch, and nothing in the sink is a row the query does not give.
+    expect(d.results.filter((r) => r.result.stage.index === 1 && children!.includes(r.shardId) && r.result.progress.length > 0)).toEqual([]);
+    const rows = (await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).map((r) => canonicalRow(r));
+    expect(rows.filter((r) => !expected.has(r))).toEqual([]);
   }, TIMEOUT);
 });

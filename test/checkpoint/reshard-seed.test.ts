@@ -75,6 +75,21 @@ describe('state routing', () => {
     expect(sourceStreamStateRouting(global.sourceStage.plan, undefined)[0]!.routingKey).toBeNull();
   });
 
+  it('routes a deduplication entry keyed by a long beyond 2^53 by its exact digits, as the producer wrote the partition key', () => {
+    const q = compileQuery(defineQuery({
+      name: 'seed-long',
+      source: { schema: 'user_id long, ts timestamp', partitionKey: 'user_id' },
+      transform: (df) => df.withWatermark('ts', '10 minutes').dropDuplicatesWithinWatermark(['user_id']),
+      outputMode: 'append',
+      sink: { kind: 'dynamodb' },
+    }), { expectedShardCount: 2 });
+    const routing = sourceStreamStateRouting(q.sourceStage.plan, 'user_id');
+    for (const id of [2n ** 53n + 1n, 9_223_372_036_854_775_807n, -(2n ** 60n) - 1n]) {
+      expect(routing[0]!.routingKey!(encodeKey([id]), 0)).toBe(String(id));
+    }
+    expect(routing[0]!.routingKey!(encodeKey([42]), 0)).toBe('42');
+  });
+
   it('routes a stage-2 entry by the routing columns, as the repartition sink hashes a row', () => {
     const q = compiled(undefined);
     expect(q.hops[0]!.routingKeyPositions).toEqual([1]);

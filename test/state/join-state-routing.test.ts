@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import { encodeKey } from '../../lib/execution/values.js';
-import { repartitionRoutingKey, repartitionStateRouting } from '../../lib/state/state-routing.js';
+import { decodeKey, repartitionRoutingKey, repartitionStateRouting } from '../../lib/state/state-routing.js';
 import { joinQuery } from '../support/join-queries.js';
 import { joinThenJoin } from '../support/chain-queries.js';
 
@@ -23,6 +23,22 @@ describe('join state routing through the hop', () => {
     for (const r of routing) {
       const entryKey = r.id.storeName.endsWith('keyWithIndexToValue') ? `${key}#3` : key;
       expect(r.routingKey!(entryKey, r.id.storeName.endsWith('keyWithIndexToValue') ? { row: [], matched: false } : { key: ['o17'], count: 4 })).toBe(expected);
+    }
+  });
+
+  it('a long join key beyond 2^53 routes its state as the hop routes its rows (exact digits, not the nearest double)', () => {
+    const q = compileQuery(joinQuery('routing-long', 'inner'), { allowRepartition: true });
+    const routing = repartitionStateRouting(q.stateStage!.plan, q.stateStage!.inputHop!.routingKeyPositions);
+    for (const value of [2n ** 53n + 1n, -(2n ** 62n) - 3n, 9_223_372_036_854_775_807n]) {
+      const key = encodeKey([value]);
+      const expected = repartitionRoutingKey([value]);
+      expect(expected).toBe(`[${value}]`);
+      for (const r of routing) {
+        const rows = r.id.storeName.endsWith('keyWithIndexToValue');
+        expect(r.routingKey!(rows ? `${key}#0` : key, rows ? { row: [], matched: false } : { key: [value], count: 1 })).toBe(expected);
+      }
+      // A key of several columns (encodeKey's JSON form) keeps its long exactly too.
+      expect(decodeKey(encodeKey([value, 'x']))).toEqual([value, 'x']);
     }
   });
 
