@@ -10,8 +10,10 @@
  * process, one at a time (the machine is shared; each stays well under 4 GB):
  *
  *   state-write  the real Kinesis handler, one warm container, grows a windowed
- *                count+sum (groupBy(window(event_time, 1 day), user_id), append → S3 files: the
- *                state is held, nothing is emitted) to N keys in deliveries of 10,000 records
+ *                count+sum (groupBy(window(event_time, 1 day), user_id), append: the state is
+ *                held, nothing is emitted) to N keys in deliveries of 10,000 records (Lambda's
+ *                largest batch), once with a DynamoDB sink (state in DynamoDB items) and once
+ *                with an S3 files sink (state payloads in S3 objects when cheaper)
  *   state-open   a fresh process (a cold container) with the function's memory set to 1,024 MB
  *                and a 60 s deadline: one record; the invocation opens the whole state, runs and
  *                commits one batch, and the memory guard judges it
@@ -44,16 +46,18 @@ const DEFAULT_MEMORY_MB = 1024;
 const DEFAULT_TIMEOUT_MS = 60_000;
 const SHARD = 'shardId-000000000000';
 
-const definition = defineQuery({
+/** Where the state lives: DynamoDB items (a dynamodb sink) or S3 objects when cheaper (an S3 sink). */
+type SinkKind = 'dynamodb' | 's3-files';
+const queryFor = (sink: SinkKind) => defineQuery({
   name: 'bench-limits',
   source: { schema: 'user_id string, amount double, event_time timestamp', partitionKey: 'user_id' },
   transform: (df) => df.withWatermark('event_time', '10 minutes')
     .groupBy(window(col('event_time'), '1 day'), col('user_id')).agg(count('*').as('events'), sum('amount').as('amount')),
   outputMode: 'append',
-  sink: { kind: 's3-files' },
+  sink: { kind: sink },
 });
 
-interface ChildInput { mode: 'state-write' | 'state-open' | 'state-value'; clientOptions: AwsClientOptions; config: RuntimeConfig; keys: number; valueMb?: number }
+interface ChildInput { mode: 'state-write' | 'state-open' | 'state-value'; sink: SinkKind; clientOptions: AwsClientOptions; config: RuntimeConfig; keys: number; valueMb?: number }
 
 const seq = (n: number): string => `4968${String(n).padStart(52, '0')}`;
 const record = (i: number, user: number) => ({
@@ -64,6 +68,7 @@ const peakRssMb = (): number => Math.round(process.resourceUsage().maxRSS / 1024
 const rssMb = (): number => Math.round(process.memoryUsage().rss / MB);
 
 async function stateWrite(input: ChildInput): Promise<Record<string, unknown>> {
+  const definition = queryFor(input.sink);
   const clients = createAwsClients(input.clientOptions);
   let error: string | undefined;
   const handler = createKinesisTriggerHandler(definition, {
@@ -85,6 +90,7 @@ async function stateWrite(input: ChildInput): Promise<Record<string, unknown>> {
 }
 
 async function stateOpen(input: ChildInput): Promise<Record<string, unknown>> {
+  const definition = queryFor(input.sink);
   const clients = createAwsClients(input.clientOptions);
   let result: { error?: string; code?: string; batches: number } = { batches: 0 };
   const handler = createKinesisTriggerHandler(definition, {
@@ -168,6 +174,7 @@ async function runChild(input: ChildInput): Promise<Record<string, unknown>> {
 
 async function main(): Promise<void> {
   const keyCounts = (process.env.LIMITS_KEYS ?? '100000,300000,1000000').split(',').map(Number);
+  const sinks = (process.env.LIMITS_SINKS ?? 'dynamodb,s3-files').split(',') as SinkKind[];
   const valueSizes = (process.env.LIMITS_VALUES_MB ?? '1,10,50').split(',').map(Number).filter((n) => n > 0);
   const say = (m: string): void => { if (process.env.LIMITS_VERBOSE) console.error(`${new Date().toISOString()} ${m}`); };
   say('starting the emulators');
@@ -175,17 +182,19 @@ async function main(): Promise<void> {
   say('emulators started');
   try {
     const setup = createAwsClients(emulators.clientOptions);
-    for (const keys of keyCounts) {
-      const config = await deploy(setup, `limits-${keys}`);
-      say(`deployed for ${keys} keys`);
-      const write = await runChild({ mode: 'state-write', clientOptions: emulators.clientOptions, config, keys });
-      const stored = write.failed ? null : await storedStateBytes(emulators.clientOptions, config);
-      const open = write.failed ? null : await runChild({ mode: 'state-open', clientOptions: emulators.clientOptions, config, keys });
-      console.log(JSON.stringify({ keys, write, stored, open }));
+    for (const sink of sinks) {
+      for (const keys of keyCounts) {
+        const config = await deploy(setup, `limits-${sink}-${keys}`);
+        say(`deployed for ${keys} keys, ${sink} sink`);
+        const write = await runChild({ mode: 'state-write', sink, clientOptions: emulators.clientOptions, config, keys });
+        const stored = write.failed ? null : await storedStateBytes(emulators.clientOptions, config);
+        const open = write.failed ? null : await runChild({ mode: 'state-open', sink, clientOptions: emulators.clientOptions, config, keys });
+        console.log(JSON.stringify({ sink, keys, write, stored, open }));
+      }
     }
     for (const valueMb of valueSizes) {
       const config = await deploy(setup, `limits-value-${valueMb}`);
-      console.log(JSON.stringify({ value: await runChild({ mode: 'state-value', clientOptions: emulators.clientOptions, config, keys: 0, valueMb }) }));
+      console.log(JSON.stringify({ value: await runChild({ mode: 'state-value', sink: 'dynamodb', clientOptions: emulators.clientOptions, config, keys: 0, valueMb }) }));
     }
   } finally {
     await emulators.stop();
