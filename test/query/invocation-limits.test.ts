@@ -105,7 +105,45 @@ describe('the deadline', () => {
     expect(again.batchItemFailures).toEqual([]);
     expect(b.sink.allRows().length).toBe(3);
   });
+
+  it('the Kinesis handler stops between batches when the context\'s time runs short: the answer is the first record not run', async () => {
+    const sink = new FailOnceSink();
+    const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters: new MemoryDeadLetterWriter() };
+    const handler = createKinesisTriggerHandler(definition, {
+      config: {
+        checkpointTable: 'unused', stateTable: 'unused', sinkPrefix: '', deadLetterBucket: 'unused', deadLetterPrefix: 'dl/',
+        streamName: 'unused', idleShardTimeoutMs: 0, snapshotEveryBatches: 20, expectedShardCount: 1,
+      },
+      backendsFor: () => b, reshardGuard: null,
+      observability: createQuietObservability(definition.name),
+    });
+    const planned = records(3);
+    const first = await handler(kinesisEvent(planned), { getRemainingTimeInMillis: () => 60_000 });
+    expect(first.batchItemFailures).toEqual([{ itemIdentifier: planned[0]!.sequenceNumber }]);
+    // Redelivered with two more: the planned batch re-runs with a minute left, then 1 s is left.
+    const more = records(2);
+    const left = [60_000, 60_000, 1_000];
+    const second = await handler(kinesisEvent([...planned, ...more]), { getRemainingTimeInMillis: () => left.shift() ?? 0 });
+    expect(second.batchItemFailures).toEqual([{ itemIdentifier: more[0]!.sequenceNumber }]);
+    expect(sink.inner.allRows().length).toBe(3);
+    const third = await handler(kinesisEvent(more), { getRemainingTimeInMillis: () => 60_000 });
+    expect(third.batchItemFailures).toEqual([]);
+    expect(sink.inner.allRows().length).toBe(5);
+  });
 });
+
+function kinesisEvent(delivered: readonly ShardRecord[]): KinesisStreamEvent {
+  return {
+    Records: delivered.map((r) => ({
+      eventID: `shardId-000000000000:${r.sequenceNumber}`, eventName: 'aws:kinesis:record', eventSource: 'aws:kinesis', eventVersion: '1.0',
+      eventSourceARN: 'arn:aws:kinesis:us-east-1:000000000000:stream/s', awsRegion: 'us-east-1', invokeIdentityArn: 'arn',
+      kinesis: {
+        kinesisSchemaVersion: '1.0', partitionKey: r.partitionKey, sequenceNumber: r.sequenceNumber,
+        data: r.dataBase64, approximateArrivalTimestamp: 1_714_570_000,
+      },
+    })),
+  };
+}
 
 describe('memory', () => {
   it('a state that outgrows the function fails loudly after its batch commits, naming memory, shards and repartition count', async () => {
