@@ -9,6 +9,8 @@ import type { StreamingQueryProgress } from '../runtime/progress.js';
 export interface InvocationLimits {
   /** Time left before the deadline (Lambda's `context.getRemainingTimeInMillis`). */
   readonly remainingTimeMs?: () => number;
+  /** The invocation's whole time: the remaining time when it began (about the function's timeout). */
+  readonly budgetMs?: number;
   /** The function's memory and what the process uses of it (resident set size). */
   readonly memory?: { readonly limitBytes: number; readonly usedBytes: () => number };
 }
@@ -16,12 +18,13 @@ export interface InvocationLimits {
 const MIB = 1024 * 1024;
 
 /**
- * The limits of one invocation: the deadline from the Lambda context's remaining time (when there
- * is a context) and the function's configured memory against the process's resident set.
+ * The limits of one invocation, read when it begins: the deadline from the Lambda context's
+ * remaining time (when there is a context) and the function's configured memory against the
+ * process's resident set.
  */
 export function invocationLimitsOf(functionMemoryMb: number | undefined, remainingTimeMs: (() => number) | undefined): InvocationLimits {
   return {
-    ...(remainingTimeMs ? { remainingTimeMs } : {}),
+    ...(remainingTimeMs ? { remainingTimeMs, budgetMs: remainingTimeMs() } : {}),
     ...(functionMemoryMb ? { memory: { limitBytes: functionMemoryMb * MIB, usedBytes: () => process.memoryUsage().rss } } : {}),
   };
 }
@@ -42,6 +45,40 @@ export function hasTimeForBatch(limits: InvocationLimits, longestBatchMs: number
 }
 
 const MB = 1024 * 1024;
+
+/**
+ * Above this share of the invocation's time, one batch of a stateful stage is a warning that the
+ * state is near what a cold start can load: the next cold start, with a little more state, may
+ * not finish its first batch before the timeout, and Lambda would retry it, timing out every time,
+ * until the records expire.
+ */
+export const BATCH_TIME_HIGH_WATER = 0.5;
+
+/**
+ * Throws STATE_LOAD_NEAR_TIMEOUT when one batch of a stage holding state took more than
+ * BATCH_TIME_HIGH_WATER of the invocation's time (`budgetMs`). The batch is committed; failing
+ * here, loudly, is what replaces a silent loop of timeouts once the state grows a little more.
+ */
+export function checkBatchTimeHeadroom(
+  limits: InvocationLimits, batchMs: number, shardId: string, progress: StreamingQueryProgress | undefined,
+): void {
+  const budgetMs = limits.budgetMs;
+  if (budgetMs === undefined || batchMs <= budgetMs * BATCH_TIME_HIGH_WATER) return;
+  const stateRows = progress?.stateOperators.reduce((n, op) => n + op.numRowsTotal, 0) ?? 0;
+  if (stateRows === 0) return;
+  const batchSeconds = Math.round(batchMs / 100) / 10;
+  const budgetSeconds = Math.round(budgetMs / 100) / 10;
+  throw new StreamingQueryError(
+    `Shard ${shardId}: batch ${progress?.batchId ?? '?'} took ${batchSeconds} s of the invocation's ${budgetSeconds} s with ${stateRows} state rows `
+      + 'on this shard; a cold start loading a larger state would time out, and be retried until its records expire.',
+    {
+      code: 'STATE_LOAD_NEAR_TIMEOUT', retryable: false, context: { shardId, batchSeconds, budgetSeconds, stateRows },
+      hint: 'raise the function\'s timeout (SluiceQuery timeout, up to 15 minutes) or memory (memorySize: Lambda gives CPU in proportion), '
+        + 'spread the keys over more shards (shardCount), or, with a repartition stage, over more internal shards (repartitionShardCount); '
+        + 'a shorter watermark delay or window also keeps less state. The batches before this one are committed.',
+    },
+  );
+}
 
 /**
  * Throws STATE_EXCEEDS_MEMORY when the process uses more than MEMORY_HIGH_WATER of the function's

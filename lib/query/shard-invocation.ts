@@ -34,7 +34,7 @@ import type { MicroBatchStream } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
 import { ANY_ROW, GuardedSink, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
 import { initialStateOwner } from './initial-state-owner.js';
-import { checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
+import { checkBatchTimeHeadroom, checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
 
 export interface ShardInvocationRequest {
   readonly shardId: string;
@@ -67,6 +67,7 @@ export async function runShardInvocation(
   query: CompiledQuery, request: ShardInvocationRequest, backends: PartitionBackends,
 ): Promise<ShardInvocationResult> {
   const { shardId } = request;
+  const invocationStartMs = Date.now();
   const stage = request.stage ?? query.sourceStage;
   const binding = stage.bind(shardId, backends);
   const { source } = binding;
@@ -133,6 +134,8 @@ export async function runShardInvocation(
       if (!(await runOneTrigger())) break;
       longestBatchMs = Math.max(longestBatchMs, Date.now() - startedMs);
       checkMemoryHeadroom(limits, shardId, execution.lastProgress);
+      // The first batch counts from the invocation's start: recovery and loading the state are its cost.
+      checkBatchTimeHeadroom(limits, Date.now() - (i === 0 ? invocationStartMs : startedMs), shardId, execution.lastProgress);
     }
     return {
       stage, progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted(),

@@ -10,7 +10,8 @@ import { encodeRepartitionRecord, REPARTITION_RECORD_VERSION, type RepartitionRe
 import { hexRange, type HashRange } from '../sources/hash-range-progress.js';
 import { StreamingQueryError } from '../errors/sluice-error.js';
 import { kinesisHashKey, repartitionRoutingKey } from '../state/state-routing.js';
-import type { Sink, SinkBatch } from './sink.js';
+import { createHash } from 'node:crypto';
+import type { RowRefusal, Sink, SinkBatch, SinkRowLimits } from './sink.js';
 import type { Hop } from '../analysis/stages.js';
 import { compilePartialAggregator, type PartialAggregator } from '../execution/partial-aggregation.js';
 
@@ -69,7 +70,7 @@ export interface RepartitionSinkOptions {
    * `[max event time, ...key values, ...buffers]`, routed by the key values at `routingKeyPositions`.
    */
   readonly partial?: { readonly aggregator: PartialAggregator; readonly routingKeyPositions: readonly number[] };
-  /** Kinesis takes 1 MiB per record; parts stay below this many bytes of rows. */
+  /** Kinesis takes 1 MiB per record; parts stay below this many bytes of rows (UTF-8). */
   readonly maxRecordBytes?: number;
   readonly meter?: CostMeter;
   /** The hop input these rows are, when stage 2 reads several (tags every record). */
@@ -80,6 +81,16 @@ export interface RepartitionSinkOptions {
 
 /** Kinesis's own routing: the MD5 of the partition key as a 128-bit number. */
 export const hashKeyOf = kinesisHashKey;
+
+/** Kinesis's limit on one record (data and partition key). */
+export const KINESIS_RECORD_LIMIT_BYTES = 1024 * 1024;
+/** Rows per record, in UTF-8 bytes: the rest of the 1 MiB is left to the record's envelope. */
+export const DEFAULT_HOP_ROW_BYTES = 900_000;
+
+/** A row's size in a hop record: its JSON in UTF-8 bytes, and the separating comma. */
+function encodedRowBytes(row: readonly unknown[]): number {
+  return Buffer.byteLength(stringifyWithLongs(row)) + 1;
+}
 
 export function targetFor(targets: readonly RepartitionTarget[], hash: bigint): RepartitionTarget {
   const found = targets.find((t) => hash >= t.startingHashKey && hash <= t.endingHashKey);
@@ -92,6 +103,31 @@ export class RepartitionSink implements Sink {
   readonly supportedOutputModes = ['append'] as const;
 
   constructor(private readonly options: RepartitionSinkOptions) {}
+
+  private get rowBytesLimit(): number {
+    return this.options.maxRecordBytes ?? DEFAULT_HOP_ROW_BYTES;
+  }
+
+  /**
+   * A row that alone outgrows one record of the internal stream can never cross: Kinesis refuses
+   * the whole PutRecords call on every retry, which blocked the source shard. Declared here, it is
+   * found before anything is sent, and the query's onUnwritableRow policy dead-letters its records.
+   */
+  readonly rowLimits: SinkRowLimits = {
+    // Rows crossing the hop have no key of their own: the row's content names it, as for appended files.
+    rowKey: (batch, rowIndex) => `row:${createHash('sha256').update(stringifyWithLongs(batch.rows[rowIndex]!)).digest('base64')}`,
+    check: (batch, rowIndex) => this.rowRefusal(batch.rows[rowIndex]!),
+  };
+
+  private rowRefusal(row: readonly unknown[]): RowRefusal | null {
+    const bytes = encodedRowBytes(row);
+    if (bytes <= this.rowBytesLimit) return null;
+    return {
+      code: 'SINK_ITEM_TOO_LARGE',
+      reason: `the row is ${bytes} bytes encoded; one record of the internal repartition stream holds at most ${this.rowBytesLimit} bytes `
+        + `of rows (Kinesis takes ${KINESIS_RECORD_LIMIT_BYTES} bytes, 1 MiB, per record), so it cannot cross to the next stage`,
+    };
+  }
 
   /** The sink for `hop` over `channel`: its routing, what it carries, its partial aggregation; `input` tags a multi-input hop's rows. */
   static forHop(hop: Hop, channel: RepartitionChannel, meter?: CostMeter, input?: string, namespace?: string): RepartitionSink {
@@ -110,8 +146,11 @@ export class RepartitionSink implements Sink {
     // Partial aggregates cross when they are at most half the rows; else the rows do (late rows
     // need no filter either way: a group's rows share its key, so the final aggregate drops a late
     // group whole, exactly as it would drop each of its rows).
+    // A partial aggregate that outgrows one record (collect_list of one key's many rows) cannot
+    // cross; its rows can (each was checked against the limit), so the batch sends rows.
     const partialRows = this.options.partial?.aggregator.toPartialRows(batch.rows) ?? null;
-    const partial = partialRows !== null && partialRows.length * 2 <= batch.rows.length ? this.options.partial! : null;
+    const partial = partialRows !== null && partialRows.length * 2 <= batch.rows.length
+      && partialRows.every((row) => encodedRowBytes(row) <= this.rowBytesLimit) ? this.options.partial! : null;
     if (partial) {
       for (const row of partialRows!) {
         const hash = hashKeyOf(repartitionRoutingKey(partial.routingKeyPositions.map((p) => row[1 + p])));
@@ -190,9 +229,9 @@ export class RepartitionSink implements Sink {
    * outgrow a record share that hash's range as numbered parts (a hash never moves between shards).
    */
   private split(routed: readonly Routed[], target: RepartitionTarget): Piece[] {
-    const limit = this.options.maxRecordBytes ?? 900_000;
+    const limit = this.rowBytesLimit;
     const whole: HashRange = { start: target.startingHashKey, end: target.endingHashKey };
-    const sizes = routed.map((r) => stringifyWithLongs(r.row).length + 1);
+    const sizes = routed.map((r) => encodedRowBytes(r.row));
     if (sizes.reduce((a, b) => a + b, 0) <= limit) return [{ range: whole, part: 0, parts: 1, rows: routed.map((r) => r.row) }];
     // Sorted by hash, stably: rows of one key keep their order.
     const order = routed.map((_, i) => i).sort((a, b) => (routed[a]!.hash < routed[b]!.hash ? -1 : routed[a]!.hash > routed[b]!.hash ? 1 : a - b));
@@ -233,7 +272,7 @@ export class RepartitionSink implements Sink {
     const shares: (readonly unknown[])[][] = [[]];
     let size = 0;
     for (const row of rows) {
-      const rowBytes = stringifyWithLongs(row).length + 1;
+      const rowBytes = encodedRowBytes(row);
       if (size + rowBytes > limit && shares[shares.length - 1]!.length > 0) {
         shares.push([]);
         size = 0;

@@ -74,4 +74,22 @@ describe('the scheduled function under the invocation limits (emulators)', () =>
     expect(summary.shards[0]!.batches).toBe(1);
     expect(await total(d)).toBe(2);
   });
+
+  it('a batch over half the tick\'s time fails the shard loudly (the state is near what a cold start loads in time), committed', async () => {
+    const d = await deploy(emulators, definition, 1);
+    await d.put(events(2));
+    // 5 s for the tick and a sink write of 3 s: the batch takes more than half of it.
+    const slow = createScheduledTriggerHandler(definition, {
+      config: d.config, clients: d.clients, observability: createQuietObservability(definition.name), drainBatchSize: 2,
+      decorateSink: (sink: Sink): Sink => ({
+        description: sink.description, supportedOutputModes: sink.supportedOutputModes,
+        addBatch: async (batch) => { await new Promise((r) => setTimeout(r, 3_000)); await sink.addBatch(batch); },
+      }),
+    });
+    const began = Date.now();
+    const summary = await slow({ mode: 'drain' }, { getRemainingTimeInMillis: () => 5_000 - (Date.now() - began) });
+    expect(summary.shards[0]!.error).toMatch(/batch 0 took \d+(\.\d)? s of the invocation's 5 s with 1 state rows/);
+    expect(summary.shards[0]!.batches).toBe(1);
+    expect(await total(d)).toBe(2);
+  });
 });

@@ -19,6 +19,7 @@ import { createKinesisTriggerHandler } from '../../lib/aws/kinesis-trigger-handl
 import { createQuietObservability } from '../../lib/aws/observability.js';
 import { StreamingQueryError } from '../../lib/errors/sluice-error.js';
 import { readRuntimeConfig, runtimeConfigToEnv } from '../../lib/runtime/runtime-config.js';
+import { invocationLimitsOf } from '../../lib/query/invocation-limits.js';
 
 const definition = defineQuery({
   name: 'limits',
@@ -104,7 +105,45 @@ describe('the deadline', () => {
     expect(again.batchItemFailures).toEqual([]);
     expect(b.sink.allRows().length).toBe(3);
   });
+
+  it('the Kinesis handler stops between batches when the context\'s time runs short: the answer is the first record not run', async () => {
+    const sink = new FailOnceSink();
+    const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters: new MemoryDeadLetterWriter() };
+    const handler = createKinesisTriggerHandler(definition, {
+      config: {
+        checkpointTable: 'unused', stateTable: 'unused', sinkPrefix: '', deadLetterBucket: 'unused', deadLetterPrefix: 'dl/',
+        streamName: 'unused', idleShardTimeoutMs: 0, snapshotEveryBatches: 20, expectedShardCount: 1,
+      },
+      backendsFor: () => b, reshardGuard: null,
+      observability: createQuietObservability(definition.name),
+    });
+    const planned = records(3);
+    const first = await handler(kinesisEvent(planned), { getRemainingTimeInMillis: () => 60_000 });
+    expect(first.batchItemFailures).toEqual([{ itemIdentifier: planned[0]!.sequenceNumber }]);
+    // Redelivered with two more: the planned batch re-runs with a minute left, then 1 s is left.
+    const more = records(2);
+    const left = [60_000, 60_000, 1_000];
+    const second = await handler(kinesisEvent([...planned, ...more]), { getRemainingTimeInMillis: () => left.shift() ?? 0 });
+    expect(second.batchItemFailures).toEqual([{ itemIdentifier: more[0]!.sequenceNumber }]);
+    expect(sink.inner.allRows().length).toBe(3);
+    const third = await handler(kinesisEvent(more), { getRemainingTimeInMillis: () => 60_000 });
+    expect(third.batchItemFailures).toEqual([]);
+    expect(sink.inner.allRows().length).toBe(5);
+  });
 });
+
+function kinesisEvent(delivered: readonly ShardRecord[]): KinesisStreamEvent {
+  return {
+    Records: delivered.map((r) => ({
+      eventID: `shardId-000000000000:${r.sequenceNumber}`, eventName: 'aws:kinesis:record', eventSource: 'aws:kinesis', eventVersion: '1.0',
+      eventSourceARN: 'arn:aws:kinesis:us-east-1:000000000000:stream/s', awsRegion: 'us-east-1', invokeIdentityArn: 'arn',
+      kinesis: {
+        kinesisSchemaVersion: '1.0', partitionKey: r.partitionKey, sequenceNumber: r.sequenceNumber,
+        data: r.dataBase64, approximateArrivalTimestamp: 1_714_570_000,
+      },
+    })),
+  };
+}
 
 describe('memory', () => {
   it('a state that outgrows the function fails loudly after its batch commits, naming memory, shards and repartition count', async () => {
@@ -128,6 +167,56 @@ describe('memory', () => {
       shardId: 's', records: records(6), limits: { memory: { limitBytes: 1024, usedBytes: () => 512 } },
     }, b);
     expect(result.error).toBeUndefined();
+  });
+});
+
+/** Takes `ms` to write each batch: a batch as slow as a cold start loading a large state. */
+class SlowSink implements Sink {
+  readonly description = 'SlowSink';
+  readonly supportedOutputModes = new MemorySink().supportedOutputModes;
+  readonly inner = new MemorySink();
+  constructor(private readonly ms: number) {}
+  async addBatch(batch: SinkBatch): Promise<void> {
+    await new Promise((r) => setTimeout(r, this.ms));
+    await this.inner.addBatch(batch);
+  }
+}
+
+describe('a batch near the timeout', () => {
+  it('a stateful batch over half the invocation\'s time fails loudly after it commits, naming timeout, memory, shards and repartition count', async () => {
+    const sink = new SlowSink(60);
+    const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters: new MemoryDeadLetterWriter() };
+    const result = await runShardInvocation(query, {
+      shardId: 's', records: records(6), limits: { remainingTimeMs: () => 100_000, budgetMs: 100 },
+    }, b);
+    expect(result.error).toMatchObject({ code: 'STATE_LOAD_NEAR_TIMEOUT', retryable: false });
+    expect(result.error!.message).toMatch(/batch 0 took 0\.\d s of the invocation's 0\.1 s with 3 state rows/);
+    expect((result.error as StreamingQueryError).hint).toMatch(/timeout.*memorySize.*shardCount.*repartitionShardCount/s);
+    // Committed: the retry starts after it, nothing runs twice.
+    expect(result.firstUncommittedSequenceNumber).toBeNull();
+    expect(sink.inner.allRows().length).toBe(3);
+  });
+
+  it('with time to spare, or without state, nothing changes', async () => {
+    const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink: new SlowSink(60), deadLetters: new MemoryDeadLetterWriter() };
+    const spare = await runShardInvocation(query, { shardId: 's', records: records(6), limits: { remainingTimeMs: () => 100_000, budgetMs: 60_000 } }, b);
+    expect(spare.error).toBeUndefined();
+    const stateless = compileQuery(defineQuery({
+      name: 'stateless', source: { schema: 'k string, amount long, ts timestamp' }, transform: (events) => events.filter(col('amount').gt(0)),
+      outputMode: 'append', sink: { kind: 's3-files' },
+    }), { expectedShardCount: 1 });
+    const b2: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink: new SlowSink(60), deadLetters: new MemoryDeadLetterWriter() };
+    const fast = await runShardInvocation(stateless, { shardId: 's', records: records(6), limits: { remainingTimeMs: () => 100_000, budgetMs: 100 } }, b2);
+    expect(fast.error).toBeUndefined();
+  });
+
+  it('the invocation\'s time is the Lambda context\'s remaining time when the invocation begins', () => {
+    let left = 60_000;
+    const limits = invocationLimitsOf(1024, () => left);
+    left = 1_000;
+    expect(limits.budgetMs).toBe(60_000);
+    expect(limits.remainingTimeMs!()).toBe(1_000);
+    expect(invocationLimitsOf(1024, undefined).budgetMs).toBeUndefined();
   });
 });
 
