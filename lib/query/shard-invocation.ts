@@ -16,7 +16,9 @@
  *      enough to emit or evict a group (not on every movement, as Spark: each batch costs writes).
  *
  *   6. Stop between batches when the deadline is too close for another (the answer says where
- *      to resume), and fail loudly when the state outgrows the function's memory.
+ *      to resume), and fail loudly when the state outgrows the function's memory. A batch whose
+ *      failing records are still being searched for stops the same way before the deadline; its
+ *      retry resumes the search (lib/query/data-error-search.ts).
  *
  * Whatever fails, the answer says where the uncommitted records start, so the caller retries from
  * there (Lambda's batchItemFailures): nothing is lost, reordered or applied twice.
@@ -33,6 +35,7 @@ import type { QueryStage, ShardSource } from './query-stage.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
 import { ANY_ROW, GuardedSink, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
+import { RunTimer, SearchPausedError } from './batch-probe.js';
 import { initialStateOwner } from './initial-state-owner.js';
 import { checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
 
@@ -116,12 +119,15 @@ export async function runShardInvocation(
     const deadLetters = binding.deadLetters();
     if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
     const withholding = source instanceof KinesisShardSource ? source : null;
+    const limits = request.limits ?? {};
+    // The searches for a batch's failing records run until the deadline, then resume in the retry.
+    const timer = new RunTimer((longestRunMs) => hasTimeForBatch(limits, longestRunMs));
     const runOneTrigger = () => runTriggerWithholdingUnwritable({
-      execution, sink: guard, source: withholding, deadLetters: backends.deadLetters,
+      execution, sink: guard, source: withholding, deadLetters: backends.deadLetters, timer,
       batchSequenceNumbers: () => (withholding ? pendingBatchSequenceNumbers(execution, withholding) : []),
+      ...(backends.checkpoint.blameLog ? { blameLog: backends.checkpoint.blameLog } : {}),
     });
     const maxBatches = request.maxBatches ?? 8;
-    const limits = request.limits ?? {};
     let longestBatchMs = 0;
     let stoppedBy: 'deadline' | undefined;
     for (let i = 0; i < maxBatches; i++) {
@@ -130,7 +136,13 @@ export async function runShardInvocation(
         break;
       }
       const startedMs = Date.now();
-      if (!(await runOneTrigger())) break;
+      try {
+        if (!(await runOneTrigger())) break;
+      } catch (error) {
+        if (!(error instanceof SearchPausedError)) throw error;
+        stoppedBy = 'deadline';
+        break;
+      }
       longestBatchMs = Math.max(longestBatchMs, Date.now() - startedMs);
       checkMemoryHeadroom(limits, shardId, execution.lastProgress);
     }
