@@ -19,6 +19,11 @@ export interface BatchBlame {
    * the search for the next failing record starts here. Null: nothing known.
    */
   readonly passingThrough: string | null;
+  /**
+   * The shortest prefix known to fail (with `withheld` held out) ends with this record: the
+   * culprit is in between. Null: nothing known (the whole batch fails).
+   */
+  readonly failingThrough?: string | null;
   /** Whether the per-record screen ran on this batch (what it found is in `withheld`). */
   readonly screened: boolean;
 }

@@ -51,6 +51,8 @@ export class BatchBlameProgress {
   private readonly found = new Map<string, string>();
   /** The batch's records before this one (not withheld) pass as a prefix. */
   passingThrough: string | null = null;
+  /** The shortest prefix known to fail with `withheld` held out ends with this record. */
+  failingThrough: string | null = null;
   screened = false;
   private batchId: number | null = null;
   private loaded = false;
@@ -67,6 +69,8 @@ export class BatchBlameProgress {
    * records, so the batch should run again before any search.
    */
   async resume(): Promise<boolean> {
+    // (Also called before a recovered batch's first run, so a resumed search does not pay a run
+    // of the batch without the records it already withheld.)
     const pending = this.target.execution.pendingBatch;
     if (this.loaded || !pending || !this.target.blameLog) return false;
     this.loaded = true;
@@ -79,6 +83,7 @@ export class BatchBlameProgress {
       this.found.set(seq, reason);
     }
     this.passingThrough = entry.passingThrough;
+    this.failingThrough = entry.failingThrough ?? null;
     this.screened = entry.screened;
     this.source.withhold(this.withheld);
     return entry.withheld.length > 0;
@@ -92,6 +97,8 @@ export class BatchBlameProgress {
     }
     if (options.resetsPassing) this.passingThrough = null;
     if (options.passingThrough !== undefined) this.passingThrough = options.passingThrough;
+    // A failing prefix may pass without the records just withheld.
+    this.failingThrough = null;
     this.dirty = true;
     this.source.withhold(this.withheld);
   }
@@ -99,6 +106,12 @@ export class BatchBlameProgress {
   /** The search learned that a longer prefix passes. */
   advancePassing(seq: string): void {
     this.passingThrough = seq;
+    this.dirty = true;
+  }
+
+  /** The search learned that a shorter prefix fails. */
+  narrowFailing(seq: string): void {
+    this.failingThrough = seq;
     this.dirty = true;
   }
 
@@ -122,6 +135,7 @@ export class BatchBlameProgress {
       offsets: Object.fromEntries(pending.offsets),
       withheld: [...this.found],
       passingThrough: this.passingThrough,
+      failingThrough: this.failingThrough,
       screened: this.screened,
     });
     this.batchId = pending.batchId;
@@ -140,9 +154,9 @@ export class BatchBlameProgress {
 /**
  * The record whose inclusion makes the batch fail: the batch's records in shard order, the
  * shortest prefix that fails ends with it (binary search over prefixes, probes write nothing).
- * Null when the batch fails with no record at all (nothing to blame). The search starts at
- * `progress.passingThrough` and moves it forward as prefixes pass, so a search stopped by the
- * deadline resumes where it was.
+ * Null when the batch fails with no record at all (nothing to blame). The search starts between
+ * `progress.passingThrough` and `progress.failingThrough` and narrows them as probes pass or
+ * fail, so a search stopped by the deadline resumes where it was.
  */
 export async function blameFirstFailingRecord(target: ProbeTarget, source: WithholdingSource, progress: BatchBlameProgress): Promise<string | null> {
   const { withheld } = progress;
@@ -165,12 +179,14 @@ export async function blameFirstFailingRecord(target: ProbeTarget, source: Withh
     let passes = 0;
     while (through > 0 && passes < candidates.length && position.get(candidates[passes]!)! < through) passes++;
     if (passes >= candidates.length || (passes === 0 && await failsWithPrefix(0))) return null;
-    // The failed run was the probe of the whole batch.
-    let fails = candidates.length;
+    // The failed run was the probe of the whole batch, unless a shorter failing prefix is known.
+    const failing = progress.failingThrough === null ? -1 : candidates.indexOf(progress.failingThrough);
+    let fails = failing >= passes ? failing + 1 : candidates.length;
     while (fails - passes > 1) {
       const mid = (passes + fails) >> 1;
       if (await failsWithPrefix(mid)) {
         fails = mid;
+        progress.narrowFailing(candidates[mid - 1]!);
       } else {
         passes = mid;
         progress.advancePassing(candidates[mid]!);

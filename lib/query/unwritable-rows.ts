@@ -105,6 +105,9 @@ export async function runTriggerWithholdingUnwritable(resolver: UnwritableRowRes
   const blame = source ? new BatchBlameProgress(resolver, source) : null;
   let withholdingRounds = 0;
   let run = (): Promise<boolean> => timer.measured(() => resolver.execution.runOneTrigger());
+  // A planned batch re-running (after a failure, or a search the deadline stopped): the records
+  // earlier runs withheld are held out from its first run on.
+  if (resolver.execution.pendingBatch) await blame?.resume();
   for (;;) {
     try {
       const ran = await run();
