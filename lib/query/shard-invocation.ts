@@ -34,7 +34,7 @@ import type { PartitionBackends, ShardReader } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
-import { ANY_ROW, GuardedSink, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
+import { ANY_ROW, GuardedSink, raisingRowDeadLetters, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
 import { RunTimer, SearchPausedError } from './batch-probe.js';
 import { initialStateOwner } from './initial-state-owner.js';
 import { checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
@@ -76,7 +76,10 @@ export async function runShardInvocation(
   // Rows the sink cannot store are found before it writes (the query's onUnwritableRow policy); the
   // guard also runs the probes that find a record whose values fail the batch (an overflow).
   const limits = backends.sinkRowLimits ?? backends.sink.rowLimits ?? ANY_ROW;
-  const guard = new GuardedSink(backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters, source instanceof KinesisShardSource));
+  const guard = new GuardedSink(
+    backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters, source instanceof KinesisShardSource),
+    raisingRowDeadLetters(query.name, shardId, backends.deadLetters),
+  );
   const owner = await initialStateOwner(query, stage, backends);
   const execution = new StreamExecution({
     plan: stage.plan,

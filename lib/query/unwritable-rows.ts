@@ -27,6 +27,8 @@ import { describeRefusal, findUnwritableRows, unwritableRowsIn, UnwritableRowsEr
 import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { toExternalRow } from '../sinks/external-row.js';
 import type { DeadLetterWriter } from '../sources/dead-letter.js';
+import type { Row } from '../execution/evaluate.js';
+import type { StructField } from '../plan/data-types.js';
 import { ProbeOutput, runProbe, SearchPausedError, type ProbeTarget, type WithholdingSource } from './batch-probe.js';
 import { BatchBlameProgress, blameFirstFailingRecord, dataErrorReason, recordDataErrorIn, screenRecords } from './data-error-search.js';
 
@@ -38,6 +40,16 @@ function rowDigest(row: readonly unknown[]): string {
 /** Writes the result rows left out of a batch to the dead-letter location (before the batch is written). */
 export type ResultDeadLetterWriter = (batch: SinkBatch, rows: readonly { row: readonly unknown[]; refusal: RowRefusal; rowKey: string }[]) => Promise<void>;
 
+/** A row above a stateful operator whose evaluation raised, left out of its batch (RaisingRowPolicy). */
+export interface RaisingRow {
+  readonly row: Row;
+  readonly schema: readonly StructField[];
+  readonly reason: string;
+}
+
+/** Writes the rows raising above state left out of a batch to the dead-letter location (before the batch is written). */
+export type RaisingRowDeadLetterWriter = (batchId: number, rows: readonly RaisingRow[]) => Promise<void>;
+
 /** The partition's sink behind the row check; in probe mode it writes nothing. */
 export class GuardedSink implements Sink {
   probing = false;
@@ -45,10 +57,20 @@ export class GuardedSink implements Sink {
   readonly supportedOutputModes: Sink['supportedOutputModes'];
   /** Result rows of one batch to leave out, by row key: no record of the batch makes them storable. */
   private skipped: { batchId: number; rows: Map<string, RowRefusal> } | null = null;
+  /** Rows above state one batch's run left out because they raised (filled while the batch runs). */
+  private raising: { batchId: number; rows: ReadonlyMap<string, RaisingRow> } | null = null;
 
-  constructor(private readonly inner: Sink, readonly limits: SinkRowLimits, private readonly writeResultDeadLetters: ResultDeadLetterWriter) {
+  constructor(
+    private readonly inner: Sink, readonly limits: SinkRowLimits, private readonly writeResultDeadLetters: ResultDeadLetterWriter,
+    private readonly writeRaisingRows: RaisingRowDeadLetterWriter,
+  ) {
     this.description = inner.description;
     this.supportedOutputModes = inner.supportedOutputModes;
+  }
+
+  /** Dead-letters what batch `batchId`'s run leaves in `rows` before the batch is written. */
+  leaveOutRaising(batchId: number, rows: ReadonlyMap<string, RaisingRow>): void {
+    this.raising = { batchId, rows };
   }
 
   /** Leaves these rows out of batch `batchId` (and dead-letters them) from now on. */
@@ -59,6 +81,8 @@ export class GuardedSink implements Sink {
 
   async addBatch(batch: SinkBatch): Promise<void> {
     if (this.probing) throw new ProbeOutput(new Map(batch.rows.map((row, i) => [this.limits.rowKey(batch, i), rowDigest(row)])));
+    const raising = this.raising?.batchId === batch.batchId ? this.raising.rows : null;
+    if (raising && raising.size > 0) await this.writeRaisingRows(batch.batchId, [...raising.values()]);
     const skipped = this.skipped?.batchId === batch.batchId ? this.skipped.rows : null;
     let written = batch;
     if (skipped && skipped.size > 0) {
@@ -123,8 +147,12 @@ export async function runTriggerWithholdingUnwritable(resolver: UnwritableRowRes
       // Every later run of the batch is one the deadline must leave time for.
       run = () => timer.checked(batchId, () => resolver.execution.runOneTrigger());
       try {
-        if (dataError && source && blame && batchId !== undefined) {
-          await withholdFailingRecords(resolver, source, blame, error, dataErrorReason(dataError));
+        if (dataError && batchId !== undefined) {
+          if (source && blame && await withholdFailingRecords(resolver, source, blame, dataErrorReason(dataError))) continue;
+          // No record of the batch can be blamed: the error comes from state alone (or the stage
+          // cannot withhold records). Rows raising above state are left out and dead-lettered.
+          if (resolver.execution.raisingRowPolicy?.batchId === batchId) throw error;
+          leaveOutRowsRaisingAboveState(resolver, batchId);
           continue;
         }
         const unwritable = unwritableRowsIn(error);
@@ -150,12 +178,12 @@ export async function runTriggerWithholdingUnwritable(resolver: UnwritableRowRes
 /**
  * One step against a data error: resume what earlier invocations found for this batch, else
  * screen every record once, else find the next record that ends a failing prefix. Each step
- * withholds (and dead-letters) at least one more record, or throws `error` when none can be blamed.
+ * withholds (and dead-letters) at least one more record; false when no record can be blamed.
  */
 async function withholdFailingRecords(
-  resolver: UnwritableRowResolver, source: WithholdingSource, blame: BatchBlameProgress, error: unknown, reason: string,
-): Promise<void> {
-  if (await blame.resume()) return;
+  resolver: UnwritableRowResolver, source: WithholdingSource, blame: BatchBlameProgress, reason: string,
+): Promise<boolean> {
+  if (await blame.resume()) return true;
   if (!blame.screened) {
     // Every record whose own values raise, in one pass; withholding them changes no other
     // record's evaluation, so once is enough per batch.
@@ -166,15 +194,35 @@ async function withholdFailingRecords(
       await resolver.deadLetters.write(source.deadLetters().filter((l) => raising.has(l.sequenceNumber)));
       blame.add(raising, { resetsPassing: true });
       await blame.saveIfDue();
-      return;
+      return true;
     }
   }
   const culprit = await blameFirstFailingRecord(resolver, source, blame);
-  if (culprit === null) throw error;
+  if (culprit === null) return false;
   source.withhold(new Map([...blame.withheld, [culprit, reason]]));
   await resolver.deadLetters.write(source.deadLetters().filter((l) => l.sequenceNumber === culprit));
   blame.add(new Map([[culprit, reason]]), { passingThrough: culprit });
   await blame.saveIfDue();
+  return true;
+}
+
+/**
+ * From now on, batch `batchId`'s rows whose evaluation above a stateful operator raises a data
+ * error are left out of it and dead-lettered (the same rows on every run: they come from state).
+ */
+function leaveOutRowsRaisingAboveState(resolver: UnwritableRowResolver, batchId: number): void {
+  const rows = new Map<string, RaisingRow>();
+  resolver.execution.raisingRowPolicy = {
+    batchId,
+    drop: (row, schema, error) => {
+      const dataError = recordDataErrorIn(error);
+      if (!dataError) return false;
+      rows.set(rowDigest(row), { row, schema, reason: dataErrorReason(dataError) });
+      return true;
+    },
+    startRun: () => rows.clear(),
+  };
+  resolver.sink.leaveOutRaising(batchId, rows);
 }
 
 /** The batch's records that produce the refused rows, each with the refusal as its reason. */
@@ -216,6 +264,28 @@ async function blameRecords(
     source.withhold(withheld);
   }
   return blamed;
+}
+
+/**
+ * Rows raising a data error above state, left out of a batch, as dead letters: one object per
+ * (batch, row values), so a re-run rewrites the same objects. The record fields name the batch.
+ */
+export function raisingRowDeadLetters(queryName: string, shardId: string, writer: DeadLetterWriter): RaisingRowDeadLetterWriter {
+  return async (batchId, rows) => {
+    await writer.write(rows.map(({ row, schema, reason }) => {
+      const data = JSON.stringify(toExternalRow(row, schema), (_, v: unknown) => (typeof v === 'bigint' ? String(v) : v));
+      return {
+        queryName,
+        shardId,
+        sequenceNumber: `result-batch-${batchId}-${createHash('sha256').update(data).digest('hex').slice(0, 24)}`,
+        partitionKey: '',
+        approximateArrivalTimestampMs: 0,
+        dataBase64: Buffer.from(data).toString('base64'),
+        reason: `${reason} (a row above a stateful operator, left out of batch ${batchId}: it raises with no record of the batch, `
+          + 'its values come from the state; the row shown is the input of the expression that raised)',
+      };
+    }));
+  };
 }
 
 /**
