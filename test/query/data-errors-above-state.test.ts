@@ -19,7 +19,7 @@ import { runShardInvocation } from '../../lib/query/shard-invocation.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 
 let sequence = 9000n;
-const records = (events: readonly { k: string }[]): ShardRecord[] => events.map((e) => ({
+const records = (events: readonly { k: string; [field: string]: unknown }[]): ShardRecord[] => events.map((e) => ({
   sequenceNumber: String(sequence++ * 1_000_000n), partitionKey: e.k, approximateArrivalTimestampMs: 0,
   dataBase64: Buffer.from(JSON.stringify(e)).toString('base64'),
 }));
