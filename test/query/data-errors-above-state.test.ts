@@ -9,6 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { col, count, lit, sum, window } from '../../lib/plan/functions.js';
+import { interval } from '../../lib/plan/column.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
@@ -99,5 +100,35 @@ describe('a division by an aggregate that raises only from state: append mode, a
     expect(retried.error).toBeUndefined();
     expect(b.deadLetters.records).toHaveLength(1);
     expect(b.sink.allRows()).toEqual([]);
+  });
+});
+
+describe('a stream-stream join condition on both sides (found by the search, not the screen)', () => {
+  const at = (s: number): string => new Date(Date.UTC(2024, 4, 1, 12) + s * 1000).toISOString();
+  /** A self-join whose condition divides a left column by a right one: only a pair can raise. */
+  const selfJoin = (df: DataFrame): DataFrame => {
+    const left = df.withWatermark('ts', '1 minute');
+    const right = df.select(col('k').as('k2'), col('qty').as('q2'), col('ts').as('t2')).withWatermark('t2', '1 minute');
+    return left.join(right, col('k').eq(col('k2')).and(col('amount').divide(col('q2')).gt(lit(0)))
+      .and(col('t2').between(col('ts'), col('ts').plus(interval('30 seconds')))));
+  };
+  const compiled = compileQuery(defineQuery({
+    name: 'pairs', source: { schema: 'k string, amount long, qty long, ts timestamp', partitionKey: 'k' }, transform: selfJoin, outputMode: 'append', sink: { kind: 's3-files' },
+  }), { expectedShardCount: 1 });
+  const events = Array.from({ length: 300 }, (_, i) => ({ k: ['a', 'b', 'c'][i % 3]!, amount: i + 1, qty: i % 4 === 1 ? 0 : 2, ts: at(i * 7) }));
+
+  it('75 records whose zero quantity raises as the right side of a pair, in one batch: all dead-lettered, the rest joined as without them', async () => {
+    const all = backends();
+    const result = await runShardInvocation(compiled, { shardId: 's', records: records(events) }, all);
+    expect(result.error).toBeUndefined();
+    expect(result.firstUncommittedSequenceNumber).toBeNull();
+    const bad = events.filter((e) => e.qty === 0);
+    expect(bad.length).toBeGreaterThan(64);
+    expect(all.deadLetters.records.map((d) => decoded(d.dataBase64))).toEqual(bad);
+    expect(all.deadLetters.records.every((d) => /^DIVIDE_BY_ZERO: /.test(d.reason))).toBe(true);
+    const good = backends();
+    await runShardInvocation(compiled, { shardId: 's', records: records(events.filter((e) => e.qty !== 0)) }, good);
+    expect(good.sink.allRows().length).toBeGreaterThan(0);
+    expect(all.sink.allRows().map((r) => JSON.stringify(r)).sort()).toEqual(good.sink.allRows().map((r) => JSON.stringify(r)).sort());
   });
 });
