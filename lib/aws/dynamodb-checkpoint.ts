@@ -39,6 +39,8 @@
  * version `fmt` and the `batchId`; a commit item also carries its batch's progress record,
  * compressed (lib/aws/progress-record.ts), which is how `sluice status` and `sluice progress` read
  * the recent batches (the ring of `progress#<2 digits>` items earlier versions wrote is still read).
+ * `blame#<12-digit id>`: where the search for a planned batch's failing records resumes
+ * (lib/aws/dynamodb-batch-blame-log.ts); it plays no part in the protocol above.
  * All reads are strongly consistent; every request's consumed capacity goes to the CostMeter.
  */
 import {
@@ -61,6 +63,8 @@ import { CHECKPOINT_ITEMS, padId } from './tables.js';
 import { namespacePointerKey, REPLAY_FENCE_ATTRIBUTE } from './query-namespace.js';
 import { PROGRESS_RECORDS } from '../runtime/runtime-config.js';
 import { commitProgressAttributes, parseCommitProgress, parseProgressRecord } from './progress-record.js';
+import { DynamoDbBatchBlameLog } from './dynamodb-batch-blame-log.js';
+import type { BatchBlameLog } from '../checkpoint/batch-blame-log.js';
 
 export interface DynamoDbCheckpointOptions {
   readonly client: DynamoDBClient;
@@ -374,6 +378,7 @@ export class DynamoDbCheckpoint implements Checkpoint {
   readonly offsetLog: MetadataLog<OffsetSeq>;
   readonly commitLog: CommitLog;
   readonly stateStore: DynamoDbStateStoreProvider;
+  readonly blameLog: BatchBlameLog;
   private readonly commits: DynamoDbCommitLog;
   /** The partition key of this partition's checkpoint items. */
   readonly pk: string;
@@ -387,6 +392,7 @@ export class DynamoDbCheckpoint implements Checkpoint {
     this.offsetLog = new DynamoDbMetadataLog<OffsetSeq>(this.items, CHECKPOINT_ITEMS.offsetPrefix);
     this.commits = new DynamoDbCommitLog(this.items, CHECKPOINT_ITEMS.commitPrefix, options.commitFence, namespacePointerKey(options.queryName.split('@')[0]!));
     this.commitLog = this.commits;
+    this.blameLog = new DynamoDbBatchBlameLog(options.client, options.checkpointTable, this.pk, options.meter);
     this.stateStore = new DynamoDbStateStoreProvider({
       client: options.client, table: options.stateTable, queryName: options.queryName, partitionId: options.partitionId,
       ...(options.meter ? { meter: options.meter } : {}),

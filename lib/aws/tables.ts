@@ -8,6 +8,7 @@
  *                                        sk = `offset#<batchId, 12 digits>`  OffsetSeq
  *                                        sk = `commit#<batchId, 12 digits>`  CommitEntry
  *                                        sk = `progress#<batchId mod 20, 2 digits>`  recent progress (TTL `expiresAt`)
+ *                                        sk = `blame#<batchId, 12 digits>`  BatchBlame of a planned batch (TTL `expiresAt`)
  *   pk = `${queryName}#watermarks`      sk = `<partitionId>`           the partition's watermark row
  *
  * State table (pk S, sk S), one item collection per (partition, operator, store name):
@@ -51,6 +52,8 @@ export const CHECKPOINT_ITEMS = {
   commitPrefix: 'commit#',
   /** `progress#<batchId mod PROGRESS_RECORDS.keep, 2 digits>`: the last batches' progress, with a TTL. */
   progressPrefix: 'progress#',
+  /** `blame#<batchId, 12 digits>`: how far the search for a planned batch's failing records got (TTL `expiresAt`). */
+  blamePrefix: 'blame#',
   /** Partition key suffix of the watermark rows: `${queryName}#watermarks`. */
   watermarksSuffix: '#watermarks',
 } as const;

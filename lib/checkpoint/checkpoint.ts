@@ -1,5 +1,6 @@
 import type { Offset } from '../sources/source.js';
 import type { StateStoreProvider } from '../state/state-store.js';
+import type { BatchBlameLog } from './batch-blame-log.js';
 
 /** Every persisted record carries a format version, so a later Sluice can read old checkpoints. */
 export const CHECKPOINT_FORMAT_VERSION = 1;
@@ -75,6 +76,11 @@ export interface Checkpoint {
    * request, so `sluice status` needs no logs and the batch pays no extra round trip.
    */
   stageProgress?(batchId: number, progress: object): void;
+  /**
+   * Where the search for a planned batch's failing records resumes after an invocation ran out of
+   * time (lib/query/data-error-search.ts). Without it, each retry searches from the start.
+   */
+  readonly blameLog?: BatchBlameLog;
 }
 
 export interface QueryMetadata {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { MemoryStateStoreProvider } from '../state/memory-state-store.js';
+import { MemoryBatchBlameLog } from './batch-blame-log.js';
 import type { Checkpoint, CommitEntry, MetadataLog, OffsetSeq, QueryMetadata } from './checkpoint.js';
 import { copyPlainData } from './plain-data-copy.js';
 
@@ -34,6 +35,7 @@ export class MemoryCheckpoint implements Checkpoint {
   readonly offsetLog = new MemoryMetadataLog<OffsetSeq>();
   readonly commitLog = new MemoryMetadataLog<CommitEntry>();
   readonly stateStore = new MemoryStateStoreProvider();
+  readonly blameLog = new MemoryBatchBlameLog();
   private metadata: QueryMetadata | undefined;
 
   constructor(readonly name: string = `memory-checkpoint-${randomUUID()}`) {}

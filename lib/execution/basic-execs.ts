@@ -7,7 +7,7 @@ import { StreamingQueryError } from '../errors/sluice-error.js';
 import { compileAggregation, type PartialGroup } from './aggregation.js';
 import type { EvalContext } from './eval-context.js';
 import { compile, compileGenerator, type Row } from './evaluate.js';
-import type { BatchContext, Exec } from './physical.js';
+import { eachRowDroppingRaising, type BatchContext, type Exec } from './physical.js';
 import { compareValues, encodeKey } from './values.js';
 
 /** This batch's rows of one streaming source. */
@@ -83,7 +83,8 @@ export class ProjectExec implements Exec {
   }
 
   execute(ctx: BatchContext): Row[] {
-    return this.project(this.child.execute(ctx));
+    const input = this.child.execute(ctx);
+    return ctx.dropRaisingRow ? eachRowDroppingRaising(this, ctx, input, this.project) : this.project(input);
   }
 }
 
@@ -98,7 +99,9 @@ export class FilterExec implements Exec {
     this.predicate = compile(bind(condition, child.output), ctx);
   }
   execute(ctx: BatchContext): Row[] {
-    return this.child.execute(ctx).filter((row) => this.predicate(row) === true);
+    const input = this.child.execute(ctx);
+    const keep = (rows: Row[]): Row[] => rows.filter((row) => this.predicate(row) === true);
+    return ctx.dropRaisingRow ? eachRowDroppingRaising(this, ctx, input, keep) : keep(input);
   }
 }
 

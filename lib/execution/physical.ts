@@ -23,6 +23,29 @@ export interface BatchContext {
    * every key. An initial state is applied only to the keys the partition owns.
    */
   readonly ownsStateKey?: (operatorId: number, keyValues: readonly unknown[]) => boolean;
+  /**
+   * Set only for a batch whose data error no record of it can be blamed for (it comes from state
+   * alone: an expression above a stateful operator over a group the watermark emits). A row-local
+   * operator hands it each input row whose evaluation raises: true leaves the row out (it is
+   * dead-lettered as a result row), false (an operator below state, another error) rethrows.
+   */
+  readonly dropRaisingRow?: (operator: Exec, row: Row, error: unknown) => boolean;
+}
+
+/**
+ * Applies `apply` to each row alone and leaves out the rows `ctx.dropRaisingRow` takes: the slow
+ * path, for the one batch that needs it.
+ */
+export function eachRowDroppingRaising(operator: Exec, ctx: BatchContext, input: readonly Row[], apply: (rows: Row[]) => Row[]): Row[] {
+  const out: Row[] = [];
+  for (const row of input) {
+    try {
+      for (const o of apply([row])) out.push(o);
+    } catch (error) {
+      if (!ctx.dropRaisingRow!(operator, row, error)) throw error;
+    }
+  }
+  return out;
 }
 
 /** A physical operator: computes its output rows for one batch. */

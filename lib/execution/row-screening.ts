@@ -13,7 +13,13 @@
  * repartition hop). The batch run evaluates exactly these expressions on exactly these rows, so
  * a row raises here if and only if it raises there. Not found here: errors that depend on several
  * rows (a sum that overflows) or on state (a join condition on both sides, any expression above
- * a stateful operator, whose input rows depend on state). Deduplication and the arbitrary
+ * a stateful operator, whose input rows depend on state): the search in
+ * lib/query/data-error-search.ts finds those, bounded by the invocation's deadline and resumed by
+ * the retry. A join condition on both sides is not screened per record pair: the pairs it meets
+ * depend on the join's state and on the order the join matches its inputs, and the record to
+ * blame for a pair is the later one in shard order only while no earlier culprit was withheld, so
+ * screening pairs would be the join replayed record by record with state open, which is what the
+ * search's runs are. Deduplication and the arbitrary
  * stateful operators evaluate nothing of their own per row (their keys and event time are
  * columns, computed below them, where they are screened).
  */

@@ -16,7 +16,9 @@
  *      enough to emit or evict a group (not on every movement, as Spark: each batch costs writes).
  *
  *   6. Stop between batches when the deadline is too close for another (the answer says where
- *      to resume), and fail loudly when the state outgrows the function's memory.
+ *      to resume), and fail loudly when the state outgrows the function's memory. A batch whose
+ *      failing records are still being searched for stops the same way before the deadline; its
+ *      retry resumes the search (lib/query/data-error-search.ts).
  *
  * Whatever fails, the answer says where the uncommitted records start, so the caller retries from
  * there (Lambda's batchItemFailures): nothing is lost, reordered or applied twice.
@@ -32,7 +34,8 @@ import type { PartitionBackends, ShardReader } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import type { MicroBatchStream } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
-import { ANY_ROW, GuardedSink, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
+import { ANY_ROW, GuardedSink, raisingRowDeadLetters, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
+import { RunTimer, SearchPausedError } from './batch-probe.js';
 import { initialStateOwner } from './initial-state-owner.js';
 import { checkBatchTimeHeadroom, checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
 
@@ -74,7 +77,10 @@ export async function runShardInvocation(
   // Rows the sink cannot store are found before it writes (the query's onUnwritableRow policy); the
   // guard also runs the probes that find a record whose values fail the batch (an overflow).
   const limits = backends.sinkRowLimits ?? backends.sink.rowLimits ?? ANY_ROW;
-  const guard = new GuardedSink(backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters, source instanceof KinesisShardSource));
+  const guard = new GuardedSink(
+    backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters, source instanceof KinesisShardSource),
+    raisingRowDeadLetters(query.name, shardId, backends.deadLetters),
+  );
   const owner = await initialStateOwner(query, stage, backends);
   const execution = new StreamExecution({
     plan: stage.plan,
@@ -117,12 +123,15 @@ export async function runShardInvocation(
     const deadLetters = binding.deadLetters();
     if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
     const withholding = source instanceof KinesisShardSource ? source : null;
+    const limits = request.limits ?? {};
+    // The searches for a batch's failing records run until the deadline, then resume in the retry.
+    const timer = new RunTimer((longestRunMs) => hasTimeForBatch(limits, longestRunMs));
     const runOneTrigger = () => runTriggerWithholdingUnwritable({
-      execution, sink: guard, source: withholding, deadLetters: backends.deadLetters,
+      execution, sink: guard, source: withholding, deadLetters: backends.deadLetters, timer,
       batchSequenceNumbers: () => (withholding ? pendingBatchSequenceNumbers(execution, withholding) : []),
+      ...(backends.checkpoint.blameLog ? { blameLog: backends.checkpoint.blameLog } : {}),
     });
     const maxBatches = request.maxBatches ?? 8;
-    const limits = request.limits ?? {};
     let longestBatchMs = 0;
     let stoppedBy: 'deadline' | undefined;
     for (let i = 0; i < maxBatches; i++) {
@@ -131,7 +140,13 @@ export async function runShardInvocation(
         break;
       }
       const startedMs = Date.now();
-      if (!(await runOneTrigger())) break;
+      try {
+        if (!(await runOneTrigger())) break;
+      } catch (error) {
+        if (!(error instanceof SearchPausedError)) throw error;
+        stoppedBy = 'deadline';
+        break;
+      }
       longestBatchMs = Math.max(longestBatchMs, Date.now() - startedMs);
       checkMemoryHeadroom(limits, shardId, execution.lastProgress);
       // The first batch counts from the invocation's start: recovery and loading the state are its cost.

@@ -20,25 +20,36 @@
  *
  * Everything is a pure function of the planned records, the state version and the sink's limits,
  * so a crash anywhere re-derives the same dead letters (written idempotently) and the same output.
+ * Each search's runs go through the invocation's RunTimer (lib/query/batch-probe.ts): none starts
+ * that may not finish before the deadline.
  */
 import { createHash } from 'node:crypto';
-import { AnsiDataError } from '../core/ansi-errors.js';
-import type { StreamExecution } from '../runtime/stream-execution.js';
 import { describeRefusal, findUnwritableRows, unwritableRowsIn, UnwritableRowsError, type RowRefusal, type SinkRowLimits, type UnwritableRow } from '../sinks/row-limits.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { toExternalRow } from '../sinks/external-row.js';
-import type { DeadLetterRecord, DeadLetterWriter } from '../sources/dead-letter.js';
-import type { Offset } from '../sources/source.js';
+import type { DeadLetterWriter } from '../sources/dead-letter.js';
+import type { Row } from '../execution/evaluate.js';
+import type { StructField } from '../plan/data-types.js';
+import { ProbeOutput, runProbe, SearchPausedError, type ProbeTarget, type WithholdingSource } from './batch-probe.js';
+import { BatchBlameProgress, blameFirstFailingRecord, dataErrorReason, recordDataErrorIn, screenRecords } from './data-error-search.js';
 
-/** A probe's output: the rows the sink would refuse, by row key. Thrown to stop before any write. */
-class ProbeOutput extends Error {
-  constructor(readonly refused: ReadonlyMap<string, RowRefusal>) {
-    super('probe run: nothing is written');
-  }
+function rowDigest(row: readonly unknown[]): string {
+  const text = JSON.stringify(row, (_, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v));
+  return createHash('sha256').update(text).digest('base64');
 }
 
 /** Writes the result rows left out of a batch to the dead-letter location (before the batch is written). */
 export type ResultDeadLetterWriter = (batch: SinkBatch, rows: readonly { row: readonly unknown[]; refusal: RowRefusal; rowKey: string }[]) => Promise<void>;
+
+/** A row above a stateful operator whose evaluation raised, left out of its batch (RaisingRowPolicy). */
+export interface RaisingRow {
+  readonly row: Row;
+  readonly schema: readonly StructField[];
+  readonly reason: string;
+}
+
+/** Writes the rows raising above state left out of a batch to the dead-letter location (before the batch is written). */
+export type RaisingRowDeadLetterWriter = (batchId: number, rows: readonly RaisingRow[]) => Promise<void>;
 
 /** The partition's sink behind the row check; in probe mode it writes nothing. */
 export class GuardedSink implements Sink {
@@ -47,10 +58,20 @@ export class GuardedSink implements Sink {
   readonly supportedOutputModes: Sink['supportedOutputModes'];
   /** Result rows of one batch to leave out, by row key: no record of the batch makes them storable. */
   private skipped: { batchId: number; rows: Map<string, RowRefusal> } | null = null;
+  /** Rows above state one batch's run left out because they raised (filled while the batch runs). */
+  private raising: { batchId: number; rows: ReadonlyMap<string, RaisingRow> } | null = null;
 
-  constructor(private readonly inner: Sink, readonly limits: SinkRowLimits, private readonly writeResultDeadLetters: ResultDeadLetterWriter) {
+  constructor(
+    private readonly inner: Sink, readonly limits: SinkRowLimits, private readonly writeResultDeadLetters: ResultDeadLetterWriter,
+    private readonly writeRaisingRows: RaisingRowDeadLetterWriter,
+  ) {
     this.description = inner.description;
     this.supportedOutputModes = inner.supportedOutputModes;
+  }
+
+  /** Dead-letters what batch `batchId`'s run leaves in `rows` before the batch is written. */
+  leaveOutRaising(batchId: number, rows: ReadonlyMap<string, RaisingRow>): void {
+    this.raising = { batchId, rows };
   }
 
   /** Leaves these rows out of batch `batchId` (and dead-letters them) from now on. */
@@ -61,6 +82,8 @@ export class GuardedSink implements Sink {
 
   async addBatch(batch: SinkBatch): Promise<void> {
     if (this.probing) throw new ProbeOutput(new Map(findUnwritableRows(this.limits, batch).map((r) => [r.rowKey, r.refusal])));
+    const raising = this.raising?.batchId === batch.batchId ? this.raising.rows : null;
+    if (raising && raising.size > 0) await this.writeRaisingRows(batch.batchId, [...raising.values()]);
     const skipped = this.skipped?.batchId === batch.batchId ? this.skipped.rows : null;
     let written = batch;
     if (skipped && skipped.size > 0) {
@@ -87,157 +110,120 @@ export class GuardedSink implements Sink {
 /** The limits of a sink that takes any row: the guard then only serves probes for failing records. */
 export const ANY_ROW: SinkRowLimits = { rowKey: (_batch, rowIndex) => String(rowIndex), check: () => null };
 
-/** A source that can hold records out of their batch (the Kinesis shard source). */
-export interface WithholdingSource {
-  readonly name: string;
-  withhold(reasons: ReadonlyMap<string, string>): void;
-  deadLetters(): DeadLetterRecord[];
-  /** The record of each row the batch `(start, end]` reads, in row order. */
-  rowSequenceNumbers(start: Offset | null, end: Offset): string[];
-}
-
-export interface UnwritableRowResolver {
-  readonly execution: StreamExecution;
+export interface UnwritableRowResolver extends ProbeTarget {
   readonly sink: GuardedSink;
-  /** Null when the stage's source cannot withhold records (stage 2): refused rows are then left out. */
-  readonly source: WithholdingSource | null;
-  /** The planned batch's records that became rows, in shard order. */
-  readonly batchSequenceNumbers: () => readonly string[];
-  readonly deadLetters: DeadLetterWriter;
 }
 
 /** Rounds of withholding per batch: each round removes every record a refused row came from. */
 const MAX_ROUNDS = 4;
-/**
- * Records one batch may lose to data errors that row screening cannot pin on one record (a sum
- * that overflows only with the records before it) before the batch fails as Spark's would. Each
- * costs one failed run and a binary search over the records after the previous one: about 11 runs
- * per record in a batch of 1,000. Errors of one record's own values (a zero divisor, a malformed
- * cast) are all found by one screening pass, whatever their number.
- */
-const MAX_DATA_ERROR_ROUNDS = 64;
-
-/**
- * An error raised by a record's values under ANSI rules (a long sum past int64, a cast that
- * overflows, a division by zero, a malformed string cast to a number): every retry of the batch
- * would raise it again. Spark fails the query; Sluice dead-letters the record that raised it, so
- * one bad value does not block the shard.
- */
-export function recordDataErrorIn(error: unknown): AnsiDataError | null {
-  for (let e: unknown = error, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-    if (e instanceof AnsiDataError) return e;
-  }
-  return null;
-}
-
-/**
- * The record whose inclusion makes the batch fail: the batch's records in shard order, the
- * shortest prefix that fails ends with it (binary search over prefixes, probes write nothing).
- * Null when the batch fails with no record at all (nothing to blame). `passing`: the sequence
- * numbers already known to pass as a prefix (those before the previous culprit: records are
- * applied in order, so a prefix that passed passes again without a later record).
- */
-async function blameFirstFailingRecord(
-  resolver: UnwritableRowResolver, source: WithholdingSource, withheld: ReadonlyMap<string, string>, passing: ReadonlySet<string>,
-): Promise<string | null> {
-  const candidates = resolver.batchSequenceNumbers().filter((seq) => !withheld.has(seq));
-  const failsWithPrefix = async (length: number): Promise<boolean> => {
-    const out = new Map(withheld);
-    for (const seq of candidates.slice(length)) out.set(seq, 'probe');
-    try {
-      await runProbe(resolver, source, out);
-      return false;
-    } catch (error) {
-      if (recordDataErrorIn(error)) return true;
-      throw error;
-    }
-  };
-  try {
-    let passes = 0;
-    while (passes < candidates.length && passing.has(candidates[passes]!)) passes++;
-    if (passes >= candidates.length || (passes === 0 && await failsWithPrefix(0))) return null;
-    // The failed run was the probe of the whole batch.
-    let fails = candidates.length;
-    while (fails - passes > 1) {
-      const mid = (passes + fails) >> 1;
-      if (await failsWithPrefix(mid)) fails = mid;
-      else passes = mid;
-    }
-    return candidates[fails - 1]!;
-  } finally {
-    source.withhold(withheld);
-  }
-}
 
 /**
  * Runs one trigger; when its batch holds unwritable rows, dead-letters their records and runs the
  * batch again without them. A refused row no record of the batch changes (append mode emitting a
  * group whose state grew in earlier batches, say) is itself dead-lettered and left out of the batch.
- * Other failures are thrown.
+ * A data error is handled the same way (lib/query/data-error-search.ts). When the invocation's
+ * time runs short before the batch can run clean, throws SearchPausedError with the batch left
+ * uncommitted and the progress saved for its retry. Other failures are thrown.
  */
 export async function runTriggerWithholdingUnwritable(resolver: UnwritableRowResolver): Promise<boolean> {
-  const { source } = resolver;
-  const withheld = new Map<string, string>(source?.deadLetters().map((l) => [l.sequenceNumber, l.reason]) ?? []);
-  const passing = new Set<string>();
-  let screenedBatch: number | null = null;
-  let searches = 0;
+  const { source, timer } = resolver;
+  const blame = source ? new BatchBlameProgress(resolver, source) : null;
   let withholdingRounds = 0;
+  let run = (): Promise<boolean> => timer.measured(() => resolver.execution.runOneTrigger());
+  // A planned batch re-running (after a failure, or a search the deadline stopped): the records
+  // earlier runs withheld are held out from its first run on.
+  if (resolver.execution.pendingBatch) await blame?.resume();
   for (;;) {
     try {
-      return await resolver.execution.runOneTrigger();
+      const ran = await run();
+      if (ran) await blame?.committed();
+      return ran;
     } catch (error) {
+      if (error instanceof SearchPausedError) {
+        await blame?.save();
+        throw error;
+      }
       const batchId = resolver.execution.pendingBatch?.batchId;
       const dataError = recordDataErrorIn(error);
-      if (dataError && source && batchId !== undefined && screenedBatch !== batchId) {
-        // First, every record whose own values raise, in one pass; withholding them changes no
-        // other record's evaluation, so once is enough per batch.
-        screenedBatch = batchId;
-        const raising = await screenRecords(resolver, source);
-        if (raising.size > 0) {
-          for (const [seq, reason] of raising) withheld.set(seq, reason);
-          source.withhold(withheld);
-          await resolver.deadLetters.write(source.deadLetters().filter((l) => raising.has(l.sequenceNumber)));
+      // Every later run of the batch is one the deadline must leave time for.
+      run = () => timer.checked(batchId, () => resolver.execution.runOneTrigger());
+      try {
+        if (dataError && batchId !== undefined) {
+          if (source && blame && await withholdFailingRecords(resolver, source, blame, dataErrorReason(dataError))) continue;
+          // No record of the batch can be blamed: the error comes from state alone (or the stage
+          // cannot withhold records). Rows raising above state are left out and dead-lettered.
+          if (resolver.execution.raisingRowPolicy?.batchId === batchId) throw error;
+          leaveOutRowsRaisingAboveState(resolver, batchId);
           continue;
         }
+        const unwritable = unwritableRowsIn(error);
+        if (!unwritable || batchId === undefined || withholdingRounds++ >= MAX_ROUNDS) throw error;
+        const blamed = source && blame ? await blameRecords(resolver, source, unwritable.rows, blame.withheld) : new Map<string, string>();
+        if (blamed.size === 0) {
+          resolver.sink.skip(batchId, unwritable.rows);
+          continue;
+        }
+        source!.withhold(new Map([...blame!.withheld, ...blamed]));
+        // Dead letters first: an entry never names a record whose dead letter is missing.
+        await resolver.deadLetters.write(source!.deadLetters().filter((l) => blamed.has(l.sequenceNumber)));
+        blame!.add(blamed, { resetsPassing: true });
+        await blame!.saveIfDue();
+      } catch (searchError) {
+        if (searchError instanceof SearchPausedError) await blame?.save();
+        throw searchError;
       }
-      if (dataError && source && batchId !== undefined && searches++ < MAX_DATA_ERROR_ROUNDS) {
-        const culprit = await blameFirstFailingRecord(resolver, source, withheld, passing);
-        if (culprit === null) throw error;
-        const order = resolver.batchSequenceNumbers();
-        for (const seq of order.slice(0, order.indexOf(culprit))) if (!withheld.has(seq)) passing.add(seq);
-        withheld.set(culprit, `${dataError.code}: ${dataError.message}`);
-        source.withhold(withheld);
-        await resolver.deadLetters.write(source.deadLetters().filter((l) => l.sequenceNumber === culprit));
-        continue;
-      }
-      const unwritable = unwritableRowsIn(error);
-      if (!unwritable || batchId === undefined || withholdingRounds++ >= MAX_ROUNDS) throw error;
-      const blamed = source ? await blameRecords(resolver, source, unwritable.rows, withheld) : new Map<string, string>();
-      if (blamed.size === 0) {
-        resolver.sink.skip(batchId, unwritable.rows);
-        continue;
-      }
-      for (const [seq, reason] of blamed) withheld.set(seq, reason);
-      source!.withhold(withheld);
-      const letters = source!.deadLetters().filter((l) => blamed.has(l.sequenceNumber));
-      await resolver.deadLetters.write(letters);
     }
   }
 }
 
-/** The planned batch's records whose own values raise a data error, each with the error as its reason. */
-async function screenRecords(resolver: UnwritableRowResolver, source: WithholdingSource): Promise<Map<string, string>> {
-  const { execution } = resolver;
-  const end = execution.pendingBatch?.offsets.get(source.name) ?? null;
-  if (end === null) return new Map();
-  const sequenceNumbers = source.rowSequenceNumbers(execution.committedSourceOffsets.get(source.name) ?? null, end);
-  const raised = await execution.screenPendingBatch(source.name, (error) => recordDataErrorIn(error) !== null);
-  const reasons = new Map<string, string>();
-  for (const [row, error] of raised) {
-    const dataError = recordDataErrorIn(error)!;
-    reasons.set(sequenceNumbers[row]!, `${dataError.code}: ${dataError.message}`);
+/**
+ * One step against a data error: resume what earlier invocations found for this batch, else
+ * screen every record once, else find the next record that ends a failing prefix. Each step
+ * withholds (and dead-letters) at least one more record; false when no record can be blamed.
+ */
+async function withholdFailingRecords(
+  resolver: UnwritableRowResolver, source: WithholdingSource, blame: BatchBlameProgress, reason: string,
+): Promise<boolean> {
+  if (await blame.resume()) return true;
+  if (!blame.screened) {
+    // Every record whose own values raise, in one pass; withholding them changes no other
+    // record's evaluation, so once is enough per batch.
+    const raising = await screenRecords(resolver, source);
+    blame.markScreened();
+    if (raising.size > 0) {
+      source.withhold(new Map([...blame.withheld, ...raising]));
+      await resolver.deadLetters.write(source.deadLetters().filter((l) => raising.has(l.sequenceNumber)));
+      blame.add(raising, { resetsPassing: true });
+      await blame.saveIfDue();
+      return true;
+    }
   }
-  return reasons;
+  const culprit = await blameFirstFailingRecord(resolver, source, blame);
+  if (culprit === null) return false;
+  source.withhold(new Map([...blame.withheld, [culprit, reason]]));
+  await resolver.deadLetters.write(source.deadLetters().filter((l) => l.sequenceNumber === culprit));
+  blame.add(new Map([[culprit, reason]]), { passingThrough: culprit });
+  await blame.saveIfDue();
+  return true;
+}
+
+/**
+ * From now on, batch `batchId`'s rows whose evaluation above a stateful operator raises a data
+ * error are left out of it and dead-lettered (the same rows on every run: they come from state).
+ */
+function leaveOutRowsRaisingAboveState(resolver: UnwritableRowResolver, batchId: number): void {
+  const rows = new Map<string, RaisingRow>();
+  resolver.execution.raisingRowPolicy = {
+    batchId,
+    drop: (row, schema, error) => {
+      const dataError = recordDataErrorIn(error);
+      if (!dataError) return false;
+      rows.set(rowDigest(row), { row, schema, reason: dataErrorReason(dataError) });
+      return true;
+    },
+    startRun: () => rows.clear(),
+  };
+  resolver.sink.leaveOutRaising(batchId, rows);
 }
 
 /**
@@ -255,7 +241,7 @@ async function blameRecords(
     const inSet = new Set(included);
     const out = new Map(withheld);
     for (const seq of candidates) if (!inSet.has(seq)) out.set(seq, 'probe');
-    return (await runProbe(resolver, source, out)).refused;
+    return runProbe(resolver, source, out);
   };
   const blamed = new Map<string, string>();
   const kept: string[] = [];
@@ -287,22 +273,26 @@ async function blameRecords(
   return blamed;
 }
 
-async function runProbe(
-  resolver: UnwritableRowResolver, source: WithholdingSource, withheld: ReadonlyMap<string, string>,
-): Promise<ProbeOutput> {
-  source.withhold(withheld);
-  resolver.sink.probing = true;
-  try {
-    await resolver.execution.runOneTrigger();
-  } catch (error) {
-    for (let e: unknown = error, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-      if (e instanceof ProbeOutput) return e;
-    }
-    throw error;
-  } finally {
-    resolver.sink.probing = false;
-  }
-  throw new Error('a probe run reached the commit: the guarded sink must stop it');
+/**
+ * Rows raising a data error above state, left out of a batch, as dead letters: one object per
+ * (batch, row values), so a re-run rewrites the same objects. The record fields name the batch.
+ */
+export function raisingRowDeadLetters(queryName: string, shardId: string, writer: DeadLetterWriter): RaisingRowDeadLetterWriter {
+  return async (batchId, rows) => {
+    await writer.write(rows.map(({ row, schema, reason }) => {
+      const data = JSON.stringify(toExternalRow(row, schema), (_, v: unknown) => (typeof v === 'bigint' ? String(v) : v));
+      return {
+        queryName,
+        shardId,
+        sequenceNumber: `result-batch-${batchId}-${createHash('sha256').update(data).digest('hex').slice(0, 24)}`,
+        partitionKey: '',
+        approximateArrivalTimestampMs: 0,
+        dataBase64: Buffer.from(data).toString('base64'),
+        reason: `${reason} (a row above a stateful operator, left out of batch ${batchId}: it raises with no record of the batch, `
+          + 'its values come from the state; the row shown is the input of the expression that raised)',
+      };
+    }));
+  };
 }
 
 /**

@@ -23,7 +23,7 @@ import { newEvalContext, type EvalContext } from '../execution/eval-context.js';
 import type { Row } from '../execution/evaluate.js';
 import { planQuery, type PhysicalQuery } from '../execution/incremental-planner.js';
 import { screenRows } from '../execution/row-screening.js';
-import type { BatchContext, StatefulExec } from '../execution/physical.js';
+import type { BatchContext, Exec, StatefulExec } from '../execution/physical.js';
 import type { OutputMode } from '../core/output-mode.js';
 import { formatProgressTimestamp } from '../core/timestamps.js';
 import { outputWatermark, propagateWatermark } from '../execution/watermark-propagator.js';
@@ -141,6 +141,13 @@ export class StreamExecution {
   private readonly sources: MicroBatchStream[];
   private readonly evalContext: EvalContext = newEvalContext();
   private physical: PhysicalQuery | null = null;
+  /** The operators with a stateful operator below them (their input rows depend on state). */
+  private aboveState: ReadonlySet<Exec> = new Set();
+  /**
+   * Rows raising a data error above state to leave out of one batch (RaisingRowPolicy); set by
+   * the trigger loop for a batch whose error no record of it can be blamed for.
+   */
+  raisingRowPolicy: RaisingRowPolicy | null = null;
   /** The stateful operators with processing-time timers (fixed once planned). */
   private timedOperators: readonly StatefulExec[] = [];
   private tracker!: WatermarkTracker;
@@ -220,6 +227,7 @@ export class StreamExecution {
   async start(): Promise<void> {
     const { checkpoint } = this.options;
     this.physical = planQuery(this.options.plan, this.evalContext);
+    this.aboveState = operatorsAboveState(this.physical.root, new Set(this.physical.statefulOperators));
     this.timedOperators = this.physical.statefulOperators.filter((op) => op.nextTimerMs !== undefined);
     const fingerprint: QueryFingerprint = fingerprintOf(this.options, this.physical, this.sources);
     this.options.watermarkCoordinator?.prefetch?.(this.partitionId);
@@ -462,8 +470,15 @@ export class StreamExecution {
   ): BatchContext {
     this.evalContext.batchTimestampMs = this.metadata.batchTimestampMs;
     this.evalContext.nextRowId = 0;
+    const policy = stores !== null && this.raisingRowPolicy?.batchId === batchId ? this.raisingRowPolicy : null;
+    policy?.startRun();
+    const dropRaisingRow = policy
+      ? (operator: Exec, row: Row, error: unknown): boolean => this.aboveState.has(operator)
+        && policy.drop(row, operator.children[0]!.output.map((a) => ({ name: a.name, type: a.type })), error)
+      : undefined;
     return new RunningBatch(
       batchId, sourceRows, this.evalContext, this.options.outputMode, this.physical!.watermarkOperators.length > 0, watermarks, stores, this.options.ownsStateKey,
+      dropRaisingRow,
     );
   }
 
@@ -676,9 +691,35 @@ function sameOffset(a: Offset | null, b: Offset | null): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
+/**
+ * Which rows raising above state one batch leaves out: for a batch whose data error comes from
+ * state alone (no record of it can be blamed), so that the error cannot block the shard.
+ */
+export interface RaisingRowPolicy {
+  readonly batchId: number;
+  /** Whether to leave out `row` (an input row, with columns `schema`, of an operator above state), which raised `error`. */
+  drop(row: Row, schema: readonly StructField[], error: unknown): boolean;
+  /** A run of the batch starts: what an earlier run left out is forgotten. */
+  startRun(): void;
+}
+
+/** The operators with a stateful operator somewhere below them. */
+function operatorsAboveState(root: Exec, stateful: ReadonlySet<Exec>): Set<Exec> {
+  const above = new Set<Exec>();
+  const visit = (e: Exec): boolean => {
+    let below = false;
+    for (const child of e.children) if (visit(child)) below = true;
+    if (below) above.add(e);
+    return below || stateful.has(e);
+  };
+  visit(root);
+  return above;
+}
+
 /** A batch's context as the operators see it: one object per batch, no closures built for it. */
 class RunningBatch implements BatchContext {
   readonly ownsStateKey?: (operatorId: number, keyValues: readonly unknown[]) => boolean;
+  readonly dropRaisingRow?: (operator: Exec, row: Row, error: unknown) => boolean;
   readonly eval: EvalContext;
 
   constructor(
@@ -691,9 +732,11 @@ class RunningBatch implements BatchContext {
     /** The stores opened for the batch; null: none may be opened (row screening). */
     private readonly stores: ReadonlyMap<string, StateStore<unknown>> | null,
     ownsStateKey: ((operatorId: number, keyValues: readonly unknown[]) => boolean) | undefined,
+    dropRaisingRow: ((operator: Exec, row: Row, error: unknown) => boolean) | undefined,
   ) {
     this.eval = evalContext;
     if (ownsStateKey) this.ownsStateKey = ownsStateKey;
+    if (dropRaisingRow) this.dropRaisingRow = dropRaisingRow;
   }
 
   lateEventsWatermarkMs(operatorId: number): number {
