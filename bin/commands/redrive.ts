@@ -14,7 +14,7 @@ import { runtimeConfigOf } from '../../lib/aws/replay.js';
 import { acknowledgeLostRanges } from '../../lib/aws/lost-range-acknowledgement.js';
 import { redriveSkippedBatches, sourceCheckOf, type RecordCheck, type SkippedRedriveReport } from '../../lib/aws/skipped-batch-redrive.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
-import type { QueryDefinition } from '../../lib/query/query-definition.js';
+import { isMultiSource, type QueryDefinition } from '../../lib/query/query-definition.js';
 import { addAwsOptions, connect, EXIT, print, type AwsOptions, type Connected } from './common.js';
 
 function parseTime(value: string): number {
@@ -76,6 +76,13 @@ export function registerRedriveCommand(program: Command): void {
       }
       const definition = opts.queryModule ? await importQueryModule(opts.queryModule) : undefined;
       if (definition && definition.name !== query) throw new InvalidArgumentError(`--query-module ${opts.queryModule} defines query '${definition.name}', not '${query}'.`);
+      if (definition && !opts.skipped && isMultiSource(definition)) {
+        // Refused before any AWS call: nothing changes, the records stay dead-lettered.
+        throw new InvalidArgumentError(`Query '${query}' reads several streams, and a dead letter names only its shard, not its stream: it cannot be `
+          + 're-driven through the query yet. Nothing was changed; the records stay dead-lettered (`sluice status` says where; each object '
+          + 'holds the record, its partition key and the reason). Deploy the fixed query, then send those records again from their producer '
+          + 'to the stream they belong to (--into-stream cannot tell the streams apart either).');
+      }
       const c = await connect(query, opts);
       try {
         if (acknowledging) await acknowledge(c, opts);
@@ -95,7 +102,13 @@ async function throughQuery(c: Connected, opts: RedriveOptions, definition: Quer
   print(opts, report, () => [
     opts.dryRun ? `would re-drive ${report.wouldRedrive} record(s) through ${c.deployment.sluiceQuery}`
       : `re-drove ${report.reprocessed} record(s) through ${c.deployment.sluiceQuery} (the source stream is not written)`,
-    ...report.runs.map((r) => `  ${r.partitionId}: ${r.records} record(s), ${r.batches} batch(es)${r.resumed ? ' (resumed: an earlier re-drive stopped)' : ''}`),
+    ...report.runs.map((r) => `  ${r.partitionId}: ${r.records} record(s), ${r.batchId !== undefined
+      ? `batch ${r.batchId} of the shard's own partition${r.committedElsewhere ? ' (committed by another writer: the live handler, the scheduled function or an earlier re-drive)' : ''}`
+      : `${r.batches} batch(es)`}${r.resumed ? ' (resumed: an earlier re-drive stopped)' : ''}`),
+    ...(report.runs.some((r) => r.batchId !== undefined)
+      ? [`late rows (behind the watermark, dropped as Spark drops late input): ${report.runs.some((r) => r.lateRows === null)
+        ? `${report.lateRows} counted here; a batch committed elsewhere is counted in its progress (sluice progress)` : report.lateRows}`]
+      : []),
     `already re-driven before: ${report.alreadyRedriven}`,
     ...(report.notFromSource > 0 ? [`not of a source shard (left): ${report.notFromSource}`] : []),
     ...(report.failedAgain.length > 0 ? [`failed again after a re-drive (not re-driven again): ${report.failedAgain.length}`,

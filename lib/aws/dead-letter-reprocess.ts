@@ -21,8 +21,12 @@
  * reported as failed again, never re-driven in a loop.
  *
  * A stateful source stage (a one-stage aggregation) keeps its state per source shard: rows of a
- * separate partition would start from empty state, so that query is refused (say so; the records
- * stay dead-lettered, and `--into-stream` remains, with its warning).
+ * separate partition would start from empty state. There, each run is a re-drive batch on the real
+ * shard's partition instead (lib/aws/redrive-batch.ts): the run item (mode `batch`) and the claims
+ * as above, then the records in the ledger and one planned batch of the shard's own checkpoint,
+ * which this process, or the live handler or scheduled function if it dies, runs exactly once; its
+ * commit marks the run done. Re-driven rows behind the shard's watermark are late rows, dropped as
+ * Spark drops late input (counted in the report).
  */
 import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { CostMeter } from '../core/cost-meter.js';
@@ -35,6 +39,7 @@ import type { DeadLetterRecord } from '../sources/dead-letter.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import { isRedriveProgressKey, REDRIVE_KEY_MARK } from '../sources/repartition-records.js';
 import { createAwsQueryBackends } from './aws-backends.js';
+import { deleteRedriveRecords, runRedriveBatch, RUN_PREFIX, type RedriveBatchRunner } from './redrive-batch.js';
 import type { AwsClients } from './clients.js';
 import { queryAll, type Item } from './dynamodb-cost.js';
 import { listStreamShards } from './kinesis-shard-reader.js';
@@ -60,6 +65,12 @@ export interface ReprocessRun {
   /** Left open by an earlier re-drive that stopped, and finished by this one. */
   readonly resumed: boolean;
   readonly batches: number;
+  /** A re-drive batch on the shard's own partition (a stateful source stage): its batch id there. */
+  readonly batchId?: number;
+  /** That batch was committed by another writer (the live handler, the scheduled function). */
+  readonly committedElsewhere?: boolean;
+  /** Re-driven rows behind the watermark, dropped as late (unknown when committed elsewhere). */
+  readonly lateRows?: number | null;
 }
 
 export interface ReprocessReport {
@@ -70,10 +81,11 @@ export interface ReprocessReport {
   /** Dead letters not of a source shard (a later stage's): a source-stage run cannot take them. */
   readonly notFromSource: number;
   readonly wouldRedrive: number;
+  /** Rows of this re-drive's batches dropped as late (behind the watermark), where known. */
+  readonly lateRows: number;
 }
 
 const idOf = (shardId: string, sequenceNumber: string): string => `${shardId}/${sequenceNumber}`;
-const RUN_PREFIX = 'run#';
 
 export async function reprocessDeadLetters(clients: AwsClients, deployment: DeploymentDescriptor, options: ReprocessOptions): Promise<ReprocessReport> {
   const query = deployment.sluiceQuery;
@@ -85,14 +97,8 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   }
   const compiled = compileForDeployment(definition, config);
   const stage = compiled.sourceStage;
-  if (stage.isStateful) {
-    throw new IllegalArgumentError(`Query '${query}' keeps its state per source shard in one stage: a re-drive's own partition would start `
-      + 'from empty state and overwrite the results.', {
-      code: 'REDRIVE_STATEFUL_SOURCE_STAGE',
-      hint: 'the records stay dead-lettered. Queries with a repartition stage and stateless queries are re-driven through the query; '
-        + '`--into-stream` puts the records back into the source stream, where every consumer of that stream reads them again.',
-    });
-  }
+  // State per source shard: the runs are re-drive batches of the shards' own partitions.
+  const onShardPartition = stage.isStateful;
   const pk = `${query}#redrive`;
   const ledger = await queryAll(clients.dynamodb, {
     TableName: deployment.checkpointTable, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: pk } }, ConsistentRead: true,
@@ -107,7 +113,9 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   const sourceShards = new Set((await listStreamShards(clients.kinesis, deployment.streamName)).map((s) => s.ShardId!));
 
   const openRuns = new Set(runItems.filter((i) => i.state?.S === 'open').map((i) => i.sk!.S!.slice(RUN_PREFIX.length)));
-  const report = { runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, wouldRedrive: 0 };
+  const report = {
+    runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, wouldRedrive: 0, lateRows: 0,
+  };
   const due = new Map<string, DeadLetterRecord[]>();
   for (const letter of letters) {
     if (options.shardId && letter.shardId !== options.shardId && !letter.shardId.startsWith(`${options.shardId}${REDRIVE_KEY_MARK}`)) continue;
@@ -126,10 +134,45 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   const backends = createAwsQueryBackends(compiled, config, clients, new CostMeter(), undefined, {
     location: pointer.active, ...(pointer.exists ? { fence: namespaceFence(deployment.checkpointTable, query, pointer.active.namespace) } : {}),
   });
+  // Each claim gets the record's new id (`<run>/<n>`): a dead letter under it failed again.
+  const markClaims = async (records: readonly DeadLetterRecord[], partitionId: string): Promise<void> => {
+    for (const [i, letter] of records.entries()) {
+      await clients.dynamodb.send(new UpdateItemCommand({
+        TableName: deployment.checkpointTable, Key: { pk: { S: pk }, sk: { S: idOf(letter.shardId, letter.sequenceNumber) } },
+        UpdateExpression: 'SET newShardId = :s, newSequenceNumber = :q, redrivenAtMs = :t',
+        ExpressionAttributeValues: { ':s': { S: partitionId }, ':q': { S: String(i + 1) }, ':t': { N: String(Date.now()) } },
+      }));
+    }
+  };
+  const markDone = async (partitionId: string): Promise<void> => {
+    await clients.dynamodb.send(new UpdateItemCommand({
+      TableName: deployment.checkpointTable, Key: { pk: { S: pk }, sk: { S: `${RUN_PREFIX}${partitionId}` } },
+      UpdateExpression: 'SET #state = :done, doneAtMs = if_not_exists(doneAtMs, :t)', ExpressionAttributeNames: { '#state': 'state' },
+      ExpressionAttributeValues: { ':done': { S: 'done' }, ':t': { N: String(Date.now()) } },
+    }));
+  };
+  const batchRunner: RedriveBatchRunner = {
+    client: clients.dynamodb, table: deployment.checkpointTable, compiled, stage, forPartition: (shardId) => backends.forPartition(shardId, stage),
+    ...(options.maxInvocations !== undefined ? { maxInvocations: options.maxInvocations } : {}),
+  };
   const run = async (partitionId: string, records: readonly DeadLetterRecord[], resumed: boolean): Promise<void> => {
     const shardRecords: ShardRecord[] = records.map((l, i) => ({
       sequenceNumber: String(i + 1), partitionKey: l.partitionKey, dataBase64: l.dataBase64, approximateArrivalTimestampMs: l.approximateArrivalTimestampMs,
     }));
+    if (onShardPartition) {
+      const shardId = partitionId.slice(0, partitionId.indexOf(REDRIVE_KEY_MARK));
+      const outcome = shardRecords.length > 0 ? await runRedriveBatch(batchRunner, shardId, partitionId, shardRecords) : null;
+      await markClaims(records, partitionId);
+      await markDone(partitionId);
+      await deleteRedriveRecords(clients.dynamodb, deployment.checkpointTable, query, partitionId);
+      report.runs.push({
+        partitionId, records: records.length, resumed, batches: outcome?.batches ?? 0,
+        ...(outcome ? { batchId: outcome.batchId, committedElsewhere: !outcome.committedHere, lateRows: outcome.lateRows } : {}),
+      });
+      report.reprocessed += records.length;
+      report.lateRows += outcome?.lateRows ?? 0;
+      return;
+    }
     let batches = 0;
     for (let invocation = 0; shardRecords.length > 0; invocation++) {
       if (invocation >= (options.maxInvocations ?? 20)) throw new Error(`re-drive ${partitionId}: not committed after ${invocation} invocations`);
@@ -138,18 +181,8 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
       if (result.error) throw new Error(`re-drive ${partitionId} failed (run again to resume it): ${result.error.message}`, { cause: result.error });
       if (result.firstUncommittedSequenceNumber === null) break;
     }
-    for (const [i, letter] of records.entries()) {
-      await clients.dynamodb.send(new UpdateItemCommand({
-        TableName: deployment.checkpointTable, Key: { pk: { S: pk }, sk: { S: idOf(letter.shardId, letter.sequenceNumber) } },
-        UpdateExpression: 'SET newShardId = :s, newSequenceNumber = :q, redrivenAtMs = :t',
-        ExpressionAttributeValues: { ':s': { S: partitionId }, ':q': { S: String(i + 1) }, ':t': { N: String(Date.now()) } },
-      }));
-    }
-    await clients.dynamodb.send(new UpdateItemCommand({
-      TableName: deployment.checkpointTable, Key: { pk: { S: pk }, sk: { S: `${RUN_PREFIX}${partitionId}` } },
-      UpdateExpression: 'SET #state = :done, doneAtMs = :t', ExpressionAttributeNames: { '#state': 'state' },
-      ExpressionAttributeValues: { ':done': { S: 'done' }, ':t': { N: String(Date.now()) } },
-    }));
+    await markClaims(records, partitionId);
+    await markDone(partitionId);
     report.runs.push({ partitionId, records: records.length, resumed, batches });
     report.reprocessed += records.length;
   };
@@ -161,6 +194,10 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
     const ids = (item.ids?.L ?? []).map((v) => v.S!).filter((id) => claimed.get(id)?.run?.S === partitionId);
     const records = ids.map((id) => letterById.get(id)).filter((l): l is DeadLetterRecord => l !== undefined);
     if (records.length !== ids.length) throw new Error(`re-drive ${partitionId}: ${ids.length - records.length} of its dead letters are no longer in S3`);
+    // A re-drive batch whose records are stored runs with exactly those (the batch may be planned with them).
+    if (onShardPartition && item.count?.N !== undefined && Number(item.count.N) !== records.length) {
+      throw new Error(`re-drive ${partitionId}: the ledger holds ${item.count.N} record(s) for it, its claims ${records.length}`);
+    }
     await run(partitionId, records, true);
   }
 
@@ -170,7 +207,10 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
     const ids = shardLetters.map((l) => idOf(l.shardId, l.sequenceNumber));
     await clients.dynamodb.send(new PutItemCommand({
       TableName: deployment.checkpointTable, ConditionExpression: 'attribute_not_exists(pk)',
-      Item: { pk: { S: pk }, sk: { S: `${RUN_PREFIX}${partitionId}` }, state: { S: 'open' }, ids: { L: ids.map((id) => ({ S: id })) }, openedAtMs: { N: String(Date.now()) } },
+      Item: {
+        pk: { S: pk }, sk: { S: `${RUN_PREFIX}${partitionId}` }, state: { S: 'open' }, ids: { L: ids.map((id) => ({ S: id })) }, openedAtMs: { N: String(Date.now()) },
+        ...(onShardPartition ? { mode: { S: 'batch' } } : {}),
+      },
     }));
     const mine: DeadLetterRecord[] = [];
     for (const letter of shardLetters) {
