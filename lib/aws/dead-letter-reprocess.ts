@@ -112,7 +112,9 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   const letterById = new Map(letters.map((l) => [idOf(l.shardId, l.sequenceNumber), l]));
   const sourceShards = new Set((await listStreamShards(clients.kinesis, deployment.streamName)).map((s) => s.ShardId!));
 
-  const openRuns = new Set(runItems.filter((i) => i.state?.S === 'open').map((i) => i.sk!.S!.slice(RUN_PREFIX.length)));
+  // Open runs, and re-drive batches another writer committed (done) whose claims this process has not marked yet.
+  const openRuns = new Set(runItems.filter((i) => i.state?.S === 'open' || (i.mode?.S === 'batch' && i.finalized?.BOOL !== true))
+    .map((i) => i.sk!.S!.slice(RUN_PREFIX.length)));
   const report = {
     runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, wouldRedrive: 0, lateRows: 0,
   };
@@ -147,8 +149,8 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   const markDone = async (partitionId: string): Promise<void> => {
     await clients.dynamodb.send(new UpdateItemCommand({
       TableName: deployment.checkpointTable, Key: { pk: { S: pk }, sk: { S: `${RUN_PREFIX}${partitionId}` } },
-      UpdateExpression: 'SET #state = :done, doneAtMs = if_not_exists(doneAtMs, :t)', ExpressionAttributeNames: { '#state': 'state' },
-      ExpressionAttributeValues: { ':done': { S: 'done' }, ':t': { N: String(Date.now()) } },
+      UpdateExpression: 'SET #state = :done, doneAtMs = if_not_exists(doneAtMs, :t), finalized = :f', ExpressionAttributeNames: { '#state': 'state' },
+      ExpressionAttributeValues: { ':done': { S: 'done' }, ':t': { N: String(Date.now()) }, ':f': { BOOL: true } },
     }));
   };
   const batchRunner: RedriveBatchRunner = {

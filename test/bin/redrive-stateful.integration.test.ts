@@ -180,7 +180,7 @@ describe('sluice redrive --query-module (a one-stage stateful query)', () => {
     // The shard reads on from its real position after the re-drive batch: the next sales, each once.
     const more = sales(8, 40);
     await setup.put(more);
-    await deployment.drain();
+    await deployment.drain({}, {}, await importQueryModule(FIXED));
     expect(await setup.sink()).toEqual(answer([...good, ...bad, ...more]));
 
     const again = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
@@ -198,47 +198,56 @@ describe('sluice redrive --query-module (a one-stage stateful query)', () => {
     const good = sales(8, 0);
     await setup.put(good);
     await deployment.drain();
+    // Three waves of the producer's bug, dead-lettered by the deployed query; each round re-drives one
+    // (the latest not re-driven: --since its first arrival), then the fixed query is what runs.
+    const waves: { since: number; bad: Sale[] }[] = [];
+    for (let w = 0; w < 3; w++) {
+      const since = Date.now();
+      const bad = sales(2, 10 + 5 * w, (i) => String(100 * (w + 1) + i));
+      await setup.put(bad);
+      await deployment.drain();
+      waves.push({ since, bad });
+    }
+    expect(await setup.sink()).toEqual(answer(good));
     const applied: Sale[] = [...good];
 
-    const finishers: { name: string; finish: () => Promise<void> }[] = [
+    const finishers: { name: string; finish: (since: string) => Promise<void> }[] = [
       { name: 'the live handler', finish: async () => {
         const next = sales(4, 30);
         applied.push(...next);
         await setup.put(next);
-        await deployment.drain();
+        await deployment.drain({}, {}, fixed);
       } },
-      { name: 'the scheduled function', finish: async () => { await deployment.tick(Date.now()); } },
-      { name: 'the next re-drive', finish: async () => {
-        const resumed = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
+      { name: 'the scheduled function', finish: async () => { await deployment.tick(Date.now(), 'tick', fixed); } },
+      { name: 'the next re-drive', finish: async (since) => {
+        const resumed = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--since', since, '--json']);
         expect(resumed.code, resumed.stderr).toBe(0);
         expect((JSON.parse(resumed.stdout) as ReprocessReport).runs).toMatchObject([{ records: 2, resumed: true, committedElsewhere: false }]);
       } },
     ];
     for (const [round, { name, finish }] of finishers.entries()) {
-      const bad = sales(2, 10 + 5 * round, (i) => String(100 * (round + 1) + i));
-      await setup.put(bad);
-      await deployment.drain();
-      expect(await setup.sink(), name).toEqual(answer(applied));
-
+      const wave = waves[waves.length - 1 - round]!;
+      const since = new Date(wave.since).toISOString();
       const dying = dyingBeforeCommit();
-      await expect(reprocessDeadLetters(dying, setup.descriptor, { definition: fixed, config: runtimeConfigOf(setup.descriptor) }), name)
+      await expect(reprocessDeadLetters(dying, setup.descriptor, { definition: fixed, config: runtimeConfigOf(setup.descriptor), sinceMs: wave.since }), name)
         .rejects.toThrow(/died before the commit|process is dead/);
       dying.destroy();
+      // Planned, its output written (idempotent by batch id), not committed: it must run again exactly so.
       expect(await pendingRedrives(setup), name).toHaveLength(1);
 
-      await finish();
-      applied.push(...bad);
+      await finish(since);
+      applied.push(...wave.bad);
       expect(await pendingRedrives(setup), name).toEqual([]);
       expect(await setup.sink(), name).toEqual(answer(applied));
-      // The run is done: the next re-drive finds nothing, and the sink stays.
-      const after = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
+      // The run is done: a re-drive closes it (or finds nothing), the next finds nothing, and the sink stays.
+      const after = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--since', since, '--json']);
       expect(after.code, after.stderr).toBe(0);
       const report = JSON.parse(after.stdout) as ReprocessReport;
       expect(report.reprocessed, name).toBe(round === 2 ? 0 : 2);
       if (round < 2) expect(report.runs, name).toMatchObject([{ resumed: true, committedElsewhere: true, lateRows: null }]);
-      const last = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
+      const last = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--since', since, '--json']);
       expect(JSON.parse(last.stdout), name).toMatchObject({ reprocessed: 0, alreadyRedriven: 2 * (round + 1), runs: [] });
-      await deployment.drain();
+      await deployment.drain({}, {}, fixed);
       expect(await setup.sink(), name).toEqual(answer(applied));
     }
   }, 600_000);

@@ -30,8 +30,8 @@ export interface Deployment {
    * that definition instead (a new version of the query deployed over the same resources).
    */
   drain(options?: DrainOptions, handlerOptions?: KinesisTriggerOptions, redeployed?: QueryDefinition): Promise<void>;
-  /** One scheduled invocation, as EventBridge would invoke it at `nowMs`. */
-  tick(nowMs: number, mode?: 'tick' | 'drain'): Promise<unknown>;
+  /** One scheduled invocation, as EventBridge would invoke it at `nowMs` (with `redeployed`: that definition's code). */
+  tick(nowMs: number, mode?: 'tick' | 'drain', redeployed?: QueryDefinition): Promise<unknown>;
 }
 
 /** `internalBatchSize`: the internal streams' mappings' batch size, when it differs from the sources'. */
@@ -130,8 +130,8 @@ export async function deploy(
       for (let round = 0; round < Math.max(1, internalStreams.length); round++) await Promise.all(mappings.map((m) => m.drain({ idleMs: 400 })));
       await Promise.all(mappings.map((m) => m.stop()));
     },
-    async tick(nowMs, mode = 'tick') {
-      const handler = createScheduledTriggerHandler(definition, {
+    async tick(nowMs, mode = 'tick', redeployed = definition) {
+      const handler = createScheduledTriggerHandler(redeployed, {
         config, clients, observability, now: () => nowMs,
         onInvocation: (shardId, result) => { results.push({ shardId, result }); },
       });
