@@ -10,7 +10,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { TransactWriteItemsCommand, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
+import { GetItemCommand, TransactWriteItemsCommand, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { defineQuery, type QueryDefinition } from '../../lib/query/query-definition.js';
@@ -111,16 +111,22 @@ const plansRedrive = (items: readonly TransactWriteItem[] | undefined): boolean 
   (items ?? []).some((i) => i.Put?.Item?.sk?.S?.startsWith('offset#') && i.Put.Item.entry?.S?.includes('"redrive"'));
 
 /**
- * The deployment's clients with one hook on the DynamoDB client: `before(command)` runs before each
- * TransactWriteItems is sent and may throw (a process that dies there) or do something first.
+ * The deployment's clients with hooks on the DynamoDB client: `before(items)` runs before each
+ * TransactWriteItems is sent and may throw (a process that dies there) or do something first;
+ * `after(command, output)` runs after each request returns.
  */
-function hooked(before: (items: readonly TransactWriteItem[] | undefined) => Promise<void>): AwsClients {
+function hooked(
+  before: (items: readonly TransactWriteItem[] | undefined) => Promise<void>,
+  after: (command: unknown, output: unknown) => Promise<void> = async () => {},
+): AwsClients {
   const clients = createAwsClients(emulators.clientOptions);
   const send = clients.dynamodb.send.bind(clients.dynamodb) as (c: unknown, ...r: unknown[]) => Promise<unknown>;
   const dynamodb = Object.assign(Object.create(clients.dynamodb) as AwsClients['dynamodb'], {
     send: async (command: unknown, ...rest: unknown[]) => {
       if (command instanceof TransactWriteItemsCommand) await before(command.input.TransactItems);
-      return send(command, ...rest);
+      const output = await send(command, ...rest);
+      await after(command, output);
+      return output;
     },
   });
   return { kinesis: clients.kinesis, dynamodb, s3: clients.s3, destroy: () => clients.destroy() };
@@ -269,39 +275,74 @@ describe('sluice redrive --query-module (a one-stage stateful query)', () => {
       await deployment.drain();
       await setup.put(live);
       let raced = false;
+      let plans = 0;
       // The live handler runs in the middle of the re-drive: before it plans (the handler plans the
       // same batch id first) or after it planned and before it commits (the handler runs its batch).
       const racing = hooked(async (items) => {
+        if (plansRedrive(items)) plans++;
         const point = when === 'before-plan' ? plansRedrive(items) : isCommit(items);
         if (raced || !point) return;
         raced = true;
-        await deployment.drain();
+        await deployment.drain({}, {}, fixed);
       });
       const report = await reprocessDeadLetters(racing, setup.descriptor, { definition: fixed, config: runtimeConfigOf(setup.descriptor) });
       racing.destroy();
       expect(raced).toBe(true);
+      // Before the plan: the handler took the batch id, the re-drive's conditional put lost and it planned the next one.
+      expect(plans).toBe(when === 'before-plan' ? 2 : 1);
       expect(report).toMatchObject({ reprocessed: 2, failedAgain: [] });
       expect(report.runs).toMatchObject([{ records: 2, committedElsewhere: when === 'before-commit' }]);
       applied.push(...bad, ...live);
-      await deployment.drain();
+      await deployment.drain({}, {}, fixed);
       expect(await setup.sink(), when).toEqual(answer(applied));
     };
     await raceOnce('before-plan');
     await raceOnce('before-commit');
 
-    // And through the CLI process while the handler drains new sales beside it.
+    // And through the CLI process while the (fixed) handler drains new sales beside it.
     const bad = sales(2, 25, (i) => String(700 + i));
     await setup.put(bad);
     await deployment.drain();
     const live = sales(6, 45);
     await setup.put(live);
-    const [cli] = await Promise.all([setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']), deployment.drain()]);
+    const [cli] = await Promise.all([setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']), deployment.drain({}, {}, fixed)]);
     expect(cli.code, cli.stderr).toBe(0);
     expect(JSON.parse(cli.stdout)).toMatchObject({ reprocessed: 2, failedAgain: [] });
     applied.push(...bad, ...live);
-    await deployment.drain();
+    await deployment.drain({}, {}, fixed);
     expect(await setup.sink()).toEqual(answer(applied));
+    const last = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
+    expect(JSON.parse(last.stdout)).toMatchObject({ reprocessed: 0, alreadyRedriven: 6, failedAgain: [], runs: [] });
   }, 600_000);
+
+  it('a re-drive resuming a run while the live handler commits it and reads on does not plan the run again', async () => {
+    const setup = await setUp(1);
+    const { deployment } = setup;
+    const fixed = await importQueryModule(FIXED);
+    const good = sales(8, 0);
+    const bad = sales(2, 10, (i) => String(100 + i));
+    await setup.put([...good, ...bad]);
+    await deployment.drain();
+    const dying = dyingBeforeCommit();
+    await expect(reprocessDeadLetters(dying, setup.descriptor, { definition: fixed, config: runtimeConfigOf(setup.descriptor) })).rejects.toThrow(/died/);
+    dying.destroy();
+    expect(await pendingRedrives(setup)).toHaveLength(1);
+
+    // The resuming re-drive reads its run open twice (before storing, before running); right after
+    // the second read, the live handler commits the run's batch and a batch of new sales after it.
+    const live = sales(3, 30);
+    await setup.put(live);
+    let runReads = 0;
+    const resuming = hooked(async () => {}, async (command) => {
+      if (command instanceof GetItemCommand && command.input.Key?.sk?.S?.startsWith('run#') && ++runReads === 2) await deployment.drain({}, {}, fixed);
+    });
+    const report = await reprocessDeadLetters(resuming, setup.descriptor, { definition: fixed, config: runtimeConfigOf(setup.descriptor) });
+    resuming.destroy();
+    expect(runReads).toBeGreaterThanOrEqual(3);
+    expect(report.runs).toMatchObject([{ records: 2, resumed: true, committedElsewhere: true }]);
+    await deployment.drain({}, {}, fixed);
+    expect(await setup.sink()).toEqual(answer([...good, ...bad, ...live]));
+  }, 400_000);
 
   it('a query over several streams is refused before any AWS call, as a usage error that says what to do', async () => {
     const module = join(PROJECT_ROOT, 'test/bin/fixtures/redrive-two-streams.ts');
