@@ -1,6 +1,8 @@
 /**
  * `sluice redrive <query> --query-module m`: dead-lettered records run through the query itself, in
- * this process, each at most once (lib/aws/dead-letter-reprocess.ts); `--into-stream` puts them
+ * this process, each at most once (lib/aws/dead-letter-reprocess.ts; a one-stage stateful query as a
+ * re-drive batch of the shard's own partition, lib/aws/redrive-batch.ts); a query over several
+ * streams is refused as a usage error (exit 2) before any AWS call; `--into-stream` puts them
  * back into the source stream instead (every consumer of the stream reads them again). With
  * `--skipped`, the batches the event source mappings gave up (recorded skipped ranges) re-read from
  * the stream and put back, once. `--acknowledge <range>` / `--all-lost` record that a person has

@@ -25,8 +25,9 @@
  * shard's partition instead (lib/aws/redrive-batch.ts): the run item (mode `batch`) and the claims
  * as above, then the records in the ledger and one planned batch of the shard's own checkpoint,
  * which this process, or the live handler or scheduled function if it dies, runs exactly once; its
- * commit marks the run done. Re-driven rows behind the shard's watermark are late rows, dropped as
- * Spark drops late input (counted in the report).
+ * commit marks the run done. A run done by another writer is closed here (claims marked, records
+ * removed from the ledger) by the next re-drive. Re-driven rows behind the shard's watermark are
+ * late rows, dropped as Spark drops late input (counted in the report when it ran here).
  */
 import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { CostMeter } from '../core/cost-meter.js';
