@@ -32,14 +32,14 @@
 import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { CostMeter } from '../core/cost-meter.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
-import { compileForDeployment } from '../query/compiled-query.js';
+import { compileForDeployment, type CompiledQuery } from '../query/compiled-query.js';
 import { isMultiSource, type QueryDefinition } from '../query/query-definition.js';
 import { runShardInvocation } from '../query/shard-invocation.js';
 import type { DeploymentDescriptor, RuntimeConfig } from '../runtime/runtime-config.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import { isRedriveProgressKey, REDRIVE_KEY_MARK } from '../sources/repartition-records.js';
-import { createAwsQueryBackends } from './aws-backends.js';
+import { createAwsQueryBackends, type AwsQueryBackends } from './aws-backends.js';
 import { deleteRedriveRecords, runRedriveBatch, RUN_PREFIX, type RedriveBatchRunner } from './redrive-batch.js';
 import type { AwsClients } from './clients.js';
 import { queryAll, type Item } from './dynamodb-cost.js';
@@ -154,10 +154,7 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
       ExpressionAttributeValues: { ':done': { S: 'done' }, ':t': { N: String(Date.now()) }, ':f': { BOOL: true } },
     }));
   };
-  const batchRunner: RedriveBatchRunner = {
-    client: clients.dynamodb, table: deployment.checkpointTable, compiled, stage, forPartition: (shardId) => backends.forPartition(shardId, stage),
-    ...(options.maxInvocations !== undefined ? { maxInvocations: options.maxInvocations } : {}),
-  };
+  const batchRunner = redriveBatchRunnerOf(clients, deployment, compiled, backends, options.maxInvocations);
   const run = async (partitionId: string, records: readonly DeadLetterRecord[], resumed: boolean): Promise<void> => {
     const shardRecords: ShardRecord[] = records.map((l, i) => ({
       sequenceNumber: String(i + 1), partitionKey: l.partitionKey, dataBase64: l.dataBase64, approximateArrivalTimestampMs: l.approximateArrivalTimestampMs,
@@ -223,6 +220,33 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
     await run(partitionId, mine, false);
   }
   return report;
+}
+
+/**
+ * What runs a list of records (any origin) as a re-drive batch of a source shard's own partition
+ * (`runRedriveBatch`), in this process, for a deployed query as `definition` defines it: its live
+ * namespace's checkpoint, state and sink, with the namespace fence.
+ */
+export async function createRedriveBatchRunner(
+  clients: AwsClients, deployment: DeploymentDescriptor, definition: QueryDefinition, config: RuntimeConfig, maxInvocations?: number,
+): Promise<RedriveBatchRunner> {
+  const query = deployment.sluiceQuery;
+  const compiled = compileForDeployment(definition, config);
+  const pointer = await readNamespacePointer(clients.dynamodb, deployment.checkpointTable, query);
+  const backends = createAwsQueryBackends(compiled, config, clients, new CostMeter(), undefined, {
+    location: pointer.active, ...(pointer.exists ? { fence: namespaceFence(deployment.checkpointTable, query, pointer.active.namespace) } : {}),
+  });
+  return redriveBatchRunnerOf(clients, deployment, compiled, backends, maxInvocations);
+}
+
+function redriveBatchRunnerOf(
+  clients: AwsClients, deployment: DeploymentDescriptor, compiled: CompiledQuery, backends: AwsQueryBackends, maxInvocations: number | undefined,
+): RedriveBatchRunner {
+  const stage = compiled.sourceStage;
+  return {
+    client: clients.dynamodb, table: deployment.checkpointTable, compiled, stage, forPartition: (shardId) => backends.forPartition(shardId, stage),
+    ...(maxInvocations !== undefined ? { maxInvocations } : {}),
+  };
 }
 
 async function claim(clients: AwsClients, table: string, item: Item): Promise<boolean> {
