@@ -81,6 +81,11 @@ export interface ReprocessReport {
   readonly failedAgain: { shardId: string; sequenceNumber: string; reason: string }[];
   /** Dead letters not of a source shard (a later stage's): a source-stage run cannot take them. */
   readonly notFromSource: number;
+  /**
+   * Dead letters of a closed (resharded) shard of a one-stage stateful query, left dead-lettered: its
+   * children were seeded from its final state, so a batch on its partition would reach none of them.
+   */
+  readonly ofClosedShard: number;
   readonly wouldRedrive: number;
   /** Rows of this re-drive's batches dropped as late (behind the watermark), where known. */
   readonly lateRows: number;
@@ -111,13 +116,15 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   const letters = await readDeadLetters(clients.s3, deployment.deadLetterBucket,
     `${normalizePrefix(deployment.deadLetterPrefix ?? 'dead-letter/')}${encodeKeySegment(query)}/`);
   const letterById = new Map(letters.map((l) => [idOf(l.shardId, l.sequenceNumber), l]));
-  const sourceShards = new Set((await listStreamShards(clients.kinesis, deployment.streamName)).map((s) => s.ShardId!));
+  const shards = await listStreamShards(clients.kinesis, deployment.streamName);
+  const sourceShards = new Set(shards.map((s) => s.ShardId!));
+  const closedShards = new Set(shards.filter((s) => s.SequenceNumberRange?.EndingSequenceNumber !== undefined).map((s) => s.ShardId!));
 
   // Open runs, and re-drive batches another writer committed (done) whose claims this process has not marked yet.
   const openRuns = new Set(runItems.filter((i) => i.state?.S === 'open' || (i.mode?.S === 'batch' && i.finalized?.BOOL !== true))
     .map((i) => i.sk!.S!.slice(RUN_PREFIX.length)));
   const report = {
-    runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, wouldRedrive: 0, lateRows: 0,
+    runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, ofClosedShard: 0, wouldRedrive: 0, lateRows: 0,
   };
   const due = new Map<string, DeadLetterRecord[]>();
   for (const letter of letters) {
@@ -128,6 +135,7 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
     // Claimed by a run left open: that run is finished below (and reported there).
     else if (claimed.has(id)) { if (!openRuns.has(claimed.get(id)!.run?.S ?? '')) report.alreadyRedriven++; }
     else if (!sourceShards.has(letter.shardId)) report.notFromSource++;
+    else if (onShardPartition && closedShards.has(letter.shardId)) report.ofClosedShard++;
     else due.set(letter.shardId, [...(due.get(letter.shardId) ?? []), letter]);
   }
   report.wouldRedrive = [...due.values()].reduce((n, l) => n + l.length, 0);

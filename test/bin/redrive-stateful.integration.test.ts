@@ -193,7 +193,7 @@ describe('sluice redrive --query-module (a one-stage stateful query)', () => {
 
     const again = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
     expect(again.code, again.stderr).toBe(0);
-    expect(JSON.parse(again.stdout)).toMatchObject({ reprocessed: 0, alreadyRedriven: 4, runs: [] });
+    expect(JSON.parse(again.stdout)).toMatchObject({ reprocessed: 0, alreadyRedriven: 4, ofClosedShard: 0, runs: [] });
     const status = await setup.cli(['status', QUERY, '--json']);
     expect(status.code, status.stdout).toBe(0);
     expect((JSON.parse(status.stdout) as QueryStatus).partitions.map((p) => p.partitionId).some((id) => id.includes('@redrive:'))).toBe(false);
