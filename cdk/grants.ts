@@ -12,7 +12,8 @@
  * Table actions are per table: the checkpoint table takes the logs (GetItem, conditional PutItem,
  * Query, the commit transaction's Put and ConditionCheck, BatchWriteItem purges) and, for the
  * functions that run a source-stream stage, the watermark rows (UpdateItem: publish, mark a
- * reshard's parent closed); stage 2 takes its watermark from the internal records and never
+ * reshard's parent closed) and the re-drive ledger (a re-drive batch's commit marks its run done,
+ * lib/aws/redrive-batch.ts; its records are read with Query); stage 2 takes its watermark from the internal records and never
  * writes a row, so the repartition function has no UpdateItem. The state table takes Query, PutItem and BatchWriteItem; the DynamoDB sink
  * only PutItem, and Scan for the scheduled function when the sink spills (the spill collector reads
  * every item's pointers; its lease is an UpdateItem on the checkpoint table, which the scheduled

@@ -1,6 +1,8 @@
 /**
  * `sluice redrive <query> --query-module m`: dead-lettered records run through the query itself, in
- * this process, each at most once (lib/aws/dead-letter-reprocess.ts); `--into-stream` puts them
+ * this process, each at most once (lib/aws/dead-letter-reprocess.ts; a one-stage stateful query as a
+ * re-drive batch of the shard's own partition, lib/aws/redrive-batch.ts); a query over several
+ * streams is refused as a usage error (exit 2) before any AWS call; `--into-stream` puts them
  * back into the source stream instead (every consumer of the stream reads them again). With
  * `--skipped`, the batches the event source mappings gave up (recorded skipped ranges) are re-read
  * from the stream and run through the query the same way, once (lib/aws/skipped-batch-redrive.ts);
@@ -18,7 +20,7 @@ import { redriveSkippedBatches, sourceCheckOf, type SkippedRedriveReport } from 
 import { compileForRedrive } from '../../lib/aws/through-query-redrive.js';
 import { IllegalArgumentError } from '../../lib/errors/sluice-error.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
-import type { QueryDefinition } from '../../lib/query/query-definition.js';
+import { isMultiSource, type QueryDefinition } from '../../lib/query/query-definition.js';
 import { addAwsOptions, connect, EXIT, print, type AwsOptions, type Connected } from './common.js';
 
 function parseTime(value: string): number {
@@ -82,6 +84,13 @@ export function registerRedriveCommand(program: Command): void {
       }
       const definition = opts.queryModule ? await importQueryModule(opts.queryModule) : undefined;
       if (definition && definition.name !== query) throw new InvalidArgumentError(`--query-module ${opts.queryModule} defines query '${definition.name}', not '${query}'.`);
+      if (definition && !opts.skipped && isMultiSource(definition)) {
+        // Refused before any AWS call: nothing changes, the records stay dead-lettered.
+        throw new InvalidArgumentError(`Query '${query}' reads several streams, and a dead letter names only its shard, not its stream: it cannot be `
+          + 're-driven through the query yet. Nothing was changed; the records stay dead-lettered (`sluice status` says where; each object '
+          + 'holds the record, its partition key and the reason). Deploy the fixed query, then send those records again from their producer '
+          + 'to the stream they belong to (--into-stream cannot tell the streams apart either).');
+      }
       const c = await connect(query, opts);
       try {
         if (acknowledging) await acknowledge(c, opts);
@@ -105,13 +114,20 @@ async function throughQuery(c: Connected, opts: RedriveOptions, definition: Quer
   print(opts, report, () => [
     opts.dryRun ? `would re-drive ${report.wouldRedrive} record(s) through ${c.deployment.sluiceQuery}`
       : `re-drove ${report.reprocessed} record(s) through ${c.deployment.sluiceQuery} (the source stream is not written)`,
-    ...report.runs.map((r) => `  ${r.partitionId}: ${r.records} record(s), ${r.batches} batch(es)${r.resumed ? ' (resumed: an earlier re-drive stopped)' : ''}`),
+    ...report.runs.map((r) => `  ${r.partitionId}: ${r.records} record(s), ${r.batchId !== undefined
+      ? `batch ${r.batchId} of the shard's own partition${r.committedElsewhere ? ' (committed by another writer: the live handler, the scheduled function or an earlier re-drive)' : ''}`
+      : `${r.batches} batch(es)`}${r.resumed ? ' (resumed: an earlier re-drive stopped)' : ''}`),
+    ...(report.runs.some((r) => r.batchId !== undefined)
+      ? [`late rows (behind the watermark, dropped as Spark drops late input): ${report.runs.some((r) => r.lateRows === null)
+        ? `${report.lateRows} counted here; a batch committed elsewhere is counted in its progress (sluice progress)` : report.lateRows}`]
+      : []),
     `already re-driven before: ${report.alreadyRedriven}`,
     ...(report.notFromSource > 0 ? [`not of a source shard (left): ${report.notFromSource}`] : []),
+    ...(report.ofClosedShard > 0 ? [`of a closed (resharded) shard, whose children carry its state on (left dead-lettered: not supported yet): ${report.ofClosedShard}`] : []),
     ...(report.failedAgain.length > 0 ? [`failed again after a re-drive (not re-driven again): ${report.failedAgain.length}`,
       ...report.failedAgain.map((f) => `  ${f.shardId}/${f.sequenceNumber}: ${f.reason}`)] : []),
   ].join('\n'));
-  process.exitCode = report.failedAgain.length > 0 ? EXIT.unhealthy : EXIT.ok;
+  process.exitCode = report.failedAgain.length > 0 || report.ofClosedShard > 0 ? EXIT.unhealthy : EXIT.ok;
 }
 
 async function acknowledge(c: Connected, opts: RedriveOptions): Promise<void> {
@@ -146,7 +162,7 @@ async function deadLetters(c: Connected, opts: RedriveOptions): Promise<void> {
 async function skipped(c: Connected, opts: RedriveOptions, definition: QueryDefinition | undefined): Promise<void> {
   const config = runtimeConfigOf(c.deployment);
   // Refused before anything is read: a one-stage stateful query's records need its real shard's state.
-  if (definition && !opts.intoStream) compileForRedrive(definition, config, c.deployment.sluiceQuery);
+  if (definition && !opts.intoStream) compileForRedrive(definition, config, c.deployment.sluiceQuery, true);
   const report: SkippedRedriveReport = await redriveSkippedBatches(c.clients, c.deployment, {
     shardId: opts.shard, dryRun: opts.dryRun, ...(opts.range ? { firstSequenceNumber: opts.range } : {}),
     ...(definition ? { check: sourceCheckOf(definition, c.deployment) } : {}),

@@ -21,6 +21,7 @@ import { DynamoDbWatermarkCoordinator } from './dynamodb-watermarks.js';
 import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js';
 import type { SourceShard } from '../sources/repartition-records.js';
 import { S3DeadLetterWriter } from './s3-dead-letter-writer.js';
+import { DynamoDbRedriveLedger, redrivePlanCondition } from './redrive-batch.js';
 import { S3FilesSink } from './s3-files-sink.js';
 import { S3SnapshotSink } from './s3-snapshot-sink.js';
 import { KinesisRepartitionChannel } from './kinesis-repartition-channel.js';
@@ -168,6 +169,8 @@ export function createAwsQueryBackends(
     for (const parent of [own.ParentShardId, own.AdjacentParentShardId]) visit(parent);
     return ancestors;
   };
+  // A source shard's pending re-drive batch reads its records here (lib/aws/redrive-batch.ts).
+  const redriveLedger = new DynamoDbRedriveLedger(clients.dynamodb, config.checkpointTable, definition.name, meter);
   return {
     watermarks,
     shardReader,
@@ -192,12 +195,14 @@ export function createAwsQueryBackends(
           snapshotEvery: config.snapshotEveryBatches, snapshotByBytes: true,
           ...(stateObjects ? { stateObjects } : {}),
           ...(namespace.fence ? { commitFence: namespace.fence } : {}),
+          ...(input ? {} : { planCondition: redrivePlanCondition(config.checkpointTable, definition.name) }),
         }),
         sink: toHop ?? sink,
         ...(toHop ? {} : { sinkRowLimits: resultSink.rowLimits }),
         deadLetters,
         watermarks,
         shardReader: readerOf(stage),
+        ...(input ? {} : { redriveLedger }),
         costMeter: meter,
         ...(input ? { sourcePartitions: (sourceName?: string) => shardsOf(sendersOf(sourceName)) } : {}),
         stateKeyRange: () => rangeOf(streamOf(stage), shardId),

@@ -16,8 +16,12 @@
  * ledger knows: reported as failed again, never re-driven in a loop.
  *
  * A stateful source stage (a one-stage aggregation) keeps its state per source shard: rows of a
- * separate partition would start from empty state, so that query is refused (say so; the records
- * stay dead-lettered, and `--into-stream` remains, with its warning).
+ * separate partition would start from empty state. There, each run is a re-drive batch on the real
+ * shard's partition instead (lib/aws/redrive-batch.ts), which this process, or the live handler or
+ * scheduled function if it dies, runs exactly once; its commit marks the run done. Re-driven rows
+ * behind the shard's watermark are late rows, dropped as Spark drops late input (counted in the
+ * report when it ran here). Dead letters of a closed (resharded) shard stay dead-lettered: its
+ * children were seeded from its final state, so a batch on its partition would reach none of them.
  */
 import type { DeploymentDescriptor, RuntimeConfig } from '../runtime/runtime-config.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
@@ -49,6 +53,12 @@ export interface ReprocessRun {
   /** Left open by an earlier re-drive that stopped, and finished by this one. */
   readonly resumed: boolean;
   readonly batches: number;
+  /** A re-drive batch on the shard's own partition (a stateful source stage): its batch id there. */
+  readonly batchId?: number;
+  /** That batch was committed by another writer (the live handler, the scheduled function). */
+  readonly committedElsewhere?: boolean;
+  /** Re-driven rows behind the watermark, dropped as late (unknown when committed elsewhere). */
+  readonly lateRows?: number | null;
 }
 
 export interface ReprocessReport {
@@ -58,14 +68,21 @@ export interface ReprocessReport {
   readonly failedAgain: { shardId: string; sequenceNumber: string; reason: string }[];
   /** Dead letters not of a source shard (a later stage's): a source-stage run cannot take them. */
   readonly notFromSource: number;
+  /**
+   * Dead letters of a closed (resharded) shard of a one-stage stateful query, left dead-lettered: its
+   * children were seeded from its final state, so a batch on its partition would reach none of them.
+   */
+  readonly ofClosedShard: number;
   readonly wouldRedrive: number;
+  /** Rows of this re-drive's batches dropped as late (behind the watermark), where known. */
+  readonly lateRows: number;
 }
 
 export async function reprocessDeadLetters(clients: AwsClients, deployment: DeploymentDescriptor, options: ReprocessOptions): Promise<ReprocessReport> {
   const query = deployment.sluiceQuery;
   const { definition, config } = options;
   // Refused before any AWS call.
-  compileForRedrive(definition, config, query);
+  const onShardPartition = compileForRedrive(definition, config, query).sourceStage.isStateful;
   const { claims, runs, newIds } = await readRedriveLedger(clients, deployment);
   // Runs of skipped ranges (they carry `range`) are resumed by `--skipped`, from the stream.
   const openRuns = runs.filter((i) => i.range === undefined).map((i) => openRunOf(i, claims)).filter((r) => r !== null);
@@ -73,9 +90,14 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   const letters = await readDeadLetters(clients.s3, deployment.deadLetterBucket,
     `${normalizePrefix(deployment.deadLetterPrefix ?? 'dead-letter/')}${encodeKeySegment(query)}/`);
   const letterById = new Map(letters.map((l) => [redriveIdOf(l.shardId, l.sequenceNumber), l]));
-  const sourceShards = new Set((await listStreamShards(clients.kinesis, deployment.streamName)).map((s) => s.ShardId!));
+  const shards = await listStreamShards(clients.kinesis, deployment.streamName);
+  const sourceShards = new Set(shards.map((s) => s.ShardId!));
+  const closedShards = new Set(shards.filter((s) => s.SequenceNumberRange?.EndingSequenceNumber !== undefined).map((s) => s.ShardId!));
 
-  const report = { runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, wouldRedrive: 0 };
+  const report = {
+    runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, ofClosedShard: 0,
+    wouldRedrive: 0, lateRows: 0,
+  };
   const due = new Map<string, DeadLetterRecord[]>();
   for (const letter of letters) {
     if (options.shardId && letter.shardId !== options.shardId && !letter.shardId.startsWith(`${options.shardId}${REDRIVE_KEY_MARK}`)) continue;
@@ -85,6 +107,7 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
     // Claimed by a run left open: that run is finished below (and reported there).
     else if (claims.has(id)) { if (!openIds.has(claims.get(id)!.run?.S ?? '')) report.alreadyRedriven++; }
     else if (!sourceShards.has(letter.shardId)) report.notFromSource++;
+    else if (onShardPartition && closedShards.has(letter.shardId)) report.ofClosedShard++;
     else due.set(letter.shardId, [...(due.get(letter.shardId) ?? []), letter]);
   }
   report.wouldRedrive = [...due.values()].reduce((n, l) => n + l.length, 0);
@@ -92,15 +115,20 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
 
   const runner = await createThroughQueryRunner(clients, deployment, options);
   const run = async (partitionId: string, records: readonly DeadLetterRecord[], resumed: boolean): Promise<void> => {
-    const batches = await runner.finish(partitionId, records);
-    report.runs.push({ partitionId, records: records.length, resumed, batches });
+    const outcome = await runner.finish(partitionId, records);
+    report.runs.push({ partitionId, records: records.length, resumed, ...outcome });
     report.reprocessed += records.length;
+    report.lateRows += outcome.lateRows ?? 0;
   };
 
   // Runs an earlier re-drive left open: their records, as they were claimed, first.
-  for (const { partitionId, ids } of openRuns) {
+  for (const { partitionId, ids, storedCount } of openRuns) {
     const records = ids.map((id) => letterById.get(id)).filter((l): l is DeadLetterRecord => l !== undefined);
     if (records.length !== ids.length) throw new Error(`re-drive ${partitionId}: ${ids.length - records.length} of its dead letters are no longer in S3`);
+    // A re-drive batch whose records are stored runs with exactly those (the batch may be planned with them).
+    if (storedCount !== undefined && storedCount !== records.length) {
+      throw new Error(`re-drive ${partitionId}: the ledger holds ${storedCount} record(s) for it, its claims ${records.length}`);
+    }
     await run(partitionId, records, true);
   }
 

@@ -81,6 +81,12 @@ export interface DynamoDbCheckpointOptions {
   readonly stateCache?: StateCache | null;
   /** State payload bytes per item before chunking (default 350 KB). */
   readonly stateChunkBytes?: number;
+  /**
+   * A condition that planning batch N also needs (checked in the same transaction as the offset
+   * entry's put), or undefined: a re-drive batch's run must still be open (lib/aws/redrive-batch.ts).
+   * `previous` reads the entry of batch N-1.
+   */
+  readonly planCondition?: (entry: OffsetSeq, previous: () => Promise<OffsetSeq | undefined>) => Promise<TransactWriteItem | undefined>;
   /** Where state payloads go when an S3 object is cheaper than items (DynamoDbStateStoreOptions.objects). */
   readonly stateObjects?: StateObjectLocation;
   /**
@@ -199,6 +205,39 @@ class DynamoDbMetadataLog<T> implements MetadataLog<T> {
     }, this.items.meter).catch((e: unknown) => { throw wrap(e, `list ${this.prefix} entries to purge`); });
     await batchWriteAll(this.items.client, this.items.table, keys.map((k) => ({ DeleteRequest: { Key: { pk: k.pk!, sk: k.sk! } } })), this.items.meter)
       .catch((e: unknown) => { throw wrap(e, `purge ${this.prefix} entries`); });
+  }
+}
+
+/** The offset log whose entries may need a condition on another item to be planned (`planCondition`). */
+class DynamoDbOffsetLog extends DynamoDbMetadataLog<OffsetSeq> {
+  constructor(items: CheckpointItems, prefix: string, private readonly planCondition: NonNullable<DynamoDbCheckpointOptions['planCondition']>) {
+    super(items, prefix);
+  }
+
+  override async add(batchId: number, entry: OffsetSeq): Promise<boolean> {
+    const condition = await this.planCondition(entry, () => (batchId > 0 ? this.get(batchId - 1) : Promise.resolve(undefined)));
+    if (!condition) return super.add(batchId, entry);
+    const item = entryItem(this.items, this.sk(batchId), batchId, entry);
+    try {
+      const out = await this.items.client.send(new TransactWriteItemsCommand({
+        TransactItems: [{ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } }, condition],
+        ReturnConsumedCapacity: 'TOTAL',
+      }));
+      meterUnits(this.items.meter, 'write', out.ConsumedCapacity, () => 2 * writeUnitsFor(itemSize(item)) + 2);
+      return true;
+    } catch (error) {
+      if (!(error instanceof TransactionCanceledException)) throw wrap(error, `plan batch ${batchId}`);
+      const reasons = (error.CancellationReasons ?? []).map((r) => r.Code ?? 'None');
+      if (reasons[0] === 'ConditionalCheckFailed') return false;
+      if (reasons[1] === 'ConditionalCheckFailed') {
+        throw new CheckpointError(`Batch ${batchId} of ${this.items.pk} cannot be planned: its condition on another item failed (a re-drive run already committed).`, {
+          code: 'PLAN_CONDITION_FAILED', context: { batchId, pk: this.items.pk },
+        });
+      }
+      throw new CheckpointError(`Could not plan batch ${batchId} of ${this.items.pk}: transaction cancelled (${reasons.join(', ')}).`, {
+        code: 'CHECKPOINT_IO', retryable: true, cause: error,
+      });
+    }
   }
 }
 
@@ -389,7 +428,9 @@ export class DynamoDbCheckpoint implements Checkpoint {
     if (!options.partitionId || options.partitionId.includes('#')) throw new RangeError(`partitionId must be non-empty and contain no '#', got '${options.partitionId}'`);
     this.pk = `${options.queryName}#${options.partitionId}`;
     this.items = new CheckpointItems(options.client, options.checkpointTable, this.pk, options.meter);
-    this.offsetLog = new DynamoDbMetadataLog<OffsetSeq>(this.items, CHECKPOINT_ITEMS.offsetPrefix);
+    this.offsetLog = options.planCondition
+      ? new DynamoDbOffsetLog(this.items, CHECKPOINT_ITEMS.offsetPrefix, options.planCondition)
+      : new DynamoDbMetadataLog<OffsetSeq>(this.items, CHECKPOINT_ITEMS.offsetPrefix);
     this.commits = new DynamoDbCommitLog(this.items, CHECKPOINT_ITEMS.commitPrefix, options.commitFence, namespacePointerKey(options.queryName.split('@')[0]!));
     this.commitLog = this.commits;
     this.blameLog = new DynamoDbBatchBlameLog(options.client, options.checkpointTable, this.pk, options.meter);

@@ -129,7 +129,9 @@ export async function redriveSkippedBatches(
   const query = deployment.sluiceQuery;
   if (options.throughQuery && options.intoStream) throw new Error('through the query or into the stream, not both');
   // Refused before any AWS call.
-  if (options.throughQuery) compileForRedrive(options.throughQuery.definition, options.throughQuery.config, query);
+  // A one-stage stateful query's range would need a re-drive batch on its real shard, which a range
+  // of a closed (resharded) shard cannot have: refused here (`--into-stream` remains).
+  if (options.throughQuery) compileForRedrive(options.throughQuery.definition, options.throughQuery.config, query, true);
   const store = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: query });
   const all = (await store.list()).filter((r) => (!options.shardId || r.shardId === options.shardId)
     && (!options.firstSequenceNumber || r.firstSequenceNumber === options.firstSequenceNumber) && (options.only?.(r) ?? true));
@@ -243,14 +245,14 @@ async function runThroughQuery(c: SourceRangeContext, range: SkippedRange, due: 
       throw new Error(`re-drive ${open.partitionId} of the skipped range ${range.partitionId} ${range.firstSequenceNumber}..${range.lastSequenceNumber}: `
         + `${open.ids.length - records.length} of its records are no longer in the stream (run stopped before its commit)`);
     }
-    runs.push({ partitionId: open.partitionId, records: records.length, resumed: true, batches: await (await c.runner()).finish(open.partitionId, records) });
+    runs.push({ partitionId: open.partitionId, records: records.length, resumed: true, batches: (await (await c.runner()).finish(open.partitionId, records)).batches });
   }
   const fresh = due.filter((r) => !c.ledger.claims.has(redriveIdOf(r.shardId, r.sequenceNumber)));
   if (fresh.length > 0) {
     const runner = await c.runner();
     const partitionId = pseudoShardOf(range.shardId, c.runIds());
     const mine = await runner.open(partitionId, fresh, { range: { S: rangeKey } });
-    runs.push({ partitionId, records: mine.length, resumed: false, batches: await runner.finish(partitionId, mine) });
+    runs.push({ partitionId, records: mine.length, resumed: false, batches: (await runner.finish(partitionId, mine)).batches });
   }
   return runs;
 }

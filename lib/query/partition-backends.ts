@@ -2,7 +2,7 @@
  * What one shard invocation runs against: the backends of its state partition. They are
  * interfaces; the AWS adapters implement them (lib/aws/aws-backends.ts), and so can memory.
  */
-import type { Checkpoint } from '../checkpoint/checkpoint.js';
+import type { Checkpoint, CommitSideWrite } from '../checkpoint/checkpoint.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import type { Clock } from '../runtime/clock.js';
 import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
@@ -18,6 +18,18 @@ export interface ShardReader {
   read(shardId: string, firstSequenceNumber: string, lastSequenceNumber: string): Promise<ShardRecord[]>;
 }
 
+/**
+ * Where a re-drive run's records are kept while its batch is planned on a shard's own partition
+ * (the ledger in the checkpoint table on AWS: lib/aws/redrive-batch.ts), so that whoever finds the
+ * batch planned and not committed runs it with exactly those records.
+ */
+export interface RedriveLedger {
+  /** The run's records, in order (sequence numbers 1..n: their places in the run). */
+  records(run: string): Promise<ShardRecord[]>;
+  /** The write that marks the run done, made in the same transaction as its batch's commit. */
+  doneWrite(run: string, batchId: number): CommitSideWrite;
+}
+
 export interface PartitionBackends {
   readonly checkpoint: Checkpoint;
   readonly sink: Sink;
@@ -26,6 +38,7 @@ export interface PartitionBackends {
   readonly deadLetters: DeadLetterWriter;
   readonly watermarks?: WatermarkCoordinator;
   readonly shardReader?: ShardReader;
+  readonly redriveLedger?: RedriveLedger;
   readonly costMeter?: CostMeter;
   readonly clock?: Clock;
   /**

@@ -42,6 +42,8 @@ export interface ShardSource extends MicroBatchStream {
   setCommitted(offset: Offset | null): void;
   offer(records: readonly ShardRecord[]): unknown;
   covers(start: Offset | null, end: Offset): boolean;
+  /** A re-drive run's records for a batch of their own (a Kinesis source shard only). */
+  offerRedrive?(run: string, records: readonly ShardRecord[]): void;
 }
 
 /** One invocation's binding of the stage's source id to a live shard source. */

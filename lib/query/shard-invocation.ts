@@ -24,15 +24,15 @@
  * there (Lambda's batchItemFailures): nothing is lost, reordered or applied twice.
  */
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
-import { asKinesisOffset, KinesisShardSource, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
+import { asKinesisOffset, KinesisShardSource, redriveRunOf, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
 import { systemClock } from '../runtime/clock.js';
 import type { StreamingQueryProgress } from '../runtime/progress.js';
 import { StreamExecution } from '../runtime/stream-execution.js';
 import { Trigger } from '../runtime/trigger.js';
 import type { CompiledQuery } from './compiled-query.js';
-import type { PartitionBackends, ShardReader } from './partition-backends.js';
+import type { PartitionBackends, RedriveLedger, ShardReader } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
-import type { MicroBatchStream } from '../sources/source.js';
+import type { MicroBatchStream, Offset } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
 import { ANY_ROW, GuardedSink, raisingRowDeadLetters, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
 import { RunTimer, SearchPausedError } from './batch-probe.js';
@@ -51,6 +51,11 @@ export interface ShardInvocationRequest {
   readonly stage?: QueryStage;
   /** The invocation's deadline and memory: no batch starts that may not finish in time. */
   readonly limits?: InvocationLimits;
+  /**
+   * A re-drive run to plan as a batch of its own on this shard's partition, at its committed
+   * position, after any pending batch (lib/aws/redrive-batch.ts); its records are in the ledger too.
+   */
+  readonly redrive?: { readonly run: string; readonly records: readonly ShardRecord[] };
 }
 
 export interface ShardInvocationResult {
@@ -102,6 +107,7 @@ export async function runShardInvocation(
     noDataBatchAfterRecovery: request.scheduled === true,
     noDataBatchOnlyWhenDue: true,
     ...(owner ? { ownsStateKey: owner } : {}),
+    ...(backends.redriveLedger ? { batchCommitWrites: redriveDoneWrites(stage.sourceId, backends.redriveLedger) } : {}),
   });
   await execution.start();
 
@@ -119,7 +125,11 @@ export async function runShardInvocation(
       s.setCommitted(execution.committedSourceOffsets.get(s.name) ?? null);
       s.offer(request.records);
     }
-    await ensurePendingBatchRecords(execution, shardSources, shardId, backends.shardReader);
+    await ensurePendingBatchRecords(execution, shardSources, shardId, backends.shardReader, backends.redriveLedger);
+    if (request.redrive) {
+      if (!source.offerRedrive) throw new Error(`stage ${stage.kind} of ${shardId} cannot run a re-drive batch`);
+      source.offerRedrive(request.redrive.run, request.redrive.records);
+    }
     const deadLetters = binding.deadLetters();
     if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
     const withholding = source instanceof KinesisShardSource ? source : null;
@@ -173,7 +183,7 @@ function isShardSource(s: MicroBatchStream): s is ShardSource {
 }
 
 async function ensurePendingBatchRecords(
-  execution: StreamExecution, sources: readonly ShardSource[], shardId: string, reader: ShardReader | undefined,
+  execution: StreamExecution, sources: readonly ShardSource[], shardId: string, reader: ShardReader | undefined, ledger: RedriveLedger | undefined,
 ): Promise<void> {
   const source = sources[0]!;
   const pending = execution.pendingBatch;
@@ -181,6 +191,14 @@ async function ensurePendingBatchRecords(
   const end = pending.offsets.get(source.name) ?? null;
   const start = execution.committedSourceOffsets.get(source.name) ?? null;
   if (end === null || JSON.stringify(start) === JSON.stringify(end) || source.covers(start, end)) return;
+  const run = redriveRunOf(start, end);
+  if (run) {
+    // A re-drive batch: its records are the run's, kept in the ledger, not the shard's.
+    if (!ledger || !source.offerRedrive) throw new Error(`batch ${pending.batchId} of ${shardId} re-drives run ${run.run}, and no re-drive ledger is configured`);
+    source.offerRedrive(run.run, await ledger.records(run.run));
+    if (!source.covers(start, end)) throw new Error(`batch ${pending.batchId} of ${shardId}: the ledger does not hold the ${run.count} record(s) of re-drive run ${run.run}`);
+    return;
+  }
   const planned = asKinesisOffset(end)!;
   if (!reader || planned.firstSequenceNumber === undefined) {
     throw new Error(`batch ${pending.batchId} of ${shardId} must re-run with records ${planned.firstSequenceNumber ?? '?'}..${planned.sequenceNumber}, `
@@ -195,12 +213,17 @@ async function ensurePendingBatchRecords(
 
 /** The sequence numbers of the planned, uncommitted batch's records. */
 function pendingBatchSequenceNumbers(execution: StreamExecution, source: KinesisShardSource): string[] {
-  const end = asKinesisOffset(execution.pendingBatch?.offsets.get(source.name) ?? null);
+  const end = execution.pendingBatch?.offsets.get(source.name) ?? null;
   if (!end) return [];
-  const start = asKinesisOffset(execution.committedSourceOffsets.get(source.name) ?? null);
-  const from = start ? BigInt(start.sequenceNumber) : -1n;
-  const to = BigInt(end.sequenceNumber);
-  return source.pendingSequenceNumbers().filter((seq) => BigInt(seq) > from && BigInt(seq) <= to);
+  return source.batchSequenceNumbers(execution.committedSourceOffsets.get(source.name) ?? null, end);
+}
+
+/** A re-drive batch's commit also marks its run done in the ledger (one transaction: it runs once). */
+function redriveDoneWrites(sourceName: string, ledger: RedriveLedger) {
+  return (batchId: number, start: ReadonlyMap<string, Offset | null>, end: ReadonlyMap<string, Offset | null>) => {
+    const run = redriveRunOf(start.get(sourceName) ?? null, end.get(sourceName) ?? null);
+    return run ? [ledger.doneWrite(run.run, batchId)] : [];
+  };
 }
 
 /** The shard position a partition's checkpoint has committed (null before its first commit). */

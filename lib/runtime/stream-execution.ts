@@ -32,7 +32,7 @@ import type { Offset, MicroBatchStream } from '../sources/source.js';
 import { requiredSourceColumns } from '../analysis/required-columns.js';
 import type { StateStore, StateStoreId } from '../state/state-store.js';
 import type { Sink } from '../sinks/sink.js';
-import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type CommitEntry, type OffsetSeq, type QueryFingerprint } from '../checkpoint/checkpoint.js';
+import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type CommitEntry, type CommitSideWrite, type OffsetSeq, type QueryFingerprint } from '../checkpoint/checkpoint.js';
 import { CheckpointError, IllegalArgumentError, StreamingQueryError } from '../errors/sluice-error.js';
 import { checkRuntimeRestrictions } from '../analysis/unsupported-operation-checker.js';
 import type { Clock } from './clock.js';
@@ -79,6 +79,11 @@ export interface StreamExecutionOptions {
   readonly watermarkCoordinator?: WatermarkCoordinator;
   /** Where the adapters count requests and capacity; progress reports the cost per batch. */
   readonly costMeter?: CostMeter;
+  /**
+   * Writes that belong to batch `batchId`'s commit, given what it read (start and end offsets per
+   * source): made in the commit's own transaction (a re-drive batch marks its run done there).
+   */
+  readonly batchCommitWrites?: (batchId: number, start: ReadonlyMap<string, Offset | null>, end: ReadonlyMap<string, Offset | null>) => readonly CommitSideWrite[];
   /**
    * Allow a no-data batch right after recovering from the checkpoint (a scheduled invocation's whole
    * job), instead of only after a batch ran in this process as Spark does.
@@ -575,8 +580,14 @@ export class StreamExecution {
     const folded = checkpoint.commitLog.addWithSideWrites
       ? coordinator?.publishWithCommit?.(this.partitionId, nextWatermarkMs, batchId, hadData)
       : undefined;
-    const committed = folded
-      ? await checkpoint.commitLog.addWithSideWrites!(batchId, commitEntry, [folded])
+    const sideWrites = [...(folded ? [folded] : []), ...(this.options.batchCommitWrites?.(batchId, this.committedOffsets, this.availableOffsets) ?? [])];
+    if (sideWrites.length > 0 && !checkpoint.commitLog.addWithSideWrites) {
+      throw new CheckpointError(`Batch ${batchId}'s commit must also write ${sideWrites.map((w) => w.description).join(', ')}, which this checkpoint cannot.`, {
+        code: 'CHECKPOINT_IO',
+      });
+    }
+    const committed = sideWrites.length > 0
+      ? await checkpoint.commitLog.addWithSideWrites!(batchId, commitEntry, sideWrites)
       : await checkpoint.commitLog.add(batchId, commitEntry);
     if (!committed) {
       throw new CheckpointError(`Batch ${batchId} was already committed by another writer of this checkpoint.`, {

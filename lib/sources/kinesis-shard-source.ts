@@ -32,6 +32,24 @@ export interface KinesisOffset {
   /** The batch's first sequence number and record count: what a re-run must find again. */
   readonly firstSequenceNumber?: string;
   readonly recordCount?: number;
+  /**
+   * A re-drive batch (lib/aws/redrive-batch.ts): its records are a re-drive run's, not the shard's,
+   * and `sequenceNumber` stays the shard's committed position, so the next batch reads on from it.
+   */
+  readonly redrive?: RedriveMark;
+}
+
+/** Which re-drive run a batch holds and how many records it has (the run's id names its ledger item). */
+export interface RedriveMark {
+  readonly run: string;
+  readonly count: number;
+}
+
+/** The re-drive run that batch `(start, end]` holds, or null for a batch of the shard's own records. */
+export function redriveRunOf(start: Offset | null, end: Offset | null): RedriveMark | null {
+  const mark = asKinesisOffset(end)?.redrive;
+  if (!mark) return null;
+  return asKinesisOffset(start)?.redrive?.run === mark.run ? null : mark;
 }
 
 interface Buffered {
@@ -68,6 +86,8 @@ export class KinesisShardSource implements MicroBatchStream {
   private decoder: RecordDecoder;
   /** The columns decoded (undefined: all), partition key excluded. */
   private columns: readonly string[] | undefined;
+  /** A re-drive run's records offered for a batch of their own (not committed yet), by the run's id. */
+  private redrive: { readonly mark: RedriveMark; entries: Buffered[] } | null = null;
   /** Records held out of their batch, by sequence number, with the reason (see `withhold`). */
   private withheld: ReadonlyMap<string, string> = new Map();
 
@@ -93,11 +113,13 @@ export class KinesisShardSource implements MicroBatchStream {
     const decoded = this.partitionKeyIndex >= 0 ? [...this.columns, this.schema[this.partitionKeyIndex]!.name] : this.columns;
     this.decoder = this.options.decode.forColumns(decoded);
     this.buffer = this.buffer.map((b) => this.decode(b.record, b.seq));
+    if (this.redrive) this.redrive.entries = this.redrive.entries.map((b) => this.decode(b.record, b.seq));
   }
 
   /** Everything up to `offset` is committed: such records are dropped (Lambda redelivers). */
   setCommitted(offset: KinesisOffset | Offset | null): void {
     this.committed = asKinesisOffset(offset as Offset | null);
+    if (this.committed?.redrive && this.committed.redrive.run === this.redrive?.mark.run) this.redrive = null;
     if (this.committed) {
       const last = BigInt(this.committed.sequenceNumber);
       this.buffer = this.buffer.filter((b) => b.seq > last);
@@ -118,6 +140,16 @@ export class KinesisShardSource implements MicroBatchStream {
     }
     this.buffer.sort((a, b) => (a.seq < b.seq ? -1 : a.seq > b.seq ? 1 : 0));
     return added;
+  }
+
+  /**
+   * Offers a re-drive run's records (their sequence numbers are their places in the run, 1..n):
+   * with no planned batch pending, the next batch is theirs alone, at the shard's committed
+   * position (which must exist). A run already committed here is ignored.
+   */
+  offerRedrive(run: string, records: readonly ShardRecord[]): void {
+    if (this.committed?.redrive?.run === run) return;
+    this.redrive = { mark: { run, count: records.length }, entries: records.map((r) => this.decode(r, BigInt(r.sequenceNumber))) };
   }
 
   private decode(record: ShardRecord, seq: bigint): Buffered {
@@ -147,6 +179,13 @@ export class KinesisShardSource implements MicroBatchStream {
   }
 
   latestOffset(): Offset | null {
+    if (this.redrive) {
+      if (!this.committed) {
+        throw new Error(`shard ${this.options.shardId} has no committed batch yet: a re-drive batch starts at a committed position`);
+      }
+      const offset: KinesisOffset = { shardId: this.options.shardId, sequenceNumber: this.committed.sequenceNumber, redrive: this.redrive.mark };
+      return offset as unknown as Offset;
+    }
     if (this.buffer.length === 0) return this.committed as Offset | null;
     const first = this.buffer[0]!;
     const last = this.buffer[this.buffer.length - 1]!;
@@ -160,6 +199,8 @@ export class KinesisShardSource implements MicroBatchStream {
   }
 
   private range(start: Offset | null, end: Offset): Buffered[] {
+    const run = redriveRunOf(start, end);
+    if (run) return this.redrive?.mark.run === run.run ? this.redrive.entries : [];
     const from = start === null ? -1n : BigInt(asKinesisOffset(start)!.sequenceNumber);
     const to = BigInt(asKinesisOffset(end)!.sequenceNumber);
     return this.buffer.filter((b) => b.seq > from && b.seq <= to);
@@ -169,6 +210,8 @@ export class KinesisShardSource implements MicroBatchStream {
   covers(start: Offset | null, end: Offset): boolean {
     const planned = asKinesisOffset(end)!;
     const found = this.range(start, end);
+    const run = redriveRunOf(start, end);
+    if (run) return this.redrive?.mark.run === run.run && found.length === run.count;
     if (planned.recordCount === undefined) return found.length > 0 && found[found.length - 1]!.record.sequenceNumber === planned.sequenceNumber;
     return found.length === planned.recordCount
       && found[0]?.record.sequenceNumber === planned.firstSequenceNumber
@@ -208,15 +251,23 @@ export class KinesisShardSource implements MicroBatchStream {
 
   /** Records that cannot become rows or are withheld, with their reasons, for the dead-letter writer. */
   deadLetters(): DeadLetterRecord[] {
-    return this.buffer.filter((b) => this.reasonOf(b) !== null).map((b) => ({
+    const own = this.buffer.map((b) => ({ b, shardId: this.options.shardId }));
+    // A re-driven record that fails again is named by its run and place (`<shard>@redrive:<run>`/<n>), which the ledger knows.
+    const redriven = this.redrive?.entries.map((b) => ({ b, shardId: this.redrive!.mark.run })) ?? [];
+    return [...redriven, ...own].filter(({ b }) => this.reasonOf(b) !== null).map(({ b, shardId }) => ({
       queryName: this.options.queryName,
-      shardId: this.options.shardId,
+      shardId,
       sequenceNumber: b.record.sequenceNumber,
       partitionKey: b.record.partitionKey,
       approximateArrivalTimestampMs: b.record.approximateArrivalTimestampMs,
       dataBase64: b.record.dataBase64,
       reason: this.reasonOf(b)!,
     }));
+  }
+
+  /** The sequence numbers of the records of batch `(start, end]`, in order (a re-drive batch: the run's places). */
+  batchSequenceNumbers(start: Offset | null, end: Offset): string[] {
+    return this.range(start, end).map((b) => b.record.sequenceNumber);
   }
 
   /** Sequence numbers buffered (uncommitted), in order. */

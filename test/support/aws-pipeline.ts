@@ -37,8 +37,8 @@ export interface Deployment {
    * a model of steady arrival).
    */
   drainInSteps(steps: number, putStep: (step: number) => Promise<void>, options?: DrainOptions): Promise<void>;
-  /** One scheduled invocation, as EventBridge would invoke it at `nowMs`. */
-  tick(nowMs: number, mode?: 'tick' | 'drain'): Promise<unknown>;
+  /** One scheduled invocation, as EventBridge would invoke it at `nowMs` (with `redeployed`: that definition's code). */
+  tick(nowMs: number, mode?: 'tick' | 'drain', redeployed?: QueryDefinition): Promise<unknown>;
 }
 
 /** `internalBatchSize`: the internal streams' mappings' batch size, when it differs from the sources'. */
@@ -155,8 +155,8 @@ export async function deploy(
         await Promise.all([...sources, ...internal].map((m) => m.stop()));
       }
     },
-    async tick(nowMs, mode = 'tick') {
-      const handler = createScheduledTriggerHandler(definition, {
+    async tick(nowMs, mode = 'tick', redeployed = definition) {
+      const handler = createScheduledTriggerHandler(redeployed, {
         config, clients, observability, now: () => nowMs,
         onInvocation: (shardId, result) => { results.push({ shardId, result }); },
       });
