@@ -1,8 +1,9 @@
 /**
- * What a re-drive through the query refuses before it touches anything, for dead letters and for
- * skipped source ranges alike: a one-stage stateful query (its state lives in the source shard's
- * partition, which a re-drive's own partition does not have) and a query over several streams (a
- * dead letter's shard id does not name its stream).
+ * What a re-drive through the query refuses before it touches anything: a query over several
+ * streams (a dead letter's shard id does not name its stream), and, for skipped source ranges, a
+ * one-stage stateful query (its range would need a re-drive batch on the real shard's partition,
+ * which a closed shard's range cannot have; dead letters of such a query run as one:
+ * test/bin/redrive-stateful.integration.test.ts).
  */
 import { describe, expect, it } from 'vitest';
 import type { AwsClients } from '../../lib/aws/clients.js';
@@ -19,13 +20,6 @@ const config = {
 } as unknown as RuntimeConfig;
 
 describe('reprocessDeadLetters refuses', () => {
-  it('a one-stage stateful query, before any AWS call', async () => {
-    const definition = hourlySalesQuery('update', 'q');
-    const deployment: DeploymentDescriptor = { ...config, sluiceQuery: 'q' };
-    await expect(reprocessDeadLetters(untouchable, deployment, { definition, config: { ...config, expectedShardCount: 2 } }))
-      .rejects.toThrow(/state per source shard/);
-  });
-
   it('a query over several streams', async () => {
     const definition = joinThenWindowedSum('q2');
     await expect(reprocessDeadLetters(untouchable, { ...config, sluiceQuery: 'q2' }, { definition, config }))
