@@ -211,6 +211,13 @@ describe('fault plans', () => {
     expect(planFaults(createPrng(3), counts, 6, [], SOURCE_ONLY_KINDS).some((f) => f.kind === 'skipped-then-expired')).toBe(false);
   });
 
+  it('a planned batch whose records expire is planned only when asked for, and for source functions only', () => {
+    const counts = { 'offset-write': 20, invocation: 20 };
+    expect(planFaults(createPrng(4), counts, 0).some((f) => f.kind === 'planned-then-expired')).toBe(false);
+    expect(planFaults(createPrng(4), counts, 0, ['planned-then-expired']).filter((f) => f.kind === 'planned-then-expired')).toHaveLength(1);
+    expect(planFaults(createPrng(4), counts, 6, ['planned-then-expired'], SOURCE_ONLY_KINDS).some((f) => f.kind === 'planned-then-expired')).toBe(false);
+  });
+
   it('a planned fault whose occurrence never comes is reported missed', () => {
     const controller = new FaultController([{ kind: 'crash-before-run', at: 1 }, { kind: 'duplicate-delivery', at: 5 }]);
     for (let i = 0; i < 3; i++) controller.hit('invocation', () => `invocation ${i}`);
