@@ -28,6 +28,7 @@ import { createAwsClients, type AwsClients } from '../../aws/clients.js';
 import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { sinkPrefixOf } from '../../aws/aws-backends.js';
+import { listKeys } from '../../aws/s3-util.js';
 import { ensureTables } from '../../aws/tables.js';
 import type { DeadLetterRecord } from '../../sources/dead-letter.js';
 import { startEmulators, type EmulatorSet } from '../emulators.js';
@@ -179,6 +180,8 @@ interface QueryRun {
   readonly recordedSkips: readonly SkippedRange[];
   /** 'skipped-then-expired': what expired, what the status and the re-drive said. */
   readonly expiry: ExpiryOutcome;
+  /** S3 sinks: every key under the sink's prefix at the end (the history must have seen each). */
+  readonly listed: readonly string[];
 }
 
 interface GaveUp {
@@ -415,8 +418,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         const out = new Map<string, QueryRun>();
         for (const p of parts) {
           const [contents, deadLetters] = await Promise.all([readSinkContents(clients!, p.definition, p.config), readDeadLetterContents(clients!, p.config)]);
+          const listed = p.definition.sink.kind === 'dynamodb' ? [] : await listKeys(clients!.s3, p.config.sinkBucket!, p.history.sinkPrefix);
           out.set(p.definition.name, {
-            rows: contents.rows, deadLetters, history: p.history, discarded: p.discarded, gaveUp: p.gaveUp, expiry: expiries.get(p.definition.name)!,
+            rows: contents.rows, deadLetters, listed, history: p.history, discarded: p.discarded, gaveUp: p.gaveUp, expiry: expiries.get(p.definition.name)!,
             recordedSkips: await new SkippedBatchStore({ client: clients!.dynamodb, checkpointTable: d.checkpointTable, queryName: p.definition.name }).list(),
             committed: await committedBatches(clients!, d.checkpointTable, p.definition.name, hopsOf.get(p.definition.name)!),
             functions: [
@@ -585,6 +589,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
  */
 async function judgeRun(got: QueryRun, poison: ReadonlySet<string>): Promise<{ diff: Diff; poison: QueryOutcome['poison'] }> {
   const diff = await got.history.check(got.committed);
+  addDiff(diff, got.history.unrecorded(got.listed));
   const deadLettered = new Set(got.discarded.filter((d) => poison.has(d)));
   const missing = [...poison].filter((p) => !deadLettered.has(p));
   if (missing.length > 0) { diff.lost += missing.length; diff.examples.push(`poison record not in the on-failure destination: ${missing[0]}`); }
