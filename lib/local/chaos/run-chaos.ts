@@ -49,7 +49,7 @@ import { compileQuery } from '../../query/compiled-query.js';
 import { formatProgressLine } from '../dev/report.js';
 import { addDiff, compareDeadLetters, compareRows, emptyDiff, type Diff } from './compare.js';
 import { ChaosFunction, ExpiredRecords } from './chaos-function.js';
-import { ChaosKill, FaultController, planFaults, SOURCE_ONLY_KINDS, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault } from './faults.js';
+import { ChaosKill, FAULT_POINT, FaultController, planFaults, SOURCE_ONLY_KINDS, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault } from './faults.js';
 import { expireAndRedrive, type ExpiryOutcome, type OutageRecord } from './expiry.js';
 import { SinkHistory, type HistoryFigures } from './history.js';
 import { instrumentClients, type ContainerHandle } from './instrument.js';
@@ -109,7 +109,8 @@ export interface QueryOutcome {
   /** Its Lambda functions: the source stream's, and with a repartition stage `<query>/stage-2`. */
   readonly functions: readonly string[];
   readonly injected: readonly (InjectedFault & { readonly fn: string })[];
-  readonly missed: readonly (PlannedFault & { readonly fn: string })[];
+  /** With how often this run met the fault's point, and the fault-free run (which the plan drew from). */
+  readonly missed: readonly (PlannedFault & { readonly fn: string; readonly met: number; readonly faultFree: number })[];
   readonly stats: EventSourceMappingStats;
   /** Simulated process deaths (each invocation after one starts in a cold container). */
   readonly processesKilled: number;
@@ -528,7 +529,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         const neverResent = got.functions.flatMap((f) => f.controller.neverResent);
         if (neverResent.length > 0) addDiff(diff, { lost: 0, duplicated: 0, mismatched: neverResent.length, examples: [`never sent again: ${neverResent[0]}`] });
         const injected = got.functions.flatMap((f) => f.controller.injected.map((i) => ({ ...i, fn: f.id })));
-        const missed = got.functions.flatMap((f) => f.controller.missed.map((m) => ({ ...m, fn: f.id })));
+        const missed = got.functions.flatMap((f) => f.controller.missed.map((m) => ({
+          ...m, fn: f.id, met: f.controller.counts[FAULT_POINT[m.kind]], faultFree: counts.get(f.id)?.[FAULT_POINT[m.kind]] ?? 0,
+        })));
         for (const f of injected) byKind[f.kind] = (byKind[f.kind] ?? 0) + 1;
         for (const f of [...injected, ...missed]) plannedByKind[f.kind] = (plannedByKind[f.kind] ?? 0) + 1;
         return {
@@ -552,7 +555,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       for (const q of qs) {
         for (const e of q.diff.examples) print(`    ${q.query}: ${e}`);
         // A planned fault that never happened is a failure of the run: always shown.
-        for (const f of q.missed) print(`    ${f.fn}: planned ${f.kind} @${f.at} never happened`);
+        for (const f of q.missed) {
+          print(`    ${f.fn}: planned ${f.kind} @${f.at} never happened (this run met ${FAULT_POINT[f.kind]} ${f.met} times, the fault-free run ${f.faultFree})`);
+        }
         if (options.verbose) for (const f of q.injected) print(`    ${f.fn}: ${f.kind} @${f.at}: ${f.detail}`);
       }
       print(`    faults planned/happened: ${formatKinds(qs)}`);
