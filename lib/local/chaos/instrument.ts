@@ -94,6 +94,8 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       }
     }
     const output = await next(args);
+    // Applied, whether or not this container died meanwhile (a concurrent request's kill): a reader can see it.
+    if (command === 'PutItemCommand' && table === config.sinkTable) history?.dynamoDbWrite(input.Item as never);
     deadCheck();
     // Which write just succeeded: a kill planned for it strikes now, before the next step.
     if (command === 'PutItemCommand' && table === config.stateTable) {
@@ -115,7 +117,6 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       const fault = controller.hit('commit-write', () => 'commit transaction');
       if (fault?.kind === 'kill-after-commit') killContainer(container, 'after the commit-log transaction');
     } else if (command === 'PutItemCommand' && table === config.sinkTable) {
-      history?.dynamoDbWrite(input.Item as never);
       const fault = controller.hit('sink-partial-write', () => `sink item ${input.Item?.pk?.S ?? ''}`);
       killKind(fault?.kind, ['kill-mid-sink-write', 'timeout-mid-write', 'out-of-memory-mid-write'], 'in the middle of the DynamoDB sink upserts');
     }
@@ -147,9 +148,10 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     if (fault?.kind === 'throttle-s3') throw s3Error('SlowDown', 503, 'Please reduce your request rate (chaos).');
     if (fault?.kind === 's3-5xx') throw s3Error('InternalError', 500, 'We encountered an internal error. Please try again (chaos).');
     const output = await next(args);
-    deadCheck();
+    // Applied, whether or not this container died meanwhile: recorded first (else an object in the sink is one the history never saw).
     if (command === 'PutObjectCommand') history?.s3Put(key, typeof input.Body === 'string' ? input.Body : input.Body as Uint8Array);
     if (command === 'CopyObjectCommand') history?.s3Copy(copySourceKey(String(input.CopySource ?? '')), key);
+    deadCheck();
     // The files sink's two multi-object steps: staging a batch's files before its manifest entry,
     // and revealing them (one copy per file) after the checkpoint commit.
     if (command === 'PutObjectCommand' && /\/_sluice_staging\//.test(key)) {
