@@ -202,16 +202,6 @@ export function planFaults(
   return plan;
 }
 
-/** The plan with each fault at its point's first occurrence, the first fault per point only. */
-export function atFirstOccurrence(plan: readonly PlannedFault[]): PlannedFault[] {
-  const taken = new Set<FaultPoint>();
-  return plan.flatMap((f) => {
-    if (taken.has(FAULT_POINT[f.kind])) return [];
-    taken.add(FAULT_POINT[f.kind]);
-    return [{ kind: f.kind, at: 0 }];
-  });
-}
-
 export interface InjectedFault {
   readonly kind: FaultKind;
   readonly at: number;

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { compareRows } from '../../../lib/local/chaos/compare.js';
-import { atFirstOccurrence, FAULT_KINDS, FAULT_POINT, FaultController, OPT_IN_KINDS, planFaults, SOURCE_ONLY_KINDS } from '../../../lib/local/chaos/faults.js';
+import { FAULT_KINDS, FAULT_POINT, FaultController, OPT_IN_KINDS, planFaults, SOURCE_ONLY_KINDS } from '../../../lib/local/chaos/faults.js';
 import { SinkHistory } from '../../../lib/local/chaos/history.js';
 import { createPrng } from '../../../lib/local/sample-events.js';
 import type { SinkBatch } from '../../../lib/sinks/sink.js';
@@ -231,12 +231,6 @@ describe('fault plans', () => {
     expect(planFaults(createPrng(4), counts, 0).some((f) => f.kind === 'planned-then-expired')).toBe(false);
     expect(planFaults(createPrng(4), counts, 0, ['planned-then-expired']).filter((f) => f.kind === 'planned-then-expired')).toHaveLength(1);
     expect(planFaults(createPrng(4), counts, 6, ['planned-then-expired'], SOURCE_ONLY_KINDS).some((f) => f.kind === 'planned-then-expired')).toBe(false);
-  });
-
-  it('the scheduled function\'s plan: each fault at its point\'s first occurrence, one per point', () => {
-    expect(atFirstOccurrence([
-      { kind: 'kill-after-commit', at: 3 }, { kind: 'timeout-mid-write', at: 1 }, { kind: 'kill-mid-sink-write', at: 2 }, { kind: 'kill-after-commit', at: 0 },
-    ])).toEqual([{ kind: 'kill-after-commit', at: 0 }, { kind: 'timeout-mid-write', at: 0 }]);
   });
 
   it('a planned fault whose occurrence never comes is reported missed', () => {
