@@ -36,11 +36,12 @@ const program = new Command()
   .option('--poison <n>', 'records that crash the function every time (dead-lettered by the on-failure destination)', int(0), 2)
   .option('--no-scheduled-faults', 'run the scheduled function without faults')
   .option('--reshard', 'also plan reshard-mid-run: split or merge the stream a function reads, mid-run')
+  .option('--expire-planned', 'also plan planned-then-expired: a planned batch\'s first records fail until given up, then expire from the stream')
   .parse(process.argv);
 
 const opts = program.opts<{
   seed: number; runs: number; shards: number; batchSize: number; stores: number; hours: number; extraFaults: number; verbose?: boolean; trace?: boolean;
-  lateRows: number; repartition: boolean; stages: boolean; eventsPerStoreHour: number; large?: boolean; maxRetries: number; poison: number; scheduledFaults: boolean; reshard?: boolean;
+  lateRows: number; repartition: boolean; stages: boolean; eventsPerStoreHour: number; large?: boolean; maxRetries: number; poison: number; scheduledFaults: boolean; reshard?: boolean; expirePlanned?: boolean;
 }>();
 const large = opts.large === true;
 const given = (name: string): boolean => program.getOptionValueSource(name) === 'cli';
@@ -53,7 +54,7 @@ try {
     hours: large && !given('hours') ? 8 : opts.hours,
     eventsPerStoreHour: large && !given('eventsPerStoreHour') ? 30 : opts.eventsPerStoreHour,
     extraFaults: opts.extraFaults, verbose: opts.verbose === true, trace: opts.trace === true, lateRows: opts.lateRows, repartition: opts.repartition, stages: opts.stages,
-    maxRetries: opts.maxRetries, poisonRecords: opts.poison, scheduledFaults: opts.scheduledFaults, reshard: opts.reshard === true,
+    maxRetries: opts.maxRetries, poisonRecords: opts.poison, scheduledFaults: opts.scheduledFaults, reshard: opts.reshard === true, expirePlanned: opts.expirePlanned === true,
   });
   // Loss, duplicates, mismatches, a planned fault that never happened, or memory disagreeing.
   process.exit(report.ok ? 0 : 1);

@@ -42,6 +42,19 @@ interface Container {
   killedBy?: string;
   /** Set while an invocation runs: freezing it makes Lambda time it out (see 'zombie-wakes-late'). */
   freeze?: () => void;
+  /** The event of the invocation it runs (what 'planned-then-expired' expires a part of). */
+  event?: KinesisStreamEvent;
+}
+
+/** Records past a stream's trim horizon ('planned-then-expired'), shared by every function reading the stream. */
+export class ExpiredRecords {
+  private readonly byStream = new Map<string, Set<string>>();
+  add(streamName: string, sequenceNumber: string): void {
+    let set = this.byStream.get(streamName);
+    if (!set) this.byStream.set(streamName, (set = new Set()));
+    set.add(sequenceNumber);
+  }
+  readonly has = (streamName: string, sequenceNumber: string): boolean => this.byStream.get(streamName)?.has(sequenceNumber) ?? false;
 }
 
 export interface ChaosFunctionOptions {
@@ -66,6 +79,9 @@ export interface ChaosFunctionOptions {
   readonly reshard?: () => Promise<string>;
   /** Test hook: what the sink does (a planted bug), under the harness's recording. */
   readonly decorateSink?: (sink: Sink) => Sink;
+  /** The stream this function reads, and the records expired from it ('planned-then-expired'). */
+  readonly streamName?: string;
+  readonly expired?: ExpiredRecords;
 }
 
 export class ChaosFunction {
@@ -102,6 +118,7 @@ export class ChaosFunction {
     const { controller } = this.options;
     const shardId = event.Records[0] ? shardIdOf(event.Records[0]) : '?';
     let container = this.containerFor(shardId);
+    container.event = event;
     const poison = this.options.poison;
     if (poison && event.Records.some((r) => poison.has(Buffer.from(r.kinesis.data, 'base64').toString('utf8')))) {
       // A record that kills the runtime whenever it is in the event (it fails every time).
@@ -130,6 +147,7 @@ export class ChaosFunction {
       const skewMs = (controller.random() < 0.5 ? -1 : 1) * hours * 3_600_000;
       this.replace(container, 'replaced by a container with a skewed clock');
       this.current.set(shardId, (container = this.newContainer(shardId, skewMs)));
+      container.event = event;
       this.options.trace?.(`container ${container.id} on ${shardId}: clock off by ${skewMs / 3_600_000} h`);
     }
     if (fault?.kind === 'reshard-mid-run' && this.options.reshard) {
@@ -140,6 +158,7 @@ export class ChaosFunction {
       // A second container runs the same event at the same time (an invocation Lambda gave up on
       // that still runs, or an operator's manual re-run): the conditional writes must decide.
       const zombie = this.newContainer(shardId);
+      zombie.event = event;
       const [mine, theirs] = await Promise.allSettled([container.handler(event, context), zombie.handler(structuredClone(event), context)]);
       zombie.clients.destroy();
       const show = (r: PromiseSettledResult<KinesisStreamBatchResponse | void>): string =>
@@ -158,6 +177,23 @@ export class ChaosFunction {
     }
     return this.succeeded(shardId, result);
   };
+
+  /**
+   * 'planned-then-expired', right after `container` planned a batch of its event: an outage makes
+   * the function fail on the event's first records (1 to all of them) until the mapping gives them
+   * up, and they leave the stream (its trim horizon passes them) while the planned batch needs them.
+   */
+  private expirePlanned(container: Container): void {
+    const records = container.event?.Records ?? [];
+    if (records.length === 0 || !this.options.streamName || !this.options.expired) return;
+    const count = 1 + Math.floor(this.options.controller.random() * records.length);
+    for (const r of records.slice(0, count)) {
+      const shardId = shardIdOf(r);
+      this.outage.set(`${shardId}#${r.kinesis.sequenceNumber}`, { shardId, sequenceNumber: r.kinesis.sequenceNumber, data: Buffer.from(r.kinesis.data, 'base64').toString('utf8') });
+      this.options.expired.add(this.options.streamName, r.kinesis.sequenceNumber);
+    }
+    this.options.trace?.(`container ${container.id} on ${container.shardId}: its planned batch's first ${count} of ${records.length} records fail, then expire`);
+  }
 
   /** Wakes every frozen invocation and waits until they are done (before the sinks are read). */
   async wakeZombies(): Promise<void> {
@@ -256,7 +292,10 @@ export class ChaosFunction {
     const container: Container = {
       id: ++this.containerCount, shardId, clients, cache: new StateCache(), dead: false, handler: undefined as unknown as KinesisTriggerHandler,
     };
-    instrumentClients(container, clients, { controller: this.options.controller, config, ...(this.options.history ? { history: this.options.history } : {}) });
+    instrumentClients(container, clients, {
+      controller: this.options.controller, config, ...(this.options.history ? { history: this.options.history } : {}),
+      ...(this.options.expired ? { expired: this.options.expired.has } : {}), onPlannedThenExpired: () => this.expirePlanned(container),
+    });
     const kind = this.options.kind ?? 'source';
     // A cold container compiles the query once; its handler reuses the compiled query.
     const query = compileForDeployment(definition, config);

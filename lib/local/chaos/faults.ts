@@ -81,13 +81,23 @@ export const FAULT_KINDS = [
    * unhealthy, the re-drive's expired count and sequence range), never silent, and nothing else lost.
    */
   'skipped-then-expired',
+  /**
+   * A source function plans a batch (offset log written), then dies, and an outage outlasts the
+   * mapping's retries on the batch's first records, which then leave the stream's retention while
+   * the planned batch still needs them: later deliveries must re-run that batch, and the function's
+   * own GetRecords no longer returns them. Retention loss is outside Sluice's control: the loss
+   * must be reported (as for 'skipped-then-expired'), and the shard must move on.
+   */
+  'planned-then-expired',
 ] as const;
 
 /**
- * Faults planned only when asked for (`--reshard`): they change the stream itself, for every query
- * reading it, so they are opt-in until they have run clean for a while.
+ * Faults planned only when asked for: a reshard (`--reshard`) changes the stream itself, for every
+ * query reading it; a planned batch whose records expire (`--expire-planned`) fails every later
+ * delivery of its shard on today's engine ("the shard no longer holds all its planned records").
+ * Opt-in until they run clean.
  */
-export const OPT_IN_KINDS: readonly FaultKind[] = ['reshard-mid-run'];
+export const OPT_IN_KINDS: readonly FaultKind[] = ['reshard-mid-run', 'planned-then-expired'];
 
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
@@ -138,10 +148,11 @@ export const FAULT_POINT: Record<FaultKind, FaultPoint> = {
   'clock-skew': 'invocation',
   'reshard-mid-run': 'invocation',
   'skipped-then-expired': 'invocation',
+  'planned-then-expired': 'offset-write',
 };
 
 /** Kinds a source stream's function only can meet (a stage reading an internal stream cannot be re-driven). */
-export const SOURCE_ONLY_KINDS: readonly FaultKind[] = ['skipped-then-expired'];
+export const SOURCE_ONLY_KINDS: readonly FaultKind[] = ['skipped-then-expired', 'planned-then-expired'];
 
 export const isKill = (kind: FaultKind): boolean => kind.startsWith('kill-') || kind.endsWith('-mid-write');
 
@@ -215,6 +226,8 @@ export class FaultController {
   };
   readonly injected: InjectedFault[] = [];
   private readonly pending: Map<string, PlannedFault>;
+  /** BatchWriteItem requests handed back as UnprocessedItems and not sent again since, per container. */
+  private readonly handedBack = new Map<string, { readonly container: { readonly dead: boolean }; readonly detail: string }>();
 
   constructor(readonly plan: readonly PlannedFault[] = [], private readonly rnd: () => number = Math.random) {
     this.pending = new Map(plan.map((f) => [`${FAULT_POINT[f.kind]}#${f.at}`, f]));
@@ -237,5 +250,24 @@ export class FaultController {
 
   random(): number {
     return this.rnd();
+  }
+
+  /** A BatchWriteItem answered these requests (`keys`) as unprocessed to `container`. */
+  handBack(container: { readonly id: number; readonly dead: boolean }, keys: readonly string[], detail: string): void {
+    for (const key of keys) this.handedBack.set(`${container.id}|${key}`, { container, detail: `${detail}: ${key}` });
+  }
+
+  /** `container` sent a BatchWriteItem with these requests (a handed-back one sent again). */
+  sent(container: { readonly id: number }, keys: readonly string[]): void {
+    for (const key of keys) this.handedBack.delete(`${container.id}|${key}`);
+  }
+
+  /**
+   * Handed-back requests their container never sent again although it lived on: the caller
+   * dropped UnprocessedItems (a purge that silently leaves items behind). A container that died
+   * first is excused: its retry died with it.
+   */
+  get neverResent(): string[] {
+    return [...this.handedBack.values()].filter((h) => !h.container.dead).map((h) => h.detail);
   }
 }

@@ -82,6 +82,8 @@ export class SinkHistory {
   readonly manifests: ManifestWrite[] = [];
   /** Rows the sink rejected, per `${partitionId}#${batchId}` (the last file written). */
   readonly rejected = new Map<string, readonly string[]>();
+  /** Every key under the prefix a recorded write put or copied there. */
+  private readonly recordedKeys = new Set<string>();
 
   /**
    * @param keyColumns the columns identifying a result row
@@ -112,6 +114,7 @@ export class SinkHistory {
   /** A PutObject that succeeded. */
   s3Put(key: string, body: string | Uint8Array): void {
     if (!this.sinkPrefix || !key.startsWith(this.sinkPrefix)) return;
+    this.recordedKeys.add(key);
     const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
     const relative = key.slice(this.sinkPrefix.length);
     const staged = STAGED.exec(relative);
@@ -143,6 +146,7 @@ export class SinkHistory {
   /** A CopyObject that succeeded (the files sink's reveal of a staged file). */
   s3Copy(from: string, to: string): void {
     if (!this.sinkPrefix || !to.startsWith(this.sinkPrefix)) return;
+    this.recordedKeys.add(to);
     const visible = VISIBLE.exec(to.slice(this.sinkPrefix.length));
     if (!visible) return;
     const source = this.staged.get(from);
@@ -163,6 +167,21 @@ export class SinkHistory {
     return {
       writes: this.items.length + this.stagedPuts + this.visible.length + this.manifests.length, attempts: this.attempts.length, orphans: hidden,
     };
+  }
+
+  /**
+   * The sink's objects at the end (`listed`, every key under the prefix) that no recorded write
+   * put there: an orphan the history never saw (a writer the harness does not watch, or a file
+   * put by a path it does not know), so nothing above judged it. Each is a mismatch.
+   */
+  unrecorded(listed: readonly string[]): Diff {
+    const diff = emptyDiff();
+    for (const key of listed) {
+      if (!key.startsWith(this.sinkPrefix) || this.recordedKeys.has(key)) continue;
+      diff.mismatched++;
+      if (diff.examples.length < 6) diff.examples.push(`history: ${key} is in the sink, but no recorded write put it there`);
+    }
+    return diff;
   }
 
   /**

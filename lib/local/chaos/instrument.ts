@@ -31,6 +31,13 @@ export interface InstrumentOptions {
   readonly controller: FaultController;
   readonly config: RuntimeConfig;
   readonly history?: SinkHistory;
+  /**
+   * Records past the stream's trim horizon ('planned-then-expired'): GetRecords leaves them out.
+   * By stream name and sequence number.
+   */
+  readonly expired?: (streamName: string, sequenceNumber: string) => boolean;
+  /** 'planned-then-expired' struck right after this container planned a batch: the records to expire are chosen by the caller. */
+  readonly onPlannedThenExpired?: () => void;
 }
 
 type Input = Record<string, unknown> & {
@@ -45,7 +52,7 @@ export function killContainer(container: ContainerHandle, why: string): never {
 }
 
 export function instrumentClients(container: ContainerHandle, clients: AwsClients, options: InstrumentOptions): void {
-  const { controller, config, history } = options;
+  const { controller, config, history, expired } = options;
   const deadCheck = (): void => {
     if (container.dead) throw new ChaosKill(`chaos: container ${container.id} is dead (${container.killedBy})`);
   };
@@ -62,6 +69,8 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     const input = args.input as Input;
     const table = input.TableName ?? '';
     const sk = input.Item?.sk?.S ?? '';
+    // A resend counts as sent even if a throttle then fails it (its caller tried again).
+    if (command === 'BatchWriteItemCommand') controller.sent(container, Object.values(input.RequestItems ?? {}).flat().map(writeRequestKey));
     const throttle = controller.hit('dynamodb-request', () => `${command} ${table} ${sk}`.trim());
     if (throttle) throw dynamoDbThrottle(controller.random());
     if (command === 'TransactWriteItemsCommand') {
@@ -75,6 +84,7 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
         // Part applied, the rest handed back: the caller must send it again.
         const applied = requests.slice(0, Math.floor(requests.length / 2));
         const rest = requests.slice(applied.length);
+        controller.handBack(container, rest.map(writeRequestKey), `BatchWriteItem ${batchTable} handed back to container ${container.id}`);
         const out = applied.length > 0
           ? await next({ ...args, input: { ...input, RequestItems: { [batchTable]: applied } } })
           : { output: { $metadata: {} }, response: {} };
@@ -84,6 +94,8 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       }
     }
     const output = await next(args);
+    // Applied, whether or not this container died meanwhile (a concurrent request's kill): a reader can see it.
+    if (command === 'PutItemCommand' && table === config.sinkTable) history?.dynamoDbWrite(input.Item as never);
     deadCheck();
     // Which write just succeeded: a kill planned for it strikes now, before the next step.
     if (command === 'PutItemCommand' && table === config.stateTable) {
@@ -97,11 +109,14 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     } else if (command === 'PutItemCommand' && table === config.checkpointTable && sk.startsWith('offset#')) {
       const fault = controller.hit('offset-write', () => `${input.Item?.pk?.S} ${sk}`);
       if (fault?.kind === 'kill-after-plan') killContainer(container, `after planning ${sk}`);
+      if (fault?.kind === 'planned-then-expired') {
+        options.onPlannedThenExpired?.();
+        killContainer(container, `after planning ${sk}; an outage follows and the batch's first records expire`);
+      }
     } else if (command === 'TransactWriteItemsCommand') {
       const fault = controller.hit('commit-write', () => 'commit transaction');
       if (fault?.kind === 'kill-after-commit') killContainer(container, 'after the commit-log transaction');
     } else if (command === 'PutItemCommand' && table === config.sinkTable) {
-      history?.dynamoDbWrite(input.Item as never);
       const fault = controller.hit('sink-partial-write', () => `sink item ${input.Item?.pk?.S ?? ''}`);
       killKind(fault?.kind, ['kill-mid-sink-write', 'timeout-mid-write', 'out-of-memory-mid-write'], 'in the middle of the DynamoDB sink upserts');
     }
@@ -133,9 +148,10 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     if (fault?.kind === 'throttle-s3') throw s3Error('SlowDown', 503, 'Please reduce your request rate (chaos).');
     if (fault?.kind === 's3-5xx') throw s3Error('InternalError', 500, 'We encountered an internal error. Please try again (chaos).');
     const output = await next(args);
-    deadCheck();
+    // Applied, whether or not this container died meanwhile: recorded first (else an object in the sink is one the history never saw).
     if (command === 'PutObjectCommand') history?.s3Put(key, typeof input.Body === 'string' ? input.Body : input.Body as Uint8Array);
     if (command === 'CopyObjectCommand') history?.s3Copy(copySourceKey(String(input.CopySource ?? '')), key);
+    deadCheck();
     // The files sink's two multi-object steps: staging a batch's files before its manifest entry,
     // and revealing them (one copy per file) after the checkpoint commit.
     if (command === 'PutObjectCommand' && /\/_sluice_staging\//.test(key)) {
@@ -151,6 +167,7 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
 
   // The function's own Kinesis calls: the repartition stage's PutRecords to the internal stream
   // (stage 1's sink) and the shard reader's GetRecords.
+  const streamOfIterator = new Map<string, string>();
   clients.kinesis.middlewareStack.add((next, context) => async (args) => {
     deadCheck();
     const command = (context as { commandName?: string }).commandName ?? '?';
@@ -170,12 +187,33 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       output = await next(args);
     }
     deadCheck();
+    if (expired) trimExpired(command, input, output.output as KinesisPage, streamOfIterator, expired);
     if (command === 'PutRecordsCommand') {
       const fault = controller.hit('sink-write', () => `PutRecords to ${stream}`);
       if (fault?.kind === 'kill-after-sink-write') killContainer(container, `after PutRecords to the internal stream ${stream}`);
     }
     return output;
   }, { step: 'initialize', name: 'sluiceChaosKinesis' });
+}
+
+type KinesisPage = { ShardIterator?: string; NextShardIterator?: string; Records?: { SequenceNumber?: string }[] };
+
+/** Leaves expired records out of a GetRecords page (following each iterator to its stream). */
+function trimExpired(
+  command: string, input: Input, output: KinesisPage, streamOfIterator: Map<string, string>, expired: (streamName: string, sequenceNumber: string) => boolean,
+): void {
+  if (command === 'GetShardIteratorCommand' && output.ShardIterator) streamOfIterator.set(output.ShardIterator, String((input as { StreamName?: string }).StreamName ?? ''));
+  if (command !== 'GetRecordsCommand') return;
+  const stream = streamOfIterator.get(String((input as { ShardIterator?: string }).ShardIterator ?? ''));
+  if (stream === undefined) return;
+  if (output.NextShardIterator) streamOfIterator.set(output.NextShardIterator, stream);
+  if (output.Records) output.Records = output.Records.filter((r) => !expired(stream, r.SequenceNumber ?? ''));
+}
+
+/** A BatchWriteItem request's item key (what a resend of it names again). */
+export function writeRequestKey(request: WriteRequest): string {
+  const key = request.DeleteRequest?.Key ?? { pk: request.PutRequest?.Item?.pk, sk: request.PutRequest?.Item?.sk };
+  return `${request.DeleteRequest ? 'delete' : 'put'} ${key.pk?.S ?? ''} ${key.sk?.S ?? ''}`;
 }
 
 /** The key of a CopyObject's `bucket/key` source (URL-encoded, as S3 requires). */

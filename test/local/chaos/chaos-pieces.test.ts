@@ -117,6 +117,21 @@ describe('SinkHistory: every write a reader could see, against the committed bat
     expect(h.figures(committed).writes).toBe(4);
   });
 
+  it('S3 files: an object in the sink that no recorded write put there (an orphan the history never saw) is a mismatch', () => {
+    const h = new SinkHistory(['store_id'], prefix);
+    h.s3Put(staged(0), lines([['a', 1]]));
+    h.s3Put(...manifest(0, [{ key: visible(0), stagedKey: staged(0), rows: 1 }]));
+    h.s3Copy(staged(0), visible(0));
+    const seen = [staged(0), manifest(0, [])[0], visible(0)];
+    expect(h.unrecorded(seen)).toMatchObject({ mismatched: 0 });
+    // Keys outside the prefix are not the sink's.
+    expect(h.unrecorded([...seen, 'run/dead-letter/x.json'])).toMatchObject({ mismatched: 0 });
+    const orphan = `${prefix}store_id=a/part-shard-0-000000000007.jsonl`;
+    const d = h.unrecorded([...seen, orphan]);
+    expect(d.mismatched).toBe(1);
+    expect(d.examples[0]).toContain(orphan);
+  });
+
   it('S3 files: a visible file of an uncommitted batch, one with other rows, a committed batch never revealed, a manifest of an uncommitted batch', async () => {
     const h = new SinkHistory(['store_id'], prefix);
     h.attempt(batch(0, [['a', 1], ['a', 2]]));
@@ -209,6 +224,13 @@ describe('fault plans', () => {
     const counts = { invocation: 20, response: 20 };
     expect(planFaults(createPrng(3), counts, 0).filter((f) => f.kind === 'skipped-then-expired')).toHaveLength(1);
     expect(planFaults(createPrng(3), counts, 6, [], SOURCE_ONLY_KINDS).some((f) => f.kind === 'skipped-then-expired')).toBe(false);
+  });
+
+  it('a planned batch whose records expire is planned only when asked for, and for source functions only', () => {
+    const counts = { 'offset-write': 20, invocation: 20 };
+    expect(planFaults(createPrng(4), counts, 0).some((f) => f.kind === 'planned-then-expired')).toBe(false);
+    expect(planFaults(createPrng(4), counts, 0, ['planned-then-expired']).filter((f) => f.kind === 'planned-then-expired')).toHaveLength(1);
+    expect(planFaults(createPrng(4), counts, 6, ['planned-then-expired'], SOURCE_ONLY_KINDS).some((f) => f.kind === 'planned-then-expired')).toBe(false);
   });
 
   it('a planned fault whose occurrence never comes is reported missed', () => {
