@@ -9,13 +9,22 @@ import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import type { Sink } from '../sinks/sink.js';
 import type { SinkRowLimits } from '../sinks/row-limits.js';
 import type { DeadLetterWriter } from '../sources/dead-letter.js';
-import type { ShardRecord } from '../sources/kinesis-shard-source.js';
+import type { ExpiredRecords, ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { SourceShard } from '../sources/repartition-records.js';
 import type { HashKeyRange } from '../state/state-routing.js';
 
 /** Reads a shard's records between two sequence numbers (inclusive): GetRecords on AWS. */
 export interface ShardReader {
   read(shardId: string, firstSequenceNumber: string, lastSequenceNumber: string): Promise<ShardRecord[]>;
+}
+
+/**
+ * Records of a planned, uncommitted batch that left the stream before the batch committed: the
+ * batch runs over the rest, and these are recorded as lost where `sluice status` shows them.
+ */
+export interface ExpiredPlannedRecords extends ExpiredRecords {
+  readonly shardId: string;
+  readonly batchId: number;
 }
 
 export interface PartitionBackends {
@@ -26,6 +35,11 @@ export interface PartitionBackends {
   readonly deadLetters: DeadLetterWriter;
   readonly watermarks?: WatermarkCoordinator;
   readonly shardReader?: ShardReader;
+  /**
+   * Records a planned batch's records lost to retention (idempotent: a retry records them again).
+   * Without it such a batch fails: a loss nobody can see is not taken.
+   */
+  readonly recordExpiredRecords?: (loss: ExpiredPlannedRecords) => Promise<void>;
   readonly costMeter?: CostMeter;
   readonly clock?: Clock;
   /**
