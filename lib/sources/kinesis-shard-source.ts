@@ -197,7 +197,9 @@ export class KinesisShardSource implements MicroBatchStream {
     if (planned.recordCount === undefined || planned.firstSequenceNumber === undefined) return null;
     const found = this.range(start, end);
     if (found.length >= planned.recordCount) return null;
-    if (found.length > 0 && found[found.length - 1]!.record.sequenceNumber !== planned.sequenceNumber) return null;
+    // A suffix: the planned last record and not the planned first (records missing after it are no trim).
+    if (found.length > 0 && (found[found.length - 1]!.record.sequenceNumber !== planned.sequenceNumber
+      || found[0]!.seq <= BigInt(planned.firstSequenceNumber))) return null;
     this.expiredPrefix = { end: planned.sequenceNumber, held: found.length };
     return {
       firstSequenceNumber: planned.firstSequenceNumber,
