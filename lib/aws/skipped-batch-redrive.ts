@@ -334,7 +334,9 @@ export async function committedSpans(
 export async function committedWithin(
   clients: AwsClients, deployment: DeploymentDescriptor, range: SkippedRange, maxBatchesBack: number,
 ): Promise<(sequenceNumber: string) => boolean> {
-  const spans = await committedSpans(clients, deployment, range, maxBatchesBack);
+  const store = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: deployment.sluiceQuery });
+  const expiredPlanned = (await store.list(range.partitionId)).filter(isExpiredPlanned);
+  const spans = withoutExpiredPlanned(await committedSpans(clients, deployment, range, maxBatchesBack), expiredPlanned);
   return (sequenceNumber) => inSpans(spans, BigInt(sequenceNumber));
 }
 
