@@ -5,7 +5,8 @@
  */
 import type { QueryDefinition } from '../query/query-definition.js';
 import type { CompiledQuery } from '../query/compiled-query.js';
-import type { PartitionBackends } from '../query/partition-backends.js';
+import type { ExpiredPlannedRecords, PartitionBackends } from '../query/partition-backends.js';
+import { SkippedBatchStore } from './skipped-batches.js';
 import type { QueryStage } from '../query/query-stage.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import { sinkPrefixFor, streamNameOf, type RuntimeConfig } from '../runtime/runtime-config.js';
@@ -96,6 +97,8 @@ export function createAwsQueryBackends(
     idleTimeoutMs: config.idleShardTimeoutMs, meter,
   });
   const multiSource = isMultiSource(definition);
+  // Planned records lost to retention are recorded beside the skipped ranges, where status lists them.
+  const expiredRanges = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: config.checkpointTable, queryName: stateNamespace });
   const hops = query.hops;
   const streams = internalStreamNames(config);
   if (hops.length > 0 && streams.length < hops.length) {
@@ -202,7 +205,12 @@ export function createAwsQueryBackends(
         deadLetters,
         watermarks,
         shardReader: readerOf(stage),
-        ...(input ? {} : { redriveLedger }),
+        ...(input ? {} : {
+          redriveLedger,
+          recordExpiredRecords: async (loss: ExpiredPlannedRecords) => {
+            await expiredRanges.recordExpiredPlanned(stage.checkpointPartition(shardId), streamOf(stage), loss);
+          },
+        }),
         costMeter: meter,
         ...(input ? { sourcePartitions: (sourceName?: string) => shardsOf(sendersOf(sourceName)) } : {}),
         stateKeyRange: () => rangeOf(streamOf(stage), shardId),

@@ -33,9 +33,10 @@ export class KinesisShardReader implements ShardReader {
   ) {}
 
   async read(shardId: string, firstSequenceNumber: string, lastSequenceNumber: string): Promise<ShardRecord[]> {
+    const first = BigInt(firstSequenceNumber);
     const last = BigInt(lastSequenceNumber);
     const out: ShardRecord[] = [];
-    let iterator = await this.iterator(shardId, 'AT_SEQUENCE_NUMBER', firstSequenceNumber);
+    let iterator = await this.iteratorAtOrTrimHorizon(shardId, firstSequenceNumber);
     // Empty pages happen inside a shard; stop at the last planned record or the end of the shard.
     for (let emptyPages = 0; iterator && emptyPages < 20;) {
       const page = await this.kinesis.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 10_000 }));
@@ -44,6 +45,7 @@ export class KinesisShardReader implements ShardReader {
       emptyPages = records.length === 0 ? emptyPages + 1 : 0;
       for (const r of records) {
         if (BigInt(r.SequenceNumber!) > last) return out;
+        if (BigInt(r.SequenceNumber!) < first) continue;
         out.push(toShardRecord(r));
       }
       if (out.length > 0 && BigInt(out[out.length - 1]!.sequenceNumber) === last) return out;
@@ -72,6 +74,19 @@ export class KinesisShardReader implements ShardReader {
       if ((page.Records ?? []).length === 0 && millisBehindLatest === 0) break;
     }
     return { records, millisBehindLatest, closed: iterator === undefined || iterator === null };
+  }
+
+  /**
+   * At the sequence number, or at the oldest record when the stream refuses it (retention passed
+   * it): the records still held are read, and the caller sees which planned ones are gone.
+   */
+  private async iteratorAtOrTrimHorizon(shardId: string, sequenceNumber: string): Promise<string | undefined> {
+    try {
+      return await this.iterator(shardId, 'AT_SEQUENCE_NUMBER', sequenceNumber);
+    } catch (error) {
+      if ((error as Error).name !== 'InvalidArgumentException') throw error;
+      return this.iterator(shardId, 'TRIM_HORIZON');
+    }
   }
 
   private async iterator(

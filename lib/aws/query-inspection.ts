@@ -20,7 +20,7 @@ import { DynamoDbCheckpoint } from './dynamodb-checkpoint.js';
 import { DynamoDbWatermarkCoordinator, type PartitionWatermarkRow } from './dynamodb-watermarks.js';
 import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js';
 import { encodeKeySegment, listKeys, normalizePrefix } from './s3-util.js';
-import { isLostRange, SkippedBatchStore, type SkippedRange } from './skipped-batches.js';
+import { isExpiredPlanned, isLostRange, SkippedBatchStore, type SkippedRange } from './skipped-batches.js';
 
 /** Stage-2 partitions of a repartition stage are named `state.<internal shard id>`. */
 const STAGE2_PREFIX = 'state.';
@@ -167,8 +167,10 @@ export async function inspectQuery(clients: AwsClients, deployment: DeploymentDe
   }
   for (const r of lostRanges.filter((l) => !l.acknowledgement)) {
     const lost = r.outcome!.expiredRange;
-    problems.push(`${r.outcome!.expired} record(s) of the skipped range ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber} expired from `
-      + `${r.streamName} before the re-drive read them: lost${lost ? ` (sequence numbers ${lost.first}..${lost.last})` : ''}; `
+    const what = isExpiredPlanned(r) ? 'planned batch records' : 'the skipped range';
+    const before = isExpiredPlanned(r) ? 'their batch committed (it ran over the rest)' : 'the re-drive read them';
+    problems.push(`${r.outcome!.expired} record(s) of ${what} ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber} expired from `
+      + `${r.streamName} before ${before}: lost${lost ? ` (sequence numbers ${lost.first}..${lost.last})` : ''}; `
       + `once seen: \`sluice redrive ${deployment.sluiceQuery} --acknowledge ${r.partitionId}#${r.firstSequenceNumber} --reason "..."\``);
   }
   for (const p of partitions) {

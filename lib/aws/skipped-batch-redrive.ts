@@ -42,7 +42,7 @@ import type { AwsClients } from './clients.js';
 import { KinesisShardReader } from './kinesis-shard-reader.js';
 import { checkpointOf } from './query-inspection.js';
 import { S3DeadLetterWriter } from './s3-dead-letter-writer.js';
-import { SkippedBatchStore, type SkippedRange, type SkippedRangeOutcome } from './skipped-batches.js';
+import { isExpiredPlanned, SkippedBatchStore, type SkippedRange, type SkippedRangeOutcome } from './skipped-batches.js';
 import { openShardHashKey, planInternalRedrive, sendInternalRedrive } from './internal-range-redrive.js';
 import {
   claim, compileForRedrive, createThroughQueryRunner, ledgerPkOf, newRunId, openRunOf, pseudoShardOf, readRedriveLedger, redriveIdOf,
@@ -135,6 +135,7 @@ export async function redriveSkippedBatches(
   const store = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: query });
   const all = (await store.list()).filter((r) => (!options.shardId || r.shardId === options.shardId)
     && (!options.firstSequenceNumber || r.firstSequenceNumber === options.firstSequenceNumber) && (options.only?.(r) ?? true));
+  const expiredPlanned = (await store.list()).filter(isExpiredPlanned);
   const sourceStreams = new Set([deployment.streamName, ...Object.values(deployment.sourceStreams ?? {})]);
   const ledger = await readRedriveLedger(clients, deployment);
   const report: MutableReport = {
@@ -150,7 +151,9 @@ export async function redriveSkippedBatches(
   for (const range of all) {
     if (range.state === 'redriven') { report.alreadyRedriven++; continue; }
     const records = await readRange(clients, range);
-    const spans = await committedSpans(clients, deployment, range, options.maxBatchesBack ?? 1000);
+    // A batch that ran without its expired records commits their range but not them: they stay lost.
+    const spans = withoutExpiredPlanned(await committedSpans(clients, deployment, range, options.maxBatchesBack ?? 1000),
+      expiredPlanned.filter((r) => r.partitionId === range.partitionId));
     const committed = (sequenceNumber: string): boolean => inSpans(spans, BigInt(sequenceNumber));
     if (!sourceStreams.has(range.streamName)) {
       await redriveInternalRange(clients, deployment, store, range, records.filter((r) => !committed(r.sequenceNumber)), records.length, options, report);
@@ -351,6 +354,19 @@ export function expiredLoss(
   return { lost: gone - committed, committed, range: { first: String(uncovered[0]!.from), last: String(uncovered.at(-1)!.to) } };
 }
 
+/**
+ * The committed spans less the records their batches lost to retention before committing (the
+ * engine recorded them, the first of their batch): the rest of such a batch is committed, they are not.
+ */
+export function withoutExpiredPlanned(spans: readonly CommittedSpan[], lost: readonly Pick<SkippedRange, 'firstSequenceNumber' | 'lastSequenceNumber' | 'batchSize'>[]): CommittedSpan[] {
+  return spans.flatMap((span) => {
+    const loss = lost.find((l) => BigInt(l.firstSequenceNumber) === span.from);
+    if (!loss) return [span];
+    const lastLost = BigInt(loss.lastSequenceNumber);
+    return lastLost >= span.to ? [] : [{ from: lastLost + 1n, to: span.to, count: Math.max(0, span.count - loss.batchSize) }];
+  });
+}
+
 /** The parts of [from, to] no span covers, in order. */
 function uncoveredParts(from: bigint, to: bigint, spans: readonly CommittedSpan[]): { from: bigint; to: bigint }[] {
   const parts: { from: bigint; to: bigint }[] = [];
@@ -415,6 +431,8 @@ export async function committedSpans(
 export async function committedWithin(
   clients: AwsClients, deployment: DeploymentDescriptor, range: SkippedRange, maxBatchesBack: number,
 ): Promise<(sequenceNumber: string) => boolean> {
-  const spans = await committedSpans(clients, deployment, range, maxBatchesBack);
+  const store = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: deployment.sluiceQuery });
+  const expiredPlanned = (await store.list(range.partitionId)).filter(isExpiredPlanned);
+  const spans = withoutExpiredPlanned(await committedSpans(clients, deployment, range, maxBatchesBack), expiredPlanned);
   return (sequenceNumber) => inSpans(spans, BigInt(sequenceNumber));
 }

@@ -17,6 +17,7 @@
 import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SKIPPED_RANGES_SUFFIX } from '../runtime/runtime-config.js';
 import { queryAll, type Item } from './dynamodb-cost.js';
+import type { ExpiredPlannedRecords } from '../query/partition-backends.js';
 
 /** Lambda's description of a batch it gave up on (`KinesisBatchInfo` of the on-failure record). */
 export interface SkippedBatchInfo {
@@ -35,6 +36,8 @@ export interface SkippedBatchInfo {
 export type SkippedRangeState = 'waiting' | 'redriven';
 
 export interface SkippedRange {
+  /** The item's sort key (default `<partition>#<first>`; a planned batch's expired records have their own). */
+  readonly sortKey?: string;
   /** The checkpoint partition of the stage that skipped it (`<shard>`, or `state.<shard>` for stage 2). */
   readonly partitionId: string;
   readonly shardId: string;
@@ -159,6 +162,40 @@ export class SkippedBatchStore {
     }
   }
 
+  /**
+   * Records the planned records a batch lost to retention before it committed (the engine ran it
+   * over the rest): a lost range from the start, unhealthy in `sluice status` until acknowledged.
+   * Its own item (a skipped range of the same records may exist); recorded once, a retry finds it.
+   */
+  async recordExpiredPlanned(partitionId: string, streamName: string, loss: ExpiredPlannedRecords, nowMs = Date.now()): Promise<boolean> {
+    const outcome: SkippedRangeOutcome = {
+      redriven: 0, deadLettered: 0, alreadyCommitted: 0, expired: loss.count, skippedAgain: 0,
+      expiredRange: { first: loss.firstSequenceNumber, last: loss.lastSequenceNumber }, atMs: nowMs,
+    };
+    const item: Item = {
+      pk: { S: this.pk },
+      sk: { S: `${partitionId}#${loss.firstSequenceNumber}${EXPIRED_PLANNED_SUFFIX}` },
+      partitionId: { S: partitionId },
+      shardId: { S: loss.shardId },
+      streamName: { S: streamName },
+      first: { S: loss.firstSequenceNumber },
+      last: { S: loss.lastSequenceNumber },
+      batchSize: { N: String(loss.count) },
+      reason: { S: `${EXPIRED_PLANNED_REASON} (batch ${loss.batchId}): it ran over its ${loss.count === 0 ? 'records' : 'remaining records'}` },
+      skippedAtMs: { N: String(nowMs) },
+      recordedAtMs: { N: String(nowMs) },
+      state: { S: 'redriven' },
+      outcome: { S: JSON.stringify(outcome) },
+    };
+    try {
+      await this.options.client.send(new PutItemCommand({ TableName: this.options.checkpointTable, Item: item, ConditionExpression: 'attribute_not_exists(pk)' }));
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return false;
+      throw error;
+    }
+  }
+
   /** Every recorded range of the query, or of one partition; in sequence order per partition. */
   async list(partitionId?: string): Promise<SkippedRange[]> {
     const items = await queryAll(this.options.client, {
@@ -176,7 +213,7 @@ export class SkippedBatchStore {
     try {
       await this.options.client.send(new UpdateItemCommand({
         TableName: this.options.checkpointTable,
-        Key: { pk: { S: this.pk }, sk: { S: `${range.partitionId}#${range.firstSequenceNumber}` } },
+        Key: { pk: { S: this.pk }, sk: { S: sortKeyOf(range) } },
         UpdateExpression: 'SET #state = :redriven, outcome = :outcome',
         ConditionExpression: '#state = :waiting',
         ExpressionAttributeNames: { '#state': 'state' },
@@ -194,7 +231,7 @@ export class SkippedBatchStore {
     try {
       await this.options.client.send(new UpdateItemCommand({
         TableName: this.options.checkpointTable,
-        Key: { pk: { S: this.pk }, sk: { S: `${range.partitionId}#${range.firstSequenceNumber}` } },
+        Key: { pk: { S: this.pk }, sk: { S: sortKeyOf(range) } },
         UpdateExpression: 'SET acknowledgement = :ack',
         ConditionExpression: '#state = :redriven AND attribute_not_exists(acknowledgement)',
         ExpressionAttributeNames: { '#state': 'state' },
@@ -208,8 +245,17 @@ export class SkippedBatchStore {
   }
 }
 
+const EXPIRED_PLANNED_SUFFIX = '#expired-planned';
+export const EXPIRED_PLANNED_REASON = 'planned records expired from the stream before their batch committed';
+
+/** A lost range the engine recorded for a planned batch (not one the event source mapping skipped). */
+export const isExpiredPlanned = (r: Pick<SkippedRange, 'sortKey'>): boolean => r.sortKey?.endsWith(EXPIRED_PLANNED_SUFFIX) ?? false;
+
+const sortKeyOf = (range: SkippedRange): string => range.sortKey ?? `${range.partitionId}#${range.firstSequenceNumber}`;
+
 function rangeOf(item: Item): SkippedRange {
   return {
+    sortKey: item.sk!.S!,
     partitionId: item.partitionId!.S!,
     shardId: item.shardId!.S!,
     streamName: item.streamName!.S!,

@@ -9,7 +9,7 @@ import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import type { Sink } from '../sinks/sink.js';
 import type { SinkRowLimits } from '../sinks/row-limits.js';
 import type { DeadLetterWriter } from '../sources/dead-letter.js';
-import type { ShardRecord } from '../sources/kinesis-shard-source.js';
+import type { ExpiredRecords, ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { SourceShard } from '../sources/repartition-records.js';
 import type { HashKeyRange } from '../state/state-routing.js';
 
@@ -30,6 +30,15 @@ export interface RedriveLedger {
   doneWrite(run: string, batchId: number): CommitSideWrite;
 }
 
+/**
+ * Records of a planned, uncommitted batch that left the stream before the batch committed: the
+ * batch runs over the rest, and these are recorded as lost where `sluice status` shows them.
+ */
+export interface ExpiredPlannedRecords extends ExpiredRecords {
+  readonly shardId: string;
+  readonly batchId: number;
+}
+
 export interface PartitionBackends {
   readonly checkpoint: Checkpoint;
   readonly sink: Sink;
@@ -39,6 +48,11 @@ export interface PartitionBackends {
   readonly watermarks?: WatermarkCoordinator;
   readonly shardReader?: ShardReader;
   readonly redriveLedger?: RedriveLedger;
+  /**
+   * Records a planned batch's records lost to retention (idempotent: a retry records them again).
+   * Without it such a batch fails: a loss nobody can see is not taken.
+   */
+  readonly recordExpiredRecords?: (loss: ExpiredPlannedRecords) => Promise<void>;
   readonly costMeter?: CostMeter;
   readonly clock?: Clock;
   /**

@@ -30,7 +30,7 @@ import type { StreamingQueryProgress } from '../runtime/progress.js';
 import { StreamExecution } from '../runtime/stream-execution.js';
 import { Trigger } from '../runtime/trigger.js';
 import type { CompiledQuery } from './compiled-query.js';
-import type { PartitionBackends, RedriveLedger, ShardReader } from './partition-backends.js';
+import type { PartitionBackends, RedriveLedger } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
@@ -125,7 +125,7 @@ export async function runShardInvocation(
       s.setCommitted(execution.committedSourceOffsets.get(s.name) ?? null);
       s.offer(request.records);
     }
-    await ensurePendingBatchRecords(execution, shardSources, shardId, backends.shardReader, backends.redriveLedger);
+    await ensurePendingBatchRecords(execution, shardSources, shardId, backends);
     if (request.redrive) {
       if (!source.offerRedrive) throw new Error(`stage ${stage.kind} of ${shardId} cannot run a re-drive batch`);
       source.offerRedrive(request.redrive.run, request.redrive.records);
@@ -183,8 +183,10 @@ function isShardSource(s: MicroBatchStream): s is ShardSource {
 }
 
 async function ensurePendingBatchRecords(
-  execution: StreamExecution, sources: readonly ShardSource[], shardId: string, reader: ShardReader | undefined, ledger: RedriveLedger | undefined,
+  execution: StreamExecution, sources: readonly ShardSource[], shardId: string, backends: PartitionBackends,
 ): Promise<void> {
+  const reader = backends.shardReader;
+  const ledger = backends.redriveLedger;
   const source = sources[0]!;
   const pending = execution.pendingBatch;
   if (!pending) return;
@@ -206,9 +208,15 @@ async function ensurePendingBatchRecords(
   }
   const records = await reader.read(shardId, planned.firstSequenceNumber, planned.sequenceNumber);
   for (const s of sources) s.offer(records);
-  if (!source.covers(start, end)) {
+  if (source.covers(start, end)) return;
+  // Retention trimmed the batch's oldest records: like Spark's Kafka source with failOnDataLoss=false,
+  // the batch runs over the rest and keeps its planned end (the records after it stay exactly-once);
+  // the loss is recorded first, so it is never silent. Not for a retry of a source without the hook.
+  const expired = backends.recordExpiredRecords && source instanceof KinesisShardSource ? source.acceptExpiredPrefix(start, end) : null;
+  if (!expired) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
   }
+  await backends.recordExpiredRecords!({ ...expired, shardId, batchId: pending.batchId });
 }
 
 /** The sequence numbers of the planned, uncommitted batch's records. */

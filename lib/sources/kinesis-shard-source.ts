@@ -60,6 +60,13 @@ interface Buffered {
   readonly reason: string | null;
 }
 
+/** Planned records the shard no longer holds (retention): the first ones of their batch. */
+export interface ExpiredRecords {
+  readonly firstSequenceNumber: string;
+  readonly lastSequenceNumber: string;
+  readonly count: number;
+}
+
 export interface KinesisShardSourceOptions {
   readonly name: string;
   readonly queryName: string;
@@ -90,6 +97,8 @@ export class KinesisShardSource implements MicroBatchStream {
   private redrive: { readonly mark: RedriveMark; entries: Buffered[] } | null = null;
   /** Records held out of their batch, by sequence number, with the reason (see `withhold`). */
   private withheld: ReadonlyMap<string, string> = new Map();
+  /** A planned batch that runs without its expired records: its last sequence number and how many it still has. */
+  private expiredPrefix: { end: string; held: number } | null = null;
 
   constructor(private readonly options: KinesisShardSourceOptions) {
     this.name = options.name;
@@ -212,10 +221,34 @@ export class KinesisShardSource implements MicroBatchStream {
     const found = this.range(start, end);
     const run = redriveRunOf(start, end);
     if (run) return this.redrive?.mark.run === run.run && found.length === run.count;
+    const expired = this.expiredPrefix;
+    if (expired && expired.end === planned.sequenceNumber && found.length === expired.held) return true;
     if (planned.recordCount === undefined) return found.length > 0 && found[found.length - 1]!.record.sequenceNumber === planned.sequenceNumber;
     return found.length === planned.recordCount
       && found[0]?.record.sequenceNumber === planned.firstSequenceNumber
       && found[found.length - 1]!.record.sequenceNumber === planned.sequenceNumber;
+  }
+
+  /**
+   * The batch `(start, end]` lost the oldest of its planned records to retention (Kinesis trims a
+   * shard from its oldest record): when the buffer holds a suffix of them ending at the planned last
+   * record (or none), the batch runs over those from now on and this returns the missing prefix;
+   * otherwise (records missing elsewhere: not retention) null, and the batch still needs them all.
+   */
+  acceptExpiredPrefix(start: Offset | null, end: Offset): ExpiredRecords | null {
+    const planned = asKinesisOffset(end)!;
+    if (planned.recordCount === undefined || planned.firstSequenceNumber === undefined) return null;
+    const found = this.range(start, end);
+    if (found.length >= planned.recordCount) return null;
+    // A suffix: the planned last record and not the planned first (records missing after it are no trim).
+    if (found.length > 0 && (found[found.length - 1]!.record.sequenceNumber !== planned.sequenceNumber
+      || found[0]!.seq <= BigInt(planned.firstSequenceNumber))) return null;
+    this.expiredPrefix = { end: planned.sequenceNumber, held: found.length };
+    return {
+      firstSequenceNumber: planned.firstSequenceNumber,
+      lastSequenceNumber: found.length > 0 ? String(found[0]!.seq - 1n) : planned.sequenceNumber,
+      count: planned.recordCount - found.length,
+    };
   }
 
   getBatch(start: Offset | null, end: Offset): unknown[][] {

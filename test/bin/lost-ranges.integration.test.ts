@@ -5,14 +5,11 @@
  * `sluice redrive --acknowledge` / `--all-lost` records who saw a loss, when and why: `sluice
  * status` is healthy again and still lists the loss.
  *
- * Retention is simulated between the CLI and kinesis-mock (which keeps records for ever): a proxy
- * leaves the records before a trim point out of GetRecords, as after the trim horizon passed them.
+ * Retention is simulated between the CLI and kinesis-mock by test/support/trimming-kinesis-proxy.ts.
  */
-import { createServer, request, type Server } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { hourlySalesQuery } from '../../lib/local/dev/default-query.js';
@@ -20,50 +17,19 @@ import type { QueryStatus } from '../../lib/aws/query-inspection.js';
 import type { SkippedRedriveReport } from '../../lib/aws/skipped-batch-redrive.js';
 import { deploy } from '../support/aws-pipeline.js';
 import { cliFor, committedAndGoneRanges } from '../support/skipped-ranges.js';
+import { startTrimmingKinesisProxy, type TrimmingKinesisProxy } from '../support/trimming-kinesis-proxy.js';
 
 const QUERY = 'lost-ranges';
 let emulators: EmulatorSet;
 let dir: string;
-let proxy: Server;
-/** GetRecords through the proxy leaves out records below this sequence number (null: none). */
-let trimBefore: bigint | null = null;
-
-/** A Kinesis endpoint in front of kinesis-mock whose GetRecords answers leave out trimmed records. */
-function startTrimmingProxy(target: string): Promise<string> {
-  const upstream = new URL(target);
-  proxy = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const forward = request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (up) => {
-        const out: Buffer[] = [];
-        up.on('data', (c: Buffer) => out.push(c));
-        up.on('end', () => {
-          let body = Buffer.concat(out);
-          if (trimBefore !== null && String(req.headers['x-amz-target']).endsWith('.GetRecords') && up.statusCode === 200) {
-            const parsed = JSON.parse(body.toString()) as { Records?: { SequenceNumber: string }[] };
-            parsed.Records = (parsed.Records ?? []).filter((r) => BigInt(r.SequenceNumber) >= trimBefore!);
-            body = Buffer.from(JSON.stringify(parsed));
-          }
-          const headers = { ...up.headers, 'content-length': String(body.length) };
-          delete headers['transfer-encoding'];
-          res.writeHead(up.statusCode ?? 500, headers);
-          res.end(body);
-        });
-      });
-      forward.on('error', (e) => { res.writeHead(502); res.end(String(e)); });
-      forward.end(Buffer.concat(chunks));
-    });
-  });
-  return new Promise((done) => proxy.listen(0, '127.0.0.1', () => done(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`)));
-}
+let proxy: TrimmingKinesisProxy | undefined;
 
 beforeAll(async () => {
   emulators = await startEmulators();
   dir = mkdtempSync(join(tmpdir(), 'sluice-lost-ranges-'));
 });
 afterAll(async () => {
-  proxy?.close();
+  await proxy?.close();
   await emulators?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -75,11 +41,11 @@ describe('lost skipped ranges', () => {
     const { clients, config } = deployment;
     // Records 3..5 committed, their batch given up all the same; a range wholly past retention.
     const { seqs, gone } = await committedAndGoneRanges(deployment, definition, emulators);
-    const kinesis = await startTrimmingProxy(emulators.endpoints.kinesis!);
-    const cli = cliFor(emulators, config, QUERY, dir, { kinesis });
+    proxy = await startTrimmingKinesisProxy(emulators.endpoints.kinesis!);
+    const cli = cliFor(emulators, config, QUERY, dir, { kinesis: proxy.endpoint });
 
     // Retention has passed records 3 and 4 of the committed range; record 5 is still held.
-    trimBefore = BigInt(seqs[5]!);
+    proxy.trimBefore(seqs[5]!);
     const redrive = await cli(['redrive', QUERY, '--skipped', '--json']);
     expect(redrive.code, redrive.stderr).toBe(1);
     const report = JSON.parse(redrive.stdout) as SkippedRedriveReport;

@@ -126,6 +126,73 @@ describe('runShardInvocation (memory backends)', () => {
     expect(show(b.sink.allRows())).toEqual(['2024-05-01 14:00:00-15:00:00=25']);
   });
 
+  describe('a planned batch whose records expired from the stream', () => {
+    /** Batch 0 planned over `batch`, its sink write failed: planned, not committed. */
+    async function plannedNotCommitted(batch: ShardRecord[]) {
+      const b = backends();
+      let failing = true;
+      const flaky = { ...b, sink: Object.assign(Object.create(b.sink), {
+        addBatch: async (sinkBatch: Parameters<MemorySink['addBatch']>[0]) => {
+          if (failing) throw new Error('throttled');
+          return b.sink.addBatch(sinkBatch);
+        },
+      }) as MemorySink };
+      const r = await invoke({ definition: revenue('update'), shardId: 's', records: batch, expectedShardCount: 1 }, flaky);
+      expect(r.error?.message).toMatch(/throttled/);
+      failing = false;
+      return { b, flaky };
+    }
+    const holding = (held: ShardRecord[]) => ({
+      read: async (_shard: string, first: string, last: string) => held.filter((x) => BigInt(x.sequenceNumber) >= BigInt(first) && BigInt(x.sequenceNumber) <= BigInt(last)),
+    });
+
+    it('runs over the records still held when retention took its first ones, records the loss and keeps its planned end', async () => {
+      const batch = records(ev(15, '14:40'), ev(10, '14:30'), ev(7, '14:50'));
+      const { b, flaky } = await plannedNotCommitted(batch);
+      const losses: unknown[] = [];
+      const later = records(ev(1, '14:55'));
+      const r = await invoke({ definition: revenue('update'), shardId: 's', records: later, expectedShardCount: 1 }, {
+        ...flaky, shardReader: holding(batch.slice(2)), recordExpiredRecords: async (loss) => { losses.push(loss); },
+      });
+      expect(r.error).toBeUndefined();
+      expect(losses).toEqual([{
+        shardId: 's', batchId: 0, firstSequenceNumber: batch[0]!.sequenceNumber,
+        lastSequenceNumber: String(BigInt(batch[2]!.sequenceNumber) - 1n), count: 2,
+      }]);
+      expect(r.progress.map((p) => [p.batchId, p.numInputRows])).toEqual([[0, 1], [1, 1]]);
+      expect(r.committed?.sequenceNumber).toBe(later[0]!.sequenceNumber);
+      expect(show(b.sink.allRows()).at(-1)).toBe('2024-05-01 14:00:00-15:00:00=8');
+    });
+
+    it('runs empty when all its records expired', async () => {
+      const batch = records(ev(15, '14:40'), ev(10, '14:30'));
+      const { flaky } = await plannedNotCommitted(batch);
+      const losses: { count: number; lastSequenceNumber: string }[] = [];
+      const later = records(ev(1, '14:55'));
+      const r = await invoke({ definition: revenue('update'), shardId: 's', records: later, expectedShardCount: 1 }, {
+        ...flaky, shardReader: holding([]), recordExpiredRecords: async (loss) => { losses.push(loss); },
+      });
+      expect(r.error).toBeUndefined();
+      expect(losses).toMatchObject([{ count: 2, lastSequenceNumber: batch[1]!.sequenceNumber }]);
+      expect(r.committed?.sequenceNumber).toBe(later[0]!.sequenceNumber);
+    });
+
+    it('still fails when records are missing other than from the start, or the loss cannot be recorded', async () => {
+      const batch = records(ev(15, '14:40'), ev(10, '14:30'), ev(7, '14:50'));
+      const { flaky } = await plannedNotCommitted(batch);
+      const losses: unknown[] = [];
+      const gap = await invoke({ definition: revenue('update'), shardId: 's', records: [], expectedShardCount: 1 }, {
+        ...flaky, shardReader: holding([batch[0]!, batch[2]!]), recordExpiredRecords: async (loss) => { losses.push(loss); },
+      });
+      expect(gap.error?.message).toMatch(/no longer holds all its planned records/);
+      const unrecorded = await invoke({ definition: revenue('update'), shardId: 's', records: [], expectedShardCount: 1 }, {
+        ...flaky, shardReader: holding(batch.slice(1)),
+      });
+      expect(unrecorded.error?.message).toMatch(/no longer holds all its planned records/);
+      expect(losses).toEqual([]);
+    });
+  });
+
   it('refuses a stateful query on a multi-shard stream without a declared partition key', async () => {
     await expect(invoke({ definition: revenue('update'), shardId: 's', records: [] }, backends()))
       .rejects.toThrow(/STATE_NOT_CO_PARTITIONED|partial result[\s\S]*How to fix: .*partitionKey/);
