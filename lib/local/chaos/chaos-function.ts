@@ -260,6 +260,7 @@ export class ChaosFunction {
         const challenged = newer();
         if (challenged === true) this.zombieWakes.challenged++;
         if (challenged === false) this.zombieWakes.unchallenged.push(`${batch.partitionId} batch ${batch.batchId}`);
+        this.options.trace?.(`zombie container ${container.id} (${batch.partitionId} batch ${batch.batchId}): a newer batch wrote one of its keys: ${String(challenged)}`);
         resolve();
       },
     }));
@@ -336,6 +337,9 @@ export class ChaosFunction {
     return withWrites(sink, async (batch: SinkBatch) => {
       // Only batches with rows: a zombie writing nothing shows nothing.
       const freeze = batch.rows.length > 0 ? controller.hit('sink-attempt', () => `${batch.partitionId} batch ${batch.batchId}, ${batch.rows.length} rows`) : undefined;
+      // A container no Lambda timeout governs (a concurrent duplicate's second one) cannot freeze:
+      // the zombie strikes the next sink attempt instead of passing as happened.
+      if (freeze?.kind === 'zombie-wakes-late' && !container.freeze) controller.postpone(freeze);
       if (freeze?.kind === 'zombie-wakes-late' && container.freeze) {
         await this.sleepUntilNewerCommits(container, batch);
         this.options.trace?.(`zombie container ${container.id} wakes: writes ${batch.partitionId} batch ${batch.batchId}`);

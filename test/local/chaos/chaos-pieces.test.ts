@@ -253,4 +253,16 @@ describe('fault plans', () => {
     expect(controller.injected.map((f) => f.kind)).toEqual(['crash-before-run']);
     expect(controller.missed).toEqual([{ kind: 'duplicate-delivery', at: 5 }]);
   });
+
+  it('a fault postponed (it struck where it cannot act) is not counted as happened and strikes the next free occurrence, or is missed', () => {
+    const controller = new FaultController([{ kind: 'zombie-wakes-late', at: 0 }, { kind: 'zombie-wakes-late', at: 2 }]);
+    const first = controller.hit('sink-attempt', () => 'batch 0')!;
+    controller.postpone(first);
+    expect(controller.injected).toEqual([]);
+    expect(controller.hit('sink-attempt', () => 'batch 1')).toMatchObject({ at: 0 });
+    expect(controller.hit('sink-attempt', () => 'batch 2')).toMatchObject({ at: 2 });
+    controller.postpone(controller.injected[1]!);
+    expect(controller.injected.map((f) => f.detail)).toEqual(['batch 1']);
+    expect(controller.missed).toEqual([{ kind: 'zombie-wakes-late', at: 2 }]);
+  });
 });
