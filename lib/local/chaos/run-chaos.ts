@@ -538,8 +538,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const plans = new Map([...counts].map(([id, c]) => {
         // A stage reading an internal stream has no re-drive; the scheduled function no mapping.
         const sourceFunction = !/\/(stage-\d+|scheduled)$/.test(id);
-        // The scheduled function's share of the work shrinks when faults make the stages' own
-        // invocations do more of it (a chain of stages most): its faults land in the first 40%.
         // A reshard of an internal stream under join state is not supported yet (issue 12): not planned there.
         const joinHop = id.endsWith('/stage-2') && isMultiSource(queries.find((q) => id.startsWith(`${q.name}/`))!);
         const optIn: FaultKind[] = [...(options.reshard && !joinHop ? ['reshard-mid-run' as const] : []), ...(options.expirePlanned ? ['planned-then-expired' as const] : [])];
