@@ -91,7 +91,12 @@ export class ChaosFunction {
   private crashes = 0;
   /** Successful invocations per shard: a frozen invocation wakes once newer batches committed. */
   private readonly successes = new Map<string, number>();
-  private readonly sleepers: { shardId: string; after: number; wake: () => void }[] = [];
+  private readonly sleepers: { shardId: string; after: number; ready: () => boolean; wake: () => void }[] = [];
+  /**
+   * Zombies of an upsert sink that woke once a newer batch had written one of their keys (a
+   * missing sink fence shows as a key going back), and those woken at the end without one.
+   */
+  readonly zombieWakes = { challenged: 0, unchallenged: [] as string[] };
   private readonly zombies = new Set<Promise<unknown>>();
   /** Poison-record invocations (each a function error). */
   poisonCrashes = 0;
@@ -204,7 +209,7 @@ export class ChaosFunction {
   private succeeded<T>(shardId: string, result: T): T {
     const n = (this.successes.get(shardId) ?? 0) + 1;
     this.successes.set(shardId, n);
-    for (const s of this.sleepers.filter((z) => z.shardId === shardId && n >= z.after)) {
+    for (const s of this.sleepers.filter((z) => z.shardId === shardId && n >= z.after && z.ready())) {
       this.sleepers.splice(this.sleepers.indexOf(s), 1);
       s.wake();
     }
@@ -243,10 +248,22 @@ export class ChaosFunction {
   }
 
   /** Called by the sink wrapper of a container whose invocation freezes: resolves when it wakes. */
-  private sleepUntilNewerCommits(container: Container): Promise<void> {
+  private sleepUntilNewerCommits(container: Container, batch: SinkBatch): Promise<void> {
     const after = (this.successes.get(container.shardId) ?? 0) + 2;
+    // An upsert sink's zombie wakes only once a newer batch wrote one of its keys: else its stale
+    // write lands where no newer value is, and a sink with no fence would pass unseen.
+    const newer = (): boolean | undefined => this.options.history?.newerWriteOfKeys(batch);
     container.freeze?.();
-    return new Promise((wake) => this.sleepers.push({ shardId: container.shardId, after, wake }));
+    return new Promise((resolve) => this.sleepers.push({
+      shardId: container.shardId, after, ready: () => newer() !== false,
+      wake: () => {
+        const challenged = newer();
+        if (challenged === true) this.zombieWakes.challenged++;
+        if (challenged === false) this.zombieWakes.unchallenged.push(`${batch.partitionId} batch ${batch.batchId}`);
+        this.options.trace?.(`zombie container ${container.id} (${batch.partitionId} batch ${batch.batchId}): a newer batch wrote one of its keys: ${String(challenged)}`);
+        resolve();
+      },
+    }));
   }
 
   /** The event source mapping's afterInvoke hook: lost responses and deaths before the response. */
@@ -320,8 +337,11 @@ export class ChaosFunction {
     return withWrites(sink, async (batch: SinkBatch) => {
       // Only batches with rows: a zombie writing nothing shows nothing.
       const freeze = batch.rows.length > 0 ? controller.hit('sink-attempt', () => `${batch.partitionId} batch ${batch.batchId}, ${batch.rows.length} rows`) : undefined;
+      // A container no Lambda timeout governs (a concurrent duplicate's second one) cannot freeze:
+      // the zombie strikes the next sink attempt instead of passing as happened.
+      if (freeze?.kind === 'zombie-wakes-late' && !container.freeze) controller.postpone(freeze);
       if (freeze?.kind === 'zombie-wakes-late' && container.freeze) {
-        await this.sleepUntilNewerCommits(container);
+        await this.sleepUntilNewerCommits(container, batch);
         this.options.trace?.(`zombie container ${container.id} wakes: writes ${batch.partitionId} batch ${batch.batchId}`);
       }
       this.options.history?.attempt(batch);

@@ -243,6 +243,19 @@ export class FaultController {
     return fault;
   }
 
+  /**
+   * A fault that struck where it cannot act (a zombie freeze in a container no timeout governs):
+   * no longer counted as injected, it strikes the next occurrence of its point instead.
+   */
+  postpone(fault: PlannedFault): void {
+    const i = this.injected.findIndex((f) => f.kind === fault.kind && f.at === fault.at);
+    if (i >= 0) this.injected.splice(i, 1);
+    const point = FAULT_POINT[fault.kind];
+    let next = this.counts[point];
+    while (this.pending.has(`${point}#${next}`)) next++;
+    this.pending.set(`${point}#${next}`, { kind: fault.kind, at: fault.at });
+  }
+
   /** Planned faults whose occurrence never came (the run took another path). */
   get missed(): PlannedFault[] {
     return [...this.pending.values()];

@@ -111,6 +111,17 @@ export class SinkHistory {
     this.items.push({ seq: this.seq++, partitionId, batchId, key: this.keyOf(native), row: canonicalJson(native) });
   }
 
+  /**
+   * For an upsert (DynamoDB) sink: whether a batch newer than `batch`, of its partition, already
+   * wrote one of the keys `batch` writes, so that `batch` written now must be refused by the sink's
+   * fence (else rule 2 reports the key going back). Undefined for an S3 sink (no keys overwritten).
+   */
+  newerWriteOfKeys(batch: SinkBatch): boolean | undefined {
+    if (this.sinkPrefix) return undefined;
+    const keys = new Set(batch.rows.map((r) => this.keyOf(parseJsonWithLongs(canonicalJson(toExternalRow(r, batch.schema))) as Record<string, unknown>)));
+    return this.items.some((w) => w.partitionId === batch.partitionId && w.batchId > batch.batchId && keys.has(w.key));
+  }
+
   /** A PutObject that succeeded. */
   s3Put(key: string, body: string | Uint8Array): void {
     if (!this.sinkPrefix || !key.startsWith(this.sinkPrefix)) return;

@@ -73,6 +73,20 @@ describe('SinkHistory: every write a reader could see, against the committed bat
     expect(d.examples.join('\n')).toMatch(/went back from batch 1 to 0/);
   });
 
+  it('knows when a zombie of an upsert sink can show a missing fence: a newer batch of its partition wrote one of its keys', () => {
+    const h = new SinkHistory(['store_id'], '');
+    const zombie = batch(0, [['a', 1], ['c', 5]]);
+    h.dynamoDbWrite(item(0, 'a', 1));
+    expect(h.newerWriteOfKeys(zombie)).toBe(false); // only its own batch wrote 'a'
+    h.dynamoDbWrite(item(1, 'b', 2));
+    expect(h.newerWriteOfKeys(zombie)).toBe(false); // a newer batch, another key
+    h.dynamoDbWrite(marshall({ pk: 'c', _partition: 'shard-1', _batchId: 4, store_id: 'c', sales: 7 }));
+    expect(h.newerWriteOfKeys(zombie)).toBe(false); // its key, another partition
+    h.dynamoDbWrite(item(1, 'c', 6));
+    expect(h.newerWriteOfKeys(zombie)).toBe(true);
+    expect(new SinkHistory(['store_id'], 's3://bucket/prefix/').newerWriteOfKeys(zombie)).toBeUndefined();
+  });
+
   it('reports a re-run that wrote other rows, and a value no committed batch holds', async () => {
     const h = new SinkHistory(['store_id'], '');
     h.attempt(batch(0, [['a', 1]]));
@@ -238,5 +252,17 @@ describe('fault plans', () => {
     for (let i = 0; i < 3; i++) controller.hit('invocation', () => `invocation ${i}`);
     expect(controller.injected.map((f) => f.kind)).toEqual(['crash-before-run']);
     expect(controller.missed).toEqual([{ kind: 'duplicate-delivery', at: 5 }]);
+  });
+
+  it('a fault postponed (it struck where it cannot act) is not counted as happened and strikes the next free occurrence, or is missed', () => {
+    const controller = new FaultController([{ kind: 'zombie-wakes-late', at: 0 }, { kind: 'zombie-wakes-late', at: 2 }]);
+    const first = controller.hit('sink-attempt', () => 'batch 0')!;
+    controller.postpone(first);
+    expect(controller.injected).toEqual([]);
+    expect(controller.hit('sink-attempt', () => 'batch 1')).toMatchObject({ at: 0 });
+    expect(controller.hit('sink-attempt', () => 'batch 2')).toMatchObject({ at: 2 });
+    controller.postpone(controller.injected[1]!);
+    expect(controller.injected.map((f) => f.detail)).toEqual(['batch 1']);
+    expect(controller.missed).toEqual([{ kind: 'zombie-wakes-late', at: 2 }]);
   });
 });
