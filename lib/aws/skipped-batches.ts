@@ -153,13 +153,7 @@ export class SkippedBatchStore {
       recordedAtMs: { N: String(nowMs) },
       state: { S: 'waiting' },
     };
-    try {
-      await this.options.client.send(new PutItemCommand({ TableName: this.options.checkpointTable, Item: item, ConditionExpression: 'attribute_not_exists(pk)' }));
-      return true;
-    } catch (error) {
-      if (error instanceof ConditionalCheckFailedException) return false;
-      throw error;
-    }
+    return this.putOnce(item);
   }
 
   /**
@@ -187,6 +181,11 @@ export class SkippedBatchStore {
       state: { S: 'redriven' },
       outcome: { S: JSON.stringify(outcome) },
     };
+    return this.putOnce(item);
+  }
+
+  /** Puts an item that must not exist yet: false when it does (recorded before). */
+  private async putOnce(item: Item): Promise<boolean> {
     try {
       await this.options.client.send(new PutItemCommand({ TableName: this.options.checkpointTable, Item: item, ConditionExpression: 'attribute_not_exists(pk)' }));
       return true;
