@@ -131,16 +131,18 @@ describe('runShardInvocation (memory backends)', () => {
     async function plannedNotCommitted(batch: ShardRecord[]) {
       const b = backends();
       let failing = true;
+      const revisions: (number | undefined)[] = [];
       const flaky = { ...b, sink: Object.assign(Object.create(b.sink), {
         addBatch: async (sinkBatch: Parameters<MemorySink['addBatch']>[0]) => {
           if (failing) throw new Error('throttled');
+          revisions.push(sinkBatch.revision);
           return b.sink.addBatch(sinkBatch);
         },
       }) as MemorySink };
       const r = await invoke({ definition: revenue('update'), shardId: 's', records: batch, expectedShardCount: 1 }, flaky);
       expect(r.error?.message).toMatch(/throttled/);
       failing = false;
-      return { b, flaky };
+      return { b, flaky, revisions };
     }
     const holding = (held: ShardRecord[]) => ({
       read: async (_shard: string, first: string, last: string) => held.filter((x) => BigInt(x.sequenceNumber) >= BigInt(first) && BigInt(x.sequenceNumber) <= BigInt(last)),
@@ -180,7 +182,7 @@ describe('runShardInvocation (memory backends)', () => {
     it('decides the expired prefix from the shard read alone: a delivered record before a gap in the read is no trim', async () => {
       // Planned b0..b3; the retried delivery holds b1, the (trimmed) shard read holds b3: b2 is in neither.
       const batch = records(ev(15, '14:40'), ev(10, '14:30'), ev(7, '14:50'), ev(3, '14:20'));
-      const { b, flaky } = await plannedNotCommitted(batch);
+      const { b, flaky, revisions } = await plannedNotCommitted(batch);
       const losses: { count: number; firstSequenceNumber: string; lastSequenceNumber: string }[] = [];
       const r = await invoke({ definition: revenue('update'), shardId: 's', records: [batch[1]!], expectedShardCount: 1 }, {
         ...flaky, shardReader: holding([batch[3]!]), recordExpiredRecords: async (loss) => { losses.push(loss); return loss; },
@@ -190,6 +192,8 @@ describe('runShardInvocation (memory backends)', () => {
       expect(losses).toMatchObject([{ firstSequenceNumber: batch[0]!.sequenceNumber, lastSequenceNumber: String(BigInt(batch[3]!.sequenceNumber) - 1n), count: 3 }]);
       expect(r.progress.map((p) => [p.batchId, p.numInputRows])).toEqual([[0, 1]]);
       expect(show(b.sink.allRows())).toEqual(['2024-05-01 14:00:00-15:00:00=3']);
+      // The sink is told which run this is (3 records lost), so a stale run of the batch cannot replace it.
+      expect(revisions).toEqual([3]);
     });
 
     it('a delivered record after the read\'s first that the read lacks is a gap, not a trim', async () => {
