@@ -14,14 +14,8 @@ import { join } from 'node:path';
 import { PutRecordCommand } from '@aws-sdk/client-kinesis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
-import { SluiceSession } from '../../lib/api/session.js';
-import type { DataFrame } from '../../lib/api/data-frame.js';
-import { col, count, sum, window } from '../../lib/plan/functions.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
-import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import type { Sink } from '../../lib/sinks/sink.js';
-import { toExternalRow } from '../../lib/sinks/external-row.js';
-import { parseTimestamp } from '../../lib/core/timestamps.js';
 import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { createOnFailureHandler } from '../../lib/aws/on-failure-handler.js';
 import { isExpiredPlanned, SkippedBatchStore } from '../../lib/aws/skipped-batches.js';
@@ -33,32 +27,14 @@ import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
 import { deploy } from '../support/aws-pipeline.js';
 import { emulatorCliEnv, runSluice } from '../support/sluice-cli.js';
 import { startTrimmingKinesisProxy, type TrimmingKinesisProxy } from '../support/trimming-kinesis-proxy.js';
+import { canonicalSales, hourlySales, inMemoryHourlySales, SALES_SCHEMA, type Sale } from '../support/hourly-sales.js';
 
 const QUERY = 'expired-planned';
-const SCHEMA = 'store_id string, amount long, ts timestamp';
-const hourlySales = (df: DataFrame): DataFrame => df
-  .withWatermark('ts', '15 minutes')
-  .groupBy(window(col('ts'), '1 hour'), col('store_id'))
-  .agg(sum('amount').as('revenue'), count('*').as('orders'));
-const definition = defineQuery({ name: QUERY, source: { schema: SCHEMA, partitionKey: 'store_id' }, transform: hourlySales, outputMode: 'update', sink: { kind: 'dynamodb' } });
+const definition = defineQuery({ name: QUERY, source: { schema: SALES_SCHEMA, partitionKey: 'store_id' }, transform: hourlySales, outputMode: 'update', sink: { kind: 'dynamodb' } });
 
-interface Sale { store_id: string; amount: number; ts: string }
 const sale = (i: number): Sale => ({ store_id: ['north', 'south'][i % 2]!, amount: 10 * i + 1, ts: new Date(Date.UTC(2024, 4, 1, 14, i)).toISOString() });
-
-/** The engine in memory over these sales (complete mode: every group's final value). */
-async function inMemoryAnswer(sales: readonly Sale[]): Promise<string[]> {
-  const { stream, df } = new SluiceSession().memoryStream(SCHEMA);
-  const result = hourlySales(df);
-  const sink = new MemorySink();
-  const q = await result.writeStream.outputMode('complete').sink(sink).start();
-  stream.addData(sales.map((s) => [s.store_id, s.amount, parseTimestamp(s.ts)]));
-  await q.processAllAvailable();
-  await q.stop();
-  const schema = result.plan.output.map((a) => ({ name: a.name, type: a.type }));
-  return canonical(sink.allRows().map((r) => toExternalRow(r, schema)));
-}
-const canonical = (rows: Record<string, unknown>[]): string[] =>
-  rows.map((r) => JSON.stringify({ window: r.window, store_id: r.store_id, revenue: Number(r.revenue), orders: Number(r.orders) })).sort();
+const inMemoryAnswer = inMemoryHourlySales;
+const canonical = canonicalSales;
 
 let emulators: EmulatorSet;
 let dir: string;
