@@ -18,7 +18,7 @@
  * The item is the row's external values as attributes (structs as maps, arrays as lists, null as
  * NULL; non-finite doubles as NULL, as in the JSON files; doubles beyond DynamoDB's number range as
  * their JSON text) plus `pk`, `_partition`, `_batchId` (and `_revision`, see below).
- * Those three names are reserved: a result column with one of them is refused.
+ * These names are reserved (and the spill pointer attribute): a result column with one of them is refused.
  *
  * Writes are PutItems conditioned on
  *
