@@ -207,9 +207,8 @@ export function createAwsQueryBackends(
         shardReader: readerOf(stage),
         ...(input ? {} : {
           redriveLedger,
-          recordExpiredRecords: async (loss: ExpiredPlannedRecords) => {
-            await expiredRanges.recordExpiredPlanned(stage.checkpointPartition(shardId), streamOf(stage), loss);
-          },
+          recordExpiredRecords: (loss: ExpiredPlannedRecords) => expiredRanges.recordExpiredPlanned(stage.checkpointPartition(shardId), streamOf(stage), loss),
+          expiredRecordsCommitWrite: (loss: ExpiredPlannedRecords) => expiredRanges.expiredCommitWrite(stage.checkpointPartition(shardId), loss),
         }),
         costMeter: meter,
         ...(input ? { sourcePartitions: (sourceName?: string) => shardsOf(sendersOf(sourceName)) } : {}),

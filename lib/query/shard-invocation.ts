@@ -30,7 +30,7 @@ import type { StreamingQueryProgress } from '../runtime/progress.js';
 import { StreamExecution } from '../runtime/stream-execution.js';
 import { Trigger } from '../runtime/trigger.js';
 import type { CompiledQuery } from './compiled-query.js';
-import type { PartitionBackends, RedriveLedger } from './partition-backends.js';
+import type { ExpiredPlannedRecords, PartitionBackends, RedriveLedger } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
@@ -87,6 +87,7 @@ export async function runShardInvocation(
     raisingRowDeadLetters(query.name, shardId, backends.deadLetters),
   );
   const owner = await initialStateOwner(query, stage, backends);
+  let expiredLoss: ExpiredPlannedRecords | null = null;
   const execution = new StreamExecution({
     plan: stage.plan,
     sources: new Map([[stage.sourceId, source], ...(binding.otherSources ?? []).map((s) => [s.name, s] as const)]),
@@ -107,7 +108,11 @@ export async function runShardInvocation(
     noDataBatchAfterRecovery: request.scheduled === true,
     noDataBatchOnlyWhenDue: true,
     ...(owner ? { ownsStateKey: owner } : {}),
-    ...(backends.redriveLedger ? { batchCommitWrites: redriveDoneWrites(stage.sourceId, backends.redriveLedger) } : {}),
+    batchCommitWrites: (batchId, start, end) => [
+      ...(backends.redriveLedger ? redriveDoneWrites(stage.sourceId, backends.redriveLedger)(batchId, start, end) : []),
+      // The batch commits only if its loss is still exactly what is recorded (another attempt may have grown it).
+      ...(expiredLoss?.batchId === batchId && backends.expiredRecordsCommitWrite ? [backends.expiredRecordsCommitWrite(expiredLoss)] : []),
+    ],
   });
   await execution.start();
 
@@ -125,7 +130,9 @@ export async function runShardInvocation(
       s.setCommitted(execution.committedSourceOffsets.get(s.name) ?? null);
       s.offer(request.records);
     }
-    await ensurePendingBatchRecords(execution, shardSources, shardId, backends);
+    expiredLoss = await ensurePendingBatchRecords(execution, shardSources, shardId, backends);
+    // A later run of a batch may hold fewer records: the sink keeps the run that lost the most (the committed one's loss is the largest recorded).
+    if (expiredLoss) guard.revise(expiredLoss.batchId, expiredLoss.count);
     if (request.redrive) {
       if (!source.offerRedrive) throw new Error(`stage ${stage.kind} of ${shardId} cannot run a re-drive batch`);
       source.offerRedrive(request.redrive.run, request.redrive.records);
@@ -182,24 +189,25 @@ function isShardSource(s: MicroBatchStream): s is ShardSource {
   return typeof (s as Partial<ShardSource>).offer === 'function' && typeof (s as Partial<ShardSource>).covers === 'function';
 }
 
+/** Returns the loss a planned batch runs with when its oldest records expired (null: it runs as planned). */
 async function ensurePendingBatchRecords(
   execution: StreamExecution, sources: readonly ShardSource[], shardId: string, backends: PartitionBackends,
-): Promise<void> {
+): Promise<ExpiredPlannedRecords | null> {
   const reader = backends.shardReader;
   const ledger = backends.redriveLedger;
   const source = sources[0]!;
   const pending = execution.pendingBatch;
-  if (!pending) return;
+  if (!pending) return null;
   const end = pending.offsets.get(source.name) ?? null;
   const start = execution.committedSourceOffsets.get(source.name) ?? null;
-  if (end === null || JSON.stringify(start) === JSON.stringify(end) || source.covers(start, end)) return;
+  if (end === null || JSON.stringify(start) === JSON.stringify(end) || source.covers(start, end)) return null;
   const run = redriveRunOf(start, end);
   if (run) {
     // A re-drive batch: its records are the run's, kept in the ledger, not the shard's.
     if (!ledger || !source.offerRedrive) throw new Error(`batch ${pending.batchId} of ${shardId} re-drives run ${run.run}, and no re-drive ledger is configured`);
     source.offerRedrive(run.run, await ledger.records(run.run));
     if (!source.covers(start, end)) throw new Error(`batch ${pending.batchId} of ${shardId}: the ledger does not hold the ${run.count} record(s) of re-drive run ${run.run}`);
-    return;
+    return null;
   }
   const planned = asKinesisOffset(end)!;
   if (!reader || planned.firstSequenceNumber === undefined) {
@@ -208,15 +216,21 @@ async function ensurePendingBatchRecords(
   }
   const records = await reader.read(shardId, planned.firstSequenceNumber, planned.sequenceNumber);
   for (const s of sources) s.offer(records);
-  if (source.covers(start, end)) return;
+  if (source.covers(start, end)) return null;
   // Retention trimmed the batch's oldest records: like Spark's Kafka source with failOnDataLoss=false,
   // the batch runs over the rest and keeps its planned end (the records after it stay exactly-once);
   // the loss is recorded first, so it is never silent. Not for a retry of a source without the hook.
-  const expired = backends.recordExpiredRecords && source instanceof KinesisShardSource ? source.acceptExpiredPrefix(start, end) : null;
+  const expired = backends.recordExpiredRecords && source instanceof KinesisShardSource ? source.expiredPrefixOf(start, end, records) : null;
   if (!expired) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
   }
-  await backends.recordExpiredRecords!({ ...expired, shardId, batchId: pending.batchId });
+  // The record only grows: another attempt may have seen a later trim, and this one then leaves out as many.
+  const recorded = await backends.recordExpiredRecords!({ ...expired, shardId, batchId: pending.batchId });
+  if (!(source as KinesisShardSource).runWithoutExpired(start, end, recorded)) {
+    throw new Error(`batch ${pending.batchId} of ${shardId}: ${recorded.count} planned record(s) are recorded as expired `
+      + `(${recorded.firstSequenceNumber}..${recorded.lastSequenceNumber}), and the shard does not hold exactly the others`);
+  }
+  return { ...recorded, shardId, batchId: pending.batchId };
 }
 
 /** The sequence numbers of the planned, uncommitted batch's records. */

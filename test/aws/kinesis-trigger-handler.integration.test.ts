@@ -5,35 +5,24 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineQuery, type StreamingQueryDefinition } from '../../lib/query/query-definition.js';
-import { SluiceSession } from '../../lib/api/session.js';
-import type { DataFrame } from '../../lib/api/data-frame.js';
 import { readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
 import { readS3Files, readS3Snapshots, scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
-import { col, count, sum, window } from '../../lib/plan/functions.js';
-import { MemorySink } from '../../lib/sinks/memory-sink.js';
-import { toExternalRow } from '../../lib/sinks/external-row.js';
-import { parseTimestamp } from '../../lib/core/timestamps.js';
 import { deploy } from '../support/aws-pipeline.js';
+import { canonicalSales, hourlySales, inMemoryHourlySales, SALES_SCHEMA, type Sale } from '../support/hourly-sales.js';
 import { listAllShards, splitShardEvenly, waitForStreamActive } from '../../lib/local/kinesis-admin.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
-
-const hourlySales = (df: DataFrame): DataFrame => df
-  .withWatermark('ts', '15 minutes')
-  .groupBy(window(col('ts'), '1 hour'), col('store_id'))
-  .agg(sum('amount').as('revenue'), count('*').as('orders'));
 
 function query(outputMode: 'append' | 'update' | 'complete', sink: StreamingQueryDefinition['sink']): StreamingQueryDefinition {
   return defineQuery({
     name: `hourly-sales-${outputMode}`,
-    source: { schema: 'store_id string, amount long, ts timestamp', partitionKey: 'store_id' },
+    source: { schema: SALES_SCHEMA, partitionKey: 'store_id' },
     transform: hourlySales,
     outputMode,
     sink,
   });
 }
 
-interface Sale { store_id: string; amount: number; ts: string }
 const stores = ['north', 'south', 'east', 'west', 'central'];
 /** Sales in event-time order over 14:00–17:30, so nothing is late and every mode agrees. */
 const sales: Sale[] = Array.from({ length: 60 }, (_, i) => ({
@@ -43,22 +32,8 @@ const sales: Sale[] = Array.from({ length: 60 }, (_, i) => ({
 }));
 
 /** The engine in memory over all events at once, as complete mode: the reference answer. */
-async function inMemoryAnswer(): Promise<string[]> {
-  const session = new SluiceSession();
-  const { stream, df } = session.memoryStream('store_id string, amount long, ts timestamp');
-  const result = hourlySales(df);
-  const sink = new MemorySink();
-  const q = await result.writeStream.outputMode('complete').sink(sink).start();
-  stream.addData(sales.map((s) => [s.store_id, s.amount, parseTimestamp(s.ts)]));
-  await q.processAllAvailable();
-  await q.stop();
-  const schema = result.plan.output.map((a) => ({ name: a.name, type: a.type }));
-  return canonical(sink.allRows().map((r) => toExternalRow(r, schema)));
-}
-
-function canonical(rows: Record<string, unknown>[]): string[] {
-  return rows.map((r) => JSON.stringify({ window: r.window, store_id: r.store_id, revenue: r.revenue, orders: r.orders })).sort();
-}
+const inMemoryAnswer = (): Promise<string[]> => inMemoryHourlySales(sales);
+const canonical = canonicalSales;
 
 const asRecords = (events: Sale[]) => events.map((e) => ({ data: JSON.stringify(e), partitionKey: e.store_id }));
 
