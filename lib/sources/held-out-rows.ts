@@ -15,6 +15,14 @@ import type { ShardRecord } from './kinesis-shard-source.js';
 import type { DeadLetterRecord } from './dead-letter.js';
 import { encodeRepartitionRecord, type RepartitionRecord } from './repartition-records.js';
 
+/**
+ * Marks the shard of a held-out row's dead letter: an internal stream's shard ids repeat the source
+ * stream's (`shardId-000000000000`), and a re-drive must never put an internal record into the
+ * source stream, nor run it through stage 1 as a source record.
+ */
+export const INTERNAL_SHARD_MARK = '@internal';
+export const isInternalStreamLetter = (letter: Pick<DeadLetterRecord, 'shardId'>): boolean => letter.shardId.endsWith(INTERNAL_SHARD_MARK);
+
 /** A row's id within its shard: the internal record's sequence number and the row's place in it. */
 export const heldOutRowId = (sequenceNumber: string, row: number): string => `${sequenceNumber}.${row}`;
 
@@ -33,7 +41,7 @@ export function heldOutRowDeadLetter(
     : `a row of stage 1's batch ${decoded.batch} on source partition ${decoded.src}`;
   return {
     queryName,
-    shardId,
+    shardId: `${shardId}${INTERNAL_SHARD_MARK}`,
     sequenceNumber: heldOutRowId(record.sequenceNumber, place),
     partitionKey: record.partitionKey,
     approximateArrivalTimestampMs: record.approximateArrivalTimestampMs,

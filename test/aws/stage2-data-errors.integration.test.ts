@@ -27,6 +27,8 @@ import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import type { ShardInvocationResult } from '../../lib/query/shard-invocation.js';
 import { decodeRepartitionRecord } from '../../lib/sources/repartition-records.js';
+import { redriveDeadLetters } from '../../lib/aws/dead-letter-redrive.js';
+import { reprocessDeadLetters } from '../../lib/aws/dead-letter-reprocess.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
 
 const SCHEMA = 'k string, amount long';
@@ -134,6 +136,13 @@ describe('a long sum overflowing while stage 2 merges partial aggregates (Dynamo
     const kept = steps.flatMap((step, batch) => step.filter((ev) => !partials.some((l) => l.batch === batch && l.k === ev.k)));
     const table = await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!);
     expect(canonical(table)).toEqual(await answerOver(kept));
+    // A re-drive never takes them for source records (their shard id is the internal stream's, which
+    // repeats the source's): neither into the source stream nor through stage 1.
+    const deployment = { ...d.config, sluiceQuery: definition.name };
+    const intoStream = await redriveDeadLetters(d.clients, deployment, { dryRun: true });
+    expect([intoStream.wouldRedrive, intoStream.notFromSource]).toEqual([0, 3]);
+    const throughQuery = await reprocessDeadLetters(d.clients, deployment, { definition, config: d.config, dryRun: true });
+    expect([throughQuery.wouldRedrive, throughQuery.notFromSource]).toEqual([0, 3]);
     // Stage 2 ran one batch over all six records and counted the three partials left out.
     const stage2Batches = p.results.filter((r) => r.stage.kind === 'state').flatMap((r) => r.progress).filter((b) => b.numInputRows > 0);
     expect(stage2Batches).toHaveLength(1);
