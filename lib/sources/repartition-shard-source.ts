@@ -157,6 +157,7 @@ export class RepartitionShardSource implements MicroBatchStream {
 
   numInvalidRecords(start: Offset | null, end: Offset): number {
     const undecoded = this.recordsIn(asOffset(start), BigInt(asOffset(end)!.sequenceNumber)).filter((b) => !b.decoded).length;
+    if (this.withheld.size === 0) return undecoded;
     return undecoded + this.batchSequenceNumbers(start, end).filter((id) => this.withheld.has(id)).length;
   }
 
