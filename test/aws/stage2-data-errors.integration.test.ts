@@ -13,7 +13,6 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineQuery } from '../../lib/query/query-definition.js';
-import { SluiceSession } from '../../lib/api/session.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
 import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
@@ -22,14 +21,13 @@ import { createQuietObservability } from '../../lib/aws/observability.js';
 import { LocalEventSourceMapping } from '../../lib/local/event-source-mapping.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { col, count, sum } from '../../lib/plan/functions.js';
-import { MemorySink } from '../../lib/sinks/memory-sink.js';
-import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import type { ShardInvocationResult } from '../../lib/query/shard-invocation.js';
 import { decodeRepartitionRecord } from '../../lib/sources/repartition-records.js';
 import { redriveDeadLetters } from '../../lib/aws/dead-letter-redrive.js';
 import { reprocessDeadLetters } from '../../lib/aws/dead-letter-reprocess.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
+import { answerInMemory } from '../support/data-error-runs.js';
 
 const SCHEMA = 'k string, amount long';
 const totals = (df: DataFrame): DataFrame => df.groupBy(col('k')).agg(sum(col('amount')).as('total'), count('*').as('n'));
@@ -43,18 +41,7 @@ const B = 2n ** 62n;
 const e = (k: string, amount: bigint): Event => ({ k, amount });
 const json = (ev: Event): string => `{"k":"${ev.k}","amount":${ev.amount}}`;
 
-/** The engine in memory over `events` (complete mode): what the sink must hold. */
-async function answerOver(events: readonly Event[]): Promise<string[]> {
-  const { stream, df } = new SluiceSession().memoryStream(SCHEMA);
-  const result = totals(df);
-  const sink = new MemorySink();
-  const q = await result.writeStream.outputMode('complete').sink(sink).start();
-  stream.addData(events.map((ev) => [ev.k, ev.amount]));
-  await q.processAllAvailable();
-  await q.stop();
-  const schema = result.plan.output.map((a) => ({ name: a.name, type: a.type }));
-  return canonical(sink.allRows().map((r) => toExternalRow(r, schema)));
-}
+const answerOver = async (events: readonly Event[]): Promise<string[]> => canonical(await answerInMemory(SCHEMA, totals, events.map((ev) => [ev.k, ev.amount])));
 const canonical = (rows: Record<string, unknown>[]): string[] => rows.map((r) => JSON.stringify([r.k, String(r.total), Number(r.n)])).sort();
 
 /** The source's mapping and stage 2's, as the construct deploys them, driven step by step. */

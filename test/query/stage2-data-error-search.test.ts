@@ -10,16 +10,16 @@ import { describe, expect, it } from 'vitest';
 import { col, count, sum } from '../../lib/plan/functions.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
-import { MemoryDeadLetterWriter, type DeadLetterRecord } from '../../lib/sources/dead-letter.js';
+import { MemoryDeadLetterWriter } from '../../lib/sources/dead-letter.js';
 import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { RepartitionSink } from '../../lib/sinks/repartition-sink.js';
 import { runShardInvocation, type ShardInvocationResult } from '../../lib/query/shard-invocation.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import { decodeRepartitionRecord } from '../../lib/sources/repartition-records.js';
-import { StreamExecution } from '../../lib/runtime/stream-execution.js';
 import type { InvocationLimits } from '../../lib/query/invocation-limits.js';
 import { MemoryInternalStream } from '../support/memory-internal-stream.js';
+import { countingRuns, CountingDeadLetters, deadlineAfter } from '../support/data-error-runs.js';
 
 const B = 2n ** 62n;
 const query = compileQuery(defineQuery({
@@ -55,31 +55,6 @@ async function internalRecords(batches: readonly string[][]): Promise<ShardRecor
   }
   return internal.records.get('internal-0')!;
 }
-
-class CountingDeadLetters extends MemoryDeadLetterWriter {
-  readonly writes = new Map<string, number>();
-  override async write(records: readonly DeadLetterRecord[]): Promise<void> {
-    for (const r of records) this.writes.set(r.sequenceNumber, (this.writes.get(r.sequenceNumber) ?? 0) + 1);
-    await super.write(records);
-  }
-}
-
-async function countingRuns<T>(body: () => Promise<T>): Promise<{ value: T; runs: number }> {
-  const original = StreamExecution.prototype.runOneTrigger;
-  let runs = 0;
-  StreamExecution.prototype.runOneTrigger = function runCounted(this: StreamExecution) { runs++; return original.call(this); };
-  try {
-    return { value: await body(), runs };
-  } finally {
-    StreamExecution.prototype.runOneTrigger = original;
-  }
-}
-
-/** A deadline allowing `checks` looks at the remaining time (the loop looks once per batch, the search once per run). */
-const deadlineAfter = (checks: number): InvocationLimits => {
-  let left = checks;
-  return { remainingTimeMs: () => (left-- > 0 ? 600_000 : 0) };
-};
 
 /** Stage 2's invocations as Lambda retries them: from the first uncommitted record, until all are committed. */
 async function invokeStage2(delivered: readonly ShardRecord[], limits: () => InvocationLimits | undefined, max: number) {
