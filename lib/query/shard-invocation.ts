@@ -34,7 +34,7 @@ import type { PartitionBackends, RedriveLedger } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
-import { RepartitionShardSource } from '../sources/repartition-shard-source.js';
+import { heldOutRowsOfViews, inShardOrder, RepartitionShardSource } from '../sources/repartition-shard-source.js';
 import { ANY_ROW, GuardedSink, raisingRowDeadLetters, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
 import { RunTimer, SearchPausedError } from './batch-probe.js';
 import { initialStateOwner } from './initial-state-owner.js';
@@ -134,15 +134,16 @@ export async function runShardInvocation(
     const deadLetters = binding.deadLetters();
     if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
     const withholding = source instanceof KinesisShardSource ? source : null;
-    // Stage 2 holds out rows of its internal records instead (lib/sources/held-out-rows.ts).
-    const rowSource = source instanceof RepartitionShardSource ? source : null;
+    // Stage 2 holds out rows of its internal records instead (lib/sources/held-out-rows.ts), on every hop input's view.
+    const views = [source, ...(binding.otherSources ?? [])].filter((s): s is RepartitionShardSource => s instanceof RepartitionShardSource);
+    const rowSource = views.length > 0 ? heldOutRowsOfViews(views) : null;
     const limits = request.limits ?? {};
     // The searches for a batch's failing records run until the deadline, then resume in the retry.
     const timer = new RunTimer((longestRunMs) => hasTimeForBatch(limits, longestRunMs));
     const runOneTrigger = () => runTriggerWithholdingUnwritable({
       execution, sink: guard, source: withholding, deadLetters: backends.deadLetters, timer,
       ...(rowSource ? { rowSource } : {}),
-      batchSequenceNumbers: () => pendingBatchSequenceNumbers(execution, withholding ?? rowSource),
+      batchSequenceNumbers: () => (withholding ? pendingBatchSequenceNumbers(execution, withholding) : inShardOrder(views.flatMap((v) => pendingBatchSequenceNumbers(execution, v)))),
       ...(backends.checkpoint.blameLog ? { blameLog: backends.checkpoint.blameLog } : {}),
     });
     const maxBatches = request.maxBatches ?? 8;
@@ -224,9 +225,9 @@ async function ensurePendingBatchRecords(
 }
 
 /** The sequence numbers of the planned, uncommitted batch's records. */
-function pendingBatchSequenceNumbers(execution: StreamExecution, source: KinesisShardSource | RepartitionShardSource | null): string[] {
-  const end = source ? execution.pendingBatch?.offsets.get(source.name) ?? null : null;
-  if (!source || !end) return [];
+function pendingBatchSequenceNumbers(execution: StreamExecution, source: KinesisShardSource | RepartitionShardSource): string[] {
+  const end = execution.pendingBatch?.offsets.get(source.name) ?? null;
+  if (!end) return [];
   return source.batchSequenceNumbers(execution.committedSourceOffsets.get(source.name) ?? null, end);
 }
 

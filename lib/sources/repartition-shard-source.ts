@@ -184,7 +184,8 @@ export class RepartitionShardSource implements MicroBatchStream {
   deadLetters(): DeadLetterRecord[] {
     const letters: DeadLetterRecord[] = [];
     for (const b of this.buffer) {
-      if (!b.decoded) continue;
+      // Several hop inputs' views share the shard: each letters only its own records' rows.
+      if (!b.decoded || !this.isForThisShard(b.decoded)) continue;
       b.decoded.rows.forEach((row, i) => {
         const reason = this.withheld.get(heldOutRowId(b.record.sequenceNumber, i));
         if (reason !== undefined) letters.push(heldOutRowDeadLetter(this.queryName, this.shardId, b.record, b.decoded!, row, i, reason));
@@ -220,4 +221,31 @@ export function seedRepartitionOffset(
 /** Where to read a shard after `sequenceNumber`: null (from the start) for a seeded child's offset. */
 export function readAfterPosition(sequenceNumber: string | null | undefined): string | null {
   return sequenceNumber === undefined || sequenceNumber === null || sequenceNumber === SEED_SEQUENCE_NUMBER ? null : sequenceNumber;
+}
+
+/**
+ * The views of one internal shard (one per hop input of a join's stage 2) as one source the
+ * data-error search holds rows out of: a row raising in a join may be on either side.
+ */
+export function heldOutRowsOfViews(views: readonly RepartitionShardSource[]): {
+  readonly name: string; withhold(reasons: ReadonlyMap<string, string>): void; deadLetters(): DeadLetterRecord[];
+} {
+  return {
+    name: views[0]!.name,
+    withhold: (reasons) => { for (const v of views) v.withhold(reasons); },
+    deadLetters: () => views.flatMap((v) => v.deadLetters()),
+  };
+}
+
+/** Row ids (held-out-rows.ts) of several views in shard order: by record, then place in it. */
+export function inShardOrder(ids: readonly string[]): string[] {
+  const key = (id: string): [bigint, number] => {
+    const dot = id.lastIndexOf('.');
+    return [BigInt(id.slice(0, dot)), Number(id.slice(dot + 1))];
+  };
+  return [...ids].sort((a, b) => {
+    const [sa, ra] = key(a);
+    const [sb, rb] = key(b);
+    return sa < sb ? -1 : sa > sb ? 1 : ra - rb;
+  });
 }

@@ -102,3 +102,38 @@ describe('stage 2: 60 partial aggregates overflowing a long sum while merged, in
     expect(withDeadline.runs).toBeLessThanOrEqual(inOne.runs + 2 * withDeadline.value.results.length);
   });
 });
+
+describe('stage 2 of a stream-stream join: a condition raising for a pair whose other side is in state', () => {
+  const join = compileQuery(defineQuery({
+    name: 'pairs',
+    sources: { orders: { schema: 'order_id string, amount long' }, payments: { schema: 'ref string, paid long' } },
+    // Both sides in the condition: only a pair can raise (a zero `paid`).
+    transform: ({ orders, payments }) => orders!.join(payments!, col('order_id').eq(col('ref')).and(col('amount').divide(col('paid')).gt(0))),
+    outputMode: 'append', sink: { kind: 's3-files' },
+  }), { allowRepartition: true });
+  const joinStage = join.stages.find((s) => s.reads === 'internal-stream')!;
+  const internal = MemoryInternalStream.withShards(1);
+  let seq = 5000;
+  const sendFrom = async (source: string, rows: readonly object[]): Promise<void> => {
+    const stage = join.sourceStageOf(source);
+    const records = rows.map((r) => ({ sequenceNumber: String(seq++), partitionKey: 'p', dataBase64: Buffer.from(JSON.stringify(r)).toString('base64'), approximateArrivalTimestampMs: 0 }));
+    const backends = { checkpoint: new MemoryCheckpoint(), sink: RepartitionSink.forHop(stage.outputHop!, internal, undefined, stage.hopInput), deadLetters: new MemoryDeadLetterWriter() };
+    expect((await runShardInvocation(join, { shardId: 'src-0', records, stage }, backends)).error).toBeUndefined();
+  };
+
+  it('the raising side\'s row (here the new payment, not the order in state) is held out and dead-lettered; the rest joins', async () => {
+    const backends = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
+    const runJoin = () => runShardInvocation(join, { shardId: 'internal-0', records: internal.records.get('internal-0')!, stage: joinStage }, backends);
+    await sendFrom('orders', [{ order_id: 'o1', amount: 10 }, { order_id: 'o2', amount: 20 }]);
+    expect((await runJoin()).error).toBeUndefined();
+    // The orders are in the join's state now; the payments arrive in a batch of their own.
+    await sendFrom('payments', [{ ref: 'o1', paid: 0 }, { ref: 'o2', paid: 5 }]);
+    const result = await runJoin();
+    expect(result.error).toBeUndefined();
+    expect(result.firstUncommittedSequenceNumber).toBeNull();
+    expect(backends.sink.allRows()).toEqual([['o2', 20, 'o2', 5]]);
+    const letters = backends.deadLetters.records;
+    expect(letters.map((l) => decodeRepartitionRecord(Buffer.from(l.dataBase64, 'base64'))).map((r) => [r.in, r.rows])).toEqual([['payments', [['o1', 0]]]]);
+    expect(letters[0]!.reason).toMatch(/^DIVIDE_BY_ZERO: .*on source partition payments\.src-0/s);
+  });
+});
