@@ -46,6 +46,6 @@ export function heldOutRowDeadLetter(
     partitionKey: record.partitionKey,
     approximateArrivalTimestampMs: record.approximateArrivalTimestampMs,
     dataBase64: Buffer.from(encodeRepartitionRecord(alone)).toString('base64'),
-    reason: `${reason} (stage 2 left out ${what}, row ${place} of internal record ${record.sequenceNumber}: applying it in the stage's stateful operator raises)`,
+    reason: `${reason} (the stage reading the internal stream left out ${what}, row ${place} of internal record ${record.sequenceNumber}: applying it in the stage's stateful operator raises)`,
   };
 }
