@@ -18,6 +18,7 @@ import { PutRecordCommand } from '@aws-sdk/client-kinesis';
 import type { DeploymentDescriptor } from '../runtime/runtime-config.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
 import { isRedriveProgressKey } from '../sources/repartition-records.js';
+import { isInternalStreamLetter } from '../sources/held-out-rows.js';
 import type { AwsClients } from './clients.js';
 import { queryAll } from './dynamodb-cost.js';
 import { readDeadLetters } from './s3-dead-letter-writer.js';
@@ -40,6 +41,8 @@ export interface RedriveReport {
   /** Claimed by an earlier run that stopped before confirming: not sent again. */
   readonly unconfirmed: string[];
   readonly wouldRedrive: number;
+  /** Rows of the internal repartition stream a later stage held out (held-out-rows.ts): not source records, left. */
+  readonly notFromSource: number;
 }
 
 interface LedgerEntry { readonly id: string; readonly newId: string | null }
@@ -57,12 +60,13 @@ export async function redriveDeadLetters(clients: AwsClients, deployment: Deploy
   const letters = await readDeadLetters(clients.s3, deployment.deadLetterBucket,
     `${normalizePrefix(deployment.deadLetterPrefix ?? 'dead-letter/')}${encodeKeySegment(query)}/`);
   const report: { -readonly [K in keyof RedriveReport]: RedriveReport[K] } = {
-    redriven: [], alreadyRedriven: 0, failedAgain: [], unconfirmed: ledger.filter((e) => !e.newId).map((e) => e.id), wouldRedrive: 0,
+    redriven: [], alreadyRedriven: 0, failedAgain: [], unconfirmed: ledger.filter((e) => !e.newId).map((e) => e.id), wouldRedrive: 0, notFromSource: 0,
   };
   const due: DeadLetterRecord[] = [];
   for (const letter of letters) {
     if (options.shardId && letter.shardId !== options.shardId) continue;
     if (options.sinceMs !== undefined && letter.approximateArrivalTimestampMs < options.sinceMs) continue;
+    if (isInternalStreamLetter(letter)) { report.notFromSource++; continue; }
     const id = idOf(letter.shardId, letter.sequenceNumber);
     // A letter of a re-drive's own partition (`<shard>@redrive:<run>`, dead-letter-reprocess.ts) failed again too.
     if (newIds.has(id) || isRedriveProgressKey(letter.shardId)) report.failedAgain.push({ shardId: letter.shardId, sequenceNumber: letter.sequenceNumber, reason: letter.reason });

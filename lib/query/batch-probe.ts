@@ -60,8 +60,11 @@ export interface WithholdingSource {
   readonly name: string;
   withhold(reasons: ReadonlyMap<string, string>): void;
   deadLetters(): DeadLetterRecord[];
-  /** The record of each row the batch `(start, end]` reads, in row order. */
-  rowSequenceNumbers(start: Offset | null, end: Offset): string[];
+  /**
+   * The record of each row the batch `(start, end]` reads, in row order. Absent when a row is not
+   * one record's own values (stage 2's partial aggregates): there is nothing to screen per record.
+   */
+  rowSequenceNumbers?(start: Offset | null, end: Offset): string[];
 }
 
 /** What a search runs: the partition's execution over its guarded sink and withholding source. */
@@ -70,6 +73,11 @@ export interface ProbeTarget {
   readonly sink: { probing: boolean };
   /** Null when the stage's source cannot withhold records (stage 2): refused rows are then left out. */
   readonly source: WithholdingSource | null;
+  /**
+   * Stage 2: its internal stream's rows, which the data-error search holds out one by one (a row
+   * raising in the stage's stateful operator). Not for refused rows: those are left out as above.
+   */
+  readonly rowSource?: WithholdingSource;
   /** The planned batch's records that became rows, in shard order. */
   readonly batchSequenceNumbers: () => readonly string[];
   readonly deadLetters: DeadLetterWriter;

@@ -202,7 +202,7 @@ export async function blameFirstFailingRecord(target: ProbeTarget, source: Withh
 export async function screenRecords(target: ProbeTarget, source: WithholdingSource): Promise<Map<string, string>> {
   const { execution } = target;
   const end = execution.pendingBatch?.offsets.get(source.name) ?? null;
-  if (end === null) return new Map();
+  if (end === null || !source.rowSequenceNumbers) return new Map();
   const sequenceNumbers = source.rowSequenceNumbers(execution.committedSourceOffsets.get(source.name) ?? null, end);
   const raised = await execution.screenPendingBatch(source.name, (error) => recordDataErrorIn(error) !== null);
   const reasons = new Map<string, string>();

@@ -254,6 +254,7 @@ export class StateStage extends QueryStage {
   private readonly delayMs: number;
   /** The input hop's rows as partial aggregates, when its aggregate takes them (compiled once). */
   private readonly toPartialRows: ((rows: readonly (readonly unknown[])[]) => unknown[][]) | undefined;
+  private readonly queryName: string;
 
   constructor(
     definition: QueryDefinition, planned: PlannedStage, columns: readonly string[], schema: readonly StructField[],
@@ -264,6 +265,7 @@ export class StateStage extends QueryStage {
     super(planned.plan(REPARTITION_SOURCE_NAME), out ? out.output.map((a) => a.name) : columns,
       out ? out.output.map((a) => ({ name: a.name, type: a.type })) : schema, out ? 'append' : definition.outputMode, conf);
     this.index = planned.index;
+    this.queryName = definition.name;
     this.inputHop = planned.input!;
     this.outputHop = out;
     this.writes = out ? 'internal-stream' : 'sink';
@@ -286,7 +288,7 @@ export class StateStage extends QueryStage {
     const hop = this.inputHop;
     const source = new RepartitionShardSource(REPARTITION_SOURCE_NAME, this.inputSchema, shardId, this.toPartialRows, undefined, (row, partial) => hashKeyOf(
       repartitionRoutingKey(partial ? hop.routingKeyPositions.map((p) => row[1 + p]) : hop.routingOrdinals.map((i) => row[i])),
-    ), backends.channelNamespace);
+    ), backends.channelNamespace, this.queryName);
     const { delayMs } = this;
     return {
       source,
@@ -345,7 +347,7 @@ export class MultiInputStateStage extends QueryStage {
   bind(shardId: string, backends: PartitionBackends): StageBinding {
     const views = new Map(this.hop.inputs.map((input) => [input.sourceId, new RepartitionShardSource(
       hopRelationId(input.sourceId), input.cutOutput.map((a) => ({ name: a.name, type: a.type })), shardId, undefined, input.sourceId,
-      (row) => hashKeyOf(repartitionRoutingKey(input.routingOrdinals.map((i) => row[i]))), backends.channelNamespace,
+      (row) => hashKeyOf(repartitionRoutingKey(input.routingOrdinals.map((i) => row[i]))), backends.channelNamespace, this.definition.name,
     )]));
     const [first, ...others] = [...views.values()];
     // Shard ids become partition ids (`<source>.<shard>`), a reshard's parents too.

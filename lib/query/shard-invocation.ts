@@ -34,6 +34,7 @@ import type { ExpiredPlannedRecords, PartitionBackends, RedriveLedger } from './
 import type { QueryStage, ShardSource } from './query-stage.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
+import { heldOutRowsOfViews, inShardOrder, RepartitionShardSource } from '../sources/repartition-shard-source.js';
 import { ANY_ROW, GuardedSink, raisingRowDeadLetters, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
 import { RunTimer, SearchPausedError } from './batch-probe.js';
 import { initialStateOwner } from './initial-state-owner.js';
@@ -140,12 +141,16 @@ export async function runShardInvocation(
     const deadLetters = binding.deadLetters();
     if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
     const withholding = source instanceof KinesisShardSource ? source : null;
+    // Stage 2 holds out rows of its internal records instead (lib/sources/held-out-rows.ts), on every hop input's view.
+    const views = [source, ...(binding.otherSources ?? [])].filter((s): s is RepartitionShardSource => s instanceof RepartitionShardSource);
+    const rowSource = views.length > 0 ? heldOutRowsOfViews(views) : null;
     const limits = request.limits ?? {};
     // The searches for a batch's failing records run until the deadline, then resume in the retry.
     const timer = new RunTimer((longestRunMs) => hasTimeForBatch(limits, longestRunMs));
     const runOneTrigger = () => runTriggerWithholdingUnwritable({
       execution, sink: guard, source: withholding, deadLetters: backends.deadLetters, timer,
-      batchSequenceNumbers: () => (withholding ? pendingBatchSequenceNumbers(execution, withholding) : []),
+      ...(rowSource ? { rowSource } : {}),
+      batchSequenceNumbers: () => (withholding ? pendingBatchSequenceNumbers(execution, withholding) : inShardOrder(views.flatMap((v) => pendingBatchSequenceNumbers(execution, v)))),
       ...(backends.checkpoint.blameLog ? { blameLog: backends.checkpoint.blameLog } : {}),
     });
     const maxBatches = request.maxBatches ?? 8;
@@ -234,7 +239,7 @@ async function ensurePendingBatchRecords(
 }
 
 /** The sequence numbers of the planned, uncommitted batch's records. */
-function pendingBatchSequenceNumbers(execution: StreamExecution, source: KinesisShardSource): string[] {
+function pendingBatchSequenceNumbers(execution: StreamExecution, source: KinesisShardSource | RepartitionShardSource): string[] {
   const end = execution.pendingBatch?.offsets.get(source.name) ?? null;
   if (!end) return [];
   return source.batchSequenceNumbers(execution.committedSourceOffsets.get(source.name) ?? null, end);

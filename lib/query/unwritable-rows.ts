@@ -134,7 +134,9 @@ const MAX_ROUNDS = 4;
  */
 export async function runTriggerWithholdingUnwritable(resolver: UnwritableRowResolver): Promise<boolean> {
   const { source, timer } = resolver;
-  const blame = source ? new BatchBlameProgress(resolver, source) : null;
+  // Stage 2 holds out rows of its internal records for data errors (a partial aggregate whose merge raises).
+  const errorSource = source ?? resolver.rowSource ?? null;
+  const blame = errorSource ? new BatchBlameProgress(resolver, errorSource) : null;
   let withholdingRounds = 0;
   let run = (): Promise<boolean> => timer.measured(() => resolver.execution.runOneTrigger());
   // A planned batch re-running (after a failure, or a search the deadline stopped): the records
@@ -156,7 +158,7 @@ export async function runTriggerWithholdingUnwritable(resolver: UnwritableRowRes
       run = () => timer.checked(batchId, () => resolver.execution.runOneTrigger());
       try {
         if (dataError && batchId !== undefined) {
-          if (source && blame && await withholdFailingRecords(resolver, source, blame, dataErrorReason(dataError))) continue;
+          if (errorSource && blame && await withholdFailingRecords(resolver, errorSource, blame, dataErrorReason(dataError))) continue;
           // No record of the batch can be blamed: the error comes from state alone (or the stage
           // cannot withhold records). Rows raising above state are left out and dead-lettered.
           if (resolver.execution.raisingRowPolicy?.batchId === batchId) throw error;

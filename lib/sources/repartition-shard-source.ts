@@ -9,6 +9,8 @@ import type { KinesisOffset, ShardRecord } from './kinesis-shard-source.js';
 import {
   applyRepartitionRecord, decodeRepartitionRecord, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap, type SourceShard,
 } from './repartition-records.js';
+import type { DeadLetterRecord } from './dead-letter.js';
+import { heldOutRowDeadLetter, heldOutRowId } from './held-out-rows.js';
 import type { MicroBatchStream, Offset } from './source.js';
 import type { HashRange } from './hash-range-progress.js';
 
@@ -27,6 +29,8 @@ const asOffset = (o: Offset | null): RepartitionOffset | null => (o === null ? n
 export class RepartitionShardSource implements MicroBatchStream {
   private buffer: Buffered[] = [];
   private committed: RepartitionOffset | null = null;
+  /** Rows held out of their batch (held-out-rows.ts ids), with the reason: a data error they raise in this stage. */
+  private withheld: ReadonlyMap<string, string> = new Map();
 
   constructor(
     readonly name: string, readonly schema: readonly StructField[], private readonly shardId: string,
@@ -41,6 +45,8 @@ export class RepartitionShardSource implements MicroBatchStream {
     private readonly hashOf?: (row: readonly unknown[], partial: boolean) => bigint,
     /** Apply only the records of this namespace (a replay's, sharing the stream); none: the query's own. */
     private readonly namespace?: string,
+    /** The query the dead letters of held-out rows name. */
+    private readonly queryName = '',
   ) {}
 
   setCommitted(offset: Offset | null): void {
@@ -87,16 +93,28 @@ export class RepartitionShardSource implements MicroBatchStream {
     return this.buffer.filter((b) => b.seq > from && b.seq <= end);
   }
 
-  /** Applies the records after `start` up to `end`; `rows` receives what is new (when given). */
-  private apply(start: RepartitionOffset | null, end: bigint, rows?: unknown[][]): { sources: Record<string, SourceProgress>; records: Buffered[] } {
+  /**
+   * Applies the records after `start` up to `end`; `rows` receives what is new (when given), without
+   * the rows held out, and `ids` the id of every new row, held out or not, in order.
+   */
+  private apply(start: RepartitionOffset | null, end: bigint, rows?: unknown[][], ids?: string[]): { sources: Record<string, SourceProgress>; records: Buffered[] } {
     const sources: Record<string, SourceProgress> = { ...(start?.sources ?? {}) };
     const records = this.recordsIn(start, end);
     for (const b of records) {
       if (!b.decoded || !this.isForThisShard(b.decoded)) continue;
       const record = b.decoded;
       const applied = applyRepartitionRecord(sources, record, this.hashOf && ((row) => this.hashOf!(row, record.partial === true)));
-      if (!applied || !rows) continue;
-      const converted = this.toPartialRows && !b.decoded.partial ? this.toPartialRows(applied) : applied;
+      if (!applied || (!rows && !ids)) continue;
+      // A row's id is its place in the record, whichever of the record's rows are new here.
+      const place = applied === record.rows ? null : new Map(record.rows.map((r, i) => [r, i]));
+      const kept: (readonly unknown[])[] = [];
+      applied.forEach((row, i) => {
+        const id = heldOutRowId(b.record.sequenceNumber, place ? place.get(row)! : i);
+        ids?.push(id);
+        if (!this.withheld.has(id)) kept.push(row);
+      });
+      if (!rows) continue;
+      const converted = this.toPartialRows && !record.partial ? this.toPartialRows(kept) : kept;
       for (const r of converted) rows.push([...r]);
     }
     return { sources, records };
@@ -138,7 +156,42 @@ export class RepartitionShardSource implements MicroBatchStream {
   }
 
   numInvalidRecords(start: Offset | null, end: Offset): number {
-    return this.recordsIn(asOffset(start), BigInt(asOffset(end)!.sequenceNumber)).filter((b) => !b.decoded).length;
+    const undecoded = this.recordsIn(asOffset(start), BigInt(asOffset(end)!.sequenceNumber)).filter((b) => !b.decoded).length;
+    if (this.withheld.size === 0) return undecoded;
+    return undecoded + this.batchSequenceNumbers(start, end).filter((id) => this.withheld.has(id)).length;
+  }
+
+  /**
+   * The id of every row batch `(start, end]` applies (held out or not), in the order the stage
+   * applies them: what the search for a batch's failing rows (lib/query/data-error-search.ts) bisects.
+   */
+  batchSequenceNumbers(start: Offset | null, end: Offset): string[] {
+    const ids: string[] = [];
+    this.apply(asOffset(start), BigInt(asOffset(end)!.sequenceNumber), undefined, ids);
+    return ids;
+  }
+
+  /**
+   * Holds these rows out of every batch from now on (replacing the previous set), by id: each
+   * raises a data error in this stage's stateful operator, so it is a dead letter with the reason.
+   * The record stays applied (its progress and event time count): only its row is left out.
+   */
+  withhold(reasons: ReadonlyMap<string, string>): void {
+    this.withheld = new Map(reasons);
+  }
+
+  /** The rows held out, as dead letters (each as an internal record of its own, with its provenance). */
+  deadLetters(): DeadLetterRecord[] {
+    const letters: DeadLetterRecord[] = [];
+    for (const b of this.buffer) {
+      // Several hop inputs' views share the shard: each letters only its own records' rows.
+      if (!b.decoded || !this.isForThisShard(b.decoded)) continue;
+      b.decoded.rows.forEach((row, i) => {
+        const reason = this.withheld.get(heldOutRowId(b.record.sequenceNumber, i));
+        if (reason !== undefined) letters.push(heldOutRowDeadLetter(this.queryName, this.shardId, b.record, b.decoded!, row, i, reason));
+      });
+    }
+    return letters;
   }
 
   commit(end: Offset): void {
@@ -168,4 +221,31 @@ export function seedRepartitionOffset(
 /** Where to read a shard after `sequenceNumber`: null (from the start) for a seeded child's offset. */
 export function readAfterPosition(sequenceNumber: string | null | undefined): string | null {
   return sequenceNumber === undefined || sequenceNumber === null || sequenceNumber === SEED_SEQUENCE_NUMBER ? null : sequenceNumber;
+}
+
+/**
+ * The views of one internal shard (one per hop input of a join's stage 2) as one source the
+ * data-error search holds rows out of: a row raising in a join may be on either side.
+ */
+export function heldOutRowsOfViews(views: readonly RepartitionShardSource[]): {
+  readonly name: string; withhold(reasons: ReadonlyMap<string, string>): void; deadLetters(): DeadLetterRecord[];
+} {
+  return {
+    name: views[0]!.name,
+    withhold: (reasons) => { for (const v of views) v.withhold(reasons); },
+    deadLetters: () => views.flatMap((v) => v.deadLetters()),
+  };
+}
+
+/** Row ids (held-out-rows.ts) of several views in shard order: by record, then place in it. */
+export function inShardOrder(ids: readonly string[]): string[] {
+  const key = (id: string): [bigint, number] => {
+    const dot = id.lastIndexOf('.');
+    return [BigInt(id.slice(0, dot)), Number(id.slice(dot + 1))];
+  };
+  return [...ids].sort((a, b) => {
+    const [sa, ra] = key(a);
+    const [sb, rb] = key(b);
+    return sa < sb ? -1 : sa > sb ? 1 : ra - rb;
+  });
 }

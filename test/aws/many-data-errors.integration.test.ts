@@ -7,33 +7,21 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineQuery } from '../../lib/query/query-definition.js';
-import { SluiceSession } from '../../lib/api/session.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
 import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { col, count, sum } from '../../lib/plan/functions.js';
-import { MemorySink } from '../../lib/sinks/memory-sink.js';
-import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { deploy } from '../support/aws-pipeline.js';
+import { answerInMemory } from '../support/data-error-runs.js';
 
 const SCHEMA = 'k string, amount long, qty long';
 const unitPrice = (df: DataFrame): DataFrame => df.groupBy(col('k')).agg(sum(col('amount').divide(col('qty'))).as('unit'), count('*').as('n'));
 
 interface Event { k: string; amount: number; qty: number }
 
-/** The engine in memory over `events` (complete mode): what the sink must hold. */
-async function answerOver(events: readonly Event[]): Promise<string[]> {
-  const { stream, df } = new SluiceSession().memoryStream(SCHEMA);
-  const result = unitPrice(df);
-  const sink = new MemorySink();
-  const q = await result.writeStream.outputMode('complete').sink(sink).start();
-  stream.addData(events.map((e) => [e.k, e.amount, e.qty]));
-  await q.processAllAvailable();
-  await q.stop();
-  const schema = result.plan.output.map((a) => ({ name: a.name, type: a.type }));
-  return canonical(sink.allRows().map((r) => toExternalRow(r, schema)));
-}
+const answerOver = async (events: readonly Event[]): Promise<string[]> =>
+  canonical(await answerInMemory(SCHEMA, unitPrice, events.map((e) => [e.k, e.amount, e.qty])));
 
 const canonical = (rows: Record<string, unknown>[]): string[] => rows.map((r) => JSON.stringify([r.k, r.unit, r.n])).sort();
 

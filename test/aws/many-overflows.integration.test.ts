@@ -11,7 +11,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Context, KinesisStreamEvent } from 'aws-lambda';
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { defineQuery } from '../../lib/query/query-definition.js';
-import { SluiceSession } from '../../lib/api/session.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
 import { readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
 import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
@@ -23,11 +22,10 @@ import { col, count, sum } from '../../lib/plan/functions.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
 import { MemoryDeadLetterWriter } from '../../lib/sources/dead-letter.js';
-import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import { runShardInvocation, type ShardInvocationResult } from '../../lib/query/shard-invocation.js';
-import { StreamExecution } from '../../lib/runtime/stream-execution.js';
 import { deploy } from '../support/aws-pipeline.js';
+import { answerInMemory, countingRuns } from '../support/data-error-runs.js';
 
 const SCHEMA = 'k string, amount long';
 const totals = (df: DataFrame): DataFrame => df.groupBy(col('k')).agg(sum(col('amount')).as('total'), count('*').as('n'));
@@ -43,31 +41,9 @@ for (let t = 0; t < 50; t++) for (const k of ['a', 'b', 'c']) events.push({ k, a
 const json = (e: Event): string => `{"k":"${e.k}","amount":${e.amount}}`;
 const overflowing = events.filter((_, i) => i % 3 === 1);
 
-/** The engine in memory over `rest` (complete mode): what the sink must hold. */
-async function answerOver(rest: readonly Event[]): Promise<string[]> {
-  const { stream, df } = new SluiceSession().memoryStream(SCHEMA);
-  const result = totals(df);
-  const sink = new MemorySink();
-  const q = await result.writeStream.outputMode('complete').sink(sink).start();
-  stream.addData(rest.map((e) => [e.k, e.amount]));
-  await q.processAllAvailable();
-  await q.stop();
-  const schema = result.plan.output.map((a) => ({ name: a.name, type: a.type }));
-  return canonical(sink.allRows().map((r) => toExternalRow(r, schema)));
-}
+const answerOver = async (rest: readonly Event[]): Promise<string[]> => canonical(await answerInMemory(SCHEMA, totals, rest.map((e) => [e.k, e.amount])));
 const canonical = (rows: Record<string, unknown>[]): string[] => rows.map((r) => JSON.stringify([r.k, String(r.total), Number(r.n)])).sort();
 const decoded = (dataBase64: string): string => Buffer.from(dataBase64, 'base64').toString();
-
-async function countingRuns<T>(body: () => Promise<T>): Promise<{ value: T; runs: number }> {
-  const original = StreamExecution.prototype.runOneTrigger;
-  let runs = 0;
-  StreamExecution.prototype.runOneTrigger = function runCounted(this: StreamExecution) { runs++; return original.call(this); };
-  try {
-    return { value: await body(), runs };
-  } finally {
-    StreamExecution.prototype.runOneTrigger = original;
-  }
-}
 
 let emulators: EmulatorSet;
 beforeAll(async () => {

@@ -11,13 +11,13 @@ import { col, count, sum } from '../../lib/plan/functions.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { MemoryCheckpoint } from '../../lib/checkpoint/memory-checkpoint.js';
 import { BATCH_BLAME_FORMAT_VERSION } from '../../lib/checkpoint/batch-blame-log.js';
-import { MemoryDeadLetterWriter, type DeadLetterRecord } from '../../lib/sources/dead-letter.js';
+import type { MemoryDeadLetterWriter } from '../../lib/sources/dead-letter.js';
 import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { runShardInvocation, type ShardInvocationResult } from '../../lib/query/shard-invocation.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
-import { StreamExecution } from '../../lib/runtime/stream-execution.js';
 import type { InvocationLimits } from '../../lib/query/invocation-limits.js';
+import { countingRuns, CountingDeadLetters, deadlineAfter } from '../support/data-error-runs.js';
 
 const B = 2n ** 62n;
 const INT64_MAX = 2n ** 63n - 1n;
@@ -64,35 +64,6 @@ function expectedRun(events: readonly Event[]): { culprits: Set<number>; totals:
   });
   return { culprits, totals };
 }
-
-/** Dead letters written, counting every write of each record (a redone search writes one again). */
-class CountingDeadLetters extends MemoryDeadLetterWriter {
-  readonly writes = new Map<string, number>();
-  override async write(records: readonly DeadLetterRecord[]): Promise<void> {
-    for (const r of records) this.writes.set(r.sequenceNumber, (this.writes.get(r.sequenceNumber) ?? 0) + 1);
-    await super.write(records);
-  }
-}
-
-async function countingRuns<T>(body: () => Promise<T>): Promise<{ value: T; runs: number }> {
-  const original = StreamExecution.prototype.runOneTrigger;
-  let runs = 0;
-  StreamExecution.prototype.runOneTrigger = function runCounted(this: StreamExecution) { runs++; return original.call(this); };
-  try {
-    return { value: await body(), runs };
-  } finally {
-    StreamExecution.prototype.runOneTrigger = original;
-  }
-}
-
-/**
- * An invocation's deadline that allows `checks` looks at the remaining time: the loop looks once
- * per batch, the search once per run, so this many runs fit before it stops.
- */
-const deadlineAfter = (checks: number): InvocationLimits => {
-  let left = checks;
-  return { remainingTimeMs: () => (left-- > 0 ? 600_000 : 0) };
-};
 
 /** Lambda's retries: the records from the first uncommitted one, until all are committed or `max` invocations ran. */
 async function invokeUntilCommitted(delivered: readonly ShardRecord[], backends: { checkpoint: MemoryCheckpoint; sink: MemorySink; deadLetters: MemoryDeadLetterWriter }, limits: () => InvocationLimits, max: number) {

@@ -15,8 +15,8 @@ import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { RepartitionSink } from '../../lib/sinks/repartition-sink.js';
 import { runShardInvocation } from '../../lib/query/shard-invocation.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
-import { StreamExecution } from '../../lib/runtime/stream-execution.js';
 import { MemoryInternalStream } from '../support/memory-internal-stream.js';
+import { countingRuns } from '../support/data-error-runs.js';
 
 interface Event { k: string; amount: number | string; qty: number; ts?: string }
 const SCHEMA = 'k string, amount long, qty long, ts timestamp';
@@ -33,21 +33,9 @@ function query(transform: (df: DataFrame) => DataFrame, schema = SCHEMA): Stream
 }
 const unitPrice = (df: DataFrame): DataFrame => df.groupBy(col('k')).agg(sum(col('amount').divide(col('qty'))).as('unit'), count('*').as('n'));
 
-/** Counts trigger runs (failed runs and probes included) while `body` runs. */
-async function countingTriggerRuns<T>(body: () => Promise<T>): Promise<{ value: T; runs: number }> {
-  const original = StreamExecution.prototype.runOneTrigger;
-  let runs = 0;
-  StreamExecution.prototype.runOneTrigger = function runCounted(this: StreamExecution) { runs++; return original.call(this); };
-  try {
-    return { value: await body(), runs };
-  } finally {
-    StreamExecution.prototype.runOneTrigger = original;
-  }
-}
-
 async function runOneShard(definition: StreamingQueryDefinition, delivered: ShardRecord[]) {
   const backends = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
-  const { value: result, runs } = await countingTriggerRuns(() => runShardInvocation(compileQuery(definition, { expectedShardCount: 1 }), { shardId: 's', records: delivered }, backends));
+  const { value: result, runs } = await countingRuns(() => runShardInvocation(compileQuery(definition, { expectedShardCount: 1 }), { shardId: 's', records: delivered }, backends));
   return { ...backends, result, runs };
 }
 
@@ -160,7 +148,7 @@ describe('stage 1 of a repartitioned aggregate (partial aggregation in the sink)
     const channel = MemoryInternalStream.withShards(2);
     const backends = { checkpoint: new MemoryCheckpoint(), sink: RepartitionSink.forHop(stage.outputHop!, channel), deadLetters: new MemoryDeadLetterWriter() };
     const events = Array.from({ length: 300 }, (_, i): Event => ({ k: 'a', amount: 2, qty: i % 2 === 0 ? 0 : 1 }));
-    const { value: result, runs } = await countingTriggerRuns(() => runShardInvocation(compiled, { shardId: 's', records: records(events) }, backends));
+    const { value: result, runs } = await countingRuns(() => runShardInvocation(compiled, { shardId: 's', records: records(events) }, backends));
     expect(result.error).toBeUndefined();
     expect(backends.deadLetters.records).toHaveLength(150);
     expect(backends.deadLetters.records.every((d) => decoded(d.dataBase64).qty === 0 && /^DIVIDE_BY_ZERO/.test(d.reason))).toBe(true);
