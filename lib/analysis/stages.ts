@@ -45,6 +45,11 @@ export interface Hop {
   /** Why a reshard of this hop's stream cannot split the receiving stage's state (absent: it can). */
   readonly stateUnroutable?: string;
   /**
+   * Per stateful operator of the receiving stage (operator-id order), where the routing values sit
+   * among its keys (null: nowhere). Absent: every operator by `routingKeyPositions`.
+   */
+  readonly stateKeyPositions?: readonly (readonly number[] | null)[];
+  /**
    * Hop 0: the event-time column (hop-output ordinal) and delay; each record carries its batch's
    * maximum event time. Later hops carry the sending stage's batch watermark instead (delay 0).
    */
