@@ -275,9 +275,10 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
     // Stage 2 runs what is below the join and writes the exchange; stage 3 runs the join and chains on.
     const chain = chainAbove(split.plan, split.above, {
       cut: null, hop: split.hop, coPartitioned: (_node, keys) => keepsJoinRouting(split.join, split.keyPairs, keys),
+      keyPositions: (node) => positionsAboveJoin(split.join, split.hop.routingKeyPositions, node),
     });
     const joinStage: PlannedStage = {
-      index: 2, input: split.hop, output: chain.hops[1] ?? null, operators: chain.firstOperators,
+      index: 2, input: chain.hops[0]!, output: chain.hops[1] ?? null, operators: chain.firstOperators,
       plan: (sourceId) => replaceNode(chain.firstTop, split.exchange, { kind: 'StreamingRelation', sourceId, schema: split.hop.output.map((a) => ({ name: a.name, type: a.type })), output: split.hop.output }),
     };
     return {
@@ -293,7 +294,10 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   const chain = chainAbove(plan, statefulNodes.filter((n) => !lower.includes(n)), {
     cut: null, hop: hopOf(partial, inputs[0]!),
     ...(stateful.kind === 'Join' && lower.length === 0 && routingNames.length > 0
-      ? { coPartitioned: (_node: LogicalPlan, keys: OperatorKeys) => keepsJoinRouting(stateful, routedPairs(stateful), keys) }
+      ? {
+        coPartitioned: (_node: LogicalPlan, keys: OperatorKeys) => keepsJoinRouting(stateful, routedPairs(stateful), keys),
+        keyPositions: (node: LogicalPlan) => positionsAboveJoin(stateful, routed.positions ?? [], node),
+      }
       : {}),
   });
   const stateKeyPositions = stateKeyPositionsOf(chain.firstTop);
