@@ -208,7 +208,8 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   const { names } = keySetsOf(stateful);
   const ordinals = routed.ordinals;
   const routingNames = routed.names;
-  // Stage 2 of a split runs each side of the join on its own routing: no one key list routes its state.
+  // Stage 2's operators each route their state by their own positions: a split runs each side of
+  // the join on its own routing, a chain's joins hold the class at different positions.
   const operatorPositions = new Map(routed.operatorPositions);
   const stateKeyPositionsOf = (root: LogicalPlan): (number[] | null)[] => collect(root, isStatefulOperator).map((n) => {
     const known = operatorPositions.get(n);

@@ -106,7 +106,6 @@ function refuse(reason: string, operator?: string, hint?: string): AnalysisError
   });
 }
 
-/** Nodes `pick` selects, children before parents (the lowest stateful operator first). */
 /** Every node, parents before children (the order operator ids are given in). */
 function preOrder(p: LogicalPlan, out: LogicalPlan[] = []): LogicalPlan[] {
   out.push(p);
@@ -114,6 +113,7 @@ function preOrder(p: LogicalPlan, out: LogicalPlan[] = []): LogicalPlan[] {
   return out;
 }
 
+/** Nodes `pick` selects, children before parents (the lowest stateful operator first). */
 function collect(p: LogicalPlan, pick: (n: LogicalPlan) => boolean, out: LogicalPlan[] = []): LogicalPlan[] {
   planChildren(p).forEach((c) => collect(c, pick, out));
   if (pick(p)) out.push(p);
