@@ -14,8 +14,8 @@ import { listAllShards, reshardStream, type ReshardStep } from '../../lib/local/
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import type { MultiSourceQueryDefinition } from '../../lib/query/query-definition.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
-import { canonicalRow, inMemoryJoin, joinEvents, joinPhases, joinQuery, prng } from '../support/join-queries.js';
-import { inMemoryThree, joinThenJoinOnOtherKey, joinThenWindowedSum, shipmentsByAmount } from '../support/chain-queries.js';
+import { canonicalRow, inMemoryJoin, joinEvents, joinPhases, joinQuery, prng, type Order } from '../support/join-queries.js';
+import { inMemoryThree, joinThenJoin, joinThenJoinOnOtherKey, joinThenWindowedSum, shipmentsByAmount, shipmentsFor } from '../support/chain-queries.js';
 
 let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });
@@ -87,16 +87,25 @@ describe('resharding the internal stream under a stream-stream join', () => {
     expect(d.results.some((r) => r.result.stage.index === 1 && !['shardId-000000000000', 'shardId-000000000001'].includes(r.shardId) && r.result.progress.length > 0)).toBe(true);
   }, TIMEOUT);
 
-  it('a join feeding a join on another key: its internal stream split, then merged, mid-run — the in-memory answer', async () => {
-    // orders ⋈ payments on order_id, then ⋈ shipments on amount = zone: stage 2 holds the first
-    // join's state, routed by order_id, and forwards the shipments routed by zone. Each child takes
-    // its parent's join rows whose order_id hashes into its range; the merge's child the union.
-    // Before, the split's children were refused (RESHARD_WITH_STATE) and never ran.
-    const query = joinThenJoinOnOtherKey('hop-reshard-unroutable', 'left_outer');
+  /**
+   * Stage 2 runs two joins' worth of routing, and each stateful operator routes its entries by its
+   * own key. Before, both were refused on a split (RESHARD_WITH_STATE) and the children never ran:
+   * - orders ⋈ payments on order_id, then ⋈ shipments on amount = zone: stage 2 holds the first
+   *   join's state, routed by order_id, and forwards the shipments routed by zone;
+   * - orders ⋈ payments ⋈ shipments on order_id = ref = sid: both joins in stage 2, each by its key
+   *   of the class (UpdateShardCount, as a changed repartitionShardCount deploys it).
+   */
+  it.each([
+    ['a join feeding a join on another key: split, then merge', () => joinThenJoinOnOtherKey('hop-reshard-unroutable', 'left_outer'),
+      (orders: Order[]) => shipmentsByAmount(orders, 5), [[{ split: 'first-open' }], [{ merge: 'first-adjacent' }]]],
+    ['joins chained in stage 2: UpdateShardCount 1 → 2 → 1', () => joinThenJoin('hop-reshard-chain', 'left_outer'),
+      (orders: Order[]) => shipmentsFor(orders, 7), [[{ shardCount: 2 }], [{ shardCount: 1 }]]],
+  ] as const)('%s of the internal stream, mid-run — the in-memory answer', async (_title, queryOf, shipmentsOf, reshardSteps) => {
+    const query = queryOf();
     const compiled = compileQuery(query, { allowRepartition: true });
     expect(compiled.stages.find((s) => s.index === 1)!.inputHop?.stateUnroutable).toBeUndefined();
     const base = joinEvents(180, 13);
-    const events = { ...base, shipments: shipmentsByAmount(base.orders, 5) };
+    const events = { ...base, shipments: shipmentsOf(base.orders) };
     const expected = await inMemoryThree(query, events);
     expect(expected.length).toBeGreaterThan(50);
     const d = await deploy(emulators, query, 2, { repartitionShards: 1, expectedShardCount: undefined, hops: compiled.hops.length });
@@ -104,14 +113,14 @@ describe('resharding the internal stream under a stream-stream join', () => {
     const rand = prng(31);
     const phases = joinPhases(base);
     const cuts = phases.map((p) => Math.max(...p.orders.map((o) => Date.parse(o.ts))));
-    const shipmentsOf = (i: number) => events.shipments.filter((s) => {
+    const shipmentsIn = (i: number) => events.shipments.filter((s) => {
       const t = Date.parse(s.sts);
       return (i === 0 || t > cuts[i - 1]!) && (i === phases.length - 1 || t <= cuts[i]!);
     });
-    const reshards: ReshardStep[][] = [[{ split: 'first-open' }], [{ merge: 'first-adjacent' }]];
+    const reshards: readonly (readonly ReshardStep[])[] = reshardSteps;
     const children: string[] = [];
     for (let i = 0; i < phases.length; i++) {
-      for (const [source, rows] of [['orders', phases[i]!.orders], ['payments', phases[i]!.payments], ['shipments', shipmentsOf(i)]] as const) {
+      for (const [source, rows] of [['orders', phases[i]!.orders], ['payments', phases[i]!.payments], ['shipments', shipmentsIn(i)]] as const) {
         await d.put(rows.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), source);
       }
       // The last phase first by the scheduled drain (its guard seeds the merge's child), then the mappings.
