@@ -28,7 +28,7 @@ import { AnalysisError } from '../errors/sluice-error.js';
 import { bind, resolveName } from './binder.js';
 import { splitJoinCondition } from './join-condition.js';
 import { isStatefulOperator } from './stateful-operators.js';
-import { chainAbove, traceToCut, withChildren, type Hop, type OperatorKeys, type PlannedStage, type StatefulOperatorInfo } from './stages.js';
+import { chainAbove, keyAttributes, traceToCut, withChildren, type Hop, type OperatorKeys, type PlannedStage, type StatefulOperatorInfo } from './stages.js';
 import { joinExchange } from './join-exchange.js';
 
 /** One source stream's side of the hop. */
@@ -62,8 +62,15 @@ export interface MultiInputHopPlan {
    * aggregate's grouping keys): a reshard of the internal stream routes state entries by them.
    */
   readonly routingKeyPositions: readonly number[];
-  /** Why a reshard of the internal stream cannot split stage 2's state (absent: it can, by routingKeyPositions). */
+  /** Why a reshard of the internal stream cannot split stage 2's state (absent: it can, by stateKeyPositions). */
   readonly stateUnroutable?: string;
+  /**
+   * Per stateful operator of stage 2 (operator-id order): where the values its input rows are routed
+   * by sit among its keys, so that a reshard routes each operator's entries as the hop routed the rows
+   * that made them. Each side of a split join, each join of a chain and an operator co-partitioned
+   * above a join have their own.
+   */
+  readonly stateKeyPositions: readonly (readonly number[] | null)[];
   readonly watermarks: readonly HopWatermark[];
   readonly statefulOperator: { readonly kind: string; readonly keys: readonly string[] };
   /** Stage 2's stateful operators: the one the inputs feed, then those co-partitioned with it (none yet). */
@@ -201,8 +208,17 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   const { names } = keySetsOf(stateful);
   const ordinals = routed.ordinals;
   const routingNames = routed.names;
-  // Stage 2 of a split runs each side of the join on its own routing: no one key list routes its state.
-  const stateUnroutable = routed.positions === undefined ? 'stage 2 runs each side of a join on its own routing' : undefined;
+  // Stage 2's operators each route their state by their own positions: a split runs each side of
+  // the join on its own routing, a chain's joins hold the class at different positions.
+  const operatorPositions = new Map(routed.operatorPositions);
+  const stateKeyPositionsOf = (root: LogicalPlan): (number[] | null)[] => collect(root, isStatefulOperator).map((n) => {
+    const known = operatorPositions.get(n);
+    if (known) return known;
+    // Co-partitioned above the join (it runs in stage 2 without a hop): its keys hold the join's routed keys.
+    return stateful.kind === 'Join' && routed.positions ? positionsAboveJoin(stateful, routed.positions, n) : null;
+  });
+  const stateUnroutableOf = (positions: readonly (number[] | null)[]): string | undefined => (positions.some((p) => p === null)
+    ? 'a stateful operator of stage 2 does not hold the values its rows are routed by among its keys' : undefined);
 
   // Watermarks: each is computed from the shards of the streams below it; its column must cross the hop unchanged.
   const watermarkNodes = collect(plan, (n) => n.kind === 'EventTimeWatermark') as EventTimeWatermarkNode[];
@@ -234,9 +250,7 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   const partial = {
     inputs,
     routingColumns: routingNames,
-    // Joins chained in one stage route by a class of keys no single join's key list holds: their state merges, never splits.
     routingKeyPositions: routed.positions ?? [],
-    ...(stateUnroutable ? { stateUnroutable } : {}),
     watermarks,
     statefulOperator: split?.operator ?? { kind: describeOperator(stateful), keys: names },
   };
@@ -256,17 +270,21 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
     return replace;
   };
   if (split) {
+    const stateKeyPositions = stateKeyPositionsOf(split.exchange);
+    const stateUnroutable = stateUnroutableOf(stateKeyPositions);
+    const routedPartial = { ...partial, stateKeyPositions, ...(stateUnroutable ? { stateUnroutable } : {}) };
     // Stage 2 runs what is below the join and writes the exchange; stage 3 runs the join and chains on.
     const chain = chainAbove(split.plan, split.above, {
       cut: null, hop: split.hop, coPartitioned: (_node, keys) => keepsJoinRouting(split.join, split.keyPairs, keys),
+      keyPositions: (node) => positionsAboveJoin(split.join, split.hop.routingKeyPositions, node),
     });
     const joinStage: PlannedStage = {
-      index: 2, input: split.hop, output: chain.hops[1] ?? null, operators: chain.firstOperators,
+      index: 2, input: chain.hops[0]!, output: chain.hops[1] ?? null, operators: chain.firstOperators,
       plan: (sourceId) => replaceNode(chain.firstTop, split.exchange, { kind: 'StreamingRelation', sourceId, schema: split.hop.output.map((a) => ({ name: a.name, type: a.type })), output: split.hop.output }),
     };
     return {
-      ...partial,
-      hops: [hopOf(partial, inputs[0]!), ...chain.hops],
+      ...routedPartial,
+      hops: [hopOf(routedPartial, inputs[0]!), ...chain.hops],
       later: [joinStage, ...chain.later],
       stage2Operators: split.below.map((n) => ({ kind: describeOperator(n), keys: keySetsOf(n).names })),
       stage2: (relationIdOf) => replaceInputs(relationIdOf)(split.exchange),
@@ -277,12 +295,19 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
   const chain = chainAbove(plan, statefulNodes.filter((n) => !lower.includes(n)), {
     cut: null, hop: hopOf(partial, inputs[0]!),
     ...(stateful.kind === 'Join' && lower.length === 0 && routingNames.length > 0
-      ? { coPartitioned: (_node: LogicalPlan, keys: OperatorKeys) => keepsJoinRouting(stateful, routedPairs(stateful), keys) }
+      ? {
+        coPartitioned: (_node: LogicalPlan, keys: OperatorKeys) => keepsJoinRouting(stateful, routedPairs(stateful), keys),
+        keyPositions: (node: LogicalPlan) => positionsAboveJoin(stateful, routed.positions ?? [], node),
+      }
       : {}),
   });
+  const stateKeyPositions = stateKeyPositionsOf(chain.firstTop);
+  const stateUnroutable = stateUnroutableOf(stateKeyPositions);
+  const routedPartial = { ...partial, stateKeyPositions, ...(stateUnroutable ? { stateUnroutable } : {}) };
   return {
-    ...partial,
-    hops: chain.hops,
+    ...routedPartial,
+    // Hop 0 as the chain was planned with, now with how stage 2's state routes.
+    hops: [hopOf(routedPartial, inputs[0]!), ...chain.hops.slice(1)],
     later: chain.later,
     stage2Operators: [...lower.map((n) => ({ kind: describeOperator(n), keys: keySetsOf(n).names })), ...chain.firstOperators],
     stage2: (relationIdOf) => {
@@ -298,7 +323,9 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
  * shard: NULL never equals anything, so an outer join's NULL-padded rows need not meet. Null when
  * no class serves (the caller routes everything to one partition).
  */
-function joinChainRouting(joins: readonly JoinNode[], inputs: readonly (readonly [string, LogicalPlan])[]): { name: string; ordinals: Map<string, number> } | null {
+function joinChainRouting(
+  joins: readonly JoinNode[], inputs: readonly (readonly [string, LogicalPlan])[],
+): { name: string; ordinals: Map<string, number>; positions: Map<JoinNode, number> } | null {
   const parent = new Map<number, number>();
   const find = (id: number): number => {
     while (parent.has(id) && parent.get(id) !== id) id = parent.get(id)!;
@@ -306,9 +333,8 @@ function joinChainRouting(joins: readonly JoinNode[], inputs: readonly (readonly
   };
   const pairs = joins.map((j) => {
     const { sides } = joinKeySets(j);
-    return sides[0]!.keys.map((l, k) => [l, sides[1]!.keys[k]!] as const)
-      .filter((p): p is readonly [Attribute, Attribute] => p[0] !== null && p[1] !== null)
-      .map(([l, r]) => ({ join: j, l, r }));
+    return sides[0]!.keys.map((l, k) => ({ join: j, l, r: sides[1]!.keys[k]!, position: k }))
+      .filter((p): p is { join: JoinNode; l: Attribute; r: Attribute; position: number } => p.l !== null && p.r !== null);
   });
   for (const { l, r } of pairs.flat()) parent.set(find(l.id), find(r.id));
   const classes = [...new Set(pairs.flat().map((p) => find(p.l.id)))];
@@ -323,16 +349,20 @@ function joinChainRouting(joins: readonly JoinNode[], inputs: readonly (readonly
       }
     }
     if (inputs.every(([id]) => ordinals.has(id))) {
-      const members = pairs.flat().filter((p) => find(p.l.id) === cls).flatMap((p) => [p.l.name, p.r.name]);
-      return { name: [...new Set(members)].join(' = '), ordinals };
+      const members = pairs.flat().filter((p) => find(p.l.id) === cls);
+      const positions = new Map(joins.map((j) => [j, members.find((p) => p.join === j)!.position]));
+      return { name: [...new Set(members.flatMap((p) => [p.l.name, p.r.name]))].join(' = '), ordinals, positions };
     }
   }
   return null;
 }
 
 type Cuts = ReadonlyMap<string, LogicalPlan>;
-/** `positions`: where each routing key sits among the stateful operator's keys; absent when no one key list routes its state. */
-interface Routing { names: string[]; ordinals: Map<string, number[]>; positions?: number[] }
+/**
+ * `positions`: where each routing key sits among the stateful operator's keys (absent when no one key
+ * list routes its state); `operatorPositions`: the same for each stateful operator the routing serves.
+ */
+interface Routing { names: string[]; ordinals: Map<string, number[]>; positions?: number[]; operatorPositions: Map<LogicalPlan, number[]> }
 
 const holdsNode = (node: LogicalPlan, target: LogicalPlan): boolean => collect(node, (n) => n === target).length > 0;
 
@@ -345,13 +375,15 @@ function routeGroup(stateful: LogicalPlan, lower: readonly LogicalPlan[], ids: r
   const names: string[] = [];
   if (lower.length > 0) {
     // Join → join in one stage: every stream routed by one class of keys the joins equate.
-    const route = joinChainRouting([...lower, stateful] as JoinNode[], ids.map((id) => [id, cuts.get(id)!] as const));
+    const joins = [...lower, stateful] as JoinNode[];
+    const route = joinChainRouting(joins, ids.map((id) => [id, cuts.get(id)!] as const));
     if (route) {
       names.push(route.name);
       for (const id of ids) ordinals.get(id)!.push(route.ordinals.get(id)!);
     }
-    // Joins chained in one stage route by a class of keys no single join's key list holds: their state merges, never splits.
-    return { names, ordinals, positions: [] };
+    // Each join's state routes by its own key of the class (one partition without a class: no key).
+    const operatorPositions = new Map<LogicalPlan, number[]>(joins.map((j) => [j, route ? [route.positions.get(j)!] : []]));
+    return { names, ordinals, operatorPositions };
   }
   // A key position routes when, on every side, it traces to an unchanged column of every input below that side.
   const { names: keyNames, sides } = keySetsOf(stateful);
@@ -374,7 +406,7 @@ function routeGroup(stateful: LogicalPlan, lower: readonly LogicalPlan[], ids: r
     positions.push(k);
     for (const id of ids) ordinals.get(id)!.push(found.get(id)!);
   }
-  return { names, ordinals, positions };
+  return { names, ordinals, positions, operatorPositions: new Map([[stateful, positions]]) };
 }
 
 /** Where the pairs `routedPairs` keeps sit among the join's keys (how a reshard routes its state). */
@@ -402,6 +434,26 @@ function keepsJoinRouting(join: JoinNode, pairs: readonly (readonly [Attribute, 
   const rightKept = join.joinType === 'inner' || join.joinType === 'right_outer';
   const traced = new Set(keys.keys.map((k) => traceToCut(keys.child, k, join)).filter((o) => o >= 0).map((o) => join.output[o]!.id));
   return pairs.every(([l, r]) => (leftKept && traced.has(l.id)) || (rightKept && traced.has(r.id)));
+}
+
+/**
+ * Where an operator co-partitioned above `join` holds the join's routed keys (`positions` among the
+ * join's keys) among its own keys: a key that copies either column of the pair carries its value.
+ * Null when one of them is missing.
+ */
+function positionsAboveJoin(join: JoinNode, positions: readonly number[], node: LogicalPlan): number[] | null {
+  if (node.kind === 'Join') return null;
+  const { sides } = joinKeySets(join);
+  const op = keyAttributes(node);
+  const found = positions.map((p) => {
+    const pair = new Set([sides[0]!.keys[p]?.id, sides[1]!.keys[p]?.id]);
+    const i = op.keys.findIndex((k) => {
+      const ordinal = traceToCut(op.child, k, join);
+      return ordinal >= 0 && pair.has(join.output[ordinal]!.id);
+    });
+    return i < 0 ? null : op.positions[i]!;
+  });
+  return found.every((p): p is number => p !== null) ? found : null;
 }
 
 function replaceNode(plan: LogicalPlan, target: LogicalPlan, replacement: LogicalPlan): LogicalPlan {
@@ -434,7 +486,7 @@ interface SplitAtJoin {
  * streams all feed, with the joins below it on one key class. Null when a side needs more.
  */
 function splitAtJoin(root: LogicalPlan, join: JoinNode, statefulNodes: readonly LogicalPlan[], ids: readonly string[], cuts: Cuts): SplitAtJoin | null {
-  const routing: Routing = { names: [], ordinals: new Map() };
+  const routing: Routing = { names: [], ordinals: new Map(), operatorPositions: new Map() };
   const below: LogicalPlan[] = [];
   const forwarded: string[] = [];
   const pairs = routedPairs(join);
@@ -457,6 +509,7 @@ function splitAtJoin(root: LogicalPlan, join: JoinNode, statefulNodes: readonly 
     if (lower.some((n) => !holdsNode(top, n) || n.kind !== 'Join') || (lower.length > 0 && top.kind !== 'Join')) return null;
     const group = routeGroup(top, lower, sideIds, cuts);
     for (const id of sideIds) routing.ordinals.set(id, group.ordinals.get(id)!);
+    for (const [operator, positions] of group.operatorPositions) routing.operatorPositions.set(operator, positions);
     routing.names.push(group.names.length > 0 ? group.names.join(', ') : '(one partition)');
     below.push(...sideOperators);
   }
@@ -494,7 +547,8 @@ export function hopOfInput(hop: MultiInputHopPlan, input: HopInput): Hop {
   return hopOf(hop, input);
 }
 
-type HopShape = Pick<MultiInputHopPlan, 'routingColumns' | 'routingKeyPositions' | 'stateUnroutable' | 'watermarks' | 'statefulOperator'>;
+type HopShape = Pick<MultiInputHopPlan, 'routingColumns' | 'routingKeyPositions' | 'stateUnroutable' | 'watermarks' | 'statefulOperator'>
+  & { readonly stateKeyPositions?: readonly (readonly number[] | null)[] };
 
 function hopOf(hop: HopShape, input: HopInput): Hop {
   const delayMs = hop.watermarks.find((w) => w.inputs.includes(input.sourceId))?.delayMs ?? 0;
@@ -505,6 +559,7 @@ function hopOf(hop: HopShape, input: HopInput): Hop {
     routingColumns: hop.routingColumns,
     routingKeyPositions: hop.routingKeyPositions,
     ...(hop.stateUnroutable ? { stateUnroutable: hop.stateUnroutable } : {}),
+    ...(hop.stateKeyPositions ? { stateKeyPositions: hop.stateKeyPositions } : {}),
     eventTime: input.eventTimeOrdinal === null ? null : { ordinal: input.eventTimeOrdinal, delayMs },
     carries: 'max-event-time',
     operator: hop.statefulOperator,

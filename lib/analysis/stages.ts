@@ -45,6 +45,11 @@ export interface Hop {
   /** Why a reshard of this hop's stream cannot split the receiving stage's state (absent: it can). */
   readonly stateUnroutable?: string;
   /**
+   * Per stateful operator of the receiving stage (operator-id order), where the routing values sit
+   * among its keys (null: nowhere). Absent: every operator by `routingKeyPositions`.
+   */
+  readonly stateKeyPositions?: readonly (readonly number[] | null)[];
+  /**
    * Hop 0: the event-time column (hop-output ordinal) and delay; each record carries its batch's
    * maximum event time. Later hops carry the sending stage's batch watermark instead (delay 0).
    */
@@ -99,6 +104,13 @@ function refuse(reason: string, operator?: string, hint?: string): AnalysisError
       + 'or restructure the query as a chain of aggregations and deduplications over one stream.',
     ...(operator ? { context: { operator } } : {}),
   });
+}
+
+/** Every node, parents before children (the order operator ids are given in). */
+function preOrder(p: LogicalPlan, out: LogicalPlan[] = []): LogicalPlan[] {
+  out.push(p);
+  planChildren(p).forEach((c) => preOrder(c, out));
+  return out;
 }
 
 /** Nodes `pick` selects, children before parents (the lowest stateful operator first). */
@@ -251,7 +263,7 @@ export function planStages(plan: LogicalPlan, options: StagePlanOptions = {}): S
     return replace(top, agg, { ...agg, partialInput: true, child: below } as LogicalPlan);
   };
   const stage1: PlannedStage = {
-    index: 1, input: hop0, output: chain.hops[1] ?? null, operators: chain.firstOperators,
+    index: 1, input: chain.hops[0]!, output: chain.hops[1] ?? null, operators: chain.firstOperators,
     plan: (sourceId: string) => (hop0.partial
       ? partialStagePlan(chain.firstTop, relationOver(hop0, sourceId))
       : replace(chain.firstTop, cut0, relationOver(hop0, sourceId))),
@@ -294,7 +306,11 @@ export interface ChainAbove {
  */
 export function chainAbove(
   plan: LogicalPlan, statefulNodes: readonly LogicalPlan[],
-  first: { cut: LogicalPlan | null; hop: Hop; coPartitioned?: (node: LogicalPlan, keys: OperatorKeys) => boolean },
+  first: {
+    cut: LogicalPlan | null; hop: Hop; coPartitioned?: (node: LogicalPlan, keys: OperatorKeys) => boolean;
+    /** Where an operator co-partitioned with a multi-input hop holds its routed values (the planner that routed it knows). */
+    keyPositions?: (node: LogicalPlan) => number[] | null;
+  },
 ): ChainAbove {
   // Stateful operators must form one chain: each is below the next, with nothing joining in between.
   for (let i = 1; i < statefulNodes.length; i++) {
@@ -311,6 +327,9 @@ export function chainAbove(
   const hops: Hop[] = [first.hop];
   const cuts: (LogicalPlan | null)[] = [first.cut];
   const operatorsOf: StatefulOperatorInfo[][] = [[{ kind: describe(statefulNodes[0]!), keys: first.hop.operator.keys }]];
+  // Each stage's operators, and where each holds the values its stage's rows are routed by.
+  const nodesOf: LogicalPlan[][] = [[statefulNodes[0]!]];
+  const positions = new Map<LogicalPlan, readonly number[] | null>([[statefulNodes[0]!, first.hop.routingKeyPositions]]);
   for (const node of statefulNodes.slice(1)) {
     const op = keyAttributes(node);
     const input = hops[hops.length - 1]!;
@@ -331,9 +350,24 @@ export function chainAbove(
       });
       cuts.push(op.child);
       operatorsOf.push([]);
+      nodesOf.push([]);
+      positions.set(node, routing.map((r) => r.position));
+    } else if (inputCut !== null) {
+      const routed = routingOf(op, inputCut);
+      const found = input.routingOrdinals.map((o) => routed.find((r) => r.ordinal === o)?.position ?? -1);
+      positions.set(node, found.every((p) => p >= 0) ? found : null);
+    } else {
+      positions.set(node, first.keyPositions?.(node) ?? null);
     }
     operatorsOf[operatorsOf.length - 1]!.push({ kind: node.kind, keys: op.names });
+    nodesOf[nodesOf.length - 1]!.push(node);
   }
+  // The receiving stage's operators in operator-id order (pre-order of its plan): a co-partitioned
+  // operator can hold the routed values at other positions than the stage's first (dedup → window).
+  const stageTop = (k: number): LogicalPlan => cuts[k + 1] ?? plan;
+  hops.splice(0, hops.length, ...hops.map((hop, k): Hop => ({
+    ...hop, stateKeyPositions: preOrder(stageTop(k)).filter((n) => nodesOf[k]!.includes(n)).map((n) => positions.get(n) ?? null),
+  })));
   // Stage k (k ≥ 1) runs from cut k-1 to cut k (the last one: to the root).
   const topOf = (k: number): LogicalPlan => cuts[k] ?? plan;
   const later = hops.slice(1).map((input, i): PlannedStage => {

@@ -57,7 +57,7 @@ export interface ReshardGuardOptions {
 /** How a stage's state entries follow their keys to child shards. */
 export function stateRoutingOf(query: CompiledQuery, stage: QueryStage): StoreRouting[] {
   if (!stage.isStateful) return [];
-  if (stage.reads === 'internal-stream') return repartitionStateRouting(stage.plan, stage.inputHop?.routingKeyPositions ?? [], stage.inputHop?.stateUnroutable);
+  if (stage.reads === 'internal-stream') return repartitionStateRouting(stage.plan, stage.inputHop?.routingKeyPositions ?? [], stage.inputHop?.stateUnroutable, stage.inputHop?.stateKeyPositions);
   return sourceStreamStateRouting(stage.plan, query.definition.source?.partitionKey);
 }
 

@@ -21,7 +21,7 @@ function hasInitialState(plan: LogicalPlan): boolean {
 export async function initialStateOwner(query: CompiledQuery, stage: QueryStage, backends: PartitionBackends): Promise<StateKeyOwner | undefined> {
   if (!stage.isStateful || !backends.stateKeyRange || !hasInitialState(stage.plan)) return undefined;
   const routing = stage.reads === 'internal-stream'
-    ? repartitionStateRouting(stage.plan, stage.inputHop?.routingKeyPositions ?? [], stage.inputHop?.stateUnroutable)
+    ? repartitionStateRouting(stage.plan, stage.inputHop?.routingKeyPositions ?? [], stage.inputHop?.stateUnroutable, stage.inputHop?.stateKeyPositions)
     : sourceStreamStateRouting(stage.plan, query.definition.source?.partitionKey);
   const range = await backends.stateKeyRange();
   return (operatorId, keyValues) => {

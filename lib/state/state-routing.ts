@@ -161,18 +161,28 @@ export function sourceStreamStateRouting(plan: LogicalPlan, partitionKey: string
 /**
  * Stage 2 of a repartition stage: entries follow the routing columns, hashed as the repartition
  * sink hashes a row (`JSON.stringify` of the values, null for a missing one). `keyPositions` are
- * the routing columns' positions among the stateful operator's keys.
+ * the routing columns' positions among the stateful operator's keys; `perOperator` (the hop's
+ * `stateKeyPositions`), when given, each operator's own, in operator-id order: the sides of a split
+ * join, the joins of a chain and an operator above a join hold the routed values at other positions.
  */
-export function repartitionStateRouting(plan: LogicalPlan, keyPositions: readonly number[], unroutable?: string): StoreRouting[] {
+export function repartitionStateRouting(
+  plan: LogicalPlan, keyPositions: readonly number[], unroutable?: string, perOperator?: readonly (readonly number[] | null)[],
+): StoreRouting[] {
   const operators = stateStoresOf(plan);
-  if (unroutable) return operators.flatMap(({ operatorId, stores }) => routingFor(operatorId, stores, { unroutable }, repartitionRoutingKey));
+  const routingOf = (operatorId: number, node: LogicalPlan, stores: readonly string[], positions: KeyPositions): StoreRouting[] =>
+    routingFor(operatorId, stores, positions, (values) => repartitionRoutingKey(values), node.kind === 'Join');
+  if (perOperator) {
+    return operators.flatMap(({ operatorId, node, stores }) => {
+      const positions = perOperator[operatorId];
+      return routingOf(operatorId, node, stores, positions ? { positions } : { unroutable: unroutable ?? 'its keys do not hold the values its rows are routed by' });
+    });
+  }
+  if (unroutable) return operators.flatMap(({ operatorId, node, stores }) => routingOf(operatorId, node, stores, { unroutable }));
   // Joins chained in one stage route by one class of equated keys, not by each join's key list.
   const joins = operators.filter((o) => o.node.kind === 'Join').length;
-  return operators.flatMap(({ operatorId, node, stores }) => routingFor(
-    operatorId, stores,
+  return operators.flatMap(({ operatorId, node, stores }) => routingOf(
+    operatorId, node, stores,
     node.kind === 'Join' && joins > 1 ? { unroutable: 'joins chained in one stage route by a class of keys that is not each join\'s key list' } : { positions: keyPositions },
-    (values) => repartitionRoutingKey(values),
-    node.kind === 'Join',
   ));
 }
 

@@ -14,9 +14,8 @@ import { listAllShards, reshardStream, type ReshardStep } from '../../lib/local/
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import type { MultiSourceQueryDefinition } from '../../lib/query/query-definition.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
-import { canonicalRow, inMemoryJoin, joinEvents, joinPhases, joinQuery, prng } from '../support/join-queries.js';
-import { inMemoryThree, joinThenJoinOnOtherKey, joinThenWindowedSum, shipmentsByAmount } from '../support/chain-queries.js';
-import type { ScheduledTriggerSummary } from '../../lib/aws/scheduled-trigger-handler.js';
+import { canonicalRow, inMemoryJoin, joinEvents, joinPhases, joinQuery, prng, type Order } from '../support/join-queries.js';
+import { inMemoryThree, joinThenJoin, joinThenJoinOnOtherKey, joinThenWindowedSum, shipmentsByAmount, shipmentsFor } from '../support/chain-queries.js';
 
 let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });
@@ -88,39 +87,56 @@ describe('resharding the internal stream under a stream-stream join', () => {
     expect(d.results.some((r) => r.result.stage.index === 1 && !['shardId-000000000000', 'shardId-000000000001'].includes(r.shardId) && r.result.progress.length > 0)).toBe(true);
   }, TIMEOUT);
 
-  it('a split of an internal stream whose stage 2 runs each side of a join on its own routing is refused, never mis-routed', async () => {
-    // orders ⋈ payments on order_id, then ⋈ shipments on amount = zone: stage 2 holds the first
-    // join's state and forwards the shipments routed by zone, so no one key list routes its state.
-    const query = joinThenJoinOnOtherKey('hop-reshard-unroutable');
+  /**
+   * Stage 2 runs two joins' worth of routing, and each stateful operator routes its entries by its
+   * own key. Before, both were refused on a split (RESHARD_WITH_STATE) and the children never ran:
+   * - orders ⋈ payments on order_id, then ⋈ shipments on amount = zone: stage 2 holds the first
+   *   join's state, routed by order_id, and forwards the shipments routed by zone;
+   * - orders ⋈ payments ⋈ shipments on order_id = ref = sid: both joins in stage 2, each by its key
+   *   of the class (UpdateShardCount, as a changed repartitionShardCount deploys it).
+   */
+  it.each([
+    ['a join feeding a join on another key: split, then merge', () => joinThenJoinOnOtherKey('hop-reshard-unroutable', 'left_outer'),
+      (orders: Order[]) => shipmentsByAmount(orders, 5), [[{ split: 'first-open' }], [{ merge: 'first-adjacent' }]]],
+    ['joins chained in stage 2: UpdateShardCount 1 → 2 → 1', () => joinThenJoin('hop-reshard-chain', 'left_outer'),
+      (orders: Order[]) => shipmentsFor(orders, 7), [[{ shardCount: 2 }], [{ shardCount: 1 }]]],
+  ] as const)('%s of the internal stream, mid-run — the in-memory answer', async (_title, queryOf, shipmentsOf, reshardSteps) => {
+    const query = queryOf();
     const compiled = compileQuery(query, { allowRepartition: true });
-    expect(compiled.stages.find((s) => s.index === 1)!.inputHop?.stateUnroutable).toBeDefined();
-    const base = joinEvents(120, 13);
-    const events = { ...base, shipments: shipmentsByAmount(base.orders, 5) };
-    const expected = new Set(await inMemoryThree(query, events));
-    const d = await deploy(emulators, query, 1, { repartitionShards: 1, expectedShardCount: undefined, hops: compiled.hops.length });
+    expect(compiled.stages.find((s) => s.index === 1)!.inputHop?.stateUnroutable).toBeUndefined();
+    const base = joinEvents(180, 13);
+    const events = { ...base, shipments: shipmentsOf(base.orders) };
+    const expected = await inMemoryThree(query, events);
+    expect(expected.length).toBeGreaterThan(50);
+    const d = await deploy(emulators, query, 2, { repartitionShards: 1, expectedShardCount: undefined, hops: compiled.hops.length });
+    const hop0 = d.config.repartitionStreamNames?.[0] ?? d.config.repartitionStreamName!;
     const rand = prng(31);
-    const put = async (half: 0 | 1): Promise<void> => {
-      for (const [source, rows] of Object.entries(events) as [string, object[]][]) {
-        const cut = Math.floor(rows.length / 2);
-        await d.put((half === 0 ? rows.slice(0, cut) : rows.slice(cut)).map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), source);
+    const phases = joinPhases(base);
+    const cuts = phases.map((p) => Math.max(...p.orders.map((o) => Date.parse(o.ts))));
+    const shipmentsIn = (i: number) => events.shipments.filter((s) => {
+      const t = Date.parse(s.sts);
+      return (i === 0 || t > cuts[i - 1]!) && (i === phases.length - 1 || t <= cuts[i]!);
+    });
+    const reshards: readonly (readonly ReshardStep[])[] = reshardSteps;
+    const children: string[] = [];
+    for (let i = 0; i < phases.length; i++) {
+      for (const [source, rows] of [['orders', phases[i]!.orders], ['payments', phases[i]!.payments], ['shipments', shipmentsIn(i)]] as const) {
+        await d.put(rows.map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), source);
       }
-    };
-    await put(0);
+      // The last phase first by the scheduled drain (its guard seeds the merge's child), then the mappings.
+      if (i === phases.length - 1) for (let stage = 0; stage <= compiled.hops.length; stage++) await d.tick(Date.now(), 'drain');
+      await d.drain({ batchSize: 20 });
+      if (reshards[i]) children.push(...(await reshardStream(d.clients.kinesis, hop0, reshards[i]!)).flat());
+    }
     await d.drain({ batchSize: 20 });
-    const before = d.results.filter((r) => r.result.stage.index === 1).reduce((n, r) => n + r.result.progress.length, 0);
-    expect(before).toBeGreaterThan(0);
-    const hop0 = d.config.repartitionStreamNames![0]!;
-    const [children] = await reshardStream(d.clients.kinesis, hop0, [{ split: 'first-open' }]);
-    await put(1);
-    // The scheduled drain: stage 1 sends the second half into the children, stage 2 must refuse them.
-    let summary: ScheduledTriggerSummary | undefined;
-    for (let i = 0; i < 2; i++) summary = await d.tick(Date.now(), 'drain') as ScheduledTriggerSummary;
-    const refused = summary!.shards.filter((s) => children!.includes(s.shardId) && s.stage !== 'source');
-    expect(refused.length).toBeGreaterThan(0);
-    for (const s of refused) expect(s.error).toMatch(/cannot be divided between its children: stage 2 runs each side of a join on its own routing/);
-    // No child of the split ever committed a batch, and nothing in the sink is a row the query does not give.
-    expect(d.results.filter((r) => r.result.stage.index === 1 && children!.includes(r.shardId) && r.result.progress.length > 0)).toEqual([]);
-    const rows = (await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).map((r) => canonicalRow(r));
-    expect(rows.filter((r) => !expected.has(r))).toEqual([]);
+    for (let tick = 0; tick <= compiled.hops.length + 1; tick++) await d.tick(Date.now() + 3_600_000);
+    const rows = (await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).map((r) => canonicalRow(r)).sort();
+    expect(rows).toEqual(expected);
+    expect(d.results.map((r) => (r.result.error as { code?: string } | undefined)?.code).filter((c) => c !== undefined && c !== 'RESHARD_PARENT_PENDING' && c !== 'REPARTITION_RESHARDED')).toEqual([]);
+    // The split's children started from their parent's join rows, and every child of stage 2 committed batches.
+    expect(children.length).toBe(3);
+    const carried = children.slice(0, 2).map((s) => joinRowsAtStart(d, s, 1));
+    expect(carried.every((n) => n !== null && n > 0)).toBe(true);
+    for (const child of children) expect(d.results.some((r) => r.shardId === child && r.result.stage.index === 1 && r.result.progress.length > 0)).toBe(true);
   }, TIMEOUT);
 });
