@@ -11,8 +11,12 @@ export interface InvocationLimits {
   readonly remainingTimeMs?: () => number;
   /** The invocation's whole time: the remaining time when it began (about the function's timeout). */
   readonly budgetMs?: number;
-  /** The function's memory and what the process uses of it (resident set size). */
-  readonly memory?: { readonly limitBytes: number; readonly usedBytes: () => number };
+  /**
+   * The function's memory and what the process uses of it: `usedBytes` the resident set (cheap, read
+   * after every batch), `liveBytes` what stays of it once garbage is collected (costly, read only
+   * when the resident set is over the high-water mark; absent: the resident set is judged).
+   */
+  readonly memory?: { readonly limitBytes: number; readonly usedBytes: () => number; readonly liveBytes?: () => number };
 }
 
 const MIB = 1024 * 1024;
@@ -25,8 +29,25 @@ const MIB = 1024 * 1024;
 export function invocationLimitsOf(functionMemoryMb: number | undefined, remainingTimeMs: (() => number) | undefined): InvocationLimits {
   return {
     ...(remainingTimeMs ? { remainingTimeMs, budgetMs: remainingTimeMs() } : {}),
-    ...(functionMemoryMb ? { memory: { limitBytes: functionMemoryMb * MIB, usedBytes: () => process.memoryUsage().rss } } : {}),
+    ...(functionMemoryMb ? { memory: { limitBytes: functionMemoryMb * MIB, usedBytes: () => process.memoryUsage().rss, liveBytes: liveBytesAfterGc } } : {}),
   };
+}
+
+/**
+ * The resident set a batch leaves, less its garbage. Read right after a batch, the resident set
+ * counts what the batch allocated and no longer uses: the young generation alone may hold three
+ * semi-spaces (192 MB at the construct's 64 MB), and old-space garbage waits for the next major GC,
+ * so the same state reads differently from batch to batch. After a full GC (`gc`, which
+ * the construct exposes with --expose-gc in NODE_OPTIONS), the heap's used part is the live set, and
+ * the rest of the heap V8 holds (heapTotal - heapUsed) is space it reuses before asking for more: it
+ * is subtracted, since a larger state would fill it first. Without `gc`, the resident set as read.
+ */
+export function liveBytesAfterGc(): number {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (typeof gc !== 'function') return process.memoryUsage().rss;
+  gc();
+  const m = process.memoryUsage();
+  return m.rss - (m.heapTotal - m.heapUsed);
 }
 
 /** Kept for answering Lambda and publishing metrics after the last batch. */
@@ -82,14 +103,17 @@ export function checkBatchTimeHeadroom(
 
 /**
  * Throws STATE_EXCEEDS_MEMORY when the process uses more than MEMORY_HIGH_WATER of the function's
- * memory after a batch: a state that keeps growing would end in an out-of-memory crash or a
- * load that outlasts the timeout, retried forever. Failing here says what to change.
+ * memory after a batch, garbage left out (`liveBytes`, read only when the resident set is over): a
+ * state that keeps growing would end in an out-of-memory crash or a load that outlasts the timeout,
+ * retried forever. Failing here says what to change.
  */
 export function checkMemoryHeadroom(limits: InvocationLimits, shardId: string, progress: StreamingQueryProgress | undefined): void {
   const memory = limits.memory;
   if (!memory) return;
-  const used = memory.usedBytes();
-  if (used <= memory.limitBytes * MEMORY_HIGH_WATER) return;
+  const highWater = memory.limitBytes * MEMORY_HIGH_WATER;
+  if (memory.usedBytes() <= highWater) return;
+  const used = memory.liveBytes ? memory.liveBytes() : memory.usedBytes();
+  if (used <= highWater) return;
   const stateRows = progress?.stateOperators.reduce((n, op) => n + op.numRowsTotal, 0) ?? 0;
   const usedMb = Math.round(used / MB);
   const limitMb = Math.round(memory.limitBytes / MB);

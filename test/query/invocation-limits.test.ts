@@ -19,7 +19,7 @@ import { createKinesisTriggerHandler } from '../../lib/aws/kinesis-trigger-handl
 import { createQuietObservability } from '../../lib/aws/observability.js';
 import { StreamingQueryError } from '../../lib/errors/sluice-error.js';
 import { readRuntimeConfig, runtimeConfigToEnv } from '../../lib/runtime/runtime-config.js';
-import { invocationLimitsOf } from '../../lib/query/invocation-limits.js';
+import { invocationLimitsOf, liveBytesAfterGc } from '../../lib/query/invocation-limits.js';
 
 const definition = defineQuery({
   name: 'limits',
@@ -78,30 +78,13 @@ describe('the deadline', () => {
 
   it('the Kinesis handler reads the Lambda context: with too little time left it runs nothing and answers the first record', async () => {
     const b: PartitionBackends & { sink: MemorySink } = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
-    const handler = createKinesisTriggerHandler(definition, {
-      config: {
-        checkpointTable: 'unused', stateTable: 'unused', sinkPrefix: '', deadLetterBucket: 'unused', deadLetterPrefix: 'dl/',
-        streamName: 'unused', idleShardTimeoutMs: 0, snapshotEveryBatches: 20, expectedShardCount: 1,
-      },
-      backendsFor: () => b, reshardGuard: null,
-      observability: createQuietObservability(definition.name),
-    });
+    const handler = handlerOver(b);
     const delivered = records(4);
-    const event: KinesisStreamEvent = {
-      Records: delivered.map((r) => ({
-        eventID: `shardId-000000000000:${r.sequenceNumber}`, eventName: 'aws:kinesis:record', eventSource: 'aws:kinesis', eventVersion: '1.0',
-        eventSourceARN: 'arn:aws:kinesis:us-east-1:000000000000:stream/s', awsRegion: 'us-east-1', invokeIdentityArn: 'arn',
-        kinesis: {
-          kinesisSchemaVersion: '1.0', partitionKey: r.partitionKey, sequenceNumber: r.sequenceNumber,
-          data: r.dataBase64, approximateArrivalTimestamp: 1_714_570_000,
-        },
-      })),
-    };
-    const response = await handler(event, { getRemainingTimeInMillis: () => 500 });
+    const response = await handler(kinesisEvent(delivered), { getRemainingTimeInMillis: () => 500 });
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: delivered[0]!.sequenceNumber }]);
     expect(b.sink.allRows()).toEqual([]);
     // With time, the same delivery runs.
-    const again = await handler(event, { getRemainingTimeInMillis: () => 60_000 });
+    const again = await handler(kinesisEvent(delivered), { getRemainingTimeInMillis: () => 60_000 });
     expect(again.batchItemFailures).toEqual([]);
     expect(b.sink.allRows().length).toBe(3);
   });
@@ -109,14 +92,7 @@ describe('the deadline', () => {
   it('the Kinesis handler stops between batches when the context\'s time runs short: the answer is the first record not run', async () => {
     const sink = new FailOnceSink();
     const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters: new MemoryDeadLetterWriter() };
-    const handler = createKinesisTriggerHandler(definition, {
-      config: {
-        checkpointTable: 'unused', stateTable: 'unused', sinkPrefix: '', deadLetterBucket: 'unused', deadLetterPrefix: 'dl/',
-        streamName: 'unused', idleShardTimeoutMs: 0, snapshotEveryBatches: 20, expectedShardCount: 1,
-      },
-      backendsFor: () => b, reshardGuard: null,
-      observability: createQuietObservability(definition.name),
-    });
+    const handler = handlerOver(b);
     const planned = records(3);
     const first = await handler(kinesisEvent(planned), { getRemainingTimeInMillis: () => 60_000 });
     expect(first.batchItemFailures).toEqual([{ itemIdentifier: planned[0]!.sequenceNumber }]);
@@ -132,6 +108,18 @@ describe('the deadline', () => {
   });
 });
 
+/** The Kinesis handler over in-memory backends (no AWS client is made). */
+function handlerOver(b: PartitionBackends) {
+  return createKinesisTriggerHandler(definition, {
+    config: {
+      checkpointTable: 'unused', stateTable: 'unused', sinkPrefix: '', deadLetterBucket: 'unused', deadLetterPrefix: 'dl/',
+      streamName: 'unused', idleShardTimeoutMs: 0, snapshotEveryBatches: 20, expectedShardCount: 1,
+    },
+    backendsFor: () => b, reshardGuard: null,
+    observability: createQuietObservability(definition.name),
+  });
+}
+
 function kinesisEvent(delivered: readonly ShardRecord[]): KinesisStreamEvent {
   return {
     Records: delivered.map((r) => ({
@@ -145,28 +133,56 @@ function kinesisEvent(delivered: readonly ShardRecord[]): KinesisStreamEvent {
   };
 }
 
+const MB = 1024 * 1024;
+
 describe('memory', () => {
-  it('a state that outgrows the function fails loudly after its batch commits, naming memory, shards and repartition count', async () => {
+  // usedBytes: the resident set after the batch; liveBytes: what stays of it after a full GC (undefined: not measurable).
+  it.each([
+    { case: 'resident set over the mark, no GC to tell garbage from state', used: 950, live: undefined, fails: 950 },
+    { case: 'resident set over the mark and still over after a GC', used: 980, live: 900, fails: 900 },
+  ])('fails loudly after its batch commits, naming memory, shards and repartition count: $case', async ({ used, live, fails }) => {
     const b: PartitionBackends & { sink: MemorySink } = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
-    const MB = 1024 * 1024;
-    const delivered = records(6);
-    const result = await runShardInvocation(query, {
-      shardId: 's', records: delivered, limits: { memory: { limitBytes: 1024 * MB, usedBytes: () => 950 * MB } },
-    }, b);
+    const memory = { limitBytes: 1024 * MB, usedBytes: () => used * MB, ...(live ? { liveBytes: () => live * MB } : {}) };
+    const result = await runShardInvocation(query, { shardId: 's', records: records(6), limits: { memory } }, b);
     expect(result.error).toMatchObject({ code: 'STATE_EXCEEDS_MEMORY', retryable: false });
-    expect(result.error!.message).toMatch(/uses 950 MB of its 1024 MB with 3 state rows/);
+    expect(result.error!.message).toMatch(new RegExp(`uses ${fails} MB of its 1024 MB with 3 state rows`));
     expect(result.error!.message).toMatch(/memorySize.*shardCount.*repartitionShardCount/s);
     // The batch that ran is committed: nothing is retried twice, nothing lost.
     expect(result.firstUncommittedSequenceNumber).toBeNull();
     expect(b.sink.allRows().length).toBe(3);
   });
 
-  it('below the high-water mark nothing changes', async () => {
+  it.each([
+    { case: 'below the mark: no GC is forced', used: 512, live: 512, collects: 0 },
+    { case: 'over the mark only by garbage: a GC tells, and the state fits', used: 950, live: 400, collects: 1 },
+  ])('nothing changes: $case', async ({ used, live, collects }) => {
     const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
-    const result = await runShardInvocation(query, {
-      shardId: 's', records: records(6), limits: { memory: { limitBytes: 1024, usedBytes: () => 512 } },
-    }, b);
+    let collected = 0;
+    const memory = { limitBytes: 1024 * MB, usedBytes: () => used * MB, liveBytes: () => { collected++; return live * MB; } };
+    const result = await runShardInvocation(query, { shardId: 's', records: records(6), limits: { memory } }, b);
     expect(result.error).toBeUndefined();
+    expect(collected).toBe(collects);
+  });
+
+  it('the handler\'s live reading collects garbage when gc is exposed (the construct passes --expose-gc), and reads the resident set otherwise', () => {
+    const g = globalThis as { gc?: () => void };
+    const exposed = g.gc;
+    let collections = 0;
+    try {
+      g.gc = () => { collections++; };
+      const live = liveBytesAfterGc();
+      const m = process.memoryUsage();
+      expect(collections).toBe(1);
+      // The heap V8 holds but does not use is not counted (within what a read apart allocates).
+      expect(live).toBeLessThan(m.rss - (m.heapTotal - m.heapUsed) + 32 * MB);
+      delete g.gc;
+      expect(liveBytesAfterGc()).toBeGreaterThanOrEqual(live - 32 * MB);
+      expect(collections).toBe(1);
+      expect(invocationLimitsOf(1024, undefined).memory!.liveBytes).toBe(liveBytesAfterGc);
+    } finally {
+      if (exposed) g.gc = exposed;
+      else delete g.gc;
+    }
   });
 });
 
