@@ -9,15 +9,15 @@
  *
  * The state: the windowed count+sum of bench/limits.ts, one entry per (window, user) key.
  * Reported per mode: the peak resident set above the one before the write (what could pass the
- * function's memory mid-write), the resident set after the write, the live set after a GC (what
- * the memory guard judges), the write's wall time, the payload's bytes (equal in both modes).
+ * function's memory mid-write), the resident set after the write, the live set after a GC, the
+ * write's wall time, the payload's bytes (equal in both modes).
  */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { encodeStateJson } from '../lib/aws/state-json.js';
 import { gzipJsonParts } from '../lib/aws/state-payload-stream.js';
-import { liveBytesAfterGc } from '../lib/query/invocation-limits.js';
+import { liveBytesAfterGc } from './live-set.js';
 
 const MB = 1024 * 1024;
 type Mode = 'whole' | 'streamed';

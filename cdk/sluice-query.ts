@@ -701,8 +701,7 @@ export class SluiceQuery extends Construct {
       ...compactionConfig(props.compaction, sink.kind, props.timeout ?? Duration.minutes(1), (m) => this.propError(m)),
     };
     this.environment = {
-      ...runtimeConfigToEnv(config), // --expose-gc: the memory guard collects garbage before judging a resident set over its mark (invocation-limits.ts).
-      NODE_OPTIONS: `${props.debugSourceMaps ? '--enable-source-maps ' : ''}--max-semi-space-size=${semiSpaceMb(props.memorySize ?? 1024)} --expose-gc`,
+      ...runtimeConfigToEnv(config), NODE_OPTIONS: `${props.debugSourceMaps ? '--enable-source-maps ' : ''}--max-semi-space-size=${semiSpaceMb(props.memorySize ?? 1024)}`,
       ...(props.debugLogging ? { POWERTOOLS_LOG_LEVEL: 'DEBUG' } : {}),
       ...(props.tracing ? { [TRACING_ENV]: 'true', POWERTOOLS_SERVICE_NAME: METRIC_SERVICE_DIMENSION.value } : {}),
     };

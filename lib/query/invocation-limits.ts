@@ -12,11 +12,10 @@ export interface InvocationLimits {
   /** The invocation's whole time: the remaining time when it began (about the function's timeout). */
   readonly budgetMs?: number;
   /**
-   * The function's memory and what the process uses of it: `usedBytes` the resident set (cheap, read
-   * after every batch), `liveBytes` what stays of it once garbage is collected (costly, read only
-   * when the resident set is over the high-water mark; absent: the resident set is judged).
+   * The function's memory and what the process has used of it: the peak resident set so far (what
+   * Lambda's limit counts; it never goes down, so the reading does not depend on when the GC ran).
    */
-  readonly memory?: { readonly limitBytes: number; readonly usedBytes: () => number; readonly liveBytes?: () => number };
+  readonly memory?: { readonly limitBytes: number; readonly usedBytes: () => number };
 }
 
 const MIB = 1024 * 1024;
@@ -29,25 +28,21 @@ const MIB = 1024 * 1024;
 export function invocationLimitsOf(functionMemoryMb: number | undefined, remainingTimeMs: (() => number) | undefined): InvocationLimits {
   return {
     ...(remainingTimeMs ? { remainingTimeMs, budgetMs: remainingTimeMs() } : {}),
-    ...(functionMemoryMb ? { memory: { limitBytes: functionMemoryMb * MIB, usedBytes: () => process.memoryUsage().rss, liveBytes: liveBytesAfterGc } } : {}),
+    ...(functionMemoryMb ? { memory: { limitBytes: functionMemoryMb * MIB, usedBytes: peakResidentBytes } } : {}),
   };
 }
 
 /**
- * The resident set a batch leaves, less its garbage. Read right after a batch, the resident set
- * counts what the batch allocated and no longer uses: the young generation alone may hold three
- * semi-spaces (192 MB at the construct's 64 MB), and old-space garbage waits for the next major GC,
- * so the same state reads differently from batch to batch. After a full GC (`gc`, which
- * the construct exposes with --expose-gc in NODE_OPTIONS), the heap's used part is the live set, and
- * the rest of the heap V8 holds (heapTotal - heapUsed) is space it reuses before asking for more: it
- * is subtracted, since a larger state would fill it first. Without `gc`, the resident set as read.
+ * The process's peak resident set. The resident set read at one moment after a batch is noisy: it
+ * counts the garbage the batch left (the young generation alone may hold 192 MB at the construct's
+ * 64 MB semi-space) until a GC runs. The live set after a forced GC is stable but blind to what a
+ * batch needs while it runs, which at 1,000,000 keys is as much again (peak 1,701 MB, live set 738 MB,
+ * bench/limits.ts): judged on it, a state would grow until Lambda killed an invocation mid-batch. The
+ * peak is what Lambda's limit counts, and it only grows, so a container once near its memory keeps
+ * saying so.
  */
-export function liveBytesAfterGc(): number {
-  const gc = (globalThis as { gc?: () => void }).gc;
-  if (typeof gc !== 'function') return process.memoryUsage().rss;
-  gc();
-  const m = process.memoryUsage();
-  return m.rss - (m.heapTotal - m.heapUsed);
+export function peakResidentBytes(): number {
+  return process.resourceUsage().maxRSS * 1024;
 }
 
 /** Kept for answering Lambda and publishing metrics after the last batch. */
@@ -103,22 +98,20 @@ export function checkBatchTimeHeadroom(
 
 /**
  * Throws STATE_EXCEEDS_MEMORY when the process uses more than MEMORY_HIGH_WATER of the function's
- * memory after a batch, garbage left out (`liveBytes`, read only when the resident set is over): a
- * state that keeps growing would end in an out-of-memory crash or a load that outlasts the timeout,
- * retried forever. Failing here says what to change.
+ * memory at its peak so far, read after a batch: a state that keeps growing would end in an
+ * out-of-memory crash mid-batch or a load that outlasts the timeout, retried forever. Failing here
+ * says what to change.
  */
 export function checkMemoryHeadroom(limits: InvocationLimits, shardId: string, progress: StreamingQueryProgress | undefined): void {
   const memory = limits.memory;
   if (!memory) return;
-  const highWater = memory.limitBytes * MEMORY_HIGH_WATER;
-  if (memory.usedBytes() <= highWater) return;
-  const used = memory.liveBytes ? memory.liveBytes() : memory.usedBytes();
-  if (used <= highWater) return;
+  const used = memory.usedBytes();
+  if (used <= memory.limitBytes * MEMORY_HIGH_WATER) return;
   const stateRows = progress?.stateOperators.reduce((n, op) => n + op.numRowsTotal, 0) ?? 0;
   const usedMb = Math.round(used / MB);
   const limitMb = Math.round(memory.limitBytes / MB);
   throw new StreamingQueryError(
-    `Shard ${shardId}: after batch ${progress?.batchId ?? '?'} the function uses ${usedMb} MB of its ${limitMb} MB `
+    `Shard ${shardId}: by batch ${progress?.batchId ?? '?'} the function has used ${usedMb} MB of its ${limitMb} MB at its peak `
       + `with ${stateRows} state rows on this shard; a larger state would crash out of memory or time out loading.`,
     {
       code: 'STATE_EXCEEDS_MEMORY', retryable: false, context: { shardId, usedMb, limitMb, stateRows },

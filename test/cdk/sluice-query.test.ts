@@ -123,7 +123,7 @@ describe('SluiceQuery with its defaults (update mode → DynamoDB sink, created 
         [RUNTIME_ENV.idleShardTimeoutMs]: '300000',
         [RUNTIME_ENV.expectedShardCount]: '1',
         [RUNTIME_ENV.snapshotEveryBatches]: '20',
-        NODE_OPTIONS: '--max-semi-space-size=64 --expose-gc',
+        NODE_OPTIONS: '--max-semi-space-size=64',
       });
       expect(variables).not.toHaveProperty(RUNTIME_ENV.sinkBucket);
       // With the references filled in, the runtime accepts the environment as it is.
