@@ -111,7 +111,7 @@ export function checkMemoryHeadroom(limits: InvocationLimits, shardId: string, p
   const usedMb = Math.round(used / MB);
   const limitMb = Math.round(memory.limitBytes / MB);
   throw new StreamingQueryError(
-    `Shard ${shardId}: by batch ${progress?.batchId ?? '?'} the function has used ${usedMb} MB of its ${limitMb} MB at its peak `
+    `Shard ${shardId}: after batch ${progress?.batchId ?? '?'} the function uses ${usedMb} MB of its ${limitMb} MB at its peak `
       + `with ${stateRows} state rows on this shard; a larger state would crash out of memory or time out loading.`,
     {
       code: 'STATE_EXCEEDS_MEMORY', retryable: false, context: { shardId, usedMb, limitMb, stateRows },

@@ -145,7 +145,7 @@ describe('memory', () => {
       shardId: 's', records: records(6), limits: { memory: { limitBytes: 1024 * MB, usedBytes: () => used * MB } },
     }, b);
     expect(result.error).toMatchObject({ code: 'STATE_EXCEEDS_MEMORY', retryable: false });
-    expect(result.error!.message).toMatch(new RegExp(`has used ${used} MB of its 1024 MB at its peak with 3 state rows`));
+    expect(result.error!.message).toMatch(new RegExp(`after batch 0 the function uses ${used} MB of its 1024 MB at its peak with 3 state rows`));
     expect(result.error!.message).toMatch(/memorySize.*shardCount.*repartitionShardCount/s);
     // The batch that ran is committed: nothing is retried twice, nothing lost.
     expect(result.firstUncommittedSequenceNumber).toBeNull();
