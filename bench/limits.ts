@@ -161,7 +161,7 @@ async function storedStateBytes(clientOptions: AwsClientOptions, config: Runtime
 
 /** Runs one measurement in its own process (asynchronously: s3rver serves from this one). */
 async function runChild(input: ChildInput): Promise<Record<string, unknown>> {
-  // The construct's V8 flags at the default memory (semiSpaceMb(1024) = 64).
+  // The construct's V8 flag at the default memory (semiSpaceMb(1024) = 64), and gc for the live-set reading.
   const child = spawn(process.execPath, ['--max-semi-space-size=64', '--expose-gc', '--conditions=sluice-source', '--import', 'tsx', fileURLToPath(import.meta.url)], {
     env: { ...process.env, LIMITS_CHILD: JSON.stringify(input) }, stdio: ['ignore', 'pipe', process.env.LIMITS_VERBOSE ? 'inherit' : 'pipe'],
   });

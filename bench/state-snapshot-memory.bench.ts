@@ -2,7 +2,7 @@
  * What writing one state snapshot costs in memory and time: the whole JSON text compressed at once
  * (the baseline, as the state store wrote it before) against the text streamed into gzip a piece at
  * a time (lib/aws/state-payload-stream.ts), over the same state, each in its own Node process with
- * the construct's V8 flags. Ratios in one run, as the project's benchmarks report.
+ * the construct's semi-space flag (and --expose-gc for the live-set reading). Ratios in one run, as the project's benchmarks report.
  *
  *   node --conditions=sluice-source --import tsx bench/state-snapshot-memory.bench.ts
  *   SNAPSHOT_KEYS=300000 ...                       (default 1,000,000 keys)
