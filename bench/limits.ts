@@ -21,7 +21,8 @@
  *                DynamoDB state store (chunked items) and read back by a cold store
  *
  * Reported per run: wall times, the process's peak resident set (what Lambda's memory limit
- * counts), the stored state bytes, and what the guard answered.
+ * counts, and what the memory guard judges), the resident set after the last delivery and the live
+ * set after a GC, the stored state bytes, and what the guard answered.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -37,6 +38,7 @@ import { startEmulators } from '../lib/local/emulators.js';
 import { defineQuery } from '../lib/query/query-definition.js';
 import { col, count, sum, window } from '../lib/plan/functions.js';
 import type { RuntimeConfig } from '../lib/runtime/runtime-config.js';
+import { liveBytesAfterGc } from './live-set.js';
 import { deploy, toEvent } from './e2e-cost.bench.js';
 
 const MB = 1024 * 1024;
@@ -86,7 +88,10 @@ async function stateWrite(input: ChildInput): Promise<Record<string, unknown>> {
     if (process.env.LIMITS_VERBOSE) console.error(`delivery ${from / DELIVERY}: ${Math.round(lastMs)} ms, rss ${rssMb()} MB`);
     if (answer.batchItemFailures.length > 0 || error) throw new Error(`delivery at ${from} failed: ${error ?? JSON.stringify(answer.batchItemFailures)}`);
   }
-  return { writeSeconds: +((performance.now() - started) / 1000).toFixed(1), lastDeliveryMs: Math.round(lastMs), peakRssMb: peakRssMb(), rssMb: rssMb() };
+  const rss = rssMb();
+  // The live set after a GC, beside the peak the memory guard judges: what a batch needs on top of it.
+  const liveMb = Math.round(liveBytesAfterGc() / MB);
+  return { writeSeconds: +((performance.now() - started) / 1000).toFixed(1), lastDeliveryMs: Math.round(lastMs), peakRssMb: peakRssMb(), rssMb: rss, liveMb };
 }
 
 async function stateOpen(input: ChildInput): Promise<Record<string, unknown>> {
@@ -156,8 +161,8 @@ async function storedStateBytes(clientOptions: AwsClientOptions, config: Runtime
 
 /** Runs one measurement in its own process (asynchronously: s3rver serves from this one). */
 async function runChild(input: ChildInput): Promise<Record<string, unknown>> {
-  // The construct's V8 flag at the default memory (semiSpaceMb(1024) = 64).
-  const child = spawn(process.execPath, ['--max-semi-space-size=64', '--conditions=sluice-source', '--import', 'tsx', fileURLToPath(import.meta.url)], {
+  // The construct's V8 flag at the default memory (semiSpaceMb(1024) = 64), and gc for the live-set reading.
+  const child = spawn(process.execPath, ['--max-semi-space-size=64', '--expose-gc', '--conditions=sluice-source', '--import', 'tsx', fileURLToPath(import.meta.url)], {
     env: { ...process.env, LIMITS_CHILD: JSON.stringify(input) }, stdio: ['ignore', 'pipe', process.env.LIMITS_VERBOSE ? 'inherit' : 'pipe'],
   });
   let stdout = '';

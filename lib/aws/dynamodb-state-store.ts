@@ -52,8 +52,7 @@
  * other class instances are not supported (the engine stores none).
  */
 import { createHash } from 'node:crypto';
-import { Decimal } from '../core/decimal.js';
-import { gunzipSync, gzipSync } from 'node:zlib';
+import { gunzipSync } from 'node:zlib';
 import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { CURRENT_PRICES, unitPrices, type UnitPrices } from '../core/price-table.js';
@@ -64,79 +63,16 @@ import type { CostMeter } from '../core/cost-meter.js';
 import type { StateStore, StateStoreId, StateStoreProvider, StateView } from '../state/state-store.js';
 import { batchWriteAll, itemSize, mapLimited, meterUnits, queryAll, writeUnitsFor, type Item } from './dynamodb-cost.js';
 import { STATE_ITEMS, padChunk, padId } from './tables.js';
+import { decodeStateJson } from './state-json.js';
+import { gzipJsonParts, type PayloadStats } from './state-payload-stream.js';
+
+export { decodeStateJson, encodeStateJson } from './state-json.js';
 
 /** Format of the state payloads; a reader refuses a newer one. */
 export const STATE_FORMAT_VERSION = 1;
 export const DEFAULT_SNAPSHOT_EVERY = 20;
 /** Payload bytes per item: DynamoDB's limit is 400 KB per item, names and key included. */
 export const DEFAULT_CHUNK_BYTES = 350 * 1024;
-
-// ---------------------------------------------------------------------------------------------
-// Value encoding
-
-const TAG = '\u0000t';
-const TAGGED_TEXT = JSON.stringify(TAG);
-
-function needsTags(v: unknown): boolean {
-  if (v === undefined || typeof v === 'bigint') return true;
-  if (typeof v === 'number') return !Number.isFinite(v) || Object.is(v, -0);
-  if (v === null || typeof v !== 'object') return false;
-  if (v instanceof Decimal || v instanceof Uint8Array || v instanceof Map) return true;
-  if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) if (needsTags(v[i])) return true;
-    return false;
-  }
-  for (const k in v) if (needsTags((v as Record<string, unknown>)[k])) return true;
-  return false;
-}
-
-function tagReplacer(_key: string, v: unknown): unknown {
-  if (v === undefined) return { [TAG]: 'u' };
-  if (typeof v === 'bigint') return { [TAG]: `n${v}` }; // a long beyond 2^53 (lib/core/long.ts)
-  if (v instanceof Decimal) return { [TAG]: `d${v.scale}:${v.unscaled}` };
-  if (v instanceof Uint8Array) return { [TAG]: `b${Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('base64')}` };
-  if (v instanceof Map) return { [TAG]: 'm', e: [...v.entries()] };
-  if (typeof v === 'number') {
-    if (Number.isNaN(v)) return { [TAG]: 'NaN' };
-    if (v === Infinity) return { [TAG]: 'Infinity' };
-    if (v === -Infinity) return { [TAG]: '-Infinity' };
-    if (Object.is(v, -0)) return { [TAG]: '-0' };
-  }
-  return v;
-}
-
-const SPECIALS: Record<string, unknown> = { u: undefined, NaN: Number.NaN, Infinity: Infinity, '-Infinity': -Infinity, '-0': -0 };
-
-function untag(v: unknown): unknown {
-  if (v === null || typeof v !== 'object') return v;
-  if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) v[i] = untag(v[i]);
-    return v;
-  }
-  const o = v as Record<string, unknown>;
-  const keys = Object.keys(o);
-  if (keys.length === 1 && keys[0] === TAG && typeof o[TAG] === 'string') {
-    if (o[TAG] in SPECIALS) return SPECIALS[o[TAG]];
-    if (/^n-?\d+$/.test(o[TAG])) return BigInt(o[TAG].slice(1));
-    const decimal = /^d(\d+):(-?\d+)$/.exec(o[TAG]);
-    if (decimal) return new Decimal(BigInt(decimal[2]!), Number(decimal[1]));
-    if (o[TAG].startsWith('b')) return new Uint8Array(Buffer.from(o[TAG].slice(1), 'base64'));
-  }
-  if (keys.length === 2 && o[TAG] === 'm' && Array.isArray(o.e)) return new Map(untag(o.e) as [unknown, unknown][]);
-  for (const k of keys) o[k] = untag(o[k]);
-  return o;
-}
-
-/** JSON text of a payload, exact for undefined, NaN, ±Infinity and -0. */
-export function encodeStateJson(payload: unknown, values: Iterable<unknown>): string {
-  for (const v of values) if (needsTags(v)) return JSON.stringify(payload, tagReplacer);
-  return JSON.stringify(payload);
-}
-
-export function decodeStateJson(text: string): unknown {
-  const parsed: unknown = JSON.parse(text);
-  return text.includes(TAGGED_TEXT) ? untag(parsed) : parsed;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The process-level cache
@@ -357,6 +293,8 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
   private readonly prices: UnitPrices;
   /** The last failure to delete obsolete items (purging never fails a commit). */
   lastPurgeError: unknown = undefined;
+  /** When set, what the payload writes handed to zlib (largest piece, whole text): for tests and the bench. */
+  payloadStats: PayloadStats | undefined;
 
   constructor(readonly options: DynamoDbStateStoreOptions) {
     this.client = options.client;
@@ -539,7 +477,7 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     }
     const version = fromVersion + 1;
     try {
-      const encoded = this.encodeDelta(state, delta);
+      const encoded = await this.encodeDelta(state, delta);
       if (this.snapshotDue(state, version, delta, encoded)) await this.writeSnapshot(pk, state, version, delta);
       else {
         const written = await this.writeChunks(pk, 'd', version, encoded.payload);
@@ -586,26 +524,31 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     return deltaBytes >= entries * bytesPerEntry;
   }
 
-  private encodeDelta(state: LoadedState, delta: Delta): { payload: Buffer; entries: number } {
-    const puts: [string, unknown][] = [];
+  private async encodeDelta(state: LoadedState, delta: Delta): Promise<{ payload: Buffer; entries: number }> {
+    const puts: string[] = [];
     const removes: string[] = [];
     for (const [k, v] of delta) {
       if (v === TOMBSTONE) {
         if (state.map.has(k)) removes.push(k);
-      } else puts.push([k, v]);
+      } else puts.push(k);
     }
-    puts.sort(byKey);
+    puts.sort();
     removes.sort();
-    const text = encodeStateJson({ p: puts, r: removes }, puts.map((e) => e[1]));
-    return { payload: gzipSync(text), entries: puts.length + removes.length };
+    const payload = await gzipJsonParts(['{"p":[', { elements: entriesOf(puts, (k) => delta.get(k)) }, '],"r":[', { elements: removes }, ']}'], this.payloadStats);
+    return { payload, entries: puts.length + removes.length };
   }
 
+  /**
+   * The whole state at `version`, sorted by key, streamed: only the sorted keys (one reference each)
+   * and a piece of text exist beside the state while it is written (state-payload-stream.ts).
+   */
   private async writeSnapshot(pk: string, state: LoadedState, version: number, delta: Delta): Promise<void> {
-    const entries: [string, unknown][] = [];
-    for (const [k, v] of state.map) if (!delta.has(k)) entries.push([k, v]);
-    for (const [k, v] of delta) if (v !== TOMBSTONE) entries.push([k, v]);
-    entries.sort(byKey);
-    const payload = gzipSync(encodeStateJson({ e: entries }, entries.map((e) => e[1])));
+    const keys: string[] = [];
+    for (const k of state.map.keys()) if (!delta.has(k)) keys.push(k);
+    for (const [k, v] of delta) if (v !== TOMBSTONE) keys.push(k);
+    keys.sort();
+    const valueOf = (k: string): unknown => (delta.has(k) ? delta.get(k) : state.map.get(k));
+    const payload = await gzipJsonParts(['{"e":[', { elements: entriesOf(keys, valueOf) }, ']}'], this.payloadStats);
     const { count, object } = await this.writeChunks(pk, 's', version, payload);
     // What the next snapshot may delete: the previous snapshot and the deltas since it.
     const obsolete: string[] = [];
@@ -618,14 +561,14 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
     const marker: Item = {
       pk: { S: pk }, sk: { S: `${STATE_ITEMS.snapshotMarkerPrefix}${padId(version)}` },
       fmt: { N: String(STATE_FORMAT_VERSION) }, v: { N: String(version) }, n: { N: String(count) }, h: { S: hashOf(payload) },
-      entries: { N: String(entries.length) }, bytes: { N: String(payload.byteLength) }, o: { S: JSON.stringify(obsolete) },
+      entries: { N: String(keys.length) }, bytes: { N: String(payload.byteLength) }, o: { S: JSON.stringify(obsolete) },
       ...(object ? { s3: { S: object } } : {}),
       ...(obsoleteObjects.length > 0 ? { os: { S: JSON.stringify(obsoleteObjects) } } : {}),
     };
     await this.put(marker);
     const toPurge = state.base?.obsolete ?? [];
     const objectsToPurge = state.base?.obsoleteObjects ?? [];
-    state.base = { version, chunks: count, obsolete, obsoleteObjects, ...(object ? { object } : {}), bytes: payload.byteLength, entries: entries.length };
+    state.base = { version, chunks: count, obsolete, obsoleteObjects, ...(object ? { object } : {}), bytes: payload.byteLength, entries: keys.length };
     state.deltas = [];
     state.deltaObjects = [];
     state.deltaBytes = 0;
@@ -703,7 +646,10 @@ export class DynamoDbStateStoreProvider implements StateStoreProvider {
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-const byKey = (a: [string, unknown], b: [string, unknown]): number => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
+/** `[key, value]` of each key in order, made one at a time. */
+function* entriesOf(keys: readonly string[], valueOf: (key: string) => unknown): Generator<[string, unknown]> {
+  for (const k of keys) yield [k, valueOf(k)];
+}
 
 function hashOf(payload: Uint8Array): string {
   return createHash('sha256').update(payload).digest('hex').slice(0, 32);

@@ -5,6 +5,7 @@
  * construction: a re-run batch sends the same rows, and stage 2 applies each (source, batch, hash) once.
  */
 import { stringifyWithLongs } from '../core/long.js';
+import { jsonBytesBound } from './json-size-bound.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import { encodeRepartitionRecord, REPARTITION_RECORD_VERSION, type RepartitionRecord } from '../sources/repartition-records.js';
 import { hexRange, type HashRange } from '../sources/hash-range-progress.js';
@@ -92,6 +93,11 @@ function encodedRowBytes(row: readonly unknown[]): number {
   return Buffer.byteLength(stringifyWithLongs(row)) + 1;
 }
 
+/** Whether a row fits `limit`: by a bound of its size, converted to JSON only when the bound reaches the limit. */
+function rowFits(row: readonly unknown[], limit: number): boolean {
+  return jsonBytesBound(row) + 1 <= limit || encodedRowBytes(row) <= limit;
+}
+
 export function targetFor(targets: readonly RepartitionTarget[], hash: bigint): RepartitionTarget {
   const found = targets.find((t) => hash >= t.startingHashKey && hash <= t.endingHashKey);
   if (!found) throw new Error(`no open shard of the repartition stream covers hash key ${hash}`);
@@ -120,8 +126,8 @@ export class RepartitionSink implements Sink {
   };
 
   private rowRefusal(row: readonly unknown[]): RowRefusal | null {
+    if (rowFits(row, this.rowBytesLimit)) return null;
     const bytes = encodedRowBytes(row);
-    if (bytes <= this.rowBytesLimit) return null;
     return {
       code: 'SINK_ITEM_TOO_LARGE',
       reason: `the row is ${bytes} bytes encoded; one record of the internal repartition stream holds at most ${this.rowBytesLimit} bytes `
@@ -150,7 +156,7 @@ export class RepartitionSink implements Sink {
     // cross; its rows can (each was checked against the limit), so the batch sends rows.
     const partialRows = this.options.partial?.aggregator.toPartialRows(batch.rows) ?? null;
     const partial = partialRows !== null && partialRows.length * 2 <= batch.rows.length
-      && partialRows.every((row) => encodedRowBytes(row) <= this.rowBytesLimit) ? this.options.partial! : null;
+      && partialRows.every((row) => rowFits(row, this.rowBytesLimit)) ? this.options.partial! : null;
     if (partial) {
       for (const row of partialRows!) {
         const hash = hashKeyOf(repartitionRoutingKey(partial.routingKeyPositions.map((p) => row[1 + p])));

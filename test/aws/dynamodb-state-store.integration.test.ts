@@ -6,6 +6,7 @@ import {
   DynamoDbStateStoreProvider, StateCache, decodeStateJson, encodeStateJson, type DynamoDbStateStoreOptions,
 } from '../../lib/aws/dynamodb-state-store.js';
 import { ensureTables } from '../../lib/aws/tables.js';
+import { PIECE_BYTES, type PayloadStats } from '../../lib/aws/state-payload-stream.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { deleteResources } from '../support/cleanup.js';
 import { CostMeter } from '../../lib/core/cost-meter.js';
@@ -210,8 +211,10 @@ describe('DynamoDbStateStoreProvider', () => {
     expect(at11.get(key(7))).toBe(7);
   });
 
-  it('splits a large state into chunks and reads it back (default 350 KB chunks)', async () => {
+  it('splits a large state into chunks and reads it back (default 350 KB chunks), never holding its whole text', async () => {
     const p = provider({ snapshotEvery: 2 });
+    const stats: PayloadStats = { largestPiece: 0, textLength: 0 };
+    p.payloadStats = stats;
     const big: Record<string, string> = {};
     // Random hex does not compress below half: ~1.4 MB of JSON gives a gzip'd payload of 700+ KB.
     for (let i = 0; i < 20_000; i++) big[`key-${String(i).padStart(6, '0')}`] = randomBytes(32).toString('hex');
@@ -221,6 +224,9 @@ describe('DynamoDbStateStoreProvider', () => {
     const s1 = await p.open<string>(ID, 1);
     s1.put('one-more', 'x');
     await s1.commit(); // a snapshot of 2+ chunks
+    // Both payloads (the delta and the snapshot, ~1.4 MB of text each) went to zlib in pieces.
+    expect(stats.textLength).toBeGreaterThan(2 * 1_400_000);
+    expect(stats.largestPiece).toBeLessThanOrEqual(PIECE_BYTES * 1.1);
     const sks = await items(p.storeKey(ID));
     expect(sks.filter((s) => s.startsWith('d#000000000001#')).length).toBeGreaterThanOrEqual(2);
     expect(sks.filter((s) => s.startsWith('s#000000000002#')).length).toBeGreaterThanOrEqual(2);

@@ -78,30 +78,13 @@ describe('the deadline', () => {
 
   it('the Kinesis handler reads the Lambda context: with too little time left it runs nothing and answers the first record', async () => {
     const b: PartitionBackends & { sink: MemorySink } = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
-    const handler = createKinesisTriggerHandler(definition, {
-      config: {
-        checkpointTable: 'unused', stateTable: 'unused', sinkPrefix: '', deadLetterBucket: 'unused', deadLetterPrefix: 'dl/',
-        streamName: 'unused', idleShardTimeoutMs: 0, snapshotEveryBatches: 20, expectedShardCount: 1,
-      },
-      backendsFor: () => b, reshardGuard: null,
-      observability: createQuietObservability(definition.name),
-    });
+    const handler = handlerOver(b);
     const delivered = records(4);
-    const event: KinesisStreamEvent = {
-      Records: delivered.map((r) => ({
-        eventID: `shardId-000000000000:${r.sequenceNumber}`, eventName: 'aws:kinesis:record', eventSource: 'aws:kinesis', eventVersion: '1.0',
-        eventSourceARN: 'arn:aws:kinesis:us-east-1:000000000000:stream/s', awsRegion: 'us-east-1', invokeIdentityArn: 'arn',
-        kinesis: {
-          kinesisSchemaVersion: '1.0', partitionKey: r.partitionKey, sequenceNumber: r.sequenceNumber,
-          data: r.dataBase64, approximateArrivalTimestamp: 1_714_570_000,
-        },
-      })),
-    };
-    const response = await handler(event, { getRemainingTimeInMillis: () => 500 });
+    const response = await handler(kinesisEvent(delivered), { getRemainingTimeInMillis: () => 500 });
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: delivered[0]!.sequenceNumber }]);
     expect(b.sink.allRows()).toEqual([]);
     // With time, the same delivery runs.
-    const again = await handler(event, { getRemainingTimeInMillis: () => 60_000 });
+    const again = await handler(kinesisEvent(delivered), { getRemainingTimeInMillis: () => 60_000 });
     expect(again.batchItemFailures).toEqual([]);
     expect(b.sink.allRows().length).toBe(3);
   });
@@ -109,14 +92,7 @@ describe('the deadline', () => {
   it('the Kinesis handler stops between batches when the context\'s time runs short: the answer is the first record not run', async () => {
     const sink = new FailOnceSink();
     const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink, deadLetters: new MemoryDeadLetterWriter() };
-    const handler = createKinesisTriggerHandler(definition, {
-      config: {
-        checkpointTable: 'unused', stateTable: 'unused', sinkPrefix: '', deadLetterBucket: 'unused', deadLetterPrefix: 'dl/',
-        streamName: 'unused', idleShardTimeoutMs: 0, snapshotEveryBatches: 20, expectedShardCount: 1,
-      },
-      backendsFor: () => b, reshardGuard: null,
-      observability: createQuietObservability(definition.name),
-    });
+    const handler = handlerOver(b);
     const planned = records(3);
     const first = await handler(kinesisEvent(planned), { getRemainingTimeInMillis: () => 60_000 });
     expect(first.batchItemFailures).toEqual([{ itemIdentifier: planned[0]!.sequenceNumber }]);
@@ -132,6 +108,18 @@ describe('the deadline', () => {
   });
 });
 
+/** The Kinesis handler over in-memory backends (no AWS client is made). */
+function handlerOver(b: PartitionBackends) {
+  return createKinesisTriggerHandler(definition, {
+    config: {
+      checkpointTable: 'unused', stateTable: 'unused', sinkPrefix: '', deadLetterBucket: 'unused', deadLetterPrefix: 'dl/',
+      streamName: 'unused', idleShardTimeoutMs: 0, snapshotEveryBatches: 20, expectedShardCount: 1,
+    },
+    backendsFor: () => b, reshardGuard: null,
+    observability: createQuietObservability(definition.name),
+  });
+}
+
 function kinesisEvent(delivered: readonly ShardRecord[]): KinesisStreamEvent {
   return {
     Records: delivered.map((r) => ({
@@ -145,16 +133,19 @@ function kinesisEvent(delivered: readonly ShardRecord[]): KinesisStreamEvent {
   };
 }
 
+const MB = 1024 * 1024;
+
 describe('memory', () => {
-  it('a state that outgrows the function fails loudly after its batch commits, naming memory, shards and repartition count', async () => {
+  it.each([
+    { case: 'well over the mark', used: 1000 },
+    { case: 'just over the mark (85% of 1024 MB)', used: 871 },
+  ])('a state that outgrows the function fails loudly after its batch commits, naming memory, shards and repartition count: $case', async ({ used }) => {
     const b: PartitionBackends & { sink: MemorySink } = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
-    const MB = 1024 * 1024;
-    const delivered = records(6);
     const result = await runShardInvocation(query, {
-      shardId: 's', records: delivered, limits: { memory: { limitBytes: 1024 * MB, usedBytes: () => 950 * MB } },
+      shardId: 's', records: records(6), limits: { memory: { limitBytes: 1024 * MB, usedBytes: () => used * MB } },
     }, b);
     expect(result.error).toMatchObject({ code: 'STATE_EXCEEDS_MEMORY', retryable: false });
-    expect(result.error!.message).toMatch(/uses 950 MB of its 1024 MB with 3 state rows/);
+    expect(result.error!.message).toMatch(new RegExp(`after batch 0 the function uses ${used} MB of its 1024 MB at its peak with 3 state rows`));
     expect(result.error!.message).toMatch(/memorySize.*shardCount.*repartitionShardCount/s);
     // The batch that ran is committed: nothing is retried twice, nothing lost.
     expect(result.firstUncommittedSequenceNumber).toBeNull();
@@ -164,9 +155,22 @@ describe('memory', () => {
   it('below the high-water mark nothing changes', async () => {
     const b: PartitionBackends = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
     const result = await runShardInvocation(query, {
-      shardId: 's', records: records(6), limits: { memory: { limitBytes: 1024, usedBytes: () => 512 } },
+      shardId: 's', records: records(6), limits: { memory: { limitBytes: 1024 * MB, usedBytes: () => 870 * MB } },
     }, b);
     expect(result.error).toBeUndefined();
+  });
+
+  it('the handler judges the process\'s peak resident set: never below the set now, and it does not fall when garbage is freed', () => {
+    const used = invocationLimitsOf(1024, undefined).memory!.usedBytes;
+    const before = used();
+    expect(before).toBeGreaterThanOrEqual(process.memoryUsage().rss - MB);
+    // 64 MB allocated and dropped: the resident set rises, then may fall; the reading never does.
+    let garbage: Buffer | null = Buffer.alloc(64 * MB, 1);
+    const during = used();
+    garbage = null;
+    expect(garbage).toBeNull();
+    expect(during).toBeGreaterThanOrEqual(before);
+    expect(used()).toBeGreaterThanOrEqual(during);
   });
 });
 

@@ -24,7 +24,8 @@ export interface Deployment {
   readonly config: RuntimeConfig;
   readonly results: { shardId: string; result: ShardInvocationResult }[];
   /** Writes to the query's stream, or to the stream of source `source` of a query over several. */
-  put(events: readonly { data: string; partitionKey: string }[], source?: string): Promise<void>;
+  /** `explicitHashKey` places a record on the shard whose range holds it, whatever its partition key. */
+  put(events: readonly { data: string; partitionKey: string; explicitHashKey?: string }[], source?: string): Promise<void>;
   /**
    * Runs the event source mapping until every shard is drained; with `redeployed`, the handlers run
    * that definition instead (a new version of the query deployed over the same resources).
@@ -130,7 +131,7 @@ export async function deploy(
     async put(events, source) {
       const stream = source === undefined ? config.streamName : config.sourceStreams?.[source];
       if (!stream) throw new Error(`no stream for source '${source}'`);
-      await putRecordsBatched(clients.kinesis, stream, events.map((e) => ({ data: e.data, partitionKey: e.partitionKey })));
+      await putRecordsBatched(clients.kinesis, stream, events.map((e) => ({ data: e.data, partitionKey: e.partitionKey, ...(e.explicitHashKey ? { explicitHashKey: e.explicitHashKey } : {}) })));
     },
     async drain(options = {}, handlerOptions = {}, redeployed = definition) {
       const { sources, internal } = mappingsFor(options, handlerOptions, redeployed);

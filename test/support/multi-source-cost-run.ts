@@ -13,7 +13,7 @@ import { compileQuery } from '../../lib/query/compiled-query.js';
 import { sourcesOf, type KinesisSourceSpec, type MultiSourceQueryDefinition } from '../../lib/query/query-definition.js';
 import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
 import { deploy, type Deployment } from './aws-pipeline.js';
-import { measureDrain, type MeasuredRun } from './measured-run.js';
+import { measureDrain, measureSteppedDrain, type MeasuredRun } from './measured-run.js';
 
 export interface MultiSourceCostOptions {
   readonly rates: Readonly<Record<string, number>>;
@@ -26,6 +26,12 @@ export interface MultiSourceCostOptions {
   /** Internal streams (hops) of the plan; default 1. */
   readonly hops?: number;
   /** Records put on a source's stream after the run's (not counted in `runRecords`). */
+  /**
+   * Put and drain one second of input at a time (measureSteppedDrain), each source's records dealt
+   * to its shards in turn as the estimate deals them, the first `warmupSeconds` not counted; by
+   * default all input is put at once and drained with the stages side by side, as Lambda runs them.
+   */
+  readonly stepped?: { readonly warmupSeconds: number };
   readonly extra?: (source: { name: string; spec: KinesisSourceSpec }, startMs: number) => ShardRecord[];
 }
 
@@ -33,8 +39,9 @@ export interface MultiSourceCostRun {
   readonly estimate: CostEstimate;
   readonly d: Deployment;
   readonly run: MeasuredRun;
-  /** Each source's records of the run (without the extra ones). */
+  /** Each source's records of the run (without the extra ones; stepped: all seconds, warm-up included). */
   readonly input: Map<string, ShardRecord[]>;
+  /** The records counted (stepped: after the warm-up). */
   readonly runRecords: number;
   /** A cost line's monthly quantity. */
   quantity(component: string): number;
@@ -52,12 +59,32 @@ export async function measureMultiSourceCost(
   const startMs = Date.now() - 600_000;
   const input = syntheticInput(compileQuery(definition, { allowRepartition: true }), { sourceRates: rates, keys, matchRate, startMs }, options.seconds);
   const d = await deploy(emulators, definition, shards, { repartitionShards: shards, expectedShardCount: undefined, ...(options.hops ? { hops: options.hops } : {}) });
-  for (const source of sourcesOf(definition)) {
-    const records = [...input.get(source.name)!, ...(options.extra?.(source, startMs) ?? [])];
-    await d.put(records.map((r) => ({ data: Buffer.from(r.dataBase64, 'base64').toString(), partitionKey: r.partitionKey })), source.name);
+  const drainOptions = { batchSize, internalBatchSize: Math.max(1, Math.round(estimate.hops[0]!.perBatch.records)) };
+  const data = (r: ShardRecord): string => Buffer.from(r.dataBase64, 'base64').toString();
+  let run: MeasuredRun;
+  let counted = input;
+  if (options.stepped) {
+    const { warmupSeconds } = options.stepped;
+    // Shard i's range starts at i / shards of the hash space (createStream's even split).
+    const shardStart = (i: number): string => String(((2n ** 128n) * BigInt(i)) / BigInt(shards));
+    const putSecond = async (second: number): Promise<void> => {
+      for (const source of sourcesOf(definition)) {
+        const rate = rates[source.name]!;
+        const records = input.get(source.name)!.slice(Math.round(second * rate), Math.round((second + 1) * rate));
+        const extra = second === options.seconds - 1 ? options.extra?.(source, startMs) ?? [] : [];
+        await d.put([...records, ...extra].map((r, j) => ({ data: data(r), partitionKey: r.partitionKey, explicitHashKey: shardStart(j % shards) })), source.name);
+      }
+    };
+    run = await measureSteppedDrain(d, { warmup: warmupSeconds, counted: options.seconds - warmupSeconds }, putSecond, drainOptions);
+    counted = new Map([...input].map(([name, records]) => [name, records.slice(Math.round(warmupSeconds * rates[name]!))]));
+  } else {
+    for (const source of sourcesOf(definition)) {
+      const records = [...input.get(source.name)!, ...(options.extra?.(source, startMs) ?? [])];
+      await d.put(records.map((r) => ({ data: data(r), partitionKey: r.partitionKey })), source.name);
+    }
+    run = await measureDrain(d, drainOptions);
   }
-  const run = await measureDrain(d, { batchSize, internalBatchSize: Math.max(1, Math.round(estimate.hops[0]!.perBatch.records)) });
-  const runRecords = [...input.values()].reduce((n, r) => n + r.length, 0);
+  const runRecords = [...counted.values()].reduce((n, r) => n + r.length, 0);
   return {
     estimate, d, run, input, runRecords,
     quantity: (component) => estimate.lines.find((l) => l.component === component)!.quantity,
