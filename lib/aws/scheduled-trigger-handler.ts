@@ -352,7 +352,7 @@ async function runGuarded(
 
 async function confirmIdle(backends: AwsQueryBackends, stage: QueryStage, shardId: string, nowMs: number): Promise<boolean> {
   const committed = await committedShardOffset(backends.forPartition(shardId, stage).checkpoint, stage.sourceId);
-  const position = await backends.readerOf(stage).readAfter(shardId, committed?.sequenceNumber ?? null, 1);
+  const position = await backends.readerOf(stage).readAfter(shardId, readAfterPosition(committed?.sequenceNumber), 1);
   const caughtUp = position.records.length === 0 && position.millisBehindLatest === 0;
   if (!caughtUp) return false;
   // A shard that never had data has no watermark row yet: start its idle clock now.
