@@ -214,6 +214,36 @@ describe('sluice redrive --query-module (a one-stage stateful query)', () => {
     expect(report.runs).toMatchObject([{ records: 2, resumed: true, committedElsewhere: true }]);
   }, 400_000);
 
+  it('a re-drive that died after storing its records and before planning their batch is planned and run once by the scheduled function', async () => {
+    const setup = await setUp(1);
+    const { deployment } = setup;
+    const fixed = await importQueryModule(FIXED);
+    const good = sales(8, 0);
+    const bad = sales(2, 10, (i) => String(300 + i));
+    await setup.put([...good, ...bad]);
+    await deployment.drain();
+    // The process dies at the plan: the run's records are in the ledger, no batch is planned.
+    const dying = hooked(emulators, async (items) => {
+      if (plansRedrive(items)) throw new Error('injected: the process died before planning');
+    });
+    await expect(reprocessDeadLetters(dying, setup.descriptor, { definition: fixed, config: runtimeConfigOf(setup.descriptor) })).rejects.toThrow(/before planning/);
+    dying.destroy();
+    expect(await pendingRedrives(setup)).toEqual([]);
+    expect(await setup.sink()).toEqual(answer(good));
+
+    await deployment.tick(Date.now(), 'tick', fixed);
+    expect(await setup.sink()).toEqual(answer([...good, ...bad]));
+    // Once: a second tick and the next re-drive (which closes the run) apply nothing more.
+    await deployment.tick(Date.now(), 'tick', fixed);
+    const closing = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
+    expect(closing.code, closing.stderr).toBe(0);
+    expect(JSON.parse(closing.stdout)).toMatchObject({ reprocessed: 2, runs: [{ records: 2, resumed: true, committedElsewhere: true }] });
+    const last = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
+    expect(JSON.parse(last.stdout)).toMatchObject({ reprocessed: 0, alreadyRedriven: 2, runs: [] });
+    await deployment.drain({}, {}, fixed);
+    expect(await setup.sink()).toEqual(answer([...good, ...bad]));
+  }, 400_000);
+
   it('a query over several streams is refused before any AWS call, as a usage error that says what to do', async () => {
     const module = join(PROJECT_ROOT, 'test/bin/fixtures/redrive-two-streams.ts');
     const refused = await runSluice(['redrive', 'redrive-two-streams', '--query-module', module, '--deployment', join(dir, 'missing.json')], 60_000, emulatorCliEnv(emulators));
