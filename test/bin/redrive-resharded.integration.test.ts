@@ -5,7 +5,8 @@
  * open descendant whose range holds its partition key (lib/aws/redrive-routing.ts), so the sink
  * equals the in-memory answer over every record, each once: dead letters (split once; split twice
  * with the re-drive killed before its commit and finished by the live handler on a child that had
- * read nothing yet) and skipped ranges (`--skipped`, refused with exit 2 before).
+ * read nothing yet; a shard split while a re-drive batch waits on it) and skipped ranges
+ * (`--skipped`, refused with exit 2 before).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -101,6 +102,30 @@ describe('sluice redrive through a one-stage stateful query after a split', () =
     expect(await setup.sink()).toEqual(answer([...good, ...bad, ...more]));
     const again = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
     expect(JSON.parse(again.stdout)).toMatchObject({ reprocessed: 0, alreadyRedriven: 4, runs: [] });
+  }, 400_000);
+
+  it('a shard split while a re-drive batch is planned on it: its children wait for that batch, which the scheduled function commits first', async () => {
+    const setup = await setUp(emulators, dir, 1);
+    const { deployment } = setup;
+    const { clients, config } = deployment;
+    const fixed = await importQueryModule(FIXED);
+    const good = sales(8, 0);
+    const bad = badSales(10, 400);
+    await setup.put([...good, ...bad]);
+    await deployment.drain();
+    await killAfterPlanning(emulators, setup, fixed);
+    // The batch holds no record of the shard: the split parent is not finished until it commits.
+    await reshardStream(clients.kinesis, config.streamName, [{ split: 'first-open' }], { timeoutMs: 60_000 });
+    await deployment.tick(Date.now(), 'tick', fixed);
+    expect(await pendingRedrives(setup)).toEqual([]);
+    const more = sales(8, 20);
+    await setup.put(more);
+    await deployment.drain({}, {}, fixed);
+    expect(await setup.sink()).toEqual(answer([...good, ...bad, ...more]));
+    const closing = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
+    expect(closing.code, closing.stderr).toBe(0);
+    expect(JSON.parse(closing.stdout)).toMatchObject({ reprocessed: 4, runs: [{ records: 4, resumed: true, committedElsewhere: true }] });
+    expect(await setup.sink()).toEqual(answer([...good, ...bad, ...more]));
   }, 400_000);
 
   it('skipped ranges of the split parent run through the query on its children (--skipped), once', async () => {
