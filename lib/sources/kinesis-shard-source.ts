@@ -16,7 +16,6 @@ import type { StructField } from '../plan/data-types.js';
 import { eventTimeSkewReason, type EventTimeLimit } from '../execution/event-time-skew.js';
 import type { DeadLetterRecord } from './dead-letter.js';
 import type { RecordDecoder } from './record-decoder.js';
-import { SEED_SEQUENCE_NUMBER } from './repartition-shard-source.js';
 import type { MicroBatchStream, Offset } from './source.js';
 
 export interface ShardRecord {
@@ -45,6 +44,13 @@ export interface RedriveMark {
   readonly run: string;
   readonly count: number;
 }
+
+/**
+ * A sequence number no Kinesis record has: a seeded child's offset names no record of its own
+ * shard yet (it reads from the start), while carrying what its parents applied (stage 2) or a
+ * re-drive batch run before its first record (a source shard).
+ */
+export const SEED_SEQUENCE_NUMBER = '0';
 
 /** The re-drive run that batch `(start, end]` holds, or null for a batch of the shard's own records. */
 export function redriveRunOf(start: Offset | null, end: Offset | null): RedriveMark | null {
