@@ -202,7 +202,9 @@ export async function createThroughQueryRunner(clients: AwsClients, deployment: 
         const target = onShardPartition ? redriveTargetOf(shards, record.shardId, record.partitionKey, indivisible) : { shardId: record.shardId };
         if ('refused' in target) { refused.push({ record, reason: target.refused }); continue; }
         if (target.shardId !== record.shardId) fromClosedShard++;
-        byShard.set(target.shardId, [...(byShard.get(target.shardId) ?? []), record]);
+        const list = byShard.get(target.shardId);
+        if (list) list.push(record);
+        else byShard.set(target.shardId, [record]);
       }
       const waiting: RoutedRecords<(typeof records)[number]>['waiting'] = [];
       if (onShardPartition && prepare) {
