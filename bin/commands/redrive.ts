@@ -6,8 +6,9 @@
  * back into the source stream instead (every consumer of the stream reads them again). With
  * `--skipped`, the batches the event source mappings gave up (recorded skipped ranges) are re-read
  * from the stream and run through the query the same way, once (lib/aws/skipped-batch-redrive.ts);
- * `--skipped --into-stream` puts them back instead. A one-stage stateful query cannot be re-driven
- * through the query yet: refused as a usage error (exit 2), naming `--into-stream`.
+ * `--skipped --into-stream` puts them back instead. A one-stage stateful query's records of a closed
+ * (resharded) shard run on its open descendant holding their key's state; those no shard can take
+ * (a split of a state not divisible by key) stay where they are, reported (exit 1).
  * `--acknowledge <range>` / `--all-lost` record that a person has seen a loss to retention:
  * `sluice status` still lists it, and is healthy again. */
 import { type Command, InvalidArgumentError } from 'commander';
@@ -17,7 +18,6 @@ import { reprocessDeadLetters } from '../../lib/aws/dead-letter-reprocess.js';
 import { runtimeConfigOf } from '../../lib/aws/replay.js';
 import { acknowledgeLostRanges } from '../../lib/aws/lost-range-acknowledgement.js';
 import { redriveSkippedBatches, sourceCheckOf, type SkippedRedriveReport } from '../../lib/aws/skipped-batch-redrive.js';
-import { compileForRedrive } from '../../lib/aws/through-query-redrive.js';
 import { IllegalArgumentError } from '../../lib/errors/sluice-error.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
 import { isMultiSource, type QueryDefinition } from '../../lib/query/query-definition.js';
@@ -123,11 +123,13 @@ async function throughQuery(c: Connected, opts: RedriveOptions, definition: Quer
       : []),
     `already re-driven before: ${report.alreadyRedriven}`,
     ...(report.notFromSource > 0 ? [`not of a source shard (left): ${report.notFromSource}`] : []),
-    ...(report.ofClosedShard > 0 ? [`of a closed (resharded) shard, whose children carry its state on (left dead-lettered: not supported yet): ${report.ofClosedShard}`] : []),
+    ...(report.onDescendant > 0 ? [`of a closed (resharded) shard, run on the open shard holding their key's state: ${report.onDescendant}`] : []),
+    ...(report.ofClosedShard > 0 ? [`of a closed (resharded) shard, left dead-lettered: ${report.ofClosedShard} (${report.closedShardReasons.join('; ')})`] : []),
+    ...(report.waiting > 0 ? [`left for now, their shard waits for its parents' last records (run the re-drive again later): ${report.waiting}`] : []),
     ...(report.failedAgain.length > 0 ? [`failed again after a re-drive (not re-driven again): ${report.failedAgain.length}`,
       ...report.failedAgain.map((f) => `  ${f.shardId}/${f.sequenceNumber}: ${f.reason}`)] : []),
   ].join('\n'));
-  process.exitCode = report.failedAgain.length > 0 || report.ofClosedShard > 0 ? EXIT.unhealthy : EXIT.ok;
+  process.exitCode = report.failedAgain.length > 0 || report.ofClosedShard > 0 || report.waiting > 0 ? EXIT.unhealthy : EXIT.ok;
 }
 
 async function acknowledge(c: Connected, opts: RedriveOptions): Promise<void> {
@@ -162,8 +164,6 @@ async function deadLetters(c: Connected, opts: RedriveOptions): Promise<void> {
 
 async function skipped(c: Connected, opts: RedriveOptions, definition: QueryDefinition | undefined): Promise<void> {
   const config = runtimeConfigOf(c.deployment);
-  // Refused before anything is read: a one-stage stateful query's records need its real shard's state.
-  if (definition && !opts.intoStream) compileForRedrive(definition, config, c.deployment.sluiceQuery, true);
   const report: SkippedRedriveReport = await redriveSkippedBatches(c.clients, c.deployment, {
     shardId: opts.shard, dryRun: opts.dryRun, ...(opts.range ? { firstSequenceNumber: opts.range } : {}),
     ...(definition ? { check: sourceCheckOf(definition, c.deployment) } : {}),

@@ -20,8 +20,10 @@
  * shard's partition instead (lib/aws/redrive-batch.ts), which this process, or the live handler or
  * scheduled function if it dies, runs exactly once; its commit marks the run done. Re-driven rows
  * behind the shard's watermark are late rows, dropped as Spark drops late input (counted in the
- * report when it ran here). Dead letters of a closed (resharded) shard stay dead-lettered: its
- * children were seeded from its final state, so a batch on its partition would reach none of them.
+ * report when it ran here). Dead letters of a closed (resharded) shard run on its open descendant
+ * whose hash-key range holds their partition key (seeded with the state of those keys), grouped
+ * into one run per shard they run on; those no shard can take (a split of a state that cannot be
+ * divided by key) stay dead-lettered and are reported, as are those whose shard waits for its parents.
  */
 import type { DeploymentDescriptor, RuntimeConfig } from '../runtime/runtime-config.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
@@ -69,10 +71,15 @@ export interface ReprocessReport {
   /** Dead letters not of a source shard (a later stage's): a source-stage run cannot take them. */
   readonly notFromSource: number;
   /**
-   * Dead letters of a closed (resharded) shard of a one-stage stateful query, left dead-lettered: its
-   * children were seeded from its final state, so a batch on its partition would reach none of them.
+   * Dead letters of a closed (resharded) shard of a one-stage stateful query that no open shard can
+   * take (its split divided a state that cannot be divided by key): left dead-lettered, with why.
    */
   readonly ofClosedShard: number;
+  readonly closedShardReasons: string[];
+  /** Dead letters of a closed shard re-driven on the open descendant holding their key. */
+  readonly onDescendant: number;
+  /** Left for now: the shard they run on waits for its parents' last records (run again later). */
+  readonly waiting: number;
   readonly wouldRedrive: number;
   /** Rows of this re-drive's batches dropped as late (behind the watermark), where known. */
   readonly lateRows: number;
@@ -82,7 +89,7 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   const query = deployment.sluiceQuery;
   const { definition, config } = options;
   // Refused before any AWS call.
-  const onShardPartition = compileForRedrive(definition, config, query).sourceStage.isStateful;
+  compileForRedrive(definition, config, query);
   const { claims, runs, newIds } = await readRedriveLedger(clients, deployment);
   // Runs of skipped ranges (they carry `range`) are resumed by `--skipped`, from the stream.
   const openRuns = runs.filter((i) => i.range === undefined).map((i) => openRunOf(i, claims)).filter((r) => r !== null);
@@ -92,13 +99,12 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   const letterById = new Map(letters.map((l) => [redriveIdOf(l.shardId, l.sequenceNumber), l]));
   const shards = await listStreamShards(clients.kinesis, deployment.streamName);
   const sourceShards = new Set(shards.map((s) => s.ShardId!));
-  const closedShards = new Set(shards.filter((s) => s.SequenceNumberRange?.EndingSequenceNumber !== undefined).map((s) => s.ShardId!));
 
   const report = {
     runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, ofClosedShard: 0,
-    wouldRedrive: 0, lateRows: 0,
+    closedShardReasons: [] as string[], onDescendant: 0, waiting: 0, wouldRedrive: 0, lateRows: 0,
   };
-  const due = new Map<string, DeadLetterRecord[]>();
+  const candidates: DeadLetterRecord[] = [];
   for (const letter of letters) {
     if (options.shardId && letter.shardId !== options.shardId && !letter.shardId.startsWith(`${options.shardId}${REDRIVE_KEY_MARK}`)) continue;
     if (options.sinceMs !== undefined && letter.approximateArrivalTimestampMs < options.sinceMs) continue;
@@ -107,13 +113,19 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
     // Claimed by a run left open: that run is finished below (and reported there).
     else if (claims.has(id)) { if (!openIds.has(claims.get(id)!.run?.S ?? '')) report.alreadyRedriven++; }
     else if (!sourceShards.has(letter.shardId)) report.notFromSource++;
-    else if (onShardPartition && closedShards.has(letter.shardId)) report.ofClosedShard++;
-    else due.set(letter.shardId, [...(due.get(letter.shardId) ?? []), letter]);
+    else candidates.push(letter);
   }
+  const runner = await createThroughQueryRunner(clients, deployment, options);
+  // Per shard the records run on: their own, or (a closed shard of a stateful stage) the descendant holding their key.
+  const routed = await runner.route(candidates, !options.dryRun);
+  const due = routed.byShard;
+  report.ofClosedShard = routed.refused.length;
+  report.closedShardReasons = [...new Set(routed.refused.map((r) => r.reason))];
+  report.onDescendant = routed.fromClosedShard;
+  report.waiting = routed.waiting.reduce((n, w) => n + w.records.length, 0);
   report.wouldRedrive = [...due.values()].reduce((n, l) => n + l.length, 0);
   if (options.dryRun) return report;
 
-  const runner = await createThroughQueryRunner(clients, deployment, options);
   const run = async (partitionId: string, records: readonly DeadLetterRecord[], resumed: boolean): Promise<void> => {
     const outcome = await runner.finish(partitionId, records);
     report.runs.push({ partitionId, records: records.length, resumed, ...outcome });

@@ -11,6 +11,8 @@
  */
 import {
   BatchWriteItemCommand,
+  ConditionalCheckFailedException,
+  PutItemCommand,
   QueryCommand,
   type AttributeValue,
   type ConsumedCapacity,
@@ -100,6 +102,17 @@ export async function queryAll(
     startKey = out.LastEvaluatedKey;
   } while (startKey && items.length < limitItems);
   return items;
+}
+
+/** Puts an item that must not exist yet (a claim, a record kept once): false when it does. */
+export async function putItemOnce(client: DynamoDBClient, tableName: string, item: Item): Promise<boolean> {
+  try {
+    await client.send(new PutItemCommand({ TableName: tableName, Item: item, ConditionExpression: 'attribute_not_exists(pk)' }));
+    return true;
+  } catch (error) {
+    if (error instanceof ConditionalCheckFailedException) return false;
+    throw error;
+  }
 }
 
 /**

@@ -14,6 +14,7 @@ import type { DeploymentDescriptor } from '../runtime/runtime-config.js';
 import type { StreamingQueryProgress } from '../runtime/progress.js';
 import type { StateStoreId } from '../state/state-store.js';
 import { asKinesisOffset } from '../sources/kinesis-shard-source.js';
+import { readAfterPosition } from '../sources/repartition-shard-source.js';
 import { decodeKey as decodeStateKey } from '../state/state-routing.js';
 import type { AwsClients } from './clients.js';
 import { DynamoDbCheckpoint } from './dynamodb-checkpoint.js';
@@ -185,7 +186,8 @@ export const label = (p: Pick<PartitionStatus, 'stage' | 'shardId' | 'source'>):
 function committedSequenceNumber(offsets: OffsetSeq | undefined): string | null {
   if (!offsets) return null;
   const first = Object.values(offsets.offsets).find((o) => o !== null) ?? null;
-  return asKinesisOffset(first)?.sequenceNumber ?? null;
+  // A seeded child's position before its first record reads from the start.
+  return readAfterPosition(asKinesisOffset(first)?.sequenceNumber);
 }
 
 async function lagOf(reader: KinesisShardReader, shardId: string, after: string | null, cap: number, nowMs: number): Promise<PartitionStatus['lag']> {

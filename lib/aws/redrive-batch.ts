@@ -13,7 +13,9 @@
  *      is conditional (no N+1 yet), in one transaction with a check that the run is still open.
  *   3. Whoever finds the batch planned and not committed runs it with the ledger's records: this
  *      process at once, or the live Kinesis handler or the scheduled function on that shard if this
- *      process dies (shard-invocation.ts, `ensurePendingBatchRecords`).
+ *      process dies (shard-invocation.ts, `ensurePendingBatchRecords`). A process that died after 1's
+ *      records were stored and before 2's plan: the scheduled function plans and runs the run
+ *      (`storedRuns`), as would the next re-drive.
  *   4. Its commit transaction marks the run `done` (with the batch id), so a run is applied once:
  *      a run not done either is the partition's pending batch (it is the latest offset entry: no
  *      batch is planned before the one pending commits) or was never planned, and planning it
@@ -67,6 +69,15 @@ export class DynamoDbRedriveLedger implements RedriveLedger {
     // None: the run was done and its records removed after another writer committed it (a retry sees the commit).
     if (pages.length === 0) throw new Error(`re-drive run ${run}: no records in the ledger (${ledgerPk(this.query)}); committed and removed already?`);
     return JSON.parse(pages.map((p) => p.text!.S!).join('')) as ShardRecord[];
+  }
+
+  async storedRuns(shardId: string): Promise<string[]> {
+    const runs = await queryAll(this.client, {
+      TableName: this.table, KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)', ConsistentRead: true,
+      FilterExpression: '#state = :open AND attribute_exists(#count)', ExpressionAttributeNames: { '#state': 'state', '#count': 'count' },
+      ExpressionAttributeValues: { ':pk': { S: ledgerPk(this.query) }, ':p': { S: `${RUN_PREFIX}${runKey(shardId, '')}` }, ':open': { S: 'open' } },
+    }, this.meter);
+    return runs.map((r) => r.sk!.S!.slice(RUN_PREFIX.length)).sort();
   }
 
   doneWrite(run: string, batchId: number): DynamoDbCommitSideWrite {

@@ -6,7 +6,8 @@
  * 1. every ancestor is finished: its shard is closed and every record up to its end is committed,
  *    or was skipped by the event source mapping and recorded as such (lib/aws/skipped-batches.ts:
  *    a poison record at a parent's end must not block its children forever) (an ancestor that never ran, e.g. a short-lived child split again, is seeded and
- *    checked the same way, recursively). Until then the child waits (RESHARD_PARENT_PENDING,
+ *    checked the same way, recursively), and no batch planned on it waits for its commit (a re-drive
+ *    batch, lib/aws/redrive-batch.ts, holds no record of the shard). Until then the child waits (RESHARD_PARENT_PENDING,
  *    retryable: Lambda retries the child's records; the scheduled function skips it this time);
  * 2. a stateful child is seeded from its parents' final state (lib/checkpoint/reshard-seed.ts):
  *    the entries whose routing key hashes into its range after a split, the union after a merge,
@@ -169,7 +170,11 @@ export class ReshardGuard {
     const shardId = shard.ShardId!;
     if (this.finished.has(shardId)) return true;
     if (shard.SequenceNumberRange?.EndingSequenceNumber === undefined) return false;
-    const committed = await committedShardOffset(this.options.checkpointOf(shardId), this.options.stage.sourceId);
+    const checkpoint = this.options.checkpointOf(shardId);
+    // A planned batch not committed yet (a re-drive batch holds no record of the shard) still changes its state.
+    const [planned, commit] = await Promise.all([checkpoint.offsetLog.getLatest(), checkpoint.commitLog.getLatest()]);
+    if (planned && planned[0] !== commit?.[0]) return false;
+    const committed = await committedShardOffset(checkpoint, this.options.stage.sourceId);
     let after = readAfterPosition(committed?.sequenceNumber);
     let skipped: readonly SkippedSpan[] | undefined;
     for (;;) {

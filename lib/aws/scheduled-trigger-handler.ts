@@ -30,7 +30,7 @@
  */
 import { compileForDeployment, type CompiledQuery, type DeployableQuery } from '../query/compiled-query.js';
 import type { QueryStage, StageKind } from '../query/query-stage.js';
-import { committedShardOffset, runShardInvocation, type ShardInvocationResult } from '../query/shard-invocation.js';
+import { committedShardOffset, runShardInvocation, type ShardInvocationRequest, type ShardInvocationResult } from '../query/shard-invocation.js';
 import { CostMeter } from '../core/cost-meter.js';
 import { readRuntimeConfig, type RuntimeConfig } from '../runtime/runtime-config.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
@@ -347,12 +347,38 @@ async function runGuarded(
   }
   if (readiness.state === 'finished') return { shardId, batches: 0 };
   if (readiness.state === 'waiting') return { shardId, batches: 0, error: `waiting for its parents: ${readiness.reason}` };
-  return drain ? drainShard(context, tick, shardId, stage) : tickShard(context, tick, shardId, stage);
+  const stored = await finishStoredRedrives(context, tick, shardId, stage);
+  if (stored.error !== undefined || stored.deferred !== undefined) return stored;
+  const run = await (drain ? drainShard(context, tick, shardId, stage) : tickShard(context, tick, shardId, stage));
+  return { ...run, batches: run.batches + stored.batches };
+}
+
+/**
+ * A re-drive (`sluice redrive`) that died after storing its run's records in the ledger and before
+ * planning their batch: the batch is planned and run here, once (the plan requires the run still
+ * open; lib/aws/redrive-batch.ts), so it does not wait for the next re-drive. Re-drive batches
+ * exist only on the partitions of a stateful source stage.
+ */
+async function finishStoredRedrives(context: Context, tick: Tick, shardId: string, stage: QueryStage): Promise<ShardRun> {
+  const ledger = stage.isStateful && stage.reads !== 'internal-stream' ? context.backends.forPartition(shardId, stage).redriveLedger : undefined;
+  let batches = 0;
+  try {
+    for (const run of await ledger?.storedRuns?.(shardId) ?? []) {
+      const result = await runAndReport(context, tick, shardId, stage, [], { run, records: await ledger!.records(run) });
+      batches += result.progress.length;
+      if (result.error) return { shardId, batches, error: result.error.message };
+      if (result.stoppedBy) return { shardId, batches, deferred: result.stoppedBy };
+    }
+  } catch (error) {
+    context.observability.logger.error('scheduled re-drive run could not start', { shardId, stage: stage.kind, error: error as Error });
+    return { shardId, batches, error: (error as Error).message };
+  }
+  return { shardId, batches };
 }
 
 async function confirmIdle(backends: AwsQueryBackends, stage: QueryStage, shardId: string, nowMs: number): Promise<boolean> {
   const committed = await committedShardOffset(backends.forPartition(shardId, stage).checkpoint, stage.sourceId);
-  const position = await backends.readerOf(stage).readAfter(shardId, committed?.sequenceNumber ?? null, 1);
+  const position = await backends.readerOf(stage).readAfter(shardId, readAfterPosition(committed?.sequenceNumber), 1);
   const caughtUp = position.records.length === 0 && position.millisBehindLatest === 0;
   if (!caughtUp) return false;
   // A shard that never had data has no watermark row yet: start its idle clock now.
@@ -361,14 +387,17 @@ async function confirmIdle(backends: AwsQueryBackends, stage: QueryStage, shardI
   return backends.watermarks.confirmCaughtUp(partition, nowMs);
 }
 
-async function runAndReport(context: Context, tick: Tick, shardId: string, stage: QueryStage, records: readonly ShardRecord[]): Promise<ShardInvocationResult> {
+async function runAndReport(
+  context: Context, tick: Tick, shardId: string, stage: QueryStage, records: readonly ShardRecord[], redrive?: ShardInvocationRequest['redrive'],
+): Promise<ShardInvocationResult> {
   const { query, backends, observability, options } = context;
   // The invocation's time (EventBridge's, or the test's) is also its batches' processing time: a
   // processing-time timer fires in the tick whose time has passed it.
   const now = options.now ?? Date.now;
   const result = await inSubsegment(await context.tracing, 'sluice scheduled batch', { query: query.name, shard: shardId, stage: stage.kind },
     () => runShardInvocation(
-      query, { shardId, records, scheduled: true, stage, limits: tick.limits }, { ...backends.forPartition(shardId, stage), clock: { nowMs: now } },
+      query, { shardId, records, scheduled: true, stage, limits: tick.limits, ...(redrive ? { redrive } : {}) },
+      { ...backends.forPartition(shardId, stage), clock: { nowMs: now } },
     ));
   for (const p of result.progress) tick.longestBatchMs = Math.max(tick.longestBatchMs, p.durationMs.triggerExecution ?? 0);
   if (result.stoppedBy === 'deadline') tick.stoppedBy = 'deadline';

@@ -14,7 +14,9 @@
  *       - through the query (`throughQuery`, the default of `sluice redrive --skipped`): the
  *         records, as a plain list, run as a pseudo-shard of their own (through-query-redrive.ts),
  *         and the source stream is not written, so no other consumer of it sees them twice. A
- *         one-stage stateful query is refused (its state lives in the real shard's partition);
+ *         one-stage stateful query runs them as re-drive batches of the open shards holding their
+ *         keys' state (a closed shard's descendants, through-query-redrive.ts); a range some of
+ *         whose records no shard can take (a split of a state not divisible by key) waits;
  *       - or put back into the source stream with their partition key (`intoStream`, opt-in:
  *         every consumer of the stream reads them again);
  *       - neither given: the range waits, nothing written, and the report says what to give.
@@ -40,12 +42,13 @@ import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import { asKinesisOffset } from '../sources/kinesis-shard-source.js';
 import type { AwsClients } from './clients.js';
 import { KinesisShardReader } from './kinesis-shard-reader.js';
+import { putItemOnce } from './dynamodb-cost.js';
 import { checkpointOf } from './query-inspection.js';
 import { S3DeadLetterWriter } from './s3-dead-letter-writer.js';
 import { isExpiredPlanned, SkippedBatchStore, type SkippedRange, type SkippedRangeOutcome } from './skipped-batches.js';
 import { openShardHashKey, planInternalRedrive, sendInternalRedrive } from './internal-range-redrive.js';
 import {
-  claim, compileForRedrive, createThroughQueryRunner, ledgerPkOf, newRunId, openRunOf, pseudoShardOf, readRedriveLedger, redriveIdOf,
+  compileForRedrive, createThroughQueryRunner, ledgerPkOf, newRunId, openRunOf, pseudoShardOf, readRedriveLedger, redriveIdOf,
   type RedriveRecord, type RunnerOptions, type ThroughQueryRunner,
 } from './through-query-redrive.js';
 
@@ -78,7 +81,7 @@ export interface SkippedRedriveOptions {
   readonly maxBatchesBack?: number;
   /**
    * A source range's records run through this query, in this process (through-query-redrive.ts);
-   * the source stream is not written. Refused for a one-stage stateful query.
+   * the source stream is not written.
    */
   readonly throughQuery?: RunnerOptions & { readonly runId?: string };
   /** Put a source range's records back into the source stream instead: every consumer of the stream reads them again. */
@@ -129,9 +132,7 @@ export async function redriveSkippedBatches(
   const query = deployment.sluiceQuery;
   if (options.throughQuery && options.intoStream) throw new Error('through the query or into the stream, not both');
   // Refused before any AWS call.
-  // A one-stage stateful query's range would need a re-drive batch on its real shard, which a range
-  // of a closed (resharded) shard cannot have: refused here (`--into-stream` remains).
-  if (options.throughQuery) compileForRedrive(options.throughQuery.definition, options.throughQuery.config, query, true);
+  if (options.throughQuery) compileForRedrive(options.throughQuery.definition, options.throughQuery.config, query);
   const store = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: query });
   const all = (await store.list()).filter((r) => (!options.shardId || r.shardId === options.shardId)
     && (!options.firstSequenceNumber || r.firstSequenceNumber === options.firstSequenceNumber) && (options.only?.(r) ?? true));
@@ -212,6 +213,18 @@ async function redriveSourceRange(c: SourceRangeContext, range: SkippedRange, re
       + 'or --into-stream to put them back into the source stream' });
     return;
   }
+  if (report.into === 'query' && due.length > 0) {
+    // A stateful source stage: each record needs an open shard holding its key's state.
+    const fresh = due.filter((r) => !c.ledger.claims.has(redriveIdOf(r.shardId, r.sequenceNumber)));
+    const routed = await (await c.runner()).route(fresh, !options.dryRun);
+    const blocked = [...new Set([...routed.refused.map((r) => `cannot be re-driven through the query: ${r.reason}`),
+      ...routed.waiting.map((w) => `waits: shard ${w.shardId} waits for its parents (${w.reason}); run the re-drive again later`)])];
+    if (blocked.length > 0) {
+      report.ranges.push({ ...base, outcome: null, note: `${routed.refused.length + routed.waiting.reduce((n, w) => n + w.records.length, 0)} record(s) ${blocked.join('; ')}`
+        + (routed.refused.length > 0 ? ' (--into-stream puts them back into the source stream instead)' : '') });
+      return;
+    }
+  }
   if (options.dryRun) {
     report.ranges.push({ ...base, outcome: { ...outcome, redriven: due.length }, note: 'dry run: nothing changed' });
     accumulate(report, { ...outcome, redriven: due.length });
@@ -253,9 +266,14 @@ async function runThroughQuery(c: SourceRangeContext, range: SkippedRange, due: 
   const fresh = due.filter((r) => !c.ledger.claims.has(redriveIdOf(r.shardId, r.sequenceNumber)));
   if (fresh.length > 0) {
     const runner = await c.runner();
-    const partitionId = pseudoShardOf(range.shardId, c.runIds());
-    const mine = await runner.open(partitionId, fresh, { range: { S: rangeKey } });
-    runs.push({ partitionId, records: mine.length, resumed: false, batches: (await runner.finish(partitionId, mine)).batches });
+    // One run per shard the records run on (a closed shard's records: its descendants holding their keys).
+    const routed = await runner.route(fresh, true);
+    if (routed.refused.length > 0 || routed.waiting.length > 0) throw new Error(`the shards of ${rangeKey} changed during the re-drive: run it again`);
+    for (const [shardId, records] of routed.byShard) {
+      const partitionId = pseudoShardOf(shardId, c.runIds());
+      const mine = await runner.open(partitionId, records, { range: { S: rangeKey } });
+      runs.push({ partitionId, records: mine.length, resumed: false, batches: (await runner.finish(partitionId, mine)).batches });
+    }
   }
   return runs;
 }
@@ -266,7 +284,7 @@ async function putBack(c: SourceRangeContext, range: SkippedRange, due: readonly
   const pk = ledgerPkOf(c.deployment.sluiceQuery);
   for (const record of due) {
     const id = redriveIdOf(range.shardId, record.sequenceNumber);
-    if (c.ledger.claims.has(id) || !(await claim(c.clients, table, { pk: { S: pk }, sk: { S: id } }))) continue;
+    if (c.ledger.claims.has(id) || !(await putItemOnce(c.clients.dynamodb, table, { pk: { S: pk }, sk: { S: id }, claimedAtMs: { N: String(Date.now()) } }))) continue;
     const put = await c.clients.kinesis.send(new PutRecordCommand({
       StreamName: range.streamName, PartitionKey: record.partitionKey, Data: Buffer.from(record.dataBase64, 'base64'),
     }));

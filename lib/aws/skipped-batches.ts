@@ -14,9 +14,9 @@
  * sequence number>`. Recording is idempotent: the on-failure queue delivers at least once, and a
  * message recorded twice finds its item and changes nothing.
  */
-import { ConditionalCheckFailedException, GetItemCommand, PutItemCommand, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { ConditionalCheckFailedException, GetItemCommand, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SKIPPED_RANGES_SUFFIX } from '../runtime/runtime-config.js';
-import { queryAll, type Item } from './dynamodb-cost.js';
+import { putItemOnce, queryAll, type Item } from './dynamodb-cost.js';
 import type { ExpiredPlannedRecords } from '../query/partition-backends.js';
 import type { ExpiredRecords } from '../sources/kinesis-shard-source.js';
 import type { DynamoDbCommitSideWrite } from './dynamodb-checkpoint.js';
@@ -226,14 +226,8 @@ export class SkippedBatchStore {
   }
 
   /** Puts an item that must not exist yet: false when it does (recorded before). */
-  private async putOnce(item: Item): Promise<boolean> {
-    try {
-      await this.options.client.send(new PutItemCommand({ TableName: this.options.checkpointTable, Item: item, ConditionExpression: 'attribute_not_exists(pk)' }));
-      return true;
-    } catch (error) {
-      if (error instanceof ConditionalCheckFailedException) return false;
-      throw error;
-    }
+  private putOnce(item: Item): Promise<boolean> {
+    return putItemOnce(this.options.client, this.options.checkpointTable, item);
   }
 
   /** Every recorded range of the query, or of one partition; in sequence order per partition. */

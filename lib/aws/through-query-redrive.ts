@@ -23,10 +23,13 @@
  * own partition instead (redrive-batch.ts): its records stored in the ledger, one planned batch of
  * the shard's checkpoint that this process, or the live handler or scheduled function if it dies,
  * runs exactly once. A run such a writer committed is closed (claims marked, records removed) by
- * the next re-drive. Callers that cannot place a run on the real shard (a skipped range of a closed
- * shard, whose children were seeded from its final state) refuse with `statefulRefusal`.
+ * the next re-drive. A record of a closed (resharded) shard runs on the open descendant whose
+ * hash-key range holds its partition key (redrive-routing.ts): that child was seeded with the
+ * state of its keys. `route` groups records by the shard they run on, and says which cannot be
+ * placed (a split of a state that cannot be divided by key) or must wait (the child's parents
+ * are not finished yet, so it has no state to add them to).
  */
-import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { CostMeter } from '../core/cost-meter.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import { compileForDeployment, type CompiledQuery } from '../query/compiled-query.js';
@@ -36,9 +39,13 @@ import type { DeploymentDescriptor, RuntimeConfig } from '../runtime/runtime-con
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import { REDRIVE_KEY_MARK } from '../sources/repartition-records.js';
 import { createAwsQueryBackends } from './aws-backends.js';
-import { deleteRedriveRecords, runRedriveBatch, type RedriveBatchRunner } from './redrive-batch.js';
+import { deleteRedriveRecords, readRunItem, runRedriveBatch, type RedriveBatchRunner } from './redrive-batch.js';
+import { indivisibleState, redriveTargetOf } from './redrive-routing.js';
+import { ReshardGuard, stateRoutingOf } from './reshard-guard.js';
+import { skippedRangesOf } from './skipped-batches.js';
+import { listStreamShards } from './kinesis-shard-reader.js';
 import type { AwsClients } from './clients.js';
-import { queryAll, type Item } from './dynamodb-cost.js';
+import { putItemOnce, queryAll, type Item } from './dynamodb-cost.js';
 import { namespaceFence, readNamespacePointer } from './query-namespace.js';
 
 /** A record to re-drive: its origin (shard, sequence number) and what Kinesis delivered. A dead letter is one. */
@@ -58,29 +65,14 @@ export const redriveIdOf = (shardId: string, sequenceNumber: string): string => 
 export const pseudoShardOf = (shardId: string, runId: string): string => `${shardId}${REDRIVE_KEY_MARK}${runId}`;
 export const newRunId = (): string => `${Date.now().toString(36)}${Math.floor(Math.random() * 36 ** 4).toString(36)}`;
 
-/**
- * The query compiled for a re-drive through it; refused before any AWS call when it cannot be.
- * `refuseStateful`: a stateful source stage is refused too (the caller has no run it can
- * place on the real shard's partition).
- */
-export function compileForRedrive(definition: QueryDefinition, config: RuntimeConfig, query: string, refuseStateful = false): CompiledQuery {
+/** The query compiled for a re-drive through it; refused before any AWS call when it cannot be. */
+export function compileForRedrive(definition: QueryDefinition, config: RuntimeConfig, query: string): CompiledQuery {
   if (isMultiSource(definition)) {
     throw new IllegalArgumentError(`Query '${query}' reads several streams, and its dead letters do not say which stream a shard id is of.`, {
       code: 'REDRIVE_UNSUPPORTED', hint: 'not supported yet for several source streams.',
     });
   }
-  const compiled = compileForDeployment(definition, config);
-  if (refuseStateful && compiled.sourceStage.isStateful) throw statefulRefusal(query);
-  return compiled;
-}
-
-export function statefulRefusal(query: string): IllegalArgumentError {
-  return new IllegalArgumentError(`Query '${query}' keeps its state per source shard in one stage: a re-drive's own partition would start `
-    + 'from empty state and overwrite the results.', {
-    code: 'REDRIVE_STATEFUL_SOURCE_STAGE',
-    hint: 'the records stay where they are. Queries with a repartition stage and stateless queries are re-driven through the query; '
-      + '`--into-stream` puts the records back into the source stream, where every consumer of that stream reads them again.',
-  });
+  return compileForDeployment(definition, config);
 }
 
 /** The ledger as it stands: claims by id, run items, and the ids re-driven records got (a record failing under one failed again). */
@@ -120,7 +112,23 @@ export interface RunOutcome {
   readonly lateRows?: number | null;
 }
 
+/** Records grouped by the shard whose partition they run on (a pseudo-shard's origin for a stateless source stage). */
+export interface RoutedRecords<R extends RedriveRecord> {
+  readonly byShard: Map<string, R[]>;
+  /** Records no open shard can take (a split of a state that cannot be divided by key), with why. */
+  readonly refused: { readonly record: R; readonly reason: string }[];
+  /** Records whose shard waits for its parents' last records (run again later). */
+  readonly waiting: { readonly shardId: string; readonly reason: string; readonly records: R[] }[];
+  /** Records of a closed shard placed on a descendant. */
+  readonly fromClosedShard: number;
+}
+
 export interface ThroughQueryRunner {
+  /**
+   * Where each record runs. With `prepare` (not in a dry run), a descendant that has not run yet
+   * is seeded from its parents first (lib/aws/reshard-guard.ts).
+   */
+  route<R extends RedriveRecord>(records: readonly R[], prepare: boolean): Promise<RoutedRecords<R>>;
   /** Opens run `partitionId` for `records` (the run item, then a claim each): the records this run claimed, in order. */
   open<R extends RedriveRecord>(partitionId: string, records: readonly R[], extra?: Item): Promise<R[]>;
   /** Runs an open run's claimed records to their commit and closes the run. */
@@ -151,6 +159,23 @@ export async function createThroughQueryRunner(clients: AwsClients, deployment: 
     client: clients.dynamodb, table, compiled, stage, forPartition: (shardId) => backends.forPartition(shardId, stage),
     ...(options.maxInvocations !== undefined ? { maxInvocations: options.maxInvocations } : {}),
   };
+  const guard = new ReshardGuard({
+    kinesis: clients.kinesis, streamName: backends.streamOf(stage), query: compiled, stage,
+    checkpointOf: (shardId) => backends.forPartition(shardId, stage).checkpoint, reader: backends.readerOf(stage),
+    skippedRanges: skippedRangesOf(clients.dynamodb, table, query, stage),
+    markClosed: (shardId) => backends.watermarks.markClosed(stage.partitionId(shardId)),
+  });
+  const indivisible = onShardPartition ? indivisibleState(stateRoutingOf(compiled, stage)) : null;
+  /** A re-drive batch's shard must be open and seeded, unless its batch was planned there before (then it finishes there). */
+  const checkShardFor = async (shardId: string, run: string): Promise<void> => {
+    const readiness = await guard.prepare(shardId, { detectFinished: true });
+    if (readiness.state === 'ready') return;
+    if ((await readRunItem(clients.dynamodb, table, query, run))?.state === 'done') return;
+    throw new Error(readiness.state === 'waiting'
+      ? `re-drive run ${run}: shard ${shardId} waits for its parents (${readiness.reason}); run the re-drive again later`
+      : `re-drive run ${run}: shard ${shardId} was resharded before the run's batch was planned on it; its records stay claimed by the run `
+        + '(reshard during an interrupted re-drive: not handled yet)');
+  };
   const markClaimsAndDone = async (partitionId: string, records: readonly RedriveRecord[]): Promise<void> => {
     for (const [i, record] of records.entries()) {
       await clients.dynamodb.send(new UpdateItemCommand({
@@ -168,6 +193,30 @@ export async function createThroughQueryRunner(clients: AwsClients, deployment: 
   };
   return {
     onShardPartition,
+    async route(records, prepare) {
+      const byShard = new Map<string, (typeof records)[number][]>();
+      const refused: RoutedRecords<(typeof records)[number]>['refused'] = [];
+      let fromClosedShard = 0;
+      const shards = onShardPartition ? await listStreamShards(clients.kinesis, deployment.streamName) : [];
+      for (const record of records) {
+        const target = onShardPartition ? redriveTargetOf(shards, record.shardId, record.partitionKey, indivisible) : { shardId: record.shardId };
+        if ('refused' in target) { refused.push({ record, reason: target.refused }); continue; }
+        if (target.shardId !== record.shardId) fromClosedShard++;
+        const list = byShard.get(target.shardId);
+        if (list) list.push(record);
+        else byShard.set(target.shardId, [record]);
+      }
+      const waiting: RoutedRecords<(typeof records)[number]>['waiting'] = [];
+      if (onShardPartition && prepare) {
+        for (const [shardId, list] of byShard) {
+          const readiness = await guard.prepare(shardId, { shards });
+          if (readiness.state !== 'waiting') continue;
+          waiting.push({ shardId, reason: readiness.reason, records: list });
+          byShard.delete(shardId);
+        }
+      }
+      return { byShard, refused, waiting, fromClosedShard };
+    },
     async open(partitionId, records, extra = {}) {
       await clients.dynamodb.send(new PutItemCommand({
         TableName: table, ConditionExpression: 'attribute_not_exists(pk)',
@@ -179,7 +228,8 @@ export async function createThroughQueryRunner(clients: AwsClients, deployment: 
       }));
       const mine: typeof records[number][] = [];
       for (const record of records) {
-        if (await claim(clients, table, { pk: { S: pk }, sk: { S: redriveIdOf(record.shardId, record.sequenceNumber) }, run: { S: partitionId } })) mine.push(record);
+        const claim = { pk: { S: pk }, sk: { S: redriveIdOf(record.shardId, record.sequenceNumber) }, run: { S: partitionId }, claimedAtMs: { N: String(Date.now()) } };
+        if (await putItemOnce(clients.dynamodb, table, claim)) mine.push(record);
       }
       return mine;
     },
@@ -189,6 +239,7 @@ export async function createThroughQueryRunner(clients: AwsClients, deployment: 
       }));
       if (onShardPartition) {
         const shardId = partitionId.slice(0, partitionId.indexOf(REDRIVE_KEY_MARK));
+        if (shardRecords.length > 0) await checkShardFor(shardId, partitionId);
         const outcome = shardRecords.length > 0 ? await runRedriveBatch(batchRunner, shardId, partitionId, shardRecords) : null;
         await markClaimsAndDone(partitionId, records);
         await deleteRedriveRecords(clients.dynamodb, table, query, partitionId);
@@ -209,15 +260,4 @@ export async function createThroughQueryRunner(clients: AwsClients, deployment: 
       return { batches };
     },
   };
-}
-
-/** A conditional PutItem of a ledger item: false when someone has it already. */
-export async function claim(clients: AwsClients, table: string, item: Item): Promise<boolean> {
-  try {
-    await clients.dynamodb.send(new PutItemCommand({ TableName: table, Item: { ...item, claimedAtMs: { N: String(Date.now()) } }, ConditionExpression: 'attribute_not_exists(pk)' }));
-    return true;
-  } catch (error) {
-    if (error instanceof ConditionalCheckFailedException) return false;
-    throw error;
-  }
 }

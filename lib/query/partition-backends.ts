@@ -28,6 +28,8 @@ export interface RedriveLedger {
   records(run: string): Promise<ShardRecord[]>;
   /** The write that marks the run done, made in the same transaction as its batch's commit. */
   doneWrite(run: string, batchId: number): CommitSideWrite;
+  /** The shard's runs not done whose records are stored (a re-drive may have died before planning their batch). */
+  storedRuns?(shardId: string): Promise<string[]>;
 }
 
 /**

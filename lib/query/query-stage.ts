@@ -43,7 +43,7 @@ export interface ShardSource extends MicroBatchStream {
   offer(records: readonly ShardRecord[]): unknown;
   covers(start: Offset | null, end: Offset): boolean;
   /** A re-drive run's records for a batch of their own (a Kinesis source shard only). */
-  offerRedrive?(run: string, records: readonly ShardRecord[]): void;
+  offerRedrive?(run: string, records: readonly ShardRecord[], seeded?: boolean): void;
 }
 
 /** One invocation's binding of the stage's source id to a live shard source. */

@@ -136,7 +136,9 @@ export async function runShardInvocation(
     if (expiredLoss) guard.revise(expiredLoss.batchId, expiredLoss.count);
     if (request.redrive) {
       if (!source.offerRedrive) throw new Error(`stage ${stage.kind} of ${shardId} cannot run a re-drive batch`);
-      source.offerRedrive(request.redrive.run, request.redrive.records);
+      // A child seeded after a reshard has committed batch 0 with no position on its own shard yet.
+      const committedBefore = (execution.pendingBatch?.batchId ?? execution.nextBatchId) > 0;
+      source.offerRedrive(request.redrive.run, request.redrive.records, committedBefore);
     }
     const deadLetters = binding.deadLetters();
     if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);

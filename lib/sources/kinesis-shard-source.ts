@@ -45,6 +45,13 @@ export interface RedriveMark {
   readonly count: number;
 }
 
+/**
+ * A sequence number no Kinesis record has: a seeded child's offset names no record of its own
+ * shard yet (it reads from the start), while carrying what its parents applied (stage 2) or a
+ * re-drive batch run before its first record (a source shard).
+ */
+export const SEED_SEQUENCE_NUMBER = '0';
+
 /** The re-drive run that batch `(start, end]` holds, or null for a batch of the shard's own records. */
 export function redriveRunOf(start: Offset | null, end: Offset | null): RedriveMark | null {
   const mark = asKinesisOffset(end)?.redrive;
@@ -93,8 +100,12 @@ export class KinesisShardSource implements MicroBatchStream {
   private decoder: RecordDecoder;
   /** The columns decoded (undefined: all), partition key excluded. */
   private columns: readonly string[] | undefined;
-  /** A re-drive run's records offered for a batch of their own (not committed yet), by the run's id. */
-  private redrive: { readonly mark: RedriveMark; entries: Buffered[] } | null = null;
+  /**
+   * A re-drive run's records offered for a batch of their own (not committed yet), by the run's id;
+   * `seeded`: the partition has committed although its offset names no record (a child seeded from
+   * its parents after a reshard, which has read nothing of its own shard yet).
+   */
+  private redrive: { readonly mark: RedriveMark; entries: Buffered[]; readonly seeded: boolean } | null = null;
   /** Records held out of their batch, by sequence number, with the reason (see `withhold`). */
   private withheld: ReadonlyMap<string, string> = new Map();
   /**
@@ -158,11 +169,11 @@ export class KinesisShardSource implements MicroBatchStream {
   /**
    * Offers a re-drive run's records (their sequence numbers are their places in the run, 1..n):
    * with no planned batch pending, the next batch is theirs alone, at the shard's committed
-   * position (which must exist). A run already committed here is ignored.
+   * position (which must exist: a committed batch, or `seeded`). A run already committed here is ignored.
    */
-  offerRedrive(run: string, records: readonly ShardRecord[]): void {
+  offerRedrive(run: string, records: readonly ShardRecord[], seeded = false): void {
     if (this.committed?.redrive?.run === run) return;
-    this.redrive = { mark: { run, count: records.length }, entries: records.map((r) => this.decode(r, BigInt(r.sequenceNumber))) };
+    this.redrive = { mark: { run, count: records.length }, entries: records.map((r) => this.decode(r, BigInt(r.sequenceNumber))), seeded };
   }
 
   private decode(record: ShardRecord, seq: bigint): Buffered {
@@ -193,10 +204,11 @@ export class KinesisShardSource implements MicroBatchStream {
 
   latestOffset(): Offset | null {
     if (this.redrive) {
-      if (!this.committed) {
+      if (!this.committed && !this.redrive.seeded) {
         throw new Error(`shard ${this.options.shardId} has no committed batch yet: a re-drive batch starts at a committed position`);
       }
-      const offset: KinesisOffset = { shardId: this.options.shardId, sequenceNumber: this.committed.sequenceNumber, redrive: this.redrive.mark };
+      // A seeded child that read nothing yet: the position before its first record (read from the start).
+      const offset: KinesisOffset = { shardId: this.options.shardId, sequenceNumber: this.committed?.sequenceNumber ?? SEED_SEQUENCE_NUMBER, redrive: this.redrive.mark };
       return offset as unknown as Offset;
     }
     if (this.buffer.length === 0) return this.committed as Offset | null;

@@ -5,7 +5,7 @@
  * source shards' event times give the watermark.
  */
 import type { StructField } from '../plan/data-types.js';
-import type { KinesisOffset, ShardRecord } from './kinesis-shard-source.js';
+import { SEED_SEQUENCE_NUMBER, type KinesisOffset, type ShardRecord } from './kinesis-shard-source.js';
 import {
   applyRepartitionRecord, decodeRepartitionRecord, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap, type SourceShard,
 } from './repartition-records.js';
@@ -199,11 +199,7 @@ export class RepartitionShardSource implements MicroBatchStream {
   }
 }
 
-/**
- * A sequence number no Kinesis record has: a seeded child's offset names no record of its own
- * shard yet (it reads from the start), while carrying what its parents applied.
- */
-export const SEED_SEQUENCE_NUMBER = '0';
+export { SEED_SEQUENCE_NUMBER };
 
 /** The starting offset of a child shard of the internal stream (hash range `range`), from its parents' last ones. */
 export function seedRepartitionOffset(

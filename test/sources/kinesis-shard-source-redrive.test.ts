@@ -76,4 +76,21 @@ describe('KinesisShardSource re-drive batches', () => {
     s.offerRedrive(RUN, [record('1', { a: 1, k: 'x' })]);
     expect(() => s.latestOffset()).toThrow(/no committed batch yet/);
   });
+
+  it('a child seeded after a reshard (committed, no position of its own yet): the run sits before its first record, which follows from the start', () => {
+    const s = source();
+    s.setCommitted(null);
+    expect(() => { s.offerRedrive(RUN, [record('1', { a: 1, k: 'x' })]); s.latestOffset(); }).toThrow(/no committed batch yet/);
+    const seeded = source();
+    seeded.setCommitted(null);
+    seeded.offer([record('7000', { a: 7, k: 'x' })]);
+    seeded.offerRedrive(RUN, [record('1', { a: 1, k: 'x' })], true);
+    const end = seeded.latestOffset()!;
+    expect(end).toEqual({ shardId: 'shard-0', sequenceNumber: '0', redrive: { run: RUN, count: 1 } });
+    expect(seeded.getBatch(null, end)).toEqual([[1, 'x']]);
+    seeded.commit(end);
+    const next = seeded.latestOffset()!;
+    expect(asKinesisOffset(next)).toEqual({ shardId: 'shard-0', sequenceNumber: '7000', firstSequenceNumber: '7000', recordCount: 1 });
+    expect(seeded.getBatch(end, next)).toEqual([[7, 'x']]);
+  });
 });
