@@ -18,6 +18,7 @@ import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand, typ
 import { SKIPPED_RANGES_SUFFIX } from '../runtime/runtime-config.js';
 import { queryAll, type Item } from './dynamodb-cost.js';
 import type { ExpiredPlannedRecords } from '../query/partition-backends.js';
+import type { LostSenderRecords } from './expired-internal-records.js';
 
 /** Lambda's description of a batch it gave up on (`KinesisBatchInfo` of the on-failure record). */
 export interface SkippedBatchInfo {
@@ -51,6 +52,8 @@ export interface SkippedRange {
   readonly state: SkippedRangeState;
   /** What the re-drive did (when redriven). */
   readonly outcome?: SkippedRangeOutcome;
+  /** An internal stream's expired planned records: the senders' batches (and records) whose rows they carried. */
+  readonly lostSources?: readonly LostSenderRecords[];
   /** A person saw the range's loss to retention (`sluice redrive --acknowledge`): status lists it, healthy. */
   readonly acknowledgement?: LossAcknowledgement;
 }
@@ -180,6 +183,7 @@ export class SkippedBatchStore {
       recordedAtMs: { N: String(nowMs) },
       state: { S: 'redriven' },
       outcome: { S: JSON.stringify(outcome) },
+      ...(loss.lostSources ? { lostSources: { S: JSON.stringify(loss.lostSources) } } : {}),
     };
     return this.putOnce(item);
   }
@@ -266,6 +270,7 @@ function rangeOf(item: Item): SkippedRange {
     recordedAtMs: Number(item.recordedAtMs?.N ?? 0),
     state: (item.state?.S ?? 'waiting') as SkippedRangeState,
     ...(item.outcome?.S ? { outcome: JSON.parse(item.outcome.S) as SkippedRangeOutcome } : {}),
+    ...(item.lostSources?.S ? { lostSources: JSON.parse(item.lostSources.S) as LostSenderRecords[] } : {}),
     ...(item.acknowledgement?.S ? { acknowledgement: JSON.parse(item.acknowledgement.S) as LossAcknowledgement } : {}),
   };
 }

@@ -21,9 +21,9 @@ import type { StructField } from '../plan/data-types.js';
 import { collectNodes, type LogicalPlan, type StreamingRelationNode } from '../plan/logical-plan.js';
 import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
-import { KinesisShardSource, type ShardRecord } from '../sources/kinesis-shard-source.js';
+import { KinesisShardSource, type ExpiredRecords, type ShardRecord } from '../sources/kinesis-shard-source.js';
 import { createRecordDecoder, type RecordDecoder } from '../sources/record-decoder.js';
-import { RepartitionShardSource } from '../sources/repartition-shard-source.js';
+import { RepartitionShardSource, type ExpiredInternalRecords } from '../sources/repartition-shard-source.js';
 import { kinesisHashKey as hashKeyOf, repartitionRoutingKey } from '../state/state-routing.js';
 import { compilePartialAggregator } from '../execution/partial-aggregation.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
@@ -44,6 +44,11 @@ export interface ShardSource extends MicroBatchStream {
   covers(start: Offset | null, end: Offset): boolean;
   /** A re-drive run's records for a batch of their own (a Kinesis source shard only). */
   offerRedrive?(run: string, records: readonly ShardRecord[]): void;
+  /**
+   * The planned batch `(start, end]` lost its oldest records to retention: from now on it runs over
+   * the rest (null: the records held are not a trimmed prefix). See KinesisShardSource's.
+   */
+  acceptExpiredPrefix?(start: Offset | null, end: Offset): ExpiredRecords | ExpiredInternalRecords | null;
 }
 
 /** One invocation's binding of the stage's source id to a live shard source. */

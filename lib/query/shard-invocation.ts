@@ -24,7 +24,8 @@
  * there (Lambda's batchItemFailures): nothing is lost, reordered or applied twice.
  */
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
-import { asKinesisOffset, KinesisShardSource, redriveRunOf, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
+import { asKinesisOffset, KinesisShardSource, redriveRunOf, type ExpiredRecords, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
+import type { ExpiredInternalRecords } from '../sources/repartition-shard-source.js';
 import { systemClock } from '../runtime/clock.js';
 import type { StreamingQueryProgress } from '../runtime/progress.js';
 import { StreamExecution } from '../runtime/stream-execution.js';
@@ -212,11 +213,34 @@ async function ensurePendingBatchRecords(
   // Retention trimmed the batch's oldest records: like Spark's Kafka source with failOnDataLoss=false,
   // the batch runs over the rest and keeps its planned end (the records after it stay exactly-once);
   // the loss is recorded first, so it is never silent. Not for a retry of a source without the hook.
-  const expired = backends.recordExpiredRecords && source instanceof KinesisShardSource ? source.acceptExpiredPrefix(start, end) : null;
+  const expired = backends.recordExpiredRecords ? acceptExpiredPrefix(execution, sources, start, end) : null;
   if (!expired) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
   }
   await backends.recordExpiredRecords!({ ...expired, shardId, batchId: pending.batchId });
+}
+
+/**
+ * Every view of the shard (a stage 2 with several hop inputs has one per input) runs the planned
+ * batch over the records still held; the loss they share, with what each view's lost records carried.
+ */
+function acceptExpiredPrefix(
+  execution: StreamExecution, sources: readonly ShardSource[], start: Offset | null, end: Offset,
+): ExpiredRecords | ExpiredInternalRecords | null {
+  const [source, ...others] = sources;
+  const expired = source!.acceptExpiredPrefix?.(start, end) ?? null;
+  if (!expired) return null;
+  const lost: (ExpiredRecords | ExpiredInternalRecords)[] = [expired];
+  for (const view of others) {
+    const viewEnd = execution.pendingBatch!.offsets.get(view.name) ?? null;
+    const viewStart = execution.committedSourceOffsets.get(view.name) ?? null;
+    if (viewEnd === null || JSON.stringify(viewStart) === JSON.stringify(viewEnd)) continue;
+    const viewLost = view.acceptExpiredPrefix?.(viewStart, viewEnd) ?? null;
+    if (!viewLost) return null;
+    lost.push(viewLost);
+  }
+  const lostSources = lost.flatMap((l) => ('lostSources' in l ? (l as ExpiredInternalRecords).lostSources : []));
+  return 'lostSources' in expired ? { ...expired, lostSources } : expired;
 }
 
 /** The sequence numbers of the planned, uncommitted batch's records. */

@@ -237,18 +237,9 @@ export class KinesisShardSource implements MicroBatchStream {
    */
   acceptExpiredPrefix(start: Offset | null, end: Offset): ExpiredRecords | null {
     const planned = asKinesisOffset(end)!;
-    if (planned.recordCount === undefined || planned.firstSequenceNumber === undefined) return null;
-    const found = this.range(start, end);
-    if (found.length >= planned.recordCount) return null;
-    // A suffix: the planned last record and not the planned first (records missing after it are no trim).
-    if (found.length > 0 && (found[found.length - 1]!.record.sequenceNumber !== planned.sequenceNumber
-      || found[0]!.seq <= BigInt(planned.firstSequenceNumber))) return null;
-    this.expiredPrefix = { end: planned.sequenceNumber, held: found.length };
-    return {
-      firstSequenceNumber: planned.firstSequenceNumber,
-      lastSequenceNumber: found.length > 0 ? String(found[0]!.seq - 1n) : planned.sequenceNumber,
-      count: planned.recordCount - found.length,
-    };
+    const expired = expiredPrefixOf(planned, this.range(start, end).map((b) => b.seq));
+    if (expired) this.expiredPrefix = { end: planned.sequenceNumber, held: planned.recordCount! - expired.count };
+    return expired;
   }
 
   getBatch(start: Offset | null, end: Offset): unknown[][] {
@@ -311,4 +302,22 @@ export class KinesisShardSource implements MicroBatchStream {
   commit(end: Offset): void {
     this.setCommitted(asKinesisOffset(end));
   }
+}
+
+/**
+ * What retention took from the planned batch `planned` when `found` (the sequence numbers of its
+ * range still held, in order) are the rest: Kinesis trims a shard from its oldest record, so only a
+ * suffix ending at the planned last record (or nothing) is a trim; the missing prefix, or null
+ * (records missing elsewhere: not retention, or none missing). Shared by both stages' shard sources.
+ */
+export function expiredPrefixOf(planned: KinesisOffset, found: readonly bigint[]): ExpiredRecords | null {
+  if (planned.recordCount === undefined || planned.firstSequenceNumber === undefined) return null;
+  if (found.length >= planned.recordCount) return null;
+  // A suffix: the planned last record and not the planned first (records missing after it are no trim).
+  if (found.length > 0 && (found[found.length - 1] !== BigInt(planned.sequenceNumber) || found[0]! <= BigInt(planned.firstSequenceNumber))) return null;
+  return {
+    firstSequenceNumber: planned.firstSequenceNumber,
+    lastSequenceNumber: found.length > 0 ? String(found[0]! - 1n) : planned.sequenceNumber,
+    count: planned.recordCount - found.length,
+  };
 }

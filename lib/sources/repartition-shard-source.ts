@@ -5,15 +5,30 @@
  * source shards' event times give the watermark.
  */
 import type { StructField } from '../plan/data-types.js';
-import type { KinesisOffset, ShardRecord } from './kinesis-shard-source.js';
+import { expiredPrefixOf, type ExpiredRecords, type KinesisOffset, type ShardRecord } from './kinesis-shard-source.js';
 import {
-  applyRepartitionRecord, decodeRepartitionRecord, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap, type SourceShard,
+  applyRepartitionRecord, asRangeProgress, decodeRepartitionRecord, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap, type SourceShard,
 } from './repartition-records.js';
 import type { MicroBatchStream, Offset } from './source.js';
-import type { HashRange } from './hash-range-progress.js';
+import { missingBatches, type HashRange, type MissingBatches } from './hash-range-progress.js';
 
 export interface RepartitionOffset extends KinesisOffset {
   readonly sources: SourceProgressMap;
+}
+
+/**
+ * What a stage-2 batch lost with its expired internal records: per sending partition (`src`, a
+ * stage-1 partition), the batches whose rows for this shard's hash ranges it will never apply.
+ */
+export interface LostSourceBatches extends MissingBatches {
+  readonly src: string;
+  /** The hop input (source stream) the rows belonged to, when the stage reads several. */
+  readonly input?: string;
+}
+
+/** Internal records a planned stage-2 batch lost to retention, and what they carried. */
+export interface ExpiredInternalRecords extends ExpiredRecords {
+  readonly lostSources: readonly LostSourceBatches[];
 }
 
 interface Buffered {
@@ -27,6 +42,8 @@ const asOffset = (o: Offset | null): RepartitionOffset | null => (o === null ? n
 export class RepartitionShardSource implements MicroBatchStream {
   private buffer: Buffered[] = [];
   private committed: RepartitionOffset | null = null;
+  /** A planned batch that runs without its expired records: its last sequence number and how many it still has. */
+  private expiredPrefix: { end: string; held: number } | null = null;
 
   constructor(
     readonly name: string, readonly schema: readonly StructField[], private readonly shardId: string,
@@ -123,9 +140,30 @@ export class RepartitionShardSource implements MicroBatchStream {
   covers(start: Offset | null, end: Offset): boolean {
     const planned = asOffset(end)!;
     const found = this.recordsIn(asOffset(start), BigInt(planned.sequenceNumber));
+    const expired = this.expiredPrefix;
+    if (expired && expired.end === planned.sequenceNumber && found.length === expired.held) return true;
     return found.length === planned.recordCount
       && found[0]?.record.sequenceNumber === planned.firstSequenceNumber
       && found[found.length - 1]?.record.sequenceNumber === planned.sequenceNumber;
+  }
+
+  /**
+   * The batch `(start, end]` lost its oldest internal records to retention (see `expiredPrefixOf`):
+   * it runs over the rest from now on, keeping its planned end (and so the planned progress: what
+   * the lost records carried counts as applied, and a late copy of them is a duplicate). Returns
+   * the missing prefix with what it carried, found by comparing the planned progress with the
+   * progress of the records still held; null when the records are not a trimmed prefix.
+   */
+  acceptExpiredPrefix(start: Offset | null, end: Offset): ExpiredInternalRecords | null {
+    const planned = asOffset(end)!;
+    const from = asOffset(start);
+    const expired = expiredPrefixOf(planned, this.recordsIn(from, BigInt(planned.sequenceNumber)).map((b) => b.seq));
+    if (!expired) return null;
+    this.expiredPrefix = { end: planned.sequenceNumber, held: planned.recordCount! - expired.count };
+    const { sources: held } = this.apply(from, BigInt(planned.sequenceNumber));
+    const lostSources = Object.entries(planned.sources).flatMap(([src, progress]) => missingBatches(held[src] && asRangeProgress(held[src]), asRangeProgress(progress))
+      .map((m) => ({ src, ...(this.input === undefined ? {} : { input: this.input }), ...m })));
+    return { ...expired, lostSources };
   }
 
   getBatch(start: Offset | null, end: Offset): unknown[][] {
