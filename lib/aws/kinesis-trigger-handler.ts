@@ -208,6 +208,14 @@ function createShardHandler(
         continue;
       }
       for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, result.stage.kind);
+      if (result.expired) {
+        // Recorded as a lost range (`sluice status`); said here too, where alarms and logs look.
+        observability.logger.warn('planned batch records expired from the stream: the batch ran over the rest', {
+          shardId, stage: result.stage.kind, batchId: result.expired.batchId, expired: result.expired.count,
+          first: result.expired.firstSequenceNumber, last: result.expired.lastSequenceNumber, lostSources: result.expired.lostSources,
+        });
+        observability.metrics.addMetric(METRIC.expiredPlannedRecords, MetricUnit.Count, result.expired.count);
+      }
       if (result.error) {
         observability.logger.error('batch failed; Lambda retries from the first uncommitted record', {
           shardId, retryFrom: result.firstUncommittedSequenceNumber, error: result.error,

@@ -31,7 +31,7 @@ import type { StreamingQueryProgress } from '../runtime/progress.js';
 import { StreamExecution } from '../runtime/stream-execution.js';
 import { Trigger } from '../runtime/trigger.js';
 import type { CompiledQuery } from './compiled-query.js';
-import type { PartitionBackends, RedriveLedger } from './partition-backends.js';
+import type { ExpiredPlannedRecords, PartitionBackends, RedriveLedger } from './partition-backends.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
@@ -69,6 +69,8 @@ export interface ShardInvocationResult {
   readonly firstUncommittedSequenceNumber: string | null;
   /** Set when batches were due but the deadline was too close to start one. */
   readonly stoppedBy?: 'deadline';
+  /** The planned batch ran without its oldest records, which expired from the stream (recorded as lost). */
+  readonly expired?: ExpiredPlannedRecords;
   readonly error?: Error;
 }
 
@@ -119,6 +121,7 @@ export async function runShardInvocation(
     return request.records.find((r) => BigInt(r.sequenceNumber) > after)?.sequenceNumber ?? null;
   };
 
+  let expired: ExpiredPlannedRecords | null = null;
   try {
     // Every view of the shard (a stage 2 with several hop inputs has one per input) sees its records.
     const shardSources = [source, ...(binding.otherSources ?? []).filter(isShardSource)];
@@ -126,7 +129,7 @@ export async function runShardInvocation(
       s.setCommitted(execution.committedSourceOffsets.get(s.name) ?? null);
       s.offer(request.records);
     }
-    await ensurePendingBatchRecords(execution, shardSources, shardId, backends);
+    expired = await ensurePendingBatchRecords(execution, shardSources, shardId, backends);
     if (request.redrive) {
       if (!source.offerRedrive) throw new Error(`stage ${stage.kind} of ${shardId} cannot run a re-drive batch`);
       source.offerRedrive(request.redrive.run, request.redrive.records);
@@ -165,7 +168,7 @@ export async function runShardInvocation(
     }
     return {
       stage, progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted(),
-      ...(stoppedBy ? { stoppedBy } : {}),
+      ...(stoppedBy ? { stoppedBy } : {}), ...(expired ? { expired } : {}),
     };
   } catch (error) {
     return {
@@ -173,6 +176,7 @@ export async function runShardInvocation(
       progress: execution.recentProgress,
       committed: committedOffset(),
       firstUncommittedSequenceNumber: firstUncommitted(),
+      ...(expired ? { expired } : {}),
       error: error as Error,
     };
   }
@@ -185,22 +189,22 @@ function isShardSource(s: MicroBatchStream): s is ShardSource {
 
 async function ensurePendingBatchRecords(
   execution: StreamExecution, sources: readonly ShardSource[], shardId: string, backends: PartitionBackends,
-): Promise<void> {
+): Promise<ExpiredPlannedRecords | null> {
   const reader = backends.shardReader;
   const ledger = backends.redriveLedger;
   const source = sources[0]!;
   const pending = execution.pendingBatch;
-  if (!pending) return;
+  if (!pending) return null;
   const end = pending.offsets.get(source.name) ?? null;
   const start = execution.committedSourceOffsets.get(source.name) ?? null;
-  if (end === null || JSON.stringify(start) === JSON.stringify(end) || source.covers(start, end)) return;
+  if (end === null || JSON.stringify(start) === JSON.stringify(end) || source.covers(start, end)) return null;
   const run = redriveRunOf(start, end);
   if (run) {
     // A re-drive batch: its records are the run's, kept in the ledger, not the shard's.
     if (!ledger || !source.offerRedrive) throw new Error(`batch ${pending.batchId} of ${shardId} re-drives run ${run.run}, and no re-drive ledger is configured`);
     source.offerRedrive(run.run, await ledger.records(run.run));
     if (!source.covers(start, end)) throw new Error(`batch ${pending.batchId} of ${shardId}: the ledger does not hold the ${run.count} record(s) of re-drive run ${run.run}`);
-    return;
+    return null;
   }
   const planned = asKinesisOffset(end)!;
   if (!reader || planned.firstSequenceNumber === undefined) {
@@ -209,7 +213,7 @@ async function ensurePendingBatchRecords(
   }
   const records = await reader.read(shardId, planned.firstSequenceNumber, planned.sequenceNumber);
   for (const s of sources) s.offer(records);
-  if (source.covers(start, end)) return;
+  if (source.covers(start, end)) return null;
   // Retention trimmed the batch's oldest records: like Spark's Kafka source with failOnDataLoss=false,
   // the batch runs over the rest and keeps its planned end (the records after it stay exactly-once);
   // the loss is recorded first, so it is never silent. Not for a retry of a source without the hook.
@@ -217,7 +221,9 @@ async function ensurePendingBatchRecords(
   if (!expired) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
   }
-  await backends.recordExpiredRecords!({ ...expired, shardId, batchId: pending.batchId });
+  const loss = { ...expired, shardId, batchId: pending.batchId };
+  await backends.recordExpiredRecords!(loss);
+  return loss;
 }
 
 /**

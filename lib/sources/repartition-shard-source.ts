@@ -7,7 +7,7 @@
 import type { StructField } from '../plan/data-types.js';
 import { expiredPrefixOf, type ExpiredRecords, type KinesisOffset, type ShardRecord } from './kinesis-shard-source.js';
 import {
-  applyRepartitionRecord, asRangeProgress, decodeRepartitionRecord, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap, type SourceShard,
+  applyRepartitionRecord, asRangeProgress, decodeRepartitionRecord, redriveProgressKey, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap, type SourceShard,
 } from './repartition-records.js';
 import type { MicroBatchStream, Offset } from './source.js';
 import { missingBatches, type HashRange, type MissingBatches } from './hash-range-progress.js';
@@ -151,17 +151,21 @@ export class RepartitionShardSource implements MicroBatchStream {
    * The batch `(start, end]` lost its oldest internal records to retention (see `expiredPrefixOf`):
    * it runs over the rest from now on, keeping its planned end (and so the planned progress: what
    * the lost records carried counts as applied, and a late copy of them is a duplicate). Returns
-   * the missing prefix with what it carried, found by comparing the planned progress with the
-   * progress of the records still held; null when the records are not a trimmed prefix.
+   * the missing prefix with what it carried: the senders' batches the batch was planned to apply
+   * (start's progress to the planned one) that no record still held brings whole. Stage 1 sends
+   * every batch to every shard, so each such batch had a record here (its rows may have been none).
    */
   acceptExpiredPrefix(start: Offset | null, end: Offset): ExpiredInternalRecords | null {
     const planned = asOffset(end)!;
     const from = asOffset(start);
-    const expired = expiredPrefixOf(planned, this.recordsIn(from, BigInt(planned.sequenceNumber)).map((b) => b.seq));
+    const found = this.recordsIn(from, BigInt(planned.sequenceNumber));
+    const expired = expiredPrefixOf(planned, found.map((b) => b.seq));
     if (!expired) return null;
-    this.expiredPrefix = { end: planned.sequenceNumber, held: planned.recordCount! - expired.count };
-    const { sources: held } = this.apply(from, BigInt(planned.sequenceNumber));
-    const lostSources = Object.entries(planned.sources).flatMap(([src, progress]) => missingBatches(held[src] && asRangeProgress(held[src]), asRangeProgress(progress))
+    this.expiredPrefix = { end: planned.sequenceNumber, held: found.length };
+    const held = heldBatches(found.flatMap((b) => (b.decoded && b.decoded.kind === 'rows' && this.isForThisShard(b.decoded) ? [b.decoded] : [])));
+    const before = from?.sources ?? {};
+    const lostSources = Object.entries(planned.sources).flatMap(([src, progress]) => missingBatches(before[src] && asRangeProgress(before[src]), asRangeProgress(progress))
+      .flatMap((m) => withoutBatches(m, held.get(src) ?? new Set()))
       .map((m) => ({ src, ...(this.input === undefined ? {} : { input: this.input }), ...m })));
     return { ...expired, lostSources };
   }
@@ -182,6 +186,36 @@ export class RepartitionShardSource implements MicroBatchStream {
   commit(end: Offset): void {
     this.setCommitted(end);
   }
+}
+
+/** Per progress key, the batches some records bring whole (every part). */
+function heldBatches(records: readonly RepartitionRecord[]): Map<string, Set<number>> {
+  const parts = new Map<string, { parts: Set<number>; of: number }>();
+  for (const r of records) {
+    const key = `${redriveProgressKey(r)}\u0000${r.batch}`;
+    const entry = parts.get(key) ?? { parts: new Set(), of: r.parts };
+    entry.parts.add(r.part);
+    parts.set(key, entry);
+  }
+  const held = new Map<string, Set<number>>();
+  for (const [key, { parts: got, of }] of parts) {
+    if (got.size < of) continue;
+    const [src, batch] = key.split('\u0000') as [string, string];
+    held.set(src, (held.get(src) ?? new Set()).add(Number(batch)));
+  }
+  return held;
+}
+
+/** `missing`'s batches less those held, as runs of consecutive batches. */
+function withoutBatches(missing: MissingBatches, held: ReadonlySet<number>): MissingBatches[] {
+  const out: MissingBatches[] = [];
+  for (let b = missing.fromBatch; b <= missing.toBatch; b++) {
+    if (held.has(b)) continue;
+    const last = out[out.length - 1];
+    if (last && last.toBatch === b - 1) out[out.length - 1] = { ...last, toBatch: b };
+    else out.push({ ...missing, fromBatch: b, toBatch: b });
+  }
+  return out;
 }
 
 /**

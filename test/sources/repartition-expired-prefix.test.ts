@@ -1,0 +1,90 @@
+/**
+ * A planned stage-2 batch whose oldest internal records expired (issue 11): it runs over the rest,
+ * and the loss says which senders' batches the lost records carried rows of, found by comparing
+ * the planned progress with the progress of the records still held.
+ */
+import { describe, expect, it } from 'vitest';
+import { RepartitionShardSource } from '../../lib/sources/repartition-shard-source.js';
+import { encodeRepartitionRecord, type RepartitionRecord } from '../../lib/sources/repartition-records.js';
+import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
+import { missingBatches } from '../../lib/sources/hash-range-progress.js';
+import type { Offset } from '../../lib/sources/source.js';
+
+const FULL: [string, string] = ['0', 'ffffffffffffffffffffffffffffffff'];
+const shardRecord = (seq: number, src: string, batch: number, rows: unknown[][]): ShardRecord => {
+  const record: RepartitionRecord = { v: 1, kind: 'rows', src, batch, part: 0, parts: 1, maxEventTimeMs: 1_000 * batch, rows, hr: FULL };
+  return { sequenceNumber: String(seq), partitionKey: 'p', dataBase64: Buffer.from(encodeRepartitionRecord(record)).toString('base64'), approximateArrivalTimestampMs: 0 };
+};
+// Internal records 10..15: source shard A's batches 0..3 and B's 0..1, interleaved.
+const records = [
+  shardRecord(10, 'A', 0, [['a0']]), shardRecord(11, 'A', 1, [['a1']]), shardRecord(12, 'B', 0, [['b0']]),
+  shardRecord(13, 'A', 2, [['a2']]), shardRecord(14, 'B', 1, [['b1']]), shardRecord(15, 'A', 3, [['a3']]),
+];
+const source = (): RepartitionShardSource => new RepartitionShardSource('repartition', [{ name: 'x', type: 'string' }], 'shardId-9');
+
+/** The batch planned over records 10..15 after `committed` (records up to it applied before). */
+function planned(committed: number): { start: Offset | null; end: Offset } {
+  const first = source();
+  first.offer(records.filter((r) => Number(r.sequenceNumber) <= committed));
+  const start = committed < 10 ? null : first.latestOffset();
+  first.setCommitted(start);
+  first.offer(records);
+  return { start, end: first.latestOffset()! };
+}
+
+describe('a planned stage-2 batch whose oldest internal records expired', () => {
+  it('runs over the records still held and names the senders\' batches the lost ones carried', () => {
+    const { start, end } = planned(-1);
+    const retry = source();
+    retry.offer(records.slice(3));
+    expect(retry.covers(start, end)).toBe(false);
+    expect(retry.acceptExpiredPrefix(start, end)).toEqual({
+      firstSequenceNumber: '10', lastSequenceNumber: '12', count: 3,
+      lostSources: [
+        { src: 'A', lo: FULL[0], hi: FULL[1], fromBatch: 0, toBatch: 1 },
+        { src: 'B', lo: FULL[0], hi: FULL[1], fromBatch: 0, toBatch: 0 },
+      ],
+    });
+    expect(retry.covers(start, end)).toBe(true);
+    expect(retry.getBatch(start, end)).toEqual([['a2'], ['b1'], ['a3']]);
+  });
+
+  it('counts from what the committed batches applied', () => {
+    const { start, end } = planned(11);
+    const retry = source();
+    retry.setCommitted(start);
+    retry.offer(records.slice(4));
+    expect(retry.acceptExpiredPrefix(start, end)?.lostSources).toEqual([
+      { src: 'A', lo: FULL[0], hi: FULL[1], fromBatch: 2, toBatch: 2 },
+      { src: 'B', lo: FULL[0], hi: FULL[1], fromBatch: 0, toBatch: 0 },
+    ]);
+    expect(retry.getBatch(start, end)).toEqual([['b1'], ['a3']]);
+  });
+
+  it('every record expired: the batch runs empty, all it carried is lost', () => {
+    const { start, end } = planned(-1);
+    const retry = source();
+    expect(retry.acceptExpiredPrefix(start, end)).toMatchObject({ firstSequenceNumber: '10', lastSequenceNumber: '15', count: 6 });
+    expect(retry.getBatch(start, end)).toEqual([]);
+  });
+
+  it('records missing in the middle are no trim: the batch still needs them all', () => {
+    const { start, end } = planned(-1);
+    const retry = source();
+    retry.offer([records[0]!, ...records.slice(2)]);
+    expect(retry.acceptExpiredPrefix(start, end)).toBeNull();
+    expect(() => retry.getBatch(start, end)).toThrow(/not all available/);
+  });
+});
+
+describe('missingBatches', () => {
+  it('only the hash ranges and parts the held progress lacks', () => {
+    const planned = { span: FULL, idle: false, ranges: [{ lo: '0', hi: '7f', batch: 5, maxEventTimeMs: null }, { lo: '80', hi: 'ff', batch: 4, parts: [0, 1], maxEventTimeMs: null }] };
+    const held = { span: FULL, idle: false, ranges: [{ lo: '0', hi: '3f', batch: 5, maxEventTimeMs: null }, { lo: '40', hi: '7f', batch: 2, maxEventTimeMs: null }, { lo: '80', hi: 'ff', batch: 4, parts: [0], maxEventTimeMs: null }] };
+    expect(missingBatches(held, planned)).toEqual([
+      { lo: '40', hi: '7f', fromBatch: 3, toBatch: 5 },
+      { lo: '80', hi: 'ff', fromBatch: 4, toBatch: 4 },
+    ]);
+    expect(missingBatches(planned, planned)).toEqual([]);
+  });
+});
