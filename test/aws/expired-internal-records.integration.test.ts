@@ -28,6 +28,9 @@ import { createQuietObservability } from '../../lib/aws/observability.js';
 import { LocalEventSourceMapping } from '../../lib/local/event-source-mapping.js';
 import type { ShardInvocationResult } from '../../lib/query/shard-invocation.js';
 import type { QueryStatus } from '../../lib/aws/query-inspection.js';
+import type { SkippedRedriveReport } from '../../lib/aws/skipped-batch-redrive.js';
+import { createOnFailureHandler } from '../../lib/aws/on-failure-handler.js';
+import { deliverToOnFailureHandler } from '../../lib/local/on-failure-destination.js';
 import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
 import { deploy } from '../support/aws-pipeline.js';
 import { emulatorCliEnv, runSluice } from '../support/sluice-cli.js';
@@ -98,11 +101,13 @@ describe('a planned stage-2 batch whose internal records expired before it commi
       }).drain({ idleMs: 400 });
     };
     const stage2Results: ShardInvocationResult[] = [];
+    const onFailure = createOnFailureHandler(definition, { config, clientOptions: emulators.clientOptions, observability });
     const internalSeqs = new Set<string>();
     const stage2 = async (handlerOptions: KinesisTriggerOptions, initialCheckpoints?: Record<string, string>): Promise<void> => {
       await new LocalEventSourceMapping({
         kinesis: clients.kinesis, streamName: config.repartitionStreamName!, batchSize: 3, pollIntervalMs: 50,
         maximumRetryAttempts: 0, bisectBatchOnFunctionError: false, ...(initialCheckpoints ? { initialCheckpoints } : {}),
+        onFailure: (info) => deliverToOnFailureHandler(onFailure, info),
         hooks: { onInvocation: (entry) => { for (const s of entry.sequenceNumbers) internalSeqs.add(s); } },
         handler: createRepartitionTriggerHandler(definition, {
           config, clientOptions: emulators.clientOptions, observability, onInvocation: (_shard, result) => { stage2Results.push(result); }, ...handlerOptions,
@@ -173,6 +178,13 @@ describe('a planned stage-2 batch whose internal records expired before it commi
     }]);
     expect(before.status!.problems.filter((p) => /planned batch records state\.shardId-000000000000 .* the rows they carried: .*batches 3\.\.4/.test(p))).toHaveLength(1);
     expect(before.stdout).toContain(`rows lost: ${shard} batches 3..4`);
+
+    // The mapping's skipped range 3..5 of the internal stream: record 5 was committed by batch 1, records 3 and 4 expired.
+    const redrive = await cli(['redrive', QUERY, '--skipped', '--json']);
+    const report = JSON.parse(redrive.stdout) as SkippedRedriveReport;
+    expect(report.ranges.map((r) => [r.partitionId, r.first, r.outcome?.alreadyCommitted, r.outcome?.expired, r.outcome?.redriven])).toEqual([
+      [`state.${shard}`, seqs[3], 1, 2, 0],
+    ]);
 
     const ack = await cli(['redrive', QUERY, '--acknowledge', `state.${shard}#${seqs[3]}`, '--reason', 'stage 2 down longer than retention', '--by', 'oncall', '--json']);
     expect(ack.code, ack.stderr).toBe(0);
