@@ -222,8 +222,9 @@ export function createAwsQueryBackends(
         recordExpiredRecords: async (loss: ExpiredPlannedRecords) => {
           // Stage 2: what the lost internal records carried, down to the records their senders read.
           const lostSources = loss.lostSources && await withSenderRecords(loss.lostSources, (lost) => senderLogOf(stage, lost));
-          await expiredRanges.recordExpiredPlanned(stage.checkpointPartition(shardId), streamOf(stage), { ...loss, ...(lostSources ? { lostSources } : {}) });
+          return expiredRanges.recordExpiredPlanned(stage.checkpointPartition(shardId), streamOf(stage), { ...loss, ...(lostSources ? { lostSources } : {}) });
         },
+        expiredRecordsCommitWrite: (loss: ExpiredPlannedRecords) => expiredRanges.expiredCommitWrite(stage.checkpointPartition(shardId), loss),
         costMeter: meter,
         ...(input ? { sourcePartitions: (sourceName?: string) => shardsOf(sendersOf(sourceName)) } : {}),
         stateKeyRange: () => rangeOf(streamOf(stage), shardId),

@@ -17,16 +17,20 @@
  *
  * The item is the row's external values as attributes (structs as maps, arrays as lists, null as
  * NULL; non-finite doubles as NULL, as in the JSON files; doubles beyond DynamoDB's number range as
- * their JSON text) plus `pk`, `_partition` and `_batchId`.
+ * their JSON text) plus `pk`, `_partition`, `_batchId` (and `_revision`, see below).
  * Those three names are reserved: a result column with one of them is refused.
  *
  * Writes are PutItems conditioned on
  *
- *   attribute_not_exists(pk) OR _partition <> :partition OR _batchId <= :batchId
+ *   attribute_not_exists(pk) OR _partition <> :partition OR _batchId < :batchId
+ *     OR (_batchId = :batchId AND (attribute_not_exists(_revision) OR _revision <= :revision))
  *
  * so a re-run of the same batch rewrites the same value, and a stale or reordered write from a
  * partition never replaces a value that partition wrote in a later batch (the write is skipped and
- * counted in `stats.itemsSkippedStale`, not an error). Batch ids count per partition, so they are
+ * counted in `stats.itemsSkippedStale`, not an error). Runs of one batch differ only when its
+ * oldest planned records expired between them (SinkBatch.revision, kept as `_revision` when not 0):
+ * a stale run of a lower revision never replaces the committed run's value. (A key only the stale
+ * run outputs is not fenced: no item of the committed run is there to refuse it.) Batch ids count per partition, so they are
  * only compared within one: after a reshard the key's new partition starts again at low batch ids
  * and must still be able to write, and for a stateless append whose key repeats across shards the
  * last write wins.
@@ -77,7 +81,13 @@ import {
   SPILL_ATTRIBUTE, SPILL_CHECK_VALID_MS, spillLargestAttributes, unmarkedSpillKey, type SpilledObject, type SpillLocation,
 } from './dynamodb-spill.js';
 
-export const DYNAMODB_SINK_RESERVED = ['pk', '_partition', '_batchId', SPILL_ATTRIBUTE] as const;
+/**
+ * A write replaces an item of another partition, of an older batch of its partition, or of the same
+ * batch at the same or a lower revision (SinkBatch.revision; an item without `_revision` is revision 0).
+ */
+const FENCE = 'attribute_not_exists(pk) OR #p <> :partition OR #b < :batchId OR (#b = :batchId AND (attribute_not_exists(#r) OR #r <= :revision))';
+
+export const DYNAMODB_SINK_RESERVED = ['pk', '_partition', '_batchId', '_revision', SPILL_ATTRIBUTE] as const;
 /** S3 PUTs of spilled values in flight (objects are few and large). */
 const SPILL_PUTS_IN_FLIGHT = 8;
 /** Bytes kept free in a spilled item for its pointers' variant suffixes (a few pointers, `.<n>` each). */
@@ -338,7 +348,7 @@ export class DynamoDbUpsertSink implements Sink {
     let item: Record<string, AttributeValue>;
     try {
       item = marshall(
-        { ...attributes, pk, _partition: batch.partitionId, _batchId: batch.batchId },
+        { ...attributes, pk, _partition: batch.partitionId, _batchId: batch.batchId, ...(batch.revision ? { _revision: batch.revision } : {}) },
         { removeUndefinedValues: true, allowImpreciseNumbers: true },
       );
     } catch (error) {
@@ -395,9 +405,11 @@ export class DynamoDbUpsertSink implements Sink {
       const response = await this.client.send(new PutItemCommand({
         TableName: this.tableName,
         Item: item,
-        ConditionExpression: 'attribute_not_exists(pk) OR #p <> :partition OR #b <= :batchId',
-        ExpressionAttributeNames: { '#p': '_partition', '#b': '_batchId' },
-        ExpressionAttributeValues: { ':partition': { S: batch.partitionId }, ':batchId': { N: String(batch.batchId) } },
+        ConditionExpression: FENCE,
+        ExpressionAttributeNames: { '#p': '_partition', '#b': '_batchId', '#r': '_revision' },
+        ExpressionAttributeValues: {
+          ':partition': { S: batch.partitionId }, ':batchId': { N: String(batch.batchId) }, ':revision': { N: String(batch.revision ?? 0) },
+        },
         ReturnConsumedCapacity: 'TOTAL',
       }));
       this.meter?.add('dynamoDbWriteUnits', response.ConsumedCapacity?.CapacityUnits ?? writeUnitsFor(item));

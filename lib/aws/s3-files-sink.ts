@@ -18,7 +18,11 @@
  * N+1 only after a reveal of N succeeded, so the last one is the only one that can be missing).
  * Names are deterministic per (shard, batch, folder), so a repeated reveal rewrites the same key
  * and a row never shows twice; a stale run cannot reveal anything, since its checkpoint commit
- * fails first.
+ * fails first. Runs of one batch differ only when its oldest planned records expired between them
+ * (SinkBatch.revision): a run of a higher revision replaces the entry of a lower one (its staged
+ * files have names of their own), and one of a lower revision finds the entry and writes nothing.
+ * (A stale run that checked before the newer entry existed can still replace it: S3 has no
+ * compare-and-swap here, as for the snapshot sink.)
  *
  * Two reveals of one batch can run at once (the committer's, and the at-start repair of a trigger
  * racing it on the same shard), so no reveal deletes the staged files: one reveal's delete could
@@ -89,6 +93,8 @@ export interface S3FilesManifestEntry {
   readonly partitionId: string;
   readonly batchId: number;
   readonly format?: FileFormat;
+  /** The run of the batch (SinkBatch.revision) when not 0: a higher one replaces the entry. */
+  readonly revision?: number;
   readonly files: readonly S3FilesManifestFile[];
 }
 
@@ -98,8 +104,9 @@ export function s3FilesDataKey(
   return `${normalizePrefix(prefix)}${folder}part-${encodeKeySegment(partitionId)}-${padBatchId(batchId)}.${FILE_EXTENSIONS[format]}`;
 }
 
-export function s3FilesStagedKey(prefix: string, partitionId: string, batchId: number, index: number, format: FileFormat): string {
-  return `${s3FilesStagingFolder(prefix, partitionId, batchId)}${index}.${FILE_EXTENSIONS[format]}.staged`;
+/** A revision above 0 has its own staged names, so a stale run of a lower one cannot overwrite them. */
+export function s3FilesStagedKey(prefix: string, partitionId: string, batchId: number, index: number, format: FileFormat, revision = 0): string {
+  return `${s3FilesStagingFolder(prefix, partitionId, batchId)}${index}${revision > 0 ? `.r${revision}` : ''}.${FILE_EXTENSIONS[format]}.staged`;
 }
 
 export function s3FilesStagingFolder(prefix: string, partitionId: string, batchId: number): string {
@@ -196,7 +203,9 @@ export class S3FilesSink implements Sink {
     const manifestKey = s3FilesManifestKey(this.prefix, partitionId, batchId);
     let action = `checking ${manifestKey}`;
     try {
-      if (await objectExists(this.client, this.bucket, manifestKey, this.meter)) return; // already written
+      const revision = batch.revision ?? 0;
+      // Already written, unless by a lower revision (SinkBatch.revision: a run that still held records which expired before this one).
+      if (revision === 0 ? await objectExists(this.client, this.bucket, manifestKey, this.meter) : await this.revisionWritten(manifestKey, revision)) return;
       const layout = this.layoutOf(batch.schema);
       const folders = new Map<string, (readonly unknown[])[]>();
       const refused: UnwritableRow[] = [];
@@ -215,7 +224,7 @@ export class S3FilesSink implements Sink {
       const ordered = [...folders.keys()].sort();
       const files = await mapWithConcurrency(ordered, WRITE_CONCURRENCY, async (folder, index) => {
         const rows = folders.get(folder)!;
-        const stagedKey = s3FilesStagedKey(this.prefix, partitionId, batchId, index, this.format);
+        const stagedKey = s3FilesStagedKey(this.prefix, partitionId, batchId, index, this.format, revision);
         const body = encodeDataFile(this.format, rows, layout.dataFields, layout.dataOrdinals);
         action = `writing ${stagedKey}`;
         await putObjectBytes(this.client, this.bucket, stagedKey, body, FILE_CONTENT_TYPES[this.format], this.meter);
@@ -225,13 +234,19 @@ export class S3FilesSink implements Sink {
           key: s3FilesDataKey(this.prefix, folder, partitionId, batchId, this.format), stagedKey, rows: rows.length, bytes: body.byteLength, partition,
         };
       });
-      const entry: S3FilesManifestEntry = { formatVersion: S3_FILES_FORMAT_VERSION, partitionId, batchId, format: this.format, files };
+      const entry: S3FilesManifestEntry = { formatVersion: S3_FILES_FORMAT_VERSION, partitionId, batchId, format: this.format, ...(revision > 0 ? { revision } : {}), files };
       action = `writing ${manifestKey}`;
       await putObject(this.client, this.bucket, manifestKey, JSON.stringify(entry), 'application/json', this.meter);
       this.unrevealed.set(`${partitionId}/${batchId}`, entry);
     } catch (error) {
       throw toSinkError(error, this.description, action);
     }
+  }
+
+  /** Whether the batch's manifest entry exists at `revision` or a higher one. */
+  private async revisionWritten(manifestKey: string, revision: number): Promise<boolean> {
+    const text = await getObjectText(this.client, this.bucket, manifestKey, this.meter);
+    return text !== undefined && ((JSON.parse(text) as S3FilesManifestEntry).revision ?? 0) >= revision;
   }
 
   /** Makes the committed batch's staged files visible (see the header); safe to repeat and to run concurrently. */

@@ -16,7 +16,9 @@
  * The snapshot never moves backwards: its metadata is read first (a HEAD), and a batch whose id is
  * lower than the stored one (a stale or reordered write) is a no-op, as is a batch equal to it (a
  * re-run of a batch that was already published; its table would be the same bytes, since a batch's
- * input is fixed by its offset entry and execution is deterministic). This assumes one writer per
+ * input is fixed by its offset entry and execution is deterministic), unless the stored one is of a
+ * lower revision (`sluice-revision`, SinkBatch.revision: runs of a planned batch whose oldest
+ * records expired between them differ; the committed run has the highest revision). This assumes one writer per
  * partition at a time (the runtime's shard lease): the read-then-write is not a compare-and-swap;
  * the checkpoint's conditional writes are what stop a stale writer from committing.
  *
@@ -50,6 +52,7 @@ export const S3_CURRENT_DIR = 'current/';
 /** The user metadata of a current object (lower-case: S3 returns them so). */
 export const SNAPSHOT_METADATA = {
   batchId: 'sluice-batch-id', rows: 'sluice-rows', format: 'sluice-format', ancestors: 'sluice-ancestors', keyColumns: 'sluice-key-columns',
+  revision: 'sluice-revision',
 } as const;
 /** Format 1 (read, and removed once a partition moves to format 2): per-batch objects behind a pointer. */
 export const S3_SNAPSHOTS_DIR = 'snapshots/';
@@ -73,6 +76,8 @@ export interface S3SnapshotPointer {
   readonly batchId: number;
   readonly key: string;
   readonly rows: number;
+  /** The run of the batch (SinkBatch.revision) when not 0. */
+  readonly revision?: number;
   /** The partitions this one descends from (absent: written before Sluice recorded lineage). */
   readonly ancestors?: readonly string[];
   readonly keyColumns?: readonly string[];
@@ -86,6 +91,8 @@ export function s3CurrentSnapshotKey(prefix: string, partitionId: string): strin
 export interface CurrentSnapshotHeader {
   readonly batchId: number;
   readonly rows: number;
+  /** The run of the batch (SinkBatch.revision) when not 0. */
+  readonly revision?: number;
   /** The partitions this one descends from (absent: written before Sluice recorded lineage). */
   readonly ancestors?: readonly string[];
   readonly keyColumns?: readonly string[];
@@ -100,7 +107,8 @@ export function currentSnapshotHeader(metadata: Record<string, string>, key: str
   }
   const ancestors = listMetadata(metadata[SNAPSHOT_METADATA.ancestors]);
   const keyColumns = listMetadata(metadata[SNAPSHOT_METADATA.keyColumns]);
-  return { batchId, rows, ...(ancestors ? { ancestors } : {}), ...(keyColumns ? { keyColumns } : {}) };
+  const revision = Number(metadata[SNAPSHOT_METADATA.revision] ?? 0);
+  return { batchId, rows, ...(revision > 0 ? { revision } : {}), ...(ancestors ? { ancestors } : {}), ...(keyColumns ? { keyColumns } : {}) };
 }
 
 /** User metadata travels as HTTP headers: a list is URI-encoded JSON, so any column name survives. */
@@ -181,8 +189,10 @@ export class S3SnapshotSink implements Sink {
         formatOne = text === undefined ? undefined : parseSnapshotPointer(text, pointerKey);
         publishedBatchId = formatOne?.batchId;
       }
-      // Equal: this batch was already published (a re-run). Lower: stale; never move back.
-      if (publishedBatchId !== undefined && batch.batchId <= publishedBatchId) return;
+      // Equal: this batch was already published (a re-run), unless by a lower revision (SinkBatch.revision:
+      // a run that still held records which expired before this one). Lower: stale; never move back.
+      if (publishedBatchId !== undefined && batch.batchId < publishedBatchId) return;
+      if (publishedBatchId === batch.batchId && (published?.revision ?? 0) >= (batch.revision ?? 0)) return;
       // A shard's parents never change: looked up once, at the partition's first publish, then carried.
       action = `finding the ancestors of ${batch.partitionId}`;
       const ancestors = published?.ancestors ?? formatOne?.ancestors ?? await this.ancestorsOf?.(batch.partitionId);
@@ -191,6 +201,7 @@ export class S3SnapshotSink implements Sink {
         [SNAPSHOT_METADATA.batchId]: String(batch.batchId),
         [SNAPSHOT_METADATA.rows]: String(batch.rows.length),
         [SNAPSHOT_METADATA.format]: String(S3_SNAPSHOT_FORMAT_VERSION),
+        ...(batch.revision ? { [SNAPSHOT_METADATA.revision]: String(batch.revision) } : {}),
         ...lineageMetadata(ancestors, this.keyColumns),
       });
     } catch (error) {

@@ -14,10 +14,12 @@
  * sequence number>`. Recording is idempotent: the on-failure queue delivers at least once, and a
  * message recorded twice finds its item and changes nothing.
  */
-import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { ConditionalCheckFailedException, GetItemCommand, PutItemCommand, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SKIPPED_RANGES_SUFFIX } from '../runtime/runtime-config.js';
 import { queryAll, type Item } from './dynamodb-cost.js';
 import type { ExpiredPlannedRecords } from '../query/partition-backends.js';
+import type { ExpiredRecords } from '../sources/kinesis-shard-source.js';
+import type { DynamoDbCommitSideWrite } from './dynamodb-checkpoint.js';
 import type { LostSenderRecords } from './expired-internal-records.js';
 
 /** Lambda's description of a batch it gave up on (`KinesisBatchInfo` of the on-failure record). */
@@ -162,30 +164,70 @@ export class SkippedBatchStore {
   /**
    * Records the planned records a batch lost to retention before it committed (the engine ran it
    * over the rest): a lost range from the start, unhealthy in `sluice status` until acknowledged.
-   * Its own item (a skipped range of the same records may exist); recorded once, a retry finds it.
+   * Its own item (a skipped range of the same records may exist), one per (partition, the batch's
+   * first record). The record only grows: a conditional update widens it when this attempt lost
+   * more (the trim advanced), and is refused once the batch committed (`expiredCommitWrite`). Returns
+   * what is recorded: an attempt that lost fewer than recorded leaves out as many.
    */
-  async recordExpiredPlanned(partitionId: string, streamName: string, loss: ExpiredPlannedRecords, nowMs = Date.now()): Promise<boolean> {
+  async recordExpiredPlanned(partitionId: string, streamName: string, loss: ExpiredPlannedRecords, nowMs = Date.now()): Promise<ExpiredRecords> {
     const outcome: SkippedRangeOutcome = {
       redriven: 0, deadLettered: 0, alreadyCommitted: 0, expired: loss.count, skippedAgain: 0,
       expiredRange: { first: loss.firstSequenceNumber, last: loss.lastSequenceNumber }, atMs: nowMs,
     };
-    const item: Item = {
-      pk: { S: this.pk },
-      sk: { S: `${partitionId}#${loss.firstSequenceNumber}${EXPIRED_PLANNED_SUFFIX}` },
-      partitionId: { S: partitionId },
-      shardId: { S: loss.shardId },
-      streamName: { S: streamName },
-      first: { S: loss.firstSequenceNumber },
-      last: { S: loss.lastSequenceNumber },
-      batchSize: { N: String(loss.count) },
-      reason: { S: `${EXPIRED_PLANNED_REASON} (batch ${loss.batchId}): it ran over its ${loss.count === 0 ? 'records' : 'remaining records'}` },
-      skippedAtMs: { N: String(nowMs) },
-      recordedAtMs: { N: String(nowMs) },
-      state: { S: 'redriven' },
-      outcome: { S: JSON.stringify(outcome) },
-      ...(loss.lostSources ? { lostSources: { S: JSON.stringify(loss.lostSources) } } : {}),
+    const key = this.expiredPlannedKey(partitionId, loss.firstSequenceNumber);
+    try {
+      await this.options.client.send(new UpdateItemCommand({
+        TableName: this.options.checkpointTable,
+        Key: key,
+        UpdateExpression: 'SET partitionId = :partition, shardId = :shard, streamName = :stream, #first = :first, #last = :last, batchSize = :count, '
+          + 'reason = :reason, skippedAtMs = if_not_exists(skippedAtMs, :now), recordedAtMs = :now, #state = :redriven, outcome = :outcome '
+          + (loss.lostSources ? ', lostSources = :lost ' : '')
+          // A wider loss needs a new look: an acknowledgement of the narrower one does not cover it.
+          + 'REMOVE acknowledgement',
+        ConditionExpression: 'attribute_not_exists(pk) OR (batchSize < :count AND attribute_not_exists(committedBatch))',
+        ExpressionAttributeNames: { '#first': 'first', '#last': 'last', '#state': 'state' },
+        ExpressionAttributeValues: {
+          ':partition': { S: partitionId }, ':shard': { S: loss.shardId }, ':stream': { S: streamName },
+          ':first': { S: loss.firstSequenceNumber }, ':last': { S: loss.lastSequenceNumber }, ':count': { N: String(loss.count) },
+          ':reason': { S: `${EXPIRED_PLANNED_REASON} (batch ${loss.batchId}): it ran over its ${loss.count === 0 ? 'records' : 'remaining records'}` },
+          ':now': { N: String(nowMs) }, ':redriven': { S: 'redriven' }, ':outcome': { S: JSON.stringify(outcome) },
+          ...(loss.lostSources ? { ':lost': { S: JSON.stringify(loss.lostSources) } } : {}),
+        },
+      }));
+      return { firstSequenceNumber: loss.firstSequenceNumber, lastSequenceNumber: loss.lastSequenceNumber, count: loss.count };
+    } catch (error) {
+      if (!(error instanceof ConditionalCheckFailedException)) throw error;
+    }
+    const found = (await this.options.client.send(new GetItemCommand({ TableName: this.options.checkpointTable, Key: key, ConsistentRead: true }))).Item;
+    const recorded = found ? { firstSequenceNumber: found.first!.S!, lastSequenceNumber: found.last!.S!, count: Number(found.batchSize!.N!) } : null;
+    if (!recorded || recorded.count < loss.count) {
+      throw new Error(`batch ${loss.batchId} of ${partitionId} lost ${loss.count} planned record(s) to retention, and its loss record `
+        + `(${recorded?.count ?? 'none'}) can no longer grow: the batch was committed by another attempt`);
+    }
+    return recorded;
+  }
+
+  /**
+   * The commit write of a batch that ran without `loss`: it holds only while the recorded loss is
+   * exactly that one, and marks it committed, so no later attempt can widen it.
+   */
+  expiredCommitWrite(partitionId: string, loss: ExpiredPlannedRecords): DynamoDbCommitSideWrite {
+    return {
+      description: `the loss record of batch ${loss.batchId}'s ${loss.count} expired record(s)`, optional: false,
+      item: {
+        Update: {
+          TableName: this.options.checkpointTable, Key: this.expiredPlannedKey(partitionId, loss.firstSequenceNumber),
+          UpdateExpression: 'SET committedBatch = :b',
+          ConditionExpression: 'batchSize = :count AND #last = :last AND (attribute_not_exists(committedBatch) OR committedBatch = :b)',
+          ExpressionAttributeNames: { '#last': 'last' },
+          ExpressionAttributeValues: { ':b': { N: String(loss.batchId) }, ':count': { N: String(loss.count) }, ':last': { S: loss.lastSequenceNumber } },
+        },
+      },
     };
-    return this.putOnce(item);
+  }
+
+  private expiredPlannedKey(partitionId: string, firstSequenceNumber: string): Item {
+    return { pk: { S: this.pk }, sk: { S: `${partitionId}#${firstSequenceNumber}${EXPIRED_PLANNED_SUFFIX}` } };
   }
 
   /** Puts an item that must not exist yet: false when it does (recorded before). */

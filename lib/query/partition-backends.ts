@@ -52,10 +52,16 @@ export interface PartitionBackends {
   readonly shardReader?: ShardReader;
   readonly redriveLedger?: RedriveLedger;
   /**
-   * Records a planned batch's records lost to retention (idempotent: a retry records them again).
-   * Without it such a batch fails: a loss nobody can see is not taken.
+   * Records a planned batch's records lost to retention and returns what is recorded: the record
+   * only grows (a retry that lost as many or fewer finds the larger record and leaves out as many),
+   * and fails once the batch committed. Without it such a batch fails: a loss nobody can see is not taken.
    */
-  readonly recordExpiredRecords?: (loss: ExpiredPlannedRecords) => Promise<void>;
+  readonly recordExpiredRecords?: (loss: ExpiredPlannedRecords) => Promise<ExpiredRecords>;
+  /**
+   * The write, in the batch's commit, that holds only while the recorded loss is exactly `loss` and
+   * freezes it (a later attempt cannot grow it): the committing run's loss is the one recorded.
+   */
+  readonly expiredRecordsCommitWrite?: (loss: ExpiredPlannedRecords) => CommitSideWrite;
   readonly costMeter?: CostMeter;
   readonly clock?: Clock;
   /**

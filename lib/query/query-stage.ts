@@ -23,7 +23,7 @@ import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
 import { KinesisShardSource, type ExpiredRecords, type ShardRecord } from '../sources/kinesis-shard-source.js';
 import { createRecordDecoder, type RecordDecoder } from '../sources/record-decoder.js';
-import { RepartitionShardSource, type ExpiredInternalRecords } from '../sources/repartition-shard-source.js';
+import { RepartitionShardSource, type ExpiredInternalRecords, type LostSourceBatches } from '../sources/repartition-shard-source.js';
 import { kinesisHashKey as hashKeyOf, repartitionRoutingKey } from '../state/state-routing.js';
 import { compilePartialAggregator } from '../execution/partial-aggregation.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
@@ -44,11 +44,12 @@ export interface ShardSource extends MicroBatchStream {
   covers(start: Offset | null, end: Offset): boolean;
   /** A re-drive run's records for a batch of their own (a Kinesis source shard only). */
   offerRedrive?(run: string, records: readonly ShardRecord[]): void;
-  /**
-   * The planned batch `(start, end]` lost its oldest records to retention: from now on it runs over
-   * the rest (null: the records held are not a trimmed prefix). See KinesisShardSource's.
-   */
-  acceptExpiredPrefix?(start: Offset | null, end: Offset): ExpiredRecords | ExpiredInternalRecords | null;
+  /** What retention took from the planned batch `(start, end]`, from the shard's `read` alone (see KinesisShardSource's). */
+  expiredPrefixOf?(start: Offset | null, end: Offset, read: readonly ShardRecord[]): ExpiredRecords | ExpiredInternalRecords | null;
+  /** The planned batch runs without the recorded expired prefix from now on; false when the others are not all held. */
+  runWithoutExpired?(start: Offset | null, end: Offset, recorded: ExpiredRecords): boolean;
+  /** Stage 2: what the records a batch runs without carried (the senders' batches). */
+  expiredLostSources?(start: Offset | null, end: Offset): readonly LostSourceBatches[];
 }
 
 /** One invocation's binding of the stage's source id to a live shard source. */

@@ -25,13 +25,13 @@
  */
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import { asKinesisOffset, KinesisShardSource, redriveRunOf, type ExpiredRecords, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
-import type { ExpiredInternalRecords } from '../sources/repartition-shard-source.js';
 import { systemClock } from '../runtime/clock.js';
 import type { StreamingQueryProgress } from '../runtime/progress.js';
 import { StreamExecution } from '../runtime/stream-execution.js';
 import { Trigger } from '../runtime/trigger.js';
 import type { CompiledQuery } from './compiled-query.js';
 import type { ExpiredPlannedRecords, PartitionBackends, RedriveLedger } from './partition-backends.js';
+import type { ExpiredInternalRecords } from '../sources/repartition-shard-source.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
@@ -90,6 +90,7 @@ export async function runShardInvocation(
     raisingRowDeadLetters(query.name, shardId, backends.deadLetters),
   );
   const owner = await initialStateOwner(query, stage, backends);
+  let expiredLoss: ExpiredPlannedRecords | null = null;
   const execution = new StreamExecution({
     plan: stage.plan,
     sources: new Map([[stage.sourceId, source], ...(binding.otherSources ?? []).map((s) => [s.name, s] as const)]),
@@ -110,7 +111,11 @@ export async function runShardInvocation(
     noDataBatchAfterRecovery: request.scheduled === true,
     noDataBatchOnlyWhenDue: true,
     ...(owner ? { ownsStateKey: owner } : {}),
-    ...(backends.redriveLedger ? { batchCommitWrites: redriveDoneWrites(stage.sourceId, backends.redriveLedger) } : {}),
+    batchCommitWrites: (batchId, start, end) => [
+      ...(backends.redriveLedger ? redriveDoneWrites(stage.sourceId, backends.redriveLedger)(batchId, start, end) : []),
+      // The batch commits only if its loss is still exactly what is recorded (another attempt may have grown it).
+      ...(expiredLoss?.batchId === batchId && backends.expiredRecordsCommitWrite ? [backends.expiredRecordsCommitWrite(expiredLoss)] : []),
+    ],
   });
   await execution.start();
 
@@ -121,7 +126,6 @@ export async function runShardInvocation(
     return request.records.find((r) => BigInt(r.sequenceNumber) > after)?.sequenceNumber ?? null;
   };
 
-  let expired: ExpiredPlannedRecords | null = null;
   try {
     // Every view of the shard (a stage 2 with several hop inputs has one per input) sees its records.
     const shardSources = [source, ...(binding.otherSources ?? []).filter(isShardSource)];
@@ -129,7 +133,9 @@ export async function runShardInvocation(
       s.setCommitted(execution.committedSourceOffsets.get(s.name) ?? null);
       s.offer(request.records);
     }
-    expired = await ensurePendingBatchRecords(execution, shardSources, shardId, backends);
+    expiredLoss = await ensurePendingBatchRecords(execution, shardSources, shardId, backends);
+    // A later run of a batch may hold fewer records: the sink keeps the run that lost the most (the committed one's loss is the largest recorded).
+    if (expiredLoss) guard.revise(expiredLoss.batchId, expiredLoss.count);
     if (request.redrive) {
       if (!source.offerRedrive) throw new Error(`stage ${stage.kind} of ${shardId} cannot run a re-drive batch`);
       source.offerRedrive(request.redrive.run, request.redrive.records);
@@ -168,7 +174,7 @@ export async function runShardInvocation(
     }
     return {
       stage, progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted(),
-      ...(stoppedBy ? { stoppedBy } : {}), ...(expired ? { expired } : {}),
+      ...(stoppedBy ? { stoppedBy } : {}), ...(expiredLoss ? { expired: expiredLoss } : {}),
     };
   } catch (error) {
     return {
@@ -176,7 +182,7 @@ export async function runShardInvocation(
       progress: execution.recentProgress,
       committed: committedOffset(),
       firstUncommittedSequenceNumber: firstUncommitted(),
-      ...(expired ? { expired } : {}),
+      ...(expiredLoss ? { expired: expiredLoss } : {}),
       error: error as Error,
     };
   }
@@ -187,6 +193,7 @@ function isShardSource(s: MicroBatchStream): s is ShardSource {
   return typeof (s as Partial<ShardSource>).offer === 'function' && typeof (s as Partial<ShardSource>).covers === 'function';
 }
 
+/** Returns the loss a planned batch runs with when its oldest records expired (null: it runs as planned). */
 async function ensurePendingBatchRecords(
   execution: StreamExecution, sources: readonly ShardSource[], shardId: string, backends: PartitionBackends,
 ): Promise<ExpiredPlannedRecords | null> {
@@ -217,36 +224,42 @@ async function ensurePendingBatchRecords(
   // Retention trimmed the batch's oldest records: like Spark's Kafka source with failOnDataLoss=false,
   // the batch runs over the rest and keeps its planned end (the records after it stay exactly-once);
   // the loss is recorded first, so it is never silent. Not for a retry of a source without the hook.
-  const expired = backends.recordExpiredRecords ? acceptExpiredPrefix(execution, sources, start, end) : null;
+  const views = expiredViews(execution, sources, start, end);
+  const expired = backends.recordExpiredRecords ? prefixExpiredInEveryView(views, records) : null;
   if (!expired) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
   }
-  const loss = { ...expired, shardId, batchId: pending.batchId };
-  await backends.recordExpiredRecords!(loss);
-  return loss;
+  // The record only grows: another attempt may have seen a later trim, and this one then leaves out as many.
+  const recorded = await backends.recordExpiredRecords!({ ...expired, shardId, batchId: pending.batchId });
+  if (!views.every(({ view, from, to }) => view.runWithoutExpired?.(from, to, recorded) === true)) {
+    throw new Error(`batch ${pending.batchId} of ${shardId}: ${recorded.count} planned record(s) are recorded as expired `
+      + `(${recorded.firstSequenceNumber}..${recorded.lastSequenceNumber}), and the shard does not hold exactly the others`);
+  }
+  const lostSources = views.flatMap(({ view, from, to }) => view.expiredLostSources?.(from, to) ?? []);
+  return { ...recorded, shardId, batchId: pending.batchId, ...(lostSources.length > 0 ? { lostSources } : {}) };
 }
 
-/**
- * Every view of the shard (a stage 2 with several hop inputs has one per input) runs the planned
- * batch over the records still held; the loss they share, with what each view's lost records carried.
- */
-function acceptExpiredPrefix(
+/** Every view of the shard with a batch planned (a stage 2 with several hop inputs has one per input), the first one's first. */
+function expiredViews(
   execution: StreamExecution, sources: readonly ShardSource[], start: Offset | null, end: Offset,
-): ExpiredRecords | ExpiredInternalRecords | null {
+): { view: ShardSource; from: Offset | null; to: Offset }[] {
   const [source, ...others] = sources;
-  const expired = source!.acceptExpiredPrefix?.(start, end) ?? null;
-  if (!expired) return null;
-  const lost: (ExpiredRecords | ExpiredInternalRecords)[] = [expired];
-  for (const view of others) {
-    const viewEnd = execution.pendingBatch!.offsets.get(view.name) ?? null;
-    const viewStart = execution.committedSourceOffsets.get(view.name) ?? null;
-    if (viewEnd === null || JSON.stringify(viewStart) === JSON.stringify(viewEnd)) continue;
-    const viewLost = view.acceptExpiredPrefix?.(viewStart, viewEnd) ?? null;
-    if (!viewLost) return null;
-    lost.push(viewLost);
-  }
-  const lostSources = lost.flatMap((l) => ('lostSources' in l ? (l as ExpiredInternalRecords).lostSources : []));
-  return 'lostSources' in expired ? { ...expired, lostSources } : expired;
+  return [{ view: source!, from: start, to: end }, ...others.flatMap((view) => {
+    const to = execution.pendingBatch!.offsets.get(view.name) ?? null;
+    const from = execution.committedSourceOffsets.get(view.name) ?? null;
+    return to === null || JSON.stringify(from) === JSON.stringify(to) ? [] : [{ view, from, to }];
+  })];
+}
+
+/** The prefix the read lacks, when every view sees it as trimmed; with what the lost records carried (stage 2). */
+function prefixExpiredInEveryView(
+  views: readonly { view: ShardSource; from: Offset | null; to: Offset }[], read: readonly ShardRecord[],
+): ExpiredRecords | ExpiredInternalRecords | null {
+  const found = views.map(({ view, from, to }) => view.expiredPrefixOf?.(from, to, read) ?? null);
+  const first = found[0];
+  if (!first || found.some((f) => f === null || f.lastSequenceNumber !== first.lastSequenceNumber)) return null;
+  const lostSources = found.flatMap((f) => (f && 'lostSources' in f ? (f as ExpiredInternalRecords).lostSources : []));
+  return 'lostSources' in first ? { ...first, lostSources } : first;
 }
 
 /** The sequence numbers of the planned, uncommitted batch's records. */

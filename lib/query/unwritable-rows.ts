@@ -60,6 +60,7 @@ export class GuardedSink implements Sink {
   private skipped: { batchId: number; rows: Map<string, RowRefusal> } | null = null;
   /** Rows above state one batch's run left out because they raised (filled while the batch runs). */
   private raising: { batchId: number; rows: ReadonlyMap<string, RaisingRow> } | null = null;
+  private revision: { batchId: number; revision: number } | null = null;
 
   constructor(
     private readonly inner: Sink, readonly limits: SinkRowLimits, private readonly writeResultDeadLetters: ResultDeadLetterWriter,
@@ -67,6 +68,11 @@ export class GuardedSink implements Sink {
   ) {
     this.description = inner.description;
     this.supportedOutputModes = inner.supportedOutputModes;
+  }
+
+  /** Batch `batchId` runs as this revision (SinkBatch.revision): its planned records less `revision` expired ones. */
+  revise(batchId: number, revision: number): void {
+    this.revision = { batchId, revision };
   }
 
   /** Dead-letters what batch `batchId`'s run leaves in `rows` before the batch is written. */
@@ -94,6 +100,7 @@ export class GuardedSink implements Sink {
     }
     const unwritable = findUnwritableRows(this.limits, written);
     if (unwritable.length > 0) throw new UnwritableRowsError(this.description, batch.batchId, unwritable);
+    if (this.revision?.batchId === batch.batchId && this.revision.revision > 0) written = { ...written, revision: this.revision.revision };
     await this.inner.addBatch(written);
   }
 

@@ -16,6 +16,14 @@ export interface SinkBatch {
    * the one the batch ran with, propagated through its operators (a time-interval join delays it).
    */
   readonly watermarkMs?: number;
+  /**
+   * Which run of the batch this is, when runs differ (absent: 0, the batch as planned). A planned
+   * batch whose oldest records expired from the stream re-runs over the rest, as revision n = the
+   * number of records it lost; the record of that loss only grows and the commit freezes it, so
+   * the committed run has the highest revision that ran. A sink keeps a write of a higher revision
+   * of a batch over a lower one (a stale run of the same batch must not replace the committed answer).
+   */
+  readonly revision?: number;
 }
 
 /**

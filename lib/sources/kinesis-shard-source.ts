@@ -97,8 +97,12 @@ export class KinesisShardSource implements MicroBatchStream {
   private redrive: { readonly mark: RedriveMark; entries: Buffered[] } | null = null;
   /** Records held out of their batch, by sequence number, with the reason (see `withhold`). */
   private withheld: ReadonlyMap<string, string> = new Map();
-  /** A planned batch that runs without its expired records: its last sequence number and how many it still has. */
-  private expiredPrefix: { end: string; held: number } | null = null;
+  /**
+   * A planned batch that runs without its expired records: its last sequence number, the last
+   * record it lost (the records up to it are left out, even those a delivery still holds) and how
+   * many it still has.
+   */
+  private expiredPrefix: { end: string; lastLost: bigint; held: number } | null = null;
 
   constructor(private readonly options: KinesisShardSourceOptions) {
     this.name = options.name;
@@ -210,8 +214,10 @@ export class KinesisShardSource implements MicroBatchStream {
   private range(start: Offset | null, end: Offset): Buffered[] {
     const run = redriveRunOf(start, end);
     if (run) return this.redrive?.mark.run === run.run ? this.redrive.entries : [];
-    const from = start === null ? -1n : BigInt(asKinesisOffset(start)!.sequenceNumber);
+    let from = start === null ? -1n : BigInt(asKinesisOffset(start)!.sequenceNumber);
     const to = BigInt(asKinesisOffset(end)!.sequenceNumber);
+    const expired = this.expiredPrefix;
+    if (expired && expired.end === asKinesisOffset(end)!.sequenceNumber && expired.lastLost > from) from = expired.lastLost;
     return this.buffer.filter((b) => b.seq > from && b.seq <= to);
   }
 
@@ -231,15 +237,34 @@ export class KinesisShardSource implements MicroBatchStream {
 
   /**
    * The batch `(start, end]` lost the oldest of its planned records to retention (Kinesis trims a
-   * shard from its oldest record): when the buffer holds a suffix of them ending at the planned last
-   * record (or none), the batch runs over those from now on and this returns the missing prefix;
-   * otherwise (records missing elsewhere: not retention) null, and the batch still needs them all.
+   * shard from its oldest record). Decided from `read`, the shard's answer for the batch's range,
+   * alone: a delivery may still hold records the shard no longer does, and a set mixing both could
+   * hide a gap. When the read is a suffix of the batch ending at its planned last record (or
+   * empty), this returns the missing prefix: the planned records before the read's first, even
+   * those a delivery holds. Null (the batch still needs them all) when the read lacks the planned
+   * last record, or a buffered record after its first: records missing elsewhere are no trim.
+   * The batch runs over the read's records once `runWithoutExpired` says what was recorded.
    */
-  acceptExpiredPrefix(start: Offset | null, end: Offset): ExpiredRecords | null {
+  expiredPrefixOf(start: Offset | null, end: Offset, read: readonly ShardRecord[]): ExpiredRecords | null {
+    if (redriveRunOf(start, end)) return null;
+    return trimmedPrefixOf(asKinesisOffset(start), asKinesisOffset(end)!, read, this.buffer.map((b) => b.seq));
+  }
+
+  /**
+   * The batch `(start, end]` runs without the expired prefix `recorded` (what the loss record holds:
+   * at least what `expiredPrefixOf` found, more when another attempt saw a later trim). False, and
+   * nothing changes, when the buffer does not hold exactly the planned records after it.
+   */
+  runWithoutExpired(start: Offset | null, end: Offset, recorded: ExpiredRecords): boolean {
     const planned = asKinesisOffset(end)!;
-    const expired = expiredPrefixOf(planned, this.range(start, end).map((b) => b.seq));
-    if (expired) this.expiredPrefix = { end: planned.sequenceNumber, held: planned.recordCount! - expired.count };
-    return expired;
+    if (planned.recordCount === undefined || planned.firstSequenceNumber !== recorded.firstSequenceNumber) return false;
+    const lastLost = BigInt(recorded.lastSequenceNumber);
+    const from = start === null ? -1n : BigInt(asKinesisOffset(start)!.sequenceNumber);
+    const held = this.buffer.filter((b) => b.seq > from && b.seq > lastLost && b.seq <= BigInt(planned.sequenceNumber));
+    const expected = planned.recordCount - recorded.count;
+    if (held.length !== expected || (expected > 0 && held[held.length - 1]!.record.sequenceNumber !== planned.sequenceNumber)) return false;
+    this.expiredPrefix = { end: planned.sequenceNumber, lastLost, held: expected };
+    return true;
   }
 
   getBatch(start: Offset | null, end: Offset): unknown[][] {
@@ -305,19 +330,27 @@ export class KinesisShardSource implements MicroBatchStream {
 }
 
 /**
- * What retention took from the planned batch `planned` when `found` (the sequence numbers of its
- * range still held, in order) are the rest: Kinesis trims a shard from its oldest record, so only a
- * suffix ending at the planned last record (or nothing) is a trim; the missing prefix, or null
- * (records missing elsewhere: not retention, or none missing). Shared by both stages' shard sources.
+ * What retention took from the planned batch `(start, end]`, decided from `read` (the shard's
+ * answer for its range) alone, `known` being every sequence number buffered: see
+ * KinesisShardSource.expiredPrefixOf. Shared by the internal stream's shard source (stage 2).
  */
-export function expiredPrefixOf(planned: KinesisOffset, found: readonly bigint[]): ExpiredRecords | null {
+export function trimmedPrefixOf(start: KinesisOffset | null, planned: KinesisOffset, read: readonly ShardRecord[], known: readonly bigint[]): ExpiredRecords | null {
   if (planned.recordCount === undefined || planned.firstSequenceNumber === undefined) return null;
-  if (found.length >= planned.recordCount) return null;
-  // A suffix: the planned last record and not the planned first (records missing after it are no trim).
-  if (found.length > 0 && (found[found.length - 1] !== BigInt(planned.sequenceNumber) || found[0]! <= BigInt(planned.firstSequenceNumber))) return null;
+  const from = start === null ? -1n : BigInt(start.sequenceNumber);
+  const first = BigInt(planned.firstSequenceNumber);
+  const last = BigInt(planned.sequenceNumber);
+  const held = [...new Set(read.map((r) => BigInt(r.sequenceNumber)).filter((seq) => seq > from && seq >= first && seq <= last))]
+    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  if (held.length >= planned.recordCount) return null;
+  if (held.length > 0) {
+    if (held[held.length - 1] !== last || held[0]! <= first) return null;
+    // Contiguous: every record known after the read's first is in the read (sequence numbers have gaps, so only known records can be checked).
+    const inRead = new Set(held);
+    if (known.some((seq) => seq > held[0]! && seq <= last && !inRead.has(seq))) return null;
+  }
   return {
     firstSequenceNumber: planned.firstSequenceNumber,
-    lastSequenceNumber: found.length > 0 ? String(found[0]! - 1n) : planned.sequenceNumber,
-    count: planned.recordCount - found.length,
+    lastSequenceNumber: held.length > 0 ? String(held[0]! - 1n) : planned.sequenceNumber,
+    count: planned.recordCount - held.length,
   };
 }

@@ -5,7 +5,7 @@
  * source shards' event times give the watermark.
  */
 import type { StructField } from '../plan/data-types.js';
-import { expiredPrefixOf, type ExpiredRecords, type KinesisOffset, type ShardRecord } from './kinesis-shard-source.js';
+import { trimmedPrefixOf, type ExpiredRecords, type KinesisOffset, type ShardRecord } from './kinesis-shard-source.js';
 import {
   applyRepartitionRecord, asRangeProgress, decodeRepartitionRecord, redriveProgressKey, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap, type SourceShard,
 } from './repartition-records.js';
@@ -42,8 +42,11 @@ const asOffset = (o: Offset | null): RepartitionOffset | null => (o === null ? n
 export class RepartitionShardSource implements MicroBatchStream {
   private buffer: Buffered[] = [];
   private committed: RepartitionOffset | null = null;
-  /** A planned batch that runs without its expired records: its last sequence number and how many it still has. */
-  private expiredPrefix: { end: string; held: number } | null = null;
+  /**
+   * A planned batch that runs without its expired records: its last sequence number, the last
+   * record it lost (those up to it are left out, even ones a delivery holds) and how many it has.
+   */
+  private expiredPrefix: { end: bigint; lastLost: bigint; held: number } | null = null;
 
   constructor(
     readonly name: string, readonly schema: readonly StructField[], private readonly shardId: string,
@@ -100,7 +103,9 @@ export class RepartitionShardSource implements MicroBatchStream {
   }
 
   private recordsIn(start: RepartitionOffset | null, end: bigint): Buffered[] {
-    const from = start ? BigInt(start.sequenceNumber) : -1n;
+    let from = start ? BigInt(start.sequenceNumber) : -1n;
+    const expired = this.expiredPrefix;
+    if (expired && expired.end === end && expired.lastLost > from) from = expired.lastLost;
     return this.buffer.filter((b) => b.seq > from && b.seq <= end);
   }
 
@@ -141,33 +146,61 @@ export class RepartitionShardSource implements MicroBatchStream {
     const planned = asOffset(end)!;
     const found = this.recordsIn(asOffset(start), BigInt(planned.sequenceNumber));
     const expired = this.expiredPrefix;
-    if (expired && expired.end === planned.sequenceNumber && found.length === expired.held) return true;
+    if (expired && expired.end === BigInt(planned.sequenceNumber)) return found.length === expired.held;
     return found.length === planned.recordCount
       && found[0]?.record.sequenceNumber === planned.firstSequenceNumber
       && found[found.length - 1]?.record.sequenceNumber === planned.sequenceNumber;
   }
 
   /**
-   * The batch `(start, end]` lost its oldest internal records to retention (see `expiredPrefixOf`):
-   * it runs over the rest from now on, keeping its planned end (and so the planned progress: what
-   * the lost records carried counts as applied, and a late copy of them is a duplicate). Returns
-   * the missing prefix with what it carried: the senders' batches the batch was planned to apply
-   * (start's progress to the planned one) that no record still held brings whole. Stage 1 sends
-   * every batch to every shard, so each such batch had a record here (its rows may have been none).
+   * The batch `(start, end]` lost its oldest internal records to retention, decided from `read`
+   * alone as for a source shard (`trimmedPrefixOf`): the missing prefix, with what it carried (see
+   * `lostSourcesAfter`); null when the read is no trimmed suffix. Nothing changes until
+   * `runWithoutExpired`.
    */
-  acceptExpiredPrefix(start: Offset | null, end: Offset): ExpiredInternalRecords | null {
+  expiredPrefixOf(start: Offset | null, end: Offset, read: readonly ShardRecord[]): ExpiredInternalRecords | null {
     const planned = asOffset(end)!;
-    const from = asOffset(start);
-    const found = this.recordsIn(from, BigInt(planned.sequenceNumber));
-    const expired = expiredPrefixOf(planned, found.map((b) => b.seq));
-    if (!expired) return null;
-    this.expiredPrefix = { end: planned.sequenceNumber, held: found.length };
-    const held = heldBatches(found.flatMap((b) => (b.decoded && b.decoded.kind === 'rows' && this.isForThisShard(b.decoded) ? [b.decoded] : [])));
-    const before = from?.sources ?? {};
-    const lostSources = Object.entries(planned.sources).flatMap(([src, progress]) => missingBatches(before[src] && asRangeProgress(before[src]), asRangeProgress(progress))
+    const expired = trimmedPrefixOf(asOffset(start), planned, read, this.buffer.map((b) => b.seq));
+    return expired && { ...expired, lostSources: this.lostSourcesAfter(asOffset(start), planned, BigInt(expired.lastSequenceNumber)) };
+  }
+
+  /**
+   * The batch `(start, end]` runs without the expired prefix `recorded` (the loss record's, at least
+   * what `expiredPrefixOf` found) from now on, keeping its planned end, and so its planned progress:
+   * what the lost records carried counts as applied, and a late copy of them is a duplicate. False,
+   * and nothing changes, when the buffer does not hold exactly the planned records after it.
+   */
+  runWithoutExpired(start: Offset | null, end: Offset, recorded: ExpiredRecords): boolean {
+    const planned = asOffset(end)!;
+    if (planned.recordCount === undefined || planned.firstSequenceNumber !== recorded.firstSequenceNumber) return false;
+    const lastLost = BigInt(recorded.lastSequenceNumber);
+    const last = BigInt(planned.sequenceNumber);
+    const held = this.recordsIn(asOffset(start), last).filter((b) => b.seq > lastLost);
+    const expected = planned.recordCount - recorded.count;
+    if (held.length !== expected || (expected > 0 && held[held.length - 1]!.seq !== last)) return false;
+    this.expiredPrefix = { end: last, lastLost, held: expected };
+    return true;
+  }
+
+  /** What the records up to `lastLost` of the batch `(start, planned]` carried, when the batch runs without them. */
+  expiredLostSources(start: Offset | null, end: Offset): LostSourceBatches[] {
+    const lastLost = this.expiredPrefix?.lastLost;
+    return lastLost === undefined ? [] : this.lostSourcesAfter(asOffset(start), asOffset(end)!, lastLost);
+  }
+
+  /**
+   * The senders' batches the batch `(start, planned]` was planned to apply (start's progress to the
+   * planned one) that no record after `lastLost` brings whole. Stage 1 sends every batch to every
+   * shard, so each such batch had a record among the lost ones (its rows for this shard may be none).
+   */
+  private lostSourcesAfter(start: RepartitionOffset | null, planned: RepartitionOffset, lastLost: bigint): LostSourceBatches[] {
+    const from = start ? BigInt(start.sequenceNumber) : -1n;
+    const kept = this.buffer.filter((b) => b.seq > from && b.seq > lastLost && b.seq <= BigInt(planned.sequenceNumber));
+    const held = heldBatches(kept.flatMap((b) => (b.decoded && b.decoded.kind === 'rows' && this.isForThisShard(b.decoded) ? [b.decoded] : [])));
+    const before = start?.sources ?? {};
+    return Object.entries(planned.sources).flatMap(([src, progress]) => missingBatches(before[src] && asRangeProgress(before[src]), asRangeProgress(progress))
       .flatMap((m) => withoutBatches(m, held.get(src) ?? new Set()))
       .map((m) => ({ src, ...(this.input === undefined ? {} : { input: this.input }), ...m })));
-    return { ...expired, lostSources };
   }
 
   getBatch(start: Offset | null, end: Offset): unknown[][] {

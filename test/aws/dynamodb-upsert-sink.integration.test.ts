@@ -120,6 +120,25 @@ describe('DynamoDbUpsertSink', () => {
     expect(await revenueOf(tableName, PK_14_NORTH)).toBe(60);
   });
 
+  it('keeps the committed run of a batch whose expired records made its runs differ: a stale run of a lower revision does not replace it', async () => {
+    const tableName = await newTable();
+    const sink = new DynamoDbUpsertSink({ client: ddb, tableName, keyColumns: ['window', 'store'] });
+    // Batch 3 ran over 4 records (revision 0), then, after 2 expired, over the other 2 (revision 2): that run committed.
+    const committed = { ...batch('p', 3, [[w14, 'north', 20, 0]]), revision: 2 };
+    const stale = batch('p', 3, [[w14, 'north', 45, 0]]);
+    await sink.addBatch(committed);
+    await sink.addBatch(stale); // the older run wakes and writes last
+    expect(await revenueOf(tableName, PK_14_NORTH)).toBe(20);
+    expect(sink.stats.itemsSkippedStale).toBe(1);
+    // A run of a revision between them is stale as well; the committed run rewrites itself; the next batch replaces it.
+    await sink.addBatch({ ...batch('p', 3, [[w14, 'north', 30, 0]]), revision: 1 });
+    await sink.addBatch(committed);
+    expect((await scanDynamoDbSink(ddb, tableName, { includeInternal: true })).map((i) => [i.revenue, i._batchId, i._revision])).toEqual([[20, 3, 2]]);
+    expect((await scanDynamoDbSink(ddb, tableName))[0]).not.toHaveProperty('_revision');
+    await sink.addBatch(batch('p', 4, [[w14, 'north', 21, 0]]));
+    expect((await scanDynamoDbSink(ddb, tableName, { includeInternal: true })).map((i) => [i.revenue, i._batchId, i._revision])).toEqual([[21, 4, undefined]]);
+  });
+
   it('compares batch ids only within a partition: a key that moves to a new shard (reshard) still updates', async () => {
     const tableName = await newTable();
     const sink = new DynamoDbUpsertSink({ client: ddb, tableName, keyColumns: ['window', 'store'] });

@@ -24,6 +24,7 @@ import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { parseTimestamp } from '../../lib/core/timestamps.js';
 import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { createOnFailureHandler } from '../../lib/aws/on-failure-handler.js';
+import { isExpiredPlanned, SkippedBatchStore } from '../../lib/aws/skipped-batches.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
 import { deliverToOnFailureHandler } from '../../lib/local/on-failure-destination.js';
 import type { QueryStatus } from '../../lib/aws/query-inspection.js';
@@ -150,5 +151,71 @@ describe('a planned batch whose records expired before it committed', () => {
     expect(after.code).toBe(0);
     expect(after.status.healthy).toBe(true);
     expect(after.status.lostRanges.every((r) => r.acknowledgement?.by === 'oncall')).toBe(true);
+  }, 300_000);
+
+  it('when the trim advances between two runs, the loss record grows to what the committing run left out, and the earlier run cannot overwrite its answer', async () => {
+    const d = await deploy(emulators, definition, 1);
+    const { clients, config } = d;
+    const shard = 'shardId-000000000000';
+    const put = async (s: Sale): Promise<string> => (await clients.kinesis.send(new PutRecordCommand({
+      StreamName: config.streamName, PartitionKey: s.store_id, Data: Buffer.from(JSON.stringify(s)),
+    }))).SequenceNumber!;
+    const seqs: string[] = [];
+    for (let i = 0; i < 8; i++) seqs.push(await put(sale(i)));
+    // Records after batch 1 of a store of their own: the next batch writes no key batch 1 wrote.
+    const west = (i: number): Sale => ({ ...sale(i), store_id: 'west' });
+
+    // Batch 0 (records 0..3) commits; batch 1 (4..7) is planned and its sink write fails.
+    let sinkFails = false;
+    let inner: Sink | undefined;
+    const failedRuns: Parameters<Sink['addBatch']>[0][] = [];
+    const failingSink = (sink: Sink): Sink => {
+      inner = sink;
+      return Object.assign(Object.create(sink) as Sink, {
+        addBatch: async (batch: Parameters<Sink['addBatch']>[0]) => {
+          if (sinkFails) {
+            failedRuns.push(batch);
+            throw new Error('sink unavailable');
+          }
+          return sink.addBatch(batch);
+        },
+      });
+    };
+    await d.drain({ batchSize: 4, maximumRetryAttempts: 0, bisectBatchOnFunctionError: false, hooks: { afterInvoke: () => { sinkFails = true; } } },
+      { decorateSink: failingSink });
+    expect(d.results.map((r) => /sink unavailable/.test(r.result.error?.message ?? ''))).toEqual([false, true]);
+
+    const throughProxy = { ...emulators.clientOptions, endpoints: { ...emulators.clientOptions.endpoints, kinesis: proxy.endpoint } };
+    const later: string[] = [];
+    for (let i = 8; i < 10; i++) later.push(await put(west(i)));
+    const resume = { batchSize: 4, maximumRetryAttempts: 0, bisectBatchOnFunctionError: false, initialCheckpoints: { [shard]: seqs[7]! } };
+    // Run A: record 4 has expired; it runs over 5..7 and its sink write fails again.
+    proxy.trimBefore(seqs[5]!);
+    await d.drain(resume, { clientOptions: throughProxy, decorateSink: failingSink });
+    expect(d.results.slice(2).map((r) => /sink unavailable/.test(r.result.error?.message ?? ''))).toEqual([true]);
+    const runA = failedRuns.at(-1)!;
+    expect([runA.batchId, runA.revision]).toEqual([1, 1]);
+    // Run B: records 4 and 5 have expired; it runs over 6..7 and commits.
+    proxy.trimBefore(seqs[6]!);
+    sinkFails = false;
+    await d.drain(resume, { clientOptions: throughProxy, decorateSink: failingSink });
+    const runB = d.results.slice(3);
+    expect(runB.map((r) => r.result.error?.message ?? null)).toEqual([null]);
+    expect(runB[0]!.result.progress.map((p) => [p.batchId, p.numInputRows])).toEqual([[1, 2], [2, 2]]);
+
+    // The record holds what run B left out (4 and 5), not what run A did, and can no longer grow.
+    const store = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: config.checkpointTable, queryName: QUERY });
+    const lastLost = String(BigInt(seqs[6]!) - 1n);
+    expect((await store.list()).filter(isExpiredPlanned)).toMatchObject([{
+      firstSequenceNumber: seqs[4], lastSequenceNumber: lastLost, batchSize: 2, outcome: { expired: 2, expiredRange: { first: seqs[4], last: lastLost } },
+    }]);
+    await expect(store.recordExpiredPlanned(shard, config.streamName, {
+      shardId: shard, batchId: 1, firstSequenceNumber: seqs[4]!, lastSequenceNumber: seqs[6]!, count: 3,
+    })).rejects.toThrow(/can no longer grow/);
+
+    // Run A wakes and writes its answer (with record 5) last: the sink keeps run B's.
+    await inner!.addBatch(runA);
+    const retained = [0, 1, 2, 3, 6, 7].map(sale).concat([8, 9].map(west));
+    expect(canonical(await scanDynamoDbSink(clients.dynamodb, config.sinkTable!))).toEqual(await inMemoryAnswer(retained));
   }, 300_000);
 });

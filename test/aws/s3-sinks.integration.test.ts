@@ -108,6 +108,21 @@ describe('S3FilesSink', () => {
     expect(await readS3Files(s3, bucket, 'p/')).toEqual([{ store: 'north', amount: 1, ts: '2024-05-01T00:00:00Z' }]);
   });
 
+  it('a run of a higher revision (records expired between runs) replaces the entry of a lower one, and a stale lower run writes nothing', async () => {
+    const bucket = await newBucket();
+    const sink = new S3FilesSink({ client: s3, bucket, prefix: 'p/' });
+    const ts = micros('2024-05-01T00:00:00Z');
+    // Batch 3's first run held 3 records and died after its entry; 2 expired; the run over the last one commits.
+    await sink.addBatch(batch('shard-a', 3, [['north', 1, ts], ['south', 2, ts], ['east', 3, ts]]));
+    const committed = { ...batch('shard-a', 3, [['east', 3, ts]]), revision: 2 };
+    await new S3FilesSink({ client: s3, bucket, prefix: 'p/' }).addBatch(committed);
+    // The first run wakes and writes again; then the commit is revealed by a container that did not write it.
+    await sink.addBatch(batch('shard-a', 3, [['north', 1, ts], ['south', 2, ts], ['east', 3, ts]]));
+    await new S3FilesSink({ client: s3, bucket, prefix: 'p/' }).onCommitted('shard-a', 3);
+    expect(await readS3Files(s3, bucket, 'p/')).toEqual([{ store: 'east', amount: 3, ts: '2024-05-01T00:00:00Z' }]);
+    expect(JSON.parse((await getObjectText(s3, bucket, s3FilesManifestKey('p/', 'shard-a', 3)))!)).toMatchObject({ revision: 2, files: [{ rows: 1 }] });
+  });
+
   it('reads committed batches in partition then batch order and ignores data objects with no manifest entry', async () => {
     const bucket = await newBucket();
     const sink = new S3FilesSink({ client: s3, bucket, prefix: 'q' });
@@ -327,6 +342,19 @@ describe('S3SnapshotSink', () => {
     expect(sink.lastCleanupError).toBeUndefined();
     expect((await allKeys(bucket)).filter((k) => k.includes('partition=p'))).toEqual(['agg/current/partition=p.jsonl']);
     expect((await readS3SnapshotPartitions(s3, bucket, 'agg/')).map((p) => [p.partitionId, p.batchId, p.rows.length])).toEqual([['p', 8, 1], ['q', 2, 1]]);
+  });
+
+  it('replaces a snapshot of the same batch only with a higher revision (records expired between runs): the committed run stays', async () => {
+    const bucket = await newBucket();
+    const sink = new S3SnapshotSink({ client: s3, bucket, prefix: 'agg' });
+    await sink.addBatch(snap('shard-0', 4, [[w1, 'north', 45]])); // the run over all planned records, never committed
+    await sink.addBatch({ ...snap('shard-0', 4, [[w1, 'north', 20]]), revision: 2 }); // the run after 2 expired: committed
+    await sink.addBatch(snap('shard-0', 4, [[w1, 'north', 45]])); // the first run wakes
+    expect(await readS3Snapshots(s3, bucket, 'agg')).toEqual([{ window: { start: '2024-05-01T14:00:00Z', end: '2024-05-01T15:00:00Z' }, store: 'north', revenue: 20 }]);
+    const head = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: s3CurrentSnapshotKey('agg/', 'shard-0') }));
+    expect(head.Metadata).toMatchObject({ 'sluice-batch-id': '4', 'sluice-revision': '2' });
+    await sink.addBatch(snap('shard-0', 5, [[w1, 'north', 21]]));
+    expect((await readS3Snapshots(s3, bucket, 'agg')).map((r) => r.revenue)).toEqual([21]);
   });
 
   it('keeps partitions apart, and an empty result is an empty snapshot', async () => {

@@ -131,16 +131,18 @@ describe('runShardInvocation (memory backends)', () => {
     async function plannedNotCommitted(batch: ShardRecord[]) {
       const b = backends();
       let failing = true;
+      const revisions: (number | undefined)[] = [];
       const flaky = { ...b, sink: Object.assign(Object.create(b.sink), {
         addBatch: async (sinkBatch: Parameters<MemorySink['addBatch']>[0]) => {
           if (failing) throw new Error('throttled');
+          revisions.push(sinkBatch.revision);
           return b.sink.addBatch(sinkBatch);
         },
       }) as MemorySink };
       const r = await invoke({ definition: revenue('update'), shardId: 's', records: batch, expectedShardCount: 1 }, flaky);
       expect(r.error?.message).toMatch(/throttled/);
       failing = false;
-      return { b, flaky };
+      return { b, flaky, revisions };
     }
     const holding = (held: ShardRecord[]) => ({
       read: async (_shard: string, first: string, last: string) => held.filter((x) => BigInt(x.sequenceNumber) >= BigInt(first) && BigInt(x.sequenceNumber) <= BigInt(last)),
@@ -152,7 +154,7 @@ describe('runShardInvocation (memory backends)', () => {
       const losses: unknown[] = [];
       const later = records(ev(1, '14:55'));
       const r = await invoke({ definition: revenue('update'), shardId: 's', records: later, expectedShardCount: 1 }, {
-        ...flaky, shardReader: holding(batch.slice(2)), recordExpiredRecords: async (loss) => { losses.push(loss); },
+        ...flaky, shardReader: holding(batch.slice(2)), recordExpiredRecords: async (loss) => { losses.push(loss); return loss; },
       });
       expect(r.error).toBeUndefined();
       expect(losses).toEqual([{
@@ -170,11 +172,52 @@ describe('runShardInvocation (memory backends)', () => {
       const losses: { count: number; lastSequenceNumber: string }[] = [];
       const later = records(ev(1, '14:55'));
       const r = await invoke({ definition: revenue('update'), shardId: 's', records: later, expectedShardCount: 1 }, {
-        ...flaky, shardReader: holding([]), recordExpiredRecords: async (loss) => { losses.push(loss); },
+        ...flaky, shardReader: holding([]), recordExpiredRecords: async (loss) => { losses.push(loss); return loss; },
       });
       expect(r.error).toBeUndefined();
       expect(losses).toMatchObject([{ count: 2, lastSequenceNumber: batch[1]!.sequenceNumber }]);
       expect(r.committed?.sequenceNumber).toBe(later[0]!.sequenceNumber);
+    });
+
+    it('decides the expired prefix from the shard read alone: a delivered record before a gap in the read is no trim', async () => {
+      // Planned b0..b3; the retried delivery holds b1, the (trimmed) shard read holds b3: b2 is in neither.
+      const batch = records(ev(15, '14:40'), ev(10, '14:30'), ev(7, '14:50'), ev(3, '14:20'));
+      const { b, flaky, revisions } = await plannedNotCommitted(batch);
+      const losses: { count: number; firstSequenceNumber: string; lastSequenceNumber: string }[] = [];
+      const r = await invoke({ definition: revenue('update'), shardId: 's', records: [batch[1]!], expectedShardCount: 1 }, {
+        ...flaky, shardReader: holding([batch[3]!]), recordExpiredRecords: async (loss) => { losses.push(loss); return loss; },
+      });
+      expect(r.error).toBeUndefined();
+      // b0..b2 are recorded lost (b1 too, though delivered), and the batch ran over b3 alone.
+      expect(losses).toMatchObject([{ firstSequenceNumber: batch[0]!.sequenceNumber, lastSequenceNumber: String(BigInt(batch[3]!.sequenceNumber) - 1n), count: 3 }]);
+      expect(r.progress.map((p) => [p.batchId, p.numInputRows])).toEqual([[0, 1]]);
+      expect(show(b.sink.allRows())).toEqual(['2024-05-01 14:00:00-15:00:00=3']);
+      // The sink is told which run this is (3 records lost), so a stale run of the batch cannot replace it.
+      expect(revisions).toEqual([3]);
+    });
+
+    it('a delivered record after the read\'s first that the read lacks is a gap, not a trim', async () => {
+      const batch = records(ev(15, '14:40'), ev(10, '14:30'), ev(7, '14:50'), ev(3, '14:20'));
+      const { flaky } = await plannedNotCommitted(batch);
+      const losses: unknown[] = [];
+      const r = await invoke({ definition: revenue('update'), shardId: 's', records: [batch[2]!], expectedShardCount: 1 }, {
+        ...flaky, shardReader: holding([batch[1]!, batch[3]!]), recordExpiredRecords: async (loss) => { losses.push(loss); return loss; },
+      });
+      expect(r.error?.message).toMatch(/no longer holds all its planned records/);
+      expect(losses).toEqual([]);
+    });
+
+    it('leaves out as many records as the loss record holds when another attempt saw a later trim', async () => {
+      const batch = records(ev(15, '14:40'), ev(10, '14:30'), ev(7, '14:50'));
+      const { b, flaky } = await plannedNotCommitted(batch);
+      // This attempt's read still holds b1 and b2; the record (another attempt's) says b0 and b1 are lost.
+      const r = await invoke({ definition: revenue('update'), shardId: 's', records: [], expectedShardCount: 1 }, {
+        ...flaky, shardReader: holding(batch.slice(1)),
+        recordExpiredRecords: async (loss) => ({ ...loss, lastSequenceNumber: String(BigInt(batch[2]!.sequenceNumber) - 1n), count: 2 }),
+      });
+      expect(r.error).toBeUndefined();
+      expect(r.progress.map((p) => [p.batchId, p.numInputRows])).toEqual([[0, 1]]);
+      expect(show(b.sink.allRows())).toEqual(['2024-05-01 14:00:00-15:00:00=7']);
     });
 
     it('still fails when records are missing other than from the start, or the loss cannot be recorded', async () => {
@@ -182,7 +225,7 @@ describe('runShardInvocation (memory backends)', () => {
       const { flaky } = await plannedNotCommitted(batch);
       const losses: unknown[] = [];
       const gap = await invoke({ definition: revenue('update'), shardId: 's', records: [], expectedShardCount: 1 }, {
-        ...flaky, shardReader: holding([batch[0]!, batch[2]!]), recordExpiredRecords: async (loss) => { losses.push(loss); },
+        ...flaky, shardReader: holding([batch[0]!, batch[2]!]), recordExpiredRecords: async (loss) => { losses.push(loss); return loss; },
       });
       expect(gap.error?.message).toMatch(/no longer holds all its planned records/);
       const unrecorded = await invoke({ definition: revenue('update'), shardId: 's', records: [], expectedShardCount: 1 }, {

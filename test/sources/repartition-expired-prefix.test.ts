@@ -32,13 +32,20 @@ function planned(committed: number): { start: Offset | null; end: Offset } {
   return { start, end: first.latestOffset()! };
 }
 
+/** The retry's read of the shard is `read` (offered too); the batch runs without what it lacks, as the invocation does. */
+function runWithoutExpired(retry: RepartitionShardSource, start: Offset | null, end: Offset, read: readonly ShardRecord[]) {
+  retry.offer(read);
+  const expired = retry.expiredPrefixOf(start, end, read);
+  if (expired) expect(retry.runWithoutExpired(start, end, expired)).toBe(true);
+  return expired;
+}
+
 describe('a planned stage-2 batch whose oldest internal records expired', () => {
   it('runs over the records still held and names the senders\' batches the lost ones carried', () => {
     const { start, end } = planned(-1);
     const retry = source();
-    retry.offer(records.slice(3));
     expect(retry.covers(start, end)).toBe(false);
-    expect(retry.acceptExpiredPrefix(start, end)).toEqual({
+    expect(runWithoutExpired(retry, start, end, records.slice(3))).toEqual({
       firstSequenceNumber: '10', lastSequenceNumber: '12', count: 3,
       lostSources: [
         { src: 'A', lo: FULL[0], hi: FULL[1], fromBatch: 0, toBatch: 1 },
@@ -47,14 +54,14 @@ describe('a planned stage-2 batch whose oldest internal records expired', () => 
     });
     expect(retry.covers(start, end)).toBe(true);
     expect(retry.getBatch(start, end)).toEqual([['a2'], ['b1'], ['a3']]);
+    expect(retry.expiredLostSources(start, end).map((l) => [l.src, l.fromBatch, l.toBatch])).toEqual([['A', 0, 1], ['B', 0, 0]]);
   });
 
   it('counts from what the committed batches applied', () => {
     const { start, end } = planned(11);
     const retry = source();
     retry.setCommitted(start);
-    retry.offer(records.slice(4));
-    expect(retry.acceptExpiredPrefix(start, end)?.lostSources).toEqual([
+    expect(runWithoutExpired(retry, start, end, records.slice(4))?.lostSources).toEqual([
       { src: 'A', lo: FULL[0], hi: FULL[1], fromBatch: 2, toBatch: 2 },
       { src: 'B', lo: FULL[0], hi: FULL[1], fromBatch: 0, toBatch: 0 },
     ]);
@@ -64,15 +71,22 @@ describe('a planned stage-2 batch whose oldest internal records expired', () => 
   it('every record expired: the batch runs empty, all it carried is lost', () => {
     const { start, end } = planned(-1);
     const retry = source();
-    expect(retry.acceptExpiredPrefix(start, end)).toMatchObject({ firstSequenceNumber: '10', lastSequenceNumber: '15', count: 6 });
+    expect(runWithoutExpired(retry, start, end, [])).toMatchObject({ firstSequenceNumber: '10', lastSequenceNumber: '15', count: 6 });
     expect(retry.getBatch(start, end)).toEqual([]);
+  });
+
+  it('a delivery still holding a record the read lacks: it is left out with the recorded loss', () => {
+    const { start, end } = planned(-1);
+    const retry = source();
+    retry.offer(records.slice(1, 2));
+    expect(runWithoutExpired(retry, start, end, records.slice(3))).toMatchObject({ lastSequenceNumber: '12', count: 3 });
+    expect(retry.getBatch(start, end)).toEqual([['a2'], ['b1'], ['a3']]);
   });
 
   it('records missing in the middle are no trim: the batch still needs them all', () => {
     const { start, end } = planned(-1);
     const retry = source();
-    retry.offer([records[0]!, ...records.slice(2)]);
-    expect(retry.acceptExpiredPrefix(start, end)).toBeNull();
+    expect(runWithoutExpired(retry, start, end, [records[0]!, ...records.slice(2)])).toBeNull();
     expect(() => retry.getBatch(start, end)).toThrow(/not all available/);
   });
 });
