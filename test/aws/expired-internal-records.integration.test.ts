@@ -151,6 +151,8 @@ describe('a planned stage-2 batch whose internal records expired before it commi
     expect(later[0]!.committed?.sequenceNumber).toBe([...internalSeqs].sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1)).at(-1));
     // Batch 1 ran over internal record 5 alone (one sale), then batch 2 over the next three.
     expect(later[0]!.progress.map((p) => [p.batchId, p.numInputRows])).toEqual([[1, 1], [2, 3]]);
+    // What the handler logs and counts (ExpiredPlannedRecords).
+    expect(later[0]!.expired).toMatchObject({ batchId: 1, count: 2, lostSources: [{ src: shard, fromBatch: 3, toBatch: 4 }] });
 
     const retained = [0, 1, 2, 5, 6, 7, 8].map(sale);
     expect(canonical(await scanDynamoDbSink(clients.dynamodb, config.sinkTable!))).toEqual(await inMemoryAnswer(retained));
