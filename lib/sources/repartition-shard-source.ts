@@ -42,11 +42,6 @@ const asOffset = (o: Offset | null): RepartitionOffset | null => (o === null ? n
 export class RepartitionShardSource implements MicroBatchStream {
   private buffer: Buffered[] = [];
   private committed: RepartitionOffset | null = null;
-  /**
-   * A planned batch that runs without its expired records: its last sequence number, the last
-   * record it lost (those up to it are left out, even ones a delivery holds) and how many it has.
-   */
-  private expiredPrefix: { end: bigint; lastLost: bigint; held: number } | null = null;
 
   constructor(
     readonly name: string, readonly schema: readonly StructField[], private readonly shardId: string,
@@ -101,6 +96,12 @@ export class RepartitionShardSource implements MicroBatchStream {
   initialOffset(): Offset | null {
     return null;
   }
+
+  /**
+   * A planned batch that runs without its expired records: its last sequence number, the last
+   * record it lost (those up to it are left out, even ones a delivery holds) and how many it has.
+   */
+  private expiredPrefix: { end: bigint; lastLost: bigint; held: number } | null = null;
 
   private recordsIn(start: RepartitionOffset | null, end: bigint): Buffered[] {
     let from = start ? BigInt(start.sequenceNumber) : -1n;
