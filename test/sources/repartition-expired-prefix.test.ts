@@ -91,6 +91,27 @@ describe('a planned stage-2 batch whose oldest internal records expired', () => 
   });
 });
 
+describe('a stage 2 reading several hop inputs', () => {
+  it('each input\'s view names its own senders, tagged with the input', () => {
+    const tagged = (seq: number, input: string, src: string, batch: number): ShardRecord => {
+      const record: RepartitionRecord = { v: 1, kind: 'rows', src, batch, part: 0, parts: 1, maxEventTimeMs: 0, rows: [[`${input}${batch}`]], hr: FULL, in: input };
+      return { sequenceNumber: String(seq), partitionKey: 'p', dataBase64: Buffer.from(encodeRepartitionRecord(record)).toString('base64'), approximateArrivalTimestampMs: 0 };
+    };
+    const shard = [tagged(10, 'orders', 'A', 0), tagged(11, 'payments', 'P', 0), tagged(12, 'orders', 'A', 1), tagged(13, 'payments', 'P', 1)];
+    const view = (input: string): RepartitionShardSource => new RepartitionShardSource(`repartition.${input}`, [{ name: 'x', type: 'string' }], 'shardId-9', undefined, input);
+    for (const input of ['orders', 'payments']) {
+      const planner = view(input);
+      planner.offer(shard);
+      const end = planner.latestOffset()!;
+      const retry = view(input);
+      expect(runWithoutExpired(retry, null, end, shard.slice(2))?.lostSources).toEqual([
+        { src: input === 'orders' ? 'A' : 'P', input, lo: FULL[0], hi: FULL[1], fromBatch: 0, toBatch: 0 },
+      ]);
+      expect(retry.getBatch(null, end)).toEqual([[`${input}1`]]);
+    }
+  });
+});
+
 describe('missingBatches', () => {
   it('only the hash ranges and parts the held progress lacks', () => {
     const planned = { span: FULL, idle: false, ranges: [{ lo: '0', hi: '7f', batch: 5, maxEventTimeMs: null }, { lo: '80', hi: 'ff', batch: 4, parts: [0, 1], maxEventTimeMs: null }] };
