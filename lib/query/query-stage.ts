@@ -42,14 +42,14 @@ export interface ShardSource extends MicroBatchStream {
   setCommitted(offset: Offset | null): void;
   offer(records: readonly ShardRecord[]): unknown;
   covers(start: Offset | null, end: Offset): boolean;
-  /** A re-drive run's records for a batch of their own (a Kinesis source shard only). */
-  offerRedrive?(run: string, records: readonly ShardRecord[]): void;
   /** What retention took from the planned batch `(start, end]`, from the shard's `read` alone (see KinesisShardSource's). */
   expiredPrefixOf?(start: Offset | null, end: Offset, read: readonly ShardRecord[]): ExpiredRecords | ExpiredInternalRecords | null;
   /** The planned batch runs without the recorded expired prefix from now on; false when the others are not all held. */
   runWithoutExpired?(start: Offset | null, end: Offset, recorded: ExpiredRecords): boolean;
   /** Stage 2: what the records a batch runs without carried (the senders' batches). */
   expiredLostSources?(start: Offset | null, end: Offset): readonly LostSourceBatches[];
+  /** A re-drive run's records for a batch of their own (a Kinesis source shard only). */
+  offerRedrive?(run: string, records: readonly ShardRecord[]): void;
 }
 
 /** One invocation's binding of the stage's source id to a live shard source. */

@@ -222,6 +222,30 @@ export class RepartitionShardSource implements MicroBatchStream {
   }
 }
 
+/**
+ * A sequence number no Kinesis record has: a seeded child's offset names no record of its own
+ * shard yet (it reads from the start), while carrying what its parents applied.
+ */
+export const SEED_SEQUENCE_NUMBER = '0';
+
+/** The starting offset of a child shard of the internal stream (hash range `range`), from its parents' last ones. */
+export function seedRepartitionOffset(
+  shardId: string, range: HashRange, parents: readonly { readonly offset: Offset | null; readonly range: HashRange }[],
+): Offset {
+  const offset: RepartitionOffset = {
+    shardId,
+    sequenceNumber: SEED_SEQUENCE_NUMBER,
+    recordCount: 0,
+    sources: mergeSourceProgress(parents.map((p) => ({ sources: asOffset(p.offset)?.sources ?? null, range: p.range })), range),
+  };
+  return offset as unknown as Offset;
+}
+
+/** Where to read a shard after `sequenceNumber`: null (from the start) for a seeded child's offset. */
+export function readAfterPosition(sequenceNumber: string | null | undefined): string | null {
+  return sequenceNumber === undefined || sequenceNumber === null || sequenceNumber === SEED_SEQUENCE_NUMBER ? null : sequenceNumber;
+}
+
 /** Per progress key, the batches some records bring whole (every part). */
 function heldBatches(records: readonly RepartitionRecord[]): Map<string, Set<number>> {
   const parts = new Map<string, { parts: Set<number>; of: number }>();
@@ -250,28 +274,4 @@ function withoutBatches(missing: MissingBatches, held: ReadonlySet<number>): Mis
     else out.push({ ...missing, fromBatch: b, toBatch: b });
   }
   return out;
-}
-
-/**
- * A sequence number no Kinesis record has: a seeded child's offset names no record of its own
- * shard yet (it reads from the start), while carrying what its parents applied.
- */
-export const SEED_SEQUENCE_NUMBER = '0';
-
-/** The starting offset of a child shard of the internal stream (hash range `range`), from its parents' last ones. */
-export function seedRepartitionOffset(
-  shardId: string, range: HashRange, parents: readonly { readonly offset: Offset | null; readonly range: HashRange }[],
-): Offset {
-  const offset: RepartitionOffset = {
-    shardId,
-    sequenceNumber: SEED_SEQUENCE_NUMBER,
-    recordCount: 0,
-    sources: mergeSourceProgress(parents.map((p) => ({ sources: asOffset(p.offset)?.sources ?? null, range: p.range })), range),
-  };
-  return offset as unknown as Offset;
-}
-
-/** Where to read a shard after `sequenceNumber`: null (from the start) for a seeded child's offset. */
-export function readAfterPosition(sequenceNumber: string | null | undefined): string | null {
-  return sequenceNumber === undefined || sequenceNumber === null || sequenceNumber === SEED_SEQUENCE_NUMBER ? null : sequenceNumber;
 }
