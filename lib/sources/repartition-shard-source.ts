@@ -39,6 +39,36 @@ interface Buffered {
 
 const asOffset = (o: Offset | null): RepartitionOffset | null => (o === null ? null : (o as unknown as RepartitionOffset));
 
+/** Per progress key, the batches some records bring whole (every part). */
+function heldBatches(records: readonly RepartitionRecord[]): Map<string, Set<number>> {
+  const parts = new Map<string, { parts: Set<number>; of: number }>();
+  for (const r of records) {
+    const key = `${redriveProgressKey(r)}\u0000${r.batch}`;
+    const entry = parts.get(key) ?? { parts: new Set(), of: r.parts };
+    entry.parts.add(r.part);
+    parts.set(key, entry);
+  }
+  const held = new Map<string, Set<number>>();
+  for (const [key, { parts: got, of }] of parts) {
+    if (got.size < of) continue;
+    const [src, batch] = key.split('\u0000') as [string, string];
+    held.set(src, (held.get(src) ?? new Set()).add(Number(batch)));
+  }
+  return held;
+}
+
+/** `missing`'s batches less those held, as runs of consecutive batches. */
+function withoutBatches(missing: MissingBatches, held: ReadonlySet<number>): MissingBatches[] {
+  const out: MissingBatches[] = [];
+  for (let b = missing.fromBatch; b <= missing.toBatch; b++) {
+    if (held.has(b)) continue;
+    const last = out[out.length - 1];
+    if (last && last.toBatch === b - 1) out[out.length - 1] = { ...last, toBatch: b };
+    else out.push({ ...missing, fromBatch: b, toBatch: b });
+  }
+  return out;
+}
+
 export class RepartitionShardSource implements MicroBatchStream {
   private buffer: Buffered[] = [];
   private committed: RepartitionOffset | null = null;
@@ -244,34 +274,4 @@ export function seedRepartitionOffset(
 /** Where to read a shard after `sequenceNumber`: null (from the start) for a seeded child's offset. */
 export function readAfterPosition(sequenceNumber: string | null | undefined): string | null {
   return sequenceNumber === undefined || sequenceNumber === null || sequenceNumber === SEED_SEQUENCE_NUMBER ? null : sequenceNumber;
-}
-
-/** Per progress key, the batches some records bring whole (every part). */
-function heldBatches(records: readonly RepartitionRecord[]): Map<string, Set<number>> {
-  const parts = new Map<string, { parts: Set<number>; of: number }>();
-  for (const r of records) {
-    const key = `${redriveProgressKey(r)}\u0000${r.batch}`;
-    const entry = parts.get(key) ?? { parts: new Set(), of: r.parts };
-    entry.parts.add(r.part);
-    parts.set(key, entry);
-  }
-  const held = new Map<string, Set<number>>();
-  for (const [key, { parts: got, of }] of parts) {
-    if (got.size < of) continue;
-    const [src, batch] = key.split('\u0000') as [string, string];
-    held.set(src, (held.get(src) ?? new Set()).add(Number(batch)));
-  }
-  return held;
-}
-
-/** `missing`'s batches less those held, as runs of consecutive batches. */
-function withoutBatches(missing: MissingBatches, held: ReadonlySet<number>): MissingBatches[] {
-  const out: MissingBatches[] = [];
-  for (let b = missing.fromBatch; b <= missing.toBatch; b++) {
-    if (held.has(b)) continue;
-    const last = out[out.length - 1];
-    if (last && last.toBatch === b - 1) out[out.length - 1] = { ...last, toBatch: b };
-    else out.push({ ...missing, fromBatch: b, toBatch: b });
-  }
-  return out;
 }
