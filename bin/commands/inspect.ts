@@ -3,6 +3,7 @@ import { createWriteStream } from 'node:fs';
 import { once } from 'node:events';
 import { type Command, Option } from 'commander';
 import { checkpointOf, inspectQuery, label, listPartitions, readCommittedState, type StateRow } from '../../lib/aws/query-inspection.js';
+import { describeLostSenderRecords } from '../../lib/aws/expired-internal-records.js';
 import type { StreamingQueryProgress } from '../../lib/runtime/progress.js';
 import { stringifyWithLongs } from '../../lib/core/long.js';
 import { addAwsOptions, connect, EXIT, formatTime, positiveInt, print, table, type AwsOptions } from './common.js';
@@ -36,7 +37,8 @@ export function registerInspectCommands(program: Command): void {
           ...(status.lostRanges.length > 0 ? [`skipped ranges whose records expired before the re-drive (lost): ${status.lostRanges.length}`] : []),
           ...status.lostRanges.map((r) => `  ${r.partitionId} ${r.outcome!.expiredRange?.first ?? r.firstSequenceNumber}..${r.outcome!.expiredRange?.last ?? r.lastSequenceNumber}`
             + ` (${r.outcome!.expired} record(s) lost)${r.acknowledgement
-              ? `; acknowledged by ${r.acknowledgement.by} at ${formatTime(r.acknowledgement.atMs)}: ${r.acknowledgement.reason}` : ''}`),
+              ? `; acknowledged by ${r.acknowledgement.by} at ${formatTime(r.acknowledgement.atMs)}: ${r.acknowledgement.reason}` : ''}`
+            + (r.lostSources ?? []).map((l) => `\n    rows lost: ${describeLostSenderRecords(l)}`).join('')),
         ].join('\n'));
         process.exitCode = status.healthy ? EXIT.ok : EXIT.unhealthy;
       } finally {

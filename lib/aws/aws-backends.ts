@@ -7,6 +7,8 @@ import type { QueryDefinition } from '../query/query-definition.js';
 import type { CompiledQuery } from '../query/compiled-query.js';
 import type { ExpiredPlannedRecords, PartitionBackends } from '../query/partition-backends.js';
 import { SkippedBatchStore } from './skipped-batches.js';
+import { withSenderRecords, type SenderLog } from './expired-internal-records.js';
+import type { LostSourceBatches } from '../sources/repartition-shard-source.js';
 import type { QueryStage } from '../query/query-stage.js';
 import type { CostMeter } from '../core/cost-meter.js';
 import { sinkPrefixFor, streamNameOf, type RuntimeConfig } from '../runtime/runtime-config.js';
@@ -172,6 +174,17 @@ export function createAwsQueryBackends(
     for (const parent of [own.ParentShardId, own.AdjacentParentShardId]) visit(parent);
     return ancestors;
   };
+  /** The offset log of the partition that sent a stage's lost rows (`src`: its partition id). */
+  const senderLogOf = (stage: QueryStage, lost: LostSourceBatches): SenderLog | null => {
+    const sender = query.stages.find((s) => s.outputHop?.index === stage.inputHop?.index && s.hopInput === lost.input);
+    if (!sender) return null;
+    // A source stage's partition id is its checkpoint partition; a later stage's is the shard id.
+    const partitionId = sender.reads === 'source-stream' ? lost.src : sender.checkpointPartition(lost.src);
+    return {
+      streamName: streamOf(sender), sourceName: sender.sourceId,
+      checkpoint: new DynamoDbCheckpoint({ client: clients.dynamodb, checkpointTable: config.checkpointTable, stateTable: config.stateTable, queryName: stateNamespace, partitionId, meter }),
+    };
+  };
   // A source shard's pending re-drive batch reads its records here (lib/aws/redrive-batch.ts).
   const redriveLedger = new DynamoDbRedriveLedger(clients.dynamodb, config.checkpointTable, definition.name, meter);
   return {
@@ -205,11 +218,13 @@ export function createAwsQueryBackends(
         deadLetters,
         watermarks,
         shardReader: readerOf(stage),
-        ...(input ? {} : {
-          redriveLedger,
-          recordExpiredRecords: (loss: ExpiredPlannedRecords) => expiredRanges.recordExpiredPlanned(stage.checkpointPartition(shardId), streamOf(stage), loss),
-          expiredRecordsCommitWrite: (loss: ExpiredPlannedRecords) => expiredRanges.expiredCommitWrite(stage.checkpointPartition(shardId), loss),
-        }),
+        ...(input ? {} : { redriveLedger }),
+        recordExpiredRecords: async (loss: ExpiredPlannedRecords) => {
+          // Stage 2: what the lost internal records carried, down to the records their senders read.
+          const lostSources = loss.lostSources && await withSenderRecords(loss.lostSources, (lost) => senderLogOf(stage, lost));
+          return expiredRanges.recordExpiredPlanned(stage.checkpointPartition(shardId), streamOf(stage), { ...loss, ...(lostSources ? { lostSources } : {}) });
+        },
+        expiredRecordsCommitWrite: (loss: ExpiredPlannedRecords) => expiredRanges.expiredCommitWrite(stage.checkpointPartition(shardId), loss),
         costMeter: meter,
         ...(input ? { sourcePartitions: (sourceName?: string) => shardsOf(sendersOf(sourceName)) } : {}),
         stateKeyRange: () => rangeOf(streamOf(stage), shardId),

@@ -26,7 +26,7 @@ import { createAwsQueryBackends, type BackendsNamespace } from './aws-backends.j
 import { namespaceFence, readNamespacePointer } from './query-namespace.js';
 import { ReshardGuard } from './reshard-guard.js';
 import { skippedRangesOf } from './skipped-batches.js';
-import { createObservability, recordBatchProgress, type Observability } from './observability.js';
+import { createObservability, recordBatchProgress, recordExpiredLoss, type Observability } from './observability.js';
 import { inSubsegment, tracerForClients } from './tracing.js';
 import { METRIC } from '../runtime/metric-names.js';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
@@ -208,6 +208,7 @@ function createShardHandler(
         continue;
       }
       for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, result.stage.kind);
+      if (result.expired) recordExpiredLoss(observability, shardId, result.stage.kind, result.expired);
       if (result.error) {
         observability.logger.error('batch failed; Lambda retries from the first uncommitted record', {
           shardId, retryFrom: result.firstUncommittedSequenceNumber, error: result.error,

@@ -8,6 +8,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { StreamingQueryProgress } from '../runtime/progress.js';
+import type { ExpiredPlannedRecords } from '../query/partition-backends.js';
 import { METRIC, METRIC_DIMENSION_OPERATOR, METRIC_DIMENSION_QUERY, METRICS_NAMESPACE, OPERATOR_METRIC } from '../runtime/metric-names.js';
 import { operatorLabel, progressLags, totalRowsDroppedByWatermark, totalStateRows } from '../runtime/progress-figures.js';
 import { dataRedactingReplacer } from './log-redaction.js';
@@ -31,6 +32,19 @@ export function createObservability(queryName: string, serviceName = 'sluice'): 
 export function logsDataValues(logger: Logger): boolean {
   const level = logger.getLevelName();
   return level === 'DEBUG' || level === 'TRACE';
+}
+
+/**
+ * A planned batch ran without its oldest records, which expired from the stream (recorded as a lost
+ * range that `sluice status` lists): said where alarms and logs look too. Sequence numbers and batch
+ * ids only, no data values.
+ */
+export function recordExpiredLoss(observability: Observability, shardId: string, stage: string, loss: ExpiredPlannedRecords): void {
+  observability.logger.warn('planned batch records expired from the stream: the batch ran over the rest', {
+    shardId, stage, batchId: loss.batchId, expired: loss.count, first: loss.firstSequenceNumber, last: loss.lastSequenceNumber,
+    ...(loss.lostSources ? { lostSources: loss.lostSources } : {}),
+  });
+  observability.metrics.addMetric(METRIC.expiredPlannedRecords, MetricUnit.Count, loss.count);
 }
 
 export function recordBatchProgress(observability: Observability, shardId: string, progress: StreamingQueryProgress, stage = 'single'): void {

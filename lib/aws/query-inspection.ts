@@ -22,6 +22,7 @@ import { DynamoDbWatermarkCoordinator, type PartitionWatermarkRow } from './dyna
 import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js';
 import { encodeKeySegment, listKeys, normalizePrefix } from './s3-util.js';
 import { isExpiredPlanned, isLostRange, SkippedBatchStore, type SkippedRange } from './skipped-batches.js';
+import { describeLostSenderRecords } from './expired-internal-records.js';
 
 /** Stage-2 partitions of a repartition stage are named `state.<internal shard id>`. */
 const STAGE2_PREFIX = 'state.';
@@ -172,6 +173,7 @@ export async function inspectQuery(clients: AwsClients, deployment: DeploymentDe
     const before = isExpiredPlanned(r) ? 'their batch committed (it ran over the rest)' : 'the re-drive read them';
     problems.push(`${r.outcome!.expired} record(s) of ${what} ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber} expired from `
       + `${r.streamName} before ${before}: lost${lost ? ` (sequence numbers ${lost.first}..${lost.last})` : ''}; `
+      + (r.lostSources?.length ? `the rows they carried: ${r.lostSources.map(describeLostSenderRecords).join('; ')}; ` : '')
       + `once seen: \`sluice redrive ${deployment.sluiceQuery} --acknowledge ${r.partitionId}#${r.firstSequenceNumber} --reason "..."\``);
   }
   for (const p of partitions) {

@@ -44,7 +44,7 @@ import { listStreamShards } from './kinesis-shard-reader.js';
 import { parentsFirst, ReshardGuard, type ShardReadiness } from './reshard-guard.js';
 import { skippedRangesOf } from './skipped-batches.js';
 import { readAfterPosition } from '../sources/repartition-shard-source.js';
-import { createObservability, recordBatchProgress, type Observability } from './observability.js';
+import { createObservability, recordBatchProgress, recordExpiredLoss, type Observability } from './observability.js';
 import type { Tracer } from '@aws-lambda-powertools/tracer';
 import { inSubsegment, tracerForClients } from './tracing.js';
 import { compactSinkIfDue, sweepStagingIfFilesSink } from './scheduled-compaction.js';
@@ -402,6 +402,7 @@ async function runAndReport(
   for (const p of result.progress) tick.longestBatchMs = Math.max(tick.longestBatchMs, p.durationMs.triggerExecution ?? 0);
   if (result.stoppedBy === 'deadline') tick.stoppedBy = 'deadline';
   for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, stage.kind);
+  if (result.expired) recordExpiredLoss(observability, shardId, stage.kind, result.expired);
   if (result.error) observability.logger.error('scheduled invocation failed', { shardId, stage: stage.kind, error: result.error });
   await options.onInvocation?.(shardId, result, stage);
   return result;

@@ -20,6 +20,7 @@ import { putItemOnce, queryAll, type Item } from './dynamodb-cost.js';
 import type { ExpiredPlannedRecords } from '../query/partition-backends.js';
 import type { ExpiredRecords } from '../sources/kinesis-shard-source.js';
 import type { DynamoDbCommitSideWrite } from './dynamodb-checkpoint.js';
+import type { LostSenderRecords } from './expired-internal-records.js';
 
 /** Lambda's description of a batch it gave up on (`KinesisBatchInfo` of the on-failure record). */
 export interface SkippedBatchInfo {
@@ -53,6 +54,8 @@ export interface SkippedRange {
   readonly state: SkippedRangeState;
   /** What the re-drive did (when redriven). */
   readonly outcome?: SkippedRangeOutcome;
+  /** An internal stream's expired planned records: the senders' batches (and records) whose rows they carried. */
+  readonly lostSources?: readonly LostSenderRecords[];
   /** A person saw the range's loss to retention (`sluice redrive --acknowledge`): status lists it, healthy. */
   readonly acknowledgement?: LossAcknowledgement;
 }
@@ -178,6 +181,7 @@ export class SkippedBatchStore {
         Key: key,
         UpdateExpression: 'SET partitionId = :partition, shardId = :shard, streamName = :stream, #first = :first, #last = :last, batchSize = :count, '
           + 'reason = :reason, skippedAtMs = if_not_exists(skippedAtMs, :now), recordedAtMs = :now, #state = :redriven, outcome = :outcome '
+          + (loss.lostSources ? ', lostSources = :lost ' : '')
           // A wider loss needs a new look: an acknowledgement of the narrower one does not cover it.
           + 'REMOVE acknowledgement',
         ConditionExpression: 'attribute_not_exists(pk) OR (batchSize < :count AND attribute_not_exists(committedBatch))',
@@ -187,6 +191,7 @@ export class SkippedBatchStore {
           ':first': { S: loss.firstSequenceNumber }, ':last': { S: loss.lastSequenceNumber }, ':count': { N: String(loss.count) },
           ':reason': { S: `${EXPIRED_PLANNED_REASON} (batch ${loss.batchId}): it ran over its ${loss.count === 0 ? 'records' : 'remaining records'}` },
           ':now': { N: String(nowMs) }, ':redriven': { S: 'redriven' }, ':outcome': { S: JSON.stringify(outcome) },
+          ...(loss.lostSources ? { ':lost': { S: JSON.stringify(loss.lostSources) } } : {}),
         },
       }));
       return { firstSequenceNumber: loss.firstSequenceNumber, lastSequenceNumber: loss.lastSequenceNumber, count: loss.count };
@@ -301,6 +306,7 @@ function rangeOf(item: Item): SkippedRange {
     recordedAtMs: Number(item.recordedAtMs?.N ?? 0),
     state: (item.state?.S ?? 'waiting') as SkippedRangeState,
     ...(item.outcome?.S ? { outcome: JSON.parse(item.outcome.S) as SkippedRangeOutcome } : {}),
+    ...(item.lostSources?.S ? { lostSources: JSON.parse(item.lostSources.S) as LostSenderRecords[] } : {}),
     ...(item.acknowledgement?.S ? { acknowledgement: JSON.parse(item.acknowledgement.S) as LossAcknowledgement } : {}),
   };
 }

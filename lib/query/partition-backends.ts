@@ -11,6 +11,7 @@ import type { SinkRowLimits } from '../sinks/row-limits.js';
 import type { DeadLetterWriter } from '../sources/dead-letter.js';
 import type { ExpiredRecords, ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { SourceShard } from '../sources/repartition-records.js';
+import type { LostSourceBatches } from '../sources/repartition-shard-source.js';
 import type { HashKeyRange } from '../state/state-routing.js';
 
 /** Reads a shard's records between two sequence numbers (inclusive): GetRecords on AWS. */
@@ -39,6 +40,8 @@ export interface RedriveLedger {
 export interface ExpiredPlannedRecords extends ExpiredRecords {
   readonly shardId: string;
   readonly batchId: number;
+  /** Stage 2: the senders' batches whose rows for this shard the lost internal records carried. */
+  readonly lostSources?: readonly LostSourceBatches[];
 }
 
 export interface PartitionBackends {

@@ -21,9 +21,9 @@ import type { StructField } from '../plan/data-types.js';
 import { collectNodes, type LogicalPlan, type StreamingRelationNode } from '../plan/logical-plan.js';
 import type { WatermarkCoordinator } from '../runtime/watermark-coordinator.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
-import { KinesisShardSource, type ShardRecord } from '../sources/kinesis-shard-source.js';
+import { KinesisShardSource, type ExpiredRecords, type ShardRecord } from '../sources/kinesis-shard-source.js';
 import { createRecordDecoder, type RecordDecoder } from '../sources/record-decoder.js';
-import { RepartitionShardSource } from '../sources/repartition-shard-source.js';
+import { RepartitionShardSource, type ExpiredInternalRecords, type LostSourceBatches } from '../sources/repartition-shard-source.js';
 import { kinesisHashKey as hashKeyOf, repartitionRoutingKey } from '../state/state-routing.js';
 import { compilePartialAggregator } from '../execution/partial-aggregation.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
@@ -42,6 +42,12 @@ export interface ShardSource extends MicroBatchStream {
   setCommitted(offset: Offset | null): void;
   offer(records: readonly ShardRecord[]): unknown;
   covers(start: Offset | null, end: Offset): boolean;
+  /** What retention took from the planned batch `(start, end]`, from the shard's `read` alone (see KinesisShardSource's). */
+  expiredPrefixOf?(start: Offset | null, end: Offset, read: readonly ShardRecord[]): ExpiredRecords | ExpiredInternalRecords | null;
+  /** The planned batch runs without the recorded expired prefix from now on; false when the others are not all held. */
+  runWithoutExpired?(start: Offset | null, end: Offset, recorded: ExpiredRecords): boolean;
+  /** Stage 2: what the records a batch runs without carried (the senders' batches). */
+  expiredLostSources?(start: Offset | null, end: Offset): readonly LostSourceBatches[];
   /** A re-drive run's records for a batch of their own (a Kinesis source shard only). */
   offerRedrive?(run: string, records: readonly ShardRecord[], seeded?: boolean): void;
 }

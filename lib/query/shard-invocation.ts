@@ -24,13 +24,14 @@
  * there (Lambda's batchItemFailures): nothing is lost, reordered or applied twice.
  */
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
-import { asKinesisOffset, KinesisShardSource, redriveRunOf, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
+import { asKinesisOffset, KinesisShardSource, redriveRunOf, type ExpiredRecords, type KinesisOffset, type ShardRecord } from '../sources/kinesis-shard-source.js';
 import { systemClock } from '../runtime/clock.js';
 import type { StreamingQueryProgress } from '../runtime/progress.js';
 import { StreamExecution } from '../runtime/stream-execution.js';
 import { Trigger } from '../runtime/trigger.js';
 import type { CompiledQuery } from './compiled-query.js';
 import type { ExpiredPlannedRecords, PartitionBackends, RedriveLedger } from './partition-backends.js';
+import type { ExpiredInternalRecords } from '../sources/repartition-shard-source.js';
 import type { QueryStage, ShardSource } from './query-stage.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
@@ -69,6 +70,8 @@ export interface ShardInvocationResult {
   readonly firstUncommittedSequenceNumber: string | null;
   /** Set when batches were due but the deadline was too close to start one. */
   readonly stoppedBy?: 'deadline';
+  /** The planned batch ran without its oldest records, which expired from the stream (recorded as lost). */
+  readonly expired?: ExpiredPlannedRecords;
   readonly error?: Error;
 }
 
@@ -178,7 +181,7 @@ export async function runShardInvocation(
     }
     return {
       stage, progress: execution.recentProgress, committed: committedOffset(), firstUncommittedSequenceNumber: firstUncommitted(),
-      ...(stoppedBy ? { stoppedBy } : {}),
+      ...(stoppedBy ? { stoppedBy } : {}), ...(expiredLoss ? { expired: expiredLoss } : {}),
     };
   } catch (error) {
     return {
@@ -186,6 +189,7 @@ export async function runShardInvocation(
       progress: execution.recentProgress,
       committed: committedOffset(),
       firstUncommittedSequenceNumber: firstUncommitted(),
+      ...(expiredLoss ? { expired: expiredLoss } : {}),
       error: error as Error,
     };
   }
@@ -227,17 +231,42 @@ async function ensurePendingBatchRecords(
   // Retention trimmed the batch's oldest records: like Spark's Kafka source with failOnDataLoss=false,
   // the batch runs over the rest and keeps its planned end (the records after it stay exactly-once);
   // the loss is recorded first, so it is never silent. Not for a retry of a source without the hook.
-  const expired = backends.recordExpiredRecords && source instanceof KinesisShardSource ? source.expiredPrefixOf(start, end, records) : null;
+  const views = expiredViews(execution, sources, start, end);
+  const expired = backends.recordExpiredRecords ? prefixExpiredInEveryView(views, records) : null;
   if (!expired) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
   }
   // The record only grows: another attempt may have seen a later trim, and this one then leaves out as many.
   const recorded = await backends.recordExpiredRecords!({ ...expired, shardId, batchId: pending.batchId });
-  if (!(source as KinesisShardSource).runWithoutExpired(start, end, recorded)) {
+  if (!views.every(({ view, from, to }) => view.runWithoutExpired?.(from, to, recorded) === true)) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: ${recorded.count} planned record(s) are recorded as expired `
       + `(${recorded.firstSequenceNumber}..${recorded.lastSequenceNumber}), and the shard does not hold exactly the others`);
   }
-  return { ...recorded, shardId, batchId: pending.batchId };
+  const lostSources = views.flatMap(({ view, from, to }) => view.expiredLostSources?.(from, to) ?? []);
+  return { ...recorded, shardId, batchId: pending.batchId, ...(lostSources.length > 0 ? { lostSources } : {}) };
+}
+
+/** Every view of the shard with a batch planned (a stage 2 with several hop inputs has one per input), the first one's first. */
+function expiredViews(
+  execution: StreamExecution, sources: readonly ShardSource[], start: Offset | null, end: Offset,
+): { view: ShardSource; from: Offset | null; to: Offset }[] {
+  const [source, ...others] = sources;
+  return [{ view: source!, from: start, to: end }, ...others.flatMap((view) => {
+    const to = execution.pendingBatch!.offsets.get(view.name) ?? null;
+    const from = execution.committedSourceOffsets.get(view.name) ?? null;
+    return to === null || JSON.stringify(from) === JSON.stringify(to) ? [] : [{ view, from, to }];
+  })];
+}
+
+/** The prefix the read lacks, when every view sees it as trimmed; with what the lost records carried (stage 2). */
+function prefixExpiredInEveryView(
+  views: readonly { view: ShardSource; from: Offset | null; to: Offset }[], read: readonly ShardRecord[],
+): ExpiredRecords | ExpiredInternalRecords | null {
+  const found = views.map(({ view, from, to }) => view.expiredPrefixOf?.(from, to, read) ?? null);
+  const first = found[0];
+  if (!first || found.some((f) => f === null || f.lastSequenceNumber !== first.lastSequenceNumber)) return null;
+  const lostSources = found.flatMap((f) => (f && 'lostSources' in f ? (f as ExpiredInternalRecords).lostSources : []));
+  return 'lostSources' in first ? { ...first, lostSources } : first;
 }
 
 /** The sequence numbers of the planned, uncommitted batch's records. */

@@ -25,6 +25,8 @@ export const METRIC = {
   watermarkLagMs: 'WatermarkLagMs',
   /** Batch start (wall clock) minus the newest event time the batch read; only when it read rows. */
   eventTimeLagMs: 'EventTimeLagMs',
+  /** Records a planned batch lost to the stream's retention before it committed (it ran over the rest; a lost range). */
+  expiredPlannedRecords: 'ExpiredPlannedRecords',
 } as const;
 
 /** Per stateful operator, dimensions query + operator (see METRIC_DIMENSION_OPERATOR). */

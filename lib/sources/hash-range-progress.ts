@@ -201,3 +201,34 @@ function normalize(ranges: readonly AppliedRange[]): AppliedRange[] {
   }
   return out;
 }
+
+/** Batches of one source shard that `planned` applied in a hash range and `held` did not (`held` lacks them). */
+export interface MissingBatches {
+  readonly lo: string;
+  readonly hi: string;
+  /** The first batch missing (the one after `held`'s, or `held`'s own when only some of its parts are in). */
+  readonly fromBatch: number;
+  readonly toBatch: number;
+}
+
+/**
+ * Where `planned` is ahead of `held` (both the same partition's progress for one source shard):
+ * the batches a planned stage-2 batch would have applied that the records it still holds do not.
+ * Stage-1 batch ids start at 0, so a hash `held` never applied misses everything up to `planned`'s.
+ */
+export function missingBatches(held: RangeProgress | undefined, planned: RangeProgress): MissingBatches[] {
+  const out: MissingBatches[] = [];
+  for (const r of planned.ranges) {
+    for (const p of piecesOf(held, rangeOfHex([r.lo, r.hi]))) {
+      const h = p.applied;
+      if (h && (h.batch > r.batch || (h.batch === r.batch && (h.parts === undefined || (r.parts !== undefined && h.parts.length >= r.parts.length))))) continue;
+      const fromBatch = h === null ? 0 : h.parts === undefined ? h.batch + 1 : h.batch;
+      if (fromBatch > r.batch) continue; // an idle record's batch (none committed yet): no rows
+      const last = out[out.length - 1];
+      if (last && last.fromBatch === fromBatch && last.toBatch === r.batch && fromHex(last.hi) + 1n === p.start) {
+        out[out.length - 1] = { ...last, hi: toHex(p.end) };
+      } else out.push({ lo: toHex(p.start), hi: toHex(p.end), fromBatch, toBatch: r.batch });
+    }
+  }
+  return out;
+}

@@ -258,25 +258,8 @@ export class KinesisShardSource implements MicroBatchStream {
    * The batch runs over the read's records once `runWithoutExpired` says what was recorded.
    */
   expiredPrefixOf(start: Offset | null, end: Offset, read: readonly ShardRecord[]): ExpiredRecords | null {
-    const planned = asKinesisOffset(end)!;
-    if (redriveRunOf(start, end) || planned.recordCount === undefined || planned.firstSequenceNumber === undefined) return null;
-    const from = start === null ? -1n : BigInt(asKinesisOffset(start)!.sequenceNumber);
-    const first = BigInt(planned.firstSequenceNumber);
-    const last = BigInt(planned.sequenceNumber);
-    const held = [...new Set(read.map((r) => BigInt(r.sequenceNumber)).filter((seq) => seq > from && seq >= first && seq <= last))]
-      .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-    if (held.length >= planned.recordCount) return null;
-    if (held.length > 0) {
-      if (held[held.length - 1] !== last || held[0]! <= first) return null;
-      // Contiguous: every record known after the read's first is in the read (sequence numbers have gaps, so only known records can be checked).
-      const inRead = new Set(held);
-      if (this.buffer.some((b) => b.seq > held[0]! && b.seq <= last && !inRead.has(b.seq))) return null;
-    }
-    return {
-      firstSequenceNumber: planned.firstSequenceNumber,
-      lastSequenceNumber: held.length > 0 ? String(held[0]! - 1n) : planned.sequenceNumber,
-      count: planned.recordCount - held.length,
-    };
+    if (redriveRunOf(start, end)) return null;
+    return trimmedPrefixOf(asKinesisOffset(start), asKinesisOffset(end)!, read, this.buffer.map((b) => b.seq));
   }
 
   /**
@@ -356,4 +339,30 @@ export class KinesisShardSource implements MicroBatchStream {
   commit(end: Offset): void {
     this.setCommitted(asKinesisOffset(end));
   }
+}
+
+/**
+ * What retention took from the planned batch `(start, end]`, decided from `read` (the shard's
+ * answer for its range) alone, `known` being every sequence number buffered: see
+ * KinesisShardSource.expiredPrefixOf. Shared by the internal stream's shard source (stage 2).
+ */
+export function trimmedPrefixOf(start: KinesisOffset | null, planned: KinesisOffset, read: readonly ShardRecord[], known: readonly bigint[]): ExpiredRecords | null {
+  if (planned.recordCount === undefined || planned.firstSequenceNumber === undefined) return null;
+  const from = start === null ? -1n : BigInt(start.sequenceNumber);
+  const first = BigInt(planned.firstSequenceNumber);
+  const last = BigInt(planned.sequenceNumber);
+  const held = [...new Set(read.map((r) => BigInt(r.sequenceNumber)).filter((seq) => seq > from && seq >= first && seq <= last))]
+    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  if (held.length >= planned.recordCount) return null;
+  if (held.length > 0) {
+    if (held[held.length - 1] !== last || held[0]! <= first) return null;
+    // Contiguous: every record known after the read's first is in the read (sequence numbers have gaps, so only known records can be checked).
+    const inRead = new Set(held);
+    if (known.some((seq) => seq > held[0]! && seq <= last && !inRead.has(seq))) return null;
+  }
+  return {
+    firstSequenceNumber: planned.firstSequenceNumber,
+    lastSequenceNumber: held.length > 0 ? String(held[0]! - 1n) : planned.sequenceNumber,
+    count: planned.recordCount - held.length,
+  };
 }

@@ -5,17 +5,32 @@
  * source shards' event times give the watermark.
  */
 import type { StructField } from '../plan/data-types.js';
-import { SEED_SEQUENCE_NUMBER, type KinesisOffset, type ShardRecord } from './kinesis-shard-source.js';
+import { SEED_SEQUENCE_NUMBER, trimmedPrefixOf, type ExpiredRecords, type KinesisOffset, type ShardRecord } from './kinesis-shard-source.js';
 import {
-  applyRepartitionRecord, decodeRepartitionRecord, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap, type SourceShard,
+  applyRepartitionRecord, asRangeProgress, decodeRepartitionRecord, redriveProgressKey, mergeSourceProgress, sourcesWatermarkMs, type RepartitionRecord, type SourceProgress, type SourceProgressMap, type SourceShard,
 } from './repartition-records.js';
 import type { DeadLetterRecord } from './dead-letter.js';
 import { heldOutRowDeadLetter, heldOutRowId } from './held-out-rows.js';
 import type { MicroBatchStream, Offset } from './source.js';
-import type { HashRange } from './hash-range-progress.js';
+import { missingBatches, type HashRange, type MissingBatches } from './hash-range-progress.js';
 
 export interface RepartitionOffset extends KinesisOffset {
   readonly sources: SourceProgressMap;
+}
+
+/**
+ * What a stage-2 batch lost with its expired internal records: per sending partition (`src`, a
+ * stage-1 partition), the batches whose rows for this shard's hash ranges it will never apply.
+ */
+export interface LostSourceBatches extends MissingBatches {
+  readonly src: string;
+  /** The hop input (source stream) the rows belonged to, when the stage reads several. */
+  readonly input?: string;
+}
+
+/** Internal records a planned stage-2 batch lost to retention, and what they carried. */
+export interface ExpiredInternalRecords extends ExpiredRecords {
+  readonly lostSources: readonly LostSourceBatches[];
 }
 
 interface Buffered {
@@ -25,6 +40,36 @@ interface Buffered {
 }
 
 const asOffset = (o: Offset | null): RepartitionOffset | null => (o === null ? null : (o as unknown as RepartitionOffset));
+
+/** Per progress key, the batches some records bring whole (every part). */
+function heldBatches(records: readonly RepartitionRecord[]): Map<string, Set<number>> {
+  const parts = new Map<string, { parts: Set<number>; of: number }>();
+  for (const r of records) {
+    const key = `${redriveProgressKey(r)}\u0000${r.batch}`;
+    const entry = parts.get(key) ?? { parts: new Set(), of: r.parts };
+    entry.parts.add(r.part);
+    parts.set(key, entry);
+  }
+  const held = new Map<string, Set<number>>();
+  for (const [key, { parts: got, of }] of parts) {
+    if (got.size < of) continue;
+    const [src, batch] = key.split('\u0000') as [string, string];
+    held.set(src, (held.get(src) ?? new Set()).add(Number(batch)));
+  }
+  return held;
+}
+
+/** `missing`'s batches less those held, as runs of consecutive batches. */
+function withoutBatches(missing: MissingBatches, held: ReadonlySet<number>): MissingBatches[] {
+  const out: MissingBatches[] = [];
+  for (let b = missing.fromBatch; b <= missing.toBatch; b++) {
+    if (held.has(b)) continue;
+    const last = out[out.length - 1];
+    if (last && last.toBatch === b - 1) out[out.length - 1] = { ...last, toBatch: b };
+    else out.push({ ...missing, fromBatch: b, toBatch: b });
+  }
+  return out;
+}
 
 export class RepartitionShardSource implements MicroBatchStream {
   private buffer: Buffered[] = [];
@@ -88,8 +133,16 @@ export class RepartitionShardSource implements MicroBatchStream {
     return null;
   }
 
+  /**
+   * A planned batch that runs without its expired records: its last sequence number, the last
+   * record it lost (those up to it are left out, even ones a delivery holds) and how many it has.
+   */
+  private expiredPrefix: { end: bigint; lastLost: bigint; held: number } | null = null;
+
   private recordsIn(start: RepartitionOffset | null, end: bigint): Buffered[] {
-    const from = start ? BigInt(start.sequenceNumber) : -1n;
+    let from = start ? BigInt(start.sequenceNumber) : -1n;
+    const expired = this.expiredPrefix;
+    if (expired && expired.end === end && expired.lastLost > from) from = expired.lastLost;
     return this.buffer.filter((b) => b.seq > from && b.seq <= end);
   }
 
@@ -141,9 +194,62 @@ export class RepartitionShardSource implements MicroBatchStream {
   covers(start: Offset | null, end: Offset): boolean {
     const planned = asOffset(end)!;
     const found = this.recordsIn(asOffset(start), BigInt(planned.sequenceNumber));
+    const expired = this.expiredPrefix;
+    if (expired && expired.end === BigInt(planned.sequenceNumber)) return found.length === expired.held;
     return found.length === planned.recordCount
       && found[0]?.record.sequenceNumber === planned.firstSequenceNumber
       && found[found.length - 1]?.record.sequenceNumber === planned.sequenceNumber;
+  }
+
+  /**
+   * The batch `(start, end]` lost its oldest internal records to retention, decided from `read`
+   * alone as for a source shard (`trimmedPrefixOf`): the missing prefix, with what it carried (see
+   * `lostSourcesAfter`); null when the read is no trimmed suffix. Nothing changes until
+   * `runWithoutExpired`.
+   */
+  expiredPrefixOf(start: Offset | null, end: Offset, read: readonly ShardRecord[]): ExpiredInternalRecords | null {
+    const planned = asOffset(end)!;
+    const expired = trimmedPrefixOf(asOffset(start), planned, read, this.buffer.map((b) => b.seq));
+    return expired && { ...expired, lostSources: this.lostSourcesAfter(asOffset(start), planned, BigInt(expired.lastSequenceNumber)) };
+  }
+
+  /**
+   * The batch `(start, end]` runs without the expired prefix `recorded` (the loss record's, at least
+   * what `expiredPrefixOf` found) from now on, keeping its planned end, and so its planned progress:
+   * what the lost records carried counts as applied, and a late copy of them is a duplicate. False,
+   * and nothing changes, when the buffer does not hold exactly the planned records after it.
+   */
+  runWithoutExpired(start: Offset | null, end: Offset, recorded: ExpiredRecords): boolean {
+    const planned = asOffset(end)!;
+    if (planned.recordCount === undefined || planned.firstSequenceNumber !== recorded.firstSequenceNumber) return false;
+    const lastLost = BigInt(recorded.lastSequenceNumber);
+    const last = BigInt(planned.sequenceNumber);
+    const held = this.recordsIn(asOffset(start), last).filter((b) => b.seq > lastLost);
+    const expected = planned.recordCount - recorded.count;
+    if (held.length !== expected || (expected > 0 && held[held.length - 1]!.seq !== last)) return false;
+    this.expiredPrefix = { end: last, lastLost, held: expected };
+    return true;
+  }
+
+  /** What the records up to `lastLost` of the batch `(start, planned]` carried, when the batch runs without them. */
+  expiredLostSources(start: Offset | null, end: Offset): LostSourceBatches[] {
+    const lastLost = this.expiredPrefix?.lastLost;
+    return lastLost === undefined ? [] : this.lostSourcesAfter(asOffset(start), asOffset(end)!, lastLost);
+  }
+
+  /**
+   * The senders' batches the batch `(start, planned]` was planned to apply (start's progress to the
+   * planned one) that no record after `lastLost` brings whole. Stage 1 sends every batch to every
+   * shard, so each such batch had a record among the lost ones (its rows for this shard may be none).
+   */
+  private lostSourcesAfter(start: RepartitionOffset | null, planned: RepartitionOffset, lastLost: bigint): LostSourceBatches[] {
+    const from = start ? BigInt(start.sequenceNumber) : -1n;
+    const kept = this.buffer.filter((b) => b.seq > from && b.seq > lastLost && b.seq <= BigInt(planned.sequenceNumber));
+    const held = heldBatches(kept.flatMap((b) => (b.decoded && b.decoded.kind === 'rows' && this.isForThisShard(b.decoded) ? [b.decoded] : [])));
+    const before = start?.sources ?? {};
+    return Object.entries(planned.sources).flatMap(([src, progress]) => missingBatches(before[src] && asRangeProgress(before[src]), asRangeProgress(progress))
+      .flatMap((m) => withoutBatches(m, held.get(src) ?? new Set()))
+      .map((m) => ({ src, ...(this.input === undefined ? {} : { input: this.input }), ...m })));
   }
 
   getBatch(start: Offset | null, end: Offset): unknown[][] {

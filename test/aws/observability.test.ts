@@ -1,7 +1,8 @@
 /** The metrics a committed batch publishes (EMF through Powertools), read back from the output. */
 import { describe, expect, it } from 'vitest';
 import { METRIC, METRIC_DIMENSION_OPERATOR, METRICS_NAMESPACE, OPERATOR_METRIC } from '../../lib/runtime/metric-names.js';
-import { emitBatchMetrics, sampleProgress } from '../support/emitted-metrics.js';
+import { emitBatchMetrics, emitMetrics, sampleProgress } from '../support/emitted-metrics.js';
+import { recordExpiredLoss } from '../../lib/aws/observability.js';
 
 describe('recordBatchProgress', () => {
   it('publishes the per-query figures with their values', () => {
@@ -29,5 +30,15 @@ describe('recordBatchProgress', () => {
     expect(doc).not.toHaveProperty(METRIC.watermarkLagMs);
     expect(doc).not.toHaveProperty(METRIC.eventTimeLagMs);
     expect(doc).toHaveProperty(METRIC.inputRows, 25);
+  });
+});
+
+describe('recordExpiredLoss', () => {
+  it('counts the planned records a batch lost to retention', () => {
+    const docs = emitMetrics((o) => recordExpiredLoss(o, 'shardId-000000000000', 'state', {
+      shardId: 'shardId-000000000000', batchId: 4, firstSequenceNumber: '10', lastSequenceNumber: '12', count: 3,
+      lostSources: [{ src: 'shardId-000000000001', lo: '0', hi: 'ff', fromBatch: 7, toBatch: 9 }],
+    }));
+    expect(docs.map((d) => d[METRIC.expiredPlannedRecords])).toEqual([3]);
   });
 });

@@ -4,7 +4,7 @@
  * (Powertools prints them through the global console in POWERTOOLS_DEV mode).
  */
 import { vi } from 'vitest';
-import { createObservability, recordBatchProgress } from '../../lib/aws/observability.js';
+import { createObservability, recordBatchProgress, type Observability } from '../../lib/aws/observability.js';
 import type { StreamingQueryProgress } from '../../lib/runtime/progress.js';
 
 export interface EmfDocument {
@@ -31,6 +31,11 @@ export function sampleProgress(overrides: Partial<StreamingQueryProgress> = {}):
 }
 
 export function emitBatchMetrics(progress: StreamingQueryProgress = sampleProgress(), queryName = 'q'): EmfDocument[] {
+  return emitMetrics((observability) => recordBatchProgress(observability, 'shardId-000000000000', progress), queryName);
+}
+
+/** The EMF documents `record` publishes (its log lines are not under test). */
+export function emitMetrics(record: (observability: Observability) => void, queryName = 'q'): EmfDocument[] {
   const saved = { dev: process.env.POWERTOOLS_DEV, disabled: process.env.POWERTOOLS_METRICS_DISABLED };
   process.env.POWERTOOLS_DEV = 'true';
   process.env.POWERTOOLS_METRICS_DISABLED = 'false';
@@ -38,13 +43,15 @@ export function emitBatchMetrics(progress: StreamingQueryProgress = sampleProgre
   const spy = vi.spyOn(console, 'log').mockImplementation((text: unknown) => { lines.push(String(text)); });
   // The logger's 'batch committed' line (pretty-printed in dev mode) is not under test here.
   const quiet = vi.spyOn(console, 'info').mockImplementation(() => {});
+  const quietWarn = vi.spyOn(console, 'warn').mockImplementation(() => {});
   try {
     const observability = createObservability(queryName);
-    recordBatchProgress(observability, 'shardId-000000000000', progress);
+    record(observability);
     observability.metrics.publishStoredMetrics();
   } finally {
     spy.mockRestore();
     quiet.mockRestore();
+    quietWarn.mockRestore();
     if (saved.dev === undefined) delete process.env.POWERTOOLS_DEV; else process.env.POWERTOOLS_DEV = saved.dev;
     if (saved.disabled === undefined) delete process.env.POWERTOOLS_METRICS_DISABLED; else process.env.POWERTOOLS_METRICS_DISABLED = saved.disabled;
   }
