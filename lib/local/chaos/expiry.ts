@@ -43,6 +43,8 @@ export interface GivenUpBatch {
 export interface ExpiryOutcome {
   /** Payloads lost to retention (never committed, not poison): the expected answer leaves them out. */
   readonly lost: readonly string[];
+  /** The same records by stream, shard and sequence number (what retention-loss.ts merges with the engine's own records of loss). */
+  readonly lostRecords: readonly { readonly streamName: string; readonly shardId: string; readonly sequenceNumber: string }[];
   /** Skipped ranges that expired, and the records the re-drive reported expired in them. */
   readonly ranges: number;
   readonly reportedExpired: number;
@@ -67,7 +69,7 @@ export async function expireAndRedrive(options: {
   const store = new SkippedBatchStore({ client: clients.dynamodb, checkpointTable: deployment.checkpointTable, queryName: deployment.sluiceQuery });
   const expiring = (await store.list()).filter((r) => r.state === 'waiting'
     && options.outage.some((o) => o.streamName === r.streamName && o.shardId === r.shardId && inRange(r, o.sequenceNumber)));
-  if (expiring.length === 0) return { lost: [], ranges: 0, reportedExpired: 0, diff };
+  if (expiring.length === 0) return { lost: [], lostRecords: [], ranges: 0, reportedExpired: 0, diff };
 
   // 1. Recorded and shown by status before anyone re-drives.
   // A loss an operator is not shown counts as lost: its records.
@@ -81,6 +83,7 @@ export async function expireAndRedrive(options: {
 
   // 2. The re-drive after retention passed them.
   const lost: string[] = [];
+  const lostRecords: { streamName: string; shardId: string; sequenceNumber: string }[] = [];
   let reportedExpired = 0;
   /** Ranges with records no batch committed: those status must report lost (and only those). */
   const reallyLost = new Set<SkippedRange>();
@@ -104,7 +107,11 @@ export async function expireAndRedrive(options: {
       }
       if (uncommitted.length > 0) reallyLost.add(r);
       // What is really gone: the range's records no batch committed (poison never reaches a sink anyway).
-      for (const record of uncommitted) if (!options.poison.has(record.data)) lost.push(record.data);
+      for (const record of uncommitted) {
+        if (options.poison.has(record.data)) continue;
+        lost.push(record.data);
+        lostRecords.push({ streamName: r.streamName, shardId: r.shardId, sequenceNumber: record.sequenceNumber });
+      }
     }
   } finally {
     redriveClients.destroy();
@@ -123,7 +130,7 @@ export async function expireAndRedrive(options: {
       fail(`status (${after.healthy ? 'healthy' : 'unhealthy'}) does not report the lost range ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber}`, r.batchSize);
     }
   }
-  return { lost, ranges: expiring.length, reportedExpired, diff };
+  return { lost, lostRecords, ranges: expiring.length, reportedExpired, diff };
 }
 
 /** Clients whose GetRecords no longer returns the records of `expired` ranges (past the trim horizon). */

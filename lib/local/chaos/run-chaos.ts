@@ -57,6 +57,7 @@ import type { Sink, SinkBatch } from '../../sinks/sink.js';
 import { keyColumnsOf, runInMemory, runMultiSourceInMemory, type PlacedRecord } from './memory-reference.js';
 import { chainedAggregatesQuery, generatePayments, joinThenAggregateQuery, withSaleIds } from './staged-queries.js';
 import { withWrites } from './sink-wrapper.js';
+import { deadLettersBesideLoss, retentionLoss, runRecordsOf, type RecordedLoss, type RunRecord } from './retention-loss.js';
 
 export interface ChaosOptions {
   readonly seed: number;
@@ -128,7 +129,7 @@ export interface QueryOutcome {
     readonly planned: number; readonly deadLettered: number; readonly others: number; readonly recordedAsSkipped: number; readonly skippedRanges: number;
   };
   /** 'skipped-then-expired': skipped ranges that expired, records the re-drive reported expired, records really lost (never committed). */
-  readonly expired: { readonly ranges: number; readonly reported: number; readonly lost: number };
+  readonly expired: { readonly ranges: number; readonly reported: number; readonly lost: number; readonly recordedByEngine: number };
 }
 
 export interface RunOutcome {
@@ -190,6 +191,8 @@ interface QueryRun {
   readonly recordedSkips: readonly SkippedRange[];
   /** 'skipped-then-expired': what expired, what the status and the re-drive said. */
   readonly expiry: ExpiryOutcome;
+  /** Every record it lost to retention (recorded by its engine or reported by its re-drive), checked against what expired. */
+  readonly retention: RecordedLoss;
   /** S3 sinks: every key under the sink's prefix at the end (the history must have seen each). */
   readonly listed: readonly string[];
 }
@@ -445,12 +448,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         // Nothing was put back; if something was, it is processed and shows in the comparison.
         await drain();
         const out = new Map<string, QueryRun>();
+        const runRecords = runRecordsOf([{ source: 'sales', streamName: d.streamName, placed }, { source: 'payments', streamName: paymentsStream, placed: placedPayments }]);
         for (const p of parts) {
+          const recordedSkips = await new SkippedBatchStore({ client: clients!.dynamodb, checkpointTable: d.checkpointTable, queryName: p.definition.name }).list();
+          const expiry = expiries.get(p.definition.name)!;
           const [contents, deadLetters] = await Promise.all([readSinkContents(clients!, p.definition, p.config), readDeadLetterContents(clients!, p.config)]);
           const listed = p.definition.sink.kind === 'dynamodb' ? [] : await listKeys(clients!.s3, p.config.sinkBucket!, p.history.sinkPrefix);
           out.set(p.definition.name, {
-            rows: contents.rows, deadLetters, listed, history: p.history, discarded: p.discarded, gaveUp: p.gaveUp, expiry: expiries.get(p.definition.name)!,
-            recordedSkips: await new SkippedBatchStore({ client: clients!.dynamodb, checkpointTable: d.checkpointTable, queryName: p.definition.name }).list(),
+            rows: contents.rows, deadLetters, listed, history: p.history, discarded: p.discarded, gaveUp: p.gaveUp, expiry, recordedSkips,
+            retention: retentionLoss({ recorded: recordedSkips, records: runRecords, expired: expired.has, redriveLost: expiry.lostRecords }),
             committed: await committedBatches(clients!, d.checkpointTable, p.definition.name, hopsOf.get(p.definition.name)!),
             functions: [
               ...p.functions.map((f) => ({ id: f.id, controller: f.controller, stats: f.esm.stats, processesKilled: f.fn.processesKilled, zombieWakes: f.fn.zombieWakes })),
@@ -510,25 +516,23 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const certainCounts = new Map<string, PointCounts>(
       [...baseline.values()].flatMap((b) => b.functions.flatMap((f) => f.certain ? [[f.id, f.certain] as const] : [])),
     );
-    /** The in-memory answer without `lost` (payloads, each once), and the fault-free run's dead letters without them. */
-    const expectedWithout = async (q: QueryDefinition, lost: readonly string[]): Promise<{ rows: Record<string, unknown>[]; deadLetters: DeadLetterRecord[] }> => {
-      const without = (list: readonly PlacedRecord[]): PlacedRecord[] => {
-        const left = new Map<string, number>();
-        for (const d of lost) left.set(d, (left.get(d) ?? 0) + 1);
-        return list.filter((r) => {
-          const n = left.get(r.data) ?? 0;
-          if (n > 0) left.set(r.data, n - 1);
-          return n === 0;
-        });
-      };
+    /**
+     * The in-memory answer without the `lost` records (by their places in put order, the same in
+     * every run), and the fault-free run's dead letters without theirs (see deadLettersBesideLoss).
+     */
+    const expectedWithout = async (q: QueryDefinition, lost: readonly RunRecord[]): Promise<{ rows: Record<string, unknown>[]; deadLetters: DeadLetterRecord[] }> => {
+      const gone = (source: string): Set<number> => new Set(lost.filter((r) => r.source === source).map((r) => r.index));
+      const sales = gone('sales');
+      const paid = gone('payments');
+      const keep = (list: readonly PlacedRecord[], from = 0): PlacedRecord[] => list.filter((r, i) => !sales.has(from + i) && !poison.has(r.data));
       const rows = isMultiSource(q)
         ? (await runMultiSourceInMemory(q, [
-          { sales: without(placed.slice(0, wave1Count).filter((r) => !poison.has(r.data))), payments: without(placedPayments) },
-          { sales: without(placed.slice(wave1Count)) },
+          { sales: keep(placed.slice(0, wave1Count)), payments: placedPayments.filter((_, i) => !paid.has(i)) },
+          { sales: keep(placed.slice(wave1Count), wave1Count) },
         ])).rows
-        : (await runInMemory(q, without(clean), { batchSize })).rows;
-      const gone = new Set(lost);
-      return { rows, deadLetters: baseline.get(q.name)!.deadLetters.filter((d) => !gone.has(Buffer.from(d.dataBase64, 'base64').toString('utf8'))) };
+        : (await runInMemory(q, keep(placed), { batchSize })).rows;
+      const lostInRun0 = lost.map((r) => (r.source === 'payments' ? placedPayments : placed)[r.index]!);
+      return { rows, deadLetters: deadLettersBesideLoss(baseline.get(q.name)!.deadLetters, lostInRun0) };
     };
     const outcomes: RunOutcome[] = [];
     const byKind: Partial<Record<FaultKind, number>> = {};
@@ -556,12 +560,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const result = (await runOnce(run, plans)).queries;
       const qs: QueryOutcome[] = await Promise.all(queries.map(async (q) => {
         const got = result.get(q.name)!;
-        // Records lost to retention (reported, see expiry.ts): the answer without them.
-        const want = got.expiry.lost.length === 0 ? baseline.get(q.name)! : await expectedWithout(q, got.expiry.lost);
-        const diff = addDiff(compareRows(want.rows, got.rows, keyColumns.get(q.name)!), compareDeadLetters(want.deadLetters, got.deadLetters));
+        // Records lost to retention (reported, see expiry.ts and retention-loss.ts): the answer without them.
+        const lost = got.retention.lost;
+        const want = lost.length === 0 ? baseline.get(q.name)! : await expectedWithout(q, lost);
+        const diff = addDiff(compareRows(want.rows, got.rows, keyColumns.get(q.name)!), compareDeadLetters(want.deadLetters, deadLettersBesideLoss(got.deadLetters, lost)));
         const judged = await judgeRun(got, poison);
         addDiff(diff, { ...judged.diff, examples: [...judged.diff.examples] });
         addDiff(diff, got.expiry.diff);
+        addDiff(diff, got.retention.diff);
         // UnprocessedItems dropped: a purge that silently leaves items behind.
         const neverResent = got.functions.flatMap((f) => f.controller.neverResent);
         if (neverResent.length > 0) addDiff(diff, { lost: 0, duplicated: 0, mismatched: neverResent.length, examples: [`never sent again: ${neverResent[0]}`] });
@@ -581,7 +587,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             unchallenged: got.functions.flatMap((f) => (f.zombieWakes?.unchallenged ?? []).map((z) => `${f.id} ${z}`)),
           },
           history: { ...got.history.figures(got.committed), diff: judged.diff }, poison: judged.poison,
-          expired: { ranges: got.expiry.ranges, reported: got.expiry.reportedExpired, lost: got.expiry.lost.length },
+          expired: { ranges: got.expiry.ranges, reported: got.expiry.reportedExpired, lost: lost.length, recordedByEngine: got.retention.recorded },
         };
       }));
       const outcome: RunOutcome = {
@@ -639,7 +645,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
  * query, and nothing else that the sink lacks).
  */
 async function judgeRun(got: QueryRun, poison: ReadonlySet<string>): Promise<{ diff: Diff; poison: QueryOutcome['poison'] }> {
-  const diff = await got.history.check(got.committed);
+  const diff = await got.history.check(got.committed, got.retention.lossyBatches);
   addDiff(diff, got.history.unrecorded(got.listed));
   const deadLettered = new Set(got.discarded.filter((d) => poison.has(d)));
   const missing = [...poison].filter((p) => !deadLettered.has(p));
@@ -722,7 +728,8 @@ function formatRun(o: RunOutcome, runs: number): string {
   const crashes = o.queries.reduce((n, q) => n + q.processesKilled, 0);
   const gaveUp = o.queries.reduce((n, q) => n + q.stats.failedBatches, 0);
   const perQuery = o.queries.map((q) => `${q.query}: ${q.rows} rows, ${q.history.writes} writes (${q.history.orphans} staged files left hidden), `
-    + `${q.expired.ranges > 0 ? `${q.expired.lost} records lost to retention and reported (${q.expired.reported} expired in ${q.expired.ranges} skipped ranges), ` : ''}`
+    + `${q.expired.ranges > 0 || q.expired.lost > 0 ? `${q.expired.lost} records lost to retention and reported (${q.expired.reported} expired in ${q.expired.ranges} skipped ranges, `
+      + `${q.expired.recordedByEngine} in planned batches' expired-planned ranges), ` : ''}`
     + `lost=${q.diff.lost} dup=${q.diff.duplicated} mismatch=${q.diff.mismatched}`).join('; ');
   return `run ${o.run}/${runs}: faults ${injected}/${planned} happened, ${crashes} processes killed, ${inv} invocations, ${retries} retries, ${bisects} bisects, `
     + `${gaveUp} batches given up | ${perQuery} | lost=${o.lost} duplicated=${o.duplicated} mismatched=${o.mismatched} missed=${o.missed} (${o.seconds.toFixed(1)} s)`;

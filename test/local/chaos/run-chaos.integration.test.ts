@@ -95,7 +95,8 @@ describe('chaos harness (emulators, real handlers, injected faults)', () => {
       // One outage per source function: its ranges expired, each reported (a failure of the report would show as lost above).
       expect(q.injected.filter((f) => f.kind === 'skipped-then-expired').length, q.query).toBeGreaterThan(0);
       expect(q.expired.ranges, q.query).toBeGreaterThan(0);
-      expect(q.expired.reported, q.query).toBeGreaterThanOrEqual(q.expired.lost);
+      // Every record counted lost was reported: by the re-drive, or by the engine for a planned batch (retention-loss.ts).
+      expect(q.expired.reported + q.expired.recordedByEngine, q.query).toBeGreaterThanOrEqual(q.expired.lost);
     }
     expect(report.lostToRetention).toBeGreaterThan(0);
     expect(lines.some((l) => /^lost to retention, reported \(skipped-then-expired\): [1-9]\d* records never committed/.test(l))).toBe(true);
