@@ -15,7 +15,7 @@ import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { redriveDeadLetters } from '../../lib/aws/dead-letter-redrive.js';
 import { reprocessDeadLetters } from '../../lib/aws/dead-letter-reprocess.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
-import { col, count, sum } from '../../lib/plan/functions.js';
+import { col, count, lit, sum, window } from '../../lib/plan/functions.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
 
@@ -115,5 +115,34 @@ describe('dead letters of stage 2 other than held-out rows (DynamoDB Local, kine
     // Through the query afterwards: the source record is claimed, the stage-2 letter left; nothing runs.
     const through = await reprocessDeadLetters(d.clients, deployment, { definition, config: d.config });
     expect([through.runs.length, through.reprocessed, through.notFromSource]).toEqual([0, 0, 1]);
+  });
+
+  it('a row raising above state in stage 2 (a window whose sum is 0, emitted from state by a later batch) is filed under <shard>@internal; both re-drives leave it', async () => {
+    const at = (seconds: number): string => new Date(Date.UTC(2024, 4, 1, 12) + seconds * 1000).toISOString();
+    const ratio = defineQuery({
+      name: 'stage2-raising-row', source: { schema: 'k string, amount long, ts timestamp' }, outputMode: 'append',
+      sink: { kind: 'dynamodb', keyColumns: ['start', 'k'] },
+      transform: (df) => df.withWatermark('ts', '10 seconds').groupBy(window(col('ts'), '10 seconds'), col('k'))
+        .agg(sum(col('amount')).as('s'), count('*').as('n'))
+        .select(col('window.start').as('start'), col('k'), lit(100).divide(col('s')).as('r'), col('n')),
+    });
+    const d = await deploy(emulators, ratio, 1, { repartitionShards: 1, expectedShardCount: undefined });
+    // Window 12:00:00 of 'z' sums to 0; the later steps move the watermark past it, so a batch without its rows emits it.
+    const steps = [[{ k: 'z', amount: 3, ts: at(1) }, { k: 'z', amount: -3, ts: at(2) }, { k: 'a', amount: 4, ts: at(3) }], [{ k: 'a', amount: 1, ts: at(60) }], [{ k: 'a', amount: 1, ts: at(120) }]];
+    const events = steps.map((step) => step.map((e) => JSON.stringify(e)));
+    await d.drainInSteps(steps.length, async (i) => d.put(events[i]!.map((data, j) => ({ data, partitionKey: `p${j}` }))));
+    expect(d.results.map((r) => r.result.error?.message).filter(Boolean)).toEqual([]);
+    const letters = await readDeadLetters(d.clients.s3, d.config.deadLetterBucket, d.config.deadLetterPrefix);
+    const deployment = { ...d.config, sluiceQuery: ratio.name };
+    for (const dryRun of [true, false]) {
+      const into = await redriveDeadLetters(d.clients, deployment, { dryRun });
+      expect([into.wouldRedrive, into.redriven.length, into.notFromSource]).toEqual([0, 0, 1]);
+      const through = await reprocessDeadLetters(d.clients, deployment, { definition: ratio, config: d.config, dryRun });
+      expect([through.wouldRedrive, through.runs.length, through.notFromSource]).toEqual([0, 0, 1]);
+    }
+    expect(await sourceRecords(d)).toEqual(events.flat());
+    expect(letters.map((l) => [l.shardId, l.sequenceNumber.startsWith('result-batch-'), /^DIVIDE_BY_ZERO/.test(l.reason)]))
+      .toEqual([['shardId-000000000000@internal', true, true]]);
+    expect(letters[0]!.reason).toMatch(/a row above a stateful operator/);
   });
 });
