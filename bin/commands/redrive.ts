@@ -154,7 +154,7 @@ async function deadLetters(c: Connected, opts: RedriveOptions): Promise<void> {
   print(opts, report, () => [
     opts.dryRun ? `would re-drive ${report.wouldRedrive} record(s)` : `re-drove ${report.redriven.length} record(s) into ${c.deployment.streamName} (every consumer of the stream reads them again)`,
     `already re-driven before: ${report.alreadyRedriven}`,
-    ...(report.notFromSource > 0 ? [`rows of an internal stream held out by a later stage (left, not source records): ${report.notFromSource}`] : []),
+    ...(report.notFromSource > 0 ? [`dead letters of a stage reading an internal stream (left, not source records): ${report.notFromSource}`] : []),
     ...(report.failedAgain.length > 0 ? [`failed again after a re-drive (not re-driven again): ${report.failedAgain.length}`,
       ...report.failedAgain.map((f) => `  ${f.shardId}/${f.sequenceNumber}: ${f.reason}`)] : []),
     ...(report.unconfirmed.length > 0 ? [`claimed by a run that stopped before confirming (check the stream; not sent again): ${report.unconfirmed.join(', ')}`] : []),

@@ -41,7 +41,7 @@ export interface RedriveReport {
   /** Claimed by an earlier run that stopped before confirming: not sent again. */
   readonly unconfirmed: string[];
   readonly wouldRedrive: number;
-  /** Rows of the internal repartition stream a later stage held out (held-out-rows.ts): not source records, left. */
+  /** Letters of a stage reading an internal stream (`<shard>@internal`, held-out-rows.ts): not source records, left. */
   readonly notFromSource: number;
 }
 

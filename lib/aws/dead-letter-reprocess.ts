@@ -29,6 +29,7 @@ import type { DeploymentDescriptor, RuntimeConfig } from '../runtime/runtime-con
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
 import type { QueryDefinition } from '../query/query-definition.js';
 import { isRedriveProgressKey, REDRIVE_KEY_MARK } from '../sources/repartition-records.js';
+import { isInternalStreamLetter } from '../sources/held-out-rows.js';
 import type { AwsClients } from './clients.js';
 import { listStreamShards } from './kinesis-shard-reader.js';
 import { readDeadLetters } from './s3-dead-letter-writer.js';
@@ -68,7 +69,7 @@ export interface ReprocessReport {
   readonly reprocessed: number;
   readonly alreadyRedriven: number;
   readonly failedAgain: { shardId: string; sequenceNumber: string; reason: string }[];
-  /** Dead letters not of a source shard (a later stage's): a source-stage run cannot take them. */
+  /** Dead letters not of a source shard (any letter of a stage reading an internal stream, `<shard>@internal`): a source-stage run cannot take them. */
   readonly notFromSource: number;
   /**
    * Dead letters of a closed (resharded) shard of a one-stage stateful query that no open shard can
@@ -108,6 +109,8 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   for (const letter of letters) {
     if (options.shardId && letter.shardId !== options.shardId && !letter.shardId.startsWith(`${options.shardId}${REDRIVE_KEY_MARK}`)) continue;
     if (options.sinceMs !== undefined && letter.approximateArrivalTimestampMs < options.sinceMs) continue;
+    // A letter of a stage reading an internal stream (its shard id repeats a source shard's): never a source record.
+    if (isInternalStreamLetter(letter)) { report.notFromSource++; continue; }
     const id = redriveIdOf(letter.shardId, letter.sequenceNumber);
     if (newIds.has(id) || isRedriveProgressKey(letter.shardId)) report.failedAgain.push({ shardId: letter.shardId, sequenceNumber: letter.sequenceNumber, reason: letter.reason });
     // Claimed by a run left open: that run is finished below (and reported there).

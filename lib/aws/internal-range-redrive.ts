@@ -22,6 +22,7 @@ import { ListShardsCommand, PutRecordCommand } from '@aws-sdk/client-kinesis';
 import type { DeploymentDescriptor } from '../runtime/runtime-config.js';
 import { REPARTITION_SOURCE_NAME, hopRelationId } from '../query/query-stage.js';
 import type { DeadLetterRecord } from '../sources/dead-letter.js';
+import { internalStreamLetterShard } from '../sources/held-out-rows.js';
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import type { RepartitionOffset } from '../sources/repartition-shard-source.js';
 import { applyRepartitionRecord, decodeRepartitionRecord, encodeRepartitionRecord, type RepartitionRecord, type SourceProgress } from '../sources/repartition-records.js';
@@ -71,7 +72,7 @@ export async function planInternalRedrive(
   const rangeId = `${range.shardId}/${range.firstSequenceNumber}`;
   for (const record of records) {
     const letter = (reason: string): DeadLetterRecord => ({
-      queryName: deployment.sluiceQuery, shardId: range.shardId, sequenceNumber: record.sequenceNumber, partitionKey: record.partitionKey,
+      queryName: deployment.sluiceQuery, shardId: internalStreamLetterShard(range.shardId), sequenceNumber: record.sequenceNumber, partitionKey: record.partitionKey,
       approximateArrivalTimestampMs: record.approximateArrivalTimestampMs, dataBase64: record.dataBase64, reason,
     });
     const decoded = tryDecode(record);

@@ -36,6 +36,7 @@ import type { QueryStage, ShardSource } from './query-stage.js';
 import type { MicroBatchStream, Offset } from '../sources/source.js';
 import { KINESIS_SOURCE_NAME } from './validate-query.js';
 import { heldOutRowsOfViews, inShardOrder, RepartitionShardSource } from '../sources/repartition-shard-source.js';
+import { internalStreamLetters } from '../sources/held-out-rows.js';
 import { ANY_ROW, GuardedSink, raisingRowDeadLetters, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
 import { RunTimer, SearchPausedError } from './batch-probe.js';
 import { initialStateOwner } from './initial-state-owner.js';
@@ -83,12 +84,14 @@ export async function runShardInvocation(
   const stage = request.stage ?? query.sourceStage;
   const binding = stage.bind(shardId, backends);
   const { source } = binding;
+  // A stage reading an internal stream marks all its letters: their shard ids repeat the source stream's.
+  const deadLetterWriter = stage.reads === 'internal-stream' ? internalStreamLetters(backends.deadLetters) : backends.deadLetters;
   // Rows the sink cannot store are found before it writes (the query's onUnwritableRow policy); the
   // guard also runs the probes that find a record whose values fail the batch (an overflow).
   const limits = backends.sinkRowLimits ?? backends.sink.rowLimits ?? ANY_ROW;
   const guard = new GuardedSink(
-    backends.sink, limits, resultDeadLetters(query.name, shardId, backends.deadLetters, source instanceof KinesisShardSource),
-    raisingRowDeadLetters(query.name, shardId, backends.deadLetters),
+    backends.sink, limits, resultDeadLetters(query.name, shardId, deadLetterWriter, source instanceof KinesisShardSource),
+    raisingRowDeadLetters(query.name, shardId, deadLetterWriter),
   );
   const owner = await initialStateOwner(query, stage, backends);
   let expiredLoss: ExpiredPlannedRecords | null = null;
@@ -144,7 +147,7 @@ export async function runShardInvocation(
       source.offerRedrive(request.redrive.run, request.redrive.records, committedBefore);
     }
     const deadLetters = binding.deadLetters();
-    if (deadLetters.length > 0) await backends.deadLetters.write(deadLetters);
+    if (deadLetters.length > 0) await deadLetterWriter.write(deadLetters);
     const withholding = source instanceof KinesisShardSource ? source : null;
     // Stage 2 holds out rows of its internal records instead (lib/sources/held-out-rows.ts), on every hop input's view.
     const views = [source, ...(binding.otherSources ?? [])].filter((s): s is RepartitionShardSource => s instanceof RepartitionShardSource);
@@ -153,7 +156,7 @@ export async function runShardInvocation(
     // The searches for a batch's failing records run until the deadline, then resume in the retry.
     const timer = new RunTimer((longestRunMs) => hasTimeForBatch(limits, longestRunMs));
     const runOneTrigger = () => runTriggerWithholdingUnwritable({
-      execution, sink: guard, source: withholding, deadLetters: backends.deadLetters, timer,
+      execution, sink: guard, source: withholding, deadLetters: deadLetterWriter, timer,
       ...(rowSource ? { rowSource } : {}),
       batchSequenceNumbers: () => (withholding ? pendingBatchSequenceNumbers(execution, withholding) : inShardOrder(views.flatMap((v) => pendingBatchSequenceNumbers(execution, v)))),
       ...(backends.checkpoint.blameLog ? { blameLog: backends.checkpoint.blameLog } : {}),

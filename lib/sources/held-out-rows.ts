@@ -12,16 +12,26 @@
  * of its own, so a re-drive can put it back on the internal stream.
  */
 import type { ShardRecord } from './kinesis-shard-source.js';
-import type { DeadLetterRecord } from './dead-letter.js';
+import type { DeadLetterRecord, DeadLetterWriter } from './dead-letter.js';
 import { encodeRepartitionRecord, type RepartitionRecord } from './repartition-records.js';
 
 /**
- * Marks the shard of a held-out row's dead letter: an internal stream's shard ids repeat the source
- * stream's (`shardId-000000000000`), and a re-drive must never put an internal record into the
- * source stream, nor run it through stage 1 as a source record.
+ * Marks the shard of every dead letter a stage reading an internal stream writes (a held-out row, a
+ * result row the sink refuses, a row raising above state, a skipped internal record): an internal
+ * stream's shard ids repeat the source stream's (`shardId-000000000000`), and a re-drive must never
+ * put such a letter into the source stream, nor run it through stage 1 as a source record.
  */
 export const INTERNAL_SHARD_MARK = '@internal';
 export const isInternalStreamLetter = (letter: Pick<DeadLetterRecord, 'shardId'>): boolean => letter.shardId.endsWith(INTERNAL_SHARD_MARK);
+export const internalStreamLetterShard = (shardId: string): string => (shardId.endsWith(INTERNAL_SHARD_MARK) ? shardId : `${shardId}${INTERNAL_SHARD_MARK}`);
+
+/** The dead-letter writer of a stage reading an internal stream: whoever writes through it, its letters carry the mark. */
+export function internalStreamLetters(writer: DeadLetterWriter): DeadLetterWriter {
+  return {
+    description: `${writer.description} (internal stream)`,
+    write: (records) => writer.write(records.map((r) => ({ ...r, shardId: internalStreamLetterShard(r.shardId) }))),
+  };
+}
 
 /** A row's id within its shard: the internal record's sequence number and the row's place in it. */
 export const heldOutRowId = (sequenceNumber: string, row: number): string => `${sequenceNumber}.${row}`;
@@ -41,7 +51,7 @@ export function heldOutRowDeadLetter(
     : `a row of stage 1's batch ${decoded.batch} on source partition ${decoded.src}`;
   return {
     queryName,
-    shardId: `${shardId}${INTERNAL_SHARD_MARK}`,
+    shardId: internalStreamLetterShard(shardId),
     sequenceNumber: heldOutRowId(record.sequenceNumber, place),
     partitionKey: record.partitionKey,
     approximateArrivalTimestampMs: record.approximateArrivalTimestampMs,
