@@ -49,7 +49,7 @@ import { compileQuery } from '../../query/compiled-query.js';
 import { formatProgressLine } from '../dev/report.js';
 import { addDiff, compareDeadLetters, compareRows, emptyDiff, type Diff } from './compare.js';
 import { ChaosFunction, ExpiredRecords } from './chaos-function.js';
-import { ChaosKill, FAULT_POINT, FaultController, planFaults, SOURCE_ONLY_KINDS, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault, type PointCounts } from './faults.js';
+import { ChaosKill, FAULT_POINT, FaultController, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault, type PointCounts } from './faults.js';
 import { expireAndRedrive, type ExpiryOutcome, type OutageRecord } from './expiry.js';
 import { SinkHistory, type HistoryFigures } from './history.js';
 import { instrumentClients, type ContainerHandle } from './instrument.js';
@@ -57,6 +57,7 @@ import type { Sink, SinkBatch } from '../../sinks/sink.js';
 import { keyColumnsOf, runInMemory, runMultiSourceInMemory, type PlacedRecord } from './memory-reference.js';
 import { chainedAggregatesQuery, generatePayments, joinThenAggregateQuery, withSaleIds } from './staged-queries.js';
 import { withWrites } from './sink-wrapper.js';
+import { planRunFaults, undivisibleStages } from './run-plan.js';
 
 export interface ChaosOptions {
   readonly seed: number;
@@ -224,7 +225,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     ...(staged ? [chainedAggregatesQuery('chaos-chain'), joinThenAggregateQuery('chaos-join')] : []),
   ];
   /** Hops per query on these shards: one internal stream each. */
-  const hopsOf = new Map(queries.map((q) => [q.name, compileQuery(q, { expectedShardCount: shards, allowRepartition: true }).hops.length]));
+  const compiled = queries.map((q) => compileQuery(q, { expectedShardCount: shards, allowRepartition: true }));
+  const hopsOf = new Map(compiled.map((q) => [q.name, q.hops.length]));
+  /** Internal streams whose stage cannot be divided: a split there is refused by design, not planned. */
+  const noReshard = new Set(compiled.flatMap(undivisibleStages));
   const keyColumns = new Map(queries.map((q) => [q.name, keyColumnsOf(q)]));
   const maxRetries = options.maxRetries ?? 4;
   // Poison records: on-time events of wave 1 with a payload no other record has, from the seed.
@@ -346,10 +350,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         // The scheduled function, under its own fault plan: each attempt in a fresh container (a
         // kill leaves the rest of that attempt failing); EventBridge's next tick is the retry.
         const scheduledId = `${definition.name}/scheduled`;
-        // Not with two hops or more: how much of a chain's work its scheduled function finds depends
-        // on how far the stages' own invocations got, so a planned occurrence may never come
-        // (seed 1: 4 of 11 missed even in the first 40%). Its stages' functions are faulted.
-        const scheduledFaulted = options.scheduledFaults !== false && hops < 2;
+        // Planned only where every tick is sure to pass (run-plan.ts), with any number of hops.
+        const scheduledFaulted = options.scheduledFaults !== false;
         const scheduledController = new FaultController(scheduledFaulted ? plans.get(scheduledId) ?? [] : [], rnd);
         let scheduledContainers = 0;
         // What each tick meets for sure: its fewest occurrences of each point in one successful
@@ -534,24 +536,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const byKind: Partial<Record<FaultKind, number>> = {};
     const plannedByKind: Partial<Record<FaultKind, number>> = {};
     for (let run = 1; run <= options.runs; run++) {
-      const planRnd = createPrng(seed * 104_729 + run);
-      const plans = new Map([...counts].map(([id, c]) => {
-        // A stage reading an internal stream has no re-drive; the scheduled function no mapping.
-        const sourceFunction = !/\/(stage-\d+|scheduled)$/.test(id);
-        // A reshard of an internal stream under join state is not supported yet (issue 12): not planned there.
-        const joinHop = id.endsWith('/stage-2') && isMultiSource(queries.find((q) => id.startsWith(`${q.name}/`))!);
-        const optIn: FaultKind[] = [...(options.reshard && !joinHop ? ['reshard-mid-run' as const] : []), ...(options.expirePlanned ? ['planned-then-expired' as const] : [])];
-        const drawn = planFaults(planRnd, c, options.extraFaults ?? 2, optIn, sourceFunction ? [] : SOURCE_ONLY_KINDS,
-          id.endsWith('/scheduled') ? 0.4 : 0.7);
-        // The scheduled function's share of the work depends on how far the stages' own (faulted)
-        // invocations got (seed 2: a run whose ticks met commit-write 0 times, the fault-free run
-        // 4), so its faults go only where every tick is sure to pass, from their own random
-        // numbers: `drawn` is still drawn from planRnd so every other function's plan stays as it was.
-        const plan = id.endsWith('/scheduled')
-          ? planFaults(createPrng(seed * 7_727 + run), certainCounts.get(id) ?? {}, options.extraFaults ?? 2, optIn, SOURCE_ONLY_KINDS, 1)
-          : drawn;
-        return [id, options.alterPlan ? options.alterPlan(run, id, plan) : plan] as const;
-      }));
+      const plans = new Map([...planRunFaults({
+        seed, run, counts, certainCounts, extraFaults: options.extraFaults ?? 2, reshard: options.reshard === true, expirePlanned: options.expirePlanned === true, noReshard,
+      })].map(([id, plan]) => [id, options.alterPlan ? options.alterPlan(run, id, plan) : plan] as const));
       const started = Date.now();
       const result = (await runOnce(run, plans)).queries;
       const qs: QueryOutcome[] = await Promise.all(queries.map(async (q) => {
