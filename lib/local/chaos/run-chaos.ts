@@ -58,6 +58,8 @@ import { keyColumnsOf, runInMemory, runMultiSourceInMemory, type PlacedRecord } 
 import { chainedAggregatesQuery, generatePayments, joinThenAggregateQuery, withSaleIds } from './staged-queries.js';
 import { withWrites } from './sink-wrapper.js';
 import { planRunFaults, undivisibleStages } from './run-plan.js';
+import { zombieChoiceFrom, type ZombieChoice } from './zombie-choice.js';
+import { formatRetryFigures, retriesOf, totalRetries, type FailSafeKind, type RetryFigures } from './retry-ledger.js';
 
 export interface ChaosOptions {
   readonly seed: number;
@@ -130,6 +132,8 @@ export interface QueryOutcome {
   };
   /** 'skipped-then-expired': skipped ranges that expired, records the re-drive reported expired, records really lost (never committed). */
   readonly expired: { readonly ranges: number; readonly reported: number; readonly lost: number };
+  /** The fail-safe faults: how each was sent again, and those whose defence did not act (retry-ledger.ts). */
+  readonly retries: { readonly figures: Partial<Record<FailSafeKind, RetryFigures>>; readonly broken: readonly string[] };
 }
 
 export interface RunOutcome {
@@ -141,6 +145,8 @@ export interface RunOutcome {
   readonly mismatched: number;
   /** Planned faults that never happened: the run did not test what it claims. */
   readonly missed: number;
+  /** Fail-safe faults never sent again, or not in place where the engine retries in place. */
+  readonly defences: number;
 }
 
 export interface ChaosReport {
@@ -256,6 +262,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     });
     const trace = (line: string): void => { if (options.trace) print(`      +${((Date.now() - t0) / 1000).toFixed(1)}s ${line}`); };
 
+    /** Per function of an upsert sink, where its zombies freeze (from the fault-free run; zombie-choice.ts). */
+    const zombieChoices = new Map<string, ZombieChoice>();
     /** One run: a fresh stream, tables and prefixes; both queries under their fault plans. */
     const runOnce = async (run: number, plans: ReadonlyMap<string, PlannedFault[]>): Promise<{ queries: Map<string, QueryRun>; placed: PlacedRecord[]; placedPayments: PlacedRecord[] }> => {
       const d = {
@@ -338,6 +346,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           const fn = new ChaosFunction({
             definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onInvocation, reshard, streamName: f.streamName, expired,
             trace: (line) => trace(`r${run} ${f.id} ${line}`), history, poison,
+            ...(zombieChoices.has(f.id) ? { zombieChoice: zombieChoices.get(f.id)! } : {}),
             ...(options.decorateSink ? { decorateSink: (sink: Sink) => options.decorateSink!(sink, run) } : {}),
           });
           const esm = new LocalEventSourceMapping({
@@ -512,6 +521,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const certainCounts = new Map<string, PointCounts>(
       [...baseline.values()].flatMap((b) => b.functions.flatMap((f) => f.certain ? [[f.id, f.certain] as const] : [])),
     );
+    for (const b of baseline.values()) {
+      for (const f of b.functions) {
+        const choice = zombieChoiceFrom(b.history, f.controller.counts['sink-attempt']);
+        if (choice) zombieChoices.set(f.id, choice);
+      }
+    }
     /** The in-memory answer without `lost` (payloads, each once), and the fault-free run's dead letters without them. */
     const expectedWithout = async (q: QueryDefinition, lost: readonly string[]): Promise<{ rows: Record<string, unknown>[]; deadLetters: DeadLetterRecord[] }> => {
       const without = (list: readonly PlacedRecord[]): PlacedRecord[] => {
@@ -569,6 +584,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           },
           history: { ...got.history.figures(got.committed), diff: judged.diff }, poison: judged.poison,
           expired: { ranges: got.expiry.ranges, reported: got.expiry.reportedExpired, lost: got.expiry.lost.length },
+          retries: retriesOf(got.functions.map((f) => ({ id: f.id, ledger: f.controller.retries }))),
         };
       }));
       const outcome: RunOutcome = {
@@ -577,6 +593,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         duplicated: qs.reduce((n, q) => n + q.diff.duplicated, 0),
         mismatched: qs.reduce((n, q) => n + q.diff.mismatched, 0),
         missed: qs.reduce((n, q) => n + q.missed.length, 0),
+        defences: qs.reduce((n, q) => n + q.retries.broken.length, 0),
       };
       outcomes.push(outcome);
       print(formatRun(outcome, options.runs));
@@ -592,7 +609,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         }
         if (options.verbose && q.zombies.challenged > 0) print(`    ${q.query}: ${q.zombies.challenged} zombie(s) woke after a newer batch wrote one of their keys`);
         if (options.verbose) for (const f of q.injected) print(`    ${f.fn}: ${f.kind} @${f.at}: ${f.detail}`);
+        for (const b of q.retries.broken) print(`    ${q.query}: fail-safe defence did not act: ${b}`);
       }
+      print(`    fail-safe faults, how their request was sent again: ${formatRetryFigures(totalRetries(qs.map((q) => q.retries.figures)))}`);
       print(`    faults planned/happened: ${formatKinds(qs)}`);
     }
     const total = (k: 'lost' | 'duplicated' | 'mismatched' | 'missed'): number => outcomes.reduce((n, o) => n + o[k], 0);
@@ -608,7 +627,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       + '(each: recorded, status unhealthy before and after, the re-drive\'s expired count and sequence range; nothing else missing)');
     const summaryLine = `runs=${options.runs} lost=${total('lost')} duplicated=${total('duplicated')} mismatched=${total('mismatched')}`;
     print(summaryLine);
-    const ok = total('lost') + total('duplicated') + total('mismatched') + total('missed') === 0 && memoryMatches;
+    const defences = outcomes.reduce((n, o) => n + o.defences, 0);
+    if (defences > 0) print(`FAILED: ${defences} fail-safe faults whose defence did not act (never sent again, or not in place where the engine retries in place)`);
+    const ok = total('lost') + total('duplicated') + total('mismatched') + total('missed') + defences === 0 && memoryMatches;
     return {
       seed, runs: outcomes, lost: total('lost'), duplicated: total('duplicated'), mismatched: total('mismatched'), missed: total('missed'), ok,
       faultsInjected, faultsByKind: byKind, faultsPlannedByKind: plannedByKind, memory: { matches: memoryMatches, diff: memoryDiff, rows: memoryRows }, lostToRetention,
