@@ -11,12 +11,9 @@
  * A short page is followed by reading on from its NextShardIterator (in place) or not at all
  * (the read may have had all it needed): reported, not checked.
  */
-import type { FaultKind } from './faults.js';
-
 export const FAIL_SAFE_KINDS = ['transaction-conflict', 'throttle-dynamodb', 'throttle-s3', 'throttle-kinesis', 's3-5xx', 'short-get-records'] as const;
 export type FailSafeKind = (typeof FAIL_SAFE_KINDS)[number];
 
-export const isFailSafe = (kind: FaultKind): kind is FailSafeKind => (FAIL_SAFE_KINDS as readonly string[]).includes(kind);
 
 /** A container as the ledger sees it: which one, and which of its invocations is running. */
 export interface RetryContainer { readonly id: number; readonly invocation?: number }
