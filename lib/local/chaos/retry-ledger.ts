@@ -14,7 +14,6 @@
 export const FAIL_SAFE_KINDS = ['transaction-conflict', 'throttle-dynamodb', 'throttle-s3', 'throttle-kinesis', 's3-5xx', 'short-get-records'] as const;
 export type FailSafeKind = (typeof FAIL_SAFE_KINDS)[number];
 
-
 /** A container as the ledger sees it: which one, and which of its invocations is running. */
 export interface RetryContainer { readonly id: number; readonly invocation?: number }
 
