@@ -30,6 +30,7 @@ import { ChaosKill, type FaultController } from './faults.js';
 import type { SinkHistory } from './history.js';
 import { instrumentClients, killContainer } from './instrument.js';
 import { withWrites } from './sink-wrapper.js';
+import type { ZombieChoice } from './zombie-choice.js';
 
 interface Container {
   readonly id: number;
@@ -40,6 +41,8 @@ interface Container {
   readonly handler: KinesisTriggerHandler;
   dead: boolean;
   killedBy?: string;
+  /** Invocations started in it (a resend within one is a retry in place). */
+  invocation: number;
   /** Set while an invocation runs: freezing it makes Lambda time it out (see 'zombie-wakes-late'). */
   freeze?: () => void;
   /** The event of the invocation it runs (what 'planned-then-expired' expires a part of). */
@@ -82,6 +85,8 @@ export interface ChaosFunctionOptions {
   /** The stream this function reads, and the records expired from it ('planned-then-expired'). */
   readonly streamName?: string;
   readonly expired?: ExpiredRecords;
+  /** Where a zombie of an upsert sink freezes (zombie-choice.ts); default wherever it strikes. */
+  readonly zombieChoice?: ZombieChoice;
 }
 
 export class ChaosFunction {
@@ -164,6 +169,8 @@ export class ChaosFunction {
       // that still runs, or an operator's manual re-run): the conditional writes must decide.
       const zombie = this.newContainer(shardId);
       zombie.event = event;
+      container.invocation++;
+      zombie.invocation++;
       const [mine, theirs] = await Promise.allSettled([container.handler(event, context), zombie.handler(structuredClone(event), context)]);
       zombie.clients.destroy();
       const show = (r: PromiseSettledResult<KinesisStreamBatchResponse | void>): string =>
@@ -230,6 +237,7 @@ export class ChaosFunction {
       if (this.current.get(container.shardId) === container) this.current.delete(container.shardId);
       timedOut(new Error('Task timed out after 900.00 seconds (chaos: the invocation froze)'));
     };
+    container.invocation++;
     const run = container.handler(event, context);
     try {
       return await Promise.race([run, timeout]);
@@ -307,7 +315,7 @@ export class ChaosFunction {
     const { definition, config, clientOptions, observability } = this.options;
     const clients = createAwsClients(clientOptions);
     const container: Container = {
-      id: ++this.containerCount, shardId, clients, cache: new StateCache(), dead: false, handler: undefined as unknown as KinesisTriggerHandler,
+      id: ++this.containerCount, shardId, clients, cache: new StateCache(), dead: false, invocation: 0, handler: undefined as unknown as KinesisTriggerHandler,
     };
     instrumentClients(container, clients, {
       controller: this.options.controller, config, ...(this.options.history ? { history: this.options.history } : {}),
@@ -339,8 +347,11 @@ export class ChaosFunction {
       const freeze = batch.rows.length > 0 ? controller.hit('sink-attempt', () => `${batch.partitionId} batch ${batch.batchId}, ${batch.rows.length} rows`) : undefined;
       // A container no Lambda timeout governs (a concurrent duplicate's second one) cannot freeze:
       // the zombie strikes the next sink attempt instead of passing as happened.
-      if (freeze?.kind === 'zombie-wakes-late' && !container.freeze) controller.postpone(freeze);
-      if (freeze?.kind === 'zombie-wakes-late' && container.freeze) {
+      // Likewise at a batch no newer batch will overwrite: its late write could not show a missing fence.
+      const postpone = freeze?.kind === 'zombie-wakes-late'
+        && (!container.freeze || this.options.zombieChoice?.(batch, controller.counts['sink-attempt']) === false);
+      if (postpone) controller.postpone(freeze);
+      if (freeze?.kind === 'zombie-wakes-late' && !postpone) {
         await this.sleepUntilNewerCommits(container, batch);
         this.options.trace?.(`zombie container ${container.id} wakes: writes ${batch.partitionId} batch ${batch.batchId}`);
       }

@@ -8,6 +8,7 @@
  * that occurrence belongs to can differ between runs, as shards run concurrently.
  */
 import { pick, randomInt } from '../sample-events.js';
+import { RetryLedger } from './retry-ledger.js';
 
 export const FAULT_KINDS = [
   /** The process dies right after the sink's write returned (stage 1: PutRecords to the internal stream), before state and commit. */
@@ -225,6 +226,8 @@ export class FaultController {
     'conditional-write': 0, transaction: 0, 'batch-write': 0, 'put-records': 0, 'get-records': 0, 'sink-attempt': 0,
   };
   readonly injected: InjectedFault[] = [];
+  /** The fail-safe faults, followed until their request is sent again (retry-ledger.ts). */
+  readonly retries = new RetryLedger();
   private readonly pending: Map<string, PlannedFault>;
   /** BatchWriteItem requests handed back as UnprocessedItems and not sent again since, per container. */
   private readonly handedBack = new Map<string, { readonly container: { readonly dead: boolean }; readonly detail: string }>();

@@ -19,12 +19,15 @@ import type { RuntimeConfig } from '../../runtime/runtime-config.js';
 import { randomInt } from '../sample-events.js';
 import { ChaosKill, type FaultController } from './faults.js';
 import type { SinkHistory } from './history.js';
+import { dynamoDbSignature } from './retry-ledger.js';
 
 /** What the middleware needs to know of its container. */
 export interface ContainerHandle {
   readonly id: number;
   dead: boolean;
   killedBy?: string;
+  /** Which of its invocations is running (a resend in the same one is a retry in place). */
+  invocation?: number;
 }
 
 export interface InstrumentOptions {
@@ -71,11 +74,21 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     const sk = input.Item?.sk?.S ?? '';
     // A resend counts as sent even if a throttle then fails it (its caller tried again).
     if (command === 'BatchWriteItemCommand') controller.sent(container, Object.values(input.RequestItems ?? {}).flat().map(writeRequestKey));
+    const signature = dynamoDbSignature(command, input);
+    controller.retries.sent(signature, container);
     const throttle = controller.hit('dynamodb-request', () => `${command} ${table} ${sk}`.trim());
-    if (throttle) throw dynamoDbThrottle(controller.random());
+    if (throttle) {
+      // The sink's upserts retry a throttle themselves (the adaptive writer); elsewhere the invocation fails and is retried.
+      controller.retries.failed('throttle-dynamodb', throttle.at, `${command} ${table}`, signature, container, command === 'PutItemCommand' && table === config.sinkTable);
+      throw dynamoDbThrottle(controller.random());
+    }
     if (command === 'TransactWriteItemsCommand') {
       const conflict = controller.hit('transaction', () => 'commit transaction');
-      if (conflict?.kind === 'transaction-conflict') throw transactionConflict((input.TransactItems as unknown[] | undefined)?.length ?? 1);
+      if (conflict?.kind === 'transaction-conflict') {
+        // The commit transaction retries a conflict in place (dynamodb-checkpoint.ts); a plan's transaction need not.
+        controller.retries.failed('transaction-conflict', conflict.at, signature, signature, container, signature.includes('|commit#'));
+        throw transactionConflict((input.TransactItems as unknown[] | undefined)?.length ?? 1);
+      }
     }
     if (command === 'BatchWriteItemCommand') {
       const [batchTable, requests] = Object.entries(input.RequestItems ?? {})[0] ?? ['', []];
@@ -144,7 +157,10 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     const command = (context as { commandName?: string }).commandName ?? '?';
     const input = args.input as Input;
     const key = String(input.Key ?? '');
+    const signature = `${command} ${String(input.Bucket ?? '')}/${key || String(input.Prefix ?? '')} ${String(input.ContinuationToken ?? '')}`;
+    controller.retries.sent(signature, container);
     const fault = controller.hit('s3-request', () => `${command} ${key}`);
+    if (fault) controller.retries.failed(fault.kind === 'throttle-s3' ? 'throttle-s3' : 's3-5xx', fault.at, `${command} ${key}`, signature, container, false);
     if (fault?.kind === 'throttle-s3') throw s3Error('SlowDown', 503, 'Please reduce your request rate (chaos).');
     if (fault?.kind === 's3-5xx') throw s3Error('InternalError', 500, 'We encountered an internal error. Please try again (chaos).');
     const output = await next(args);
@@ -168,16 +184,30 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
   // The function's own Kinesis calls: the repartition stage's PutRecords to the internal stream
   // (stage 1's sink) and the shard reader's GetRecords.
   const streamOfIterator = new Map<string, string>();
+  /** The shard each iterator reads (a GetRecords resend comes with a new iterator of the same shard). */
+  const shardOfIterator = new Map<string, string>();
   clients.kinesis.middlewareStack.add((next, context) => async (args) => {
     deadCheck();
     const command = (context as { commandName?: string }).commandName ?? '?';
     const input = args.input as Input;
     const stream = String((input as { StreamName?: string }).StreamName ?? '');
+    const iterator = String((input as { ShardIterator?: string }).ShardIterator ?? '');
+    const signature = command === 'GetRecordsCommand' ? `GetRecords ${shardOfIterator.get(iterator) ?? iterator}`
+      : `${command} ${stream} ${String((input as { ShardId?: string }).ShardId ?? '')}`;
+    controller.retries.sent(signature, container);
+    if (command === 'GetRecordsCommand') controller.retries.sent(`GetRecords from ${iterator}`, container);
     const throttle = controller.hit('kinesis-request', () => `${command} ${stream}`.trim());
-    if (throttle) throw kinesisThrottle();
+    if (throttle) {
+      controller.retries.failed('throttle-kinesis', throttle.at, `${command} ${stream}`.trim(), signature, container, false);
+      throw kinesisThrottle();
+    }
+    let short: { at: number } | undefined;
     if (command === 'GetRecordsCommand') {
       const fault = controller.hit('get-records', () => `GetRecords limit ${input.Limit ?? '-'}`);
-      if (fault?.kind === 'short-get-records') args = { ...args, input: { ...input, Limit: randomInt(() => controller.random(), 1, 3) } };
+      if (fault?.kind === 'short-get-records') {
+        short = fault;
+        args = { ...args, input: { ...input, Limit: randomInt(() => controller.random(), 1, 3) } };
+      }
     }
     let output;
     const partial = command === 'PutRecordsCommand' ? controller.hit('put-records', () => `PutRecords to ${stream}, ${input.Records?.length ?? 0} records`) : undefined;
@@ -187,7 +217,13 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       output = await next(args);
     }
     deadCheck();
-    if (expired) trimExpired(command, input, output.output as KinesisPage, streamOfIterator, expired);
+    const page = output.output as KinesisPage;
+    if (command === 'GetShardIteratorCommand' && page.ShardIterator) shardOfIterator.set(page.ShardIterator, `${stream}#${String((input as { ShardId?: string }).ShardId ?? '')}`);
+    if (command === 'GetRecordsCommand' && page.NextShardIterator && shardOfIterator.has(iterator)) shardOfIterator.set(page.NextShardIterator, shardOfIterator.get(iterator)!);
+    if (short && page.NextShardIterator) {
+      controller.retries.failed('short-get-records', short.at, `${page.Records?.length ?? 0} records`, `GetRecords from ${page.NextShardIterator}`, container, true);
+    }
+    if (expired) trimExpired(command, input, page, streamOfIterator, expired);
     if (command === 'PutRecordsCommand') {
       const fault = controller.hit('sink-write', () => `PutRecords to ${stream}`);
       if (fault?.kind === 'kill-after-sink-write') killContainer(container, `after PutRecords to the internal stream ${stream}`);

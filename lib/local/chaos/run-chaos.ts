@@ -49,7 +49,7 @@ import { compileQuery } from '../../query/compiled-query.js';
 import { formatProgressLine } from '../dev/report.js';
 import { addDiff, compareDeadLetters, compareRows, emptyDiff, type Diff } from './compare.js';
 import { ChaosFunction, ExpiredRecords } from './chaos-function.js';
-import { ChaosKill, FAULT_POINT, FaultController, planFaults, SOURCE_ONLY_KINDS, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault, type PointCounts } from './faults.js';
+import { ChaosKill, FAULT_POINT, FaultController, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault, type PointCounts } from './faults.js';
 import { expireAndRedrive, type ExpiryOutcome, type OutageRecord } from './expiry.js';
 import { SinkHistory, type HistoryFigures } from './history.js';
 import { instrumentClients, type ContainerHandle } from './instrument.js';
@@ -58,6 +58,9 @@ import { keyColumnsOf, runInMemory, runMultiSourceInMemory, type PlacedRecord } 
 import { chainedAggregatesQuery, generatePayments, joinThenAggregateQuery, withSaleIds } from './staged-queries.js';
 import { withWrites } from './sink-wrapper.js';
 import { deadLettersBesideLoss, retentionLoss, runRecordsOf, type RecordedLoss, type RunRecord } from './retention-loss.js';
+import { planRunFaults, undivisibleStages } from './run-plan.js';
+import { zombieChoiceFrom, type ZombieChoice } from './zombie-choice.js';
+import { formatRetryFigures, retriesOf, totalRetries, type FailSafeKind, type RetryFigures } from './retry-ledger.js';
 
 export interface ChaosOptions {
   readonly seed: number;
@@ -130,6 +133,8 @@ export interface QueryOutcome {
   };
   /** 'skipped-then-expired': skipped ranges that expired, records the re-drive reported expired, records really lost (never committed). */
   readonly expired: { readonly ranges: number; readonly reported: number; readonly lost: number; readonly recordedByEngine: number };
+  /** The fail-safe faults: how each was sent again, and those whose defence did not act (retry-ledger.ts). */
+  readonly retries: { readonly figures: Partial<Record<FailSafeKind, RetryFigures>>; readonly broken: readonly string[] };
 }
 
 export interface RunOutcome {
@@ -141,6 +146,8 @@ export interface RunOutcome {
   readonly mismatched: number;
   /** Planned faults that never happened: the run did not test what it claims. */
   readonly missed: number;
+  /** Fail-safe faults never sent again, or not in place where the engine retries in place. */
+  readonly defences: number;
 }
 
 export interface ChaosReport {
@@ -227,7 +234,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     ...(staged ? [chainedAggregatesQuery('chaos-chain'), joinThenAggregateQuery('chaos-join')] : []),
   ];
   /** Hops per query on these shards: one internal stream each. */
-  const hopsOf = new Map(queries.map((q) => [q.name, compileQuery(q, { expectedShardCount: shards, allowRepartition: true }).hops.length]));
+  const compiled = queries.map((q) => compileQuery(q, { expectedShardCount: shards, allowRepartition: true }));
+  const hopsOf = new Map(compiled.map((q) => [q.name, q.hops.length]));
+  /** Internal streams whose stage cannot be divided: a split there is refused by design, not planned. */
+  const noReshard = new Set(compiled.flatMap(undivisibleStages));
   const keyColumns = new Map(queries.map((q) => [q.name, keyColumnsOf(q)]));
   const maxRetries = options.maxRetries ?? 4;
   // Poison records: on-time events of wave 1 with a payload no other record has, from the seed.
@@ -255,6 +265,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     });
     const trace = (line: string): void => { if (options.trace) print(`      +${((Date.now() - t0) / 1000).toFixed(1)}s ${line}`); };
 
+    /** Per function of an upsert sink, where its zombies freeze (from the fault-free run; zombie-choice.ts). */
+    const zombieChoices = new Map<string, ZombieChoice>();
     /** One run: a fresh stream, tables and prefixes; both queries under their fault plans. */
     const runOnce = async (run: number, plans: ReadonlyMap<string, PlannedFault[]>): Promise<{ queries: Map<string, QueryRun>; placed: PlacedRecord[]; placedPayments: PlacedRecord[] }> => {
       const d = {
@@ -337,6 +349,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           const fn = new ChaosFunction({
             definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onInvocation, reshard, streamName: f.streamName, expired,
             trace: (line) => trace(`r${run} ${f.id} ${line}`), history, poison,
+            ...(zombieChoices.has(f.id) ? { zombieChoice: zombieChoices.get(f.id)! } : {}),
             ...(options.decorateSink ? { decorateSink: (sink: Sink) => options.decorateSink!(sink, run) } : {}),
           });
           const esm = new LocalEventSourceMapping({
@@ -349,10 +362,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         // The scheduled function, under its own fault plan: each attempt in a fresh container (a
         // kill leaves the rest of that attempt failing); EventBridge's next tick is the retry.
         const scheduledId = `${definition.name}/scheduled`;
-        // Not with two hops or more: how much of a chain's work its scheduled function finds depends
-        // on how far the stages' own invocations got, so a planned occurrence may never come
-        // (seed 1: 4 of 11 missed even in the first 40%). Its stages' functions are faulted.
-        const scheduledFaulted = options.scheduledFaults !== false && hops < 2;
+        // Planned only where every tick is sure to pass (run-plan.ts), with any number of hops.
+        const scheduledFaulted = options.scheduledFaults !== false;
         const scheduledController = new FaultController(scheduledFaulted ? plans.get(scheduledId) ?? [] : [], rnd);
         let scheduledContainers = 0;
         // What each tick meets for sure: its fewest occurrences of each point in one successful
@@ -516,6 +527,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const certainCounts = new Map<string, PointCounts>(
       [...baseline.values()].flatMap((b) => b.functions.flatMap((f) => f.certain ? [[f.id, f.certain] as const] : [])),
     );
+    for (const b of baseline.values()) {
+      for (const f of b.functions) {
+        const choice = zombieChoiceFrom(b.history, f.controller.counts['sink-attempt']);
+        if (choice) zombieChoices.set(f.id, choice);
+      }
+    }
     /**
      * The in-memory answer without the `lost` records (by their places in put order, the same in
      * every run), and the fault-free run's dead letters without theirs (see deadLettersBesideLoss).
@@ -538,24 +555,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const byKind: Partial<Record<FaultKind, number>> = {};
     const plannedByKind: Partial<Record<FaultKind, number>> = {};
     for (let run = 1; run <= options.runs; run++) {
-      const planRnd = createPrng(seed * 104_729 + run);
-      const plans = new Map([...counts].map(([id, c]) => {
-        // A stage reading an internal stream has no re-drive; the scheduled function no mapping.
-        const sourceFunction = !/\/(stage-\d+|scheduled)$/.test(id);
-        // A reshard of an internal stream under join state is not supported yet (issue 12): not planned there.
-        const joinHop = id.endsWith('/stage-2') && isMultiSource(queries.find((q) => id.startsWith(`${q.name}/`))!);
-        const optIn: FaultKind[] = [...(options.reshard && !joinHop ? ['reshard-mid-run' as const] : []), ...(options.expirePlanned ? ['planned-then-expired' as const] : [])];
-        const drawn = planFaults(planRnd, c, options.extraFaults ?? 2, optIn, sourceFunction ? [] : SOURCE_ONLY_KINDS,
-          id.endsWith('/scheduled') ? 0.4 : 0.7);
-        // The scheduled function's share of the work depends on how far the stages' own (faulted)
-        // invocations got (seed 2: a run whose ticks met commit-write 0 times, the fault-free run
-        // 4), so its faults go only where every tick is sure to pass, from their own random
-        // numbers: `drawn` is still drawn from planRnd so every other function's plan stays as it was.
-        const plan = id.endsWith('/scheduled')
-          ? planFaults(createPrng(seed * 7_727 + run), certainCounts.get(id) ?? {}, options.extraFaults ?? 2, optIn, SOURCE_ONLY_KINDS, 1)
-          : drawn;
-        return [id, options.alterPlan ? options.alterPlan(run, id, plan) : plan] as const;
-      }));
+      const plans = new Map([...planRunFaults({
+        seed, run, counts, certainCounts, extraFaults: options.extraFaults ?? 2, reshard: options.reshard === true, expirePlanned: options.expirePlanned === true, noReshard,
+      })].map(([id, plan]) => [id, options.alterPlan ? options.alterPlan(run, id, plan) : plan] as const));
       const started = Date.now();
       const result = (await runOnce(run, plans)).queries;
       const qs: QueryOutcome[] = await Promise.all(queries.map(async (q) => {
@@ -588,6 +590,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           },
           history: { ...got.history.figures(got.committed), diff: judged.diff }, poison: judged.poison,
           expired: { ranges: got.expiry.ranges, reported: got.expiry.reportedExpired, lost: lost.length, recordedByEngine: got.retention.recorded },
+          retries: retriesOf(got.functions.map((f) => ({ id: f.id, ledger: f.controller.retries }))),
         };
       }));
       const outcome: RunOutcome = {
@@ -596,6 +599,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         duplicated: qs.reduce((n, q) => n + q.diff.duplicated, 0),
         mismatched: qs.reduce((n, q) => n + q.diff.mismatched, 0),
         missed: qs.reduce((n, q) => n + q.missed.length, 0),
+        defences: qs.reduce((n, q) => n + q.retries.broken.length, 0),
       };
       outcomes.push(outcome);
       print(formatRun(outcome, options.runs));
@@ -611,7 +615,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         }
         if (options.verbose && q.zombies.challenged > 0) print(`    ${q.query}: ${q.zombies.challenged} zombie(s) woke after a newer batch wrote one of their keys`);
         if (options.verbose) for (const f of q.injected) print(`    ${f.fn}: ${f.kind} @${f.at}: ${f.detail}`);
+        for (const b of q.retries.broken) print(`    ${q.query}: fail-safe defence did not act: ${b}`);
       }
+      print(`    fail-safe faults, how their request was sent again: ${formatRetryFigures(totalRetries(qs.map((q) => q.retries.figures)))}`);
       print(`    faults planned/happened: ${formatKinds(qs)}`);
     }
     const total = (k: 'lost' | 'duplicated' | 'mismatched' | 'missed'): number => outcomes.reduce((n, o) => n + o[k], 0);
@@ -627,7 +633,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       + '(each: recorded, status unhealthy before and after, the re-drive\'s expired count and sequence range; nothing else missing)');
     const summaryLine = `runs=${options.runs} lost=${total('lost')} duplicated=${total('duplicated')} mismatched=${total('mismatched')}`;
     print(summaryLine);
-    const ok = total('lost') + total('duplicated') + total('mismatched') + total('missed') === 0 && memoryMatches;
+    const defences = outcomes.reduce((n, o) => n + o.defences, 0);
+    if (defences > 0) print(`FAILED: ${defences} fail-safe faults whose defence did not act (never sent again, or not in place where the engine retries in place)`);
+    const ok = total('lost') + total('duplicated') + total('mismatched') + total('missed') + defences === 0 && memoryMatches;
     return {
       seed, runs: outcomes, lost: total('lost'), duplicated: total('duplicated'), mismatched: total('mismatched'), missed: total('missed'), ok,
       faultsInjected, faultsByKind: byKind, faultsPlannedByKind: plannedByKind, memory: { matches: memoryMatches, diff: memoryDiff, rows: memoryRows }, lostToRetention,

@@ -51,6 +51,8 @@ describe('chaos harness (emulators, real handlers, injected faults)', () => {
     for (const q of [live!, perProduct!]) {
       expect({ ...q.diff, examples: [] }, `${q.query}\n${lines.join('\n')}`).toEqual({ lost: 0, duplicated: 0, mismatched: 0, examples: [] });
       expect(q.missed, q.query).toEqual([]);
+      // Every throttle, 5xx and TransactionConflict sent again (in place where the engine retries in place).
+      expect(q.retries.broken, q.query).toEqual([]);
       expect(q.rows).toBeGreaterThan(0);
     }
     // The planted bugs: batch 1's rows twice in the archive, the history names the uncommitted
