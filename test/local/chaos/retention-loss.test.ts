@@ -27,14 +27,17 @@ const records = runRecordsOf([{
 
 /** The item the engine writes for a planned batch's expired records, as SkippedBatchStore.list() returns it. */
 async function expiredPlannedItem(first: number, last: number, count: number, batchId = 4): Promise<SkippedRange> {
-  let item: Record<string, { S?: string; N?: string }> = {};
-  const client = { send: async (command: { input: { Item: typeof item } }) => { item = command.input.Item; return {}; } };
+  type Value = { S?: string; N?: string };
+  let input: { Key: Record<string, Value>; ExpressionAttributeValues: Record<string, Value> } | undefined;
+  const client = { send: async (command: { input: NonNullable<typeof input> }) => { input = command.input; return {}; } };
   const store = new SkippedBatchStore({ client: client as never, checkpointTable: 't', queryName: 'chaos-live' });
   await store.recordExpiredPlanned(shard, stream, { firstSequenceNumber: seq(first), lastSequenceNumber: seq(last), count, shardId: shard, batchId });
-  const outcome = JSON.parse(item.outcome!.S!);
+  // The store widens the item by an update: its values are what a later list() reads back.
+  const v = input!.ExpressionAttributeValues;
+  const outcome = JSON.parse(v[':outcome']!.S!);
   return {
-    sortKey: item.sk!.S!, partitionId: item.partitionId!.S!, shardId: item.shardId!.S!, streamName: item.streamName!.S!,
-    firstSequenceNumber: item.first!.S!, lastSequenceNumber: item.last!.S!, batchSize: Number(item.batchSize!.N), reason: item.reason!.S!,
+    sortKey: input!.Key.sk!.S!, partitionId: v[':partition']!.S!, shardId: v[':shard']!.S!, streamName: v[':stream']!.S!,
+    firstSequenceNumber: v[':first']!.S!, lastSequenceNumber: v[':last']!.S!, batchSize: Number(v[':count']!.N), reason: v[':reason']!.S!,
     skippedAtMs: 0, recordedAtMs: 0, state: 'redriven', outcome,
   };
 }
