@@ -7,6 +7,9 @@
  * still re-drive the source record the query dead-lettered.
  */
 import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { readDeadLetters } from '../../lib/aws/s3-dead-letter-writer.js';
@@ -17,6 +20,7 @@ import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { col, count, lit, sum, window } from '../../lib/plan/functions.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
+import { emulatorCliEnv, runSluice } from '../support/sluice-cli.js';
 
 const at = (s: number): string => new Date(Date.UTC(2024, 4, 1, 12) + s * 1000).toISOString();
 // Partitioned by the grouping key: one stage, whose dead letters carry the source shard's id.
@@ -62,8 +66,15 @@ async function runWithRaisingRow(d: Deployment): Promise<string[]> {
 }
 
 let emulators: EmulatorSet;
-beforeAll(async () => { emulators = await startEmulators(); });
-afterAll(async () => { await emulators?.stop(); });
+let dir: string;
+beforeAll(async () => {
+  emulators = await startEmulators();
+  dir = mkdtempSync(join(tmpdir(), 'sluice-result-row-letters-'));
+});
+afterAll(async () => {
+  await emulators?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
 
 describe('result-row dead letters of a one-stage query (DynamoDB Local, kinesis-mock, s3rver)', () => {
   it('a row raising above state is filed under the source shard; neither re-drive, dry or real, takes it for a source record', async () => {
@@ -114,5 +125,17 @@ describe('result-row dead letters of a one-stage query (DynamoDB Local, kinesis-
     const through = await reprocessDeadLetters(d.clients, deployment, { definition: ratio, config: d.config });
     expect(await sinkRows(d)).toEqual(sinkBefore);
     expect([through.runs.length, through.reprocessed, through.resultRows]).toEqual([0, 0, 1]);
+
+    // The operator is told what the letter is and where to look.
+    const descriptorFile = join(dir, 'deployment.json');
+    writeFileSync(descriptorFile, JSON.stringify(deployment));
+    const cli = await runSluice(['redrive', ratio.name, '--into-stream', '--dry-run', '--deployment', descriptorFile,
+      '--endpoint', `kinesis=${emulators.endpoints.kinesis}`, '--endpoint', `dynamodb=${emulators.endpoints.dynamodb}`,
+      '--endpoint', `s3=${emulators.endpoints.s3}`], 120_000, emulatorCliEnv(emulators));
+    expect([cli.code, cli.stderr]).toEqual([0, '']);
+    expect(cli.stdout).toContain('would re-drive 0 record(s)');
+    expect(cli.stdout).toContain('result rows (left, not source records): 1');
+    expect(cli.stdout).toContain(`an output row of the query that the sink refused or whose expression raised over state; its batch was committed without it. Inspect it under s3://${d.config.deadLetterBucket}/`);
+    expect(await sourceRecords(d)).toEqual([...events, events[3]]);
   });
 });
