@@ -22,6 +22,8 @@ import { IllegalArgumentError } from '../../lib/errors/sluice-error.js';
 import { importQueryModule } from '../../lib/query/query-module.js';
 import { isMultiSource, type QueryDefinition } from '../../lib/query/query-definition.js';
 import { addAwsOptions, connect, EXIT, print, type AwsOptions, type Connected } from './common.js';
+import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
+import { encodeKeySegment, normalizePrefix } from '../../lib/aws/s3-util.js';
 
 function parseTime(value: string): number {
   const ms = Date.parse(value);
@@ -123,6 +125,7 @@ async function throughQuery(c: Connected, opts: RedriveOptions, definition: Quer
       : []),
     `already re-driven before: ${report.alreadyRedriven}`,
     ...(report.notFromSource > 0 ? [`not of a source shard (left): ${report.notFromSource}`] : []),
+    ...resultRowLines(report.resultRows, c.deployment),
     ...(report.onDescendant > 0 ? [`of a closed (resharded) shard, run on the open shard holding their key's state: ${report.onDescendant}`] : []),
     ...(report.ofClosedShard > 0 ? [`of a closed (resharded) shard, left dead-lettered: ${report.ofClosedShard} (${report.closedShardReasons.join('; ')})`] : []),
     ...(report.waiting > 0 ? [`left for now, their shard waits for its parents' last records (run the re-drive again later): ${report.waiting}`] : []),
@@ -155,6 +158,7 @@ async function deadLetters(c: Connected, opts: RedriveOptions): Promise<void> {
     opts.dryRun ? `would re-drive ${report.wouldRedrive} record(s)` : `re-drove ${report.redriven.length} record(s) into ${c.deployment.streamName} (every consumer of the stream reads them again)`,
     `already re-driven before: ${report.alreadyRedriven}`,
     ...(report.notFromSource > 0 ? [`dead letters of a stage reading an internal stream (left, not source records): ${report.notFromSource}`] : []),
+    ...resultRowLines(report.resultRows, c.deployment),
     ...(report.failedAgain.length > 0 ? [`failed again after a re-drive (not re-driven again): ${report.failedAgain.length}`,
       ...report.failedAgain.map((f) => `  ${f.shardId}/${f.sequenceNumber}: ${f.reason}`)] : []),
     ...(report.unconfirmed.length > 0 ? [`claimed by a run that stopped before confirming (check the stream; not sent again): ${report.unconfirmed.join(', ')}`] : []),
@@ -185,4 +189,15 @@ async function skipped(c: Connected, opts: RedriveOptions, definition: QueryDefi
   ].join('\n'));
   // Records lost to retention, or a range that cannot be re-driven, need a person.
   process.exitCode = report.expired > 0 || report.ranges.some((r) => !r.outcome) ? EXIT.unhealthy : EXIT.ok;
+}
+
+/** Result rows are output, not input: say what they are and what to do, since no re-drive takes them. */
+function resultRowLines(count: number, deployment: DeploymentDescriptor): string[] {
+  const where = `s3://${deployment.deadLetterBucket}/${normalizePrefix(deployment.deadLetterPrefix ?? 'dead-letter/')}${encodeKeySegment(deployment.sluiceQuery)}/`;
+  return count > 0
+    ? [`result rows (left, not source records): ${count}`,
+      `  each is an output row of the query that the sink refused or whose expression raised over state; its batch was committed without it. `
+      + `Inspect it under ${where} (sequence number result-batch-<batch>-…; the reason says why), then fix the query or the sink; `
+      + 'a re-drive never sends it, it is not a record of the stream']
+    : [];
 }

@@ -16,7 +16,7 @@
 import { ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { PutRecordCommand } from '@aws-sdk/client-kinesis';
 import type { DeploymentDescriptor } from '../runtime/runtime-config.js';
-import type { DeadLetterRecord } from '../sources/dead-letter.js';
+import { isResultRowLetter, type DeadLetterRecord } from '../sources/dead-letter.js';
 import { isRedriveProgressKey } from '../sources/repartition-records.js';
 import { isInternalStreamLetter } from '../sources/held-out-rows.js';
 import type { AwsClients } from './clients.js';
@@ -43,6 +43,8 @@ export interface RedriveReport {
   readonly wouldRedrive: number;
   /** Letters of a stage reading an internal stream (`<shard>@internal`, held-out-rows.ts): not source records, left. */
   readonly notFromSource: number;
+  /** Letters of result rows (`result-batch-…`: refused by the sink, or raising above state): output rows, not source records, left. */
+  readonly resultRows: number;
 }
 
 interface LedgerEntry { readonly id: string; readonly newId: string | null }
@@ -60,12 +62,14 @@ export async function redriveDeadLetters(clients: AwsClients, deployment: Deploy
   const letters = await readDeadLetters(clients.s3, deployment.deadLetterBucket,
     `${normalizePrefix(deployment.deadLetterPrefix ?? 'dead-letter/')}${encodeKeySegment(query)}/`);
   const report: { -readonly [K in keyof RedriveReport]: RedriveReport[K] } = {
-    redriven: [], alreadyRedriven: 0, failedAgain: [], unconfirmed: ledger.filter((e) => !e.newId).map((e) => e.id), wouldRedrive: 0, notFromSource: 0,
+    redriven: [], alreadyRedriven: 0, failedAgain: [], unconfirmed: ledger.filter((e) => !e.newId).map((e) => e.id), wouldRedrive: 0, notFromSource: 0, resultRows: 0,
   };
   const due: DeadLetterRecord[] = [];
   for (const letter of letters) {
     if (options.shardId && letter.shardId !== options.shardId) continue;
     if (options.sinceMs !== undefined && letter.approximateArrivalTimestampMs < options.sinceMs) continue;
+    // Its data is an output row: put into the source stream, every consumer would read it as a record.
+    if (isResultRowLetter(letter)) { report.resultRows++; continue; }
     if (isInternalStreamLetter(letter)) { report.notFromSource++; continue; }
     const id = idOf(letter.shardId, letter.sequenceNumber);
     // A letter of a re-drive's own partition (`<shard>@redrive:<run>`, dead-letter-reprocess.ts) failed again too.

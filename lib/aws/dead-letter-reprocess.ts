@@ -26,7 +26,7 @@
  * divided by key) stay dead-lettered and are reported, as are those whose shard waits for its parents.
  */
 import type { DeploymentDescriptor, RuntimeConfig } from '../runtime/runtime-config.js';
-import type { DeadLetterRecord } from '../sources/dead-letter.js';
+import { isResultRowLetter, type DeadLetterRecord } from '../sources/dead-letter.js';
 import type { QueryDefinition } from '../query/query-definition.js';
 import { isRedriveProgressKey, REDRIVE_KEY_MARK } from '../sources/repartition-records.js';
 import { isInternalStreamLetter } from '../sources/held-out-rows.js';
@@ -71,6 +71,8 @@ export interface ReprocessReport {
   readonly failedAgain: { shardId: string; sequenceNumber: string; reason: string }[];
   /** Dead letters not of a source shard (any letter of a stage reading an internal stream, `<shard>@internal`): a source-stage run cannot take them. */
   readonly notFromSource: number;
+  /** Letters of result rows (`result-batch-…`: refused by the sink, or raising above state): output rows, never run through stage 1, left. */
+  readonly resultRows: number;
   /**
    * Dead letters of a closed (resharded) shard of a one-stage stateful query that no open shard can
    * take (its split divided a state that cannot be divided by key): left dead-lettered, with why.
@@ -102,13 +104,15 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   const sourceShards = new Set(shards.map((s) => s.ShardId!));
 
   const report = {
-    runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, ofClosedShard: 0,
+    runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, resultRows: 0, ofClosedShard: 0,
     closedShardReasons: [] as string[], onDescendant: 0, waiting: 0, wouldRedrive: 0, lateRows: 0,
   };
   const candidates: DeadLetterRecord[] = [];
   for (const letter of letters) {
     if (options.shardId && letter.shardId !== options.shardId && !letter.shardId.startsWith(`${options.shardId}${REDRIVE_KEY_MARK}`)) continue;
     if (options.sinceMs !== undefined && letter.approximateArrivalTimestampMs < options.sinceMs) continue;
+    // A result row's letter (filed under the source shard in a one-stage query): its data is an output row, not a record.
+    if (isResultRowLetter(letter)) { report.resultRows++; continue; }
     // A letter of a stage reading an internal stream (its shard id repeats a source shard's): never a source record.
     if (isInternalStreamLetter(letter)) { report.notFromSource++; continue; }
     const id = redriveIdOf(letter.shardId, letter.sequenceNumber);

@@ -27,7 +27,7 @@ import { createHash } from 'node:crypto';
 import { describeRefusal, findUnwritableRows, unwritableRowsIn, UnwritableRowsError, type RowRefusal, type SinkRowLimits, type UnwritableRow } from '../sinks/row-limits.js';
 import type { Sink, SinkBatch } from '../sinks/sink.js';
 import { toExternalRow } from '../sinks/external-row.js';
-import type { DeadLetterWriter } from '../sources/dead-letter.js';
+import { resultRowLetterSequenceNumber, type DeadLetterWriter } from '../sources/dead-letter.js';
 import type { Row } from '../execution/evaluate.js';
 import type { StructField } from '../plan/data-types.js';
 import { ProbeOutput, runProbe, SearchPausedError, type ProbeTarget, type WithholdingSource } from './batch-probe.js';
@@ -293,7 +293,7 @@ export function raisingRowDeadLetters(queryName: string, shardId: string, writer
       return {
         queryName,
         shardId,
-        sequenceNumber: `result-batch-${batchId}-${createHash('sha256').update(data).digest('hex').slice(0, 24)}`,
+        sequenceNumber: resultRowLetterSequenceNumber(batchId, createHash('sha256').update(data).digest('hex').slice(0, 24)),
         partitionKey: '',
         approximateArrivalTimestampMs: 0,
         dataBase64: Buffer.from(data).toString('base64'),
@@ -318,7 +318,7 @@ export function resultDeadLetters(queryName: string, shardId: string, writer: De
     await writer.write(rows.map(({ row, refusal, rowKey }) => ({
       queryName,
       shardId,
-      sequenceNumber: `result-batch-${batch.batchId}-${createHash('sha256').update(rowKey).digest('hex').slice(0, 24)}`,
+      sequenceNumber: resultRowLetterSequenceNumber(batch.batchId, createHash('sha256').update(rowKey).digest('hex').slice(0, 24)),
       partitionKey: '',
       approximateArrivalTimestampMs: 0,
       dataBase64: Buffer.from(JSON.stringify(toExternalRow(row, batch.schema), (_, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).toString('base64'),

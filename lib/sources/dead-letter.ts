@@ -16,6 +16,16 @@ export interface DeadLetterRecord {
   readonly reason: string;
 }
 
+/**
+ * A result row left out of a batch (the sink refuses it, or an expression over state raises on it)
+ * is dead-lettered under a sequence number of this form instead of a Kinesis record's: its data is
+ * an output row, not a source record, so no re-drive may put it into the source stream or run it
+ * through the query as one, whatever shard it is filed under.
+ */
+const RESULT_ROW_LETTER_MARK = 'result-batch-';
+export const resultRowLetterSequenceNumber = (batchId: number, digest: string): string => `${RESULT_ROW_LETTER_MARK}${batchId}-${digest}`;
+export const isResultRowLetter = (letter: Pick<DeadLetterRecord, 'sequenceNumber'>): boolean => letter.sequenceNumber.startsWith(RESULT_ROW_LETTER_MARK);
+
 export interface DeadLetterWriter {
   readonly description: string;
   write(records: readonly DeadLetterRecord[]): Promise<void>;

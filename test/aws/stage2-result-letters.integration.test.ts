@@ -4,7 +4,7 @@
  * grouping value past DynamoDB's 2048-byte key) are dead-lettered as `result-batch-…`; filed under
  * the bare internal shard id (which repeats the source stream's), a re-drive took them for source
  * records: into the source stream, or through stage 1. Both re-drives, dry and real, now leave
- * them (`notFromSource`) and still re-drive the source record stage 1 dead-lettered.
+ * them (`resultRows`: output rows, not records) and still re-drive the source record stage 1 dead-lettered.
  */
 import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -73,16 +73,16 @@ describe('dead letters of stage 2 other than held-out rows (DynamoDB Local, kine
 
     const deployment = { ...d.config, sluiceQuery: definition.name };
     const dryInto = await redriveDeadLetters(d.clients, deployment, { dryRun: true });
-    expect([dryInto.wouldRedrive, dryInto.notFromSource]).toEqual([1, 1]);
+    expect([dryInto.wouldRedrive, dryInto.resultRows]).toEqual([1, 1]);
     const dryThrough = await reprocessDeadLetters(d.clients, deployment, { definition, config: d.config, dryRun: true });
-    expect([dryThrough.wouldRedrive, dryThrough.notFromSource]).toEqual([1, 1]);
+    expect([dryThrough.wouldRedrive, dryThrough.resultRows]).toEqual([1, 1]);
     // Why: its shard id repeats the source shard's, so it carries the mark.
     expect(fromStage2[0]!.shardId).toBe('shardId-000000000000@internal');
     expect(fromSource[0]!.shardId).toBe('shardId-000000000000');
 
     // Through the query: only the source record runs through stage 1 (and fails again, under its re-drive's partition).
     const through = await reprocessDeadLetters(d.clients, deployment, { definition, config: d.config });
-    expect(through.notFromSource).toBe(1);
+    expect(through.resultRows).toBe(1);
     expect(through.runs.map((r) => [r.partitionId.split('@')[0], r.records])).toEqual([['shardId-000000000000', 1]]);
     expect(through.reprocessed).toBe(1);
     const after = await readDeadLetters(d.clients.s3, d.config.deadLetterBucket, d.config.deadLetterPrefix);
@@ -92,7 +92,7 @@ describe('dead letters of stage 2 other than held-out rows (DynamoDB Local, kine
     // Into the stream: the source record was re-driven (the ledger knows), the stage-2 letter is left; the stream is unchanged.
     const into = await redriveDeadLetters(d.clients, deployment);
     expect(into.redriven).toEqual([]);
-    expect(into.notFromSource).toBe(1);
+    expect(into.resultRows).toBe(1);
     expect(into.alreadyRedriven + into.failedAgain.length).toBe(2);
     expect(await sourceRecords(d)).toEqual(events);
     expect((await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!)).map((r) => [r.k, String(r.total), Number(r.n)]).sort())
@@ -108,13 +108,13 @@ describe('dead letters of stage 2 other than held-out rows (DynamoDB Local, kine
     const deployment = { ...d.config, sluiceQuery: definition.name };
     const into = await redriveDeadLetters(d.clients, deployment);
     expect(await sourceRecords(d)).toEqual([...events, '{"k": "broken']);
-    expect(into.notFromSource).toBe(1);
+    expect(into.resultRows).toBe(1);
     expect(into.redriven.map((r) => r.shardId)).toEqual(['shardId-000000000000']);
     const letters = await readDeadLetters(d.clients.s3, d.config.deadLetterBucket, d.config.deadLetterPrefix);
     expect(letters.map((l) => l.shardId).sort()).toEqual(['shardId-000000000000', 'shardId-000000000000@internal']);
     // Through the query afterwards: the source record is claimed, the stage-2 letter left; nothing runs.
     const through = await reprocessDeadLetters(d.clients, deployment, { definition, config: d.config });
-    expect([through.runs.length, through.reprocessed, through.notFromSource]).toEqual([0, 0, 1]);
+    expect([through.runs.length, through.reprocessed, through.resultRows]).toEqual([0, 0, 1]);
   });
 
   it('a row raising above state in stage 2 (a window whose sum is 0, emitted from state by a later batch) is filed under <shard>@internal; both re-drives leave it', async () => {
@@ -136,9 +136,9 @@ describe('dead letters of stage 2 other than held-out rows (DynamoDB Local, kine
     const deployment = { ...d.config, sluiceQuery: ratio.name };
     for (const dryRun of [true, false]) {
       const into = await redriveDeadLetters(d.clients, deployment, { dryRun });
-      expect([into.wouldRedrive, into.redriven.length, into.notFromSource]).toEqual([0, 0, 1]);
+      expect([into.wouldRedrive, into.redriven.length, into.resultRows]).toEqual([0, 0, 1]);
       const through = await reprocessDeadLetters(d.clients, deployment, { definition: ratio, config: d.config, dryRun });
-      expect([through.wouldRedrive, through.runs.length, through.notFromSource]).toEqual([0, 0, 1]);
+      expect([through.wouldRedrive, through.runs.length, through.resultRows]).toEqual([0, 0, 1]);
     }
     expect(await sourceRecords(d)).toEqual(events.flat());
     expect(letters.map((l) => [l.shardId, l.sequenceNumber.startsWith('result-batch-'), /^DIVIDE_BY_ZERO/.test(l.reason)]))
