@@ -18,7 +18,7 @@
  * with `repartition: false`, state not co-partitioned with the stream).
  */
 import { deployedTrigger } from '../lib/query/validate-query.js';
-import { CfnOutput, Duration, RemovalPolicy, Stack, Stage, Token } from 'aws-cdk-lib';
+import { Annotations, CfnOutput, Duration, RemovalPolicy, Stack, Stage, Token } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -621,6 +621,9 @@ export class SluiceQuery extends Construct {
       // SLUICE_REPARTITION_STREAM is set: it is set below exactly when this says one is needed.
       const validated = loaded.validate({ expectedShardCount, allowRepartition });
       this.needsRepartition = validated.needsRepartition;
+      if (expectedShardCount === 1 && validated.isStateful && !validated.needsRepartition && needsStageOnMoreShards(loaded)) {
+        this.warnOneShardState(props);
+      }
       hopCount = validated.repartition?.hops.length ?? validated.hop?.hops.length ?? 0;
       lakeShape = validated.lakeTable;
     } catch (error) {
@@ -1132,6 +1135,23 @@ export class SluiceQuery extends Construct {
     };
   }
 
+  /**
+   * The likeliest way to meet a state that cannot follow a split: a one-shard stream, a state not
+   * keyed by the partition key, and later more shards (a new stage layout, refused at the split
+   * children with RESHARD_STAGE_CHANGED). Said at the first deploy, while the choice is cheap.
+   */
+  private warnOneShardState(props: SluiceQueryProps): void {
+    const escape = props.stream
+      ? 'leave expectedShardCount unset (the query then runs with a repartition stage from the start)'
+      : 'give the construct a stream you create (`stream`, without expectedShardCount) or streamMode ON_DEMAND: the query then runs with a repartition stage from the start';
+    Annotations.of(this).addWarningV2('sluice:one-shard-state',
+      `query '${this.queryName}' runs in one stage only because its stream has one shard: its state is not keyed by the source's `
+      + 'partitionKey, so it lives whole in that shard\'s partition and cannot follow a split. Raising shardCount (or splitting the '
+      + 'stream) later gives the query a repartition stage, whose state starts empty: the split children are refused (RESHARD_STAGE_CHANGED) '
+      + 'and only a new query name (a new, empty state) runs it. To keep the option to add shards, declare a source.partitionKey among '
+      + `the state keys, or ${escape}.`);
+  }
+
   // ── Errors ──────────────────────────────────────────────────────────────────────────────────
 
   private propError(message: string): Error {
@@ -1158,4 +1178,13 @@ function defaultMaxRecordAge(streamRetention: Duration): Duration {
 /** V8's semi-space size for a function of `memoryMb`: a sixteenth, between 16 and 64 MiB. */
 export function semiSpaceMb(memoryMb: number): number {
   return Math.max(16, Math.min(64, Math.floor(memoryMb / 16)));
+}
+
+/** Whether the query would need a repartition stage on more shards (false when it could not have one at all). */
+function needsStageOnMoreShards(loaded: { validate(o: { expectedShardCount: number | undefined; allowRepartition: boolean }): { needsRepartition: boolean } }): boolean {
+  try {
+    return loaded.validate({ expectedShardCount: undefined, allowRepartition: true }).needsRepartition;
+  } catch {
+    return false;
+  }
 }

@@ -20,6 +20,7 @@
 import type { KinesisClient, Shard } from '@aws-sdk/client-kinesis';
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import { seedFromParents } from '../checkpoint/reshard-seed.js';
+import { refuseStateLeftInParents } from '../checkpoint/stage-layout-check.js';
 import { CheckpointError } from '../errors/sluice-error.js';
 import type { CompiledQuery } from '../query/compiled-query.js';
 import type { QueryStage } from '../query/query-stage.js';
@@ -148,6 +149,7 @@ export class ReshardGuard {
       }
       parents.push({ partitionId: this.partition(parentId), checkpoint: this.options.checkpointOf(parentId), range: rangeOf(parent) });
     }
+    if (shard && parents.length > 0 && !this.options.stage.isStateful) await refuseStateLeftInParents(this.partition(shardId), parents);
     if (shard && parents.length > 0 && this.options.stage.isStateful) {
       await seedFromParents({
         childPartitionId: this.partition(shardId),

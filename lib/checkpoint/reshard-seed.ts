@@ -100,7 +100,8 @@ function unsplittable(request: SeedRequest, parent: SeedParent, store: StoreRout
     {
       code: 'RESHARD_WITH_STATE',
       hint: 'a state that is not keyed by the stream\'s partition key must live in one partition: let the query run with a repartition '
-        + 'stage (repartitionShardCount: 1 for a global aggregation) instead of on the source shards, or merge the shards back.',
+        + 'stage (repartitionShardCount: 1 for a global aggregation) instead of on the source shards; that is a new stage layout, so under a new query name '
+        + '(merging the children back does not help: they stay in the lineage).',
       context: { child: request.childPartitionId, parent: parent.partitionId, operatorId: store.id.operatorId },
     },
   );
