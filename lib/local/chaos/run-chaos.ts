@@ -496,7 +496,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       reference.set(q.name, isMultiSource(q)
         // Several streams: each wave of both streams at once (the join's answer does not depend on batches).
         ? await runMultiSourceInMemory(q, [{ sales: placed.slice(0, wave1Count).filter((r) => !poison.has(r.data)), payments: placedPayments }, { sales: placed.slice(wave1Count) }])
-        : await runInMemory(q, clean, { batchSize }));
+        : await runInMemory(q, clean, { batchSize, waveStarts: [placed.slice(0, wave1Count).filter((r) => !poison.has(r.data)).length] }));
     }
     const memoryDiff = emptyDiff();
     const memoryRows: Record<string, number> = {};
@@ -547,7 +547,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           { sales: keep(placed.slice(0, wave1Count)), payments: placedPayments.filter((_, i) => !paid.has(i)) },
           { sales: keep(placed.slice(wave1Count), wave1Count) },
         ])).rows
-        : (await runInMemory(q, keep(placed), { batchSize })).rows;
+        : (await runInMemory(q, keep(placed), { batchSize, waveStarts: [keep(placed.slice(0, wave1Count)).length] })).rows;
       const lostInRun0 = lost.map((r) => (r.source === 'payments' ? placedPayments : placed)[r.index]!);
       return { rows, deadLetters: deadLettersBesideLoss(baseline.get(q.name)!.deadLetters, lostInRun0) };
     };
