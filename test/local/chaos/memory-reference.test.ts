@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { hourlySalesQuery } from '../../../lib/local/dev/default-query.js';
+import { countingLateRows, subsetsBySize } from '../../../lib/local/chaos/late-rows.js';
 import { runInMemory, type PlacedRecord } from '../../../lib/local/chaos/memory-reference.js';
 import { generateSalesEvents } from '../../../lib/local/sample-events.js';
 
@@ -36,5 +37,31 @@ describe('runInMemory: each wave in batches of its own', () => {
     }
     // Mixed batches count at least one late row (what the oracle expected before).
     expect(lateRows.some((late) => firstHourOrders(mixed.rows, late.store_id) > firstHourOrders(byWave.rows, late.store_id))).toBe(true);
+  });
+});
+
+describe('late rows a run may count (late-rows.ts)', () => {
+  it('subsets by size: none first, all of them last; only none and all beyond the cap', () => {
+    expect(subsetsBySize([1, 2, 3]).map((s) => s.slice().sort())).toEqual([[], [1], [2], [3], [1, 2], [1, 3], [2, 3], [1, 2, 3]]);
+    expect(subsetsBySize([1, 2, 3, 4, 5], 4)).toEqual([[], [1, 2, 3, 4, 5]]);
+  });
+
+  it('the reference with one late row counted adds exactly that row to its window, and nothing else changes', async () => {
+    const wave1 = placed(sales.filter((r) => r.wave === 1));
+    const wave2 = placed(sales.filter((r) => r.wave === 2)).map((r, i) => ({ ...r, sequenceNumber: String(wave1.length + i) }));
+    const query = hourlySalesQuery('update', 'chaos-live');
+    const dropped = await runInMemory(query, [...wave1, ...wave2], { batchSize: 10, waveStarts: [wave1.length] });
+    const late = wave2[0]!;
+    const row = JSON.parse(late.data) as { store_id: string; amount: number };
+    const input = countingLateRows(wave1, wave2, (r) => r === late);
+    expect(input.waveStart).toBe(wave1.length + 1);
+    const counted = await runInMemory(query, input.records, { batchSize: 10, waveStarts: [input.waveStart] });
+    const key = (r: Record<string, unknown>): string => `${String(r.store_id)} ${(r.window as { start: string }).start}`;
+    const before = new Map(dropped.rows.map((r) => [key(r), r]));
+    const changed = counted.rows.filter((r) => JSON.stringify(r) !== JSON.stringify(before.get(key(r))));
+    expect(changed).toHaveLength(1);
+    expect(changed[0]).toMatchObject({ store_id: row.store_id, window: { start: '2024-05-01T12:00:00Z' } });
+    expect(Number(changed[0]!.orders)).toBe(firstHourOrders(dropped.rows, row.store_id) + 1);
+    expect(counted.rows).toHaveLength(dropped.rows.length);
   });
 });
