@@ -49,15 +49,23 @@ interface Container {
   event?: KinesisStreamEvent;
 }
 
-/** Records past a stream's trim horizon ('planned-then-expired'), shared by every function reading the stream. */
+/**
+ * Each shard's trim horizon ('planned-then-expired'), shared by every function reading the stream.
+ * Kinesis trims a shard oldest-first: expiring a record expires every older record of its shard
+ * too, whichever query's planned batch holds them.
+ */
 export class ExpiredRecords {
-  private readonly byStream = new Map<string, Set<string>>();
-  add(streamName: string, sequenceNumber: string): void {
-    let set = this.byStream.get(streamName);
-    if (!set) this.byStream.set(streamName, (set = new Set()));
-    set.add(sequenceNumber);
+  private readonly horizon = new Map<string, bigint>();
+  /** Moves the shard's trim horizon to `sequenceNumber` (never back). */
+  add(streamName: string, shardId: string, sequenceNumber: string): void {
+    const key = `${streamName}#${shardId}`;
+    const seq = BigInt(sequenceNumber);
+    if ((this.horizon.get(key) ?? -1n) < seq) this.horizon.set(key, seq);
   }
-  readonly has = (streamName: string, sequenceNumber: string): boolean => this.byStream.get(streamName)?.has(sequenceNumber) ?? false;
+  readonly has = (streamName: string, shardId: string, sequenceNumber: string): boolean => {
+    const horizon = this.horizon.get(`${streamName}#${shardId}`);
+    return horizon !== undefined && sequenceNumber !== '' && BigInt(sequenceNumber) <= horizon;
+  };
 }
 
 export interface ChaosFunctionOptions {
@@ -202,7 +210,7 @@ export class ChaosFunction {
     for (const r of records.slice(0, count)) {
       const shardId = shardIdOf(r);
       this.outage.set(`${shardId}#${r.kinesis.sequenceNumber}`, { shardId, sequenceNumber: r.kinesis.sequenceNumber, data: Buffer.from(r.kinesis.data, 'base64').toString('utf8') });
-      this.options.expired.add(this.options.streamName, r.kinesis.sequenceNumber);
+      this.options.expired.add(this.options.streamName, shardId, r.kinesis.sequenceNumber);
     }
     this.options.trace?.(`container ${container.id} on ${container.shardId}: its planned batch's first ${count} of ${records.length} records fail, then expire`);
   }

@@ -38,7 +38,7 @@ export interface InstrumentOptions {
    * Records past the stream's trim horizon ('planned-then-expired'): GetRecords leaves them out.
    * By stream name and sequence number.
    */
-  readonly expired?: (streamName: string, sequenceNumber: string) => boolean;
+  readonly expired?: (streamName: string, shardId: string, sequenceNumber: string) => boolean;
   /** 'planned-then-expired' struck right after this container planned a batch: the records to expire are chosen by the caller. */
   readonly onPlannedThenExpired?: () => void;
 }
@@ -183,7 +183,7 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
 
   // The function's own Kinesis calls: the repartition stage's PutRecords to the internal stream
   // (stage 1's sink) and the shard reader's GetRecords.
-  const streamOfIterator = new Map<string, string>();
+  const expiredShardOfIterator = new Map<string, { streamName: string; shardId: string }>();
   /** The shard each iterator reads (a GetRecords resend comes with a new iterator of the same shard). */
   const shardOfIterator = new Map<string, string>();
   clients.kinesis.middlewareStack.add((next, context) => async (args) => {
@@ -223,7 +223,7 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     if (short && page.NextShardIterator) {
       controller.retries.failed('short-get-records', short.at, `${page.Records?.length ?? 0} records`, `GetRecords from ${page.NextShardIterator}`, container, true);
     }
-    if (expired) trimExpired(command, input, page, streamOfIterator, expired);
+    if (expired) trimExpired(command, input, page, expiredShardOfIterator, expired);
     if (command === 'PutRecordsCommand') {
       const fault = controller.hit('sink-write', () => `PutRecords to ${stream}`);
       if (fault?.kind === 'kill-after-sink-write') killContainer(container, `after PutRecords to the internal stream ${stream}`);
@@ -234,16 +234,20 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
 
 type KinesisPage = { ShardIterator?: string; NextShardIterator?: string; Records?: { SequenceNumber?: string }[] };
 
-/** Leaves expired records out of a GetRecords page (following each iterator to its stream). */
+/** Leaves expired records out of a GetRecords page (following each iterator to its stream and shard). */
 function trimExpired(
-  command: string, input: Input, output: KinesisPage, streamOfIterator: Map<string, string>, expired: (streamName: string, sequenceNumber: string) => boolean,
+  command: string, input: Input, output: KinesisPage, shardOfIterator: Map<string, { streamName: string; shardId: string }>,
+  expired: (streamName: string, shardId: string, sequenceNumber: string) => boolean,
 ): void {
-  if (command === 'GetShardIteratorCommand' && output.ShardIterator) streamOfIterator.set(output.ShardIterator, String((input as { StreamName?: string }).StreamName ?? ''));
+  if (command === 'GetShardIteratorCommand' && output.ShardIterator) {
+    const { StreamName, ShardId } = input as { StreamName?: string; ShardId?: string };
+    shardOfIterator.set(output.ShardIterator, { streamName: String(StreamName ?? ''), shardId: String(ShardId ?? '') });
+  }
   if (command !== 'GetRecordsCommand') return;
-  const stream = streamOfIterator.get(String((input as { ShardIterator?: string }).ShardIterator ?? ''));
-  if (stream === undefined) return;
-  if (output.NextShardIterator) streamOfIterator.set(output.NextShardIterator, stream);
-  if (output.Records) output.Records = output.Records.filter((r) => !expired(stream, r.SequenceNumber ?? ''));
+  const shard = shardOfIterator.get(String((input as { ShardIterator?: string }).ShardIterator ?? ''));
+  if (shard === undefined) return;
+  if (output.NextShardIterator) shardOfIterator.set(output.NextShardIterator, shard);
+  if (output.Records) output.Records = output.Records.filter((r) => !expired(shard.streamName, shard.shardId, r.SequenceNumber ?? ''));
 }
 
 /** A BatchWriteItem request's item key (what a resend of it names again). */

@@ -1,8 +1,8 @@
 /**
  * The same query over the same records, in memory: runShardInvocation (the engine core every
  * invocation runs) with the memory checkpoint, sink and dead-letter writer, as ONE state partition
- * holding every record in the order they were put, in batches of `batchSize`, then one scheduled
- * invocation with no records. No AWS code, no shards, no cross-shard watermark: Spark's answer for
+ * holding every record in the order they were put, in batches of `batchSize` (a wave put after the
+ * run settled starts a batch of its own), then one scheduled invocation with no records. No AWS code, no shards, no cross-shard watermark: Spark's answer for
  * one stream. The distributed run must end with the same result: while data flows its shards run
  * with the minimum watermark (a subset of the windows closed), and once every shard is idle the
  * scheduled invocation takes the maximum, which is this run's watermark.
@@ -35,7 +35,8 @@ export interface ReferenceResult {
 }
 
 export async function runInMemory(
-  definition: StreamingQueryDefinition, records: readonly PlacedRecord[], options: { batchSize: number },
+  definition: StreamingQueryDefinition, records: readonly PlacedRecord[],
+  options: { batchSize: number; /** Where each later wave starts in `records`: no batch holds records of two waves. */ waveStarts?: readonly number[] },
 ): Promise<ReferenceResult> {
   const query = compileQuery(definition, { expectedShardCount: 1 });
   // One partition's sequence numbers must grow: number the records in put order.
@@ -46,7 +47,13 @@ export async function runInMemory(
   const shardId = 'memory';
   const backends = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
   const chunks: ShardRecord[][] = [];
-  for (let i = 0; i < list.length; i += options.batchSize) chunks.push(list.slice(i, i + options.batchSize));
+  // The distributed run puts wave 2 only once wave 1 is done: a wave's late rows meet the watermark
+  // of all the waves before, never a batch shared with their last records (which records a run
+  // lost to retention must not move a wave-2 record into wave 1's last batch).
+  const bounds = [0, ...(options.waveStarts ?? []), list.length];
+  for (let w = 0; w + 1 < bounds.length; w++) {
+    for (let i = bounds[w]!; i < bounds[w + 1]!; i += options.batchSize) chunks.push(list.slice(i, Math.min(i + options.batchSize, bounds[w + 1]!)));
+  }
   let batches = 0;
   for (const [i, chunk] of [...chunks, []].entries()) {
     const result = await runShardInvocation(query, { shardId, records: chunk, scheduled: i === chunks.length }, backends);

@@ -53,7 +53,7 @@ export interface RecordedLoss {
  * @param expired whether the run's simulated retention trimmed a record
  */
 export function recordedExpiredPlannedLoss(
-  recorded: readonly SkippedRange[], records: readonly RunRecord[], expired: (streamName: string, sequenceNumber: string) => boolean,
+  recorded: readonly SkippedRange[], records: readonly RunRecord[], expired: (streamName: string, shardId: string, sequenceNumber: string) => boolean,
 ): RecordedLoss {
   const diff = emptyDiff();
   const fail = (text: string, lost: number): void => { diff.lost += lost; if (diff.examples.length < 6) diff.examples.push(text); };
@@ -68,7 +68,7 @@ export function recordedExpiredPlannedLoss(
     const last = BigInt(range.lastSequenceNumber);
     const inRange = records.filter((r) => r.streamName === range.streamName && r.shardId === range.shardId
       && first <= BigInt(r.sequenceNumber) && BigInt(r.sequenceNumber) <= last);
-    const held = inRange.filter((r) => !expired(r.streamName, r.sequenceNumber));
+    const held = inRange.filter((r) => !expired(r.streamName, r.shardId, r.sequenceNumber));
     // The engine dropped records the stream still had: silent loss dressed as retention.
     if (held.length > 0) fail(`the expired-planned range ${name} holds ${held.length} record(s) that never expired (first ${held[0]!.sequenceNumber})`, held.length);
     if (range.batchSize !== inRange.length) {
@@ -111,7 +111,7 @@ export function runRecordsOf(streams: readonly { readonly source: string; readon
 export function retentionLoss(options: {
   readonly recorded: readonly SkippedRange[];
   readonly records: readonly RunRecord[];
-  readonly expired: (streamName: string, sequenceNumber: string) => boolean;
+  readonly expired: (streamName: string, shardId: string, sequenceNumber: string) => boolean;
   readonly redriveLost: readonly { readonly streamName: string; readonly shardId: string; readonly sequenceNumber: string }[];
 }): RecordedLoss {
   const recorded = recordedExpiredPlannedLoss(options.recorded, options.records, options.expired);

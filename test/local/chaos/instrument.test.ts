@@ -78,26 +78,38 @@ describe('instrumentClients: BatchWriteItem UnprocessedItems', () => {
 });
 
 describe('instrumentClients: records past the trim horizon', () => {
-  it('GetRecords leaves out the expired records of its own stream only', async () => {
+  it('GetRecords leaves out the records up to its own shard\'s trim horizon only (Kinesis trims oldest-first)', async () => {
     const records = ['100', '101', '102', '103'].map((seq) => ({ SequenceNumber: seq, Data: new Uint8Array([1]), PartitionKey: 'k' }));
     const clients = stubbedClients((command, input) => {
-      if (command === 'GetShardIteratorCommand') return { ShardIterator: `it-${String(input.StreamName)}` };
+      if (command === 'GetShardIteratorCommand') return { ShardIterator: `it-${String(input.StreamName)}-${String(input.ShardId)}` };
       if (command === 'GetRecordsCommand') return { Records: records, NextShardIterator: `${String(input.ShardIterator)}-next`, MillisBehindLatest: 0 };
       return {};
     });
     const expired = new ExpiredRecords();
-    expired.add('sales', '100');
-    expired.add('sales', '101');
+    // One query's planned batch lost 101 on shard 0: 100, older, is gone too (for every query).
+    expired.add('sales', 'shardId-000000000000', '101');
     instrumentClients({ id: 1, dead: false }, clients, { controller: new FaultController(), config, expired: expired.has });
-    const read = async (stream: string): Promise<string[][]> => {
-      const it = await clients.kinesis.send(new GetShardIteratorCommand({ StreamName: stream, ShardId: 'shardId-000000000000', ShardIteratorType: 'TRIM_HORIZON' }));
+    const read = async (stream: string, shardId = 'shardId-000000000000'): Promise<string[][]> => {
+      const it = await clients.kinesis.send(new GetShardIteratorCommand({ StreamName: stream, ShardId: shardId, ShardIteratorType: 'TRIM_HORIZON' }));
       const first = await clients.kinesis.send(new GetRecordsCommand({ ShardIterator: it.ShardIterator! }));
       const second = await clients.kinesis.send(new GetRecordsCommand({ ShardIterator: first.NextShardIterator! }));
       return [first, second].map((p) => (p.Records ?? []).map((r) => r.SequenceNumber!));
     };
-    // Followed across pages (the next iterator belongs to the same stream).
+    // Followed across pages (the next iterator belongs to the same shard).
     expect(await read('sales')).toEqual([['102', '103'], ['102', '103']]);
+    expect(await read('sales', 'shardId-000000000001')).toEqual([['100', '101', '102', '103'], ['100', '101', '102', '103']]);
     expect(await read('payments')).toEqual([['100', '101', '102', '103'], ['100', '101', '102', '103']]);
     clients.destroy();
+  });
+});
+
+describe('ExpiredRecords: each shard\'s trim horizon', () => {
+  it('expiring a record expires every older record of its shard, and the horizon never moves back', () => {
+    const expired = new ExpiredRecords();
+    expired.add('sales', 's0', '105');
+    expired.add('sales', 's0', '102');
+    expect(['100', '102', '105', '106'].map((seq) => expired.has('sales', 's0', seq))).toEqual([true, true, true, false]);
+    expect(expired.has('sales', 's1', '100')).toBe(false);
+    expect(expired.has('payments', 's0', '100')).toBe(false);
   });
 });

@@ -42,8 +42,9 @@ async function expiredPlannedItem(first: number, last: number, count: number, ba
   };
 }
 
-const expiredUpTo = (n: number) => (streamName: string, sequenceNumber: string): boolean =>
-  streamName === stream && BigInt(sequenceNumber) <= BigInt(seq(n));
+/** Shard 0's trim horizon at s<n> (Kinesis trims each shard oldest-first); shard 1 untouched. */
+const expiredUpTo = (n: number) => (streamName: string, shardId: string, sequenceNumber: string): boolean =>
+  streamName === stream && shardId === shard && BigInt(sequenceNumber) <= BigInt(seq(n));
 
 describe('recordedExpiredPlannedLoss: the records a query\'s engine recorded as lost to retention', () => {
   it('counts a recorded range as lost though the query had no fault of its own (another query\'s trimmed the stream)', async () => {
