@@ -147,7 +147,10 @@ function createShardHandler(
             ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
           });
         };
-        wiring = { forPartition, guards: new Map(stages.filter((s) => s.isStateful).map((s) => [s, guardOf(s)])) };
+        // A stateless stage of a stateful query is guarded too: its split children are refused when
+        // their parent ran the state in one stage (RESHARD_STAGE_CHANGED), as the scheduled function does.
+        const guarded = query.stages.some((s) => s.isStateful) ? stages : [];
+        wiring = { forPartition, guards: new Map(guarded.map((s) => [s, guardOf(s)])) };
         wirings.set(key, wiring);
       }
       return wiring;

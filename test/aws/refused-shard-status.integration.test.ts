@@ -6,6 +6,7 @@
  * guard is no longer listed.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { inspectQuery } from '../../lib/aws/query-inspection.js';
 import { RefusedShardStore } from '../../lib/aws/refused-shards.js';
 import { CheckpointError } from '../../lib/errors/sluice-error.js';
@@ -64,6 +65,25 @@ describe('sluice status names the shards the reshard guard refuses', () => {
       expect(line).toMatch(/new query name/);
       expect(line).toMatch(/retention/);
     }
+  }, 300_000);
+
+  it('the event source mapping\'s handler refuses them too (RESHARD_STAGE_CHANGED): the children\'s stage 1 runs nothing, stage 2 keeps the count', async () => {
+    const name = 'refused-layout-mapping';
+    const d = await deploy(emulators, perHour(name), 1, { repartitionShards: 1, expectedShardCount: 2 });
+    await d.put(orders(0, 6));
+    await d.tick(Date.now(), 'drain', compileQuery(perHour(name), { expectedShardCount: 1 }) as never);
+
+    await reshardStream(d.clients.kinesis, d.config.streamName, [{ split: 'first-open' }]);
+    await d.put(orders(6, 4));
+    await d.drain({ maximumRetryAttempts: 2, retryBackoffMs: 5 });
+
+    expect(d.results.filter((r) => children.includes(r.shardId) && r.result.progress.length > 0)).toEqual([]);
+    expect((await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!)).map((r) => Number(r.orders))).toEqual([6]);
+    const status = await statusOf(d, name);
+    expect(status.healthy).toBe(false);
+    const refused = status.refusedShards.filter((r) => children.includes(r.partitionId));
+    expect(refused.length).toBeGreaterThan(0);
+    for (const r of refused) expect(r.code).toBe('RESHARD_STAGE_CHANGED');
   }, 300_000);
 
   it('the event source mapping\'s handler refuses an indivisible state\'s children (RESHARD_WITH_STATE): unhealthy while it retries', async () => {
