@@ -5,9 +5,12 @@
  * and status names the shard, the code, since when and the fix; a shard that later passes the
  * guard is no longer listed.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
-import { inspectQuery } from '../../lib/aws/query-inspection.js';
+import { inspectQuery, type QueryStatus } from '../../lib/aws/query-inspection.js';
 import { RefusedShardStore } from '../../lib/aws/refused-shards.js';
 import { CheckpointError } from '../../lib/errors/sluice-error.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
@@ -16,6 +19,7 @@ import { col, count, window } from '../../lib/plan/functions.js';
 import { defineQuery, type QueryDefinition } from '../../lib/query/query-definition.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import { deploy } from '../support/aws-pipeline.js';
+import { emulatorCliEnv, runSluice } from '../support/sluice-cli.js';
 
 let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });
@@ -64,6 +68,25 @@ describe('sluice status names the shards the reshard guard refuses', () => {
       expect(line).toMatch(/RESHARD_STAGE_CHANGED/);
       expect(line).toMatch(/new query name/);
       expect(line).toMatch(/retention/);
+    }
+
+    // The command itself: exit code 1, the shard and code in the text, the records in --json.
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-refused-'));
+    try {
+      const descriptorFile = join(dir, 'deployment.json');
+      writeFileSync(descriptorFile, JSON.stringify({ ...d.config, sluiceQuery: name }));
+      const cli = (args: string[]) => runSluice([...args, '--deployment', descriptorFile,
+        '--endpoint', `kinesis=${emulators.endpoints.kinesis}`, '--endpoint', `dynamodb=${emulators.endpoints.dynamodb}`,
+        '--endpoint', `s3=${emulators.endpoints.s3}`], 60_000, emulatorCliEnv(emulators));
+      const text = await cli(['status', name]);
+      expect(text.code, text.stderr).toBe(1);
+      expect(text.stdout).toMatch(/UNHEALTHY/);
+      for (const child of children) expect(text.stdout).toMatch(new RegExp(`shard ${child} is refused \\(RESHARD_STAGE_CHANGED\\) since`));
+      const json = await cli(['status', name, '--json']);
+      expect(json.code).toBe(1);
+      expect((JSON.parse(json.stdout) as QueryStatus).refusedShards.map((r) => r.code)).toEqual(['RESHARD_STAGE_CHANGED', 'RESHARD_STAGE_CHANGED']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 300_000);
 
