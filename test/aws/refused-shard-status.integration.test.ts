@@ -120,13 +120,17 @@ describe('sluice status names the shards the reshard guard refuses', () => {
     await reshardStream(d.clients.kinesis, d.config.streamName, [{ split: 'first-open' }]);
     await d.put(orders(3, 4));
     // A few retries stand for the hours until maxRecordAge.
-    await d.drain({ maximumRetryAttempts: 2, retryBackoffMs: 5 });
+    let childInvocations = 0;
+    await d.drain({ maximumRetryAttempts: 2, retryBackoffMs: 5, hooks: { onInvocation: (e) => { if (children.includes(e.shardId)) childInvocations++; } } });
 
     const status = await statusOf(d, name);
     expect(status.healthy).toBe(false);
     const refused = status.refusedShards.filter((r) => children.includes(r.partitionId));
     expect(refused.length).toBeGreaterThan(0);
+    // Every retry is refused again; the refusal is written once per shard (the refresh interval).
+    expect(childInvocations).toBeGreaterThanOrEqual(3 * refused.length);
     for (const r of refused) {
+      expect(r.lastSeenMs).toBe(r.firstSeenMs);
       expect(r.code).toBe('RESHARD_WITH_STATE');
       expect(status.problems.find((p) => p.includes(r.partitionId))).toMatch(/RESHARD_WITH_STATE.*repartition/s);
     }
