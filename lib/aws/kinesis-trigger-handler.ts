@@ -24,6 +24,7 @@ import type { AwsClientOptions, AwsClients } from './clients.js';
 import { createFunctionClients } from './function-clients.js';
 import { createAwsQueryBackends, type BackendsNamespace } from './aws-backends.js';
 import { namespaceFence, readNamespacePointer } from './query-namespace.js';
+import { RefusedShardStore } from './refused-shards.js';
 import { ReshardGuard } from './reshard-guard.js';
 import { skippedRangesOf } from './skipped-batches.js';
 import { createObservability, recordBatchProgress, recordExpiredLoss, type Observability } from './observability.js';
@@ -134,6 +135,7 @@ function createShardHandler(
         const backends = createAwsQueryBackends(query, config, sdk, meter, options.decorateSink, namespace);
         const forPartition = decorate((shardId, stage) => backends.forPartition(shardId, stage));
         // The guard seeds children through the same (decorated) checkpoint the invocations use.
+        const refusals = new RefusedShardStore({ client: sdk.dynamodb, checkpointTable: config.checkpointTable, namespace: namespace.location.namespace });
         const guardOf = (stage: QueryStage): ReshardGuard => {
           const internal = stage.reads === 'internal-stream';
           return new ReshardGuard({
@@ -141,10 +143,14 @@ function createShardHandler(
             checkpointOf: (shardId) => forPartition(shardId, stage).checkpoint,
             reader: backends.readerOf(stage),
             skippedRanges: skippedRangesOf(sdk.dynamodb, config.checkpointTable, query.name, stage),
+            refusals,
             ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
           });
         };
-        wiring = { forPartition, guards: new Map(stages.filter((s) => s.isStateful).map((s) => [s, guardOf(s)])) };
+        // A stateless stage of a stateful query is guarded too: its split children are refused when
+        // their parent ran the state in one stage (RESHARD_STAGE_CHANGED), as the scheduled function does.
+        const guarded = query.stages.some((s) => s.isStateful) ? stages : [];
+        wiring = { forPartition, guards: new Map(guarded.map((s) => [s, guardOf(s)])) };
         wirings.set(key, wiring);
       }
       return wiring;

@@ -23,6 +23,7 @@ import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js'
 import { encodeKeySegment, listKeys, normalizePrefix } from './s3-util.js';
 import { isExpiredPlanned, isLostRange, SkippedBatchStore, type SkippedRange } from './skipped-batches.js';
 import { describeLostSenderRecords } from './expired-internal-records.js';
+import { RefusedShardStore, type RefusedShard } from './refused-shards.js';
 
 /** Stage-2 partitions of a repartition stage are named `state.<internal shard id>`. */
 const STAGE2_PREFIX = 'state.';
@@ -61,6 +62,11 @@ export interface QueryStatus {
    * `acknowledgement` (who, when, why) and no longer a problem.
    */
   readonly lostRanges: readonly SkippedRange[];
+  /**
+   * Shards the reshard guard refuses (RESHARD_WITH_STATE, RESHARD_STAGE_CHANGED): nothing of them
+   * runs, and the event source mapping retries them until `maxRecordAge`. Each is a problem.
+   */
+  readonly refusedShards: readonly RefusedShard[];
   readonly healthy: boolean;
   readonly problems: readonly string[];
 }
@@ -176,10 +182,29 @@ export async function inspectQuery(clients: AwsClients, deployment: DeploymentDe
       + (r.lostSources?.length ? `the rows they carried: ${r.lostSources.map(describeLostSenderRecords).join('; ')}; ` : '')
       + `once seen: \`sluice redrive ${deployment.sluiceQuery} --acknowledge ${r.partitionId}#${r.firstSequenceNumber} --reason "..."\``);
   }
+  const refusedShards = await new RefusedShardStore({
+    client: clients.dynamodb, checkpointTable: deployment.checkpointTable, namespace: deployment.activeNamespace ?? deployment.sluiceQuery,
+  }).list();
+  for (const r of refusedShards) problems.push(describeRefusal(r, deployment.sluiceQuery));
   for (const p of partitions) {
     if (p.lag && p.lag.ms > maxLagMs) problems.push(`${label(p)} is ${Math.round(p.lag.ms / 1000)} s behind its stream (over ${Math.round(maxLagMs / 1000)} s)`);
   }
-  return { query: deployment.sluiceQuery, partitions, deadLetters: deadLetterKeys.length, skippedBatches, skippedRanges, lostRanges, healthy: problems.length === 0, problems };
+  return { query: deployment.sluiceQuery, partitions, deadLetters: deadLetterKeys.length, skippedBatches, skippedRanges, lostRanges, refusedShards, healthy: problems.length === 0, problems };
+}
+
+/**
+ * A refused shard's problem line: which, why, since when, the fix, and what becomes of its
+ * records. They are not committed, so they stay in the stream until its retention ends (the
+ * mapping gives up on them at `maxRecordAge` and records them as skipped ranges); a query deployed
+ * under a new name starts at the trim horizon (the construct's default `startingPosition`), so it
+ * reads them while they are retained.
+ */
+export function describeRefusal(r: RefusedShard, queryName: string): string {
+  return `shard ${r.partitionId} is refused (${r.code}) since ${new Date(r.firstSeenMs).toISOString()} `
+    + `(last seen ${new Date(r.lastSeenMs).toISOString()}): nothing of it runs. ${r.message} `
+    + `Fix: ${r.hint || 'see the message'} Its records are not lost yet: they stay in the stream until its retention ends `
+    + `(the event source mapping retries them until maxRecordAge, then records them as skipped ranges of ${queryName}); `
+    + 'a query deployed under a new name with the default startingPosition (TRIM_HORIZON) reads them, with every other record still retained.';
 }
 
 export const label = (p: Pick<PartitionStatus, 'stage' | 'shardId' | 'source'>): string =>

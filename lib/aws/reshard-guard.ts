@@ -21,7 +21,7 @@ import type { KinesisClient, Shard } from '@aws-sdk/client-kinesis';
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import { seedFromParents } from '../checkpoint/reshard-seed.js';
 import { refuseStateLeftInParents } from '../checkpoint/stage-layout-check.js';
-import { CheckpointError } from '../errors/sluice-error.js';
+import { CheckpointError, SluiceError } from '../errors/sluice-error.js';
 import type { CompiledQuery } from '../query/compiled-query.js';
 import type { QueryStage } from '../query/query-stage.js';
 import { committedShardOffset } from '../query/shard-invocation.js';
@@ -29,6 +29,7 @@ import { readAfterPosition, seedRepartitionOffset } from '../sources/repartition
 import { repartitionStateRouting, sourceStreamStateRouting, type HashKeyRange, type StoreRouting } from '../state/state-routing.js';
 import type { ShardPosition } from './kinesis-shard-reader.js';
 import { listStreamShards } from './kinesis-shard-reader.js';
+import type { RefusalLog } from './refused-shards.js';
 import { skippedRangeHolding, type SkippedRange } from './skipped-batches.js';
 
 export type SkippedSpan = Pick<SkippedRange, 'firstSequenceNumber' | 'lastSequenceNumber'>;
@@ -54,6 +55,11 @@ export interface ReshardGuardOptions {
   readonly skippedRanges?: (shardId: string) => Promise<readonly SkippedSpan[]>;
   /** Takes a finished shard out of the watermark minimum (the source stream's partitions). */
   readonly markClosed?: (shardId: string) => Promise<void>;
+  /**
+   * Where a refused child is recorded (and its record removed once it passes), so that `sluice
+   * status` names it during the hours the mapping retries it (lib/aws/refused-shards.ts). Default: nowhere.
+   */
+  readonly refusals?: RefusalLog;
 }
 
 /** How a stage's state entries follow their keys to child shards. */
@@ -149,8 +155,15 @@ export class ReshardGuard {
       }
       parents.push({ partitionId: this.partition(parentId), checkpoint: this.options.checkpointOf(parentId), range: rangeOf(parent) });
     }
-    if (shard && parents.length > 0 && !this.options.stage.isStateful) await refuseStateLeftInParents(this.partition(shardId), parents);
-    if (shard && parents.length > 0 && this.options.stage.isStateful) {
+    if (shard && parents.length > 0) await this.recordingRefusal(shardId, () => this.seed(shardId, shard, checkpoint, parents));
+    this.ready.add(shardId);
+    return { state: 'ready' };
+  }
+
+  /** A child's first run: refused when its parents' state cannot follow it, else seeded from them. */
+  private async seed(shardId: string, shard: Shard, checkpoint: Checkpoint, parents: { partitionId: string; checkpoint: Checkpoint; range: HashKeyRange }[]): Promise<void> {
+    if (!this.options.stage.isStateful) await refuseStateLeftInParents(this.partition(shardId), parents);
+    if (this.options.stage.isStateful) {
       await seedFromParents({
         childPartitionId: this.partition(shardId),
         child: checkpoint,
@@ -163,8 +176,19 @@ export class ReshardGuard {
           : null),
       });
     }
-    this.ready.add(shardId);
-    return { state: 'ready' };
+  }
+
+  /** A refusal (not retryable) is recorded for `sluice status`; a child that passes clears it. */
+  private async recordingRefusal(shardId: string, run: () => Promise<void>): Promise<void> {
+    const log = this.options.refusals;
+    try {
+      await run();
+    } catch (error) {
+      // The refusal is what the caller must see: a failed write of its record does not replace it.
+      if (log && error instanceof SluiceError && !error.retryable) await log.refused(this.partition(shardId), shardId, error).catch(() => undefined);
+      throw error;
+    }
+    await log?.passed(this.partition(shardId));
   }
 
   /** Closed, and nothing after its committed position but skipped ranges. */

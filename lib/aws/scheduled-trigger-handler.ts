@@ -42,6 +42,7 @@ import { namespaceFence, readNamespacePointer } from './query-namespace.js';
 import type { Shard } from '@aws-sdk/client-kinesis';
 import { listStreamShards } from './kinesis-shard-reader.js';
 import { parentsFirst, ReshardGuard, type ShardReadiness } from './reshard-guard.js';
+import { RefusedShardStore } from './refused-shards.js';
 import { skippedRangesOf } from './skipped-batches.js';
 import { readAfterPosition } from '../sources/repartition-shard-source.js';
 import { createObservability, recordBatchProgress, recordExpiredLoss, type Observability } from './observability.js';
@@ -120,6 +121,8 @@ interface Context {
   readonly tracing: Promise<Tracer | undefined>;
   /** The namespace's reshard guards, one per stage. */
   readonly guards: Map<QueryStage, ReshardGuard>;
+  /** Where the guards record the shards they refuse, for `sluice status`. */
+  readonly refusals: RefusedShardStore;
   /** A replay shadow: a shard with no commit yet starts at its first record at or after this time. */
   readonly startAtMs?: number;
 }
@@ -159,7 +162,8 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
         query, config: namespacedConfig(query.definition, config, namespace.location), clients, backends, options, tracing,
         // Only the shadow (driven from a start time): after a cutover the live namespace is a replay's.
         observability: startAtMs === undefined ? observability : shadowObservability(namespace.location.namespace),
-        guards: new Map(), ...(startAtMs !== undefined ? { startAtMs } : {}),
+        guards: new Map(), refusals: new RefusedShardStore({ client: clients.dynamodb, checkpointTable: config.checkpointTable, namespace: namespace.location.namespace }),
+        ...(startAtMs !== undefined ? { startAtMs } : {}),
       };
       contexts.set(key, context);
     }
@@ -177,6 +181,7 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
         checkpointOf: (shardId) => backends.forPartition(shardId, stage).checkpoint,
         reader: backends.readerOf(stage),
         skippedRanges: skippedRangesOf(clients.dynamodb, config.checkpointTable, query.name, stage),
+        refusals: context.refusals,
         ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
       });
       context.guards.set(stage, guard);

@@ -42,6 +42,7 @@ import { createAwsQueryBackends } from './aws-backends.js';
 import { deleteRedriveRecords, readRunItem, runRedriveBatch, type RedriveBatchRunner } from './redrive-batch.js';
 import { indivisibleState, redriveTargetOf } from './redrive-routing.js';
 import { ReshardGuard, stateRoutingOf } from './reshard-guard.js';
+import { RefusedShardStore } from './refused-shards.js';
 import { skippedRangesOf } from './skipped-batches.js';
 import { listStreamShards } from './kinesis-shard-reader.js';
 import type { AwsClients } from './clients.js';
@@ -164,6 +165,7 @@ export async function createThroughQueryRunner(clients: AwsClients, deployment: 
     checkpointOf: (shardId) => backends.forPartition(shardId, stage).checkpoint, reader: backends.readerOf(stage),
     skippedRanges: skippedRangesOf(clients.dynamodb, table, query, stage),
     markClosed: (shardId) => backends.watermarks.markClosed(stage.partitionId(shardId)),
+    refusals: new RefusedShardStore({ client: clients.dynamodb, checkpointTable: table, namespace: pointer.active.namespace }),
   });
   const indivisible = onShardPartition ? indivisibleState(stateRoutingOf(compiled, stage)) : null;
   /** A re-drive batch's shard must be open and seeded, unless its batch was planned there before (then it finishes there). */
