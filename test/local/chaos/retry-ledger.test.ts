@@ -9,6 +9,8 @@ import { createAwsClients, type AwsClients } from '../../../lib/aws/clients.js';
 import { ChaosKill, FaultController, type PlannedFault } from '../../../lib/local/chaos/faults.js';
 import { instrumentClients, type ContainerHandle } from '../../../lib/local/chaos/instrument.js';
 import { dynamoDbSignature } from '../../../lib/local/chaos/retry-ledger.js';
+import { DynamoDbUpsertSink } from '../../../lib/aws/dynamodb-upsert-sink.js';
+import type { SinkBatch } from '../../../lib/sinks/sink.js';
 import { localDeployment, localRuntimeConfig } from '../../../lib/local/dev/local-stack.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
@@ -135,6 +137,21 @@ describe('fail-safe faults: how their request was sent again', () => {
     expect(gaveUp.controller.retries.broken).toEqual([]);
     expect(gaveUp.controller.retries.excused).toEqual([expect.stringMatching(/^throttle-dynamodb @1 .* retried in place before, then given up/)]);
     for (const c of [missing, gaveUp]) c.clients.destroy();
+  });
+
+  it('the DynamoDB sink\'s adaptive writer: a throttled upsert is retried in place, so the check passes (it fails where the writer lacks the retry)', async () => {
+    const { clients, controller, container } = setUp([{ kind: 'throttle-dynamodb', at: 1 }]);
+    const sink = new DynamoDbUpsertSink({ client: clients.dynamodb, tableName: config.sinkTable, keyColumns: ['store'] });
+    const schema = [{ name: 'store', type: 'string' as const }, { name: 'revenue', type: 'long' as const }];
+    const batch: SinkBatch = { partitionId: 'p', batchId: 1, rows: [['north', 1], ['south', 2], ['east', 3]], schema, columns: ['store', 'revenue'], outputMode: 'update' };
+    const error = await thrown(() => sink.addBatch(batch));
+    controller.retries.ended(container, error ? [error] : []);
+    // Without the retry in place the mapping's retry (the next invocation) writes the batch again.
+    container.invocation = 2;
+    await sink.addBatch(batch);
+    expect(controller.retries.broken).toEqual([]);
+    expect(controller.retries.figures()['throttle-dynamodb']).toEqual({ faults: 1, inPlace: 1, later: 0, never: 0 });
+    clients.destroy();
   });
 
   it('a concurrent duplicate writing the same key while the throttled invocation still runs is not its retry: the retry in place still counts', async () => {
