@@ -141,7 +141,7 @@ describe('fail-safe faults: how their request was sent again', () => {
 
   it('the DynamoDB sink\'s adaptive writer: a throttled upsert is retried in place, so the check passes (it fails where the writer lacks the retry)', async () => {
     const { clients, controller, container } = setUp([{ kind: 'throttle-dynamodb', at: 1 }]);
-    const sink = new DynamoDbUpsertSink({ client: clients.dynamodb, tableName: config.sinkTable, keyColumns: ['store'] });
+    const sink = new DynamoDbUpsertSink({ client: clients.dynamodb, tableName: config.sinkTable!, keyColumns: ['store'] });
     const schema = [{ name: 'store', type: 'string' as const }, { name: 'revenue', type: 'long' as const }];
     const batch: SinkBatch = { partitionId: 'p', batchId: 1, rows: [['north', 1], ['south', 2], ['east', 3]], schema, columns: ['store', 'revenue'], outputMode: 'update' };
     const error = await thrown(() => sink.addBatch(batch));
