@@ -46,7 +46,7 @@ interface Ending { readonly errors: readonly unknown[] }
 const invocationKey = (container: number, invocation: number | undefined): string => `${container}#${invocation ?? '-'}`;
 
 /** Whether `error` is `target` or was caused by it (a wrapper's `cause`, an aggregate's `errors`). */
-export function causedBy(error: unknown, target: unknown, seen = new Set<unknown>()): boolean {
+function causedBy(error: unknown, target: unknown, seen = new Set<unknown>()): boolean {
   if (error === target) return true;
   if (typeof error !== 'object' || error === null || seen.has(error)) return false;
   seen.add(error);
@@ -76,7 +76,8 @@ export class RetryLedger {
       if (f.retried || f.signature !== signature) continue;
       if (f.container === container.id && f.invocation === container.invocation) f.retried = 'in place';
       // Another container's send while the fault's invocation still runs may be its own retry's rival, not its retry.
-      else if (!f.inPlace || this.endings.has(invocationKey(f.container, f.invocation))) f.retried = 'later';
+      // (A container whose invocations are not followed, the scheduled function's, has no such rival.)
+      else if (!f.inPlace || f.invocation === undefined || this.endings.has(invocationKey(f.container, f.invocation))) f.retried = 'later';
       else f.sentMeanwhile = true;
     }
   }
