@@ -47,6 +47,8 @@ interface Container {
   freeze?: () => void;
   /** The event of the invocation it runs (what 'planned-then-expired' expires a part of). */
   event?: KinesisStreamEvent;
+  /** The errors its running invocation met so far (the handler answers them as batchItemFailures). */
+  errors?: unknown[];
 }
 
 /**
@@ -179,7 +181,7 @@ export class ChaosFunction {
       zombie.event = event;
       container.invocation++;
       zombie.invocation++;
-      const [mine, theirs] = await Promise.allSettled([container.handler(event, context), zombie.handler(structuredClone(event), context)]);
+      const [mine, theirs] = await Promise.allSettled([this.invoke(container, event, context), this.invoke(zombie, structuredClone(event), context)]);
       zombie.clients.destroy();
       const show = (r: PromiseSettledResult<KinesisStreamBatchResponse | void>): string =>
         (r.status === 'rejected' ? `threw ${(r.reason as Error).message}` : JSON.stringify(r.value ?? null));
@@ -246,7 +248,7 @@ export class ChaosFunction {
       timedOut(new Error('Task timed out after 900.00 seconds (chaos: the invocation froze)'));
     };
     container.invocation++;
-    const run = container.handler(event, context);
+    const run = this.invoke(container, event, context);
     try {
       return await Promise.race([run, timeout]);
     } catch (error) {
@@ -260,6 +262,25 @@ export class ChaosFunction {
       throw error;
     } finally {
       container.freeze = undefined;
+    }
+  }
+
+  /**
+   * Runs `container`'s current invocation and tells the retry ledger how it ended: a fault the
+   * engine retries in place may be sent again only later if the invocation ended for another reason.
+   */
+  private async invoke(container: Container, event: KinesisStreamEvent, context: Context): Promise<KinesisStreamBatchResponse | void> {
+    const errors: unknown[] = [];
+    container.errors = errors;
+    const invocation = { id: container.id, invocation: container.invocation };
+    try {
+      return await container.handler(event, context);
+    } catch (error) {
+      errors.push(error);
+      throw error;
+    } finally {
+      if (container.dead) errors.push(new ChaosKill(`chaos: the process was killed (${container.killedBy})`));
+      this.options.controller.retries.ended(invocation, errors);
     }
   }
 
@@ -342,7 +363,10 @@ export class ChaosFunction {
     const create = kind === 'repartition' ? createRepartitionTriggerHandler : createKinesisTriggerHandler;
     (container as { handler: KinesisTriggerHandler }).handler = create(query, {
       config, clients, decorateBackends, decorateSink: (sink) => this.wrapSink(container, sink), observability,
-      ...(this.options.onInvocation ? { onInvocation: this.options.onInvocation } : {}),
+      onInvocation: (shardId: string, result: ShardInvocationResult) => {
+        if (result.error) container.errors?.push(result.error);
+        this.options.onInvocation?.(shardId, result);
+      },
     });
     return container;
   }

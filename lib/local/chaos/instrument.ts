@@ -79,15 +79,17 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     const throttle = controller.hit('dynamodb-request', () => `${command} ${table} ${sk}`.trim());
     if (throttle) {
       // The sink's upserts retry a throttle themselves (the adaptive writer); elsewhere the invocation fails and is retried.
-      controller.retries.failed('throttle-dynamodb', throttle.at, `${command} ${table}`, signature, container, command === 'PutItemCommand' && table === config.sinkTable);
-      throw dynamoDbThrottle(controller.random());
+      const error = dynamoDbThrottle(controller.random());
+      controller.retries.failed('throttle-dynamodb', throttle.at, `${command} ${table}`, signature, container, command === 'PutItemCommand' && table === config.sinkTable, error);
+      throw error;
     }
     if (command === 'TransactWriteItemsCommand') {
       const conflict = controller.hit('transaction', () => 'commit transaction');
       if (conflict?.kind === 'transaction-conflict') {
         // The commit transaction retries a conflict in place (dynamodb-checkpoint.ts); a plan's transaction need not.
-        controller.retries.failed('transaction-conflict', conflict.at, signature, signature, container, signature.includes('|commit#'));
-        throw transactionConflict((input.TransactItems as unknown[] | undefined)?.length ?? 1);
+        const error = transactionConflict((input.TransactItems as unknown[] | undefined)?.length ?? 1);
+        controller.retries.failed('transaction-conflict', conflict.at, signature, signature, container, signature.includes('|commit#'), error);
+        throw error;
       }
     }
     if (command === 'BatchWriteItemCommand') {

@@ -8,6 +8,12 @@
  *   the same invocation: the commit transaction after a TransactionConflict (dynamodb-checkpoint),
  *   a sink upsert after a throttle (the adaptive writer). Elsewhere a failed invocation (the
  *   event source mapping's retry, the scheduled function's next tick) is the defence.
+ *   Sent again only later is right there too when the invocation ended for another reason before
+ *   the retry came (a kill or timeout, another item's error aborting the batch): so each
+ *   invocation's end and errors are told to the ledger, and only an invocation that ended by the
+ *   fault's own error (the retry is missing) or succeeded without the retry (swallowed) fails.
+ *   While the fault's invocation still runs, another container sending the same request (a
+ *   concurrent duplicate writing the same key) is not its retry.
  * A short page is followed by reading on from its NextShardIterator (in place) or not at all
  * (the read may have had all it needed): reported, not checked.
  */
@@ -27,7 +33,25 @@ interface Followed {
   readonly invocation: number | undefined;
   /** The engine claims to retry this one within the invocation. */
   readonly inPlace: boolean;
+  /** The error the fault threw (to tell whether it is what ended the invocation). */
+  readonly error: unknown;
+  /** Another container sent it while the fault's invocation still ran (a concurrent duplicate). */
+  sentMeanwhile?: boolean;
   retried?: 'in place' | 'later';
+}
+
+/** How an invocation ended: the errors it met (none: it succeeded). */
+interface Ending { readonly errors: readonly unknown[] }
+
+const invocationKey = (container: number, invocation: number | undefined): string => `${container}#${invocation ?? '-'}`;
+
+/** Whether `error` is `target` or was caused by it (a wrapper's `cause`, an aggregate's `errors`). */
+function causedBy(error: unknown, target: unknown, seen = new Set<unknown>()): boolean {
+  if (error === target) return true;
+  if (typeof error !== 'object' || error === null || seen.has(error)) return false;
+  seen.add(error);
+  const e = error as { cause?: unknown; errors?: unknown };
+  return causedBy(e.cause, target, seen) || (Array.isArray(e.errors) && e.errors.some((x) => causedBy(x, target, seen)));
 }
 
 export interface RetryFigures {
@@ -39,18 +63,50 @@ export interface RetryFigures {
 
 export class RetryLedger {
   private readonly followed: Followed[] = [];
+  private readonly endings = new Map<string, Ending>();
 
-  /** A fail-safe fault struck the request `signature` of `container`. */
-  failed(kind: FailSafeKind, at: number, detail: string, signature: string, container: RetryContainer, inPlace: boolean): void {
-    this.followed.push({ kind, at, detail, signature, container: container.id, invocation: container.invocation, inPlace });
+  /** A fail-safe fault struck the request `signature` of `container`, throwing `error`. */
+  failed(kind: FailSafeKind, at: number, detail: string, signature: string, container: RetryContainer, inPlace: boolean, error?: unknown): void {
+    this.followed.push({ kind, at, detail, signature, container: container.id, invocation: container.invocation, inPlace, error });
   }
 
   /** `container` sends `signature`: a resend of every fault still waiting for it. */
   sent(signature: string, container: RetryContainer): void {
     for (const f of this.followed) {
       if (f.retried || f.signature !== signature) continue;
-      f.retried = f.container === container.id && f.invocation === container.invocation ? 'in place' : 'later';
+      if (f.container === container.id && f.invocation === container.invocation) f.retried = 'in place';
+      // Another container's send while the fault's invocation still runs may be its own retry's rival, not its retry.
+      // (A container whose invocations are not followed, the scheduled function's, has no such rival.)
+      else if (!f.inPlace || f.invocation === undefined || this.endings.has(invocationKey(f.container, f.invocation))) f.retried = 'later';
+      else f.sentMeanwhile = true;
     }
+  }
+
+  /**
+   * `container`'s current invocation ended, having met `errors` (none: it succeeded; a kill or
+   * timeout is one of them). Several calls for one invocation add up.
+   */
+  ended(container: RetryContainer, errors: readonly unknown[]): void {
+    const key = invocationKey(container.id, container.invocation);
+    this.endings.set(key, { errors: [...(this.endings.get(key)?.errors ?? []), ...errors] });
+    // Its own retry can no longer come: a concurrent send of the request was its resend after all.
+    for (const f of this.followed) {
+      if (!f.retried && f.sentMeanwhile && invocationKey(f.container, f.invocation) === key) f.retried = 'later';
+    }
+  }
+
+  /**
+   * Why an in-place fault not retried in place is no broken defence, or undefined if it is: its
+   * invocation ended by another error first, or by its own once an earlier fault of the same
+   * request in that invocation was retried in place (the retry is there; its budget ran out).
+   */
+  private excuse(f: Followed): string | undefined {
+    const ending = this.endings.get(invocationKey(f.container, f.invocation));
+    if (!ending || ending.errors.length === 0) return undefined;
+    if (ending.errors.some((e) => !causedBy(e, f.error))) return `its invocation ended by another error first: ${messageOf(ending.errors.find((e) => !causedBy(e, f.error)))}`;
+    const retriedBefore = this.followed.some((g) => g !== f && g.signature === f.signature && g.container === f.container
+      && g.invocation === f.invocation && g.at < f.at && g.retried === 'in place');
+    return retriedBefore ? 'retried in place before, then given up (its retries ran out)' : undefined;
   }
 
   /** Per kind: faults followed, sent again in place, sent again later, never sent again. */
@@ -66,11 +122,36 @@ export class RetryLedger {
     return out;
   }
 
-  /** Faults whose defence did not act as it must: never sent again, or not in place where claimed. */
+  /**
+   * Faults whose defence did not act as it must: never sent again, or not in place where claimed
+   * (unless their invocation ended for another reason first: see `excused`).
+   */
   get broken(): string[] {
-    return this.followed.filter((f) => f.kind !== 'short-get-records' && (!f.retried || (f.inPlace && f.retried !== 'in place')))
-      .map((f) => `${f.kind} @${f.at} (${f.detail}) ${f.retried ? `sent again only ${f.retried}, where the engine retries it in place` : 'never sent again'}`);
+    return this.followed.filter((f) => f.kind !== 'short-get-records'
+      && (!f.retried || (f.inPlace && f.retried !== 'in place' && this.excuse(f) === undefined)))
+      .map((f) => `${f.kind} @${f.at} (${f.detail}) ${f.retried ? `sent again only ${f.retried}, where the engine retries it in place (${this.endingOf(f)})` : 'never sent again'}`);
   }
+
+  /** In-place faults sent again only later because their invocation ended for another reason first, and why. */
+  get excused(): string[] {
+    return this.followed.filter((f) => f.inPlace && f.retried === 'later').flatMap((f) => {
+      const why = this.excuse(f);
+      return why ? [`${f.kind} @${f.at} (${f.detail}) sent again later: ${why}`] : [];
+    });
+  }
+
+  private endingOf(f: Followed): string {
+    const ending = this.endings.get(invocationKey(f.container, f.invocation));
+    if (!ending) return 'its invocation\'s end unknown';
+    return ending.errors.length === 0 ? 'its invocation succeeded without the retry' : 'its invocation ended by the fault\'s own error';
+  }
+}
+
+/** An error's first line, and its causes' (a wrapper's message rarely says what struck). */
+function messageOf(error: unknown, depth = 0): string {
+  const line = (error instanceof Error ? error.message : String(error)).split('\n')[0]!.slice(0, 160);
+  const cause = (error as { cause?: unknown } | undefined)?.cause;
+  return cause !== undefined && depth < 3 ? `${line} ← ${messageOf(cause, depth + 1)}` : line;
 }
 
 /** The figures of several ledgers added up. */
@@ -87,9 +168,13 @@ export function totalRetries(all: readonly Partial<Record<FailSafeKind, RetryFig
 
 /** A query's functions' ledgers: figures added up, broken defences named by function. */
 export function retriesOf(functions: readonly { readonly id: string; readonly ledger: RetryLedger }[]): {
-  figures: Partial<Record<FailSafeKind, RetryFigures>>; broken: string[];
+  figures: Partial<Record<FailSafeKind, RetryFigures>>; broken: string[]; excused: string[];
 } {
-  return { figures: totalRetries(functions.map((f) => f.ledger.figures())), broken: functions.flatMap((f) => f.ledger.broken.map((b) => `${f.id}: ${b}`)) };
+  return {
+    figures: totalRetries(functions.map((f) => f.ledger.figures())),
+    broken: functions.flatMap((f) => f.ledger.broken.map((b) => `${f.id}: ${b}`)),
+    excused: functions.flatMap((f) => f.ledger.excused.map((b) => `${f.id}: ${b}`)),
+  };
 }
 
 export function formatRetryFigures(all: Partial<Record<FailSafeKind, RetryFigures>>): string {

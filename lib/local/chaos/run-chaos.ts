@@ -137,7 +137,11 @@ export interface QueryOutcome {
   /** 'skipped-then-expired': skipped ranges that expired, records the re-drive reported expired, records really lost (never committed). */
   readonly expired: { readonly ranges: number; readonly reported: number; readonly lost: number; readonly recordedByEngine: number };
   /** The fail-safe faults: how each was sent again, and those whose defence did not act (retry-ledger.ts). */
-  readonly retries: { readonly figures: Partial<Record<FailSafeKind, RetryFigures>>; readonly broken: readonly string[] };
+  readonly retries: {
+    readonly figures: Partial<Record<FailSafeKind, RetryFigures>>; readonly broken: readonly string[];
+    /** Faults the engine retries in place sent again only later, their invocation having ended for another reason first. */
+    readonly excused: readonly string[];
+  };
 }
 
 export interface RunOutcome {
@@ -636,6 +640,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         if (options.verbose && q.zombies.challenged > 0) print(`    ${q.query}: ${q.zombies.challenged} zombie(s) woke after a newer batch wrote one of their keys`);
         if (options.verbose) for (const f of q.injected) print(`    ${f.fn}: ${f.kind} @${f.at}: ${f.detail}`);
         for (const b of q.retries.broken) print(`    ${q.query}: fail-safe defence did not act: ${b}`);
+        for (const b of q.retries.excused) print(`    ${q.query}: ${b}`);
       }
       print(`    fail-safe faults, how their request was sent again: ${formatRetryFigures(totalRetries(qs.map((q) => q.retries.figures)))}`);
       print(`    faults planned/happened: ${formatKinds(qs)}`);

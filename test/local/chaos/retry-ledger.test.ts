@@ -6,9 +6,11 @@
 import { describe, expect, it } from 'vitest';
 import { GetItemCommand, PutItemCommand, TransactWriteItemsCommand, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
 import { createAwsClients, type AwsClients } from '../../../lib/aws/clients.js';
-import { FaultController, type PlannedFault } from '../../../lib/local/chaos/faults.js';
+import { ChaosKill, FaultController, type PlannedFault } from '../../../lib/local/chaos/faults.js';
 import { instrumentClients, type ContainerHandle } from '../../../lib/local/chaos/instrument.js';
 import { dynamoDbSignature } from '../../../lib/local/chaos/retry-ledger.js';
+import { DynamoDbUpsertSink } from '../../../lib/aws/dynamodb-upsert-sink.js';
+import type { SinkBatch } from '../../../lib/sinks/sink.js';
 import { localDeployment, localRuntimeConfig } from '../../../lib/local/dev/local-stack.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
@@ -29,7 +31,19 @@ const commit = (withCheck: boolean): TransactWriteItem[] => [
 ];
 
 async function attempt(clients: AwsClients, send: () => Promise<unknown>): Promise<string | undefined> {
-  try { await send(); return undefined; } catch (e) { return (e as Error).name; }
+  return (await thrown(send))?.name;
+}
+
+async function thrown(send: () => Promise<unknown>): Promise<Error | undefined> {
+  try { await send(); return undefined; } catch (e) { return e as Error; }
+}
+
+/** Another container on the same function (a concurrent duplicate's, or the next one after a kill). */
+function another(controller: FaultController, id: number): { clients: AwsClients; container: ContainerHandle } {
+  const clients = stubbed();
+  const container: ContainerHandle = { id, dead: false, invocation: 1 };
+  instrumentClients(container, clients, { controller, config });
+  return { clients, container };
 }
 
 function setUp(plan: PlannedFault[]): { clients: AwsClients; controller: FaultController; container: ContainerHandle } {
@@ -50,16 +64,27 @@ describe('fail-safe faults: how their request was sent again', () => {
     expect(inPlace.controller.retries.broken).toEqual([]);
 
     const later = setUp([{ kind: 'transaction-conflict', at: 0 }]);
-    await attempt(later.clients, () => later.clients.dynamodb.send(new TransactWriteItemsCommand({ TransactItems: commit(true) })));
-    later.container.invocation = 2; // the invocation failed; the mapping retried it
+    const conflict = await thrown(() => later.clients.dynamodb.send(new TransactWriteItemsCommand({ TransactItems: commit(true) })));
+    // The conflict ended the invocation (wrapped, as the engine reports it); the mapping retried it.
+    later.controller.retries.ended(later.container, [new Error('batch failed', { cause: conflict })]);
+    later.container.invocation = 2;
     await later.clients.dynamodb.send(new TransactWriteItemsCommand({ TransactItems: commit(true) }));
     expect(later.controller.retries.figures()['transaction-conflict']).toMatchObject({ later: 1 });
-    expect(later.controller.retries.broken).toEqual([expect.stringMatching(/^transaction-conflict @0 .* sent again only later, where the engine retries it in place$/)]);
+    expect(later.controller.retries.broken).toEqual([expect.stringMatching(/^transaction-conflict @0 .* sent again only later, where the engine retries it in place \(its invocation ended by the fault's own error\)$/)]);
+    expect(later.controller.retries.excused).toEqual([]);
+
+    // Swallowed: the invocation succeeded although the commit was never retried in it.
+    const swallowed = setUp([{ kind: 'transaction-conflict', at: 0 }]);
+    await attempt(swallowed.clients, () => swallowed.clients.dynamodb.send(new TransactWriteItemsCommand({ TransactItems: commit(true) })));
+    swallowed.controller.retries.ended(swallowed.container, []);
+    swallowed.container.invocation = 2;
+    await swallowed.clients.dynamodb.send(new TransactWriteItemsCommand({ TransactItems: commit(true) }));
+    expect(swallowed.controller.retries.broken).toEqual([expect.stringMatching(/\(its invocation succeeded without the retry\)$/)]);
 
     const never = setUp([{ kind: 'transaction-conflict', at: 0 }]);
     await attempt(never.clients, () => never.clients.dynamodb.send(new TransactWriteItemsCommand({ TransactItems: commit(true) })));
     expect(never.controller.retries.broken).toEqual([expect.stringMatching(/never sent again$/)]);
-    for (const c of [inPlace, later, never]) c.clients.destroy();
+    for (const c of [inPlace, later, swallowed, never]) c.clients.destroy();
   });
 
   it('a throttled checkpoint read is retried by a later invocation; a throttled sink upsert must be retried in place', async () => {
@@ -74,6 +99,81 @@ describe('fail-safe faults: how their request was sent again', () => {
     expect(controller.retries.figures()['throttle-dynamodb']).toEqual({ faults: 2, inPlace: 0, later: 1, never: 1 });
     expect(controller.retries.broken).toEqual([expect.stringMatching(/^throttle-dynamodb @2 \(PutItemCommand .*\) never sent again$/)]);
     clients.destroy();
+  });
+
+  it('a throttled sink upsert sent again only by a later invocation passes when its invocation ended by another error first (another item\'s kill)', async () => {
+    const { clients, controller, container } = setUp([{ kind: 'throttle-dynamodb', at: 0 }]);
+    const upsert = (c: AwsClients) => c.dynamodb.send(new PutItemCommand({ TableName: config.sinkTable, Item: key('row-a') }));
+    expect(await attempt(clients, () => upsert(clients))).toMatch(/Throughput|Throttling|RequestLimit/);
+    // While it backs off, another item's write kills the process: the batch is aborted, its retry never comes.
+    container.dead = true;
+    controller.retries.ended(container, [new Error('PutItem into the sink failed', { cause: new ChaosKill('chaos: process killed in the middle of the DynamoDB sink upserts') })]);
+    const next = another(controller, 2);
+    await upsert(next.clients);
+    expect(controller.retries.figures()['throttle-dynamodb']).toEqual({ faults: 1, inPlace: 0, later: 1, never: 0 });
+    expect(controller.retries.broken).toEqual([]);
+    expect(controller.retries.excused).toEqual([expect.stringMatching(/^throttle-dynamodb @0 .* sent again later: its invocation ended by another error first: .*process killed/)]);
+    for (const c of [clients, next.clients]) c.destroy();
+  });
+
+  it('a throttled sink upsert whose own error ended the invocation fails, even wrapped and resent by another invocation; given up after a retry in place passes', async () => {
+    const upsert = (c: AwsClients, sk: string) => () => c.dynamodb.send(new PutItemCommand({ TableName: config.sinkTable, Item: key(sk) }));
+    // The writer has no retry: the throttle (as the sink wraps it) ends the invocation.
+    const missing = setUp([{ kind: 'throttle-dynamodb', at: 0 }]);
+    const throttle = await thrown(upsert(missing.clients, 'row-a'));
+    missing.controller.retries.ended(missing.container, [new Error('sink throttled', { cause: throttle })]);
+    missing.container.invocation = 2;
+    await upsert(missing.clients, 'row-a')();
+    expect(missing.controller.retries.broken).toEqual([expect.stringMatching(/^throttle-dynamodb @0 .* \(its invocation ended by the fault's own error\)$/)]);
+
+    // Retried in place, throttled again, then given up (its retries ran out): the retry is there.
+    const gaveUp = setUp([{ kind: 'throttle-dynamodb', at: 0 }, { kind: 'throttle-dynamodb', at: 1 }]);
+    await attempt(gaveUp.clients, upsert(gaveUp.clients, 'row-b'));
+    const last = await thrown(upsert(gaveUp.clients, 'row-b'));
+    gaveUp.controller.retries.ended(gaveUp.container, [new Error('sink throttled', { cause: last })]);
+    gaveUp.container.invocation = 2;
+    await upsert(gaveUp.clients, 'row-b')();
+    expect(gaveUp.controller.retries.figures()['throttle-dynamodb']).toEqual({ faults: 2, inPlace: 1, later: 1, never: 0 });
+    expect(gaveUp.controller.retries.broken).toEqual([]);
+    expect(gaveUp.controller.retries.excused).toEqual([expect.stringMatching(/^throttle-dynamodb @1 .* retried in place before, then given up/)]);
+    for (const c of [missing, gaveUp]) c.clients.destroy();
+  });
+
+  it('the DynamoDB sink\'s adaptive writer: a throttled upsert is retried in place, so the check passes (it fails where the writer lacks the retry)', async () => {
+    const { clients, controller, container } = setUp([{ kind: 'throttle-dynamodb', at: 1 }]);
+    const sink = new DynamoDbUpsertSink({ client: clients.dynamodb, tableName: config.sinkTable!, keyColumns: ['store'] });
+    const schema = [{ name: 'store', type: 'string' as const }, { name: 'revenue', type: 'long' as const }];
+    const batch: SinkBatch = { partitionId: 'p', batchId: 1, rows: [['north', 1], ['south', 2], ['east', 3]], schema, columns: ['store', 'revenue'], outputMode: 'update' };
+    const error = await thrown(() => sink.addBatch(batch));
+    controller.retries.ended(container, error ? [error] : []);
+    // Without the retry in place the mapping's retry (the next invocation) writes the batch again.
+    container.invocation = 2;
+    await sink.addBatch(batch);
+    expect(controller.retries.broken).toEqual([]);
+    expect(controller.retries.figures()['throttle-dynamodb']).toEqual({ faults: 1, inPlace: 1, later: 0, never: 0 });
+    clients.destroy();
+  });
+
+  it('a concurrent duplicate writing the same key while the throttled invocation still runs is not its retry: the retry in place still counts', async () => {
+    const { clients, controller, container } = setUp([{ kind: 'throttle-dynamodb', at: 0 }]);
+    const duplicate = another(controller, 2);
+    const upsert = (c: AwsClients) => () => c.dynamodb.send(new PutItemCommand({ TableName: config.sinkTable, Item: key('row-a') }));
+    expect(await attempt(clients, upsert(clients))).toMatch(/Throughput|Throttling|RequestLimit/);
+    await upsert(duplicate.clients)(); // the duplicate's container writes the key first
+    await upsert(clients)(); // then the throttled one retries it in place
+    controller.retries.ended(container, []);
+    expect(controller.retries.figures()['throttle-dynamodb']).toEqual({ faults: 1, inPlace: 1, later: 0, never: 0 });
+    expect(controller.retries.broken).toEqual([]);
+
+    // Its invocation failed by another error before its retry: the duplicate's write was its resend.
+    const other = setUp([{ kind: 'throttle-dynamodb', at: 0 }]);
+    const rival = another(other.controller, 2);
+    await attempt(other.clients, upsert(other.clients));
+    await upsert(rival.clients)();
+    other.controller.retries.ended(other.container, [new Error('a stale writer: the conditional write failed')]);
+    expect(other.controller.retries.figures()['throttle-dynamodb']).toEqual({ faults: 1, inPlace: 0, later: 1, never: 0 });
+    expect(other.controller.retries.broken).toEqual([]);
+    for (const c of [clients, duplicate.clients, other.clients, rival.clients]) c.destroy();
   });
 
   it('signatures: one commit per partition whatever its conditions; other partitions and keys differ', () => {
