@@ -19,7 +19,7 @@ import type { RuntimeConfig } from '../../runtime/runtime-config.js';
 import { randomInt } from '../sample-events.js';
 import { ChaosKill, type FaultController } from './faults.js';
 import type { SinkHistory } from './history.js';
-import { dynamoDbSignature } from './retry-ledger.js';
+import { dynamoDbSentSignatures, dynamoDbSignature } from './retry-ledger.js';
 
 /** What the middleware needs to know of its container. */
 export interface ContainerHandle {
@@ -75,7 +75,7 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     // A resend counts as sent even if a throttle then fails it (its caller tried again).
     if (command === 'BatchWriteItemCommand') controller.sent(container, Object.values(input.RequestItems ?? {}).flat().map(writeRequestKey));
     const signature = dynamoDbSignature(command, input);
-    controller.retries.sent(signature, container);
+    for (const sent of dynamoDbSentSignatures(command, input)) controller.retries.sent(sent, container);
     const throttle = controller.hit('dynamodb-request', () => `${command} ${table} ${sk}`.trim());
     if (throttle) {
       // The sink's upserts retry a throttle themselves (the adaptive writer); elsewhere the invocation fails and is retried.

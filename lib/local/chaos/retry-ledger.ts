@@ -61,6 +61,13 @@ export interface RetryFigures {
   readonly never: number;
 }
 
+/**
+ * A read never sent again is not a lost request: the invocation that retries may no longer need
+ * it (the next tick reads other keys, a re-plan reads another page). Writes must be sent again.
+ */
+const READ_COMMAND = /^(GetItem|Query|Scan|BatchGetItem|GetObject|HeadObject|ListObjects|GetRecords|GetShardIterator|DescribeStream|ListShards)/;
+export const isRead = (detail: string): boolean => READ_COMMAND.test(detail);
+
 export class RetryLedger {
   private readonly followed: Followed[] = [];
   private readonly endings = new Map<string, Ending>();
@@ -128,7 +135,7 @@ export class RetryLedger {
    */
   get broken(): string[] {
     return this.followed.filter((f) => f.kind !== 'short-get-records'
-      && (!f.retried || (f.inPlace && f.retried !== 'in place' && this.excuse(f) === undefined)))
+      && ((!f.retried && !isRead(f.detail)) || (f.inPlace && f.retried !== 'in place' && this.excuse(f) === undefined)))
       .map((f) => `${f.kind} @${f.at} (${f.detail}) ${f.retried ? `sent again only ${f.retried}, where the engine retries it in place (${this.endingOf(f)})` : 'never sent again'}`);
   }
 
@@ -200,6 +207,7 @@ export function dynamoDbSignature(command: string, input: Record<string, unknown
     return `${command} ${String(ops[0]?.TableName ?? '')} ${commit ? `${commit.split('|')[0]!}|commit#` : keys[0] ?? ''}`;
   }
   if (command === 'BatchWriteItemCommand' || command === 'BatchGetItemCommand') {
+    // A resend may regroup the requests: the fault follows its first request (see dynamoDbSentSignatures).
     const [t, requests] = Object.entries((input.RequestItems ?? {}) as Record<string, unknown>)[0] ?? ['', []];
     type Request = { PutRequest?: { Item?: unknown }; DeleteRequest?: { Key?: unknown } };
     const r = Array.isArray(requests) ? requests[0] as Request | undefined : undefined;
@@ -208,4 +216,14 @@ export function dynamoDbSignature(command: string, input: Record<string, unknown
   }
   if (input.Key || input.Item) return `${command} ${table} ${keyOf(input.Key ?? input.Item)}`;
   return `${command} ${table} ${JSON.stringify(input.ExpressionAttributeValues ?? {})} ${JSON.stringify(input.ExclusiveStartKey ?? {})} ${String(input.Segment ?? '')}`;
+}
+
+/**
+ * The signatures a request counts as sending: a BatchWriteItem sends each of its requests (a
+ * handed-back or throttled batch is often sent again regrouped), anything else its one signature.
+ */
+export function dynamoDbSentSignatures(command: string, input: Record<string, unknown>): string[] {
+  if (command !== 'BatchWriteItemCommand') return [dynamoDbSignature(command, input)];
+  return Object.entries((input.RequestItems ?? {}) as Record<string, unknown[]>).flatMap(([table, requests]) =>
+    requests.map((request) => dynamoDbSignature(command, { RequestItems: { [table]: [request] } })));
 }

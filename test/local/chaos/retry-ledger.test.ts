@@ -8,7 +8,7 @@ import { GetItemCommand, PutItemCommand, TransactWriteItemsCommand, type Transac
 import { createAwsClients, type AwsClients } from '../../../lib/aws/clients.js';
 import { ChaosKill, FaultController, type PlannedFault } from '../../../lib/local/chaos/faults.js';
 import { instrumentClients, type ContainerHandle } from '../../../lib/local/chaos/instrument.js';
-import { dynamoDbSignature } from '../../../lib/local/chaos/retry-ledger.js';
+import { RetryLedger, dynamoDbSentSignatures, dynamoDbSignature } from '../../../lib/local/chaos/retry-ledger.js';
 import { DynamoDbUpsertSink } from '../../../lib/aws/dynamodb-upsert-sink.js';
 import type { SinkBatch } from '../../../lib/sinks/sink.js';
 import { localDeployment, localRuntimeConfig } from '../../../lib/local/dev/local-stack.js';
@@ -182,5 +182,27 @@ describe('fail-safe faults: how their request was sent again', () => {
     const other = commit(false).map((t) => ({ Put: { ...t.Put!, Item: { ...t.Put!.Item!, pk: { S: 'q#shard-1' } } } }));
     expect(dynamoDbSignature('TransactWriteItemsCommand', { TransactItems: other })).not.toBe(a);
     expect(dynamoDbSignature('GetItemCommand', { TableName: 't', Key: key('a') })).not.toBe(dynamoDbSignature('GetItemCommand', { TableName: 't', Key: key('b') }));
+  });
+
+  it('a throttled read never sent again is reported, not broken (the retry may not need it); a write never sent again is broken', () => {
+    const ledger = new RetryLedger();
+    const read = { TableName: 'checkpoint', Key: key('offset#000000000001') };
+    const write = { TableName: 'checkpoint', Item: key('offset#000000000002') };
+    ledger.failed('throttle-dynamodb', 1, 'GetItemCommand checkpoint', dynamoDbSignature('GetItemCommand', read), { id: 1, invocation: 1 }, false);
+    ledger.failed('throttle-dynamodb', 2, 'PutItemCommand checkpoint', dynamoDbSignature('PutItemCommand', write), { id: 1, invocation: 1 }, false);
+    expect(ledger.figures()['throttle-dynamodb']).toMatchObject({ faults: 2, never: 2 });
+    expect(ledger.broken).toEqual(['throttle-dynamodb @2 (PutItemCommand checkpoint) never sent again']);
+  });
+
+  it('a throttled BatchWriteItem counts as sent again when a later batch holds its first request among others (regrouped)', () => {
+    const put = (sk: string) => ({ PutRequest: { Item: key(sk) } });
+    const first = { RequestItems: { state: [put('d#1'), put('d#2')] } };
+    const regrouped = { RequestItems: { state: [put('d#0'), put('d#1'), put('d#2')] } };
+    const ledger = new RetryLedger();
+    ledger.failed('throttle-dynamodb', 3, 'BatchWriteItemCommand state', dynamoDbSignature('BatchWriteItemCommand', first), { id: 1, invocation: 1 }, false);
+    expect(dynamoDbSignature('BatchWriteItemCommand', regrouped)).not.toBe(dynamoDbSignature('BatchWriteItemCommand', first));
+    for (const sent of dynamoDbSentSignatures('BatchWriteItemCommand', regrouped)) ledger.sent(sent, { id: 2, invocation: 1 });
+    expect(ledger.broken).toEqual([]);
+    expect(ledger.figures()['throttle-dynamodb']).toMatchObject({ faults: 1, later: 1 });
   });
 });
