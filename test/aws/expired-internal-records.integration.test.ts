@@ -14,14 +14,8 @@ import { join } from 'node:path';
 import { PutRecordCommand } from '@aws-sdk/client-kinesis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
-import { SluiceSession } from '../../lib/api/session.js';
-import type { DataFrame } from '../../lib/api/data-frame.js';
-import { col, count, sum, window } from '../../lib/plan/functions.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
-import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import type { Sink } from '../../lib/sinks/sink.js';
-import { toExternalRow } from '../../lib/sinks/external-row.js';
-import { parseTimestamp } from '../../lib/core/timestamps.js';
 import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { createKinesisTriggerHandler, createRepartitionTriggerHandler, type KinesisTriggerOptions } from '../../lib/aws/kinesis-trigger-handler.js';
 import { createQuietObservability } from '../../lib/aws/observability.js';
@@ -33,35 +27,15 @@ import { createOnFailureHandler } from '../../lib/aws/on-failure-handler.js';
 import { deliverToOnFailureHandler } from '../../lib/local/on-failure-destination.js';
 import type { DeploymentDescriptor } from '../../lib/runtime/runtime-config.js';
 import { deploy } from '../support/aws-pipeline.js';
+import { SALES_SCHEMA, canonicalSales, hourlySales, inMemoryHourlySales, type Sale } from '../support/hourly-sales.js';
 import { emulatorCliEnv, runSluice } from '../support/sluice-cli.js';
 import { startTrimmingKinesisProxy, type TrimmingKinesisProxy } from '../support/trimming-kinesis-proxy.js';
 
 const QUERY = 'expired-internal';
-const SCHEMA = 'store_id string, amount long, ts timestamp';
-const hourlySales = (df: DataFrame): DataFrame => df
-  .withWatermark('ts', '15 minutes')
-  .groupBy(window(col('ts'), '1 hour'), col('store_id'))
-  .agg(sum('amount').as('revenue'), count('*').as('orders'));
 // No declared partition key: the aggregate runs in stage 2, after the internal stream.
-const definition = defineQuery({ name: QUERY, source: { schema: SCHEMA }, transform: hourlySales, outputMode: 'update', sink: { kind: 'dynamodb' } });
+const definition = defineQuery({ name: QUERY, source: { schema: SALES_SCHEMA }, transform: hourlySales, outputMode: 'update', sink: { kind: 'dynamodb' } });
 
-interface Sale { store_id: string; amount: number; ts: string }
 const sale = (i: number): Sale => ({ store_id: ['north', 'south'][i % 2]!, amount: 10 * i + 1, ts: new Date(Date.UTC(2024, 4, 1, 14, i)).toISOString() });
-
-/** The engine in memory over these sales (complete mode: every group's final value). */
-async function inMemoryAnswer(sales: readonly Sale[]): Promise<string[]> {
-  const { stream, df } = new SluiceSession().memoryStream(SCHEMA);
-  const result = hourlySales(df);
-  const sink = new MemorySink();
-  const q = await result.writeStream.outputMode('complete').sink(sink).start();
-  stream.addData(sales.map((s) => [s.store_id, s.amount, parseTimestamp(s.ts)]));
-  await q.processAllAvailable();
-  await q.stop();
-  const schema = result.plan.output.map((a) => ({ name: a.name, type: a.type }));
-  return canonical(sink.allRows().map((r) => toExternalRow(r, schema)));
-}
-const canonical = (rows: Record<string, unknown>[]): string[] =>
-  rows.map((r) => JSON.stringify({ window: r.window, store_id: r.store_id, revenue: Number(r.revenue), orders: Number(r.orders) })).sort();
 
 let emulators: EmulatorSet;
 let dir: string;
@@ -155,7 +129,7 @@ describe('a planned stage-2 batch whose internal records expired before it commi
     expect(later[0]!.expired).toMatchObject({ batchId: 1, count: 2, lostSources: [{ src: shard, fromBatch: 3, toBatch: 4 }] });
 
     const retained = [0, 1, 2, 5, 6, 7, 8].map(sale);
-    expect(canonical(await scanDynamoDbSink(clients.dynamodb, config.sinkTable!))).toEqual(await inMemoryAnswer(retained));
+    expect(canonicalSales(await scanDynamoDbSink(clients.dynamodb, config.sinkTable!))).toEqual(await inMemoryHourlySales(retained));
 
     const descriptorFile = join(dir, 'deployment.json');
     writeFileSync(descriptorFile, JSON.stringify({ ...config, sluiceQuery: QUERY } satisfies DeploymentDescriptor));
