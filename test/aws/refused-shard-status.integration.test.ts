@@ -15,28 +15,17 @@ import { RefusedShardStore } from '../../lib/aws/refused-shards.js';
 import { CheckpointError } from '../../lib/errors/sluice-error.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { reshardStream } from '../../lib/local/kinesis-admin.js';
-import { col, count, window } from '../../lib/plan/functions.js';
-import { defineQuery, type QueryDefinition } from '../../lib/query/query-definition.js';
+import { col } from '../../lib/plan/functions.js';
+import { defineQuery } from '../../lib/query/query-definition.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import { deploy } from '../support/aws-pipeline.js';
+import { orders, ordersPerHour } from '../support/orders-per-hour.js';
 import { emulatorCliEnv, runSluice } from '../support/sluice-cli.js';
 
 let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });
 afterAll(async () => { await emulators?.stop(); });
 
-const perHour = (name: string): QueryDefinition => defineQuery({
-  name,
-  source: { schema: 'order_id string, ts timestamp' },
-  transform: (df) => df.withWatermark('ts', '10 minutes').groupBy(window(col('ts'), '1 hour')).agg(count('*').as('orders')),
-  outputMode: 'update',
-  sink: { kind: 'dynamodb' },
-});
-
-const orders = (from: number, n: number) => Array.from({ length: n }, (_, i) => ({
-  data: JSON.stringify({ order_id: `o${from + i}`, ts: `2024-05-01T10:${String(10 + from + i).padStart(2, '0')}:00Z` }),
-  partitionKey: `o${from + i}`,
-}));
 
 const children = ['shardId-000000000001', 'shardId-000000000002'];
 const statusOf = (d: Awaited<ReturnType<typeof deploy>>, name: string) => inspectQuery(d.clients, { ...d.config, sluiceQuery: name });
@@ -44,9 +33,9 @@ const statusOf = (d: Awaited<ReturnType<typeof deploy>>, name: string) => inspec
 describe('sluice status names the shards the reshard guard refuses', () => {
   it('the scheduled drain refuses the split children of a one-stage state (RESHARD_STAGE_CHANGED): unhealthy, with shard, code and fix', async () => {
     const name = 'refused-layout';
-    const d = await deploy(emulators, perHour(name), 1, { repartitionShards: 1, expectedShardCount: 2 });
+    const d = await deploy(emulators, ordersPerHour(name), 1, { repartitionShards: 1, expectedShardCount: 2 });
     await d.put(orders(0, 6));
-    await d.tick(Date.now(), 'drain', compileQuery(perHour(name), { expectedShardCount: 1 }) as never);
+    await d.tick(Date.now(), 'drain', compileQuery(ordersPerHour(name), { expectedShardCount: 1 }) as never);
     expect((await statusOf(d, name)).refusedShards).toEqual([]);
 
     await reshardStream(d.clients.kinesis, d.config.streamName, [{ split: 'first-open' }]);
@@ -92,9 +81,9 @@ describe('sluice status names the shards the reshard guard refuses', () => {
 
   it('the event source mapping\'s handler refuses them too (RESHARD_STAGE_CHANGED): the children\'s stage 1 runs nothing, stage 2 keeps the count', async () => {
     const name = 'refused-layout-mapping';
-    const d = await deploy(emulators, perHour(name), 1, { repartitionShards: 1, expectedShardCount: 2 });
+    const d = await deploy(emulators, ordersPerHour(name), 1, { repartitionShards: 1, expectedShardCount: 2 });
     await d.put(orders(0, 6));
-    await d.tick(Date.now(), 'drain', compileQuery(perHour(name), { expectedShardCount: 1 }) as never);
+    await d.tick(Date.now(), 'drain', compileQuery(ordersPerHour(name), { expectedShardCount: 1 }) as never);
 
     await reshardStream(d.clients.kinesis, d.config.streamName, [{ split: 'first-open' }]);
     await d.put(orders(6, 4));
@@ -112,7 +101,7 @@ describe('sluice status names the shards the reshard guard refuses', () => {
   it('the event source mapping\'s handler refuses an indivisible state\'s children (RESHARD_WITH_STATE): unhealthy while it retries', async () => {
     const name = 'refused-with-state';
     // One shard, compiled for one: the count per hour runs in the source shard's partition.
-    const d = await deploy(emulators, perHour(name), 1);
+    const d = await deploy(emulators, ordersPerHour(name), 1);
     await d.put(orders(0, 3));
     await d.drain();
     expect((await statusOf(d, name)).healthy).toBe(true);

@@ -11,27 +11,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scanDynamoDbSink } from '../../lib/aws/sink-readers.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { reshardStream } from '../../lib/local/kinesis-admin.js';
-import { col, count, window } from '../../lib/plan/functions.js';
-import { defineQuery } from '../../lib/query/query-definition.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import { deploy } from '../support/aws-pipeline.js';
+import { orders, ordersPerHour } from '../support/orders-per-hour.js';
 
 let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });
 afterAll(async () => { await emulators?.stop(); });
 
-const perHour = defineQuery({
-  name: 'orders-per-hour-layout',
-  source: { schema: 'order_id string, ts timestamp' },
-  transform: (df) => df.withWatermark('ts', '10 minutes').groupBy(window(col('ts'), '1 hour')).agg(count('*').as('orders')),
-  outputMode: 'update',
-  sink: { kind: 'dynamodb' },
-});
-
-const orders = (from: number, n: number) => Array.from({ length: n }, (_, i) => ({
-  data: JSON.stringify({ order_id: `o${from + i}`, ts: `2024-05-01T10:${String(10 + from + i).padStart(2, '0')}:00Z` }),
-  partitionKey: `o${from + i}`,
-}));
+const perHour = ordersPerHour('orders-per-hour-layout');
 
 const ordersOfTheHour = async (d: Awaited<ReturnType<typeof deploy>>): Promise<number[]> =>
   (await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!)).map((r) => Number(r.orders));
