@@ -40,7 +40,7 @@ import { internalStreamLetters } from '../sources/held-out-rows.js';
 import { ANY_ROW, GuardedSink, raisingRowDeadLetters, resultDeadLetters, runTriggerWithholdingUnwritable } from './unwritable-rows.js';
 import { RunTimer, SearchPausedError } from './batch-probe.js';
 import { initialStateOwner } from './initial-state-owner.js';
-import { checkBatchTimeHeadroom, checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
+import { checkBatchTimeHeadroom, checkMemoryForNextBatch, checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
 
 export interface ShardInvocationRequest {
   readonly shardId: string;
@@ -169,6 +169,8 @@ export async function runShardInvocation(
         stoppedBy = 'deadline';
         break;
       }
+      // Judged before the batch too: one that may not fit must not run (Lambda would kill it mid-batch).
+      if (execution.pendingBatch || firstUncommitted() !== null) checkMemoryForNextBatch(limits, shardId, execution.pendingBatch?.batchId ?? execution.nextBatchId);
       const startedMs = Date.now();
       try {
         if (!(await runOneTrigger())) break;

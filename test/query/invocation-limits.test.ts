@@ -19,7 +19,7 @@ import { createKinesisTriggerHandler } from '../../lib/aws/kinesis-trigger-handl
 import { createQuietObservability } from '../../lib/aws/observability.js';
 import { StreamingQueryError } from '../../lib/errors/sluice-error.js';
 import { readRuntimeConfig, runtimeConfigToEnv } from '../../lib/runtime/runtime-config.js';
-import { invocationLimitsOf } from '../../lib/query/invocation-limits.js';
+import { invocationLimitsOf, MemoryHistory } from '../../lib/query/invocation-limits.js';
 
 const definition = defineQuery({
   name: 'limits',
@@ -31,11 +31,11 @@ const definition = defineQuery({
 const query = compileQuery(definition, { expectedShardCount: 1 });
 
 let sequence = 5000n;
-function records(n: number): ShardRecord[] {
+function records(n: number, firstKey = 0): ShardRecord[] {
   return Array.from({ length: n }, (_, i) => ({
     sequenceNumber: String(sequence++ * 1_000_000_000n),
     partitionKey: 'p',
-    dataBase64: Buffer.from(JSON.stringify({ k: `k${i % 3}`, amount: i + 1, ts: '2024-05-01T14:10:00Z' })).toString('base64'),
+    dataBase64: Buffer.from(JSON.stringify({ k: `k${firstKey + (i % 3)}`, amount: i + 1, ts: '2024-05-01T14:10:00Z' })).toString('base64'),
     approximateArrivalTimestampMs: 0,
   }));
 }
@@ -150,6 +150,45 @@ describe('memory', () => {
     // The batch that ran is committed: nothing is retried twice, nothing lost.
     expect(result.firstUncommittedSequenceNumber).toBeNull();
     expect(b.sink.allRows().length).toBe(3);
+  });
+
+  it('a warm container whose state grows toward its memory is refused the batch that may not fit, before it runs', async () => {
+    // Each delivery adds 3 groups; the peak readings (the one fault injected) rise with the state.
+    const b: PartitionBackends & { sink: MemorySink } = { checkpoint: new MemoryCheckpoint(), sink: new MemorySink(), deadLetters: new MemoryDeadLetterWriter() };
+    const history = new MemoryHistory(100 * MB);
+    const peaks = [500, 700, 700];
+    const deliveries = [records(6, 0), records(6, 3), records(6, 6)];
+    const results = [];
+    for (const [i, delivered] of deliveries.entries()) {
+      results.push(await runShardInvocation(query, {
+        shardId: 's', records: delivered, limits: { memory: { limitBytes: 1024 * MB, usedBytes: () => peaks[i]! * MB, history } },
+      }, b));
+    }
+    expect(results.slice(0, 2).map((r) => r.error)).toEqual([undefined, undefined]);
+    // 700 MB at 6 rows, 600 MB of it above the baseline, a batch adds 3: 700 + 300 = 1000 MB > 870.
+    const refused = results[2]!;
+    expect(refused.error).toMatchObject({ code: 'STATE_EXCEEDS_MEMORY', retryable: false });
+    expect(refused.error!.message.split('\n')[0]).toBe('Shard s: batch 2 was not started: it may need 1000 MB of the function\'s 1024 MB at its peak '
+      + '(700 MB so far with 6 state rows on this shard, and a batch has added up to 3 rows), more than the 85% it may use; run, it could crash out of memory mid-batch.');
+    expect((refused.error as StreamingQueryError).hint).toMatch(/memorySize.*shardCount.*repartitionShardCount/s);
+    // Nothing of it ran: its records are the ones to retry, the sink has the first two deliveries' groups.
+    expect(refused.progress).toEqual([]);
+    expect(refused.firstUncommittedSequenceNumber).toBe(deliveries[2]![0]!.sequenceNumber);
+    expect(b.sink.allRows().length).toBe(6);
+  });
+
+  it('a small state is not judged by a batch\'s growth alone: at most its own share of the peak is added', async () => {
+    const history = new MemoryHistory(100 * MB);
+    history.record('s', 10, 300 * MB);
+    history.record('s', 10_010, 400 * MB);
+    // 400 MB at 10,010 rows (300 above the baseline), +10,000 rows: about 700 MB, below 870.
+    expect(Math.round(history.nextPeakBytes('s')!.bytes / MB)).toBe(700);
+    const fresh = new MemoryHistory(100 * MB);
+    fresh.record('s', 3, 300 * MB);
+    fresh.record('s', 10_003, 300 * MB);
+    // The peak did not rise with the 10,000 rows: their cost is judged at the 3 rows of the peak, bounded by one batch.
+    expect(Math.round(fresh.nextPeakBytes('s')!.bytes / MB)).toBe(500);
+    expect(new MemoryHistory(0).nextPeakBytes('s')).toBeNull();
   });
 
   it('below the high-water mark nothing changes', async () => {
