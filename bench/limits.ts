@@ -73,9 +73,14 @@ async function stateWrite(input: ChildInput): Promise<Record<string, unknown>> {
   const definition = queryFor(input.sink);
   const clients = createAwsClients(input.clientOptions);
   let error: string | undefined;
+  // LIMITS_WARM_MEMORY_MB: the warm container judged against that memory too; its first refusal ends the run.
+  const warmMemoryMb = process.env.LIMITS_WARM_MEMORY_MB ? Number(process.env.LIMITS_WARM_MEMORY_MB) : undefined;
+  let code: string | undefined;
   const handler = createKinesisTriggerHandler(definition, {
-    config: input.config, clients, observability: createQuietObservability(definition.name),
-    onInvocation: (_shard, result) => { if (result.error) error = result.error.message; },
+    config: { ...input.config, ...(warmMemoryMb ? { functionMemoryMb: warmMemoryMb } : {}) }, clients, observability: createQuietObservability(definition.name),
+    onInvocation: (_shard, result) => {
+      if (result.error) ({ message: error, code } = result.error as Error & { code?: string });
+    },
   });
   const started = performance.now();
   let lastMs = 0;
@@ -86,6 +91,9 @@ async function stateWrite(input: ChildInput): Promise<Record<string, unknown>> {
     const answer = await handler(toEvent(records, placed, Date.now() / 1000), undefined as never);
     lastMs = performance.now() - t0;
     if (process.env.LIMITS_VERBOSE) console.error(`delivery ${from / DELIVERY}: ${Math.round(lastMs)} ms, rss ${rssMb()} MB`);
+    if (code === 'STATE_EXCEEDS_MEMORY') {
+      return { refusedAtKeys: from, refusal: error!.split('\n')[0], peakRssMb: peakRssMb(), rssMb: rssMb(), liveMb: Math.round(liveBytesAfterGc() / MB) };
+    }
     if (answer.batchItemFailures.length > 0 || error) throw new Error(`delivery at ${from} failed: ${error ?? JSON.stringify(answer.batchItemFailures)}`);
   }
   const rss = rssMb();
