@@ -230,6 +230,7 @@ export class FaultController {
   /** The fail-safe faults, followed until their request is sent again (retry-ledger.ts). */
   readonly retries = new RetryLedger();
   private readonly pending: Map<string, PlannedFault>;
+  private readonly held = new Map<string, InjectedFault>();
   /** BatchWriteItem requests handed back as UnprocessedItems and not sent again since, per container. */
   private readonly handedBack = new Map<string, { readonly container: { readonly dead: boolean }; readonly detail: string }>();
 
@@ -260,9 +261,29 @@ export class FaultController {
     this.pending.set(`${point}#${next}`, { kind: fault.kind, at: fault.at });
   }
 
-  /** Planned faults whose occurrence never came (the run took another path). */
+  /**
+   * A fault that struck but only happens once a later step comes (a deferred trim, see
+   * retention-timeline.ts): not counted as injected until `confirm`, missed if it never is.
+   */
+  hold(fault: PlannedFault): void {
+    const i = this.injected.findIndex((f) => f.kind === fault.kind && f.at === fault.at);
+    if (i < 0) return;
+    this.held.set(`${FAULT_POINT[fault.kind]}#${fault.at}`, this.injected[i]!);
+    this.injected.splice(i, 1);
+  }
+
+  /** The held fault happened (with what it did). */
+  confirm(fault: PlannedFault, detail: string): void {
+    const key = `${FAULT_POINT[fault.kind]}#${fault.at}`;
+    const held = this.held.get(key);
+    if (!held) return;
+    this.held.delete(key);
+    this.injected.push({ ...held, detail: `${held.detail}; ${detail}` });
+  }
+
+  /** Planned faults whose occurrence never came (the run took another path), and held ones that never happened. */
   get missed(): PlannedFault[] {
-    return [...this.pending.values()];
+    return [...this.pending.values(), ...[...this.held.values()].map((f) => ({ kind: f.kind, at: f.at }))];
   }
 
   random(): number {

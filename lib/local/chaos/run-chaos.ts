@@ -49,6 +49,7 @@ import { compileQuery } from '../../query/compiled-query.js';
 import { formatProgressLine } from '../dev/report.js';
 import { addDiff, compareDeadLetters, compareRows, emptyDiff, type Diff } from './compare.js';
 import { ChaosFunction, ExpiredRecords } from './chaos-function.js';
+import { Backlog } from './retention-timeline.js';
 import { ChaosKill, FAULT_POINT, FaultController, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault, type PointCounts } from './faults.js';
 import { expireAndRedrive, type ExpiryOutcome, type OutageRecord } from './expiry.js';
 import { SinkHistory, type HistoryFigures } from './history.js';
@@ -293,6 +294,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const placedPayments: PlacedRecord[] = payments.map((r, i) => ({ ...putPayments[i]!, partitionKey: r.partitionKey, data: r.data }));
       const rnd = createPrng(seed * 7919 + run);
       const expired = new ExpiredRecords();
+      // The simulated retention (retention-timeline.ts): half of each shard's first wave is an old backlog, at risk.
+      const timeline = options.expirePlanned === true
+        ? new Backlog().mark(d.streamName, placed).mark(paymentsStream, placedPayments)
+        : undefined;
       const parts = await Promise.all(queries.map(async (definition) => {
         const hops = hopsOf.get(definition.name)!;
         // One internal stream per hop (the first keeps the name it had with one hop).
@@ -355,7 +360,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           };
           const fn = new ChaosFunction({
             definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onInvocation, reshard, streamName: f.streamName, expired,
-            trace: (line) => trace(`r${run} ${f.id} ${line}`), history, poison,
+            trace: (line) => trace(`r${run} ${f.id} ${line}`), history, poison, ...(timeline ? { timeline } : {}),
             ...(zombieChoices.has(f.id) ? { zombieChoice: zombieChoices.get(f.id)! } : {}),
             ...(options.decorateSink ? { decorateSink: (sink: Sink) => options.decorateSink!(sink, run) } : {}),
           });
@@ -386,7 +391,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             const before = { ...scheduledController.counts };
             const container: ContainerHandle = { id: ++scheduledContainers, dead: false };
             const own = createAwsClients(emulators!.clientOptions);
-            instrumentClients(container, own, { controller: scheduledController, config, history, expired: expired.has });
+            instrumentClients(container, own, {
+              controller: scheduledController, config, history, expired: expired.has,
+              // A tick that runs a planned batch is a retry of it too (a deferred trim strikes there as well).
+              beforeCommit: (commits) => { for (const f of functions) f.fn.beforeCommit(container, commits); },
+              ...(timeline ? { arrivalMs: (stream: string, shard: string, seq: string, ms: number) => timeline.arrivalMs(stream, shard, seq, ms) } : {}),
+            });
             const scheduled = createScheduledTriggerHandler(definition, { config, clients: own, observability, onInvocation, decorateSink: decorate });
             let failure: string | undefined;
             let idle = false;
