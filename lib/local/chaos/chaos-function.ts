@@ -29,7 +29,7 @@ import type { EventSourceMappingHooks, HandlerResult } from '../event-source-map
 import { ChaosKill, type FaultController, type PlannedFault } from './faults.js';
 import type { SinkHistory } from './history.js';
 import { instrumentClients, killContainer, type ContainerHandle } from './instrument.js';
-import { atRisk, KEEP_POLICY, type Backlog } from './retention-timeline.js';
+import { atRisk, type Backlog } from './retention-timeline.js';
 import { withWrites } from './sink-wrapper.js';
 import type { ZombieChoice } from './zombie-choice.js';
 
@@ -111,6 +111,8 @@ export interface ChaosFunctionOptions {
    * told to the engine, and when a trim may strike. Without it every trim strikes at once.
    */
   readonly timeline?: Backlog;
+  /** The engine claimed a kept copy of a batch (checkpoint partition, batch id). */
+  readonly onKept?: (partitionId: string, batchId: number) => void;
 }
 
 /** A planned batch whose records are not at risk: they expire once a retry ran it and died before its commit. */
@@ -121,9 +123,6 @@ interface DeferredTrim {
   readonly records: KinesisStreamEvent['Records'];
 }
 
-/** What the engine is told of the simulated retention (PartitionBackends.keepPolicy, from the `keep` branch). */
-const told = { keepPolicy: KEEP_POLICY };
-
 export class ChaosFunction {
   /** The live container per shard: Lambda runs concurrent invocations in separate containers. */
   private readonly current = new Map<string, Container>();
@@ -133,6 +132,8 @@ export class ChaosFunction {
   private readonly successes = new Map<string, number>();
   private readonly sleepers: { shardId: string; container: Container; after: number; ready: () => boolean; wake: () => void; kill: (why: string) => void }[] = [];
   private readonly deferredTrims: DeferredTrim[] = [];
+  /** Planned batches a trim struck ('planned-then-expired'), by checkpoint pk and batch id. */
+  readonly trimmedBatches: { readonly pk: string; readonly batchId: number }[] = [];
   /** Frozen attempts killed by a trim of records they read while not at risk (Lambda timed them out long before). */
   readonly zombiesTimedOut: string[] = [];
   /**
@@ -269,6 +270,7 @@ export class ChaosFunction {
       return;
     }
     this.trim(expiring);
+    this.trimmedBatches.push({ pk, batchId });
     this.options.trace?.(`container ${container.id} on ${container.shardId}: its planned batch's first ${count} of ${records.length} records fail, then expire${timeline ? ' (at risk)' : ''}`);
   }
 
@@ -291,6 +293,7 @@ export class ChaosFunction {
     if (i < 0) return;
     const [t] = this.deferredTrims.splice(i, 1);
     this.trim(t!.records);
+    this.trimmedBatches.push({ pk: t!.pk, batchId: t!.batchId });
     this.options.controller.confirm(t!.fault, `a retry ran batch ${t!.batchId} and died before its commit, then ${t!.records.length} of its records expired`);
     this.options.trace?.(`container ${container.id}: ran ${t!.pk} batch ${t!.batchId} again and dies before its commit; then its first ${t!.records.length} records expire`);
     killContainer(container, `before committing ${t!.pk} batch ${t!.batchId} (its records expire next)`);
@@ -441,6 +444,7 @@ export class ChaosFunction {
       ...(this.options.expired ? { expired: this.options.expired.has } : {}),
       onPlannedThenExpired: (fault, pk, batchId) => this.expirePlanned(container, fault, pk, batchId),
       beforeCommit: (commits) => this.beforeCommit(container, commits),
+      ...(this.options.onKept ? { onKept: this.options.onKept } : {}),
       ...(this.options.timeline ? { arrivalMs: (stream: string, shard: string, seq: string, ms: number) => this.options.timeline!.arrivalMs(stream, shard, seq, ms) } : {}),
     });
     const kind = this.options.kind ?? 'source';
@@ -452,8 +456,6 @@ export class ChaosFunction {
     const decorateBackends = (b: PartitionBackends): PartitionBackends => ({
       ...b, checkpoint: new DynamoDbCheckpoint({ ...(b.checkpoint as DynamoDbCheckpoint).options, stateCache: container.cache }),
       ...(clockSkewMs !== 0 ? { clock: { nowMs: () => Date.now() + clockSkewMs } } : {}),
-      // The retention and deadline the harness simulates, so the engine keeps what the harness may trim.
-      ...(this.options.timeline ? told : {}),
     });
     const create = kind === 'repartition' ? createRepartitionTriggerHandler : createKinesisTriggerHandler;
     (container as { handler: KinesisTriggerHandler }).handler = create(query, {

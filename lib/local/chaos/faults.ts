@@ -94,10 +94,9 @@ export const FAULT_KINDS = [
 
 /**
  * Faults planned only when asked for: a reshard (`--reshard`) changes the stream itself, for every
- * query reading it; a planned batch whose records expire (`--expire-planned`, each shard trimmed
- * oldest-first) can leave rows of a stale run in a DynamoDB sink (a key the committed run left out
- * is not fenced; the open case in test/aws/dynamodb-upsert-sink.integration.test.ts). Opt-in until
- * they run clean.
+ * query reading it; a planned batch whose records expire (each shard trimmed oldest-first, under
+ * the retention timeline of retention-timeline.ts) is asked for by default (`--no-expire-planned`
+ * turns it off).
  */
 export const OPT_IN_KINDS: readonly FaultKind[] = ['reshard-mid-run', 'planned-then-expired'];
 

@@ -49,6 +49,8 @@ export interface InstrumentOptions {
    * (a retry that ran the planned batch dies before committing it, retention-timeline.ts).
    */
   readonly beforeCommit?: (commits: readonly { readonly pk: string; readonly batchId: number }[]) => void;
+  /** The engine claimed a kept copy of batch `batchId` of checkpoint partition `partitionId` (lib/aws/kept-records.ts). */
+  readonly onKept?: (partitionId: string, batchId: number) => void;
   /** A record's arrival as the function sees it (the simulated backlog, retention-timeline.ts). */
   readonly arrivalMs?: (streamName: string, shardId: string, sequenceNumber: string, putArrivalMs: number) => number;
 }
@@ -127,6 +129,13 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       }
     }
     const output = await next(args);
+    // A kept copy's claim succeeded (its condition held): the batch has a kept copy from now on.
+    if (command === 'UpdateItemCommand' && String(input.UpdateExpression ?? '').includes('keptBatch = :b') && options.onKept) {
+      const claimSk = (input.Key as unknown as { sk?: { S?: string } } | undefined)?.sk?.S ?? '';
+      const batch = (input.ExpressionAttributeValues as { ':b'?: { N?: string } } | undefined)?.[':b']?.N;
+      const body = claimSk.replace(/#expired-planned$/, '');
+      options.onKept(body.slice(0, body.lastIndexOf('#')), Number(batch));
+    }
     // Applied, whether or not this container died meanwhile (a concurrent request's kill): a reader can see it.
     if (command === 'PutItemCommand' && table === config.sinkTable) history?.dynamoDbWrite(input.Item as never);
     deadCheck();

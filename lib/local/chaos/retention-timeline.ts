@@ -12,8 +12,9 @@
  *   prompt retry after the crash ran the engine on the planned batch (a re-run keeps its records)
  *   before the trim.
  *
- * The stream keeps records RETENTION_MS (compressed from 24 h); the function's deadline is the
- * local event source mapping's (15 min, Lambda's maximum), with the engine's default margin. A
+ * The stream keeps records RETENTION_MS (compressed from 24 h; told to the engine as
+ * `streamRetentionHours`); the function's deadline is the local event source mapping's (15 min,
+ * Lambda's maximum; the scheduled function's default is the same), with the engine's default margin. A
  * run lasts minutes, so a record put in it is never at risk by itself: the oldest part of each
  * shard's first wave is a BACKLOG that arrived BACKLOG_AGE_MS before it was put (what every
  * function reading the stream sees as its arrival), at risk from the start. A fault on a batch
@@ -31,8 +32,8 @@ export const KEEP_MARGIN_MS = 5 * 60_000;
 /** How long before its put a backlog record arrived: at risk (>= 10 min), far from leaving (< 30 min) during a run. */
 export const BACKLOG_AGE_MS = 20 * 60_000;
 
-/** What the harness tells the engine (PartitionBackends.keepPolicy). */
-export const KEEP_POLICY = { retentionMs: RETENTION_MS, timeoutMs: FUNCTION_TIMEOUT_MS, marginMs: KEEP_MARGIN_MS } as const;
+/** What the harness tells the engine (RuntimeConfig.streamRetentionHours; the deadline is the invocation's, the margin the default). */
+export const STREAM_RETENTION_HOURS = RETENTION_MS / 3_600_000;
 
 /** The engine's rule: a record read at `nowMs` by an attempt with `deadlineMs` may leave the stream before the attempt ends. */
 export function atRisk(arrivalMs: number, nowMs: number, deadlineMs = nowMs + FUNCTION_TIMEOUT_MS): boolean {
