@@ -36,7 +36,7 @@ const program = new Command()
   .option('--poison <n>', 'records that crash the function every time (dead-lettered by the on-failure destination)', int(0), 2)
   .option('--no-scheduled-faults', 'run the scheduled function without faults')
   .option('--reshard', 'also plan reshard-mid-run: split or merge the stream a function reads, mid-run')
-  .option('--no-expire-planned', 'do not plan planned-then-expired (default: planned, under the simulated retention timeline: a planned batch\'s first records fail until given up, then expire from the stream)')
+  .option('--expire-planned', 'also plan planned-then-expired (opt-in until the runs pass; under the simulated retention timeline: a planned batch\'s first records fail until given up, then expire from the stream)')
   .parse(process.argv);
 
 const opts = program.opts<{
@@ -54,7 +54,7 @@ try {
     hours: large && !given('hours') ? 8 : opts.hours,
     eventsPerStoreHour: large && !given('eventsPerStoreHour') ? 30 : opts.eventsPerStoreHour,
     extraFaults: opts.extraFaults, verbose: opts.verbose === true, trace: opts.trace === true, lateRows: opts.lateRows, repartition: opts.repartition, stages: opts.stages,
-    maxRetries: opts.maxRetries, poisonRecords: opts.poison, scheduledFaults: opts.scheduledFaults, reshard: opts.reshard === true, expirePlanned: opts.expirePlanned !== false,
+    maxRetries: opts.maxRetries, poisonRecords: opts.poison, scheduledFaults: opts.scheduledFaults, reshard: opts.reshard === true, expirePlanned: opts.expirePlanned === true,
   });
   // Loss, duplicates, mismatches, a planned fault that never happened, or memory disagreeing.
   process.exit(report.ok ? 0 : 1);
