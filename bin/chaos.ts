@@ -36,7 +36,7 @@ const program = new Command()
   .option('--poison <n>', 'records that crash the function every time (dead-lettered by the on-failure destination)', int(0), 2)
   .option('--no-scheduled-faults', 'run the scheduled function without faults')
   .option('--reshard', 'also plan reshard-mid-run: split or merge the stream a function reads, mid-run')
-  .option('--expire-planned', 'also plan planned-then-expired: a planned batch\'s first records fail until given up, then expire from the stream')
+  .option('--expire-planned', 'also plan planned-then-expired (opt-in until the runs pass; under the simulated retention timeline: a planned batch\'s first records fail until given up, then expire from the stream)')
   .parse(process.argv);
 
 const opts = program.opts<{

@@ -702,6 +702,8 @@ export class SluiceQuery extends Construct {
         : {}),
       ...(this.sourceStreams ? { sourceStreams: Object.fromEntries(Object.entries(this.sourceStreams).map(([name, s]) => [name, s.streamName])) } : {}),
       ...compactionConfig(props.compaction, sink.kind, props.timeout ?? Duration.minutes(1), (m) => this.propError(m)),
+      // The shortest retention the functions read from: a batch at risk of it keeps its records (an imported stream: 24 h unless told).
+      streamRetentionHours: Math.min(streamRetention.toHours({ integral: false }), ...(this.repartitionStream ? [REPARTITION_RETENTION.toHours()] : [])),
     };
     this.environment = {
       ...runtimeConfigToEnv(config), NODE_OPTIONS: `${props.debugSourceMaps ? '--enable-source-maps ' : ''}--max-semi-space-size=${semiSpaceMb(props.memorySize ?? 1024)}`,

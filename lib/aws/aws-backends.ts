@@ -7,6 +7,7 @@ import type { QueryDefinition } from '../query/query-definition.js';
 import type { CompiledQuery } from '../query/compiled-query.js';
 import type { ExpiredPlannedRecords, PartitionBackends } from '../query/partition-backends.js';
 import { SkippedBatchStore } from './skipped-batches.js';
+import { DynamoDbKeptRecords } from './kept-records.js';
 import { withSenderRecords, type SenderLog } from './expired-internal-records.js';
 import type { LostSourceBatches } from '../sources/repartition-shard-source.js';
 import type { QueryStage } from '../query/query-stage.js';
@@ -225,6 +226,11 @@ export function createAwsQueryBackends(
           return expiredRanges.recordExpiredPlanned(stage.checkpointPartition(shardId), streamOf(stage), { ...loss, ...(lostSources ? { lostSources } : {}) });
         },
         expiredRecordsCommitWrite: (loss: ExpiredPlannedRecords) => expiredRanges.expiredCommitWrite(stage.checkpointPartition(shardId), loss),
+        // A batch at risk of retention keeps its records beside its loss record's item (lib/aws/kept-records.ts).
+        keptRecords: new DynamoDbKeptRecords({
+          client: clients.dynamodb, checkpointTable: config.checkpointTable, queryName: stateNamespace, partitionId: stage.checkpointPartition(shardId), meter,
+        }),
+        ...(config.streamRetentionHours !== undefined ? { keepPolicy: { retentionMs: config.streamRetentionHours * 3_600_000 } } : {}),
         costMeter: meter,
         ...(input ? { sourcePartitions: (sourceName?: string) => shardsOf(sendersOf(sourceName)) } : {}),
         stateKeyRange: () => rangeOf(streamOf(stage), shardId),

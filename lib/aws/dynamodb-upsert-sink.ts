@@ -29,8 +29,12 @@
  * partition never replaces a value that partition wrote in a later batch (the write is skipped and
  * counted in `stats.itemsSkippedStale`, not an error). Runs of one batch differ only when its
  * oldest planned records expired between them (SinkBatch.revision, kept as `_revision` when not 0):
- * a stale run of a lower revision never replaces the committed run's value. (A key only the stale
- * run outputs is not fenced: no item of the committed run is there to refuse it.) Batch ids count per partition, so they are
+ * a stale run of a lower revision never replaces the committed run's value. A key only the stale
+ * run outputs is not fenced here (no item of the committed run is there to refuse it): the engine
+ * prevents such a run instead, keeping a batch's records while they may expire so a later run
+ * never loses them (lib/query/kept-records.ts). The one hole left: an attempt not at risk that
+ * wrote and was killed, with no retry before its records expired; its rows may stay, and the loss
+ * record says so. Batch ids count per partition, so they are
  * only compared within one: after a reshard the key's new partition starts again at low batch ids
  * and must still be able to write, and for a stateless append whose key repeats across shards the
  * last write wins.

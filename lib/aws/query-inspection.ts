@@ -21,7 +21,7 @@ import { DynamoDbCheckpoint } from './dynamodb-checkpoint.js';
 import { DynamoDbWatermarkCoordinator, type PartitionWatermarkRow } from './dynamodb-watermarks.js';
 import { KinesisShardReader, listStreamShards } from './kinesis-shard-reader.js';
 import { encodeKeySegment, listKeys, normalizePrefix } from './s3-util.js';
-import { isExpiredPlanned, isLostRange, SkippedBatchStore, type SkippedRange } from './skipped-batches.js';
+import { EXPIRED_PLANNED_CAVEAT, isExpiredPlanned, isLostRange, SkippedBatchStore, type SkippedRange } from './skipped-batches.js';
 import { describeLostSenderRecords } from './expired-internal-records.js';
 import { RefusedShardStore, type RefusedShard } from './refused-shards.js';
 
@@ -176,7 +176,7 @@ export async function inspectQuery(clients: AwsClients, deployment: DeploymentDe
   for (const r of lostRanges.filter((l) => !l.acknowledgement)) {
     const lost = r.outcome!.expiredRange;
     const what = isExpiredPlanned(r) ? 'planned batch records' : 'the skipped range';
-    const before = isExpiredPlanned(r) ? 'their batch committed (it ran over the rest)' : 'the re-drive read them';
+    const before = isExpiredPlanned(r) ? `their batch committed (it ran over the rest; ${EXPIRED_PLANNED_CAVEAT})` : 'the re-drive read them';
     problems.push(`${r.outcome!.expired} record(s) of ${what} ${r.partitionId} ${r.firstSequenceNumber}..${r.lastSequenceNumber} expired from `
       + `${r.streamName} before ${before}: lost${lost ? ` (sequence numbers ${lost.first}..${lost.last})` : ''}; `
       + (r.lostSources?.length ? `the rows they carried: ${r.lostSources.map(describeLostSenderRecords).join('; ')}; ` : '')

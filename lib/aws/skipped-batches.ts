@@ -184,12 +184,13 @@ export class SkippedBatchStore {
           + (loss.lostSources ? ', lostSources = :lost ' : '')
           // A wider loss needs a new look: an acknowledgement of the narrower one does not cover it.
           + 'REMOVE acknowledgement',
-        ConditionExpression: 'attribute_not_exists(pk) OR (batchSize < :count AND attribute_not_exists(committedBatch))',
+        // Never while the batch's records are kept (lib/aws/kept-records.ts): a run reads them instead.
+        ConditionExpression: 'attribute_not_exists(keptBatch) AND (attribute_not_exists(pk) OR (batchSize < :count AND attribute_not_exists(committedBatch)))',
         ExpressionAttributeNames: { '#first': 'first', '#last': 'last', '#state': 'state' },
         ExpressionAttributeValues: {
           ':partition': { S: partitionId }, ':shard': { S: loss.shardId }, ':stream': { S: streamName },
           ':first': { S: loss.firstSequenceNumber }, ':last': { S: loss.lastSequenceNumber }, ':count': { N: String(loss.count) },
-          ':reason': { S: `${EXPIRED_PLANNED_REASON} (batch ${loss.batchId}): it ran over its ${loss.count === 0 ? 'records' : 'remaining records'}` },
+          ':reason': { S: `${EXPIRED_PLANNED_REASON} (batch ${loss.batchId}): it ran over its ${loss.count === 0 ? 'records' : 'remaining records'}; ${EXPIRED_PLANNED_CAVEAT}` },
           ':now': { N: String(nowMs) }, ':redriven': { S: 'redriven' }, ':outcome': { S: JSON.stringify(outcome) },
           ...(loss.lostSources ? { ':lost': { S: JSON.stringify(loss.lostSources) } } : {}),
         },
@@ -199,6 +200,9 @@ export class SkippedBatchStore {
       if (!(error instanceof ConditionalCheckFailedException)) throw error;
     }
     const found = (await this.options.client.send(new GetItemCommand({ TableName: this.options.checkpointTable, Key: key, ConsistentRead: true }))).Item;
+    if (found?.keptBatch && !found.state) {
+      throw new Error(`batch ${loss.batchId} of ${partitionId}: its planned records are kept (since this run looked), so no loss is recorded; its retry runs from the kept copy`);
+    }
     const recorded = found ? { firstSequenceNumber: found.first!.S!, lastSequenceNumber: found.last!.S!, count: Number(found.batchSize!.N!) } : null;
     if (!recorded || recorded.count < loss.count) {
       throw new Error(`batch ${loss.batchId} of ${partitionId} lost ${loss.count} planned record(s) to retention, and its loss record `
@@ -227,7 +231,7 @@ export class SkippedBatchStore {
   }
 
   private expiredPlannedKey(partitionId: string, firstSequenceNumber: string): Item {
-    return { pk: { S: this.pk }, sk: { S: `${partitionId}#${firstSequenceNumber}${EXPIRED_PLANNED_SUFFIX}` } };
+    return expiredPlannedKey(this.options.queryName, partitionId, firstSequenceNumber);
   }
 
   /** Puts an item that must not exist yet: false when it does (recorded before). */
@@ -244,7 +248,8 @@ export class SkippedBatchStore {
         ? { KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: this.pk } } }
         : { KeyConditionExpression: 'pk = :pk AND begins_with(sk, :p)', ExpressionAttributeValues: { ':pk': { S: this.pk }, ':p': { S: `${partitionId}#` } } }),
     }, undefined);
-    return items.map(rangeOf).sort((a, b) => a.partitionId.localeCompare(b.partitionId) || compareSequence(a.firstSequenceNumber, b.firstSequenceNumber));
+    // An item that only claims a batch's kept records (lib/aws/kept-records.ts) is no range.
+    return items.filter((i) => i.state !== undefined).map(rangeOf).sort((a, b) => a.partitionId.localeCompare(b.partitionId) || compareSequence(a.firstSequenceNumber, b.firstSequenceNumber));
   }
 
   /** Marks a waiting range redriven with what happened; false when another run did it first. */
@@ -285,7 +290,19 @@ export class SkippedBatchStore {
 }
 
 const EXPIRED_PLANNED_SUFFIX = '#expired-planned';
+/**
+ * The loss record's reason. A batch at risk keeps its records before any sink write
+ * (lib/query/kept-records.ts), so a loss means no attempt kept them: the hole that leaves is an
+ * earlier attempt not at risk that wrote sink rows and was killed, with no retry before the
+ * records expired; those rows (of records this run lacked) may stay in the sink.
+ */
 export const EXPIRED_PLANNED_REASON = 'planned records expired from the stream before their batch committed';
+export const EXPIRED_PLANNED_CAVEAT = 'no attempt kept them; rows an earlier attempt wrote from them before it was killed may remain in the sink';
+
+/** The item of a planned batch's loss to retention, or of the claim on its kept records: one item, so the two exclude each other. */
+export function expiredPlannedKey(queryName: string, partitionId: string, firstSequenceNumber: string): Item {
+  return { pk: { S: `${queryName}${SKIPPED_RANGES_SUFFIX}` }, sk: { S: `${partitionId}#${firstSequenceNumber}${EXPIRED_PLANNED_SUFFIX}` } };
+}
 
 /** A lost range the engine recorded for a planned batch (not one the event source mapping skipped). */
 export const isExpiredPlanned = (r: Pick<SkippedRange, 'sortKey'>): boolean => r.sortKey?.endsWith(EXPIRED_PLANNED_SUFFIX) ?? false;

@@ -44,6 +44,52 @@ export interface ExpiredPlannedRecords extends ExpiredRecords {
   readonly lostSources?: readonly LostSourceBatches[];
 }
 
+/**
+ * One planned batch of a shard, as a kept copy of its records is keyed: the batch id and its
+ * planned first and last sequence numbers (of the shard's first view with records in the batch),
+ * so a copy kept for one plan is never taken for another's.
+ */
+export interface KeptBatch {
+  readonly shardId: string;
+  readonly batchId: number;
+  readonly firstSequenceNumber: string;
+  readonly lastSequenceNumber: string;
+}
+
+/**
+ * A copy of a planned batch's records, kept while the stream may trim them before the batch
+ * commits (lib/query/kept-records.ts says when), so a later run that finds them trimmed runs with
+ * exactly the planned records instead of losing some. Keeping and recording a loss for the same
+ * batch exclude each other (one item, conditional writes): a batch has a kept copy or a recorded
+ * loss, never both. The copy is raw input: removed after the commit, with a TTL as backstop.
+ */
+export interface KeptRecords {
+  /**
+   * Keeps `records` (the batch's, in shard order) unless a copy is kept already: 'kept' (now or
+   * before), or 'refused' when a loss is recorded for the batch (its committing run will lack them).
+   */
+  keep(batch: KeptBatch, records: readonly ShardRecord[]): Promise<'kept' | 'refused'>;
+  /** The kept records of the batch, or null when none are kept (for this plan). */
+  read(batch: KeptBatch): Promise<ShardRecord[] | null>;
+  /** Removes the copy of a committed batch (best effort: the TTL removes what this leaves). */
+  remove(batch: KeptBatch): Promise<void>;
+}
+
+/**
+ * When a first attempt keeps its batch's records before writing the sink: when any of them is
+ * within the attempt's time (deadline) plus `marginMs` of leaving the stream (its arrival plus
+ * `retentionMs`). An attempt not at risk ends before any of its records can expire, so it can
+ * never write after a run that lost them.
+ */
+export interface KeepPolicy {
+  /** The stream's retention (the shortest of the streams the stage reads); unknown: 24 h, Kinesis's minimum. */
+  readonly retentionMs: number;
+  /** Clock skew and requests in flight past the deadline (default 5 minutes). */
+  readonly marginMs?: number;
+  /** The function's timeout, when the invocation has no deadline of its own (default 15 minutes, Lambda's maximum). */
+  readonly timeoutMs?: number;
+}
+
 export interface PartitionBackends {
   readonly checkpoint: Checkpoint;
   readonly sink: Sink;
@@ -64,6 +110,9 @@ export interface PartitionBackends {
    * freezes it (a later attempt cannot grow it): the committing run's loss is the one recorded.
    */
   readonly expiredRecordsCommitWrite?: (loss: ExpiredPlannedRecords) => CommitSideWrite;
+  /** Where a batch at risk of losing records to retention keeps them (none: such a batch may lose them). */
+  readonly keptRecords?: KeptRecords;
+  readonly keepPolicy?: KeepPolicy;
   readonly costMeter?: CostMeter;
   readonly clock?: Clock;
   /**

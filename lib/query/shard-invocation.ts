@@ -41,6 +41,7 @@ import { ANY_ROW, GuardedSink, raisingRowDeadLetters, resultDeadLetters, runTrig
 import { RunTimer, SearchPausedError } from './batch-probe.js';
 import { initialStateOwner } from './initial-state-owner.js';
 import { checkBatchTimeHeadroom, checkMemoryForNextBatch, checkMemoryHeadroom, hasTimeForBatch, type InvocationLimits } from './invocation-limits.js';
+import { BatchKeeper, DEFAULT_KEEP_TIMEOUT_MS } from './kept-records.js';
 
 export interface ShardInvocationRequest {
   readonly shardId: string;
@@ -95,6 +96,7 @@ export async function runShardInvocation(
   );
   const owner = await initialStateOwner(query, stage, backends);
   let expiredLoss: ExpiredPlannedRecords | null = null;
+  let keeper: BatchKeeper | null = null;
   const execution = new StreamExecution({
     plan: stage.plan,
     sources: new Map([[stage.sourceId, source], ...(binding.otherSources ?? []).map((s) => [s.name, s] as const)]),
@@ -137,7 +139,14 @@ export async function runShardInvocation(
       s.setCommitted(execution.committedSourceOffsets.get(s.name) ?? null);
       s.offer(request.records);
     }
-    expiredLoss = await ensurePendingBatchRecords(execution, shardSources, shardId, backends);
+    // The deadline on the records' clock: an attempt whose records may expire before it keeps them first.
+    const remainingMs = request.limits?.remainingTimeMs?.() ?? backends.keepPolicy?.timeoutMs ?? DEFAULT_KEEP_TIMEOUT_MS;
+    keeper = backends.keptRecords
+      ? new BatchKeeper(backends.keptRecords, execution, shardSources, shardId, backends.keepPolicy, (backends.clock ?? systemClock).nowMs() + remainingMs)
+      : null;
+    keeper?.add(request.records);
+    if (keeper) guard.beforeWrite = (batchId) => keeper!.beforeSinkWrite(batchId);
+    expiredLoss = await ensurePendingBatchRecords(execution, shardSources, shardId, backends, keeper);
     // A later run of a batch may hold fewer records: the sink keeps the run that lost the most (the committed one's loss is the largest recorded).
     if (expiredLoss) guard.revise(expiredLoss.batchId, expiredLoss.count);
     if (request.redrive) {
@@ -180,6 +189,8 @@ export async function runShardInvocation(
         break;
       }
       longestBatchMs = Math.max(longestBatchMs, Date.now() - startedMs);
+      // A committed batch's kept records are raw input no longer needed.
+      await keeper?.removeCommitted();
       checkMemoryHeadroom(limits, shardId, execution.lastProgress);
       // The first batch counts from the invocation's start: recovery and loading the state are its cost.
       checkBatchTimeHeadroom(limits, Date.now() - (i === 0 ? invocationStartMs : startedMs), shardId, execution.lastProgress);
@@ -205,9 +216,13 @@ function isShardSource(s: MicroBatchStream): s is ShardSource {
   return typeof (s as Partial<ShardSource>).offer === 'function' && typeof (s as Partial<ShardSource>).covers === 'function';
 }
 
-/** Returns the loss a planned batch runs with when its oldest records expired (null: it runs as planned). */
+/**
+ * Returns the loss a planned batch runs with when its oldest records expired (null: it runs as
+ * planned). A re-run holding all its records keeps them first; one that finds them trimmed runs
+ * from the kept copy when there is one.
+ */
 async function ensurePendingBatchRecords(
-  execution: StreamExecution, sources: readonly ShardSource[], shardId: string, backends: PartitionBackends,
+  execution: StreamExecution, sources: readonly ShardSource[], shardId: string, backends: PartitionBackends, keeper: BatchKeeper | null,
 ): Promise<ExpiredPlannedRecords | null> {
   const reader = backends.shardReader;
   const ledger = backends.redriveLedger;
@@ -216,14 +231,21 @@ async function ensurePendingBatchRecords(
   if (!pending) return null;
   const end = pending.offsets.get(source.name) ?? null;
   const start = execution.committedSourceOffsets.get(source.name) ?? null;
-  if (end === null || JSON.stringify(start) === JSON.stringify(end) || source.covers(start, end)) return null;
+  if (end === null || JSON.stringify(start) === JSON.stringify(end)) return null;
   const run = redriveRunOf(start, end);
   if (run) {
+    if (source.covers(start, end)) return null;
     // A re-drive batch: its records are the run's, kept in the ledger, not the shard's.
     if (!ledger || !source.offerRedrive) throw new Error(`batch ${pending.batchId} of ${shardId} re-drives run ${run.run}, and no re-drive ledger is configured`);
     source.offerRedrive(run.run, await ledger.records(run.run));
     if (!source.covers(start, end)) throw new Error(`batch ${pending.batchId} of ${shardId}: the ledger does not hold the ${run.count} record(s) of re-drive run ${run.run}`);
     return null;
+  }
+  // A loss recorded for the batch: this run leaves those records out too, even when it holds them.
+  let lossRecorded = false;
+  if (source.covers(start, end)) {
+    if (!keeper || (await keeper.keepPending()) !== 'refused') return null;
+    lossRecorded = true;
   }
   const planned = asKinesisOffset(end)!;
   if (!reader || planned.firstSequenceNumber === undefined) {
@@ -232,7 +254,13 @@ async function ensurePendingBatchRecords(
   }
   const records = await reader.read(shardId, planned.firstSequenceNumber, planned.sequenceNumber);
   for (const s of sources) s.offer(records);
-  if (source.covers(start, end)) return null;
+  keeper?.add(records);
+  if (!lossRecorded && source.covers(start, end)) {
+    if (!keeper || (await keeper.keepPending()) !== 'refused') return null;
+    lossRecorded = true;
+  }
+  // Trimmed: a copy kept by an earlier attempt holds them all, and the batch runs as planned.
+  if (!lossRecorded && keeper && await keeper.recover() && source.covers(start, end)) return null;
   // Retention trimmed the batch's oldest records: like Spark's Kafka source with failOnDataLoss=false,
   // the batch runs over the rest and keeps its planned end (the records after it stay exactly-once);
   // the loss is recorded first, so it is never silent. Not for a retry of a source without the hook.
@@ -242,7 +270,9 @@ async function ensurePendingBatchRecords(
     throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
   }
   // The record only grows: another attempt may have seen a later trim, and this one then leaves out as many.
+  // It is refused while a copy is kept (another attempt kept it since): the retry runs from that copy.
   const recorded = await backends.recordExpiredRecords!({ ...expired, shardId, batchId: pending.batchId });
+  keeper?.settleWithLoss(pending.batchId);
   if (!views.every(({ view, from, to }) => view.runWithoutExpired?.(from, to, recorded) === true)) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: ${recorded.count} planned record(s) are recorded as expired `
       + `(${recorded.firstSequenceNumber}..${recorded.lastSequenceNumber}), and the shard does not hold exactly the others`);

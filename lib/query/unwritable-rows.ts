@@ -61,6 +61,8 @@ export class GuardedSink implements Sink {
   /** Rows above state one batch's run left out because they raised (filled while the batch runs). */
   private raising: { batchId: number; rows: ReadonlyMap<string, RaisingRow> } | null = null;
   private revision: { batchId: number; revision: number } | null = null;
+  /** Runs before a batch's rows reach the sink (an attempt at risk keeps its records first: lib/query/kept-records.ts). */
+  beforeWrite: ((batchId: number) => Promise<void>) | null = null;
 
   constructor(
     private readonly inner: Sink, readonly limits: SinkRowLimits, private readonly writeResultDeadLetters: ResultDeadLetterWriter,
@@ -101,6 +103,7 @@ export class GuardedSink implements Sink {
     const unwritable = findUnwritableRows(this.limits, written);
     if (unwritable.length > 0) throw new UnwritableRowsError(this.description, batch.batchId, unwritable);
     if (this.revision?.batchId === batch.batchId && this.revision.revision > 0) written = { ...written, revision: this.revision.revision };
+    await this.beforeWrite?.(batch.batchId);
     await this.inner.addBatch(written);
   }
 

@@ -28,6 +28,7 @@ export const RUNTIME_ENV = {
   compaction: 'SLUICE_COMPACTION',
   compactionTargetBytes: 'SLUICE_COMPACTION_TARGET_BYTES',
   compactionMinAgeMs: 'SLUICE_COMPACTION_MIN_AGE_MS',
+  streamRetentionHours: 'SLUICE_STREAM_RETENTION_HOURS',
 } as const;
 
 /** 'true': the functions trace through Powertools Tracer (the construct's `tracing` prop, with X-Ray active tracing). */
@@ -113,6 +114,12 @@ export interface RuntimeConfig {
   readonly compactionTargetBytes?: number;
   /** Only files older than this are compacted (must exceed the function timeout). */
   readonly compactionMinAgeMs?: number;
+  /**
+   * The shortest retention of the streams the functions read, in hours (may be fractional, for a
+   * compressed local run): a batch whose records may expire before its attempt ends keeps them
+   * first. Unset: 24, Kinesis's minimum, so an unknown retention is never overestimated.
+   */
+  readonly streamRetentionHours?: number;
 }
 
 z.config(en());
@@ -152,6 +159,7 @@ const envShape = z.object({
   [RUNTIME_ENV.compaction]: z._default(z.enum(['true', 'false']), 'true'),
   [RUNTIME_ENV.compactionTargetBytes]: z._default(count(1), DEPLOYMENT_DEFAULTS.compactionTargetBytes),
   [RUNTIME_ENV.compactionMinAgeMs]: z._default(count(0), DEPLOYMENT_DEFAULTS.compactionMinAgeMs),
+  [RUNTIME_ENV.streamRetentionHours]: z.optional(z.pipe(z.coerce.number(), z.number().check(z.positive()))),
 });
 
 export function readRuntimeConfig(env: Readonly<Record<string, string | undefined>> = process.env): RuntimeConfig {
@@ -183,6 +191,7 @@ export function readRuntimeConfig(env: Readonly<Record<string, string | undefine
     compaction: e[RUNTIME_ENV.compaction] === 'true',
     compactionTargetBytes: e[RUNTIME_ENV.compactionTargetBytes],
     compactionMinAgeMs: e[RUNTIME_ENV.compactionMinAgeMs],
+    ...(e[RUNTIME_ENV.streamRetentionHours] !== undefined ? { streamRetentionHours: e[RUNTIME_ENV.streamRetentionHours] } : {}),
     // Set by Lambda itself, not by the construct: not in RUNTIME_ENV.
     functionMemoryMb: Number(env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE) > 0 ? Number(env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE) : undefined,
   };

@@ -168,4 +168,66 @@ describe('a planned stage-2 batch whose internal records expired before it commi
     expect(after.code).toBe(0);
     expect(after.status!.lostRanges.every((r) => r.acknowledgement?.by === 'oncall')).toBe(true);
   }, 300_000);
+
+  it('a re-run that held all its internal records kept them: after the trim it runs from the copy, with nothing lost', async () => {
+    const keptDefinition = defineQuery({ ...definition, name: 'kept-internal' });
+    const d = await deploy(emulators, keptDefinition, 1, { repartitionShards: 1, expectedShardCount: undefined });
+    const { clients, config } = d;
+    const shard = 'shardId-000000000000';
+    const observability = createQuietObservability(keptDefinition.name);
+    const put = async (from: number, to: number): Promise<void> => {
+      for (let i = from; i < to; i++) {
+        await clients.kinesis.send(new PutRecordCommand({ StreamName: config.streamName, PartitionKey: `k${i}`, Data: Buffer.from(JSON.stringify(sale(i))) }));
+      }
+    };
+    const stage1 = () => new LocalEventSourceMapping({
+      kinesis: clients.kinesis, streamName: config.streamName, batchSize: 1, pollIntervalMs: 50,
+      handler: createKinesisTriggerHandler(keptDefinition, { config, clientOptions: emulators.clientOptions, observability }),
+    }).drain({ idleMs: 400 });
+    const results: ShardInvocationResult[] = [];
+    const internalSeqs = new Set<string>();
+    // One retry: the retry of the failed batch re-runs it holding all its records, and keeps them.
+    const stage2 = (handlerOptions: KinesisTriggerOptions, retries: number, initialCheckpoints?: Record<string, string>) => new LocalEventSourceMapping({
+      kinesis: clients.kinesis, streamName: config.repartitionStreamName!, batchSize: 3, pollIntervalMs: 50,
+      maximumRetryAttempts: retries, bisectBatchOnFunctionError: false, ...(initialCheckpoints ? { initialCheckpoints } : {}),
+      hooks: { onInvocation: (entry) => { for (const s of entry.sequenceNumbers) internalSeqs.add(s); } },
+      handler: createRepartitionTriggerHandler(keptDefinition, {
+        config, clientOptions: emulators.clientOptions, observability, onInvocation: (_shard, result) => { results.push(result); }, ...handlerOptions,
+      }),
+    }).drain({ idleMs: 400 });
+    let sinkFails = false;
+    const failingSink = (sink: Sink): Sink => Object.assign(Object.create(sink) as Sink, {
+      addBatch: async (batch: Parameters<Sink['addBatch']>[0]) => {
+        if (sinkFails) throw new Error('sink unavailable');
+        return sink.addBatch(batch);
+      },
+    });
+    await put(0, 3);
+    await stage1();
+    await stage2({ decorateSink: failingSink }, 0);
+    sinkFails = true;
+    await put(3, 6);
+    await stage1();
+    await stage2({ decorateSink: failingSink }, 1);
+    const ran = (r: ShardInvocationResult): boolean => r.progress.length > 0 || r.error !== undefined;
+    expect(results.filter(ran).map((r) => /sink unavailable/.test(r.error?.message ?? ''))).toEqual([false, true, true]);
+    const seqs = [...internalSeqs].sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
+    expect(seqs).toHaveLength(6);
+
+    // Retention passes internal records 3 and 4 (planned in batch 1); new sales arrive.
+    proxy.trimBefore(seqs[5]!);
+    sinkFails = false;
+    await put(6, 9);
+    await stage1();
+    const before = results.length;
+    const throughProxy = { ...emulators.clientOptions, endpoints: { ...emulators.clientOptions.endpoints, kinesis: proxy.endpoint } };
+    await stage2({ clientOptions: throughProxy }, 0, { [shard]: seqs[5]! });
+    const later = results.slice(before).filter(ran);
+    expect(later.map((r) => r.error?.message ?? null)).toEqual([null]);
+    // Batch 1 ran over all three of its internal records (from the kept copy), then batch 2.
+    expect(later[0]!.progress.map((p) => [p.batchId, p.numInputRows])).toEqual([[1, 3], [2, 3]]);
+    expect(later[0]!.expired).toBeUndefined();
+    const all = [0, 1, 2, 3, 4, 5, 6, 7, 8].map(sale);
+    expect(canonicalSales(await scanDynamoDbSink(clients.dynamodb, config.sinkTable!))).toEqual(await inMemoryHourlySales(all));
+  }, 300_000);
 });

@@ -26,9 +26,10 @@ import type { PartitionBackends } from '../../query/partition-backends.js';
 import type { ShardInvocationResult } from '../../query/shard-invocation.js';
 import type { Sink, SinkBatch } from '../../sinks/sink.js';
 import type { EventSourceMappingHooks, HandlerResult } from '../event-source-mapping.js';
-import { ChaosKill, type FaultController } from './faults.js';
+import { ChaosKill, type FaultController, type PlannedFault } from './faults.js';
 import type { SinkHistory } from './history.js';
-import { instrumentClients, killContainer } from './instrument.js';
+import { instrumentClients, killContainer, type ContainerHandle } from './instrument.js';
+import { atRisk, type Backlog } from './retention-timeline.js';
 import { withWrites } from './sink-wrapper.js';
 import type { ZombieChoice } from './zombie-choice.js';
 
@@ -49,6 +50,8 @@ interface Container {
   event?: KinesisStreamEvent;
   /** The errors its running invocation met so far (the handler answers them as batchItemFailures). */
   errors?: unknown[];
+  /** Whether its running invocation's records were at risk when it read them (retention-timeline.ts). */
+  atRisk?: boolean;
 }
 
 /**
@@ -58,11 +61,17 @@ interface Container {
  */
 export class ExpiredRecords {
   private readonly horizon = new Map<string, bigint>();
-  /** Moves the shard's trim horizon to `sequenceNumber` (never back). */
+  private readonly listeners: ((streamName: string, shardId: string) => void)[] = [];
+  /** Moves the shard's trim horizon to `sequenceNumber` (never back), then tells every listener. */
   add(streamName: string, shardId: string, sequenceNumber: string): void {
     const key = `${streamName}#${shardId}`;
     const seq = BigInt(sequenceNumber);
     if ((this.horizon.get(key) ?? -1n) < seq) this.horizon.set(key, seq);
+    for (const l of this.listeners) l(streamName, shardId);
+  }
+  /** Called after each trim (every function reading the stream decides what its frozen attempts do). */
+  onTrim(listener: (streamName: string, shardId: string) => void): void {
+    this.listeners.push(listener);
   }
   readonly has = (streamName: string, shardId: string, sequenceNumber: string): boolean => {
     const horizon = this.horizon.get(`${streamName}#${shardId}`);
@@ -97,6 +106,21 @@ export interface ChaosFunctionOptions {
   readonly expired?: ExpiredRecords;
   /** Where a zombie of an upsert sink freezes (zombie-choice.ts); default wherever it strikes. */
   readonly zombieChoice?: ZombieChoice;
+  /**
+   * The simulated retention timeline (retention-timeline.ts): backlog arrivals, the keep policy
+   * told to the engine, and when a trim may strike. Without it every trim strikes at once.
+   */
+  readonly timeline?: Backlog;
+  /** The engine claimed a kept copy of a batch (checkpoint partition, batch id). */
+  readonly onKept?: (partitionId: string, batchId: number) => void;
+}
+
+/** A planned batch whose records are not at risk: they expire once a retry ran it and died before its commit. */
+interface DeferredTrim {
+  readonly fault: PlannedFault;
+  readonly pk: string;
+  readonly batchId: number;
+  readonly records: KinesisStreamEvent['Records'];
 }
 
 export class ChaosFunction {
@@ -106,7 +130,12 @@ export class ChaosFunction {
   private crashes = 0;
   /** Successful invocations per shard: a frozen invocation wakes once newer batches committed. */
   private readonly successes = new Map<string, number>();
-  private readonly sleepers: { shardId: string; after: number; ready: () => boolean; wake: () => void }[] = [];
+  private readonly sleepers: { shardId: string; container: Container; after: number; ready: () => boolean; wake: () => void; kill: (why: string) => void }[] = [];
+  private readonly deferredTrims: DeferredTrim[] = [];
+  /** Planned batches a trim struck ('planned-then-expired'), by checkpoint pk and batch id. */
+  readonly trimmedBatches: { readonly pk: string; readonly batchId: number }[] = [];
+  /** Frozen attempts killed by a trim of records they read while not at risk (Lambda timed them out long before). */
+  readonly zombiesTimedOut: string[] = [];
   /**
    * Zombies of an upsert sink that woke once a newer batch had written one of their keys (a
    * missing sink fence shows as a key going back), and those woken at the end without one.
@@ -125,7 +154,25 @@ export class ChaosFunction {
   /** Simulated process deaths (kills and crashes), each followed by a cold container. */
   get processesKilled(): number { return this.crashes; }
 
-  constructor(private readonly options: ChaosFunctionOptions) {}
+  constructor(private readonly options: ChaosFunctionOptions) {
+    options.expired?.onTrim((streamName, shardId) => this.trimmed(streamName, shardId));
+  }
+
+  /**
+   * After a trim of `shardId`: a frozen attempt that read trimmed records while they were not at
+   * risk cannot outlive them (its Lambda timed out long before): it never wakes. One at risk may.
+   */
+  private trimmed(streamName: string, shardId: string): void {
+    const { expired, timeline } = this.options;
+    if (!timeline || !expired || streamName !== this.options.streamName) return;
+    for (const s of [...this.sleepers]) {
+      const records = s.container.event?.Records ?? [];
+      if (s.container.atRisk !== false || !records.some((r) => shardIdOf(r) === shardId && expired.has(streamName, shardId, r.kinesis.sequenceNumber))) continue;
+      this.sleepers.splice(this.sleepers.indexOf(s), 1);
+      this.zombiesTimedOut.push(`container ${s.container.id} on ${s.shardId}`);
+      s.kill('its Lambda timed out long before the records it read (not at risk) expired');
+    }
+  }
 
   private containerFor(shardId: string): Container {
     let c = this.current.get(shardId);
@@ -137,6 +184,8 @@ export class ChaosFunction {
   readonly handler = async (event: KinesisStreamEvent, context: Context): Promise<KinesisStreamBatchResponse | void> => {
     const { controller } = this.options;
     const shardId = event.Records[0] ? shardIdOf(event.Records[0]) : '?';
+    const { timeline, streamName } = this.options;
+    if (timeline && streamName) event = timeline.agedEvent(streamName, event);
     let container = this.containerFor(shardId);
     container.event = event;
     const poison = this.options.poison;
@@ -204,18 +253,51 @@ export class ChaosFunction {
    * 'planned-then-expired', right after `container` planned a batch of its event: an outage makes
    * the function fail on the event's first records (1 to all of them) until the mapping gives them
    * up, and they leave the stream (its trim horizon passes them) while the planned batch needs them.
+   * With a timeline, records not at risk leave only after a retry ran the batch (Lambda retries a
+   * crash promptly) and died before its commit (DeferredTrim); records at risk at once.
    */
-  private expirePlanned(container: Container): void {
+  private expirePlanned(container: Container, fault: PlannedFault, pk: string, batchId: number): void {
     const records = container.event?.Records ?? [];
     if (records.length === 0 || !this.options.streamName || !this.options.expired) return;
     const count = 1 + Math.floor(this.options.controller.random() * records.length);
-    for (const r of records.slice(0, count)) {
+    const expiring = records.slice(0, count);
+    const newest = expiring[expiring.length - 1]!;
+    const { timeline } = this.options;
+    if (timeline && !atRisk(newest.kinesis.approximateArrivalTimestamp * 1000, Date.now())) {
+      this.options.controller.hold(fault);
+      this.deferredTrims.push({ fault, pk, batchId, records: expiring });
+      this.options.trace?.(`container ${container.id} on ${container.shardId}: its planned batch ${batchId}'s first ${count} of ${records.length} records (not at risk) expire once a retry ran it`);
+      return;
+    }
+    this.trim(expiring);
+    this.trimmedBatches.push({ pk, batchId });
+    this.options.trace?.(`container ${container.id} on ${container.shardId}: its planned batch's first ${count} of ${records.length} records fail, then expire${timeline ? ' (at risk)' : ''}`);
+  }
+
+  /** The outage on `records`, then the trim horizon passes them. */
+  private trim(records: KinesisStreamEvent['Records']): void {
+    for (const r of records) {
       const shardId = shardIdOf(r);
       this.outage.set(`${shardId}#${r.kinesis.sequenceNumber}`, { shardId, sequenceNumber: r.kinesis.sequenceNumber, data: Buffer.from(r.kinesis.data, 'base64').toString('utf8') });
-      this.options.expired.add(this.options.streamName, shardId, r.kinesis.sequenceNumber);
     }
-    this.options.trace?.(`container ${container.id} on ${container.shardId}: its planned batch's first ${count} of ${records.length} records fail, then expire`);
+    const newest = records[records.length - 1]!;
+    this.options.expired!.add(this.options.streamName!, shardIdOf(newest), newest.kinesis.sequenceNumber);
   }
+
+  /**
+   * Before a commit transaction of any container (or the scheduled function's): a retry that ran a
+   * deferred trim's batch dies before committing it, then the batch's first records expire.
+   */
+  readonly beforeCommit = (container: ContainerHandle, commits: readonly { readonly pk: string; readonly batchId: number }[]): void => {
+    const i = this.deferredTrims.findIndex((t) => commits.some((c) => c.pk === t.pk && c.batchId === t.batchId));
+    if (i < 0) return;
+    const [t] = this.deferredTrims.splice(i, 1);
+    this.trim(t!.records);
+    this.trimmedBatches.push({ pk: t!.pk, batchId: t!.batchId });
+    this.options.controller.confirm(t!.fault, `a retry ran batch ${t!.batchId} and died before its commit, then ${t!.records.length} of its records expired`);
+    this.options.trace?.(`container ${container.id}: ran ${t!.pk} batch ${t!.batchId} again and dies before its commit; then its first ${t!.records.length} records expire`);
+    killContainer(container, `before committing ${t!.pk} batch ${t!.batchId} (its records expire next)`);
+  };
 
   /** Wakes every frozen invocation and waits until they are done (before the sinks are read). */
   async wakeZombies(): Promise<void> {
@@ -248,6 +330,11 @@ export class ChaosFunction {
       timedOut(new Error('Task timed out after 900.00 seconds (chaos: the invocation froze)'));
     };
     container.invocation++;
+    const { timeline, streamName } = this.options;
+    if (timeline && streamName) {
+      const now = Date.now();
+      container.atRisk = event.Records.some((r) => atRisk(r.kinesis.approximateArrivalTimestamp * 1000, now));
+    }
     const run = this.invoke(container, event, context);
     try {
       return await Promise.race([run, timeout]);
@@ -291,8 +378,14 @@ export class ChaosFunction {
     // write lands where no newer value is, and a sink with no fence would pass unseen.
     const newer = (): boolean | undefined => this.options.history?.newerWriteOfKeys(batch);
     container.freeze?.();
-    return new Promise((resolve) => this.sleepers.push({
-      shardId: container.shardId, after, ready: () => newer() !== false,
+    return new Promise((resolve, reject) => this.sleepers.push({
+      shardId: container.shardId, container, after, ready: () => newer() !== false,
+      kill: (why) => {
+        container.dead = true;
+        container.killedBy = why;
+        this.options.trace?.(`zombie container ${container.id} (${batch.partitionId} batch ${batch.batchId}) never wakes: ${why}`);
+        reject(new ChaosKill(`chaos: ${why}`));
+      },
       wake: () => {
         const challenged = newer();
         if (challenged === true) this.zombieWakes.challenged++;
@@ -348,7 +441,11 @@ export class ChaosFunction {
     };
     instrumentClients(container, clients, {
       controller: this.options.controller, config, ...(this.options.history ? { history: this.options.history } : {}),
-      ...(this.options.expired ? { expired: this.options.expired.has } : {}), onPlannedThenExpired: () => this.expirePlanned(container),
+      ...(this.options.expired ? { expired: this.options.expired.has } : {}),
+      onPlannedThenExpired: (fault, pk, batchId) => this.expirePlanned(container, fault, pk, batchId),
+      beforeCommit: (commits) => this.beforeCommit(container, commits),
+      ...(this.options.onKept ? { onKept: this.options.onKept } : {}),
+      ...(this.options.timeline ? { arrivalMs: (stream: string, shard: string, seq: string, ms: number) => this.options.timeline!.arrivalMs(stream, shard, seq, ms) } : {}),
     });
     const kind = this.options.kind ?? 'source';
     // A cold container compiles the query once; its handler reuses the compiled query.

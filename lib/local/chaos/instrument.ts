@@ -17,7 +17,7 @@ import { S3ServiceException } from '@aws-sdk/client-s3';
 import type { AwsClients } from '../../aws/clients.js';
 import type { RuntimeConfig } from '../../runtime/runtime-config.js';
 import { randomInt } from '../sample-events.js';
-import { ChaosKill, type FaultController } from './faults.js';
+import { ChaosKill, type FaultController, type PlannedFault } from './faults.js';
 import type { SinkHistory } from './history.js';
 import { dynamoDbSentSignatures, dynamoDbSignature } from './retry-ledger.js';
 
@@ -39,8 +39,20 @@ export interface InstrumentOptions {
    * By stream name and sequence number.
    */
   readonly expired?: (streamName: string, shardId: string, sequenceNumber: string) => boolean;
-  /** 'planned-then-expired' struck right after this container planned a batch: the records to expire are chosen by the caller. */
-  readonly onPlannedThenExpired?: () => void;
+  /**
+   * 'planned-then-expired' struck right after this container planned batch `batchId` of the
+   * checkpoint partition `pk`: the records to expire are chosen by the caller.
+   */
+  readonly onPlannedThenExpired?: (fault: PlannedFault, pk: string, batchId: number) => void;
+  /**
+   * Before a transaction with these commit items (`pk`, batch id) is sent: may kill the container
+   * (a retry that ran the planned batch dies before committing it, retention-timeline.ts).
+   */
+  readonly beforeCommit?: (commits: readonly { readonly pk: string; readonly batchId: number }[]) => void;
+  /** The engine claimed a kept copy of batch `batchId` of checkpoint partition `partitionId` (lib/aws/kept-records.ts). */
+  readonly onKept?: (partitionId: string, batchId: number) => void;
+  /** A record's arrival as the function sees it (the simulated backlog, retention-timeline.ts). */
+  readonly arrivalMs?: (streamName: string, shardId: string, sequenceNumber: string, putArrivalMs: number) => number;
 }
 
 type Input = Record<string, unknown> & {
@@ -83,6 +95,14 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       controller.retries.failed('throttle-dynamodb', throttle.at, `${command} ${table}`, signature, container, command === 'PutItemCommand' && table === config.sinkTable, error);
       throw error;
     }
+    if (command === 'TransactWriteItemsCommand' && options.beforeCommit) {
+      const items = (input.TransactItems as { Put?: { Item?: Record<string, { S?: string }> } }[] | undefined) ?? [];
+      const commits = items.flatMap((t) => {
+        const itemSk = t.Put?.Item?.sk?.S ?? '';
+        return itemSk.startsWith('commit#') ? [{ pk: t.Put?.Item?.pk?.S ?? '', batchId: Number(itemSk.slice('commit#'.length)) }] : [];
+      });
+      if (commits.length > 0) options.beforeCommit(commits);
+    }
     if (command === 'TransactWriteItemsCommand') {
       const conflict = controller.hit('transaction', () => 'commit transaction');
       if (conflict?.kind === 'transaction-conflict') {
@@ -109,6 +129,13 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       }
     }
     const output = await next(args);
+    // A kept copy's claim succeeded (its condition held): the batch has a kept copy from now on.
+    if (command === 'UpdateItemCommand' && String(input.UpdateExpression ?? '').includes('keptBatch = :b') && options.onKept) {
+      const claimSk = (input.Key as unknown as { sk?: { S?: string } } | undefined)?.sk?.S ?? '';
+      const batch = (input.ExpressionAttributeValues as { ':b'?: { N?: string } } | undefined)?.[':b']?.N;
+      const body = claimSk.replace(/#expired-planned$/, '');
+      options.onKept(body.slice(0, body.lastIndexOf('#')), Number(batch));
+    }
     // Applied, whether or not this container died meanwhile (a concurrent request's kill): a reader can see it.
     if (command === 'PutItemCommand' && table === config.sinkTable) history?.dynamoDbWrite(input.Item as never);
     deadCheck();
@@ -125,7 +152,7 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       const fault = controller.hit('offset-write', () => `${input.Item?.pk?.S} ${sk}`);
       if (fault?.kind === 'kill-after-plan') killContainer(container, `after planning ${sk}`);
       if (fault?.kind === 'planned-then-expired') {
-        options.onPlannedThenExpired?.();
+        options.onPlannedThenExpired?.(fault, input.Item?.pk?.S ?? '', Number(sk.slice('offset#'.length)));
         killContainer(container, `after planning ${sk}; an outage follows and the batch's first records expire`);
       }
     } else if (command === 'TransactWriteItemsCommand') {
@@ -225,7 +252,7 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     if (short && page.NextShardIterator) {
       controller.retries.failed('short-get-records', short.at, `${page.Records?.length ?? 0} records`, `GetRecords from ${page.NextShardIterator}`, container, true);
     }
-    if (expired) trimExpired(command, input, page, expiredShardOfIterator, expired);
+    if (expired || options.arrivalMs) viewOfStream(command, input, page, expiredShardOfIterator, expired, options.arrivalMs);
     if (command === 'PutRecordsCommand') {
       const fault = controller.hit('sink-write', () => `PutRecords to ${stream}`);
       if (fault?.kind === 'kill-after-sink-write') killContainer(container, `after PutRecords to the internal stream ${stream}`);
@@ -234,12 +261,17 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
   }, { step: 'initialize', name: 'sluiceChaosKinesis' });
 }
 
-type KinesisPage = { ShardIterator?: string; NextShardIterator?: string; Records?: { SequenceNumber?: string }[] };
+type KinesisPage = { ShardIterator?: string; NextShardIterator?: string; Records?: { SequenceNumber?: string; ApproximateArrivalTimestamp?: Date }[] };
 
-/** Leaves expired records out of a GetRecords page (following each iterator to its stream and shard). */
-function trimExpired(
+/**
+ * The stream as the simulated retention timeline shows it: expired records left out of a
+ * GetRecords page, backlog records with their earlier arrival (following each iterator to its
+ * stream and shard).
+ */
+function viewOfStream(
   command: string, input: Input, output: KinesisPage, shardOfIterator: Map<string, { streamName: string; shardId: string }>,
-  expired: (streamName: string, shardId: string, sequenceNumber: string) => boolean,
+  expired: ((streamName: string, shardId: string, sequenceNumber: string) => boolean) | undefined,
+  arrivalMs: InstrumentOptions['arrivalMs'],
 ): void {
   if (command === 'GetShardIteratorCommand' && output.ShardIterator) {
     const { StreamName, ShardId } = input as { StreamName?: string; ShardId?: string };
@@ -249,7 +281,12 @@ function trimExpired(
   const shard = shardOfIterator.get(String((input as { ShardIterator?: string }).ShardIterator ?? ''));
   if (shard === undefined) return;
   if (output.NextShardIterator) shardOfIterator.set(output.NextShardIterator, shard);
-  if (output.Records) output.Records = output.Records.filter((r) => !expired(shard.streamName, shard.shardId, r.SequenceNumber ?? ''));
+  if (output.Records && expired) output.Records = output.Records.filter((r) => !expired(shard.streamName, shard.shardId, r.SequenceNumber ?? ''));
+  if (output.Records && arrivalMs) {
+    output.Records = output.Records.map((r) => (r.ApproximateArrivalTimestamp
+      ? { ...r, ApproximateArrivalTimestamp: new Date(arrivalMs(shard.streamName, shard.shardId, r.SequenceNumber ?? '', r.ApproximateArrivalTimestamp.getTime())) }
+      : r));
+  }
 }
 
 /** A BatchWriteItem request's item key (what a resend of it names again). */

@@ -125,3 +125,30 @@ export function retentionLoss(options: {
   }
   return { lost: unionOfLost(recorded.lost, redriven), recorded: recorded.recorded, lossyBatches: recorded.lossyBatches, diff };
 }
+
+/**
+ * The kept-records contract, as the run showed it (retention-timeline.ts): every planned batch a
+ * 'planned-then-expired' trim struck (`trimmed`, `<partition>#<batch id>`) has a kept copy or a
+ * recorded loss, and no batch with a kept copy recorded a loss. A batch neither kept nor lossy
+ * whose trimmed records are missing from the answer is already lost in the comparison; here it is
+ * named, and counted once per batch.
+ */
+export function keptOrLost(options: {
+  readonly trimmed: readonly LossyBatch[];
+  readonly kept: ReadonlySet<LossyBatch>;
+  readonly lossy: ReadonlySet<LossyBatch>;
+}): Diff {
+  const diff = emptyDiff();
+  const note = (text: string): void => { if (diff.examples.length < 6) diff.examples.push(text); };
+  for (const b of new Set(options.trimmed)) {
+    if (options.kept.has(b) || options.lossy.has(b)) continue;
+    diff.lost++;
+    note(`planned batch ${b} lost records to a trim, and neither kept them nor recorded a loss`);
+  }
+  for (const b of options.lossy) {
+    if (!options.kept.has(b)) continue;
+    diff.mismatched++;
+    note(`batch ${b} recorded a loss to retention although it had a kept copy of its records`);
+  }
+  return diff;
+}

@@ -49,6 +49,7 @@ import { compileQuery } from '../../query/compiled-query.js';
 import { formatProgressLine } from '../dev/report.js';
 import { addDiff, compareDeadLetters, compareRows, emptyDiff, type Diff } from './compare.js';
 import { ChaosFunction, ExpiredRecords } from './chaos-function.js';
+import { Backlog, STREAM_RETENTION_HOURS } from './retention-timeline.js';
 import { ChaosKill, FAULT_POINT, FaultController, type FaultKind, type FaultPoint, type InjectedFault, type PlannedFault, type PointCounts } from './faults.js';
 import { expireAndRedrive, type ExpiryOutcome, type OutageRecord } from './expiry.js';
 import { SinkHistory, type HistoryFigures } from './history.js';
@@ -58,7 +59,7 @@ import { countingLateRows, subsetsBySize } from './late-rows.js';
 import { keyColumnsOf, runInMemory, runMultiSourceInMemory, type PlacedRecord } from './memory-reference.js';
 import { chainedAggregatesQuery, generatePayments, joinThenAggregateQuery, withSaleIds } from './staged-queries.js';
 import { withWrites } from './sink-wrapper.js';
-import { deadLettersBesideLoss, retentionLoss, runRecordsOf, type RecordedLoss, type RunRecord } from './retention-loss.js';
+import { deadLettersBesideLoss, keptOrLost, retentionLoss, runRecordsOf, type RecordedLoss, type RunRecord } from './retention-loss.js';
 import { planRunFaults, undivisibleStages } from './run-plan.js';
 import { zombieChoiceFrom, type ZombieChoice } from './zombie-choice.js';
 import { formatRetryFigures, retriesOf, totalRetries, type FailSafeKind, type RetryFigures } from './retry-ledger.js';
@@ -98,7 +99,10 @@ export interface ChaosOptions {
   readonly scheduledFaults?: boolean;
   /** Also plan 'reshard-mid-run' (split or merge the stream a function reads, mid-run; default false). */
   readonly reshard?: boolean;
-  /** Also plan 'planned-then-expired' (a planned batch's records expire before it re-runs; default false). */
+  /**
+   * Plan 'planned-then-expired' under the simulated retention timeline (retention-timeline.ts; a
+   * planned batch's records expire before it re-runs; default false until the runs pass).
+   */
   readonly expirePlanned?: boolean;
   /** Test hook: changes the sink every function of a run writes through (e.g. a sink that writes twice); run 0 is fault-free. */
   readonly decorateSink?: (sink: Sink, run: number) => Sink;
@@ -135,7 +139,11 @@ export interface QueryOutcome {
     readonly planned: number; readonly deadLettered: number; readonly others: number; readonly recordedAsSkipped: number; readonly skippedRanges: number;
   };
   /** 'skipped-then-expired': skipped ranges that expired, records the re-drive reported expired, records really lost (never committed). */
-  readonly expired: { readonly ranges: number; readonly reported: number; readonly lost: number; readonly recordedByEngine: number };
+  readonly expired: {
+    readonly ranges: number; readonly reported: number; readonly lost: number; readonly recordedByEngine: number;
+    /** Batches with a kept copy; planned batches a trim struck; frozen attempts a trim killed (retention-timeline.ts). */
+    readonly kept: number; readonly trimmedBatches: number; readonly zombiesTimedOut: number;
+  };
   /** The fail-safe faults: how each was sent again, and those whose defence did not act (retry-ledger.ts). */
   readonly retries: {
     readonly figures: Partial<Record<FailSafeKind, RetryFigures>>; readonly broken: readonly string[];
@@ -209,6 +217,11 @@ interface QueryRun {
   readonly retention: RecordedLoss;
   /** S3 sinks: every key under the sink's prefix at the end (the history must have seen each). */
   readonly listed: readonly string[];
+  /** Batches the engine kept a copy of, and planned batches a 'planned-then-expired' trim struck (`<partition>#<batch id>`). */
+  readonly kept: ReadonlySet<string>;
+  readonly trimmed: readonly string[];
+  /** Frozen attempts a trim of records they read while not at risk killed (never woke). */
+  readonly zombiesTimedOut: readonly string[];
 }
 
 interface GaveUp {
@@ -293,6 +306,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const placedPayments: PlacedRecord[] = payments.map((r, i) => ({ ...putPayments[i]!, partitionKey: r.partitionKey, data: r.data }));
       const rnd = createPrng(seed * 7919 + run);
       const expired = new ExpiredRecords();
+      // The simulated retention (retention-timeline.ts): half of each shard's first wave is an old backlog, at risk.
+      const timeline = options.expirePlanned === true
+        ? new Backlog().mark(d.streamName, placed).mark(paymentsStream, placedPayments)
+        : undefined;
       const parts = await Promise.all(queries.map(async (definition) => {
         const hops = hopsOf.get(definition.name)!;
         // One internal stream per hop (the first keeps the name it had with one hop).
@@ -311,10 +328,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           ...(hops > 0 ? { repartitionStreamName: internalStreams[0]! } : {}),
           ...(hops > 1 ? { repartitionStreamNames: internalStreams } : {}),
           ...(isMultiSource(definition) ? { sourceStreams } : {}),
+          // The retention the harness simulates, so the engine keeps what the harness may trim (retention-timeline.ts).
+          ...(timeline ? { streamRetentionHours: STREAM_RETENTION_HOURS } : {}),
         };
         const history = new SinkHistory(keyColumns.get(definition.name)!, definition.sink.kind === 'dynamodb' ? '' : sinkPrefixOf(definition, config));
         const discarded: string[] = [];
         const gaveUp: GaveUp[] = [];
+        /** Batches the engine kept a copy of (`<partition>#<batch id>`, retention-loss.ts keptOrLost). */
+        const kept = new Set<string>();
+        const onKept = (partitionId: string, batchId: number): void => { kept.add(`${partitionId}#${batchId}`); };
         // The deployed on-failure function: records each skipped range in the checkpoint table.
         const onFailureHandler = createOnFailureHandler(definition, { config, clientOptions: emulators!.clientOptions, observability });
         const onFailure = async (info: BatchFailureInfo): Promise<void> => {
@@ -355,7 +377,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           };
           const fn = new ChaosFunction({
             definition, kind: f.kind, config, clientOptions: emulators!.clientOptions, controller, observability, onInvocation, reshard, streamName: f.streamName, expired,
-            trace: (line) => trace(`r${run} ${f.id} ${line}`), history, poison,
+            trace: (line) => trace(`r${run} ${f.id} ${line}`), history, poison, ...(timeline ? { timeline } : {}), onKept,
             ...(zombieChoices.has(f.id) ? { zombieChoice: zombieChoices.get(f.id)! } : {}),
             ...(options.decorateSink ? { decorateSink: (sink: Sink) => options.decorateSink!(sink, run) } : {}),
           });
@@ -386,7 +408,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             const before = { ...scheduledController.counts };
             const container: ContainerHandle = { id: ++scheduledContainers, dead: false };
             const own = createAwsClients(emulators!.clientOptions);
-            instrumentClients(container, own, { controller: scheduledController, config, history, expired: expired.has });
+            instrumentClients(container, own, {
+              controller: scheduledController, config, history, expired: expired.has, onKept,
+              // A tick that runs a planned batch is a retry of it too (a deferred trim strikes there as well).
+              beforeCommit: (commits) => { for (const f of functions) f.fn.beforeCommit(container, commits); },
+              ...(timeline ? { arrivalMs: (stream: string, shard: string, seq: string, ms: number) => timeline.arrivalMs(stream, shard, seq, ms) } : {}),
+            });
             const scheduled = createScheduledTriggerHandler(definition, { config, clients: own, observability, onInvocation, decorateSink: decorate });
             let failure: string | undefined;
             let idle = false;
@@ -421,7 +448,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         };
         const certain = (): PointCounts => Object.fromEntries(Object.entries(Object.keys(tickFloor).length > 0 ? tickFloor : busyFloor)
           .map(([point, n]) => [point, (n ?? 0) * ticks]));
-        return { definition, config, functions, tick, history, discarded, gaveUp, scheduledController, certain };
+        return { definition, config, functions, tick, history, discarded, gaveUp, scheduledController, certain, kept };
       }));
       const mappings = parts.flatMap((p) => p.functions.map((f) => f.esm));
       const drain = async (): Promise<void> => {
@@ -475,6 +502,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           out.set(p.definition.name, {
             rows: contents.rows, deadLetters, listed, history: p.history, discarded: p.discarded, gaveUp: p.gaveUp, expiry, recordedSkips,
             retention: retentionLoss({ recorded: recordedSkips, records: runRecords, expired: expired.has, redriveLost: expiry.lostRecords }),
+            kept: p.kept,
+            trimmed: p.functions.flatMap((f) => f.fn.trimmedBatches.map((t) => `${t.pk.slice(t.pk.indexOf('#') + 1)}#${t.batchId}`)),
+            zombiesTimedOut: p.functions.flatMap((f) => f.fn.zombiesTimedOut.map((z) => `${f.id} ${z}`)),
             committed: await committedBatches(clients!, d.checkpointTable, p.definition.name, hopsOf.get(p.definition.name)!),
             functions: [
               ...p.functions.map((f) => ({ id: f.id, controller: f.controller, stats: f.esm.stats, processesKilled: f.fn.processesKilled, zombieWakes: f.fn.zombieWakes })),
@@ -594,6 +624,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         addDiff(diff, { ...judged.diff, examples: [...judged.diff.examples] });
         addDiff(diff, got.expiry.diff);
         addDiff(diff, got.retention.diff);
+        // Every trimmed planned batch kept or recorded lost, never both (the kept-records contract).
+        addDiff(diff, keptOrLost({ trimmed: got.trimmed, kept: got.kept, lossy: got.retention.lossyBatches }));
         // UnprocessedItems dropped: a purge that silently leaves items behind.
         const neverResent = got.functions.flatMap((f) => f.controller.neverResent);
         if (neverResent.length > 0) addDiff(diff, { lost: 0, duplicated: 0, mismatched: neverResent.length, examples: [`never sent again: ${neverResent[0]}`] });
@@ -613,7 +645,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             unchallenged: got.functions.flatMap((f) => (f.zombieWakes?.unchallenged ?? []).map((z) => `${f.id} ${z}`)),
           },
           history: { ...got.history.figures(got.committed), diff: judged.diff }, poison: judged.poison,
-          expired: { ranges: got.expiry.ranges, reported: got.expiry.reportedExpired, lost: lost.length, recordedByEngine: got.retention.recorded },
+          expired: {
+            ranges: got.expiry.ranges, reported: got.expiry.reportedExpired, lost: lost.length, recordedByEngine: got.retention.recorded,
+            kept: got.kept.size, trimmedBatches: got.trimmed.length, zombiesTimedOut: got.zombiesTimedOut.length,
+          },
           retries: retriesOf(got.functions.map((f) => ({ id: f.id, ledger: f.controller.retries }))),
         };
       }));
@@ -644,6 +679,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }
       print(`    fail-safe faults, how their request was sent again: ${formatRetryFigures(totalRetries(qs.map((q) => q.retries.figures)))}`);
       print(`    faults planned/happened: ${formatKinds(qs)}`);
+      if (options.expirePlanned === true) {
+        const sum = (k: 'kept' | 'trimmedBatches' | 'zombiesTimedOut' | 'recordedByEngine'): number => qs.reduce((n, q) => n + q.expired[k], 0);
+        print(`    retention timeline: ${sum('trimmedBatches')} planned batches trimmed, ${sum('kept')} batches kept a copy, `
+          + `${sum('recordedByEngine')} records recorded lost by the engine, ${sum('zombiesTimedOut')} frozen attempts timed out before their records expired`);
+      }
     }
     const total = (k: 'lost' | 'duplicated' | 'mismatched' | 'missed'): number => outcomes.reduce((n, o) => n + o[k], 0);
     const faultsInjected = Object.values(byKind).reduce((n, c) => n + (c ?? 0), 0);
