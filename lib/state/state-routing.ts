@@ -12,7 +12,9 @@
  * session windows: `[keyValues, ...]`), else from the key (`encodeKey` of the key values:
  * deduplication; a stream-stream join's stores, `<encoded join key>` and `<encoded join key>#<index>`).
  * On the source stream a join's state can be merged, not split (its keys are not the stream's
- * partition key); through the hop it is routed by the join keys the hop routes by.
+ * partition key); through the hop it is routed by the join keys the hop routes by. A join key
+ * holding a NULL compared with `=` never matches: its rows may sit in any shard, and a merge keeps
+ * them all (`joinSide`).
  */
 import { createHash } from 'node:crypto';
 import { stringifyWithLongs } from '../core/long.js';
