@@ -5,7 +5,8 @@
  * child's batch 0, written through the same protocol as any batch (docs/state-layout.md):
  *
  *   1. state version 1 of every store (the filtered or merged entries, sorted: identical bytes when
- *      written again);
+ *      written again; a stream-stream join side's two stores are merged as one multimap, so rows
+ *      under a NULL join key, which never match and sit where their row was routed, are all kept);
  *   2. `offset#0` (put if absent): the source's starting offset (stage 2 carries what its parents
  *      applied per source shard) and the parents' watermarks;
  *   3. `commit#0` (conditional, as every commit): from here on the child runs as usual, batch 1
@@ -17,6 +18,7 @@
  * one commit succeeds.
  */
 import { CheckpointError } from '../errors/sluice-error.js';
+import { unionJoinSide } from '../execution/join/join-state-manager.js';
 import type { Offset } from '../sources/source.js';
 import { inHashKeyRange, kinesisHashKey, type HashKeyRange, type StoreRouting } from '../state/state-routing.js';
 import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type OffsetSeq } from './checkpoint.js';
@@ -67,30 +69,80 @@ async function endOf(parent: SeedParent): Promise<ParentEnd | null> {
 
 const contains = (outer: HashKeyRange, inner: HashKeyRange): boolean => inner.start >= outer.start && inner.end <= outer.end;
 
-/** The child's entries of one store: each parent's, filtered to the child's range when it split. */
+/** One parent's entries of one store, filtered to the child's range when it split. */
+async function parentEntries(request: SeedRequest, end: ParentEnd, store: StoreRouting): Promise<Map<string, unknown>> {
+  const state = await end.parent.checkpoint.stateStore.open(store.id, end.stateVersion);
+  const whole = contains(request.childRange, end.parent.range);
+  const kept = new Map<string, unknown>();
+  for (const [key, value] of state.entries()) {
+    if (!whole) {
+      const routingKey = store.routingKey?.(key, value) ?? null;
+      if (routingKey === null) throw unsplittable(request, end.parent, store);
+      if (!inHashKeyRange(kinesisHashKey(routingKey), request.childRange)) continue;
+    }
+    kept.set(key, value);
+  }
+  state.abort();
+  return kept;
+}
+
+function conflict(request: SeedRequest, store: StoreRouting): CheckpointError {
+  return new CheckpointError(
+    `State key ${store.id.operatorId}/${store.id.storeName} of ${request.childPartitionId} is held by both of its merged parents; `
+    + 'a merge can only union states whose keys are disjoint.',
+    { code: 'RESHARD_STATE_CONFLICT', context: { child: request.childPartitionId, parents: request.parents.map((p) => p.partitionId) } },
+  );
+}
+
+/** The child's entries of one store: the union of its parents' (a key held twice is refused). */
 async function carriedEntries(request: SeedRequest, ends: readonly ParentEnd[], store: StoreRouting): Promise<Map<string, unknown>> {
   const carried = new Map<string, unknown>();
   for (const end of ends) {
-    const state = await end.parent.checkpoint.stateStore.open(store.id, end.stateVersion);
-    const whole = contains(request.childRange, end.parent.range);
-    for (const [key, value] of state.entries()) {
-      if (!whole) {
-        const routingKey = store.routingKey?.(key, value) ?? null;
-        if (routingKey === null) throw unsplittable(request, end.parent, store);
-        if (!inHashKeyRange(kinesisHashKey(routingKey), request.childRange)) continue;
-      }
-      if (carried.has(key)) {
-        throw new CheckpointError(
-          `State key ${store.id.operatorId}/${store.id.storeName} of ${request.childPartitionId} is held by both of its merged parents; `
-          + 'a merge can only union states whose keys are disjoint.',
-          { code: 'RESHARD_STATE_CONFLICT', context: { child: request.childPartitionId, parents: request.parents.map((p) => p.partitionId) } },
-        );
-      }
+    for (const [key, value] of await parentEntries(request, end, store)) {
+      if (carried.has(key)) throw conflict(request, store);
       carried.set(key, value);
     }
-    state.abort();
   }
   return carried;
+}
+
+/**
+ * The child's entries of a join side's two stores, merged as one multimap: rows under a key that
+ * never matches (a NULL key) may sit in both parents, and the child holds all of them.
+ */
+async function carriedJoinSide(
+  request: SeedRequest, ends: readonly ParentEnd[], counts: StoreRouting, rows: StoreRouting,
+): Promise<[Map<string, unknown>, Map<string, unknown>]> {
+  const parents = [];
+  for (const end of ends) parents.push({ counts: await parentEntries(request, end, counts), rows: await parentEntries(request, end, rows) });
+  const union = unionJoinSide(parents, counts.joinSide!.neverMatches);
+  if ('conflict' in union) throw conflict(request, counts);
+  return [union.counts, union.rows];
+}
+
+/** Writes every store's carried entries as the child's version 1, a join side's two stores together (one store's entries in memory at a time otherwise). */
+async function seedStores(request: SeedRequest, ends: readonly ParentEnd[]): Promise<void> {
+  const written = new Set<StoreRouting>();
+  const write = async (store: StoreRouting, entries: Map<string, unknown>): Promise<void> => {
+    const seeded = await request.child.stateStore.open(store.id, 0);
+    for (const key of [...entries.keys()].sort()) seeded.put(key, entries.get(key));
+    await seeded.commit();
+    written.add(store);
+  };
+  for (const store of request.stores) {
+    if (written.has(store)) continue;
+    const side = store.joinSide;
+    const partner = side && request.stores.find((s) => s !== store && s.id.operatorId === store.id.operatorId
+      && s.joinSide?.side === side.side && s.joinSide.part !== side.part);
+    if (!side || !partner) {
+      await write(store, await carriedEntries(request, ends, store));
+      continue;
+    }
+    const [countStore, rowStore] = side.part === 'counts' ? [store, partner] : [partner, store];
+    const [counts, rows] = await carriedJoinSide(request, ends, countStore, rowStore);
+    // In the stage's store order, as before.
+    for (const s of request.stores.filter((x) => x === countStore || x === rowStore)) await write(s, s === countStore ? counts : rows);
+  }
 }
 
 function unsplittable(request: SeedRequest, parent: SeedParent, store: StoreRouting): CheckpointError {
@@ -121,12 +173,7 @@ export async function seedFromParents(request: SeedRequest): Promise<SeedOutcome
   const metadata = await ends[0]!.parent.checkpoint.readQueryMetadata();
   if (metadata && !(await child.readQueryMetadata())) await child.writeQueryMetadata(metadata);
 
-  for (const store of request.stores) {
-    const entries = await carriedEntries(request, ends, store);
-    const seeded = await child.stateStore.open(store.id, 0);
-    for (const key of [...entries.keys()].sort()) seeded.put(key, entries.get(key));
-    await seeded.commit();
-  }
+  await seedStores(request, ends);
 
   const startOffsetOf = (sourceName: string): Offset | null => request.startOffset(
     request.parents.map((p) => ends.find((e) => e.parent === p)?.offsets.offsets[sourceName] ?? null),

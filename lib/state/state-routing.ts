@@ -12,15 +12,18 @@
  * session windows: `[keyValues, ...]`), else from the key (`encodeKey` of the key values:
  * deduplication; a stream-stream join's stores, `<encoded join key>` and `<encoded join key>#<index>`).
  * On the source stream a join's state can be merged, not split (its keys are not the stream's
- * partition key); through the hop it is routed by the join keys the hop routes by.
+ * partition key); through the hop it is routed by the join keys the hop routes by. A join key
+ * holding a NULL compared with `=` never matches: its rows may sit in any shard, and a merge keeps
+ * them all (`joinSide`).
  */
 import { createHash } from 'node:crypto';
 import { stringifyWithLongs } from '../core/long.js';
 import { resolveName } from '../analysis/binder.js';
 import { sourceColumnOf } from '../analysis/partitioning.js';
 import { isStatefulOperator } from '../analysis/stateful-operators.js';
+import { streamStreamJoinBounds } from '../analysis/streaming-join-helper.js';
 import { unalias } from '../plan/expressions.js';
-import { planChildren, type LogicalPlan } from '../plan/logical-plan.js';
+import { planChildren, type JoinNode, type LogicalPlan } from '../plan/logical-plan.js';
 import type { StateStoreId } from './state-store.js';
 
 /** Kinesis's routing: the MD5 of the partition key as a 128-bit unsigned number. */
@@ -45,6 +48,17 @@ export interface StoreRouting {
   readonly routingKey: ((key: string, value: unknown) => string | null) | null;
   /** Why the store cannot be split by key (when `routingKey` is null). */
   readonly unroutable?: string;
+  /**
+   * A stream-stream join's store: with the other store of its side it holds one multimap (join
+   * key → rows), merged together (`unionJoinSide`). `neverMatches` tells a key whose rows can never
+   * match (a NULL compared with `=`): such rows do not follow their key's hash (a preserved side's
+   * NULL-padded column sits where its row was routed), so merged parents may both hold the key.
+   */
+  readonly joinSide?: {
+    readonly side: string;
+    readonly part: 'counts' | 'rows';
+    readonly neverMatches: (keyValues: readonly unknown[]) => boolean;
+  };
 }
 
 /** Where the routing value sits among an operator's key values, per operator kind. */
@@ -134,14 +148,30 @@ export function decodeKey(key: string): unknown[] | null {
   }
 }
 
+/** Whether a join's key values can never match: a NULL where the key is compared with `=` (not `<=>`). */
+function joinNeverMatches(join: JoinNode): (keyValues: readonly unknown[]) => boolean {
+  const nullSafe = streamStreamJoinBounds(join).split.keys.map((k) => k.nullSafe);
+  return (keyValues) => keyValues.some((v, i) => (v === null || v === undefined) && nullSafe[i] !== true);
+}
+
 function routingFor(
-  operatorId: number, stores: readonly string[], positions: KeyPositions, keyOf: (values: readonly unknown[]) => string | null, join = false,
+  operatorId: number, node: LogicalPlan, stores: readonly string[], positions: KeyPositions, keyOf: (values: readonly unknown[]) => string | null,
 ): StoreRouting[] {
+  const join = node.kind === 'Join';
+  const neverMatches = join ? joinNeverMatches(node) : null;
   return stores.map((storeName) => {
     const id = { operatorId, storeName };
-    if ('unroutable' in positions) return { id, routingKey: null, unroutable: positions.unroutable };
+    const joinSide = neverMatches ? {
+      joinSide: {
+        side: storeName.slice(0, storeName.indexOf('-')),
+        part: storeName.endsWith('keyWithIndexToValue') ? 'rows' as const : 'counts' as const,
+        neverMatches,
+      },
+    } : {};
+    if ('unroutable' in positions) return { id, routingKey: null, unroutable: positions.unroutable, ...joinSide };
     return {
       id,
+      ...joinSide,
       routingKey: (key: string, value: unknown) => {
         const values = join ? joinKeyValuesOf(storeName, key) : keyValuesOf(key, value);
         return values === null ? null : keyOf(positions.positions.map((p) => values[p]));
@@ -153,7 +183,7 @@ function routingFor(
 /** A one-stage query on the source stream: entries follow their partition-key column. */
 export function sourceStreamStateRouting(plan: LogicalPlan, partitionKey: string | undefined): StoreRouting[] {
   return stateStoresOf(plan).flatMap(({ operatorId, node, stores }) => routingFor(
-    operatorId, stores, partitionKeyPositions(node, partitionKey),
+    operatorId, node, stores, partitionKeyPositions(node, partitionKey),
     ([v]) => (v === null || v === undefined ? null : String(v)),
   ));
 }
@@ -170,7 +200,7 @@ export function repartitionStateRouting(
 ): StoreRouting[] {
   const operators = stateStoresOf(plan);
   const routingOf = (operatorId: number, node: LogicalPlan, stores: readonly string[], positions: KeyPositions): StoreRouting[] =>
-    routingFor(operatorId, stores, positions, (values) => repartitionRoutingKey(values), node.kind === 'Join');
+    routingFor(operatorId, node, stores, positions, (values) => repartitionRoutingKey(values));
   if (perOperator) {
     return operators.flatMap(({ operatorId, node, stores }) => {
       const positions = perOperator[operatorId];

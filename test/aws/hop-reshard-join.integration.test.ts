@@ -15,6 +15,7 @@ import { compileQuery } from '../../lib/query/compiled-query.js';
 import type { MultiSourceQueryDefinition } from '../../lib/query/query-definition.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
 import { canonicalRow, inMemoryJoin, joinEvents, joinPhases, joinQuery, prng, type Order } from '../support/join-queries.js';
+import { inMemoryNullKeyJoins, nullKeyEvents, nullKeyOuterJoins, nullKeyPhases } from '../support/null-key-join.js';
 import { inMemoryThree, joinThenJoin, joinThenJoinOnOtherKey, joinThenWindowedSum, shipmentsByAmount, shipmentsFor } from '../support/chain-queries.js';
 
 let emulators: EmulatorSet;
@@ -138,5 +139,46 @@ describe('resharding the internal stream under a stream-stream join', () => {
     const carried = children.slice(0, 2).map((s) => joinRowsAtStart(d, s, 1));
     expect(carried.every((n) => n !== null && n > 0)).toBe(true);
     for (const child of children) expect(d.results.some((r) => r.shardId === child && r.result.stage.index === 1 && r.result.progress.length > 0)).toBe(true);
+  }, TIMEOUT);
+
+  /**
+   * NULL join keys on preserved sides (test/support/null-key-join.ts): payments without a ref, and
+   * the first join's NULL-padded orders under the second join's key. The padded rows sit on the
+   * shard their ref was routed to, so after the split both children buffer rows under the NULL
+   * key; the merge's child must start from all of them (before: RESHARD_STATE_CONFLICT, the child
+   * refused and never ran) and emit each NULL row once.
+   */
+  it('outer joins with NULL keys on their preserved sides: split, then merge, mid-run — the in-memory answer', async () => {
+    const query = nullKeyOuterJoins('hop-reshard-null-keys');
+    const compiled = compileQuery(query, { allowRepartition: true });
+    const events = nullKeyEvents(150, 5);
+    const expected = await inMemoryNullKeyJoins(query, events);
+    // Rows whose NULL key waited in state on a preserved side, in both joins.
+    expect(expected.filter((r) => r.includes('"ref":null')).length).toBeGreaterThan(3);
+    expect(expected.filter((r) => r.includes('"order_id":null') && !r.includes('"ref":null')).length).toBeGreaterThan(3);
+    const d = await deploy(emulators, query, 2, { repartitionShards: 1, expectedShardCount: undefined, hops: compiled.hops.length });
+    const hop0 = d.config.repartitionStreamNames?.[0] ?? d.config.repartitionStreamName!;
+    const rand = prng(41);
+    const phases = nullKeyPhases(events);
+    const reshards: readonly ReshardStep[][] = [[{ split: 'first-open' }], [{ merge: 'first-adjacent' }]];
+    const children: string[] = [];
+    for (let i = 0; i < phases.length; i++) {
+      for (const source of ['orders', 'payments', 'shipments'] as const) {
+        await d.put(phases[i]![source].map((e) => ({ data: JSON.stringify(e), partitionKey: `k${Math.floor(rand() * 1e6)}` })), source);
+      }
+      await d.drain({ batchSize: 20 });
+      if (reshards[i]) children.push(...(await reshardStream(d.clients.kinesis, hop0, reshards[i]!)).flat());
+    }
+    await d.drain({ batchSize: 20 });
+    for (let tick = 0; tick <= compiled.hops.length + 1; tick++) await d.tick(Date.now() + 3_600_000);
+    const rows = (await readS3Files(d.clients.s3, d.config.sinkBucket!, d.config.sinkPrefix)).map((r) => canonicalRow(r)).sort();
+    expect(d.results.map((r) => (r.result.error as { code?: string } | undefined)?.code).filter((c) => c !== undefined && c !== 'RESHARD_PARENT_PENDING' && c !== 'REPARTITION_RESHARDED')).toEqual([]);
+    expect(rows).toEqual(expected);
+    expect(children.length).toBe(3);
+    for (const child of children) expect(d.results.some((r) => r.shardId === child && r.result.stage.index === 1 && r.result.progress.length > 0)).toBe(true);
+    // The merge's child started from rows of both parents.
+    const [a, b, merged] = children.map((s) => joinRowsAtStart(d, s, 1));
+    expect(merged).toBeGreaterThan(0);
+    expect(a! + b!).toBeGreaterThan(0);
   }, TIMEOUT);
 });

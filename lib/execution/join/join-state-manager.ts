@@ -107,3 +107,48 @@ export class JoinStateManager {
     return removed;
   }
 }
+
+/** One parent's entries of a side's two stores (already restricted to the child's range). */
+export interface JoinSideEntries {
+  readonly counts: ReadonlyMap<string, unknown>;
+  readonly rows: ReadonlyMap<string, unknown>;
+}
+
+/**
+ * The union of several parents' entries of one join side, for a merged shard. A key held by one
+ * parent keeps its entries as they are. A key held by several is refused (`conflict`) unless its
+ * rows can never match (`neverMatches`: a NULL compared with `=`): they are independent rows, each
+ * waiting for the watermark to emit its NULL row on a preserved side, so the merged key holds all of
+ * them, re-indexed 0..n-1 in parent order, then index order (deterministic bytes when written again).
+ */
+export function unionJoinSide(
+  parents: readonly JoinSideEntries[], neverMatches: (keyValues: readonly unknown[]) => boolean,
+): { counts: Map<string, unknown>; rows: Map<string, unknown> } | { conflict: string } {
+  const holders = new Map<string, number[]>();
+  parents.forEach((p, i) => { for (const key of p.counts.keys()) holders.set(key, [...(holders.get(key) ?? []), i]); });
+  const shared = new Set([...holders].filter(([, held]) => held.length > 1).map(([key]) => key));
+  const counts = new Map<string, unknown>();
+  const rows = new Map<string, unknown>();
+  for (const p of parents) {
+    for (const [key, entry] of p.counts) if (!shared.has(key)) counts.set(key, entry);
+    for (const [key, row] of p.rows) if (!shared.has(baseKeyOf(key))) rows.set(key, row);
+  }
+  for (const key of shared) {
+    const entries = holders.get(key)!.map((i) => [parents[i]!, parents[i]!.counts.get(key) as KeyEntry] as const);
+    if (!neverMatches(entries[0]![1].key)) return { conflict: key };
+    let n = 0;
+    for (const [p, entry] of entries) {
+      for (let i = 0; i < entry.count; i++) {
+        const row = p.rows.get(indexKey(key, i));
+        if (row !== undefined) rows.set(indexKey(key, n++), row);
+      }
+    }
+    counts.set(key, { key: entries[0]![1].key, count: n } satisfies KeyEntry);
+  }
+  return { counts, rows };
+}
+
+/** The join key of a `keyWithIndexToValue` entry (`<key>#<index>`). */
+function baseKeyOf(indexedKey: string): string {
+  return indexedKey.slice(0, indexedKey.lastIndexOf('#'));
+}
