@@ -25,7 +25,7 @@ import { createFunctionClients } from './function-clients.js';
 import { createAwsQueryBackends, type BackendsNamespace } from './aws-backends.js';
 import { namespaceFence, readNamespacePointer } from './query-namespace.js';
 import { RefusedShardStore } from './refused-shards.js';
-import { ReshardGuard } from './reshard-guard.js';
+import { ReshardGuard, type StageLayoutAccess } from './reshard-guard.js';
 import { skippedRangesOf } from './skipped-batches.js';
 import { createObservability, recordBatchProgress, recordExpiredLoss, type Observability } from './observability.js';
 import { inSubsegment, tracerForClients } from './tracing.js';
@@ -136,6 +136,12 @@ function createShardHandler(
         const forPartition = decorate((shardId, stage) => backends.forPartition(shardId, stage));
         // The guard seeds children through the same (decorated) checkpoint the invocations use.
         const refusals = new RefusedShardStore({ client: sdk.dynamodb, checkpointTable: config.checkpointTable, namespace: namespace.location.namespace });
+        let sourceGuard: ReshardGuard | undefined;
+        const layout: StageLayoutAccess = {
+          streamOf: (stage) => backends.streamOf(stage),
+          checkpointOf: (stage, shardId) => forPartition(shardId, stage).checkpoint,
+          sourceFinished: (shardId, shards) => (sourceGuard ??= guardOf(query.sourceStage)).finishedShard(shardId, shards),
+        };
         const guardOf = (stage: QueryStage): ReshardGuard => {
           const internal = stage.reads === 'internal-stream';
           return new ReshardGuard({
@@ -144,6 +150,7 @@ function createShardHandler(
             reader: backends.readerOf(stage),
             skippedRanges: skippedRangesOf(sdk.dynamodb, config.checkpointTable, query.name, stage),
             refusals,
+            layout,
             ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
           });
         };

@@ -15,6 +15,16 @@ export interface LayoutParent {
   readonly checkpoint: Checkpoint;
 }
 
+/** The parents that ran stateful operators (their state is left behind by a stateless child). */
+export async function parentsHoldingState<P extends LayoutParent>(parents: readonly P[]): Promise<P[]> {
+  const holding: P[] = [];
+  for (const parent of parents) {
+    const stored = await parent.checkpoint.readQueryMetadata();
+    if ((stored?.fingerprint.statefulOperators ?? []).length > 0) holding.push(parent);
+  }
+  return holding;
+}
+
 /** Throws RESHARD_STAGE_CHANGED when a stateless child's parent ran stateful operators. */
 export async function refuseStateLeftInParents(childPartitionId: string, parents: readonly LayoutParent[]): Promise<void> {
   for (const parent of parents) {
