@@ -119,7 +119,7 @@ function createShardHandler(
     });
   };
   type ForPartition = (shardId: string, stage: QueryStage) => PartitionBackends;
-  type Guards = Map<QueryStage, { check(shardId: string): Promise<void> } | null>;
+  type Guards = Map<QueryStage, { check(shardId: string): Promise<void>; movedToStageTwo?(shardId: string): Promise<boolean> } | null>;
   const decorate = (base: ForPartition): ForPartition => (shardId, stage) => (options.decorateBackends ?? ((b) => b))(base(shardId, stage));
   /** The partitions' backends and reshard guards of the namespace an invocation runs in. */
   let wiringOf: (namespace: BackendsNamespace) => { forPartition: ForPartition; guards: Guards };
@@ -210,7 +210,10 @@ function createShardHandler(
       try {
         wiring ??= wiringOf(await currentNamespace());
         const { forPartition } = wiring;
-        await wiring.guards.get(stage)?.check(shardId);
+        const guard = wiring.guards.get(stage);
+        await guard?.check(shardId);
+        // A one-stage shard whose state moved to stage 2 is finished: what is delivered again was committed.
+        if (await guard?.movedToStageTwo?.(shardId)) continue;
         result = await inSubsegment(tracer, 'sluice batch', { query: definition.name, shard: shardId, stage: stage.kind },
           () => runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId, stage)));
       } catch (error) {

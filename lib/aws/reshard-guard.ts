@@ -128,6 +128,8 @@ export class ReshardGuard {
   /** Partitions that committed or were seeded: nothing to check again in this container. */
   private readonly ready = new Set<string>();
   private readonly finished = new Set<string>();
+  /** Source shards that ran in one stage and whose state moved to stage 2 (or not: false). */
+  private readonly moved = new Map<string, boolean>();
   private readonly stores: StoreRouting[];
 
   constructor(private readonly options: ReshardGuardOptions) {
@@ -261,8 +263,10 @@ export class ReshardGuard {
     const shards = await listStreamShards(this.options.kinesis, layout.streamOf(source));
     const holding: string[] = [];
     for (const shard of shards) {
-      const stored = await layout.checkpointOf(source, shard.ShardId!).readQueryMetadata();
-      if ((stored?.fingerprint.statefulOperators ?? []).length > 0) holding.push(shard.ShardId!);
+      // A child refused before a redeploy has no commit (and no metadata, reshard-seed.ts): it holds nothing.
+      const checkpoint = layout.checkpointOf(source, shard.ShardId!);
+      const stored = await checkpoint.readQueryMetadata();
+      if ((stored?.fingerprint.statefulOperators ?? []).length > 0 && await checkpoint.commitLog.getLatest()) holding.push(shard.ShardId!);
     }
     if (holding.length === 0) return null;
     for (const shardId of holding) {
@@ -271,6 +275,28 @@ export class ReshardGuard {
     const request = await this.migrationRequest(this.options.stage, holding);
     await migrateToRepartitionStage({ ...request, stores: this.stores, delayMs: this.options.stage.inputHop?.eventTime?.delayMs ?? 0 });
     return null;
+  }
+
+  /**
+   * Whether `shardId` ran the query in one stage and its state has moved to stage 2: it is finished
+   * (the move waits for that), so a delivery of its records (a mapping re-delivering what the
+   * scheduled function committed) holds nothing to run, and the new plan must not start on it.
+   */
+  async movedToStageTwo(shardId: string): Promise<boolean> {
+    const known = this.moved.get(shardId);
+    if (known !== undefined) return known;
+    const target = this.options.layout ? migrationStageOf(this.options.query) : null;
+    if (target === null || this.options.stage !== this.options.query.sourceStage || this.options.stage.isStateful) return this.remember(shardId, false);
+    const stored = await this.options.checkpointOf(shardId).readQueryMetadata();
+    if ((stored?.fingerprint.statefulOperators ?? []).length === 0) return this.remember(shardId, false);
+    const done = await migrationDone(await this.migrationRequest(target, [shardId]));
+    // Not moved yet: asked again next time (the move comes once the shard is finished).
+    return done ? this.remember(shardId, true) : false;
+  }
+
+  private remember(shardId: string, moved: boolean): boolean {
+    this.moved.set(shardId, moved);
+    return moved;
   }
 
   /** Whether `shardId` of this guard's stream is closed and fully committed. */
