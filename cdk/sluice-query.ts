@@ -621,9 +621,8 @@ export class SluiceQuery extends Construct {
       // SLUICE_REPARTITION_STREAM is set: it is set below exactly when this says one is needed.
       const validated = loaded.validate({ expectedShardCount, allowRepartition });
       this.needsRepartition = validated.needsRepartition;
-      if (expectedShardCount === 1 && validated.isStateful && !validated.needsRepartition && needsStageOnMoreShards(loaded)) {
-        this.warnOneShardState(props);
-      }
+      const hopsOnMoreShards = expectedShardCount === 1 && validated.isStateful && !validated.needsRepartition ? hopsNeededOnMoreShards(loaded) : 0;
+      if (hopsOnMoreShards > 0) this.warnOneShardState(props, hopsOnMoreShards === 1 && this.sourceStreams === undefined);
       hopCount = validated.repartition?.hops.length ?? validated.hop?.hops.length ?? 0;
       lakeShape = validated.lakeTable;
     } catch (error) {
@@ -1138,20 +1137,26 @@ export class SluiceQuery extends Construct {
   }
 
   /**
-   * The likeliest way to meet a state that cannot follow a split: a one-shard stream, a state not
-   * keyed by the partition key, and later more shards (a new stage layout, refused at the split
-   * children with RESHARD_STAGE_CHANGED). Said at the first deploy, while the choice is cheap.
+   * A one-shard stream, a state not keyed by the partition key, and later more shards: a new stage
+   * layout. With one internal stream, the state moves to stage 2 at the split once the functions
+   * are deployed for more shards (lib/checkpoint/stage-migration.ts); with more, the split children
+   * are refused (RESHARD_STAGE_CHANGED). Said at the first deploy, while the choice is cheap.
    */
-  private warnOneShardState(props: SluiceQueryProps): void {
+  private warnOneShardState(props: SluiceQueryProps, moves: boolean): void {
     const escape = props.stream
       ? 'leave expectedShardCount unset (the query then runs with a repartition stage from the start)'
       : 'give the construct a stream you create (`stream`, without expectedShardCount) or streamMode ON_DEMAND: the query then runs with a repartition stage from the start';
+    const head = `query '${this.queryName}' runs in one stage only because its stream has one shard: its state is not keyed by the source's `
+      + 'partitionKey, so it lives whole in that shard\'s partition. ';
+    const body = moves
+      ? 'Raising shardCount later adds a repartition stage, and at the split the state moves to it (the split children wait until the '
+        + 'shard\'s last records are committed and its state has moved; records the new functions receive on the old shard before it is '
+        + 'split are refused, INCOMPATIBLE_CHECKPOINT, so let the old shard\'s records be processed before the deploy). A split made outside '
+        + 'a deploy is refused (RESHARD_WITH_STATE) until the functions are deployed for more shards. '
+      : 'Raising shardCount (or splitting the stream) later gives the query more than one repartition stage, and the state cannot follow: '
+        + 'the split children are refused (RESHARD_STAGE_CHANGED) and only a new query name (a new, empty state) runs it. ';
     Annotations.of(this).addWarningV2('sluice:one-shard-state',
-      `query '${this.queryName}' runs in one stage only because its stream has one shard: its state is not keyed by the source's `
-      + 'partitionKey, so it lives whole in that shard\'s partition and cannot follow a split. Raising shardCount (or splitting the '
-      + 'stream) later gives the query a repartition stage, whose state starts empty: the split children are refused (RESHARD_STAGE_CHANGED) '
-      + 'and only a new query name (a new, empty state) runs it. To keep the option to add shards, declare a source.partitionKey among '
-      + `the state keys, or ${escape}.`);
+      `${head}${body}To keep the option to add shards freely, declare a source.partitionKey among the state keys, or ${escape}.`);
   }
 
   // ── Errors ──────────────────────────────────────────────────────────────────────────────────
@@ -1182,11 +1187,16 @@ export function semiSpaceMb(memoryMb: number): number {
   return Math.max(16, Math.min(64, Math.floor(memoryMb / 16)));
 }
 
-/** Whether the query would need a repartition stage on more shards (false when it could not have one at all). */
-function needsStageOnMoreShards(loaded: { validate(o: { expectedShardCount: number | undefined; allowRepartition: boolean }): { needsRepartition: boolean } }): boolean {
+/** How many internal streams the query would need on more shards (0: none, or it could not have them at all). */
+function hopsNeededOnMoreShards(loaded: {
+  validate(o: { expectedShardCount: number | undefined; allowRepartition: boolean }): { needsRepartition: boolean; repartition: { hops: readonly unknown[] } | null; hop: { hops: readonly unknown[] } | null };
+}): number {
   try {
-    return loaded.validate({ expectedShardCount: undefined, allowRepartition: true }).needsRepartition;
+    const v = loaded.validate({ expectedShardCount: undefined, allowRepartition: true });
+    if (!v.needsRepartition) return 0;
+    // A query over several streams (a join's hop) counts as more than one: its state does not move.
+    return v.repartition ? v.repartition.hops.length : Math.max(2, v.hop?.hops.length ?? 2);
   } catch {
-    return false;
+    return 0;
   }
 }

@@ -25,7 +25,7 @@ import { createFunctionClients } from './function-clients.js';
 import { createAwsQueryBackends, type BackendsNamespace } from './aws-backends.js';
 import { namespaceFence, readNamespacePointer } from './query-namespace.js';
 import { RefusedShardStore } from './refused-shards.js';
-import { ReshardGuard } from './reshard-guard.js';
+import { ReshardGuard, type StageLayoutAccess } from './reshard-guard.js';
 import { skippedRangesOf } from './skipped-batches.js';
 import { createObservability, recordBatchProgress, recordExpiredLoss, type Observability } from './observability.js';
 import { inSubsegment, tracerForClients } from './tracing.js';
@@ -119,7 +119,7 @@ function createShardHandler(
     });
   };
   type ForPartition = (shardId: string, stage: QueryStage) => PartitionBackends;
-  type Guards = Map<QueryStage, { check(shardId: string): Promise<void> } | null>;
+  type Guards = Map<QueryStage, { check(shardId: string): Promise<void>; movedToStageTwo?(shardId: string): Promise<boolean> } | null>;
   const decorate = (base: ForPartition): ForPartition => (shardId, stage) => (options.decorateBackends ?? ((b) => b))(base(shardId, stage));
   /** The partitions' backends and reshard guards of the namespace an invocation runs in. */
   let wiringOf: (namespace: BackendsNamespace) => { forPartition: ForPartition; guards: Guards };
@@ -136,6 +136,12 @@ function createShardHandler(
         const forPartition = decorate((shardId, stage) => backends.forPartition(shardId, stage));
         // The guard seeds children through the same (decorated) checkpoint the invocations use.
         const refusals = new RefusedShardStore({ client: sdk.dynamodb, checkpointTable: config.checkpointTable, namespace: namespace.location.namespace });
+        let sourceGuard: ReshardGuard | undefined;
+        const layout: StageLayoutAccess = {
+          streamOf: (stage) => backends.streamOf(stage),
+          checkpointOf: (stage, shardId) => forPartition(shardId, stage).checkpoint,
+          sourceFinished: (shardId, shards) => (sourceGuard ??= guardOf(query.sourceStage)).finishedShard(shardId, shards),
+        };
         const guardOf = (stage: QueryStage): ReshardGuard => {
           const internal = stage.reads === 'internal-stream';
           return new ReshardGuard({
@@ -144,6 +150,7 @@ function createShardHandler(
             reader: backends.readerOf(stage),
             skippedRanges: skippedRangesOf(sdk.dynamodb, config.checkpointTable, query.name, stage),
             refusals,
+            layout,
             ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
           });
         };
@@ -203,7 +210,10 @@ function createShardHandler(
       try {
         wiring ??= wiringOf(await currentNamespace());
         const { forPartition } = wiring;
-        await wiring.guards.get(stage)?.check(shardId);
+        const guard = wiring.guards.get(stage);
+        await guard?.check(shardId);
+        // A one-stage shard whose state moved to stage 2 is finished: what is delivered again was committed.
+        if (await guard?.movedToStageTwo?.(shardId)) continue;
         result = await inSubsegment(tracer, 'sluice batch', { query: definition.name, shard: shardId, stage: stage.kind },
           () => runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId, stage)));
       } catch (error) {

@@ -20,7 +20,8 @@
 import type { KinesisClient, Shard } from '@aws-sdk/client-kinesis';
 import type { Checkpoint } from '../checkpoint/checkpoint.js';
 import { seedFromParents } from '../checkpoint/reshard-seed.js';
-import { refuseStateLeftInParents } from '../checkpoint/stage-layout-check.js';
+import { parentsHoldingState, refuseStateLeftInParents } from '../checkpoint/stage-layout-check.js';
+import { migrateToRepartitionStage, migrationDone, type OneStageParent, type StageTwoPartition } from '../checkpoint/stage-migration.js';
 import { CheckpointError, SluiceError } from '../errors/sluice-error.js';
 import type { CompiledQuery } from '../query/compiled-query.js';
 import type { QueryStage } from '../query/query-stage.js';
@@ -60,6 +61,31 @@ export interface ReshardGuardOptions {
    * status` names it during the hours the mapping retries it (lib/aws/refused-shards.ts). Default: nowhere.
    */
   readonly refusals?: RefusalLog;
+  /**
+   * The other stages' streams and partitions, so that a query that ran in one stage and now has a
+   * repartition stage moves its state to stage 2 (lib/checkpoint/stage-migration.ts) instead of
+   * refusing the split children. Stage 2's guard moves it (its function may write state), once
+   * the one-stage shards are finished (`sourceFinished`); stage 1's children wait until it has.
+   * Absent: such children are refused (RESHARD_STAGE_CHANGED).
+   */
+  readonly layout?: StageLayoutAccess;
+}
+
+export interface StageLayoutAccess {
+  streamOf(stage: QueryStage): string;
+  checkpointOf(stage: QueryStage, shardId: string): Checkpoint;
+  /** Stage 2's guard: whether a source shard is closed and fully committed (the source stage's guard). */
+  readonly sourceFinished?: (shardId: string, shards: readonly Shard[]) => Promise<boolean>;
+}
+
+/**
+ * The stage a one-stage query's state moves to when it gains a repartition stage: stage 2, when it
+ * holds every stateful operator of the query (one stream, one hop). Null: no migration applies.
+ */
+export function migrationStageOf(query: CompiledQuery): QueryStage | null {
+  if (query.repartition === null || query.hops.length !== 1 || query.sourceStages.length !== 1) return null;
+  const stage = query.stateStage;
+  return stage && stage.index === 1 && stage.reads === 'internal-stream' && stage.writes === 'sink' ? stage : null;
 }
 
 /** How a stage's state entries follow their keys to child shards. */
@@ -102,6 +128,8 @@ export class ReshardGuard {
   /** Partitions that committed or were seeded: nothing to check again in this container. */
   private readonly ready = new Set<string>();
   private readonly finished = new Set<string>();
+  /** Source shards that ran in one stage and whose state moved to stage 2 (or not: false). */
+  private readonly moved = new Map<string, boolean>();
   private readonly stores: StoreRouting[];
 
   constructor(private readonly options: ReshardGuardOptions) {
@@ -156,13 +184,29 @@ export class ReshardGuard {
       parents.push({ partitionId: this.partition(parentId), checkpoint: this.options.checkpointOf(parentId), range: rangeOf(parent) });
     }
     if (shard && parents.length > 0) await this.recordingRefusal(shardId, () => this.seed(shardId, shard, checkpoint, parents));
+    if (parentIds.length === 0 && this.isMigrationTarget()) {
+      const waiting = await this.recordingRefusal(shardId, () => this.migrateIntoStageTwo());
+      if (waiting !== null) return { state: 'waiting', reason: waiting };
+    }
     this.ready.add(shardId);
     return { state: 'ready' };
   }
 
   /** A child's first run: refused when its parents' state cannot follow it, else seeded from them. */
   private async seed(shardId: string, shard: Shard, checkpoint: Checkpoint, parents: { partitionId: string; checkpoint: Checkpoint; range: HashKeyRange }[]): Promise<void> {
-    if (!this.options.stage.isStateful) await refuseStateLeftInParents(this.partition(shardId), parents);
+    if (!this.options.stage.isStateful) {
+      const holding = await parentsHoldingState(parents);
+      const target = this.options.layout ? migrationStageOf(this.options.query) : null;
+      if (holding.length > 0 && target !== null && this.options.stage === this.options.query.sourceStage) {
+        // The state moves to stage 2 (its function writes state; this one may not): wait until it has.
+        const request = await this.migrationRequest(target, holding.map((p) => p.partitionId));
+        if (!(await migrationDone(request))) {
+          throw pending(shardId, `its parent(s) ${holding.map((p) => p.partitionId).join(', ')} ran the query in one stage, and their state moves to the repartition stage first (the scheduled function or stage 2 moves it)`);
+        }
+        return;
+      }
+      await refuseStateLeftInParents(this.partition(shardId), parents);
+    }
     if (this.options.stage.isStateful) {
       await seedFromParents({
         childPartitionId: this.partition(shardId),
@@ -179,16 +223,86 @@ export class ReshardGuard {
   }
 
   /** A refusal (not retryable) is recorded for `sluice status`; a child that passes clears it. */
-  private async recordingRefusal(shardId: string, run: () => Promise<void>): Promise<void> {
+  private async recordingRefusal<T>(shardId: string, run: () => Promise<T>): Promise<T> {
     const log = this.options.refusals;
+    let out: T;
     try {
-      await run();
+      out = await run();
     } catch (error) {
       // The refusal is what the caller must see: a failed write of its record does not replace it.
       if (log && error instanceof SluiceError && !error.retryable) await log.refused(this.partition(shardId), shardId, error).catch(() => undefined);
       throw error;
     }
     await log?.passed(this.partition(shardId));
+    return out;
+  }
+
+  private isMigrationTarget(): boolean {
+    return this.options.layout?.sourceFinished !== undefined && migrationStageOf(this.options.query) === this.options.stage;
+  }
+
+  /** The parents' partitions and stage 2's partitions on the internal stream's open shards. */
+  private async migrationRequest(target: QueryStage, parentShardIds: readonly string[]): Promise<{ parents: OneStageParent[]; targets: StageTwoPartition[]; sourceName: string }> {
+    const layout = this.options.layout!;
+    const source = this.options.query.sourceStage;
+    const internal = await listStreamShards(this.options.kinesis, layout.streamOf(target));
+    const targets = internal.filter((s) => s.SequenceNumberRange?.EndingSequenceNumber === undefined).map((s) => ({
+      shardId: s.ShardId!, partitionId: target.checkpointPartition(s.ShardId!), checkpoint: layout.checkpointOf(target, s.ShardId!), range: rangeOf(s),
+    }));
+    const parents = parentShardIds.map((id) => ({ partitionId: source.checkpointPartition(id), checkpoint: layout.checkpointOf(source, id), sourcePartition: source.partitionId(id) }));
+    return { parents, targets, sourceName: target.sourceId };
+  }
+
+  /**
+   * Stage 2's first run: when source shards ran the query in one stage, their final state moves here
+   * first (every open internal shard's partition at once); a reason to wait while one is not finished.
+   */
+  private async migrateIntoStageTwo(): Promise<string | null> {
+    const layout = this.options.layout!;
+    const source = this.options.query.sourceStage;
+    const shards = await listStreamShards(this.options.kinesis, layout.streamOf(source));
+    const holding: string[] = [];
+    for (const shard of shards) {
+      // A child refused before a redeploy has no commit (and no metadata, reshard-seed.ts): it holds nothing.
+      const checkpoint = layout.checkpointOf(source, shard.ShardId!);
+      const stored = await checkpoint.readQueryMetadata();
+      if ((stored?.fingerprint.statefulOperators ?? []).length > 0 && await checkpoint.commitLog.getLatest()) holding.push(shard.ShardId!);
+    }
+    if (holding.length === 0) return null;
+    for (const shardId of holding) {
+      if (!(await layout.sourceFinished!(shardId, shards))) return `source shard ${shardId} ran the query in one stage and has records not committed yet; its state moves here once they are`;
+    }
+    const request = await this.migrationRequest(this.options.stage, holding);
+    await migrateToRepartitionStage({ ...request, stores: this.stores, delayMs: this.options.stage.inputHop?.eventTime?.delayMs ?? 0 });
+    return null;
+  }
+
+  /**
+   * Whether `shardId` ran the query in one stage and its state has moved to stage 2: it is finished
+   * (the move waits for that), so a delivery of its records (a mapping re-delivering what the
+   * scheduled function committed) holds nothing to run, and the new plan must not start on it.
+   */
+  async movedToStageTwo(shardId: string): Promise<boolean> {
+    const known = this.moved.get(shardId);
+    if (known !== undefined) return known;
+    const target = this.options.layout ? migrationStageOf(this.options.query) : null;
+    if (target === null || this.options.stage !== this.options.query.sourceStage || this.options.stage.isStateful) return this.remember(shardId, false);
+    const stored = await this.options.checkpointOf(shardId).readQueryMetadata();
+    if ((stored?.fingerprint.statefulOperators ?? []).length === 0) return this.remember(shardId, false);
+    const done = await migrationDone(await this.migrationRequest(target, [shardId]));
+    // Not moved yet: asked again next time (the move comes once the shard is finished).
+    return done ? this.remember(shardId, true) : false;
+  }
+
+  private remember(shardId: string, moved: boolean): boolean {
+    this.moved.set(shardId, moved);
+    return moved;
+  }
+
+  /** Whether `shardId` of this guard's stream is closed and fully committed. */
+  async finishedShard(shardId: string, shards: readonly Shard[]): Promise<boolean> {
+    const shard = shards.find((s) => s.ShardId === shardId);
+    return shard !== undefined && this.isFinished(shard);
   }
 
   /** Closed, and nothing after its committed position but skipped ranges. */

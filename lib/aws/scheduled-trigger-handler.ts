@@ -182,6 +182,11 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
         reader: backends.readerOf(stage),
         skippedRanges: skippedRangesOf(clients.dynamodb, config.checkpointTable, query.name, stage),
         refusals: context.refusals,
+        layout: {
+          streamOf: (s) => backends.streamOf(s),
+          checkpointOf: (s, shardId) => backends.forPartition(shardId, s).checkpoint,
+          sourceFinished: (shardId, shards) => guardOf(context, query.sourceStage).finishedShard(shardId, shards),
+        },
         ...(internal ? {} : { markClosed: (shardId: string) => backends.watermarks.markClosed(stage.partitionId(shardId)) }),
       });
       context.guards.set(stage, guard);

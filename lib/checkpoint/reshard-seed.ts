@@ -151,9 +151,10 @@ function unsplittable(request: SeedRequest, parent: SeedParent, store: StoreRout
     + `its children: ${store.unroutable ?? 'an entry has no routing key'}. Running ${request.childPartitionId} with part of it would give wrong results.`,
     {
       code: 'RESHARD_WITH_STATE',
-      hint: 'a state that is not keyed by the stream\'s partition key must live in one partition: let the query run with a repartition '
-        + 'stage (repartitionShardCount: 1 for a global aggregation) instead of on the source shards; that is a new stage layout, so under a new query name '
-        + '(merging the children back does not help: they stay in the lineage).',
+      hint: 'a state that is not keyed by the stream\'s partition key must live in one partition of a repartition stage: deploy the query '
+        + 'again for more shards (shardCount above 1, or expectedShardCount unset): when all its state then runs in stage 2 (one internal stream), '
+        + 'the parent\'s state moves there and the children run (their records wait in the stream meanwhile, until its retention); '
+        + 'otherwise only a new query name (empty state) runs the new layout. Merging the children back does not help: they stay in the lineage.',
       context: { child: request.childPartitionId, parent: parent.partitionId, operatorId: store.id.operatorId },
     },
   );
@@ -170,10 +171,11 @@ export async function seedFromParents(request: SeedRequest): Promise<SeedOutcome
   const ends = (await Promise.all(request.parents.map(endOf))).filter((e): e is ParentEnd => e !== null);
   if (ends.length === 0) return 'nothing-to-carry';
 
+  await seedStores(request, ends);
+  // After the state is known to divide (seedStores throws first): a refused child keeps no metadata, so a
+  // redeploy that moves the state to a repartition stage (stage-migration.ts) can run it as its stateless stage 1.
   const metadata = await ends[0]!.parent.checkpoint.readQueryMetadata();
   if (metadata && !(await child.readQueryMetadata())) await child.writeQueryMetadata(metadata);
-
-  await seedStores(request, ends);
 
   const startOffsetOf = (sourceName: string): Offset | null => request.startOffset(
     request.parents.map((p) => ends.find((e) => e.parent === p)?.offsets.offsets[sourceName] ?? null),

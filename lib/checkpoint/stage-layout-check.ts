@@ -5,7 +5,8 @@
  * stateless and stage 2's partitions start empty. The old shard's own partition refuses the new
  * plan (its fingerprint lists the stateful operators), but its split children have no metadata, so
  * nothing would compare them with it: they would start fresh, and stage 2 would count from zero,
- * silently. This check refuses such a child loudly instead.
+ * silently. When all the state runs in stage 2 of the new layout, it moves there first
+ * (stage-migration.ts); otherwise this check refuses such a child loudly.
  */
 import { CheckpointError } from '../errors/sluice-error.js';
 import type { Checkpoint } from './checkpoint.js';
@@ -13,6 +14,16 @@ import type { Checkpoint } from './checkpoint.js';
 export interface LayoutParent {
   readonly partitionId: string;
   readonly checkpoint: Checkpoint;
+}
+
+/** The parents that ran stateful operators (their state is left behind by a stateless child). */
+export async function parentsHoldingState<P extends LayoutParent>(parents: readonly P[]): Promise<P[]> {
+  const holding: P[] = [];
+  for (const parent of parents) {
+    const stored = await parent.checkpoint.readQueryMetadata();
+    if ((stored?.fingerprint.statefulOperators ?? []).length > 0) holding.push(parent);
+  }
+  return holding;
 }
 
 /** Throws RESHARD_STAGE_CHANGED when a stateless child's parent ran stateful operators. */
@@ -29,8 +40,9 @@ export async function refuseStateLeftInParents(childPartitionId: string, parents
       {
         code: 'RESHARD_STAGE_CHANGED',
         errorClass: 'STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA',
-        hint: 'adding a repartition stage to a deployed query (a one-shard stream given more shards) needs a new query name, '
-          + 'whose state starts empty (docs/deploy.md, Shard count). Resharding back does not help: the children stay in the lineage.',
+        hint: 'the state moves to the repartition stage only when all of it runs in stage 2 (one internal stream, one source stream); '
+          + 'this layout spreads it over more stages, so it needs a new query name, whose state starts empty (docs/deploy.md, Shard count). '
+          + 'Resharding back does not help: the children stay in the lineage.',
         context: { child: childPartitionId, parent: parent.partitionId },
       },
     );

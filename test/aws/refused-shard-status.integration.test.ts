@@ -19,7 +19,7 @@ import { col } from '../../lib/plan/functions.js';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import { deploy } from '../support/aws-pipeline.js';
-import { orders, ordersPerHour } from '../support/orders-per-hour.js';
+import { distinctOrdersPerHour, orders, ordersPerHour } from '../support/orders-per-hour.js';
 import { emulatorCliEnv, runSluice } from '../support/sluice-cli.js';
 
 let emulators: EmulatorSet;
@@ -33,9 +33,10 @@ const statusOf = (d: Awaited<ReturnType<typeof deploy>>, name: string) => inspec
 describe('sluice status names the shards the reshard guard refuses', () => {
   it('the scheduled drain refuses the split children of a one-stage state (RESHARD_STAGE_CHANGED): unhealthy, with shard, code and fix', async () => {
     const name = 'refused-layout';
-    const d = await deploy(emulators, ordersPerHour(name), 1, { repartitionShards: 1, expectedShardCount: 2 });
+    // Two internal streams in the new layout: the one-stage state cannot move into one stage 2.
+    const d = await deploy(emulators, distinctOrdersPerHour(name), 1, { repartitionShards: 1, expectedShardCount: 2, hops: 2 });
     await d.put(orders(0, 6));
-    await d.tick(Date.now(), 'drain', compileQuery(ordersPerHour(name), { expectedShardCount: 1 }) as never);
+    await d.tick(Date.now(), 'drain', compileQuery(distinctOrdersPerHour(name), { expectedShardCount: 1 }) as never);
     expect((await statusOf(d, name)).refusedShards).toEqual([]);
 
     await reshardStream(d.clients.kinesis, d.config.streamName, [{ split: 'first-open' }]);
@@ -81,9 +82,9 @@ describe('sluice status names the shards the reshard guard refuses', () => {
 
   it('the event source mapping\'s handler refuses them too (RESHARD_STAGE_CHANGED): the children\'s stage 1 runs nothing, stage 2 keeps the count', async () => {
     const name = 'refused-layout-mapping';
-    const d = await deploy(emulators, ordersPerHour(name), 1, { repartitionShards: 1, expectedShardCount: 2 });
+    const d = await deploy(emulators, distinctOrdersPerHour(name), 1, { repartitionShards: 1, expectedShardCount: 2, hops: 2 });
     await d.put(orders(0, 6));
-    await d.tick(Date.now(), 'drain', compileQuery(ordersPerHour(name), { expectedShardCount: 1 }) as never);
+    await d.tick(Date.now(), 'drain', compileQuery(distinctOrdersPerHour(name), { expectedShardCount: 1 }) as never);
 
     await reshardStream(d.clients.kinesis, d.config.streamName, [{ split: 'first-open' }]);
     await d.put(orders(6, 4));
