@@ -20,6 +20,7 @@ import { randomInt } from '../sample-events.js';
 import { ChaosKill, type FaultController } from './faults.js';
 import type { SinkHistory } from './history.js';
 import { dynamoDbSentSignatures, dynamoDbSignature } from './retry-ledger.js';
+import { currentReaderCall, watchShortPages } from './short-pages.js';
 
 /** What the middleware needs to know of its container. */
 export interface ContainerHandle {
@@ -56,6 +57,7 @@ export function killContainer(container: ContainerHandle, why: string): never {
 
 export function instrumentClients(container: ContainerHandle, clients: AwsClients, options: InstrumentOptions): void {
   const { controller, config, history, expired } = options;
+  watchShortPages();
   const deadCheck = (): void => {
     if (container.dead) throw new ChaosKill(`chaos: container ${container.id} is dead (${container.killedBy})`);
   };
@@ -198,17 +200,19 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       : `${command} ${stream} ${String((input as { ShardId?: string }).ShardId ?? '')}`;
     controller.retries.sent(signature, container);
     if (command === 'GetRecordsCommand') controller.retries.sent(`GetRecords from ${iterator}`, container);
+    const readerCall = command === 'GetRecordsCommand' ? currentReaderCall() : undefined;
+    readerCall?.readFrom.add(iterator);
     const throttle = controller.hit('kinesis-request', () => `${command} ${stream}`.trim());
     if (throttle) {
       controller.retries.failed('throttle-kinesis', throttle.at, `${command} ${stream}`.trim(), signature, container, false);
       throw kinesisThrottle();
     }
-    let short: { at: number } | undefined;
+    let short: { at: number; asked: number; given: number } | undefined;
     if (command === 'GetRecordsCommand') {
       const fault = controller.hit('get-records', () => `GetRecords limit ${input.Limit ?? '-'}`);
       if (fault?.kind === 'short-get-records') {
-        short = fault;
-        args = { ...args, input: { ...input, Limit: randomInt(() => controller.random(), 1, 3) } };
+        short = { at: fault.at, asked: input.Limit ?? 10_000, given: randomInt(() => controller.random(), 1, 3) };
+        args = { ...args, input: { ...input, Limit: short.given } };
       }
     }
     let output;
@@ -226,6 +230,15 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       controller.retries.failed('short-get-records', short.at, `${page.Records?.length ?? 0} records`, `GetRecords from ${page.NextShardIterator}`, container, true);
     }
     if (expired) trimExpired(command, input, page, expiredShardOfIterator, expired);
+    // Judged when the reader call returns (it alone knows what it was asked for), on the page as the reader saw it (after the expiry trim).
+    if (short && readerCall) {
+      const { at, asked, given } = short;
+      readerCall.shorts.push({
+        at, asked, given, sequenceNumbers: (page.Records ?? []).map((r) => BigInt(r.SequenceNumber ?? '0')),
+        nextIterator: page.NextShardIterator, millisBehindLatest: (page as { MillisBehindLatest?: number }).MillisBehindLatest ?? 0,
+        report: (why) => controller.retries.readEndedShort(at, why),
+      });
+    }
     if (command === 'PutRecordsCommand') {
       const fault = controller.hit('sink-write', () => `PutRecords to ${stream}`);
       if (fault?.kind === 'kill-after-sink-write') killContainer(container, `after PutRecords to the internal stream ${stream}`);

@@ -14,8 +14,9 @@
  *   fault's own error (the retry is missing) or succeeded without the retry (swallowed) fails.
  *   While the fault's invocation still runs, another container sending the same request (a
  *   concurrent duplicate writing the same key) is not its retry.
- * A short page is followed by reading on from its NextShardIterator (in place) or not at all
- * (the read may have had all it needed): reported, not checked.
+ * A short page is followed by reading on from its NextShardIterator (in place) or not at all: a
+ * reader call that returned after one while it still lacked records it was asked for is a broken
+ * defence (judged at the call's end by short-pages.ts, which knows what the call was asked for).
  */
 export const FAIL_SAFE_KINDS = ['transaction-conflict', 'throttle-dynamodb', 'throttle-s3', 'throttle-kinesis', 's3-5xx', 'short-get-records'] as const;
 export type FailSafeKind = (typeof FAIL_SAFE_KINDS)[number];
@@ -71,10 +72,17 @@ export const isRead = (detail: string): boolean => READ_COMMAND.test(detail);
 export class RetryLedger {
   private readonly followed: Followed[] = [];
   private readonly endings = new Map<string, Ending>();
+  /** Short pages that ended a reader call which still lacked records (see short-pages.ts). */
+  private readonly cutShort: string[] = [];
 
   /** A fail-safe fault struck the request `signature` of `container`, throwing `error`. */
   failed(kind: FailSafeKind, at: number, detail: string, signature: string, container: RetryContainer, inPlace: boolean, error?: unknown): void {
     this.followed.push({ kind, at, detail, signature, container: container.id, invocation: container.invocation, inPlace, error });
+  }
+
+  /** The short page `at` ended a reader call that still lacked records: `why`. */
+  readEndedShort(at: number, why: string): void {
+    this.cutShort.push(`short-get-records @${at} ${why}`);
   }
 
   /** `container` sends `signature`: a resend of every fault still waiting for it. */
@@ -136,7 +144,8 @@ export class RetryLedger {
   get broken(): string[] {
     return this.followed.filter((f) => f.kind !== 'short-get-records'
       && ((!f.retried && !isRead(f.detail)) || (f.inPlace && f.retried !== 'in place' && this.excuse(f) === undefined)))
-      .map((f) => `${f.kind} @${f.at} (${f.detail}) ${f.retried ? `sent again only ${f.retried}, where the engine retries it in place (${this.endingOf(f)})` : 'never sent again'}`);
+      .map((f) => `${f.kind} @${f.at} (${f.detail}) ${f.retried ? `sent again only ${f.retried}, where the engine retries it in place (${this.endingOf(f)})` : 'never sent again'}`)
+      .concat(this.cutShort);
   }
 
   /** In-place faults sent again only later because their invocation ended for another reason first, and why. */
@@ -187,7 +196,7 @@ export function retriesOf(functions: readonly { readonly id: string; readonly le
 export function formatRetryFigures(all: Partial<Record<FailSafeKind, RetryFigures>>): string {
   return FAIL_SAFE_KINDS.filter((k) => all[k]).map((k) => {
     const f = all[k]!;
-    if (k === 'short-get-records') return `${k} ${f.faults}: ${f.inPlace} read on in place, ${f.later + f.never} not (the read may have had all it needed)`;
+    if (k === 'short-get-records') return `${k} ${f.faults}: ${f.inPlace} read on in place, ${f.later + f.never} not (the read had all it was asked for)`;
     return `${k} ${f.faults}: ${f.inPlace} in place, ${f.later} by a later invocation${f.never > 0 ? `, ${f.never} never` : ''}`;
   }).join('; ');
 }
