@@ -82,7 +82,8 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     if (throttle) {
       // The sink's upserts retry a throttle themselves (the adaptive writer); elsewhere the invocation fails and is retried.
       const error = dynamoDbThrottle(controller.random());
-      controller.retries.failed('throttle-dynamodb', throttle.at, `${command} ${table}`, signature, container, command === 'PutItemCommand' && table === config.sinkTable, error);
+      // The item's sort key names which write it was (an offset log entry, the metadata, a blame entry).
+      controller.retries.failed('throttle-dynamodb', throttle.at, `${command} ${table} ${sk}`.trim(), signature, container, command === 'PutItemCommand' && table === config.sinkTable, error);
       throw error;
     }
     if (command === 'TransactWriteItemsCommand') {
@@ -110,7 +111,15 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
         return out;
       }
     }
-    const output = await next(args);
+    const ifAbsent = command === 'PutItemCommand' && input.ConditionExpression === 'attribute_not_exists(pk)';
+    let output;
+    try {
+      output = await next(args);
+    } catch (error) {
+      if (ifAbsent && (error as Error).name === 'ConditionalCheckFailedException') controller.retries.itemExists(signature);
+      throw error;
+    }
+    if (ifAbsent) controller.retries.itemExists(signature);
     // Applied, whether or not this container died meanwhile (a concurrent request's kill): a reader can see it.
     if (command === 'PutItemCommand' && table === config.sinkTable) history?.dynamoDbWrite(input.Item as never);
     deadCheck();
