@@ -217,7 +217,7 @@ export function retriesOf(functions: readonly { readonly id: string; readonly le
 export function formatRetryFigures(all: Partial<Record<FailSafeKind, RetryFigures>>): string {
   return FAIL_SAFE_KINDS.filter((k) => all[k]).map((k) => {
     const f = all[k]!;
-    if (k === 'short-get-records') return `${k} ${f.faults}: ${f.inPlace} read on in place, ${f.later + f.never} not (the read had all it was asked for)`;
+    if (k === 'short-get-records') return `${k} ${f.faults}: ${f.inPlace} read on in place, ${f.later + f.never} not (its reader call had what it asked for, or failed)`;
     return `${k} ${f.faults}: ${f.inPlace} in place, ${f.later} by a later invocation${f.never > 0 ? `, ${f.never} never` : ''}`;
   }).join('; ');
 }
