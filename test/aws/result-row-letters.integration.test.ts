@@ -6,7 +6,6 @@
  * through the query as a record. Both re-drives, dry and real, now leave it (`resultRows`) and
  * still re-drive the source record the query dead-lettered.
  */
-import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +19,7 @@ import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { col, count, lit, sum, window } from '../../lib/plan/functions.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
 import { deploy, type Deployment } from '../support/aws-pipeline.js';
+import { sourceRecords } from '../support/source-stream-records.js';
 import { emulatorCliEnv, runSluice } from '../support/sluice-cli.js';
 
 const at = (s: number): string => new Date(Date.UTC(2024, 4, 1, 12) + s * 1000).toISOString();
@@ -31,21 +31,6 @@ const ratio = defineQuery({
     .agg(sum(col('amount')).as('s'), count('*').as('n'))
     .select(col('window.start').as('start'), col('k'), lit(100).divide(col('s')).as('r'), col('n')),
 });
-
-/** Every record of the source stream's one shard, oldest first. */
-async function sourceRecords(d: Deployment): Promise<string[]> {
-  const { ShardIterator } = await d.clients.kinesis.send(new GetShardIteratorCommand({
-    StreamName: d.config.streamName, ShardId: 'shardId-000000000000', ShardIteratorType: 'TRIM_HORIZON',
-  }));
-  const out: string[] = [];
-  for (let iterator = ShardIterator; iterator;) {
-    const page = await d.clients.kinesis.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 10_000 }));
-    out.push(...(page.Records ?? []).map((r) => Buffer.from(r.Data!).toString()));
-    if ((page.Records ?? []).length === 0 && (page.MillisBehindLatest ?? 0) === 0) break;
-    iterator = page.NextShardIterator;
-  }
-  return out;
-}
 
 const sinkRows = async (d: Deployment): Promise<unknown[]> =>
   (await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!)).map((r) => [r.k, r.r, Number(r.n)]).sort();

@@ -6,7 +6,6 @@
  * records: into the source stream, or through stage 1. Both re-drives, dry and real, now leave
  * them (`resultRows`: output rows, not records) and still re-drive the source record stage 1 dead-lettered.
  */
-import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineQuery } from '../../lib/query/query-definition.js';
 import type { DataFrame } from '../../lib/api/data-frame.js';
@@ -17,7 +16,8 @@ import { reprocessDeadLetters } from '../../lib/aws/dead-letter-reprocess.js';
 import { startEmulators, type EmulatorSet } from '../../lib/local/emulators.js';
 import { col, count, lit, sum, window } from '../../lib/plan/functions.js';
 import { compileQuery } from '../../lib/query/compiled-query.js';
-import { deploy, type Deployment } from '../support/aws-pipeline.js';
+import { deploy } from '../support/aws-pipeline.js';
+import { sourceRecords } from '../support/source-stream-records.js';
 
 const totals = (df: DataFrame): DataFrame => df.groupBy(col('k')).agg(sum(col('amount')).as('total'), count('*').as('n'));
 // No partition key: the grouping needs the repartition stage, whose stage 2 writes the sink.
@@ -25,21 +25,6 @@ const definition = defineQuery({
   name: 'stage2-result-letters', source: { schema: 'k string, amount long' }, transform: totals, outputMode: 'update',
   sink: { kind: 'dynamodb', keyColumns: ['k'] },
 });
-
-/** Every record of the source stream's one shard, oldest first. */
-async function sourceRecords(d: Deployment): Promise<string[]> {
-  const { ShardIterator } = await d.clients.kinesis.send(new GetShardIteratorCommand({
-    StreamName: d.config.streamName, ShardId: 'shardId-000000000000', ShardIteratorType: 'TRIM_HORIZON',
-  }));
-  const out: string[] = [];
-  for (let iterator = ShardIterator; iterator;) {
-    const page = await d.clients.kinesis.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 10_000 }));
-    out.push(...(page.Records ?? []).map((r) => Buffer.from(r.Data!).toString()));
-    if ((page.Records ?? []).length === 0 && (page.MillisBehindLatest ?? 0) === 0) break;
-    iterator = page.NextShardIterator;
-  }
-  return out;
-}
 
 let emulators: EmulatorSet;
 beforeAll(async () => { emulators = await startEmulators(); });

@@ -37,15 +37,20 @@ afterAll(async () => {
 /** The producer's bug: amounts as strings, one sale per store (two hash into each half of the key space). */
 const badSales = (from: number, base: number) => sales(4, from, (i) => String(base + 10 * i));
 
+/** A deployment whose shard took eight good sales and the producer's bad ones (amounts from `base`), drained: the bad ones dead-lettered. */
+async function withBadSalesDrained(base: number) {
+  const setup = await setUp(emulators, dir, 1);
+  const { deployment } = setup;
+  const good = sales(8, 0);
+  const bad = badSales(10, base);
+  await setup.put([...good, ...bad]);
+  await deployment.drain();
+  return { setup, deployment, clients: deployment.clients, config: deployment.config, good, bad };
+}
+
 describe('sluice redrive through a one-stage stateful query after a split', () => {
   it('dead letters of the split parent run on the children holding their keys: the sink is the answer over every record', async () => {
-    const setup = await setUp(emulators, dir, 1);
-    const { deployment } = setup;
-    const { clients, config } = deployment;
-    const good = sales(8, 0);
-    const bad = badSales(10, 100);
-    await setup.put([...good, ...bad]);
-    await deployment.drain();
+    const { setup, deployment, clients, config, good, bad } = await withBadSalesDrained(100);
     const [children] = await reshardStream(clients.kinesis, config.streamName, [{ split: 'first-open' }], { timeoutMs: 60_000 });
     const more = sales(8, 20);
     await setup.put(more);
@@ -73,14 +78,8 @@ describe('sluice redrive through a one-stage stateful query after a split', () =
   }, 400_000);
 
   it('split twice, nothing read on the children yet, the re-drive killed before its commit: the live handler finishes it, each record once', async () => {
-    const setup = await setUp(emulators, dir, 1);
-    const { deployment } = setup;
-    const { clients, config } = deployment;
+    const { setup, deployment, clients, config, good, bad } = await withBadSalesDrained(200);
     const fixed = await importQueryModule(FIXED);
-    const good = sales(8, 0);
-    const bad = badSales(10, 200);
-    await setup.put([...good, ...bad]);
-    await deployment.drain();
     // The low half is split again: its keys go two levels down, the high half's one.
     await reshardStream(clients.kinesis, config.streamName, [{ split: 'first-open' }, { split: 'first-open' }], { timeoutMs: 60_000 });
 
@@ -105,14 +104,8 @@ describe('sluice redrive through a one-stage stateful query after a split', () =
   }, 400_000);
 
   it('a shard split while a re-drive batch is planned on it: its children wait for that batch, which the scheduled function commits first', async () => {
-    const setup = await setUp(emulators, dir, 1);
-    const { deployment } = setup;
-    const { clients, config } = deployment;
+    const { setup, deployment, clients, config, good, bad } = await withBadSalesDrained(400);
     const fixed = await importQueryModule(FIXED);
-    const good = sales(8, 0);
-    const bad = badSales(10, 400);
-    await setup.put([...good, ...bad]);
-    await deployment.drain();
     await killAfterPlanning(emulators, setup, fixed);
     // The batch holds no record of the shard: the split parent is not finished until it commits.
     await reshardStream(clients.kinesis, config.streamName, [{ split: 'first-open' }], { timeoutMs: 60_000 });

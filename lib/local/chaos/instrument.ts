@@ -20,6 +20,7 @@ import { randomInt } from '../sample-events.js';
 import { ChaosKill, type FaultController, type PlannedFault } from './faults.js';
 import type { SinkHistory } from './history.js';
 import { dynamoDbSentSignatures, dynamoDbSignature } from './retry-ledger.js';
+import { currentReaderCall, watchShortPages } from './short-pages.js';
 
 /** What the middleware needs to know of its container. */
 export interface ContainerHandle {
@@ -68,6 +69,7 @@ export function killContainer(container: ContainerHandle, why: string): never {
 
 export function instrumentClients(container: ContainerHandle, clients: AwsClients, options: InstrumentOptions): void {
   const { controller, config, history, expired } = options;
+  watchShortPages();
   const deadCheck = (): void => {
     if (container.dead) throw new ChaosKill(`chaos: container ${container.id} is dead (${container.killedBy})`);
   };
@@ -92,7 +94,8 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
     if (throttle) {
       // The sink's upserts retry a throttle themselves (the adaptive writer); elsewhere the invocation fails and is retried.
       const error = dynamoDbThrottle(controller.random());
-      controller.retries.failed('throttle-dynamodb', throttle.at, `${command} ${table}`, signature, container, command === 'PutItemCommand' && table === config.sinkTable, error);
+      // The item's sort key names which write it was (an offset log entry, the metadata, a blame entry).
+      controller.retries.failed('throttle-dynamodb', throttle.at, `${command} ${table} ${sk}`.trim(), signature, container, command === 'PutItemCommand' && table === config.sinkTable, error);
       throw error;
     }
     if (command === 'TransactWriteItemsCommand' && options.beforeCommit) {
@@ -128,7 +131,15 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
         return out;
       }
     }
-    const output = await next(args);
+    const ifAbsent = command === 'PutItemCommand' && input.ConditionExpression === 'attribute_not_exists(pk)';
+    let output;
+    try {
+      output = await next(args);
+    } catch (error) {
+      if (ifAbsent && (error as Error).name === 'ConditionalCheckFailedException') controller.retries.itemExists(signature);
+      throw error;
+    }
+    if (ifAbsent) controller.retries.itemExists(signature);
     // A kept copy's claim succeeded (its condition held): the batch has a kept copy from now on.
     if (command === 'UpdateItemCommand' && String(input.UpdateExpression ?? '').includes('keptBatch = :b') && options.onKept) {
       const claimSk = (input.Key as unknown as { sk?: { S?: string } } | undefined)?.sk?.S ?? '';
@@ -225,17 +236,19 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       : `${command} ${stream} ${String((input as { ShardId?: string }).ShardId ?? '')}`;
     controller.retries.sent(signature, container);
     if (command === 'GetRecordsCommand') controller.retries.sent(`GetRecords from ${iterator}`, container);
+    const readerCall = command === 'GetRecordsCommand' ? currentReaderCall() : undefined;
+    readerCall?.readFrom.add(iterator);
     const throttle = controller.hit('kinesis-request', () => `${command} ${stream}`.trim());
     if (throttle) {
       controller.retries.failed('throttle-kinesis', throttle.at, `${command} ${stream}`.trim(), signature, container, false);
       throw kinesisThrottle();
     }
-    let short: { at: number } | undefined;
+    let short: { at: number; asked: number; given: number } | undefined;
     if (command === 'GetRecordsCommand') {
       const fault = controller.hit('get-records', () => `GetRecords limit ${input.Limit ?? '-'}`);
       if (fault?.kind === 'short-get-records') {
-        short = fault;
-        args = { ...args, input: { ...input, Limit: randomInt(() => controller.random(), 1, 3) } };
+        short = { at: fault.at, asked: input.Limit ?? 10_000, given: randomInt(() => controller.random(), 1, 3) };
+        args = { ...args, input: { ...input, Limit: short.given } };
       }
     }
     let output;
@@ -253,6 +266,15 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       controller.retries.failed('short-get-records', short.at, `${page.Records?.length ?? 0} records`, `GetRecords from ${page.NextShardIterator}`, container, true);
     }
     if (expired || options.arrivalMs) viewOfStream(command, input, page, expiredShardOfIterator, expired, options.arrivalMs);
+    // Judged when the reader call returns (it alone knows what it was asked for), on the page as the reader saw it (after the expiry trim).
+    if (short && readerCall) {
+      const { at, asked, given } = short;
+      readerCall.shorts.push({
+        at, asked, given, sequenceNumbers: (page.Records ?? []).map((r) => BigInt(r.SequenceNumber ?? '0')),
+        nextIterator: page.NextShardIterator, millisBehindLatest: (page as { MillisBehindLatest?: number }).MillisBehindLatest ?? 0,
+        report: (why) => controller.retries.readEndedShort(at, why),
+      });
+    }
     if (command === 'PutRecordsCommand') {
       const fault = controller.hit('sink-write', () => `PutRecords to ${stream}`);
       if (fault?.kind === 'kill-after-sink-write') killContainer(container, `after PutRecords to the internal stream ${stream}`);

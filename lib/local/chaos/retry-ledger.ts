@@ -14,8 +14,9 @@
  *   fault's own error (the retry is missing) or succeeded without the retry (swallowed) fails.
  *   While the fault's invocation still runs, another container sending the same request (a
  *   concurrent duplicate writing the same key) is not its retry.
- * A short page is followed by reading on from its NextShardIterator (in place) or not at all
- * (the read may have had all it needed): reported, not checked.
+ * A short page is followed by reading on from its NextShardIterator (in place) or not at all: a
+ * reader call that returned after one while it still lacked records it was asked for is a broken
+ * defence (judged at the call's end by short-pages.ts, which knows what the call was asked for).
  */
 export const FAIL_SAFE_KINDS = ['transaction-conflict', 'throttle-dynamodb', 'throttle-s3', 'throttle-kinesis', 's3-5xx', 'short-get-records'] as const;
 export type FailSafeKind = (typeof FAIL_SAFE_KINDS)[number];
@@ -37,6 +38,8 @@ interface Followed {
   readonly error: unknown;
   /** Another container sent it while the fault's invocation still ran (a concurrent duplicate). */
   sentMeanwhile?: boolean;
+  /** A put-if-absent whose item was written before the fault struck: a resend would be refused. */
+  readonly writtenBefore?: boolean;
   retried?: 'in place' | 'later';
 }
 
@@ -71,10 +74,31 @@ export const isRead = (detail: string): boolean => READ_COMMAND.test(detail);
 export class RetryLedger {
   private readonly followed: Followed[] = [];
   private readonly endings = new Map<string, Ending>();
+  /** Short pages that ended a reader call which still lacked records (see short-pages.ts). */
+  private readonly cutShort: string[] = [];
+  /** Put-if-absent requests whose item exists (written, or refused for existing). */
+  private readonly written = new Set<string>();
 
   /** A fail-safe fault struck the request `signature` of `container`, throwing `error`. */
   failed(kind: FailSafeKind, at: number, detail: string, signature: string, container: RetryContainer, inPlace: boolean, error?: unknown): void {
-    this.followed.push({ kind, at, detail, signature, container: container.id, invocation: container.invocation, inPlace, error });
+    this.followed.push({
+      kind, at, detail, signature, container: container.id, invocation: container.invocation, inPlace, error,
+      ...(this.written.has(signature) ? { writtenBefore: true } : {}),
+    });
+  }
+
+  /**
+   * A put-if-absent (`signature`) found its item in place: it wrote it, or was refused because it
+   * exists. A later one that a fault fails need not be sent again: it could only be refused. (Two
+   * containers planning the same batch, a concurrent duplicate's, read the log before either wrote.)
+   */
+  itemExists(signature: string): void {
+    this.written.add(signature);
+  }
+
+  /** The short page `at` ended a reader call that still lacked records: `why`. */
+  readEndedShort(at: number, why: string): void {
+    this.cutShort.push(`short-get-records @${at} ${why}`);
   }
 
   /** `container` sends `signature`: a resend of every fault still waiting for it. */
@@ -135,16 +159,22 @@ export class RetryLedger {
    */
   get broken(): string[] {
     return this.followed.filter((f) => f.kind !== 'short-get-records'
-      && ((!f.retried && !isRead(f.detail)) || (f.inPlace && f.retried !== 'in place' && this.excuse(f) === undefined)))
-      .map((f) => `${f.kind} @${f.at} (${f.detail}) ${f.retried ? `sent again only ${f.retried}, where the engine retries it in place (${this.endingOf(f)})` : 'never sent again'}`);
+      && ((!f.retried && !isRead(f.detail) && !f.writtenBefore) || (f.inPlace && f.retried !== 'in place' && this.excuse(f) === undefined)))
+      .map((f) => `${f.kind} @${f.at} (${f.detail}) ${f.retried ? `sent again only ${f.retried}, where the engine retries it in place (${this.endingOf(f)})` : 'never sent again'}`)
+      .concat(this.cutShort);
   }
 
-  /** In-place faults sent again only later because their invocation ended for another reason first, and why. */
+  /**
+   * In-place faults sent again only later because their invocation ended for another reason first,
+   * and put-if-absent writes never sent again whose item was written before: and why.
+   */
   get excused(): string[] {
-    return this.followed.filter((f) => f.inPlace && f.retried === 'later').flatMap((f) => {
+    const unsent = this.followed.filter((f) => !f.retried && !f.inPlace && f.writtenBefore)
+      .map((f) => `${f.kind} @${f.at} (${f.detail}) never sent again: its item was written before the fault (a resend could only be refused)`);
+    return unsent.concat(this.followed.filter((f) => f.inPlace && f.retried === 'later').flatMap((f) => {
       const why = this.excuse(f);
       return why ? [`${f.kind} @${f.at} (${f.detail}) sent again later: ${why}`] : [];
-    });
+    }));
   }
 
   private endingOf(f: Followed): string {
@@ -187,7 +217,7 @@ export function retriesOf(functions: readonly { readonly id: string; readonly le
 export function formatRetryFigures(all: Partial<Record<FailSafeKind, RetryFigures>>): string {
   return FAIL_SAFE_KINDS.filter((k) => all[k]).map((k) => {
     const f = all[k]!;
-    if (k === 'short-get-records') return `${k} ${f.faults}: ${f.inPlace} read on in place, ${f.later + f.never} not (the read may have had all it needed)`;
+    if (k === 'short-get-records') return `${k} ${f.faults}: ${f.inPlace} read on in place, ${f.later + f.never} not (its reader call had what it asked for, or failed)`;
     return `${k} ${f.faults}: ${f.inPlace} in place, ${f.later} by a later invocation${f.never > 0 ? `, ${f.never} never` : ''}`;
   }).join('; ');
 }

@@ -7,29 +7,17 @@
 import { describe, expect, it } from 'vitest';
 import { BatchWriteItemCommand, type WriteRequest } from '@aws-sdk/client-dynamodb';
 import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
-import { createAwsClients, type AwsClients } from '../../../lib/aws/clients.js';
 import { batchWriteAll } from '../../../lib/aws/dynamodb-cost.js';
 import { ExpiredRecords } from '../../../lib/local/chaos/chaos-function.js';
 import { FaultController } from '../../../lib/local/chaos/faults.js';
 import { instrumentClients, type ContainerHandle } from '../../../lib/local/chaos/instrument.js';
 import { localDeployment, localRuntimeConfig } from '../../../lib/local/dev/local-stack.js';
+import type { AwsClients } from '../../../lib/aws/clients.js';
+import { stubbedClients } from '../../support/stubbed-aws-clients.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 
 const config = localRuntimeConfig(localDeployment('unit'), { shards: 1 });
-
-/** Clients whose requests never leave the process: `answer` plays the service, by command name. */
-function stubbedClients(answer: (command: string, input: Record<string, unknown>) => unknown): AwsClients {
-  const clients = createAwsClients({ region: 'us-east-1', credentials: { accessKeyId: 'x', secretAccessKey: 'x' }, maxAttempts: 1 });
-  for (const client of [clients.dynamodb, clients.kinesis]) {
-    (client.middlewareStack as unknown as { add: (m: unknown, o: unknown) => void }).add(
-      (_next: unknown, context: { commandName?: string }) => async (args: { input: Record<string, unknown> }) => (
-        { output: { $metadata: {}, ...(answer(context.commandName ?? '?', args.input) as object) }, response: {} }),
-      { step: 'serialize', name: 'stubService' },
-    );
-  }
-  return clients;
-}
 
 const deletes = (n: number): WriteRequest[] => Array.from({ length: n }, (_, i) => ({ DeleteRequest: { Key: { pk: { S: 'q#p' }, sk: { S: `d#${i}` } } } }));
 

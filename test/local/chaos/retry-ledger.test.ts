@@ -194,6 +194,26 @@ describe('fail-safe faults: how their request was sent again', () => {
     expect(ledger.broken).toEqual(['throttle-dynamodb @2 (PutItemCommand checkpoint) never sent again']);
   });
 
+  it('a throttled offset-log put-if-absent whose entry a concurrent duplicate wrote first is excused; one nobody wrote, never sent again, is broken', async () => {
+    const { clients, controller, container } = setUp([{ kind: 'throttle-dynamodb', at: 1 }, { kind: 'throttle-dynamodb', at: 2 }]);
+    const rival = another(controller, 2);
+    const plan = (c: AwsClients, sk: string) => () => c.dynamodb.send(new PutItemCommand({
+      TableName: config.checkpointTable, Item: key(sk), ConditionExpression: 'attribute_not_exists(pk)',
+    }));
+    // Both containers read the log before either planned batch 5: the rival's plan lands first.
+    await plan(rival.clients, 'offset#000000000005')();
+    expect(await attempt(clients, plan(clients, 'offset#000000000005'))).toMatch(/Throughput|Throttling|RequestLimit/);
+    // Batch 6 was planned by nobody: its throttled write must be sent again.
+    expect(await attempt(clients, plan(clients, 'offset#000000000006'))).toMatch(/Throughput|Throttling|RequestLimit/);
+    container.invocation = 2;
+    expect(controller.retries.broken).toEqual([`throttle-dynamodb @2 (PutItemCommand ${config.checkpointTable} offset#000000000006) never sent again`]);
+    expect(controller.retries.excused).toEqual([
+      `throttle-dynamodb @1 (PutItemCommand ${config.checkpointTable} offset#000000000005) never sent again: its item was written before the fault (a resend could only be refused)`,
+    ]);
+    clients.destroy();
+    rival.clients.destroy();
+  });
+
   it('a throttled BatchWriteItem counts as sent again when a later batch holds its first request among others (regrouped)', () => {
     const put = (sk: string) => ({ PutRequest: { Item: key(sk) } });
     const first = { RequestItems: { state: [put('d#1'), put('d#2')] } };
