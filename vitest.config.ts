@@ -16,7 +16,14 @@ export default defineConfig({
     pool: 'forks',
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['test/**/*.integration.test.ts', 'test/localstack/**'] } },
-      { extends: true, test: { name: 'integration', include: ['test/**/*.integration.test.ts'] } },
+      {
+        extends: true,
+        test: {
+          name: 'integration', include: ['test/**/*.integration.test.ts'],
+          // One emulator set for the run, not one per file (test/support/shared-emulators.global.ts).
+          globalSetup: ['test/support/shared-emulators.global.ts'], setupFiles: ['test/support/shared-emulators.setup.ts'],
+        },
+      },
     ],
   },
 });
