@@ -139,10 +139,12 @@ export async function runShardInvocation(
       s.setCommitted(execution.committedSourceOffsets.get(s.name) ?? null);
       s.offer(request.records);
     }
-    // The deadline on the records' clock: an attempt whose records may expire before it keeps them first.
+    // The deadline on the records' clock (Kinesis's arrival times: the machine's wall clock, never the
+    // query's processing-time clock, which a test or a skewed container may move): an attempt whose
+    // records may expire before it ends keeps them first.
     const remainingMs = request.limits?.remainingTimeMs?.() ?? backends.keepPolicy?.timeoutMs ?? DEFAULT_KEEP_TIMEOUT_MS;
     keeper = backends.keptRecords
-      ? new BatchKeeper(backends.keptRecords, execution, shardSources, shardId, backends.keepPolicy, (backends.clock ?? systemClock).nowMs() + remainingMs)
+      ? new BatchKeeper(backends.keptRecords, execution, shardSources, shardId, backends.keepPolicy, systemClock.nowMs() + remainingMs)
       : null;
     keeper?.add(request.records);
     if (keeper) guard.beforeWrite = (batchId) => keeper!.beforeSinkWrite(batchId);
