@@ -152,7 +152,8 @@ function unsplittable(request: SeedRequest, parent: SeedParent, store: StoreRout
     {
       code: 'RESHARD_WITH_STATE',
       hint: 'a state that is not keyed by the stream\'s partition key must live in one partition of a repartition stage: deploy the query '
-        + 'again for more shards (shardCount above 1, or expectedShardCount unset): when all its state then runs in stage 2 (one internal stream), '
+        + 'again for more shards (shardCount above 1, or expectedShardCount unset; repartitionShardCount: 1 for a global aggregation): '
+        + 'when all its state then runs in stage 2 (one internal stream), '
         + 'the parent\'s state moves there and the children run (their records wait in the stream meanwhile, until its retention); '
         + 'otherwise only a new query name (empty state) runs the new layout. Merging the children back does not help: they stay in the lineage.',
       context: { child: request.childPartitionId, parent: parent.partitionId, operatorId: store.id.operatorId },

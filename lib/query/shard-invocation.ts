@@ -142,7 +142,8 @@ export async function runShardInvocation(
     // The deadline on the records' clock (Kinesis's arrival times: the machine's wall clock, never the
     // query's processing-time clock, which a test or a skewed container may move): an attempt whose
     // records may expire before it ends keeps them first.
-    const remainingMs = request.limits?.remainingTimeMs?.() ?? backends.keepPolicy?.timeoutMs ?? DEFAULT_KEEP_TIMEOUT_MS;
+    // The budget was read from the Lambda context at the invocation's start (without it: the policy's timeout, else Lambda's 15 minutes).
+    const remainingMs = request.limits?.budgetMs ?? backends.keepPolicy?.timeoutMs ?? DEFAULT_KEEP_TIMEOUT_MS;
     keeper = backends.keptRecords
       ? new BatchKeeper(backends.keptRecords, execution, shardSources, shardId, backends.keepPolicy, systemClock.nowMs() + remainingMs)
       : null;
