@@ -116,7 +116,9 @@ async function throughQuery(c: Connected, opts: RedriveOptions, definition: Quer
   print(opts, report, () => [
     opts.dryRun ? `would re-drive ${report.wouldRedrive} record(s) through ${c.deployment.sluiceQuery}`
       : `re-drove ${report.reprocessed} record(s) through ${c.deployment.sluiceQuery} (the source stream is not written)`,
-    ...report.runs.map((r) => `  ${r.partitionId}: ${r.records} record(s), ${r.batchId !== undefined
+    ...report.runs.map((r) => `  ${r.partitionId}: ${r.records} record(s), ${r.reroutedTo
+      ? `its shard was closed by a reshard before the batch was planned: run on ${r.reroutedTo.join(', ')}`
+      : r.batchId !== undefined
       ? `batch ${r.batchId} of the shard's own partition${r.committedElsewhere ? ' (committed by another writer: the live handler, the scheduled function or an earlier re-drive)' : ''}`
       : `${r.batches} batch(es)`}${r.resumed ? ' (resumed: an earlier re-drive stopped)' : ''}`),
     ...(report.runs.some((r) => r.batchId !== undefined)

@@ -62,6 +62,8 @@ export interface ReprocessRun {
   readonly committedElsewhere?: boolean;
   /** Re-driven rows behind the watermark, dropped as late (unknown when committed elsewhere). */
   readonly lateRows?: number | null;
+  /** Its shard was closed by a reshard before its batch was planned: the runs on the open descendants its records went to. */
+  readonly reroutedTo?: string[];
 }
 
 export interface ReprocessReport {
@@ -96,7 +98,8 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   const { claims, runs, newIds } = await readRedriveLedger(clients, deployment);
   // Runs of skipped ranges (they carry `range`) are resumed by `--skipped`, from the stream.
   const openRuns = runs.filter((i) => i.range === undefined).map((i) => openRunOf(i, claims)).filter((r) => r !== null);
-  const openIds = new Set(openRuns.map((r) => r.partitionId));
+  // A run rerouted to a closed shard's descendants keeps that run's claims.
+  const openIds = new Set(openRuns.flatMap((r) => [r.partitionId, r.claimedBy]));
   const letters = await readDeadLetters(clients.s3, deployment.deadLetterBucket,
     `${normalizePrefix(deployment.deadLetterPrefix ?? 'dead-letter/')}${encodeKeySegment(query)}/`);
   const letterById = new Map(letters.map((l) => [redriveIdOf(l.shardId, l.sequenceNumber), l]));

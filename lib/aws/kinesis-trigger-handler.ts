@@ -55,7 +55,16 @@ export interface KinesisTriggerOptions {
   readonly decorateSink?: (sink: Sink) => Sink;
   /** Wraps each partition's backends (the chaos test injects faults into checkpoint and state). */
   readonly decorateBackends?: (backends: PartitionBackends) => PartitionBackends;
+  /**
+   * How often a container looks, per shard, for re-drive runs stored and never planned (a `sluice
+   * redrive` that died in between; lib/aws/redrive-batch.ts): one Query of the ledger at the
+   * shard's first invocation in the container, then at most once per interval. Default 60 s.
+   */
+  readonly storedRedriveCheckMs?: number;
 }
+
+/** One ledger Query per shard and container per minute at most: the scheduled function also finishes such runs at its ticks. */
+const STORED_REDRIVE_CHECK_MS = 60_000;
 
 export type KinesisTriggerHandler = (event: KinesisStreamEvent, context?: Partial<Context>) => Promise<KinesisStreamBatchResponse>;
 
@@ -190,6 +199,39 @@ function createShardHandler(
 
   const tracing = tracerForClients(clients);
 
+  /** Per stage and shard, when this container last looked for stored, unplanned re-drive runs. */
+  const redriveLookedAt = new Map<string, number>();
+  const checkEveryMs = options.storedRedriveCheckMs ?? STORED_REDRIVE_CHECK_MS;
+  /**
+   * A re-drive that died after storing its run's records and before planning their batch: the run
+   * is planned and run here, once (the plan requires the run still open), before the delivered
+   * records, so that it does not wait for the scheduled function or the next re-drive. Only a
+   * stateful source stage has re-drive batches. Rate-limited: the ledger is not read at every
+   * invocation. A failure is logged and left to the next look (or the scheduled function): the
+   * delivered records still run (a batch the run planned and did not commit is re-run first by
+   * their invocation, as any pending batch).
+   */
+  const finishStoredRedrives = async (stage: QueryStage, shardId: string, backends: PartitionBackends, limits: InvocationLimits): Promise<void> => {
+    const ledger = stage.isStateful && stage.reads !== 'internal-stream' ? backends.redriveLedger : undefined;
+    if (!ledger?.storedRuns) return;
+    const key = `${stage.index}/${shardId}`;
+    const nowMs = Date.now();
+    const last = redriveLookedAt.get(key);
+    if (last !== undefined && nowMs - last < checkEveryMs) return;
+    redriveLookedAt.set(key, nowMs);
+    try {
+      for (const run of await ledger.storedRuns(shardId)) {
+        const result = await runShardInvocation(query, { shardId, records: [], stage, limits, redrive: { run, records: await ledger.records(run) } }, backends);
+        for (const progress of result.progress) recordBatchProgress(observability, shardId, progress, result.stage.kind);
+        if (result.error) throw result.error;
+        if (result.stoppedBy) return;
+        observability.logger.info('finished a stored re-drive run left unplanned', { shardId, run });
+      }
+    } catch (error) {
+      observability.logger.error('a stored re-drive run could not be finished here; a later invocation or the scheduled function retries it', { shardId, error: error as Error });
+    }
+  };
+
   return async (event, context) => {
     const tracer = await tracing;
     const limits: InvocationLimits = invocationLimitsOf(config.functionMemoryMb, context?.getRemainingTimeInMillis?.bind(context));
@@ -214,6 +256,7 @@ function createShardHandler(
         await guard?.check(shardId);
         // A one-stage shard whose state moved to stage 2 is finished: what is delivered again was committed.
         if (await guard?.movedToStageTwo?.(shardId)) continue;
+        await finishStoredRedrives(stage, shardId, forPartition(shardId, stage), limits);
         result = await inSubsegment(tracer, 'sluice batch', { query: definition.name, shard: shardId, stage: stage.kind },
           () => runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId, stage)));
       } catch (error) {

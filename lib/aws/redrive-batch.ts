@@ -14,8 +14,10 @@
  *   3. Whoever finds the batch planned and not committed runs it with the ledger's records: this
  *      process at once, or the live Kinesis handler or the scheduled function on that shard if this
  *      process dies (shard-invocation.ts, `ensurePendingBatchRecords`). A process that died after 1's
- *      records were stored and before 2's plan: the scheduled function plans and runs the run
- *      (`storedRuns`), as would the next re-drive.
+ *      records were stored and before 2's plan: the scheduled function and the live Kinesis handler
+ *      (rate-limited) plan and run the run (`storedRuns`), as would the next re-drive; if the shard
+ *      finished (closed by a reshard) first, the next re-drive moves the run to its open descendants
+ *      (through-query-redrive.ts).
  *   4. Its commit transaction marks the run `done` (with the batch id), so a run is applied once:
  *      a run not done either is the partition's pending batch (it is the latest offset entry: no
  *      batch is planned before the one pending commits) or was never planned, and planning it

@@ -29,7 +29,7 @@
  * placed (a split of a state that cannot be divided by key) or must wait (the child's parents
  * are not finished yet, so it has no state to add them to).
  */
-import { PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { GetItemCommand, PutItemCommand, TransactionCanceledException, TransactWriteItemsCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { CostMeter } from '../core/cost-meter.js';
 import { IllegalArgumentError } from '../errors/sluice-error.js';
 import { compileForDeployment, type CompiledQuery } from '../query/compiled-query.js';
@@ -94,12 +94,14 @@ export async function readRedriveLedger(clients: AwsClients, deployment: Deploym
  * re-drive has marked yet. Its pseudo-shard, the ids it claimed in order, and (a re-drive batch)
  * how many records the ledger stores for it.
  */
-export function openRunOf(item: Item, claims: ReadonlyMap<string, Item>): { partitionId: string; ids: string[]; storedCount?: number } | null {
+export function openRunOf(item: Item, claims: ReadonlyMap<string, Item>): { partitionId: string; ids: string[]; storedCount?: number; claimedBy: string } | null {
   const committedElsewhere = item.mode?.S === 'batch' && item.finalized?.BOOL !== true;
   if (item.state?.S !== 'open' && !committedElsewhere) return null;
   const partitionId = item.sk!.S!.slice(RUN_PREFIX.length);
-  const ids = (item.ids?.L ?? []).map((v) => v.S!).filter((id) => claims.get(id)?.run?.S === partitionId);
-  return { partitionId, ids, ...(item.count?.N !== undefined ? { storedCount: Number(item.count.N) } : {}) };
+  // A run rerouted from a shard closed before its batch was planned keeps that run's claims (`claimRun`).
+  const claimedBy = item.claimRun?.S ?? partitionId;
+  const ids = (item.ids?.L ?? []).map((v) => v.S!).filter((id) => claims.get(id)?.run?.S === claimedBy);
+  return { partitionId, ids, claimedBy, ...(item.count?.N !== undefined ? { storedCount: Number(item.count.N) } : {}) };
 }
 
 /** How a run's records were applied. */
@@ -111,6 +113,8 @@ export interface RunOutcome {
   readonly committedElsewhere?: boolean;
   /** Re-driven rows behind the watermark, dropped as late (null: unknown, committed elsewhere). */
   readonly lateRows?: number | null;
+  /** Its shard was closed before its batch was planned: the runs its records went to, on the open descendants. */
+  readonly reroutedTo?: string[];
 }
 
 /** Records grouped by the shard whose partition they run on (a pseudo-shard's origin for a stateless source stage). */
@@ -168,15 +172,75 @@ export async function createThroughQueryRunner(clients: AwsClients, deployment: 
     refusals: new RefusedShardStore({ client: clients.dynamodb, checkpointTable: table, namespace: pointer.active.namespace }),
   });
   const indivisible = onShardPartition ? indivisibleState(stateRoutingOf(compiled, stage)) : null;
-  /** A re-drive batch's shard must be open and seeded, unless its batch was planned there before (then it finishes there). */
-  const checkShardFor = async (shardId: string, run: string): Promise<void> => {
+  /**
+   * A re-drive batch's shard must be seeded and not finished, unless its batch was planned there
+   * before (then it finishes there): 'closed' when the shard was closed and fully committed before
+   * the run's batch was planned on it (its keys belong to its descendants now).
+   */
+  const checkShardFor = async (shardId: string, run: string): Promise<'run' | 'closed'> => {
     const readiness = await guard.prepare(shardId, { detectFinished: true });
-    if (readiness.state === 'ready') return;
-    if ((await readRunItem(clients.dynamodb, table, query, run))?.state === 'done') return;
-    throw new Error(readiness.state === 'waiting'
-      ? `re-drive run ${run}: shard ${shardId} waits for its parents (${readiness.reason}); run the re-drive again later`
-      : `re-drive run ${run}: shard ${shardId} was resharded before the run's batch was planned on it; its records stay claimed by the run `
-        + '(reshard during an interrupted re-drive: not handled yet)');
+    if (readiness.state === 'ready') return 'run';
+    if ((await readRunItem(clients.dynamodb, table, query, run))?.state === 'done') return 'run';
+    if (readiness.state === 'waiting') throw new Error(`re-drive run ${run}: shard ${shardId} waits for its parents (${readiness.reason}); run the re-drive again later`);
+    return 'closed';
+  };
+  /**
+   * An open run whose shard finished before its batch was planned: its records go to the open
+   * descendants holding their keys (redrive-routing.ts), one run each (`<child>@redrive:<same id>`),
+   * opened in one transaction with the run's close, on the condition that it is still open. Its
+   * batch can no longer be planned (the plan requires the run open), and the new runs keep its claims
+   * (`claimRun`), so a re-drive that stops after the transaction resumes them, each record once.
+   */
+  const reroute = async (shardId: string, partitionId: string, records: readonly RedriveRecord[]): Promise<Map<string, RedriveRecord[]>> => {
+    const key = { pk: { S: pk }, sk: { S: `${RUN_PREFIX}${partitionId}` } };
+    const read = async () => (await clients.dynamodb.send(new GetItemCommand({ TableName: table, Key: key, ConsistentRead: true }))).Item;
+    const item = await read();
+    const runId = partitionId.slice(partitionId.indexOf(REDRIVE_KEY_MARK) + REDRIVE_KEY_MARK.length);
+    const shards = await listStreamShards(clients.kinesis, deployment.streamName);
+    const groups = new Map<string, RedriveRecord[]>();
+    for (const record of records) {
+      const target = redriveTargetOf(shards, shardId, record.partitionKey, indivisible);
+      if ('refused' in target) {
+        throw new Error(`re-drive run ${partitionId}: shard ${shardId} was resharded before the run's batch was planned on it, and its records `
+          + `cannot follow their keys (${target.refused}); they stay claimed by the run`);
+      }
+      const sub = pseudoShardOf(target.shardId, runId);
+      groups.set(sub, [...(groups.get(sub) ?? []), record]);
+    }
+    if (item?.state?.S !== 'open') {
+      if (item?.reroutedTo) return groups;
+      throw new Error(`re-drive run ${partitionId}: not open, and not rerouted (${item?.state?.S ?? 'no run item'})`);
+    }
+    const now = { N: String(Date.now()) };
+    try {
+      await clients.dynamodb.send(new TransactWriteItemsCommand({
+        TransactItems: [
+          {
+            Update: {
+              TableName: table, Key: key, ConditionExpression: '#state = :open',
+              UpdateExpression: 'SET #state = :done, doneAtMs = :t, finalized = :f, reroutedTo = :to', ExpressionAttributeNames: { '#state': 'state' },
+              ExpressionAttributeValues: { ':open': { S: 'open' }, ':done': { S: 'done' }, ':t': now, ':f': { BOOL: true }, ':to': { L: [...groups.keys()].map((g) => ({ S: g })) } },
+            },
+          },
+          ...[...groups].map(([sub, list]) => ({
+            Put: {
+              TableName: table, ConditionExpression: 'attribute_not_exists(pk)',
+              Item: {
+                pk: { S: pk }, sk: { S: `${RUN_PREFIX}${sub}` }, state: { S: 'open' }, mode: { S: 'batch' }, openedAtMs: now,
+                ids: { L: list.map((r) => ({ S: redriveIdOf(r.shardId, r.sequenceNumber) })) },
+                claimRun: { S: item.claimRun?.S ?? partitionId }, reroutedFrom: { S: partitionId }, ...(item.range ? { range: item.range } : {}),
+              },
+            },
+          })),
+        ],
+      }));
+    } catch (error) {
+      // Another re-drive rerouted it first: the runs it opened are these (same keys), finished below too (idempotent).
+      if (!(error instanceof TransactionCanceledException) || !(await read())?.reroutedTo) throw error;
+    }
+    // Its records, if stored, can no longer be planned: raw input kept no longer than needed.
+    await deleteRedriveRecords(clients.dynamodb, table, query, partitionId);
+    return groups;
   };
   const markClaimsAndDone = async (partitionId: string, records: readonly RedriveRecord[]): Promise<void> => {
     for (const [i, record] of records.entries()) {
@@ -235,31 +299,41 @@ export async function createThroughQueryRunner(clients: AwsClients, deployment: 
       }
       return mine;
     },
-    async finish(partitionId, records) {
-      const shardRecords: ShardRecord[] = records.map((r, i) => ({
-        sequenceNumber: String(i + 1), partitionKey: r.partitionKey, dataBase64: r.dataBase64, approximateArrivalTimestampMs: r.approximateArrivalTimestampMs,
-      }));
-      if (onShardPartition) {
-        const shardId = partitionId.slice(0, partitionId.indexOf(REDRIVE_KEY_MARK));
-        if (shardRecords.length > 0) await checkShardFor(shardId, partitionId);
-        const outcome = shardRecords.length > 0 ? await runRedriveBatch(batchRunner, shardId, partitionId, shardRecords) : null;
-        await markClaimsAndDone(partitionId, records);
-        await deleteRedriveRecords(clients.dynamodb, table, query, partitionId);
+    finish,
+  };
+  async function finish(partitionId: string, records: readonly RedriveRecord[]): Promise<RunOutcome> {
+    const shardRecords: ShardRecord[] = records.map((r, i) => ({
+      sequenceNumber: String(i + 1), partitionKey: r.partitionKey, dataBase64: r.dataBase64, approximateArrivalTimestampMs: r.approximateArrivalTimestampMs,
+    }));
+    if (onShardPartition) {
+      const shardId = partitionId.slice(0, partitionId.indexOf(REDRIVE_KEY_MARK));
+      if (shardRecords.length > 0 && await checkShardFor(shardId, partitionId) === 'closed') {
+        const outcomes: RunOutcome[] = [];
+        const groups = await reroute(shardId, partitionId, records);
+        for (const [sub, list] of groups) outcomes.push(await finish(sub, list));
         return {
-          batches: outcome?.batches ?? 0,
-          ...(outcome ? { batchId: outcome.batchId, committedElsewhere: !outcome.committedHere, lateRows: outcome.lateRows } : {}),
+          batches: outcomes.reduce((n, o) => n + o.batches, 0), reroutedTo: [...groups.keys()],
+          committedElsewhere: outcomes.some((o) => o.committedElsewhere === true),
+          lateRows: outcomes.some((o) => o.lateRows === null) ? null : outcomes.reduce((n, o) => n + (o.lateRows ?? 0), 0),
         };
       }
-      let batches = 0;
-      for (let invocation = 0; shardRecords.length > 0; invocation++) {
-        if (invocation >= (options.maxInvocations ?? 20)) throw new Error(`re-drive ${partitionId}: not committed after ${invocation} invocations`);
-        const result = await runShardInvocation(compiled, { shardId: partitionId, records: shardRecords, stage }, backends.forPartition(partitionId, stage));
-        batches += result.progress.length;
-        if (result.error) throw new Error(`re-drive ${partitionId} failed (run again to resume it): ${result.error.message}`, { cause: result.error });
-        if (result.firstUncommittedSequenceNumber === null) break;
-      }
+      const outcome = shardRecords.length > 0 ? await runRedriveBatch(batchRunner, shardId, partitionId, shardRecords) : null;
       await markClaimsAndDone(partitionId, records);
-      return { batches };
-    },
-  };
+      await deleteRedriveRecords(clients.dynamodb, table, query, partitionId);
+      return {
+        batches: outcome?.batches ?? 0,
+        ...(outcome ? { batchId: outcome.batchId, committedElsewhere: !outcome.committedHere, lateRows: outcome.lateRows } : {}),
+      };
+    }
+    let batches = 0;
+    for (let invocation = 0; shardRecords.length > 0; invocation++) {
+      if (invocation >= (options.maxInvocations ?? 20)) throw new Error(`re-drive ${partitionId}: not committed after ${invocation} invocations`);
+      const result = await runShardInvocation(compiled, { shardId: partitionId, records: shardRecords, stage }, backends.forPartition(partitionId, stage));
+      batches += result.progress.length;
+      if (result.error) throw new Error(`re-drive ${partitionId} failed (run again to resume it): ${result.error.message}`, { cause: result.error });
+      if (result.firstUncommittedSequenceNumber === null) break;
+    }
+    await markClaimsAndDone(partitionId, records);
+    return { batches };
+  }
 }

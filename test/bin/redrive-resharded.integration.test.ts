@@ -1,6 +1,6 @@
 /**
  * `sluice redrive` through a one-stage stateful query whose records sit on a shard that was split
- * afterwards, on the emulators. The split's children were seeded from the parent's final state,
+ * (or merged) afterwards, on the emulators. The split's children were seeded from the parent's final state,
  * each with the keys hashing into its range; a re-driven record runs as a re-drive batch on the
  * open descendant whose range holds its partition key (lib/aws/redrive-routing.ts), so the sink
  * equals the in-memory answer over every record, each once: dead letters (split once; split twice
@@ -48,7 +48,7 @@ async function withBadSalesDrained(base: number) {
   return { setup, deployment, clients: deployment.clients, config: deployment.config, good, bad };
 }
 
-describe('sluice redrive through a one-stage stateful query after a split', () => {
+describe('sluice redrive through a one-stage stateful query after a split or a merge', () => {
   it('dead letters of the split parent run on the children holding their keys: the sink is the answer over every record', async () => {
     const { setup, deployment, clients, config, good, bad } = await withBadSalesDrained(100);
     const [children] = await reshardStream(clients.kinesis, config.streamName, [{ split: 'first-open' }], { timeoutMs: 60_000 });
@@ -119,6 +119,36 @@ describe('sluice redrive through a one-stage stateful query after a split', () =
     expect(closing.code, closing.stderr).toBe(0);
     expect(JSON.parse(closing.stdout)).toMatchObject({ reprocessed: 4, runs: [{ records: 4, resumed: true, committedElsewhere: true }] });
     expect(await setup.sink()).toEqual(answer([...good, ...bad, ...more]));
+  }, 400_000);
+
+  it('two shards merged: dead letters of both parents run on the merged child (seeded from both by the re-drive), once', async () => {
+    const setup = await setUp(emulators, dir, 2);
+    const { deployment } = setup;
+    const { clients, config } = deployment;
+    const good = sales(8, 0);
+    // One bad sale per store: two stores hash into each parent's half of the key space.
+    const bad = badSales(10, 600);
+    await setup.put([...good, ...bad]);
+    await deployment.drain();
+    const letters = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--dry-run', '--json']);
+    expect(JSON.parse(letters.stdout)).toMatchObject({ wouldRedrive: 4 });
+    const [[merged]] = await reshardStream(clients.kinesis, config.streamName, [{ merge: 'first-adjacent' }], { timeoutMs: 60_000 });
+    // The merged child has read nothing yet: the re-drive seeds it from both parents' final state first.
+    const first = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
+    expect(first.code, first.stderr).toBe(0);
+    const report = JSON.parse(first.stdout) as ReprocessReport;
+    expect(report).toMatchObject({ reprocessed: 4, onDescendant: 4, ofClosedShard: 0, waiting: 0, failedAgain: [], lateRows: 0 });
+    expect(report.runs.map((r) => r.partitionId.split('@')[0])).toEqual([merged]);
+    expect(await setup.sink()).toEqual(answer([...good, ...bad]));
+
+    // The child reads on from its start after the re-drive batch; a second re-drive finds nothing.
+    const more = sales(8, 20);
+    await setup.put(more);
+    await deployment.drain({}, {}, await importQueryModule(FIXED));
+    expect(await setup.sink()).toEqual(answer([...good, ...bad, ...more]));
+    const again = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ reprocessed: 0, alreadyRedriven: 4, ofClosedShard: 0, runs: [] });
   }, 400_000);
 
   it('skipped ranges of the split parent run through the query on its children (--skipped), once', async () => {
