@@ -149,7 +149,7 @@ export class BatchKeeper {
 }
 
 /**
- * Kept copies in memory (the local and in-memory backends, tests), with the same exclusion against
+ * Kept copies in memory (the engine's tests; no local backend records losses), with the same exclusion against
  * a recorded loss as the checkpoint table's: `recordLoss` fails while a copy is kept.
  */
 export class InMemoryKeptRecords implements KeptRecords {

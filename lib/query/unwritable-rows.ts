@@ -61,7 +61,7 @@ export class GuardedSink implements Sink {
   /** Rows above state one batch's run left out because they raised (filled while the batch runs). */
   private raising: { batchId: number; rows: ReadonlyMap<string, RaisingRow> } | null = null;
   private revision: { batchId: number; revision: number } | null = null;
-  /** Runs before a batch's rows reach the sink (an attempt at risk keeps its records first: lib/query/kept-records.ts). */
+  /** Runs before any of a batch's output (its letters, its rows) is written (an attempt at risk keeps its records first: lib/query/kept-records.ts). */
   beforeWrite: ((batchId: number) => Promise<void>) | null = null;
 
   constructor(
@@ -90,6 +90,8 @@ export class GuardedSink implements Sink {
 
   async addBatch(batch: SinkBatch): Promise<void> {
     if (this.probing) throw new ProbeOutput(new Map(findUnwritableRows(this.limits, batch).map((r) => [r.rowKey, r.refusal])));
+    // Before the batch's result-row letters too: they are its output as much as the sink's rows.
+    await this.beforeWrite?.(batch.batchId);
     const raising = this.raising?.batchId === batch.batchId ? this.raising.rows : null;
     if (raising && raising.size > 0) await this.writeRaisingRows(batch.batchId, [...raising.values()]);
     const skipped = this.skipped?.batchId === batch.batchId ? this.skipped.rows : null;
@@ -103,7 +105,6 @@ export class GuardedSink implements Sink {
     const unwritable = findUnwritableRows(this.limits, written);
     if (unwritable.length > 0) throw new UnwritableRowsError(this.description, batch.batchId, unwritable);
     if (this.revision?.batchId === batch.batchId && this.revision.revision > 0) written = { ...written, revision: this.revision.revision };
-    await this.beforeWrite?.(batch.batchId);
     await this.inner.addBatch(written);
   }
 

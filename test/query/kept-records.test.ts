@@ -13,6 +13,7 @@ import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import type { Sink, SinkBatch } from '../../lib/sinks/sink.js';
 import { MemoryDeadLetterWriter } from '../../lib/sources/dead-letter.js';
 import type { ShardRecord } from '../../lib/sources/kinesis-shard-source.js';
+import { GuardedSink } from '../../lib/query/unwritable-rows.js';
 import { hourlySales, SALES_SCHEMA } from '../support/hourly-sales.js';
 
 const query = compileQuery(defineQuery({ name: 'kept', source: { schema: SALES_SCHEMA }, transform: hourlySales, outputMode: 'update', sink: { kind: 'dynamodb' } }), { expectedShardCount: 1 });
@@ -67,5 +68,21 @@ describe('kept records (memory)', () => {
     const r = await t.run(batch, t.backends());
     expect(r.error?.message).toMatch(/a loss to retention is recorded/);
     expect(t.writes).toEqual([]);
+  });
+
+  it('the keep comes before the batch\'s result-row letters too: an attempt refused its keep writes no letter and no row', async () => {
+    const letters: unknown[] = [];
+    const rows: SinkBatch[] = [];
+    const sink = new GuardedSink(
+      Object.assign(Object.create(new MemorySink()) as Sink, { addBatch: async (b: SinkBatch) => { rows.push(b); } }),
+      { rowKey: (_b, i) => String(i), check: () => ({ code: 'SINK_KEY_TOO_LONG', reason: 'key over 2048 bytes' }) },
+      async (_batch, left) => { letters.push(...left); }, async (_id, raising) => { letters.push(...raising); },
+    );
+    sink.beforeWrite = async () => { throw new Error('a loss to retention is recorded'); };
+    sink.skip(0, [{ rowIndex: 0, rowKey: '0', refusal: { code: 'SINK_KEY_TOO_LONG', reason: 'key over 2048 bytes' } }]);
+    const batch: SinkBatch = { batchId: 0, columns: ['k'], rows: [['x']], outputMode: 'update', schema: [{ name: 'k', type: 'string' }], partitionId: 's' };
+    await expect(sink.addBatch(batch)).rejects.toThrow(/a loss to retention is recorded/);
+    expect(letters).toEqual([]);
+    expect(rows).toEqual([]);
   });
 });
