@@ -275,6 +275,14 @@ async function ensurePendingBatchRecords(
   // The record only grows: another attempt may have seen a later trim, and this one then leaves out as many.
   // It is refused while a copy is kept (another attempt kept it since): the retry runs from that copy.
   const recorded = await backends.recordExpiredRecords!({ ...expired, shardId, batchId: pending.batchId });
+  // A stale attempt: another one committed the batch with every record (from the kept copy, removed
+  // since, or before the trim), and its sink rows must stay; this one's, of fewer records at a higher
+  // revision, would replace them. Read after the loss record: such a commit precedes the copy's removal.
+  const committed = await backends.checkpoint.commitLog.getLatest();
+  if (committed && committed[0] >= pending.batchId) {
+    throw new Error(`batch ${pending.batchId} of ${shardId} was committed by another attempt while this one found `
+      + `${recorded.count} of its planned record(s) expired: this stale attempt writes nothing (the loss recorded meanwhile is not the committed run's)`);
+  }
   keeper?.settleWithLoss(pending.batchId);
   if (!views.every(({ view, from, to }) => view.runWithoutExpired?.(from, to, recorded) === true)) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: ${recorded.count} planned record(s) are recorded as expired `

@@ -85,4 +85,26 @@ describe('kept records (memory)', () => {
     expect(letters).toEqual([]);
     expect(rows).toEqual([]);
   });
+
+  it('a stale re-run that finds the records trimmed after another attempt committed from the copy and removed it writes nothing', async () => {
+    const t = setUp();
+    const batch = recordsOf(4, Date.now());
+    // Batch 0 is planned, its attempt fails before writing (not at risk: nothing kept).
+    expect((await t.run(batch, t.backends('before-write'))).error?.message).toMatch(/unavailable/);
+    let fresh: Awaited<ReturnType<typeof t.run>> | undefined;
+    // A stale re-run (the scheduled tick beside the mapping's retry) is past its recovery when the
+    // retry, holding every record, keeps them, commits batch 0 and removes the copy; then the stale
+    // one reads the shard, trimmed of the oldest two records.
+    const stale = await t.run([], t.backends(undefined, {
+      read: async () => {
+        fresh = await t.run(batch, t.backends());
+        return batch.slice(2);
+      },
+    }));
+    expect(fresh?.error).toBeUndefined();
+    expect(fresh?.progress.map((p) => p.batchId)).toEqual([0]);
+    expect(stale.error?.message).toMatch(/committed/);
+    // Only the committed run's rows reach the sink: none of a lower count of records at a higher revision.
+    expect(t.writes.map((w) => [w.batchId, w.revision ?? 0])).toEqual([[0, 0]]);
+  });
 });
