@@ -148,6 +148,27 @@ describe('kept records: a batch at risk of retention runs with all its planned r
     expect(await u.losses.list()).toEqual([]);
   }, 120_000);
 
+  it('a stale re-run that finds the shard trimmed after another attempt committed from every record leaves the committed rows', async () => {
+    const t = await setUp();
+    const sales = [0, 1, 2, 3].map((i) => sale(i));
+    const batch = recordsOf(sales, Date.now());
+    const a = await t.run(batch, t.backends((s) => Object.assign(Object.create(s) as Sink, { addBatch: async () => { throw new Error('sink unavailable'); } })));
+    expect(a.error?.message).toMatch(/sink unavailable/);
+    // The stale run recovered batch 0 as pending; before it reads the shard, a retry holding every
+    // record keeps them, commits and removes the copy; the shard has lost the oldest two meanwhile.
+    let fresh: Awaited<ReturnType<typeof t.run>> | undefined;
+    const stale = await t.run([], t.backends(undefined, {
+      read: async (_shard, first, last) => {
+        fresh = await t.run(batch, t.backends());
+        return trimmed(batch.slice(2)).read(SHARD, first, last);
+      },
+    }));
+    expect(fresh?.error).toBeUndefined();
+    expect(stale.error?.message).toMatch(/committed by another attempt/);
+    // Its rows of two records at revision 2 would pass the sink's fence over the committed revision 0.
+    expect(await t.answer()).toEqual(await inMemoryHourlySales(sales));
+  }, 120_000);
+
   it('a first attempt not at risk that commits makes no request for kept records', async () => {
     const t = await setUp();
     const r = await t.run(recordsOf([0, 1, 2].map((i) => sale(i)), Date.now()), t.backends());
