@@ -272,17 +272,22 @@ async function ensurePendingBatchRecords(
   if (!expired) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: the shard no longer holds all its planned records (retention expired?)`);
   }
+  // A stale attempt: another one committed the batch with every record (from the kept copy, removed
+  // since, or before the trim), and its sink rows must stay; this one's, of fewer records at a higher
+  // revision, would replace them. Looked for before the loss record (no false loss is recorded) and
+  // after it: a commit from the copy precedes the copy's removal, which precedes the record.
+  const refuseIfCommitted = async (): Promise<void> => {
+    const committed = await backends.checkpoint.commitLog.getLatest();
+    if (committed && committed[0] >= pending.batchId) {
+      throw new Error(`batch ${pending.batchId} of ${shardId} was committed by another attempt while this one found `
+        + `${expired.count} of its planned record(s) expired: this stale attempt writes nothing`);
+    }
+  };
+  await refuseIfCommitted();
   // The record only grows: another attempt may have seen a later trim, and this one then leaves out as many.
   // It is refused while a copy is kept (another attempt kept it since): the retry runs from that copy.
   const recorded = await backends.recordExpiredRecords!({ ...expired, shardId, batchId: pending.batchId });
-  // A stale attempt: another one committed the batch with every record (from the kept copy, removed
-  // since, or before the trim), and its sink rows must stay; this one's, of fewer records at a higher
-  // revision, would replace them. Read after the loss record: such a commit precedes the copy's removal.
-  const committed = await backends.checkpoint.commitLog.getLatest();
-  if (committed && committed[0] >= pending.batchId) {
-    throw new Error(`batch ${pending.batchId} of ${shardId} was committed by another attempt while this one found `
-      + `${recorded.count} of its planned record(s) expired: this stale attempt writes nothing (the loss recorded meanwhile is not the committed run's)`);
-  }
+  await refuseIfCommitted();
   keeper?.settleWithLoss(pending.batchId);
   if (!views.every(({ view, from, to }) => view.runWithoutExpired?.(from, to, recorded) === true)) {
     throw new Error(`batch ${pending.batchId} of ${shardId}: ${recorded.count} planned record(s) are recorded as expired `

@@ -104,6 +104,8 @@ describe('kept records (memory)', () => {
     expect(fresh?.error).toBeUndefined();
     expect(fresh?.progress.map((p) => p.batchId)).toEqual([0]);
     expect(stale.error?.message).toMatch(/committed/);
+    // It saw the commit before recording a loss: none is recorded for a batch that lost nothing.
+    expect(t.losses).toEqual([]);
     // Only the committed run's rows reach the sink: none of a lower count of records at a higher revision.
     expect(t.writes.map((w) => [w.batchId, w.revision ?? 0])).toEqual([[0, 0]]);
   });
