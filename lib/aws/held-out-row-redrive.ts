@@ -24,6 +24,7 @@
  */
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { PutRecordCommand } from '@aws-sdk/client-kinesis';
+import { compilePartialAggregator } from '../execution/partial-aggregation.js';
 import { compileForDeployment } from '../query/compiled-query.js';
 import type { QueryDefinition } from '../query/query-definition.js';
 import type { DeploymentDescriptor, RuntimeConfig } from '../runtime/runtime-config.js';
@@ -68,13 +69,24 @@ function refusalOf(record: RepartitionRecord, definition: QueryDefinition, confi
   const row = record.rows[0] ?? [];
   if (record.partial) {
     if (!hop.partial) return 'the row is a partial aggregate, and the fixed query\'s stage 2 takes rows, not partials';
-    const width = 1 + hop.partial.groupingExprs.length + hop.partial.aggregateExprs.length;
-    if (row.length !== width) return `the partial aggregate has ${row.length} values, the fixed query's partials ${width}: its layout changed`;
+    const initial = compilePartialAggregator(hop.partial, null).aggregation.initialBuffers();
+    const keys = hop.partial.groupingExprs.length;
+    const buffers = row.slice(1 + keys);
+    // Other buffers, or buffers of another shape (a long sum's value, a decimal sum's [sum, count]): the fixed query changed an aggregate or widened a type.
+    const changed = buffers.length !== initial.length ? `${buffers.length} buffers, the fixed query's ${initial.length}`
+      : initial.flatMap((b, i) => (b !== null && buffers[i] !== null && shapeOf(b) !== shapeOf(buffers[i]) ? [`buffer ${i} is ${shapeOf(buffers[i])}, the fixed query's ${shapeOf(b)}`] : []))[0];
+    if (changed !== undefined) {
+      return `the partial aggregate does not fit the fixed query's (${changed}): a changed aggregate or a widened type; `
+        + 'its state would need the fixed query\'s own partial of those source records (not re-driven)';
+    }
   } else if (hop.partial && row.length !== hop.partial.input.length) {
     return `the row has ${row.length} values, the fixed query's rows ${hop.partial.input.length}: its layout changed`;
   }
   return null;
 }
+
+/** A buffer's shape: a scalar, or a list of n values (a decimal sum's [sum, count], an average's). */
+const shapeOf = (value: unknown): string => (Array.isArray(value) ? `a list of ${value.length}` : 'a single value');
 
 export async function redriveHeldOutRows(
   clients: AwsClients, deployment: DeploymentDescriptor, letters: readonly DeadLetterRecord[], claims: ReadonlyMap<string, Item>, options: HeldOutRowOptions,
