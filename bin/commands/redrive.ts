@@ -15,6 +15,7 @@ import { type Command, InvalidArgumentError } from 'commander';
 import { userInfo } from 'node:os';
 import { redriveDeadLetters } from '../../lib/aws/dead-letter-redrive.js';
 import { reprocessDeadLetters } from '../../lib/aws/dead-letter-reprocess.js';
+import type { HeldOutRowReport } from '../../lib/aws/held-out-row-redrive.js';
 import { runtimeConfigOf } from '../../lib/aws/replay.js';
 import { acknowledgeLostRanges } from '../../lib/aws/lost-range-acknowledgement.js';
 import { redriveSkippedBatches, sourceCheckOf, type SkippedRedriveReport } from '../../lib/aws/skipped-batch-redrive.js';
@@ -133,8 +134,25 @@ async function throughQuery(c: Connected, opts: RedriveOptions, definition: Quer
     ...(report.waiting > 0 ? [`left for now, their shard waits for its parents' last records (run the re-drive again later): ${report.waiting}`] : []),
     ...(report.failedAgain.length > 0 ? [`failed again after a re-drive (not re-driven again): ${report.failedAgain.length}`,
       ...report.failedAgain.map((f) => `  ${f.shardId}/${f.sequenceNumber}: ${f.reason}`)] : []),
+    ...heldOutRowLines(report.heldOutRows, opts.dryRun === true),
   ].join('\n'));
-  process.exitCode = report.failedAgain.length > 0 || report.ofClosedShard > 0 || report.waiting > 0 ? EXIT.unhealthy : EXIT.ok;
+  const held = report.heldOutRows;
+  process.exitCode = report.failedAgain.length > 0 || report.ofClosedShard > 0 || report.waiting > 0 || held.failedAgain.length > 0 || held.refused.length > 0
+    ? EXIT.unhealthy : EXIT.ok;
+}
+
+/** Rows stage 2 held out: put back on the internal stream, for the deployed stage 2 to apply once. */
+function heldOutRowLines(held: HeldOutRowReport, dryRun: boolean): string[] {
+  const total = held.redriven.length + held.alreadyRedriven + held.failedAgain.length + held.refused.length + (dryRun ? held.wouldRedrive : 0);
+  if (total === 0) return [];
+  return [
+    dryRun ? `rows stage 2 held out, would put back on the internal stream: ${held.wouldRedrive}`
+      : `rows stage 2 held out, put back on the internal stream (the deployed stage 2 applies each once; deploy the fixed query first): ${held.redriven.length}`,
+    ...(held.alreadyRedriven > 0 ? [`  put back before: ${held.alreadyRedriven}`] : []),
+    ...(held.failedAgain.length > 0 ? [`  held out again after a re-drive (not put back again): ${held.failedAgain.length}`,
+      ...held.failedAgain.map((f) => `    ${f.id}: ${f.reason}`)] : []),
+    ...(held.refused.length > 0 ? [`  left dead-lettered: ${held.refused.length}`, ...held.refused.map((r) => `    ${r.id}: ${r.reason}`)] : []),
+  ];
 }
 
 async function acknowledge(c: Connected, opts: RedriveOptions): Promise<void> {

@@ -30,6 +30,7 @@ import { isResultRowLetter, type DeadLetterRecord } from '../sources/dead-letter
 import type { QueryDefinition } from '../query/query-definition.js';
 import { isRedriveProgressKey, REDRIVE_KEY_MARK } from '../sources/repartition-records.js';
 import { isInternalStreamLetter } from '../sources/held-out-rows.js';
+import { isHeldOutRowLetter, redriveHeldOutRows, type HeldOutRowReport } from './held-out-row-redrive.js';
 import type { AwsClients } from './clients.js';
 import { listStreamShards } from './kinesis-shard-reader.js';
 import { readDeadLetters } from './s3-dead-letter-writer.js';
@@ -75,6 +76,8 @@ export interface ReprocessReport {
   readonly notFromSource: number;
   /** Letters of result rows (`result-batch-…`: refused by the sink, or raising above state): output rows, never run through stage 1, left. */
   readonly resultRows: number;
+  /** Rows stage 2 held out (a data error applying them), put back on the internal stream for the deployed stage 2 (held-out-row-redrive.ts). */
+  readonly heldOutRows: HeldOutRowReport;
   /**
    * Dead letters of a closed (resharded) shard of a one-stage stateful query that no open shard can
    * take (its split divided a state that cannot be divided by key): left dead-lettered, with why.
@@ -109,14 +112,18 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   const report = {
     runs: [] as ReprocessRun[], reprocessed: 0, alreadyRedriven: 0, failedAgain: [] as ReprocessReport['failedAgain'], notFromSource: 0, resultRows: 0, ofClosedShard: 0,
     closedShardReasons: [] as string[], onDescendant: 0, waiting: 0, wouldRedrive: 0, lateRows: 0,
+    heldOutRows: { redriven: [], alreadyRedriven: 0, failedAgain: [], refused: [], wouldRedrive: 0 } as HeldOutRowReport,
   };
   const candidates: DeadLetterRecord[] = [];
+  const heldOut: DeadLetterRecord[] = [];
   for (const letter of letters) {
     if (options.shardId && letter.shardId !== options.shardId && !letter.shardId.startsWith(`${options.shardId}${REDRIVE_KEY_MARK}`)) continue;
     if (options.sinceMs !== undefined && letter.approximateArrivalTimestampMs < options.sinceMs) continue;
     // A result row's letter (filed under the source shard in a one-stage query): its data is an output row, not a record.
     if (isResultRowLetter(letter)) { report.resultRows++; continue; }
-    // A letter of a stage reading an internal stream (its shard id repeats a source shard's): never a source record.
+    // A row stage 2 held out: its letter holds the row itself, re-applied to stage 2's state.
+    if (isHeldOutRowLetter(letter)) { heldOut.push(letter); continue; }
+    // Any other letter of a stage reading an internal stream (its shard id repeats a source shard's): never a source record.
     if (isInternalStreamLetter(letter)) { report.notFromSource++; continue; }
     const id = redriveIdOf(letter.shardId, letter.sequenceNumber);
     if (newIds.has(id) || isRedriveProgressKey(letter.shardId)) report.failedAgain.push({ shardId: letter.shardId, sequenceNumber: letter.sequenceNumber, reason: letter.reason });
@@ -134,6 +141,7 @@ export async function reprocessDeadLetters(clients: AwsClients, deployment: Depl
   report.onDescendant = routed.fromClosedShard;
   report.waiting = routed.waiting.reduce((n, w) => n + w.records.length, 0);
   report.wouldRedrive = [...due.values()].reduce((n, l) => n + l.length, 0);
+  if (heldOut.length > 0) report.heldOutRows = await redriveHeldOutRows(clients, deployment, heldOut, claims, options);
   if (options.dryRun) return report;
 
   const run = async (partitionId: string, records: readonly DeadLetterRecord[], resumed: boolean): Promise<void> => {

@@ -45,6 +45,8 @@ export function heldOutRowDeadLetter(
     ...(decoded.partial ? { partial: true } : {}),
     ...(decoded.in !== undefined ? { in: decoded.in } : {}),
     ...(decoded.ns !== undefined ? { ns: decoded.ns } : {}),
+    // A re-driven row (held-out-row-redrive.ts) held out again keeps its tag: reported as failed again, not re-driven in a loop.
+    ...(decoded.redrive !== undefined ? { redrive: decoded.redrive } : {}),
   };
   const what = decoded.partial
     ? `a partial aggregate of stage 1's batch ${decoded.batch} on source partition ${decoded.src} (that batch's records of one group)`
