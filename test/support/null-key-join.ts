@@ -8,7 +8,7 @@
  */
 import { defineQuery, type MultiSourceQueryDefinition } from '../../lib/query/query-definition.js';
 import { Column, interval } from '../../lib/plan/column.js';
-import { col } from '../../lib/plan/functions.js';
+import { col, count, sum, window } from '../../lib/plan/functions.js';
 import { ORDERS_SCHEMA, PAYMENTS_SCHEMA, prng, type Order } from './join-queries.js';
 import { SHIPMENTS_SCHEMA, inMemoryThree, type Shipment } from './chain-queries.js';
 
@@ -116,4 +116,32 @@ export function nullSafeOuterJoins(name: string, second: 'inner' | 'left_outer' 
 /** `a <=> b` (Spark's eqNullSafe; the Column API has no method for it). */
 export function nullSafeEq(a: string, b: string): Column {
   return new Column({ kind: 'call', fn: '<=>', args: [col(a).expr, col(b).expr] });
+}
+
+/** As nullSafeOuterJoins, but `ref <=> sid`: the key is the preserved side's, never padded, so the class routing serves. */
+export function nullSafeOnPreservedKey(name: string): MultiSourceQueryDefinition {
+  return defineQuery({
+    name, outputMode: 'append', sink: { kind: 's3-files' },
+    sources: { orders: { schema: ORDERS_SCHEMA }, payments: { schema: PAYMENTS_SCHEMA }, shipments: { schema: SHIPMENTS_SCHEMA } },
+    transform: ({ orders, payments, shipments }) => payments!.withWatermark('pts', '10 minutes')
+      .join(orders!.withWatermark('ts', '10 minutes'),
+        col('ref').eq(col('order_id')).and(col('ts').between(col('pts').minus(interval('30 minutes')), col('pts'))), 'left_outer')
+      .join(shipments!.withWatermark('sts', '10 minutes'),
+        nullSafeEq('ref', 'sid').and(col('sts').between(col('pts'), col('pts').plus(interval('20 minutes')))), 'left_outer'),
+  });
+}
+
+/**
+ * Payments ⟕ orders, then per 10-minute window of the payment and `order_id` the payments: the
+ * padded payments form the NULL group of each window, whatever `ref` routed them by.
+ */
+export function paddedKeyCount(name: string): MultiSourceQueryDefinition {
+  return defineQuery({
+    name, outputMode: 'append', sink: { kind: 's3-files' },
+    sources: { orders: { schema: ORDERS_SCHEMA }, payments: { schema: PAYMENTS_SCHEMA } },
+    transform: ({ orders, payments }) => payments!.withWatermark('pts', '10 minutes')
+      .join(orders!.withWatermark('ts', '10 minutes'),
+        col('ref').eq(col('order_id')).and(col('ts').between(col('pts').minus(interval('30 minutes')), col('pts'))), 'left_outer')
+      .groupBy(window(col('pts'), '10 minutes'), col('order_id')).agg(count('*').as('payments'), sum(col('paid')).as('paid')),
+  });
 }
