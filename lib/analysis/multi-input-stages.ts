@@ -16,7 +16,8 @@
  * as a single stream's do (stages.ts `chainAbove`): stage 2 writes hop 2, routed by the next
  * operator's keys and carrying its output watermark, and so on. Join → join (a third stream joined
  * with a join's result) runs both joins in stage 2, every stream routed by one class of columns the
- * joins equate (`order_id = ref = sid`); without such a class, on one state partition.
+ * joins equate (`order_id = ref = sid`); without such a class (or when a join compares with `<=>`
+ * a column a lower outer join pads with NULL), the top join gets its own hop (join-exchange.ts).
  *
  * Single-stream chains of stateful operators are planned by stages.ts (planStages); this module
  * plans joins and queries over several streams, and `hopOfInput` gives each input as a stages Hop.
@@ -144,9 +145,10 @@ function keySetsOf(stateful: LogicalPlan): { names: string[]; sides: { subtree: 
   throw refuse(`${stateful.kind} is not a stateful operator the hop knows`);
 }
 
-function joinKeySets(join: JoinNode): { names: string[]; sides: { subtree: LogicalPlan; keys: (Attribute | null)[] }[] } {
+function joinKeySets(join: JoinNode): { names: string[]; sides: { subtree: LogicalPlan; keys: (Attribute | null)[] }[]; nullSafe: boolean[] } {
   const width = join.left.output.length;
   const split = splitJoinCondition(join.condition ? bind(join.condition, [...join.left.output, ...join.right.output]) : null, width);
+  const nullSafe = split.keys.map((k) => k.nullSafe);
   const names: string[] = [];
   const left: (Attribute | null)[] = [];
   const right: (Attribute | null)[] = [];
@@ -159,7 +161,35 @@ function joinKeySets(join: JoinNode): { names: string[]; sides: { subtree: Logic
     left.push(usable ? l : null);
     right.push(usable ? r : null);
   }
-  return { names, sides: [{ subtree: join.left, keys: left }, { subtree: join.right, keys: right }] };
+  return { names, sides: [{ subtree: join.left, keys: left }, { subtree: join.right, keys: right }], nullSafe };
+}
+
+/**
+ * Whether `attribute` (an output of `node`) can be NULL on a row an outer join below pads, or is
+ * computed (then its value need not be the one its row was routed by). Such a row is routed by the
+ * column of its preserved side, not by this one.
+ */
+function mayBePadded(node: LogicalPlan, attribute: Attribute): boolean {
+  if (node.kind === 'Join') {
+    const inLeft = node.left.output.some((a) => a.id === attribute.id);
+    const padded = inLeft
+      ? node.joinType === 'right_outer' || node.joinType === 'full_outer'
+      : node.joinType === 'left_outer' || node.joinType === 'full_outer';
+    return padded || mayBePadded(inLeft ? node.left : node.right, attribute);
+  }
+  if (node.kind === 'Project') {
+    const index = node.output.findIndex((a) => a.id === attribute.id);
+    let e: Expr = node.exprs[index]!;
+    while (e.kind === 'alias') e = e.child;
+    if (e.kind !== 'column') return true;
+    try {
+      const resolved = resolveName(e.name, node.child.output);
+      return resolved.path.length > 0 || mayBePadded(node.child, resolved.attribute);
+    } catch {
+      return true;
+    }
+  }
+  return planChildren(node).filter((c) => c.output.some((a) => a.id === attribute.id)).some((c) => mayBePadded(c, attribute));
 }
 
 /**
@@ -320,8 +350,9 @@ export function planMultiInputHop(plan: LogicalPlan): MultiInputHopPlan {
  * The routing of joins chained in one stage: the attributes their usable equi-keys equate form
  * classes; a class routes when every join equates a pair of it and every stream has a column of it
  * (unchanged below its stage-1 cut). Rows that can match in any of the joins then meet on one
- * shard: NULL never equals anything, so an outer join's NULL-padded rows need not meet. Null when
- * no class serves (the caller routes everything to one partition).
+ * shard: NULL never equals anything under `=`, so an outer join's NULL-padded rows need not meet;
+ * a class a join compares with `<=>` on a column an outer join below pads does not serve. Null when
+ * no class serves (the caller gives the top join its own hop, or routes to one partition).
  */
 function joinChainRouting(
   joins: readonly JoinNode[], inputs: readonly (readonly [string, LogicalPlan])[],
@@ -332,14 +363,20 @@ function joinChainRouting(
     return id;
   };
   const pairs = joins.map((j) => {
-    const { sides } = joinKeySets(j);
-    return sides[0]!.keys.map((l, k) => ({ join: j, l, r: sides[1]!.keys[k]!, position: k }))
-      .filter((p): p is { join: JoinNode; l: Attribute; r: Attribute; position: number } => p.l !== null && p.r !== null);
+    const { sides, nullSafe } = joinKeySets(j);
+    return sides[0]!.keys.map((l, k) => ({ join: j, l, r: sides[1]!.keys[k]!, position: k, nullSafe: nullSafe[k]! }))
+      .filter((p): p is { join: JoinNode; l: Attribute; r: Attribute; position: number; nullSafe: boolean } => p.l !== null && p.r !== null);
   });
   for (const { l, r } of pairs.flat()) parent.set(find(l.id), find(r.id));
   const classes = [...new Set(pairs.flat().map((p) => find(p.l.id)))];
+  // Under `<=>` a NULL the lower outer join padded matches the other side's NULL keys, which are
+  // routed to the NULL key's shard while the padded row sits where its preserved column sent it:
+  // such a join routes by its own key instead (Spark shuffles before it by coalesce/isnull of it).
+  const paddedNullSafe = (p: { join: JoinNode; l: Attribute; r: Attribute; nullSafe: boolean }): boolean =>
+    p.nullSafe && (mayBePadded(p.join.left, p.l) || mayBePadded(p.join.right, p.r));
   for (const cls of classes) {
     if (!pairs.every((ps) => ps.some((p) => find(p.l.id) === cls))) continue;
+    if (pairs.flat().some((p) => find(p.l.id) === cls && paddedNullSafe(p))) continue;
     const ordinals = new Map<string, number>();
     for (const [id, cut] of inputs) {
       for (const { join, l, r } of pairs.flat().filter((p) => find(p.l.id) === cls)) {
