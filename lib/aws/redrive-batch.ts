@@ -238,3 +238,11 @@ function isLostRace(error: Error): boolean {
   const code = error instanceof CheckpointError ? error.code : (error.cause instanceof CheckpointError ? error.cause.code : undefined);
   return code === 'CONCURRENT_QUERY' || code === 'PLAN_CONDITION_FAILED';
 }
+
+/** The plan was refused by its fence: the shard's partition is finished (lib/aws/dynamodb-checkpoint.ts `planFence`). */
+export function isPartitionFinished(error: unknown): boolean {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    if ((e as { code?: unknown }).code === 'PARTITION_FINISHED') return true;
+  }
+  return false;
+}
