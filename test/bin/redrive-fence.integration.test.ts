@@ -8,6 +8,8 @@
  * - the seed first: the live handler, re-delivered a record of the closed shard, tries the run
  *   there; the plan's fence (the shard's watermark row is closed) refuses it, and the next re-drive
  *   runs it on the children holding its keys;
+ * - the seed as `sluice redrive` plans the run (it found the shard open just before): the plan is
+ *   refused by the same fence, and the re-drive moves the run to the children at once;
  * - the plan first (between the guard's look at the offset log and its mark): the guard reads the
  *   offset log again after the mark, so the children wait for that batch and the seed carries it.
  */
@@ -173,6 +175,40 @@ describe('a stored re-drive run racing the reshard guard of its shard', () => {
     const later = sales(4, 40);
     await setup.put(later);
     await scheduledDrain(setup, fixed);
+    expect(await setup.sink()).toEqual(answer([...good, ...bad, ...more, ...later]));
+  }, 400_000);
+
+  it('the shard split and its children seeded as the re-drive plans its batch there: the plan is refused and the run moves to the children, once', async () => {
+    const setup = await setUp(emulators, dir, 1);
+    const { deployment } = setup;
+    const { clients, config } = deployment;
+    const fixed = await importQueryModule(FIXED);
+    const { good, bad } = await withDeadLetters(setup);
+    const more = sales(8, 20);
+    let children: string[] = [];
+    // The re-drive found the shard open; right before its plan, the stream is split and the scheduled function seeds the children.
+    let raced = false;
+    const racing = hooked(emulators, async (items) => {
+      if (raced || !plansRedrive(items)) return;
+      raced = true;
+      [children] = await reshardStream(clients.kinesis, config.streamName, [{ split: 'first-open' }], { timeoutMs: 60_000 }) as [string[]];
+      await setup.put(more);
+      await scheduledDrain(setup, fixed);
+    });
+    const report = await reprocessDeadLetters(racing, setup.descriptor, { definition: fixed, config: runtimeConfigOf(setup.descriptor) });
+    racing.destroy();
+    expect(raced).toBe(true);
+    expect(await setup.sink()).toEqual(answer([...good, ...bad, ...more]));
+    expect(report).toMatchObject({ reprocessed: 4, failedAgain: [] });
+    expect((report.runs[0] as { reroutedTo?: string[] }).reroutedTo?.map((p) => p.split('@')[0]).sort()).toEqual([...children].sort());
+    expect(await pendingRedrives(setup)).toEqual([]);
+
+    const later = sales(4, 40);
+    await setup.put(later);
+    await scheduledDrain(setup, fixed);
+    const again = await setup.cli(['redrive', QUERY, '--query-module', FIXED, '--json']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ reprocessed: 0, alreadyRedriven: 4, runs: [] });
     expect(await setup.sink()).toEqual(answer([...good, ...bad, ...more, ...later]));
   }, 400_000);
 });
