@@ -212,7 +212,11 @@ export function createAwsQueryBackends(
           snapshotEvery: config.snapshotEveryBatches, snapshotByBytes: true,
           ...(stateObjects ? { stateObjects } : {}),
           ...(namespace.fence ? { commitFence: namespace.fence } : {}),
-          ...(input ? {} : { planCondition: redrivePlanCondition(config.checkpointTable, definition.name) }),
+          ...(input ? {} : {
+            planCondition: redrivePlanCondition(config.checkpointTable, definition.name),
+            // The reshard guard marks the row closed before seeding the children: no re-drive batch lands after.
+            planFence: watermarks.notClosedCheck(stage.partitionId(shardId)),
+          }),
         }),
         sink: toHop ?? sink,
         ...(toHop ? {} : { sinkRowLimits: resultSink.rowLimits }),

@@ -87,6 +87,12 @@ export interface DynamoDbCheckpointOptions {
    * `previous` reads the entry of batch N-1.
    */
   readonly planCondition?: (entry: OffsetSeq, previous: () => Promise<OffsetSeq | undefined>) => Promise<TransactWriteItem | undefined>;
+  /**
+   * A ConditionCheck that a batch planned under `planCondition` also needs: the partition is not
+   * finished (lib/aws/reshard-guard.ts marks a closed, fully committed shard's watermark row
+   * `closed` before its children are seeded from its final state). Refused: PARTITION_FINISHED.
+   */
+  readonly planFence?: TransactWriteItem;
   /** Where state payloads go when an S3 object is cheaper than items (DynamoDbStateStoreOptions.objects). */
   readonly stateObjects?: StateObjectLocation;
   /**
@@ -210,7 +216,11 @@ class DynamoDbMetadataLog<T> implements MetadataLog<T> {
 
 /** The offset log whose entries may need a condition on another item to be planned (`planCondition`). */
 class DynamoDbOffsetLog extends DynamoDbMetadataLog<OffsetSeq> {
-  constructor(items: CheckpointItems, prefix: string, private readonly planCondition: NonNullable<DynamoDbCheckpointOptions['planCondition']>) {
+  constructor(
+    items: CheckpointItems, prefix: string,
+    private readonly planCondition: NonNullable<DynamoDbCheckpointOptions['planCondition']>,
+    private readonly planFence: TransactWriteItem | undefined,
+  ) {
     super(items, prefix);
   }
 
@@ -218,20 +228,28 @@ class DynamoDbOffsetLog extends DynamoDbMetadataLog<OffsetSeq> {
     const condition = await this.planCondition(entry, () => (batchId > 0 ? this.get(batchId - 1) : Promise.resolve(undefined)));
     if (!condition) return super.add(batchId, entry);
     const item = entryItem(this.items, this.sk(batchId), batchId, entry);
+    const fence = this.planFence ? [this.planFence] : [];
     try {
       const out = await this.items.client.send(new TransactWriteItemsCommand({
-        TransactItems: [{ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } }, condition],
+        TransactItems: [{ Put: { TableName: this.items.table, Item: item, ConditionExpression: 'attribute_not_exists(pk)' } }, condition, ...fence],
         ReturnConsumedCapacity: 'TOTAL',
       }));
-      meterUnits(this.items.meter, 'write', out.ConsumedCapacity, () => 2 * writeUnitsFor(itemSize(item)) + 2);
+      meterUnits(this.items.meter, 'write', out.ConsumedCapacity, () => 2 * writeUnitsFor(itemSize(item)) + 2 + 2 * fence.length);
       return true;
     } catch (error) {
       if (!(error instanceof TransactionCanceledException)) throw wrap(error, `plan batch ${batchId}`);
       const reasons = (error.CancellationReasons ?? []).map((r) => r.Code ?? 'None');
       if (reasons[0] === 'ConditionalCheckFailed') return false;
+      // Before the fence: a run already committed is reported as such, whatever happened to the shard since.
       if (reasons[1] === 'ConditionalCheckFailed') {
         throw new CheckpointError(`Batch ${batchId} of ${this.items.pk} cannot be planned: its condition on another item failed (a re-drive run already committed).`, {
           code: 'PLAN_CONDITION_FAILED', context: { batchId, pk: this.items.pk },
+        });
+      }
+      if (reasons[2] === 'ConditionalCheckFailed') {
+        throw new CheckpointError(`Batch ${batchId} of ${this.items.pk} cannot be planned: the partition is finished (its shard was closed by a reshard and its children were seeded from its final state).`, {
+          code: 'PARTITION_FINISHED', context: { batchId, pk: this.items.pk },
+          hint: 'its keys belong to the open descendants now; a re-drive run of this shard runs there (the next `sluice redrive` moves it).',
         });
       }
       throw new CheckpointError(`Could not plan batch ${batchId} of ${this.items.pk}: transaction cancelled (${reasons.join(', ')}).`, {
@@ -429,7 +447,7 @@ export class DynamoDbCheckpoint implements Checkpoint {
     this.pk = `${options.queryName}#${options.partitionId}`;
     this.items = new CheckpointItems(options.client, options.checkpointTable, this.pk, options.meter);
     this.offsetLog = options.planCondition
-      ? new DynamoDbOffsetLog(this.items, CHECKPOINT_ITEMS.offsetPrefix, options.planCondition)
+      ? new DynamoDbOffsetLog(this.items, CHECKPOINT_ITEMS.offsetPrefix, options.planCondition, options.planFence)
       : new DynamoDbMetadataLog<OffsetSeq>(this.items, CHECKPOINT_ITEMS.offsetPrefix);
     this.commits = new DynamoDbCommitLog(this.items, CHECKPOINT_ITEMS.commitPrefix, options.commitFence, namespacePointerKey(options.queryName.split('@')[0]!));
     this.commitLog = this.commits;

@@ -25,6 +25,7 @@ import {
   ConditionalCheckFailedException,
   UpdateItemCommand,
   type DynamoDBClient,
+  type TransactWriteItem,
   type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { CheckpointError } from '../errors/sluice-error.js';
@@ -214,6 +215,20 @@ export class DynamoDbWatermarkCoordinator implements WatermarkCoordinator {
       UpdateExpression: 'SET closed = :true',
       ExpressionAttributeValues: { ':true': { BOOL: true } },
     }, `mark ${partitionId} closed`);
+  }
+
+  /**
+   * A ConditionCheck that the partition is not marked closed: the fence a re-drive batch's plan
+   * carries (lib/aws/redrive-batch.ts), so that no batch lands on a shard whose children were
+   * seeded from its final state. A partition without a row is not closed.
+   */
+  notClosedCheck(partitionId: string): TransactWriteItem {
+    return {
+      ConditionCheck: {
+        TableName: this.options.checkpointTable, Key: this.key(partitionId),
+        ConditionExpression: 'attribute_not_exists(closed) OR closed = :false', ExpressionAttributeValues: { ':false': { BOOL: false } },
+      },
+    };
   }
 
   private key(partitionId: string): Record<string, { S: string }> {

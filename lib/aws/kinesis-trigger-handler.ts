@@ -27,6 +27,7 @@ import { namespaceFence, readNamespacePointer } from './query-namespace.js';
 import { RefusedShardStore } from './refused-shards.js';
 import { ReshardGuard, type StageLayoutAccess } from './reshard-guard.js';
 import { skippedRangesOf } from './skipped-batches.js';
+import { isPartitionFinished } from './redrive-batch.js';
 import { createObservability, recordBatchProgress, recordExpiredLoss, type Observability } from './observability.js';
 import { inSubsegment, tracerForClients } from './tracing.js';
 import { METRIC } from '../runtime/metric-names.js';
@@ -228,6 +229,11 @@ function createShardHandler(
         observability.logger.info('finished a stored re-drive run left unplanned', { shardId, run });
       }
     } catch (error) {
+      // The shard finished (its children were seeded) before the run was planned: the plan's fence refused it.
+      if (isPartitionFinished(error)) {
+        observability.logger.warn('a stored re-drive run of a finished shard is not run here; the next `sluice redrive` runs it on the shard\'s open descendants', { shardId, error: error as Error });
+        return;
+      }
       observability.logger.error('a stored re-drive run could not be finished here; a later invocation or the scheduled function retries it', { shardId, error: error as Error });
     }
   };

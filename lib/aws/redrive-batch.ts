@@ -10,7 +10,12 @@
  *   2. The batch is planned as batch N+1 of the shard's partition, after its last committed batch
  *      N: its offset keeps the shard's committed sequence number and carries `redrive: {run,
  *      count}`, so the next batch reads the shard on from where N ended. The offset entry's put
- *      is conditional (no N+1 yet), in one transaction with a check that the run is still open.
+ *      is conditional (no N+1 yet), in one transaction with a check that the run is still open
+ *      and one that the shard is not finished (its watermark row not `closed`: the reshard guard
+ *      marks it before seeding the children from the shard's final state, then reads the offset
+ *      log again, lib/aws/reshard-guard.ts). So a batch either lands before the mark (the children
+ *      wait for its commit and the seed carries it) or is refused (PARTITION_FINISHED; the run
+ *      moves to the open descendants), never in a state nobody reads again.
  *   3. Whoever finds the batch planned and not committed runs it with the ledger's records: this
  *      process at once, or the live Kinesis handler or the scheduled function on that shard if this
  *      process dies (shard-invocation.ts, `ensurePendingBatchRecords`). A process that died after 1's
@@ -237,4 +242,12 @@ function isBatchOf(progress: StreamingQueryProgress, run: string): boolean {
 function isLostRace(error: Error): boolean {
   const code = error instanceof CheckpointError ? error.code : (error.cause instanceof CheckpointError ? error.cause.code : undefined);
   return code === 'CONCURRENT_QUERY' || code === 'PLAN_CONDITION_FAILED';
+}
+
+/** The plan was refused by its fence: the shard's partition is finished (lib/aws/dynamodb-checkpoint.ts `planFence`). */
+export function isPartitionFinished(error: unknown): boolean {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    if ((e as { code?: unknown }).code === 'PARTITION_FINISHED') return true;
+  }
+  return false;
 }

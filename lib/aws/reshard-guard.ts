@@ -12,7 +12,10 @@
  * 2. a stateful child is seeded from its parents' final state (lib/checkpoint/reshard-seed.ts):
  *    the entries whose routing key hashes into its range after a split, the union after a merge,
  *    with the parents' watermarks and, for stage 2, what they applied per source shard;
- * 3. the parents' watermark rows are marked closed, so they no longer hold the minimum back.
+ * 3. the parents' watermark rows are marked closed, so they no longer hold the minimum back. The
+ *    mark comes before the seed and is a fence: a re-drive batch's plan checks it (planFence in
+ *    lib/aws/aws-backends.ts), and a plan that landed before it is found by reading the offset log
+ *    again after it (the parent is then not finished until that batch commits).
  *
  * A finished parent runs nothing again: its keys belong to its children (`prepare` says so to
  * the scheduled function, which would otherwise run a no-data batch on it).
@@ -330,8 +333,15 @@ export class ReshardGuard {
       if (!span) return false;
       after = span.lastSequenceNumber;
     }
+    // The fence: once the row is closed no re-drive batch can be planned here (its plan checks the
+    // row, lib/aws/redrive-batch.ts). One planned before it is seen now, and the children wait for
+    // its commit (the seed then carries it); without this read it would land in a state nobody reads.
+    if (this.options.markClosed) {
+      await this.options.markClosed(shardId);
+      const [plannedAfter, commitAfter] = await Promise.all([checkpoint.offsetLog.getLatest(), checkpoint.commitLog.getLatest()]);
+      if (plannedAfter && plannedAfter[0] !== commitAfter?.[0]) return false;
+    }
     this.finished.add(shardId);
-    await this.options.markClosed?.(shardId);
     return true;
   }
 

@@ -39,7 +39,7 @@ import type { DeploymentDescriptor, RuntimeConfig } from '../runtime/runtime-con
 import type { ShardRecord } from '../sources/kinesis-shard-source.js';
 import { REDRIVE_KEY_MARK } from '../sources/repartition-records.js';
 import { createAwsQueryBackends } from './aws-backends.js';
-import { deleteRedriveRecords, readRunItem, runRedriveBatch, type RedriveBatchRunner } from './redrive-batch.js';
+import { deleteRedriveRecords, isPartitionFinished, readRunItem, runRedriveBatch, type RedriveBatchRunner } from './redrive-batch.js';
 import { indivisibleState, redriveTargetOf } from './redrive-routing.js';
 import { ReshardGuard, stateRoutingOf } from './reshard-guard.js';
 import { RefusedShardStore } from './refused-shards.js';
@@ -307,7 +307,7 @@ export async function createThroughQueryRunner(clients: AwsClients, deployment: 
     }));
     if (onShardPartition) {
       const shardId = partitionId.slice(0, partitionId.indexOf(REDRIVE_KEY_MARK));
-      if (shardRecords.length > 0 && await checkShardFor(shardId, partitionId) === 'closed') {
+      const rerouted = async (): Promise<RunOutcome> => {
         const outcomes: RunOutcome[] = [];
         const groups = await reroute(shardId, partitionId, records);
         for (const [sub, list] of groups) outcomes.push(await finish(sub, list));
@@ -316,8 +316,17 @@ export async function createThroughQueryRunner(clients: AwsClients, deployment: 
           committedElsewhere: outcomes.some((o) => o.committedElsewhere === true),
           lateRows: outcomes.some((o) => o.lateRows === null) ? null : outcomes.reduce((n, o) => n + (o.lateRows ?? 0), 0),
         };
+      };
+      if (shardRecords.length > 0 && await checkShardFor(shardId, partitionId) === 'closed') return rerouted();
+      let outcome: Awaited<ReturnType<typeof runRedriveBatch>> | null = null;
+      try {
+        outcome = shardRecords.length > 0 ? await runRedriveBatch(batchRunner, shardId, partitionId, shardRecords) : null;
+      } catch (error) {
+        // Another process found the shard finished between the check above and the plan (the plan's
+        // fence refused it): its keys are the descendants' now, as when the check sees it.
+        if (!isPartitionFinished(error)) throw error;
+        return rerouted();
       }
-      const outcome = shardRecords.length > 0 ? await runRedriveBatch(batchRunner, shardId, partitionId, shardRecords) : null;
       await markClaimsAndDone(partitionId, records);
       await deleteRedriveRecords(clients.dynamodb, table, query, partitionId);
       return {
@@ -337,3 +346,4 @@ export async function createThroughQueryRunner(clients: AwsClients, deployment: 
     return { batches };
   }
 }
+
