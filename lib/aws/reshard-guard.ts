@@ -294,6 +294,22 @@ export class ReshardGuard {
     return done ? this.remember(shardId, true) : false;
   }
 
+  /**
+   * Whether `shardId` still runs the query in one stage under functions compiled with a repartition
+   * stage: its partition committed batches of the one-stage plan (its metadata lists stateful
+   * operators) and its state has not moved to stage 2 yet, because records after its committed
+   * position remain (the mapping was behind at the deploy). Those records run through the one-stage
+   * plan, on this partition, until the shard is closed and committed: the scheduled function does
+   * it (its role writes state and sink; the stage-1 function's does not), and the move follows.
+   */
+  async runsOneStage(shardId: string): Promise<boolean> {
+    if (this.moved.has(shardId) || this.finished.has(shardId)) return false;
+    // Remembers a moved shard and one that never ran in one stage: asked once per container, as the moves are.
+    if (await this.movedToStageTwo(shardId) || this.moved.has(shardId)) return false;
+    // A child refused before a redeploy has no commit: it runs stage 1 once the state has moved.
+    return (await this.options.checkpointOf(shardId).commitLog.getLatest()) !== undefined;
+  }
+
   private remember(shardId: string, moved: boolean): boolean {
     this.moved.set(shardId, moved);
     return moved;
