@@ -203,6 +203,7 @@ export class ReshardGuard {
         if (!(await migrationDone(request))) {
           throw pending(shardId, `its parent(s) ${holding.map((p) => p.partitionId).join(', ')} ran the query in one stage, and their state moves to the repartition stage first (the scheduled function or stage 2 moves it)`);
         }
+        await this.forgetRefusedSeedMetadata(checkpoint);
         return;
       }
       await refuseStateLeftInParents(this.partition(shardId), parents);
@@ -220,6 +221,20 @@ export class ReshardGuard {
           : null),
       });
     }
+  }
+
+  /**
+   * A child an older version refused (RESHARD_WITH_STATE) may hold its one-stage parent's metadata:
+   * that version wrote it before the seed failed. The child never committed and its state moved to
+   * stage 2 with the parent's, so it runs stage 1 now: its metadata becomes this stage's (no
+   * stateful operator), under the same query id, instead of refusing it INCOMPATIBLE_CHECKPOINT.
+   */
+  private async forgetRefusedSeedMetadata(checkpoint: Checkpoint): Promise<void> {
+    const stored = await checkpoint.readQueryMetadata();
+    if (!stored || stored.fingerprint.statefulOperators.length === 0 || !checkpoint.replaceQueryMetadata) return;
+    const fingerprint = { ...stored.fingerprint, outputMode: this.options.stage.outputMode, statefulOperators: [] };
+    // Lost to a concurrent replacement: that one wrote the same.
+    await checkpoint.replaceQueryMetadata(stored, { ...stored, fingerprint });
   }
 
   /** A refusal (not retryable) is recorded for `sluice status`; a child that passes clears it. */
