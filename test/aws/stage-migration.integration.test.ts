@@ -18,6 +18,7 @@ import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { toExternalRow } from '../../lib/sinks/external-row.js';
 import { deploy, type InvocationWrapper } from '../support/aws-pipeline.js';
 import { shardIdOf } from '../../lib/aws/kinesis-trigger-handler.js';
+import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
 import type { KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import { canonicalSales, hourlySales, inMemoryHourlySales, SALES_SCHEMA, type Sale } from '../support/hourly-sales.js';
 import { orders, ordersPerHour } from '../support/orders-per-hour.js';
@@ -92,6 +93,28 @@ describe('a one-stage stateful query whose stream splits under functions compile
     expect(d.results.some((r) => children.includes(r.shardId) && r.result.progress.length > 0)).toBe(true);
     expect(d.results.filter((r) => r.result.error).map((r) => r.result.error!.message)).toEqual([]);
   }, 300_000);
+
+  it('split children an older version refused after writing the one-stage metadata: they run stage 1 once the state has moved', async () => {
+    const perHour = ordersPerHour('orders-per-hour-refused-before');
+    const d = await deploy(emulators, perHour, 1, { repartitionShards: 1, expectedShardCount: 2 });
+    const firstDeploy = compileQuery(perHour, { expectedShardCount: 1 });
+    await d.put(orders(0, 6));
+    await d.tick(Date.now(), 'drain', firstDeploy as never);
+    await reshardStream(d.clients.kinesis, d.config.streamName, [{ split: 'first-open' }]);
+    // What an older version's refused seed (RESHARD_WITH_STATE) left on each child: the parent's metadata, no commit.
+    const checkpointOf = (shardId: string) => new DynamoDbCheckpoint({
+      client: d.clients.dynamodb, checkpointTable: d.config.checkpointTable, stateTable: d.config.stateTable,
+      queryName: perHour.name, partitionId: firstDeploy.sourceStage.checkpointPartition(shardId),
+    });
+    const metadata = await checkpointOf(parent).readQueryMetadata();
+    expect(metadata?.fingerprint.statefulOperators.length).toBeGreaterThan(0);
+    for (const child of children) await checkpointOf(child).writeQueryMetadata(metadata!);
+    await d.put(orders(6, 4));
+    for (let i = 0; i < 3; i++) await d.tick(Date.now(), 'drain');
+
+    expect(d.results.filter((r) => r.result.error).map((r) => r.result.error!.message)).toEqual([]);
+    expect(await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!).then((rows) => rows.map((r) => Number(r.orders)))).toEqual([10]);
+  }, 240_000);
 
   it('a count per store and hour over two stage-2 partitions: each starts from its keys of the one-stage state (mapping path)', async () => {
     const definition = defineQuery({
