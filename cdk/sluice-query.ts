@@ -1150,8 +1150,8 @@ export class SluiceQuery extends Construct {
       + 'partitionKey, so it lives whole in that shard\'s partition. ';
     const body = moves
       ? 'Raising shardCount later adds a repartition stage, and at the split the state moves to it (the split children wait until the '
-        + 'shard\'s last records are committed and its state has moved; records the new functions receive on the old shard before it is '
-        + 'split are refused, INCOMPATIBLE_CHECKPOINT, so let the old shard\'s records be processed before the deploy). A split made outside '
+        + 'shard\'s last records are committed and its state has moved; records still on the old shard when the new functions arrive run '
+        + 'through the one-stage plan in the scheduled function at its next tick). A split made outside '
         + 'a deploy is refused (RESHARD_WITH_STATE) until the functions are deployed for more shards. '
       : 'Raising shardCount (or splitting the stream) later gives the query more than one repartition stage, and the state cannot follow: '
         + 'the split children are refused (RESHARD_STAGE_CHANGED) and only a new query name (a new, empty state) runs it. ';

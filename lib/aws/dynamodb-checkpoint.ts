@@ -496,6 +496,24 @@ export class DynamoDbCheckpoint implements Checkpoint {
     return item ? parseEntry<QueryMetadata>(item, this.pk) : undefined;
   }
 
+  /** A conditional PutItem on the item's stored entry (the checkpoint table's PutItem grant; no DeleteItem). */
+  async replaceQueryMetadata(expected: QueryMetadata, metadata: QueryMetadata): Promise<boolean> {
+    const existing = await this.items.get(CHECKPOINT_ITEMS.metadata).catch((e: unknown) => { throw wrap(e, 'read the query metadata'); });
+    if (!existing || JSON.stringify(parseEntry<QueryMetadata>(existing, this.pk)) !== JSON.stringify(expected)) return false;
+    const item = entryItem(this.items, CHECKPOINT_ITEMS.metadata, undefined, metadata);
+    try {
+      await this.items.client.send(new PutItemCommand({
+        TableName: this.items.table, Item: item, ConditionExpression: '#e = :e', ExpressionAttributeNames: { '#e': 'entry' },
+        ExpressionAttributeValues: { ':e': existing.entry! }, ReturnConsumedCapacity: 'TOTAL',
+      }));
+      meterUnits(this.items.meter, 'write', undefined, () => writeUnitsFor(itemSize(item)));
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return false;
+      throw wrap(error, 'replace the query metadata');
+    }
+  }
+
   /**
    * Written once, at the query's first start. A second write is accepted only if it carries the
    * same query id and fingerprint (a retried start); anything else means two runs started at once.

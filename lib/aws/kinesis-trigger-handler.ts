@@ -129,7 +129,7 @@ function createShardHandler(
     });
   };
   type ForPartition = (shardId: string, stage: QueryStage) => PartitionBackends;
-  type Guards = Map<QueryStage, { check(shardId: string): Promise<void>; movedToStageTwo?(shardId: string): Promise<boolean> } | null>;
+  type Guards = Map<QueryStage, { check(shardId: string): Promise<void>; movedToStageTwo?(shardId: string): Promise<boolean>; runsOneStage?(shardId: string): Promise<boolean> } | null>;
   const decorate = (base: ForPartition): ForPartition => (shardId, stage) => (options.decorateBackends ?? ((b) => b))(base(shardId, stage));
   /** The partitions' backends and reshard guards of the namespace an invocation runs in. */
   let wiringOf: (namespace: BackendsNamespace) => { forPartition: ForPartition; guards: Guards };
@@ -262,6 +262,13 @@ function createShardHandler(
         await guard?.check(shardId);
         // A one-stage shard whose state moved to stage 2 is finished: what is delivered again was committed.
         if (await guard?.movedToStageTwo?.(shardId)) continue;
+        if (await guard?.runsOneStage?.(shardId)) {
+          // Its records run through the one-stage plan in the scheduled function (this role writes neither state nor sink):
+          // Lambda retries them here until that has committed them and the state has moved, then they are skipped above.
+          observability.logger.warn('shard still runs the query in one stage: the scheduled function finishes it, then its state moves to the repartition stage', { shardId });
+          batchItemFailures.push({ itemIdentifier: shardRecords[0]!.sequenceNumber });
+          continue;
+        }
         await finishStoredRedrives(stage, shardId, forPartition(shardId, stage), limits);
         result = await inSubsegment(tracer, 'sluice batch', { query: definition.name, shard: shardId, stage: stage.kind },
           () => runShardInvocation(query, { shardId, records: shardRecords, stage, limits }, forPartition(shardId, stage)));

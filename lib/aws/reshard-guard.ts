@@ -206,6 +206,7 @@ export class ReshardGuard {
         if (!(await migrationDone(request))) {
           throw pending(shardId, `its parent(s) ${holding.map((p) => p.partitionId).join(', ')} ran the query in one stage, and their state moves to the repartition stage first (the scheduled function or stage 2 moves it)`);
         }
+        await this.forgetRefusedSeedMetadata(checkpoint);
         return;
       }
       await refuseStateLeftInParents(this.partition(shardId), parents);
@@ -223,6 +224,20 @@ export class ReshardGuard {
           : null),
       });
     }
+  }
+
+  /**
+   * A child an older version refused (RESHARD_WITH_STATE) may hold its one-stage parent's metadata:
+   * that version wrote it before the seed failed. The child never committed and its state moved to
+   * stage 2 with the parent's, so it runs stage 1 now: its metadata becomes this stage's (no
+   * stateful operator), under the same query id, instead of refusing it INCOMPATIBLE_CHECKPOINT.
+   */
+  private async forgetRefusedSeedMetadata(checkpoint: Checkpoint): Promise<void> {
+    const stored = await checkpoint.readQueryMetadata();
+    if (!stored || stored.fingerprint.statefulOperators.length === 0 || !checkpoint.replaceQueryMetadata) return;
+    const fingerprint = { ...stored.fingerprint, outputMode: this.options.stage.outputMode, statefulOperators: [] };
+    // Lost to a concurrent replacement: that one wrote the same.
+    await checkpoint.replaceQueryMetadata(stored, { ...stored, fingerprint });
   }
 
   /** A refusal (not retryable) is recorded for `sluice status`; a child that passes clears it. */
@@ -295,6 +310,22 @@ export class ReshardGuard {
     const done = await migrationDone(await this.migrationRequest(target, [shardId]));
     // Not moved yet: asked again next time (the move comes once the shard is finished).
     return done ? this.remember(shardId, true) : false;
+  }
+
+  /**
+   * Whether `shardId` still runs the query in one stage under functions compiled with a repartition
+   * stage: its partition committed batches of the one-stage plan (its metadata lists stateful
+   * operators) and its state has not moved to stage 2 yet, because records after its committed
+   * position remain (the mapping was behind at the deploy). Those records run through the one-stage
+   * plan, on this partition, until the shard is closed and committed: the scheduled function does
+   * it (its role writes state and sink; the stage-1 function's does not), and the move follows.
+   */
+  async runsOneStage(shardId: string): Promise<boolean> {
+    if (this.moved.has(shardId) || this.finished.has(shardId)) return false;
+    // Remembers a moved shard and one that never ran in one stage: asked once per container, as the moves are.
+    if (await this.movedToStageTwo(shardId) || this.moved.has(shardId)) return false;
+    // A child refused before a redeploy has no commit: it runs stage 1 once the state has moved.
+    return (await this.options.checkpointOf(shardId).commitLog.getLatest()) !== undefined;
   }
 
   private remember(shardId: string, moved: boolean): boolean {

@@ -28,7 +28,7 @@
  * (the next tick finishes it). A DynamoDB sink that spills has its unreferenced spilled objects
  * collected, at most once a day (lib/aws/spill-gc-run.ts), likewise.
  */
-import { compileForDeployment, type CompiledQuery, type DeployableQuery } from '../query/compiled-query.js';
+import { compileForDeployment, compileQuery, type CompiledQuery, type DeployableQuery } from '../query/compiled-query.js';
 import type { QueryStage, StageKind } from '../query/query-stage.js';
 import { committedShardOffset, runShardInvocation, type ShardInvocationRequest, type ShardInvocationResult } from '../query/shard-invocation.js';
 import { CostMeter } from '../core/cost-meter.js';
@@ -125,6 +125,11 @@ interface Context {
   readonly refusals: RefusedShardStore;
   /** A replay shadow: a shard with no commit yet starts at its first record at or after this time. */
   readonly startAtMs?: number;
+  /**
+   * The query compiled for one stage and its backends in this namespace, for a source shard that
+   * still holds a one-stage checkpoint when the functions gained a repartition stage (built at first use).
+   */
+  readonly oneStage: () => Context;
 }
 
 /** One tick's limits and what it learnt of batch durations (shared by every shard it runs). */
@@ -164,7 +169,13 @@ export function createScheduledTriggerHandler(deployable: DeployableQuery, optio
         observability: startAtMs === undefined ? observability : shadowObservability(namespace.location.namespace),
         guards: new Map(), refusals: new RefusedShardStore({ client: clients.dynamodb, checkpointTable: config.checkpointTable, namespace: namespace.location.namespace }),
         ...(startAtMs !== undefined ? { startAtMs } : {}),
+        oneStage: () => {
+          // Both layouts name a source shard's checkpoint partition alike: this one resumes the shard's one-stage run.
+          oneStageContext ??= { ...context!, ...oneStageOf(query, config, clients, meter, options.decorateSink, namespace) };
+          return oneStageContext;
+        },
       };
+      let oneStageContext: Context | undefined;
       contexts.set(key, context);
     }
     return context;
@@ -357,9 +368,42 @@ async function runGuarded(
   }
   if (readiness.state === 'finished') return { shardId, batches: 0 };
   if (readiness.state === 'waiting') return { shardId, batches: 0, error: `waiting for its parents: ${readiness.reason}` };
+  let oneStage: boolean;
+  try {
+    oneStage = await guard.runsOneStage(shardId);
+  } catch (error) {
+    context.observability.logger.error('scheduled invocation could not start', { shardId, stage: stage.kind, error: error as Error });
+    return { shardId, batches: 0, error: (error as Error).message };
+  }
+  if (oneStage) return finishOneStageShard(context.oneStage(), tick, shardId);
   const stored = await finishStoredRedrives(context, tick, shardId, stage);
   if (stored.error !== undefined || stored.deferred !== undefined) return stored;
   const run = await (drain ? drainShard(context, tick, shardId, stage) : tickShard(context, tick, shardId, stage));
+  return { ...run, batches: run.batches + stored.batches };
+}
+
+/** `query` compiled for one stage (the layout a one-shard stream ran), with its own backends. */
+function oneStageOf(
+  query: CompiledQuery, config: RuntimeConfig, clients: AwsClients, meter: CostMeter, decorateSink: ScheduledTriggerOptions['decorateSink'], namespace: BackendsNamespace,
+): Pick<Context, 'query' | 'backends'> {
+  const oneStage = compileQuery(query.definition, { expectedShardCount: 1 });
+  if (oneStage.needsRepartition) throw new Error(`query '${query.name}' compiled for one shard still has a repartition stage`);
+  return { query: oneStage, backends: createAwsQueryBackends(oneStage, config, clients, meter, decorateSink, namespace) };
+}
+
+/**
+ * A source shard whose partition ran the query in one stage and still has records after its
+ * committed position (the mapping was behind when the functions gained a repartition stage): they
+ * run through the one-stage plan on that partition, in tick and drain alike, so that the shard
+ * finishes and its state moves to stage 2 (stage 2's guard, later in this tick). The stage-1
+ * function waits for this (its role writes neither state nor sink). No no-data batch runs on it:
+ * stage 2's first batch evicts and closes up to the shard's next watermark, once.
+ */
+async function finishOneStageShard(context: Context, tick: Tick, shardId: string): Promise<ShardRun> {
+  const stage = context.query.sourceStage;
+  const stored = await finishStoredRedrives(context, tick, shardId, stage);
+  if (stored.error !== undefined || stored.deferred !== undefined) return stored;
+  const run = await drainShard(context, tick, shardId, stage, false);
   return { ...run, batches: run.batches + stored.batches };
 }
 
@@ -398,7 +442,7 @@ async function confirmIdle(backends: AwsQueryBackends, stage: QueryStage, shardI
 }
 
 async function runAndReport(
-  context: Context, tick: Tick, shardId: string, stage: QueryStage, records: readonly ShardRecord[], redrive?: ShardInvocationRequest['redrive'],
+  context: Context, tick: Tick, shardId: string, stage: QueryStage, records: readonly ShardRecord[], redrive?: ShardInvocationRequest['redrive'], scheduled = true,
 ): Promise<ShardInvocationResult> {
   const { query, backends, observability, options } = context;
   // The invocation's time (EventBridge's, or the test's) is also its batches' processing time: a
@@ -406,7 +450,7 @@ async function runAndReport(
   const now = options.now ?? Date.now;
   const result = await inSubsegment(await context.tracing, 'sluice scheduled batch', { query: query.name, shard: shardId, stage: stage.kind },
     () => runShardInvocation(
-      query, { shardId, records, scheduled: true, stage, limits: tick.limits, ...(redrive ? { redrive } : {}) },
+      query, { shardId, records, scheduled, stage, limits: tick.limits, ...(redrive ? { redrive } : {}) },
       { ...backends.forPartition(shardId, stage), clock: { nowMs: now } },
     ));
   for (const p of result.progress) tick.longestBatchMs = Math.max(tick.longestBatchMs, p.durationMs.triggerExecution ?? 0);
@@ -431,8 +475,8 @@ async function tickShard(context: Context, tick: Tick, shardId: string, stage: Q
   }
 }
 
-/** Reads the shard from its committed position and runs batches until caught up. */
-async function drainShard(context: Context, tick: Tick, shardId: string, stage: QueryStage): Promise<ShardRun> {
+/** Reads the shard from its committed position and runs batches until caught up (`noDataBatch`: then one batch without records). */
+async function drainShard(context: Context, tick: Tick, shardId: string, stage: QueryStage, noDataBatch = true): Promise<ShardRun> {
   const { backends, options } = context;
   const reader = backends.readerOf(stage);
   let batches = 0;
@@ -445,7 +489,8 @@ async function drainShard(context: Context, tick: Tick, shardId: string, stage: 
       const committed = await committedShardOffset(backends.forPartition(shardId, stage).checkpoint, stage.sourceId);
       const after = readAfterPosition(committed?.sequenceNumber);
       const position = await reader.readAfter(shardId, after, options.drainBatchSize ?? 1000, after === null ? context.startAtMs : undefined);
-      const result = await runAndReport(context, tick, shardId, stage, position.records);
+      if (!noDataBatch && position.records.length === 0) return { shardId, batches };
+      const result = await runAndReport(context, tick, shardId, stage, position.records, undefined, noDataBatch);
       batches += result.progress.length;
       if (result.error) return { shardId, batches, error: result.error.message };
       if (result.stoppedBy) return { shardId, batches, deferred: result.stoppedBy };

@@ -71,6 +71,12 @@ export interface Checkpoint {
   readQueryMetadata(): Promise<QueryMetadata | undefined>;
   writeQueryMetadata(metadata: QueryMetadata): Promise<void>;
   /**
+   * Replaces the metadata while it is still `expected` (false, writing nothing, otherwise): a
+   * reshard child whose seed an older version refused after writing its parent's metadata
+   * (lib/aws/reshard-guard.ts) is given its own stage's.
+   */
+  replaceQueryMetadata?(expected: QueryMetadata, metadata: QueryMetadata): Promise<boolean>;
+  /**
    * Hands over batch N's progress record just before `commitLog.add(N)`: a checkpoint that keeps
    * recent progress (DynamoDB: a ring of items with a TTL) writes it with the commit, in the same
    * request, so `sluice status` needs no logs and the batch pays no extra round trip.

@@ -47,4 +47,10 @@ export class MemoryCheckpoint implements Checkpoint {
   async writeQueryMetadata(metadata: QueryMetadata): Promise<void> {
     this.metadata = metadata;
   }
+
+  async replaceQueryMetadata(expected: QueryMetadata, metadata: QueryMetadata): Promise<boolean> {
+    if (JSON.stringify(this.metadata) !== JSON.stringify(expected)) return false;
+    this.metadata = metadata;
+    return true;
+  }
 }

@@ -16,7 +16,10 @@ import { SluiceSession } from '../../lib/api/session.js';
 import { parseTimestamp } from '../../lib/core/timestamps.js';
 import { MemorySink } from '../../lib/sinks/memory-sink.js';
 import { toExternalRow } from '../../lib/sinks/external-row.js';
-import { deploy } from '../support/aws-pipeline.js';
+import { deploy, type InvocationWrapper } from '../support/aws-pipeline.js';
+import { shardIdOf } from '../../lib/aws/kinesis-trigger-handler.js';
+import { DynamoDbCheckpoint } from '../../lib/aws/dynamodb-checkpoint.js';
+import type { KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import { canonicalSales, hourlySales, inMemoryHourlySales, SALES_SCHEMA, type Sale } from '../support/hourly-sales.js';
 import { orders, ordersPerHour } from '../support/orders-per-hour.js';
 
@@ -25,6 +28,15 @@ beforeAll(async () => { emulators = await startEmulators(); });
 afterAll(async () => { await emulators?.stop(); });
 
 const children = ['shardId-000000000001', 'shardId-000000000002'];
+const parent = 'shardId-000000000000';
+
+async function until(condition: () => boolean, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
 
 describe('a one-stage stateful query whose stream splits under functions compiled with a repartition stage', () => {
   it('a count per hour (one stage-2 partition): the count goes on from the one-stage state (drain path)', async () => {
@@ -45,6 +57,63 @@ describe('a one-stage stateful query whose stream splits under functions compile
     expect(d.results.some((r) => children.includes(r.shardId) && r.result.progress.length > 0)).toBe(true);
     expect(d.results.filter((r) => r.result.error).map((r) => r.result.error!.message)).toEqual([]);
     expect(await sink()).toEqual([10]);
+  }, 240_000);
+
+  it('records left uncommitted on the one-stage shard when the new functions arrive: they run in one stage, once, then the state moves (mapping behind at the deploy)', async () => {
+    const perHour = ordersPerHour('orders-per-hour-behind');
+    // The shards whose delivery the stage-1 function answered with a retry (Lambda retries them).
+    const retried = new Set<string>();
+    const asFunction: InvocationWrapper = async (role, invoke, event) => {
+      const out = await invoke();
+      const failures = role === 'kinesisTrigger' ? (out as KinesisStreamBatchResponse).batchItemFailures ?? [] : [];
+      if (failures.length > 0) for (const record of (event as KinesisStreamEvent).Records) retried.add(shardIdOf(record));
+      return out;
+    };
+    const d = await deploy(emulators, perHour, 1, { repartitionShards: 1, expectedShardCount: 2, asFunction });
+    const firstDeploy = compileQuery(perHour, { expectedShardCount: 1 });
+    const sink = async (): Promise<number[]> => (await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!)).map((r) => Number(r.orders));
+    await d.put(orders(0, 6));
+    await d.tick(Date.now(), 'drain', firstDeploy as never);
+    expect(await sink()).toEqual([6]);
+
+    // The mapping is behind: three orders on the one-stage shard are not committed when it splits and the two-stage functions arrive.
+    await d.put(orders(6, 3));
+    await reshardStream(d.clients.kinesis, d.config.streamName, [{ split: 'first-open' }]);
+    await d.put(orders(9, 4));
+    const draining = d.drain();
+    // The stage-1 function gets the parent's records and cannot run them (no state or sink of its own): Lambda retries them.
+    await until(() => retried.has(parent));
+    expect(await sink()).toEqual([6]);
+    // The scheduled function runs them through the one-stage plan, then stage 2 takes the state; the mapping goes on.
+    await d.tick(Date.now(), 'tick');
+    await draining;
+
+    // Every order counted once, in the one hour: 13, as never resharded (orders 0..12 at 10:10..10:22, none late).
+    expect(await sink()).toEqual([13]);
+    expect(d.results.some((r) => children.includes(r.shardId) && r.result.progress.length > 0)).toBe(true);
+    expect(d.results.filter((r) => r.result.error).map((r) => r.result.error!.message)).toEqual([]);
+  }, 300_000);
+
+  it('split children an older version refused after writing the one-stage metadata: they run stage 1 once the state has moved', async () => {
+    const perHour = ordersPerHour('orders-per-hour-refused-before');
+    const d = await deploy(emulators, perHour, 1, { repartitionShards: 1, expectedShardCount: 2 });
+    const firstDeploy = compileQuery(perHour, { expectedShardCount: 1 });
+    await d.put(orders(0, 6));
+    await d.tick(Date.now(), 'drain', firstDeploy as never);
+    await reshardStream(d.clients.kinesis, d.config.streamName, [{ split: 'first-open' }]);
+    // What an older version's refused seed (RESHARD_WITH_STATE) left on each child: the parent's metadata, no commit.
+    const checkpointOf = (shardId: string) => new DynamoDbCheckpoint({
+      client: d.clients.dynamodb, checkpointTable: d.config.checkpointTable, stateTable: d.config.stateTable,
+      queryName: perHour.name, partitionId: firstDeploy.sourceStage.checkpointPartition(shardId),
+    });
+    const metadata = await checkpointOf(parent).readQueryMetadata();
+    expect(metadata?.fingerprint.statefulOperators.length).toBeGreaterThan(0);
+    for (const child of children) await checkpointOf(child).writeQueryMetadata(metadata!);
+    await d.put(orders(6, 4));
+    for (let i = 0; i < 3; i++) await d.tick(Date.now(), 'drain');
+
+    expect(d.results.filter((r) => r.result.error).map((r) => r.result.error!.message)).toEqual([]);
+    expect(await scanDynamoDbSink(d.clients.dynamodb, d.config.sinkTable!).then((rows) => rows.map((r) => Number(r.orders)))).toEqual([10]);
   }, 240_000);
 
   it('a count per store and hour over two stage-2 partitions: each starts from its keys of the one-stage state (mapping path)', async () => {
