@@ -95,7 +95,12 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       // The sink's upserts retry a throttle themselves (the adaptive writer); elsewhere the invocation fails and is retried.
       const error = dynamoDbThrottle(controller.random());
       // The item's sort key names which write it was (an offset log entry, the metadata, a blame entry).
-      controller.retries.failed('throttle-dynamodb', throttle.at, `${command} ${table} ${sk}`.trim(), signature, container, command === 'PutItemCommand' && table === config.sinkTable, error);
+      // A batch of deletes outside the sink is a cleanup the engine does not resend (kept copies, blame entries, obsolete state).
+      const requests = Object.values(input.RequestItems ?? {}).flat();
+      const cleanup = command === 'BatchWriteItemCommand' && requests.length > 0 && requests.every((r) => r.DeleteRequest !== undefined)
+        && !Object.keys(input.RequestItems ?? {}).includes(config.sinkTable ?? '');
+      controller.retries.failed('throttle-dynamodb', throttle.at, throttledWrite(command, input), signature, container,
+        command === 'PutItemCommand' && table === config.sinkTable, error, cleanup);
       throw error;
     }
     if (command === 'TransactWriteItemsCommand' && options.beforeCommit) {
@@ -312,6 +317,14 @@ function viewOfStream(
 }
 
 /** A BatchWriteItem request's item key (what a resend of it names again). */
+/** A throttled request as the report names it: its table and its (first) item's key, a batch write's count. */
+function throttledWrite(command: string, input: Input): string {
+  if (command !== 'BatchWriteItemCommand') return `${command} ${input.TableName ?? ''} ${input.Item?.sk?.S ?? ''}`.trim();
+  const [table, requests] = Object.entries(input.RequestItems ?? {})[0] ?? ['', []];
+  const first = requests[0] ? writeRequestKey(requests[0]) : '';
+  return `${command} ${table} ${first}${requests.length > 1 ? ` (+${requests.length - 1} more)` : ''}`.trim();
+}
+
 export function writeRequestKey(request: WriteRequest): string {
   const key = request.DeleteRequest?.Key ?? { pk: request.PutRequest?.Item?.pk, sk: request.PutRequest?.Item?.sk };
   return `${request.DeleteRequest ? 'delete' : 'put'} ${key.pk?.S ?? ''} ${key.sk?.S ?? ''}`;

@@ -152,3 +152,28 @@ export function keptOrLost(options: {
   }
   return diff;
 }
+
+/** A planned end offset as the offset log stores it (a Kinesis or internal-stream shard position). */
+interface PlannedEnd { readonly sequenceNumber?: string; readonly firstSequenceNumber?: string; readonly redrive?: unknown }
+
+/**
+ * Whether a trim struck a planned batch: some record of its planned range left the stream. The
+ * fault trims its invocation's first records, which need not be the batch's: the event may start
+ * with records an earlier batch committed (a redelivery), and a no-data batch (its offsets are the
+ * previous batch's) or a re-drive batch (its records are the ledger's) has none on the shard. Such
+ * a batch has nothing to keep or lose. A shard is trimmed oldest-first, so the range is struck when
+ * its first record is.
+ * @param planned the batch's planned end offsets (`offset#N`), by source name
+ * @param before the previous batch's (`offset#N-1`; committed before N was planned), null for batch 0
+ * @param expired whether the run's simulated retention trimmed the record `sequenceNumber` of the batch's shard
+ */
+export function plannedRangeTrimmed(
+  planned: Readonly<Record<string, unknown>>, before: Readonly<Record<string, unknown>> | null, expired: (sequenceNumber: string) => boolean,
+): boolean {
+  return Object.entries(planned).some(([name, value]) => {
+    const end = value as PlannedEnd | null;
+    if (!end || end.redrive !== undefined || end.firstSequenceNumber === undefined) return false;
+    if (JSON.stringify(before?.[name] ?? null) === JSON.stringify(end)) return false;
+    return expired(end.firstSequenceNumber);
+  });
+}

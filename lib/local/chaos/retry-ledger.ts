@@ -40,6 +40,11 @@ interface Followed {
   sentMeanwhile?: boolean;
   /** A put-if-absent whose item was written before the fault struck: a resend would be refused. */
   readonly writtenBefore?: boolean;
+  /**
+   * A best-effort cleanup: deletes of items no read needs any more (a committed batch's kept copy
+   * or blame entry, obsolete state), left to their TTL or a later purge when a delete fails.
+   */
+  readonly cleanup?: boolean;
   retried?: 'in place' | 'later';
 }
 
@@ -80,10 +85,10 @@ export class RetryLedger {
   private readonly written = new Set<string>();
 
   /** A fail-safe fault struck the request `signature` of `container`, throwing `error`. */
-  failed(kind: FailSafeKind, at: number, detail: string, signature: string, container: RetryContainer, inPlace: boolean, error?: unknown): void {
+  failed(kind: FailSafeKind, at: number, detail: string, signature: string, container: RetryContainer, inPlace: boolean, error?: unknown, cleanup = false): void {
     this.followed.push({
       kind, at, detail, signature, container: container.id, invocation: container.invocation, inPlace, error,
-      ...(this.written.has(signature) ? { writtenBefore: true } : {}),
+      ...(this.written.has(signature) ? { writtenBefore: true } : {}), ...(cleanup ? { cleanup } : {}),
     });
   }
 
@@ -159,7 +164,7 @@ export class RetryLedger {
    */
   get broken(): string[] {
     return this.followed.filter((f) => f.kind !== 'short-get-records'
-      && ((!f.retried && !isRead(f.detail) && !f.writtenBefore) || (f.inPlace && f.retried !== 'in place' && this.excuse(f) === undefined)))
+      && ((!f.retried && !isRead(f.detail) && !f.writtenBefore && !f.cleanup) || (f.inPlace && f.retried !== 'in place' && this.excuse(f) === undefined)))
       .map((f) => `${f.kind} @${f.at} (${f.detail}) ${f.retried ? `sent again only ${f.retried}, where the engine retries it in place (${this.endingOf(f)})` : 'never sent again'}`)
       .concat(this.cutShort);
   }
@@ -169,8 +174,10 @@ export class RetryLedger {
    * and put-if-absent writes never sent again whose item was written before: and why.
    */
   get excused(): string[] {
-    const unsent = this.followed.filter((f) => !f.retried && !f.inPlace && f.writtenBefore)
-      .map((f) => `${f.kind} @${f.at} (${f.detail}) never sent again: its item was written before the fault (a resend could only be refused)`);
+    const unsent = this.followed.filter((f) => !f.retried && !f.inPlace && (f.writtenBefore || f.cleanup))
+      .map((f) => `${f.kind} @${f.at} (${f.detail}) never sent again: ${f.writtenBefore
+        ? 'its item was written before the fault (a resend could only be refused)'
+        : 'a best-effort cleanup delete (its items are read no more; a TTL or a later purge removes them)'}`);
     return unsent.concat(this.followed.filter((f) => f.inPlace && f.retried === 'later').flatMap((f) => {
       const why = this.excuse(f);
       return why ? [`${f.kind} @${f.at} (${f.detail}) sent again later: ${why}`] : [];

@@ -26,7 +26,7 @@
 import { isMultiSource, type QueryDefinition } from '../../query/query-definition.js';
 import { createAwsClients, type AwsClients } from '../../aws/clients.js';
 import { createScheduledTriggerHandler } from '../../aws/scheduled-trigger-handler.js';
-import { ScanCommand } from '@aws-sdk/client-dynamodb';
+import { GetItemCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { sinkPrefixOf } from '../../aws/aws-backends.js';
 import { listKeys } from '../../aws/s3-util.js';
 import { ensureTables } from '../../aws/tables.js';
@@ -59,7 +59,7 @@ import { countingLateRows, subsetsBySize } from './late-rows.js';
 import { keyColumnsOf, runInMemory, runMultiSourceInMemory, type PlacedRecord } from './memory-reference.js';
 import { chainedAggregatesQuery, generatePayments, joinThenAggregateQuery, withSaleIds } from './staged-queries.js';
 import { withWrites } from './sink-wrapper.js';
-import { deadLettersBesideLoss, keptOrLost, retentionLoss, runRecordsOf, type RecordedLoss, type RunRecord } from './retention-loss.js';
+import { deadLettersBesideLoss, keptOrLost, plannedRangeTrimmed, retentionLoss, runRecordsOf, type RecordedLoss, type RunRecord } from './retention-loss.js';
 import { planRunFaults, undivisibleStages } from './run-plan.js';
 import { zombieChoiceFrom, type ZombieChoice } from './zombie-choice.js';
 import { formatRetryFigures, retriesOf, totalRetries, type FailSafeKind, type RetryFigures } from './retry-ledger.js';
@@ -503,7 +503,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             rows: contents.rows, deadLetters, listed, history: p.history, discarded: p.discarded, gaveUp: p.gaveUp, expiry, recordedSkips,
             retention: retentionLoss({ recorded: recordedSkips, records: runRecords, expired: expired.has, redriveLost: expiry.lostRecords }),
             kept: p.kept,
-            trimmed: p.functions.flatMap((f) => f.fn.trimmedBatches.map((t) => `${t.pk.slice(t.pk.indexOf('#') + 1)}#${t.batchId}`)),
+            trimmed: await struckBatches(clients!, d.checkpointTable, p.functions.map((f) => ({ streamName: f.streamName, trimmed: f.fn.trimmedBatches })), expired.has),
             zombiesTimedOut: p.functions.flatMap((f) => f.fn.zombiesTimedOut.map((z) => `${f.id} ${z}`)),
             committed: await committedBatches(clients!, d.checkpointTable, p.definition.name, hopsOf.get(p.definition.name)!),
             functions: [
@@ -745,6 +745,35 @@ async function judgeRun(got: QueryRun, poison: ReadonlySet<string>): Promise<{ d
  * `${partitionId}#${batchId}`. With a repartition stage that is stage 2, whose checkpoint
  * partitions are `state.<internal shard>` while its sink batches name the internal shard.
  */
+/**
+ * The planned batches a trim struck (`<partition>#<batch id>`): those whose planned range lost its
+ * first record (retention-loss.ts plannedRangeTrimmed), read from the checkpoint's offset log.
+ */
+async function struckBatches(
+  clients: AwsClients, table: string, functions: readonly { readonly streamName: string; readonly trimmed: readonly { readonly pk: string; readonly batchId: number }[] }[],
+  expired: (streamName: string, shardId: string, sequenceNumber: string) => boolean,
+): Promise<string[]> {
+  const plan = async (pk: string, batchId: number): Promise<Record<string, unknown> | null> => {
+    if (batchId < 0) return null;
+    const out = await clients.dynamodb.send(new GetItemCommand({
+      TableName: table, ConsistentRead: true, Key: { pk: { S: pk }, sk: { S: `offset#${String(batchId).padStart(12, '0')}` } },
+    }));
+    const entry = out.Item?.entry?.S;
+    return entry ? (JSON.parse(entry) as { offsets: Record<string, unknown> }).offsets : null;
+  };
+  const struck: string[] = [];
+  for (const { streamName, trimmed } of functions) {
+    for (const t of trimmed) {
+      const partition = t.pk.slice(t.pk.indexOf('#') + 1);
+      const shardId = partition.slice(partition.lastIndexOf('.') + 1);
+      const planned = await plan(t.pk, t.batchId);
+      // A plan that is gone (purged) is taken as struck: the check stays strict.
+      if (!planned || plannedRangeTrimmed(planned, await plan(t.pk, t.batchId - 1), (seq) => expired(streamName, shardId, seq))) struck.push(`${partition}#${t.batchId}`);
+    }
+  }
+  return struck;
+}
+
 async function committedBatches(clients: AwsClients, table: string, queryName: string, hops: number): Promise<Set<string>> {
   // The last stage writes the sink: its checkpoint partitions are `state.<shard>` (stage 2) or
   // `stage<N>.<shard>` (later stages), its sink batches name the internal shard.

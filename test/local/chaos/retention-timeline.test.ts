@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import { atRisk, Backlog, BACKLOG_AGE_MS, FUNCTION_TIMEOUT_MS, KEEP_MARGIN_MS, RETENTION_MS, STREAM_RETENTION_HOURS } from '../../../lib/local/chaos/retention-timeline.js';
-import { keptOrLost } from '../../../lib/local/chaos/retention-loss.js';
+import { keptOrLost, plannedRangeTrimmed } from '../../../lib/local/chaos/retention-loss.js';
 import { FaultController } from '../../../lib/local/chaos/faults.js';
 
 const NOW = Date.parse('2026-12-05T12:00:00Z');
@@ -71,5 +71,29 @@ describe('a deferred trim (FaultController.hold)', () => {
     controller.confirm(fault, 'a retry ran it');
     expect(controller.missed).toEqual([]);
     expect(controller.injected).toEqual([{ kind: 'planned-then-expired', at: 0, detail: 'pk offset#1; a retry ran it' }]);
+  });
+});
+
+describe('which planned batch a trim struck (plannedRangeTrimmed)', () => {
+  // Seed 1 with --expire-planned: the fault trimmed its event's first records, which an earlier
+  // batch had committed; the oracle blamed the planned batch for keeping nothing and losing nothing.
+  const horizon = 105n;
+  const expired = (seq: string): boolean => BigInt(seq) <= horizon;
+  const at = (first: string, last: string) => ({ shardId: 's-1', sequenceNumber: last, firstSequenceNumber: first, recordCount: 2 });
+
+  it('a batch whose first planned record left the stream is struck', () => {
+    expect(plannedRangeTrimmed({ sales: at('104', '107') }, { sales: at('101', '103') }, expired)).toBe(true);
+    expect(plannedRangeTrimmed({ sales: at('101', '103') }, null, expired)).toBe(true);
+  });
+
+  it('a batch planned after the trimmed records, a no-data batch (the previous plan\'s offsets) and a re-drive batch are not', () => {
+    expect(plannedRangeTrimmed({ sales: at('106', '109') }, { sales: at('101', '105') }, expired)).toBe(false);
+    expect(plannedRangeTrimmed({ sales: at('101', '105') }, { sales: at('101', '105') }, expired)).toBe(false);
+    expect(plannedRangeTrimmed({ sales: { ...at('101', '105'), redrive: { run: 'r1' } } }, { sales: at('101', '105') }, expired)).toBe(false);
+    expect(plannedRangeTrimmed({ sales: null }, null, expired)).toBe(false);
+  });
+
+  it('a stage 2 with several hop inputs is struck when any input\'s range is', () => {
+    expect(plannedRangeTrimmed({ a: at('101', '103'), b: at('104', '106') }, { a: at('101', '103'), b: null }, expired)).toBe(true);
   });
 });

@@ -4,7 +4,7 @@
  * checkpoint's own retry); a throttle elsewhere by any later invocation; never sent again fails.
  */
 import { describe, expect, it } from 'vitest';
-import { GetItemCommand, PutItemCommand, TransactWriteItemsCommand, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
+import { BatchWriteItemCommand, GetItemCommand, PutItemCommand, TransactWriteItemsCommand, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
 import { createAwsClients, type AwsClients } from '../../../lib/aws/clients.js';
 import { ChaosKill, FaultController, type PlannedFault } from '../../../lib/local/chaos/faults.js';
 import { instrumentClients, type ContainerHandle } from '../../../lib/local/chaos/instrument.js';
@@ -224,5 +224,20 @@ describe('fail-safe faults: how their request was sent again', () => {
     for (const sent of dynamoDbSentSignatures('BatchWriteItemCommand', regrouped)) ledger.sent(sent, { id: 2, invocation: 1 });
     expect(ledger.broken).toEqual([]);
     expect(ledger.figures()['throttle-dynamodb']).toMatchObject({ faults: 1, later: 1 });
+  });
+  it('a throttled cleanup delete (BatchWriteItem of deletes outside the sink, e.g. a kept copy\'s pages) never sent again is excused; a batch with a put is broken', async () => {
+    // Seed 1 with --expire-planned: a stage-2 BatchWriteItem throttled @61 and never sent again failed the run.
+    const { clients, controller, container } = setUp([{ kind: 'throttle-dynamodb', at: 0 }, { kind: 'throttle-dynamodb', at: 1 }]);
+    const batch = (requests: object[]) => () => clients.dynamodb.send(new BatchWriteItemCommand({ RequestItems: { [config.checkpointTable]: requests as never } }));
+    const del = (sk: string) => ({ DeleteRequest: { Key: key(sk) } });
+    expect(await attempt(clients, batch([del('page#shard-0#100#3#0000'), del('page#shard-0#100#3#0001')]))).toMatch(/Throughput|Throttling|RequestLimit/);
+    expect(await attempt(clients, batch([del('s#1'), { PutRequest: { Item: key('s#2') } }]))).toMatch(/Throughput|Throttling|RequestLimit/);
+    container.invocation = 2;
+    expect(controller.retries.broken).toEqual([`throttle-dynamodb @1 (BatchWriteItemCommand ${config.checkpointTable} delete q#shard-0 s#1 (+1 more)) never sent again`]);
+    expect(controller.retries.excused).toEqual([
+      `throttle-dynamodb @0 (BatchWriteItemCommand ${config.checkpointTable} delete q#shard-0 page#shard-0#100#3#0000 (+1 more)) never sent again: `
+        + 'a best-effort cleanup delete (its items are read no more; a TTL or a later purge removes them)',
+    ]);
+    clients.destroy();
   });
 });
