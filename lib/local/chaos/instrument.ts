@@ -97,8 +97,10 @@ export function instrumentClients(container: ContainerHandle, clients: AwsClient
       // The item's sort key names which write it was (an offset log entry, the metadata, a blame entry).
       // A batch of deletes outside the sink is a cleanup the engine does not resend (kept copies, blame entries, obsolete state).
       const requests = Object.values(input.RequestItems ?? {}).flat();
-      const cleanup = command === 'BatchWriteItemCommand' && requests.length > 0 && requests.every((r) => r.DeleteRequest !== undefined)
-        && !Object.keys(input.RequestItems ?? {}).includes(config.sinkTable ?? '');
+      const cleanup = (command === 'BatchWriteItemCommand' && requests.length > 0 && requests.every((r) => r.DeleteRequest !== undefined)
+        && !Object.keys(input.RequestItems ?? {}).includes(config.sinkTable ?? ''))
+        // The kept copy's claim, removed after its pages (lib/aws/kept-records.ts `remove`): best effort too, with a TTL.
+        || (command === 'DeleteItemCommand' && table !== config.sinkTable && String(input.ConditionExpression ?? '').includes('keptBatch = :b'));
       controller.retries.failed('throttle-dynamodb', throttle.at, throttledWrite(command, input), signature, container,
         command === 'PutItemCommand' && table === config.sinkTable, error, cleanup);
       throw error;
