@@ -35,7 +35,7 @@ function event(first: number, n: number): KinesisStreamEvent {
       return {
         eventID: `${SHARD}:${seq}`, eventSource: 'aws:kinesis', eventVersion: '1.0', eventName: 'aws:kinesis:record', awsRegion: 'us-east-1',
         invokeIdentityArn: 'arn:aws:iam::000000000000:role/t', eventSourceARN: 'arn:aws:kinesis:us-east-1:000000000000:stream/t',
-        kinesis: { kinesisSchemaVersion: '1.0', partitionKey: user, sequenceNumber: seq, data: Buffer.from(data).toString('base64'), approximateArrivalTimestamp: 0 },
+        kinesis: { kinesisSchemaVersion: '1.0', partitionKey: user, sequenceNumber: seq, data: Buffer.from(data).toString('base64'), approximateArrivalTimestamp: Date.now() / 1000 },
       };
     }),
   };
