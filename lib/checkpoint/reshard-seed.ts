@@ -54,17 +54,28 @@ interface ParentEnd {
   readonly nextBatchWatermarkMs: number;
 }
 
-async function endOf(parent: SeedParent): Promise<ParentEnd | null> {
-  const commit = await parent.checkpoint.commitLog.getLatest();
+/**
+ * A partition's last commit and the offset entry it committed: where a finished parent's state
+ * stands (null before its first commit). `purpose` ends the error of a damaged checkpoint.
+ */
+export async function lastCommittedBatch(
+  checkpoint: Checkpoint, partitionId: string, purpose: string,
+): Promise<{ batchId: number; offsets: OffsetSeq; nextBatchWatermarkMs: number } | null> {
+  const commit = await checkpoint.commitLog.getLatest();
   if (!commit) return null;
   const [batchId, entry] = commit;
-  const offsets = await parent.checkpoint.offsetLog.get(batchId);
+  const offsets = await checkpoint.offsetLog.get(batchId);
   if (!offsets) {
-    throw new CheckpointError(`Offset log entry ${batchId} of ${parent.partitionId} is missing; its state cannot be carried to its child shards.`, {
+    throw new CheckpointError(`Offset log entry ${batchId} of ${partitionId} is missing; ${purpose}.`, {
       code: 'OFFSET_LOG_GAP', hint: 'the checkpoint is damaged; start the query with a new checkpoint.',
     });
   }
-  return { parent, stateVersion: batchId + 1, offsets, nextBatchWatermarkMs: entry.nextBatchWatermarkMs };
+  return { batchId, offsets, nextBatchWatermarkMs: entry.nextBatchWatermarkMs };
+}
+
+async function endOf(parent: SeedParent): Promise<ParentEnd | null> {
+  const end = await lastCommittedBatch(parent.checkpoint, parent.partitionId, 'its state cannot be carried to its child shards');
+  return end && { parent, stateVersion: end.batchId + 1, offsets: end.offsets, nextBatchWatermarkMs: end.nextBatchWatermarkMs };
 }
 
 const contains = (outer: HashKeyRange, inner: HashKeyRange): boolean => inner.start >= outer.start && inner.end <= outer.end;

@@ -19,6 +19,7 @@ import { seedRepartitionOffset } from '../sources/repartition-shard-source.js';
 import type { Offset } from '../sources/source.js';
 import { inHashKeyRange, kinesisHashKey, type HashKeyRange, type StoreRouting } from '../state/state-routing.js';
 import { CHECKPOINT_FORMAT_VERSION, type Checkpoint, type OffsetSeq } from './checkpoint.js';
+import { lastCommittedBatch } from './reshard-seed.js';
 
 export interface OneStageParent {
   readonly partitionId: string;
@@ -64,15 +65,8 @@ interface ParentEnd {
 }
 
 async function endOf(parent: OneStageParent): Promise<ParentEnd | null> {
-  const commit = await parent.checkpoint.commitLog.getLatest();
-  if (!commit) return null;
-  const offsets = await parent.checkpoint.offsetLog.get(commit[0]);
-  if (!offsets) {
-    throw new CheckpointError(`Offset log entry ${commit[0]} of ${parent.partitionId} is missing; its state cannot be moved to the repartition stage.`, {
-      code: 'OFFSET_LOG_GAP', hint: 'the checkpoint is damaged; start the query with a new checkpoint.',
-    });
-  }
-  return { parent, batchId: commit[0], offsets, nextBatchWatermarkMs: commit[1].nextBatchWatermarkMs };
+  const end = await lastCommittedBatch(parent.checkpoint, parent.partitionId, 'its state cannot be moved to the repartition stage');
+  return end && { parent, ...end };
 }
 
 /** Whether a committed stage-2 partition was seeded by this migration (its batch 0 names every parent). */
